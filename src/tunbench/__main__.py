@@ -1,0 +1,3 @@
+from tunbench.cli import main
+
+main()

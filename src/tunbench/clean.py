@@ -1,0 +1,119 @@
+"""`tunbench clean`: remove what crashed or SIGKILLed runs left behind.
+
+Sources: the ledgers under /run/tunbench/ (namespaces, processes by pid + start time, temp dirs,
+cgroups), plus a sweep for objects named with a run prefix whose run is no longer alive (a crash can
+come between creating an object and writing its ledger). Live runs are never touched unless --force.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+from pyroute2 import netns
+
+from tunbench.monitor.cgroup import V1_CPUACCT, V2_CANDIDATES, remove_cgroup
+from tunbench.proc import stop_group
+from tunbench.state import NAME_RE, Ledger, all_ledgers, owner_alive
+from tunbench.topology.netns import delete_namespace
+
+WG_SOCKETS = Path("/var/run/wireguard")
+
+
+@dataclass
+class CleanReport:
+    runs: list[str] = field(default_factory=list)
+    processes: int = 0
+    namespaces: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
+    skipped_live: list[str] = field(default_factory=list)
+
+    def empty(self) -> bool:
+        return not (self.runs or self.processes or self.namespaces or self.paths or self.cgroups)
+
+
+def _kill_recorded(ledger: Ledger) -> int:
+    n = 0
+    for rec in ledger.procs:
+        try:
+            p = psutil.Process(rec.pid)
+            if rec.create_time and abs(p.create_time() - rec.create_time) > 0.01:
+                continue  # the pid was reused by an unrelated process
+        except psutil.Error:
+            continue
+        stop_group(rec.pid, term_timeout_s=1.0)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(rec.pid, signal.SIGKILL)
+        n += 1
+    return n
+
+
+def _cgroup_dirs() -> list[Path]:
+    roots = [V1_CPUACCT, *V2_CANDIDATES]
+    out: list[Path] = []
+    for root in roots:
+        if root.is_dir():
+            out.extend(p for p in root.iterdir() if p.is_dir() and NAME_RE.match(p.name))
+    return out
+
+
+def clean(force: bool = False) -> CleanReport:
+    report = CleanReport()
+    live: set[str] = set()
+    for path, ledger in all_ledgers():
+        if ledger is not None and owner_alive(ledger) and not force:
+            live.add(ledger.prefix)
+            report.skipped_live.append(ledger.prefix)
+            continue
+        if ledger is not None:
+            report.runs.append(ledger.prefix)
+            report.processes += _kill_recorded(ledger)
+            for ns in ledger.netns:
+                if ns in netns.listnetns():
+                    delete_namespace(ns)
+                    report.namespaces.append(ns)
+            for p in ledger.paths:
+                if os.path.lexists(p):
+                    shutil.rmtree(p, ignore_errors=True)
+                    report.paths.append(p)
+            for cg in ledger.cgroups:
+                if Path(cg).exists() and remove_cgroup(Path(cg)):
+                    report.cgroups.append(cg)
+        path.unlink(missing_ok=True)
+    # the sweep: prefixed names whose run is not alive
+    for ns in netns.listnetns():
+        m = NAME_RE.match(ns)
+        if m and m.group(1) not in live:
+            report.processes += len(_pids_in(ns))
+            delete_namespace(ns)
+            report.namespaces.append(ns)
+    for cgdir in _cgroup_dirs():
+        m = NAME_RE.match(cgdir.name)
+        if m and m.group(1) not in live and remove_cgroup(cgdir):
+            report.cgroups.append(str(cgdir))
+    if WG_SOCKETS.is_dir():
+        for sock in WG_SOCKETS.iterdir():
+            m = NAME_RE.match(sock.name)
+            if m and m.group(1) not in live:
+                sock.unlink(missing_ok=True)
+                report.paths.append(str(sock))
+    import tempfile
+
+    for tmp in Path(tempfile.gettempdir()).iterdir():
+        m = NAME_RE.match(tmp.name)
+        if m and m.group(1) not in live and tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+            report.paths.append(str(tmp))
+    return report
+
+
+def _pids_in(ns: str) -> list[int]:
+    from tunbench.topology.netns import namespace_pids
+
+    return namespace_pids(ns)

@@ -1,0 +1,299 @@
+"""The `tunbench` command line: one small function per subcommand; the work happens elsewhere."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from tunbench import __version__
+from tunbench.errors import TunbenchError
+
+app = typer.Typer(
+    help="Reproducible performance tests for VPNs, tunnels and proxies, in hermetic network namespaces.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+console = Console()
+err_console = Console(stderr=True)
+
+DbOpt = Annotated[Path, typer.Option("--db", help="Result store (SQLite).", envvar="TUNBENCH_DB")]
+DEFAULT_DB = Path("tunbench.db")
+
+
+def _csv(value: str | None, cast: type = str) -> list | None:  # type: ignore[type-arg]
+    if value is None:
+        return None
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    try:
+        return [cast(v) for v in items]
+    except ValueError:
+        raise typer.BadParameter(f"{value!r} is not a comma-separated list of {cast.__name__}") from None
+
+
+def _split_tunnels(values: list[str] | None) -> list[str] | None:
+    """`--tunnel a,b` or repeated `--tunnel`; commas inside [...] belong to the parameters."""
+    if not values:
+        return None
+    out: list[str] = []
+    for v in values:
+        depth, cur = 0, ""
+        for ch in v:
+            depth += ch == "["
+            depth -= ch == "]"
+            if ch == "," and depth == 0:
+                out.append(cur.strip())
+                cur = ""
+            else:
+                cur += ch
+        if cur.strip():
+            out.append(cur.strip())
+    return out
+
+
+@app.command()
+def run(
+    scenario: Annotated[
+        Path | None, typer.Argument(help="Scenario file (TOML). Default: the built-in scenario.")
+    ] = None,
+    tunnel: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tunnel",
+            "-t",
+            help="Tunnel(s): NAME, NAME[key=value,...] or ./adapter.toml. Repeat or separate with commas.",
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None, typer.Option(help="WAN profile(s), comma-separated (see `tunbench profiles`).")
+    ] = None,
+    flows: Annotated[str | None, typer.Option(help="Parallel TCP flows, e.g. 1,2,10.")] = None,
+    direction: Annotated[str | None, typer.Option(help="up, down and/or bidir, comma-separated.")] = None,
+    duration: Annotated[float | None, typer.Option(help="Seconds measured per trial.")] = None,
+    omit: Annotated[float | None, typer.Option(help="Warm-up seconds excluded from the result.")] = None,
+    repeat: Annotated[int | None, typer.Option(help="Repetitions per case (interleaved).")] = None,
+    full: Annotated[bool, typer.Option("--full", help="5 repetitions of 10 s (default: the scenario's).")] = False,
+    no_direct: Annotated[bool, typer.Option("--no-direct", help="Do not measure the direct baseline.")] = False,
+    mtu: Annotated[int | None, typer.Option(help="Link MTU.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for trial order and emulated impairments.")] = None,
+    name: Annotated[str | None, typer.Option(help="A name for this run (usable in show/export/compare).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the JSON export here.")] = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Measure tunnels: build namespaces, start each tunnel, push iperf3 traffic through it, record cost."""
+    from tunbench.config.load import load_scenario, with_overrides
+    from tunbench.report.summary import summarize_trials
+    from tunbench.report.terminal import summary_table, warning_lines
+    from tunbench.session import execute
+
+    sc, text, source = load_scenario(scenario)
+    overrides: dict[str, dict[str, Any]] = {
+        "run": {
+            "tunnels": _split_tunnels(tunnel),
+            "profiles": _csv(profile),
+            "repeat": repeat if repeat is not None else (5 if full else None),
+            "direct": False if no_direct else None,
+            "seed": seed,
+            "name": name,
+        },
+        "workload": {
+            "flows": _csv(flows, int),
+            "directions": _csv(direction),
+            "duration_s": 10.0 if full and duration is None else duration,
+            "omit_s": omit,
+        },
+        "topology": {"mtu": mtu},
+    }
+    sc = with_overrides(sc, overrides)
+    outcome = execute(sc, scenario_text=text, source=source, db_path=db, console=console)
+    from tunbench.store.db import Store
+
+    with Store(db) as store:
+        run_rec = store.find_run(str(outcome.run_id))
+    summaries = summarize_trials(run_rec.trials)
+    console.print(summary_table(summaries, title=f"tunbench run {outcome.uid} (#{outcome.run_id})"))
+    for line in warning_lines(summaries):
+        console.print(line)
+    if json_out:
+        from tunbench.report.json_export import render
+
+        json_out.write_text(render(run_rec))
+        console.print(f"JSON written to {json_out}")
+    console.print(
+        f"stored in {db} as run #{outcome.run_id} ({outcome.uid}); `tunbench show {outcome.run_id}` prints this again"
+    )
+    if outcome.status == "interrupted":
+        err_console.print("[yellow]interrupted: finished trials are kept in the store[/]")
+        raise typer.Exit(130)
+    failed = sum(1 for t in run_rec.trials if t.status != "ok")
+    if failed:
+        err_console.print(f"[yellow]{failed} trial(s) failed: see the errors above[/]")
+
+
+@app.command()
+def show(
+    run_ref: Annotated[str | None, typer.Argument(metavar="[RUN]", help="Run id, uid or name (default: latest).")] = (
+        None
+    ),
+    list_runs: Annotated[bool, typer.Option("--list", "-l", help="List the runs in the store.")] = False,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Print a stored run's table again (or list the runs)."""
+    from rich.table import Table
+
+    from tunbench.report.summary import summarize_trials
+    from tunbench.report.terminal import summary_table, warning_lines
+    from tunbench.store.db import Store
+
+    _need_db(db)
+    with Store(db) as store:
+        if list_runs:
+            table = Table("id", "uid", "name", "started", "status", "trials", header_style="bold")
+            for r in store.runs():
+                table.add_row(
+                    str(r.id), r.uid, r.name, r.started_at, r.status, str(len(store.trials(r.id, with_series=False)))
+                )
+            console.print(table)
+            return
+        run_rec = store.find_run(run_ref)
+    summaries = summarize_trials(run_rec.trials)
+    console.print(
+        summary_table(
+            summaries, title=f"tunbench run {run_rec.uid} (#{run_rec.id}, {run_rec.status}, {run_rec.started_at})"
+        )
+    )
+    for line in warning_lines(summaries):
+        console.print(line)
+
+
+@app.command()
+def export(
+    run_ref: Annotated[str | None, typer.Argument(metavar="[RUN]", help="Run id, uid or name (default: latest).")] = (
+        None
+    ),
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Export a run as JSON (format: docs/json-format.md)."""
+    from tunbench.report.json_export import render
+    from tunbench.store.db import Store
+
+    _need_db(db)
+    with Store(db) as store:
+        text = render(store.find_run(run_ref))
+    if output:
+        output.write_text(text)
+        err_console.print(f"written to {output}")
+    else:
+        sys.stdout.write(text)
+
+
+@app.command()
+def tunnels() -> None:
+    """List the built-in tunnel adapters, whether their programs are installed, and their versions."""
+    from rich.table import Table
+
+    from tunbench.tunnels.adapter import tunnel_version
+    from tunbench.tunnels.registry import builtin_names, missing_binaries, parse_ref
+
+    table = Table("tunnel", "layer", "status", "version", "parameters", "description", header_style="bold")
+    for name in builtin_names():
+        ref = parse_ref(name)
+        miss = missing_binaries(ref)
+        status = "[green]ready[/]" if not miss else f"[red]missing {', '.join(miss)}[/]"
+        version = tunnel_version(ref) if not miss else ""
+        params = ", ".join(f"{k}={v}" for k, v in ref.adapter.spec.params.items())
+        table.add_row(name, ref.adapter.spec.layer, status, version, params, ref.adapter.spec.description)
+    console.print(table)
+    console.print("Your own adapter: `--tunnel ./my-vpn.toml` (format: docs/adapters.md).")
+
+
+@app.command()
+def profiles() -> None:
+    """List the built-in WAN profiles."""
+    from rich.table import Table
+
+    from tunbench.link.profile import builtin_names, find_profile
+
+    table = Table("profile", "link", "up (client→server)", "down (server→client)", "description", header_style="bold")
+    for name in builtin_names():
+        p = find_profile(name)
+        table.add_row(
+            p.name, "emulated" if p.emulated else "veth", p.spec("up") or "–", p.spec("down") or "–", p.description
+        )
+    console.print(table)
+    console.print("Your own: `--profile ./my.toml` or inline `--profile 'name:delay=20ms,rate=50mbit'`.")
+
+
+@app.command()
+def doctor() -> None:
+    """Check kernel features, permissions and tools, and say what to install."""
+    from tunbench.doctor import checks
+
+    bad = 0
+    for c in checks():
+        mark = "[green]✓[/]" if c.ok else "[red]✗[/]"
+        console.print(f"{mark} {c.name}: {c.detail}")
+        if not c.ok:
+            bad += 1
+            if c.fix:
+                console.print(f"    fix: {c.fix}")
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command()
+def clean(
+    force: Annotated[bool, typer.Option("--force", help="Also remove objects of runs that are still alive.")] = False,
+) -> None:
+    """Remove namespaces, processes, cgroups and temp dirs left behind by crashed or killed runs."""
+    from tunbench.clean import clean as do_clean
+
+    rep = do_clean(force=force)
+    if rep.empty():
+        console.print("nothing to clean")
+    else:
+        console.print(
+            f"removed: {len(rep.runs)} run ledger(s), {rep.processes} process(es), "
+            f"{len(rep.namespaces)} namespace(s), {len(rep.cgroups)} cgroup(s), {len(rep.paths)} path(s)"
+        )
+    for uid in rep.skipped_live:
+        console.print(f"[yellow]run {uid} is still running: left alone (use --force)[/]")
+
+
+def _need_db(db: Path) -> None:
+    if not db.exists():
+        raise TunbenchError(f"no result store at {db} (run `tunbench run` first, or pass --db PATH)")
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        console.print(f"tunbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Print the version and exit.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what tunbench does.")] = False,
+) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s")
+
+
+def main() -> None:
+    try:
+        app()
+    except TunbenchError as e:
+        err_console.print(f"Error: {e}", highlight=False, markup=False)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)

@@ -1,0 +1,63 @@
+"""The scenario: what to measure. Equivalent to `tunbench run` flags (flags override the file)."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Direction = Literal["up", "down", "bidir"]
+_SYSCTL_VALUE = re.compile(r"^[A-Za-z0-9_. -]+$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunSection(_Strict):
+    tunnels: list[str] = Field(default_factory=lambda: ["wireguard-go"], min_length=1)
+    profiles: list[str] = Field(default_factory=lambda: ["lan"], min_length=1)
+    repeat: int = Field(default=3, ge=1, le=1000)
+    direct: bool = True
+    seed: int = 1
+    name: str = ""
+    stop_on_error: bool = False
+
+
+class WorkloadSection(_Strict):
+    kind: Literal["iperf3"] = "iperf3"
+    flows: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    directions: list[Direction] = Field(default_factory=lambda: list[Direction](["up"]), min_length=1)
+    duration_s: float = Field(default=10.0, gt=0, le=3600)
+    omit_s: float = Field(default=1.0, ge=0, le=600)
+
+    @field_validator("flows")
+    @classmethod
+    def _flows(cls, v: list[int]) -> list[int]:
+        for f in v:
+            if not 1 <= f <= 128:
+                raise ValueError(f"flows must be between 1 and 128 (got {f})")
+        return v
+
+
+class TopologySection(_Strict):
+    mtu: int = Field(default=1500, ge=576, le=65535)
+    ipv6: bool = True
+
+
+class Scenario(_Strict):
+    run: RunSection = RunSection()
+    workload: WorkloadSection = WorkloadSection()
+    topology: TopologySection = TopologySection()
+    sysctl: dict[str, str] = {}
+
+    @field_validator("sysctl")
+    @classmethod
+    def _sysctl(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            if not re.fullmatch(r"net(\.[a-z0-9_]+)+", key):
+                raise ValueError(f"{key!r}: only per-namespace net.* sysctls can be set")
+            if not _SYSCTL_VALUE.match(value):
+                raise ValueError(f"{key!r}: value {value!r} has characters other than letters, digits, space")
+        return v

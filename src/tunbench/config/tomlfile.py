@@ -1,0 +1,99 @@
+"""Reading TOML files with errors that name file, line and key.
+
+tomllib reports syntax errors with a line number but keeps no positions for parsed keys, so
+`locate()` finds a dotted key's line by scanning the text: table headers (`[a.b]`, `[[a]]`) and
+`key =` lines. It is approximate for exotic layouts (inline tables spanning lines), which then fall
+back to the nearest enclosing table's line.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from tunbench.errors import ConfigError
+
+M = TypeVar("M", bound=BaseModel)
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
+
+
+def _norm(key: str) -> str:
+    return ".".join(part.strip().strip("\"'") for part in key.split("."))
+
+
+def locate(text: str, path: Sequence[str | int]) -> int | None:
+    """1-based line of the dotted key `path` (ints index arrays of tables), or None if not found."""
+    names = [p for p in path if isinstance(p, str)]
+    if not names:
+        return None
+    lines = text.splitlines()
+    table = ""
+    best: int | None = None
+    for no, line in enumerate(lines, start=1):
+        if m := _HEADER.match(line):
+            table = _norm(m.group(1))
+            full = table
+            if full == ".".join(names[: len(full.split("."))]) and best is None:
+                best = no  # the enclosing table, if the key itself is not found
+            if full == ".".join(names):
+                return no
+            continue
+        if m := _KEY.match(line):
+            key = _norm(m.group(1))
+            full = f"{table}.{key}" if table else key
+            dotted = ".".join(names)
+            if full == dotted:
+                return no
+            if dotted.startswith(full + ".") and best is None:
+                best = no  # an inline table or array holding the key
+    return best
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read: {e.strerror}", source=str(path)) from e
+    return parse_toml(text, str(path)), text
+
+
+def parse_toml(text: str, source: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        msg = str(e)
+        m = re.search(r"\(at line (\d+), column \d+\)", msg)
+        line = int(m.group(1)) if m else None
+        msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
+        raise ConfigError(f"TOML syntax error: {msg}", source=source, line=line) from e
+
+
+def validate(model: type[M], data: dict[str, Any], *, text: str, source: str, key_prefix: str = "") -> M:
+    """Validate `data` against `model`; the first error becomes a ConfigError naming file, line and key."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [p for p in err["loc"] if isinstance(p, str | int)]
+        key = ".".join(str(p) for p in loc)
+        if key_prefix:
+            key = f"{key_prefix}.{key}" if key else key_prefix
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        line = locate(text, loc) if text else None
+        if line is None and err["type"] == "missing" and len(loc) > 1:
+            line = locate(text, loc[:-1])
+        more = len(e.errors()) - 1
+        if more:
+            msg += f" (and {more} more error{'s' if more > 1 else ''})"
+        raise ConfigError(msg, source=source, line=line, key=key) from None

@@ -1,0 +1,62 @@
+"""The error tree. cli.py turns every TunbenchError into one `Error: ...` line and an exit code."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class TunbenchError(Exception):
+    """Base of every error tunbench reports to the user (never shown as a traceback)."""
+
+    exit_code = 1
+
+
+class ConfigError(TunbenchError):
+    """A scenario, adapter or profile file (or flag) is invalid. Names file, line and key."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, source: str = "", line: int | None = None, key: str = "") -> None:
+        self.source = source
+        self.line = line
+        self.key = key
+        self.detail = message
+        where = source
+        if source and line is not None:
+            where = f"{source}:{line}"
+        parts = [p for p in (where, key) if p]
+        super().__init__(": ".join([*parts, message]))
+
+
+class DependencyMissing(TunbenchError):
+    """A binary or kernel feature a tunnel or workload needs is not on this machine."""
+
+    exit_code = 3
+
+
+class CommandFailed(TunbenchError):
+    """An external command exited non-zero (or timed out)."""
+
+    def __init__(self, argv: Sequence[str], returncode: int | None, output: str, *, what: str = "") -> None:
+        self.argv = list(argv)
+        self.returncode = returncode
+        self.output = output
+        status = "timed out" if returncode is None else f"exit {returncode}"
+        head = f"{what}: " if what else ""
+        tail = output.strip().splitlines()[-5:]
+        detail = ("\n  " + "\n  ".join(tail)) if tail else ""
+        super().__init__(f"{head}`{' '.join(self.argv)}` failed ({status}){detail}")
+
+
+class TunnelError(TunbenchError):
+    """A tunnel did not come up (or died). Carries the tail of every role's log."""
+
+
+class TrialError(TunbenchError):
+    """One trial failed; the run records it and goes on."""
+
+
+class Interrupted(TunbenchError):
+    """The run was interrupted (Ctrl-C or SIGTERM); finished trials are kept."""
+
+    exit_code = 130

@@ -1,0 +1,157 @@
+"""LinkEmulator: starts tunbench-link between the two namespaces, waits for its ready line, assigns the
+addresses, and on exit stops it and keeps its final counters (loss the model made, queue drops, and the
+emulator's own drops, reported separately)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tunbench.errors import DependencyMissing, TunnelError
+from tunbench.link.profile import Profile
+from tunbench.proc import Daemon
+from tunbench.state import Ledger
+from tunbench.topology.veth import Endpoint, configure
+
+REPO_BINARY = Path(__file__).resolve().parents[3] / "link" / "target" / "release" / "tunbench-link"
+
+
+def link_binary_or_none() -> Path | None:
+    env = os.environ.get("TUNBENCH_LINK")
+    if env:
+        return Path(env) if Path(env).is_file() else None
+    if REPO_BINARY.is_file():
+        return REPO_BINARY
+    found = shutil.which("tunbench-link")
+    return Path(found) if found else None
+
+
+def find_link_binary() -> Path:
+    path = link_binary_or_none()
+    if path is None:
+        raise DependencyMissing(
+            "emulated profiles need the tunbench-link binary: run `make build` "
+            "(or set TUNBENCH_LINK=/path/to/tunbench-link)"
+        )
+    return path
+
+
+class LinkEmulator:
+    def __init__(self, topo: Any, profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> None:
+        self.topo = topo
+        self.profile = profile
+        self.ledger = ledger
+        self.workdir = workdir
+        self.seed = seed
+        self.stats_path = workdir / "link-stats.json"
+        self.stats: dict[str, Any] = {}
+        self.daemon: Daemon | None = None
+        self.dev_client = topo.ifname("lc")
+        self.dev_server = topo.ifname("ls")
+
+    def argv(self) -> list[str]:
+        return [
+            str(find_link_binary()),
+            "run",
+            "--netns-a",
+            f"/run/netns/{self.topo.client.name}",
+            "--dev-a",
+            self.dev_client,
+            "--netns-b",
+            f"/run/netns/{self.topo.server.name}",
+            "--dev-b",
+            self.dev_server,
+            "--mtu",
+            str(self.topo.spec.mtu),
+            "--seed",
+            str(self.seed),
+            "--stats-file",
+            str(self.stats_path),
+            *self.profile.link_args(),
+        ]
+
+    @property
+    def pid(self) -> int | None:
+        return self.daemon.pid if self.daemon else None
+
+    def __enter__(self) -> LinkEmulator:
+        self.daemon = Daemon(
+            self.argv(), ledger=self.ledger, log_path=self.workdir / "link.log", what="tunbench-link", stdout_pipe=True
+        )
+        try:
+            self._wait_ready(timeout_s=10.0)
+            a = self.topo.addr
+            v6 = self.topo.spec.ipv6
+            configure(
+                Endpoint(
+                    self.topo.client, self.dev_client, a.client, a.prefixlen, a.client6 if v6 else None, a.prefixlen6
+                ),
+                self.topo.spec.mtu,
+            )
+            configure(
+                Endpoint(
+                    self.topo.server, self.dev_server, a.server, a.prefixlen, a.server6 if v6 else None, a.prefixlen6
+                ),
+                self.topo.spec.mtu,
+            )
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.daemon is not None and self.daemon.proc.stdout is not None
+        out = self.daemon.proc.stdout
+        deadline = time.monotonic() + timeout_s
+        buf = b""
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TunnelError(f"tunbench-link not ready after {timeout_s:g} s: {self.daemon.log_tail(10)}")
+            ready, _, _ = select.select([out], [], [], min(left, 0.2))
+            if ready:
+                chunk = os.read(out.fileno(), 4096)
+                if not chunk:
+                    self.daemon.proc.wait(timeout=2)
+                    raise TunnelError(
+                        f"tunbench-link exited ({self.daemon.proc.returncode}): {self.daemon.log_tail(10)}"
+                    )
+                buf += chunk
+        line = buf.split(b"\n", 1)[0]
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise TunnelError(f"tunbench-link printed {line[:200]!r} instead of its ready line") from e
+        if event.get("event") != "ready":
+            raise TunnelError(f"tunbench-link: unexpected first event {event}")
+
+    def _stop(self) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()
+            try:
+                self.stats = json.loads(self.stats_path.read_text())
+            except (OSError, ValueError):
+                self.stats = {}
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop()
+
+
+def link_factory(case: Any, ledger: Ledger, workdir: Path, seed: int) -> Any:
+    """For the runner: a link builder for the case's profile (None for plain veth)."""
+    profile: Profile = case.profile
+    if not profile.emulated:
+        return None
+
+    def build(topo: Any) -> LinkEmulator:
+        emu = LinkEmulator(topo, profile, ledger, workdir, seed)
+        topo.link = emu
+        return emu
+
+    return build

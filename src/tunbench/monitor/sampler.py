@@ -1,0 +1,136 @@
+"""Background sampler: every 100 ms, CPU times and RSS of every process of every role (psutil).
+
+Processes are found through the role's cgroup (all descendants) or, without cgroups, as the process
+trees of the role's daemons. A process seen at the first sample counts from its CPU time then; one born
+later counts from zero (all of its CPU time fell inside the window).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+
+import psutil
+
+from tunbench.monitor.cgroup import CpuUsage, RoleCgroup
+
+PidSource = Callable[[], list[int]]
+
+
+@dataclass
+class RoleSample:
+    t_s: float
+    cpu_user_s: float
+    cpu_sys_s: float
+    rss_bytes: int
+
+
+@dataclass
+class RoleCost:
+    """What one role (client or server side of a tunnel) cost during the measurement window."""
+
+    cpu: CpuUsage
+    rss_peak_bytes: int
+    processes: int
+    cgroup_cpu: CpuUsage | None
+    series: list[RoleSample] = field(default_factory=list)
+
+
+class _RoleTracker:
+    def __init__(self, pids: PidSource, cgroup: RoleCgroup | None) -> None:
+        self.pid_source = pids
+        self.cgroup = cgroup
+        self.base: dict[int, tuple[float, float]] = {}
+        self.last: dict[int, tuple[float, float]] = {}
+        self.procs: dict[int, psutil.Process] = {}
+        self.rss_peak = 0
+        self.series: list[RoleSample] = []
+        self.cg_start = cgroup.usage() if cgroup else None
+        self.first = True
+
+    def sample(self, t_s: float) -> None:
+        rss = 0
+        for pid in self.pid_source():
+            proc = self.procs.get(pid)
+            try:
+                if proc is None:
+                    proc = self.procs[pid] = psutil.Process(pid)
+                with proc.oneshot():
+                    ct = proc.cpu_times()
+                    mem = proc.memory_info().rss
+            except psutil.Error:
+                continue
+            now = (ct.user, ct.system)  # children_* would double-count reaped children we also saw
+            if pid not in self.base:
+                self.base[pid] = now if self.first else (0.0, 0.0)
+            self.last[pid] = now
+            rss += mem
+        self.first = False
+        self.rss_peak = max(self.rss_peak, rss)
+        user, sys_ = self.totals()
+        self.series.append(RoleSample(t_s, user, sys_, rss))
+
+    def totals(self) -> tuple[float, float]:
+        user = sum(self.last[p][0] - self.base[p][0] for p in self.last)
+        sys_ = sum(self.last[p][1] - self.base[p][1] for p in self.last)
+        return max(user, 0.0), max(sys_, 0.0)
+
+    def result(self) -> RoleCost:
+        user, sys_ = self.totals()
+        cg = None
+        if self.cgroup is not None and self.cg_start is not None:
+            end = self.cgroup.usage()
+            cg = end - self.cg_start if end is not None else None
+        return RoleCost(CpuUsage(user, sys_), self.rss_peak, len(self.last), cg, self.series)
+
+
+def tree_pids(roots: list[int]) -> list[int]:
+    out: list[int] = []
+    for pid in roots:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            out.append(pid)
+            out.extend(c.pid for c in proc.children(recursive=True))
+    return out
+
+
+class Sampler:
+    """`with Sampler({"client": (pids, cgroup), ...}) as s:` ... then `s.results`."""
+
+    def __init__(self, roles: Mapping[str, tuple[PidSource, RoleCgroup | None]], interval_s: float = 0.1):
+        self.interval_s = interval_s
+        self._trackers = {name: _RoleTracker(pids, cg) for name, (pids, cg) in roles.items()}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="tunbench-sampler", daemon=True)
+        self._t0 = 0.0
+        self.results: dict[str, RoleCost] = {}
+        self.wall_s = 0.0
+
+    def _sample_all(self) -> None:
+        t = time.monotonic() - self._t0
+        for tracker in self._trackers.values():
+            tracker.sample(t)
+
+    def _loop(self) -> None:
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            self._sample_all()
+            next_t += self.interval_s
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def __enter__(self) -> Sampler:
+        self._t0 = time.monotonic()
+        self._sample_all()  # the baseline, taken before the workload starts
+        self._thread.start()
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample_all()  # the final figures, taken after the workload ended
+        self.wall_s = time.monotonic() - self._t0
+        self.results = {name: t.result() for name, t in self._trackers.items()}

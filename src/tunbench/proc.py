@@ -1,0 +1,195 @@
+"""Running external programs: one-shot commands that fail loudly, and daemons owned by a context manager.
+
+Every program tunbench starts gets its own process group (start_new_session) and is recorded in the run's
+ledger; it is stopped by that process group, never by name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from tunbench.errors import CommandFailed, DependencyMissing
+from tunbench.state import Ledger, ProcRecord
+
+
+def ns_argv(netns: str | None, argv: Sequence[str]) -> list[str]:
+    """Prefix argv so it runs inside network namespace `netns` (`ip netns exec` execs, so the pid is kept)."""
+    return ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
+
+
+def run_cmd(
+    argv: Sequence[str],
+    *,
+    netns: str | None = None,
+    timeout_s: float = 30.0,
+    stdin: str | None = None,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    what: str = "",
+    check: bool = True,
+) -> subprocess.CompletedProcess[str]:
+    """Run a command to completion; raise CommandFailed (with its output) on non-zero exit or timeout."""
+    full = ns_argv(netns, argv)
+    merged_env = {**os.environ, **env} if env else None
+    try:
+        proc = subprocess.Popen(
+            full,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=cwd,
+            env=merged_env,
+            start_new_session=True,
+        )
+    except FileNotFoundError as e:
+        raise DependencyMissing(f"{what + ': ' if what else ''}`{full[0]}` not found ({e})") from e
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc.pid)
+        out, err = proc.communicate()
+        raise CommandFailed(full, None, (out or "") + (err or ""), what=what) from None
+    except BaseException:
+        _kill_group(proc.pid)
+        proc.wait()
+        raise
+    result = subprocess.CompletedProcess(full, proc.returncode, out, err)
+    if check and proc.returncode != 0:
+        raise CommandFailed(full, proc.returncode, out + err, what=what)
+    return result
+
+
+def _kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def become_subreaper() -> None:
+    """Make orphaned descendants re-parent to us (not to PID 1, which may never reap them), so a
+    stopped process group leaves no zombie that keeps the group "alive"."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+
+
+def _reap_group(pgid: int) -> None:
+    while True:
+        try:
+            info = os.waitid(os.P_PGID, pgid, os.WEXITED | os.WNOHANG)
+        except ChildProcessError:
+            return
+        if info is None:
+            return
+
+
+def _group_gone(pgid: int, leader: subprocess.Popen[bytes] | None) -> bool:
+    if leader is not None:
+        leader.poll()  # reap the leader, or kill(0) keeps seeing its zombie
+    _reap_group(pgid)
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return True
+    return False
+
+
+def _wait_group(pgid: int, leader: subprocess.Popen[bytes] | None, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not _group_gone(pgid, leader):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def stop_group(pid: int, *, leader: subprocess.Popen[bytes] | None = None, term_timeout_s: float = 3.0) -> None:
+    """SIGTERM the process group led by `pid`, wait, then SIGKILL whatever is left of it."""
+    _kill_group(pid, signal.SIGTERM)
+    if _wait_group(pid, leader, term_timeout_s):
+        return
+    _kill_group(pid, signal.SIGKILL)
+    _wait_group(pid, leader, 2.0)
+
+
+class Daemon:
+    """A long-running program in a namespace, in its own process group, optionally in a cgroup.
+
+    Output (stdout + stderr) goes to `log_path`. `stop()` (also on context exit) ends the whole process
+    group and reaps it; the ledger forgets it only once it is gone.
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        ledger: Ledger,
+        log_path: Path,
+        what: str,
+        netns: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        cgroup_procs: Path | None = None,
+        stdout_pipe: bool = False,
+    ) -> None:
+        self.argv = list(argv)
+        self.what = what
+        self.log_path = log_path
+        self._ledger = ledger
+        full = ns_argv(netns, argv)
+        if cgroup_procs is not None:
+            # join the cgroup before exec, so every descendant is accounted from its first instruction
+            full = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup_procs), *full]
+        self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        try:
+            self.proc = subprocess.Popen(
+                full,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if stdout_pipe else self._log,
+                stderr=self._log,
+                env={**os.environ, **env} if env else None,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except FileNotFoundError as e:
+            self._log.close()
+            raise DependencyMissing(f"{what}: `{full[0]}` not found") from e
+        self.record: ProcRecord = ledger.add_proc(self.proc.pid, what)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        stop_group(self.proc.pid, leader=self.proc)  # also ends children that outlived the leader
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=2)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._log.close()
+        self._ledger.drop_proc(self.record)
+
+    def __enter__(self) -> Daemon:
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.stop()

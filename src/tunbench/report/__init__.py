@@ -1,0 +1,1 @@
+"""Reports: summaries (pure) and one renderer per format. Renderers return text; cli.py writes files."""

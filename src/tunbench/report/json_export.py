@@ -1,0 +1,118 @@
+"""The JSON export (documented in docs/json-format.md).
+
+Format history (bump JSON_SCHEMA on any incompatible change and say what changed):
+  1  (tunbench 0.1.0) run, trials, summary.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from tunbench.report.summary import CaseSummary, summarize_trials
+from tunbench.results import RunRecord, TrialRecord
+
+JSON_SCHEMA = 1
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def trial_json(t: TrialRecord) -> dict[str, Any]:
+    m = t.metrics
+    return {
+        "seq": t.seq,
+        "tunnel": t.tunnel,
+        "label": t.label,
+        "profile": t.profile,
+        "workload": t.workload,
+        "flows": t.flows,
+        "direction": t.direction,
+        "repetition": t.repetition,
+        "status": t.status,
+        "error": t.error or None,
+        "started_at": t.started_at,
+        "throughput_bps": m.get("throughput_bps"),
+        "throughput_bps_up": m.get("throughput_bps.up"),
+        "throughput_bps_down": m.get("throughput_bps.down"),
+        "retransmits": m.get("retransmits"),
+        "cpu": {
+            role: {"user_s": m.get(f"cpu.{role}.user_s"), "sys_s": m.get(f"cpu.{role}.sys_s")}
+            for role in ("client", "server")
+        },
+        "cgroup_cpu": {
+            role: {"user_s": m.get(f"cgroup_cpu.{role}.user_s"), "sys_s": m.get(f"cgroup_cpu.{role}.sys_s")}
+            for role in ("client", "server")
+        },
+        "rss_peak_bytes": {role: m.get(f"rss_peak_bytes.{role}") for role in ("client", "server")},
+        "duration_s": t.duration_s,
+        "setup_s": m.get("setup_s"),
+        "snd_cwnd_max_bytes": m.get("snd_cwnd_max_bytes"),
+        "streams": [{"stream": s[0], "direction": s[1], "received_bps": s[2], "retransmits": s[3]} for s in t.streams],
+        "metrics": m,
+        "params": t.params,
+    }
+
+
+def summary_json(s: CaseSummary) -> dict[str, Any]:
+    t = s.throughput
+    r = s.ratio_to_direct
+    return {
+        "tunnel": s.tunnel,
+        "label": s.case.label,
+        "profile": s.case.profile,
+        "workload": s.case.workload,
+        "flows": s.case.flows,
+        "direction": s.case.direction,
+        "n": s.n,
+        "n_failed": s.n_failed,
+        "throughput_bps": {
+            "median": _num(t.median),
+            "min": _num(t.min),
+            "max": _num(t.max),
+            "ci_low": _num(t.ci_low),
+            "ci_high": _num(t.ci_high),
+            "cv": _num(t.cv),
+            "ci_coverage": _num(t.ci_coverage),
+        },
+        "ratio_to_direct": None
+        if r is None
+        else {"value": _num(r.value), "ci_low": _num(r.ci_low), "ci_high": _num(r.ci_high)},
+        "bits_per_cpu_second": {role: f.bits_per_cpu_s for role, f in s.roles.items()},
+        "cpu_pct": {role: f.cpu_pct for role, f in s.roles.items()},
+        "rss_peak_bytes": {role: f.rss_peak_bytes for role, f in s.roles.items()},
+        "retransmits": s.retransmits,
+        "setup_s": s.setup_s,
+        "warnings": [{"code": w.code, "message": w.message, "fix": w.fix} for w in s.warnings],
+    }
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "uid": run.uid,
+        "name": run.name,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "status": run.status,
+        "tunbench_version": run.tunbench_version,
+        "provenance": run.provenance,
+        "scenario": run.scenario,
+        "scenario_text": run.scenario_text,
+        "scenario_hash": run.scenario_hash,
+    }
+
+
+def export(run: RunRecord) -> dict[str, Any]:
+    return {
+        "schema": JSON_SCHEMA,
+        "run": run_json(run),
+        "trials": [trial_json(t) for t in run.trials],
+        "summary": [summary_json(s) for s in summarize_trials(run.trials)],
+    }
+
+
+def render(run: RunRecord) -> str:
+    return json.dumps(export(run), indent=2, allow_nan=False, default=str) + "\n"

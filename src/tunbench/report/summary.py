@@ -1,0 +1,132 @@
+"""Per-case summaries of a run's trials (pure: trials in, frozen summaries out)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from statistics import median
+
+from tunbench.results import CaseKey, TrialRecord
+from tunbench.stats import Ratio, StabilityWarning, Summary, ratio_of_medians, stability_warnings, summarize
+
+ROLES = ("client", "server")
+BASELINE = "direct"
+
+
+@dataclass(frozen=True)
+class RoleFigures:
+    user_s: float | None
+    sys_s: float | None
+    cpu_pct: float | None  # of one core, over the measurement window
+    bits_per_cpu_s: float | None
+    rss_peak_bytes: float | None
+    cgroup_cpu_s: float | None
+
+
+@dataclass(frozen=True)
+class CaseSummary:
+    case: CaseKey
+    tunnel: str
+    n: int
+    n_failed: int
+    throughput: Summary
+    ratio_to_direct: Ratio | None
+    roles: dict[str, RoleFigures]
+    retransmits: float | None
+    setup_s: float | None
+    values_bps: tuple[float, ...]
+    warnings: tuple[StabilityWarning, ...] = field(default_factory=tuple)
+    errors: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _med(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None and not math.isnan(x)]
+    return median(vals) if vals else None
+
+
+def per_trial_role(t: TrialRecord, role: str) -> dict[str, float | None]:
+    m = t.metrics
+    if not m.get(f"processes.{role}"):
+        return dict.fromkeys(("user_s", "sys_s", "cpu_pct", "bits_per_cpu_s", "rss_peak_bytes", "cgroup_cpu_s"))
+    user, sys_ = m.get(f"cpu.{role}.user_s"), m.get(f"cpu.{role}.sys_s")
+    window = m.get("window_s") or t.duration_s
+    cpu = (user or 0.0) + (sys_ or 0.0) if user is not None or sys_ is not None else None
+    pct = 100.0 * cpu / window if cpu is not None and window else None
+    bps = m.get("throughput_bps")
+    per_cpu = bps / (cpu / window) if cpu and window and bps is not None else None
+    cg_u, cg_s = m.get(f"cgroup_cpu.{role}.user_s"), m.get(f"cgroup_cpu.{role}.sys_s")
+    cg = (cg_u or 0.0) + (cg_s or 0.0) if cg_u is not None else None
+    return {
+        "user_s": user,
+        "sys_s": sys_,
+        "cpu_pct": pct,
+        "bits_per_cpu_s": per_cpu,
+        "rss_peak_bytes": m.get(f"rss_peak_bytes.{role}"),
+        "cgroup_cpu_s": cg,
+    }
+
+
+def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSummary]:
+    groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
+    for t in trials:
+        groups[t.case].append(t)
+    direct: dict[tuple[str, str, int, str], list[float]] = {}
+    for key, ts in groups.items():
+        if ts[0].tunnel == BASELINE:
+            direct[(key.profile, key.workload, key.flows, key.direction)] = _ok_values(ts)
+    out = []
+    for key, ts in groups.items():
+        ok = [t for t in ts if t.status == "ok"]
+        values = _ok_values(ts)
+        base = direct.get((key.profile, key.workload, key.flows, key.direction))
+        ratio = None
+        if base and values and ts[0].tunnel != BASELINE:
+            ratio = ratio_of_medians(values, base, seed=seed, resamples=2000)
+        roles = {}
+        for role in ROLES:
+            rows = [per_trial_role(t, role) for t in ok]
+            rss = [r["rss_peak_bytes"] for r in rows if r["rss_peak_bytes"] is not None]
+            roles[role] = RoleFigures(
+                user_s=_med([r["user_s"] for r in rows]),
+                sys_s=_med([r["sys_s"] for r in rows]),
+                cpu_pct=_med([r["cpu_pct"] for r in rows]),
+                bits_per_cpu_s=_med([r["bits_per_cpu_s"] for r in rows]),
+                rss_peak_bytes=max(rss) if rss else None,
+                cgroup_cpu_s=_med([r["cgroup_cpu_s"] for r in rows]),
+            )
+        out.append(
+            CaseSummary(
+                case=key,
+                tunnel=ts[0].tunnel,
+                n=len(ok),
+                n_failed=len(ts) - len(ok),
+                throughput=summarize(values, seed=seed, resamples=2000),
+                ratio_to_direct=ratio,
+                roles=roles,
+                retransmits=_med([t.metrics.get("retransmits") for t in ok]),
+                setup_s=_med([t.metrics.get("setup_s") for t in ok]),
+                values_bps=tuple(values),
+                warnings=tuple(stability_warnings(values, label=key.label)) if values else (),
+                errors=tuple(dict.fromkeys(t.error.splitlines()[0] for t in ts if t.status != "ok" and t.error)),
+            )
+        )
+    out.sort(
+        key=lambda s: (
+            s.case.profile,
+            s.case.workload,
+            s.case.direction,
+            s.case.flows,
+            s.tunnel != BASELINE,
+            -(s.throughput.median if s.n else 0.0),
+        )
+    )
+    return out
+
+
+def _ok_values(ts: list[TrialRecord]) -> list[float]:
+    return [
+        float(t.metrics["throughput_bps"] or 0.0)
+        for t in ts
+        if t.status == "ok" and t.metrics.get("throughput_bps") is not None
+    ]

@@ -1,0 +1,59 @@
+"""What a run produces, as plain data shared by runner, store, stats and reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CaseKey:
+    """One cell of the matrix, without the repetition."""
+
+    label: str
+    profile: str
+    workload: str
+    flows: int
+    direction: str
+
+
+@dataclass
+class TrialRecord:
+    seq: int
+    tunnel: str
+    label: str
+    profile: str
+    workload: str
+    flows: int
+    direction: str
+    repetition: int
+    params: dict[str, Any]
+    status: str = "ok"
+    error: str = ""
+    started_at: str = ""
+    duration_s: float | None = None
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    streams: list[tuple[int, str, float, int | None]] = field(default_factory=list)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+    id: int | None = None
+
+    @property
+    def case(self) -> CaseKey:
+        return CaseKey(self.label, self.profile, self.workload, self.flows, self.direction)
+
+
+@dataclass
+class RunRecord:
+    id: int
+    uid: str
+    name: str
+    started_at: str
+    finished_at: str | None
+    status: str
+    tunbench_version: str
+    provenance: dict[str, Any]
+    scenario_text: str
+    scenario_hash: str
+    scenario: dict[str, Any]
+    trials: list[TrialRecord] = field(default_factory=list)

@@ -1,0 +1,233 @@
+"""One run: trials in planned order, each in a fresh topology, committed to the store as soon as it ends.
+
+Per trial: topology -> link -> role cgroups -> tunnel up -> iperf3 server -> [sampler + iperf3 client]
+-> tunnel checked alive -> everything torn down in reverse order -> trial stored.
+A failed trial is stored with its error (and the tunnel logs) and the run goes on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tunbench.errors import CommandFailed, DependencyMissing, TrialError, TunnelError
+from tunbench.monitor.cgroup import RoleCgroup
+from tunbench.monitor.sampler import RoleCost, Sampler
+from tunbench.plan import Case, PlannedTrial
+from tunbench.proc import Daemon, run_cmd
+from tunbench.results import TrialRecord
+from tunbench.state import Ledger
+from tunbench.store.db import Store, now_iso
+from tunbench.topology.build import LinkBuilder, Topology, TopologySpec
+from tunbench.tunnels import probes
+from tunbench.tunnels.adapter import IPERF_PORT, Tunnel
+from tunbench.workloads import iperf3
+
+LinkFactory = Callable[[Case, Ledger, Path, int], LinkBuilder | None]
+TrialCallback = Callable[[PlannedTrial, TrialRecord], None]
+
+
+class Runner:
+    def __init__(
+        self,
+        *,
+        ledger: Ledger,
+        store: Store,
+        run_id: int,
+        topology: TopologySpec,
+        workload: iperf3.Iperf3Params,
+        link_factory: LinkFactory | None = None,
+        seed: int = 1,
+        on_start: Callable[[PlannedTrial], None] | None = None,
+        on_done: TrialCallback | None = None,
+    ) -> None:
+        self.ledger = ledger
+        self.store = store
+        self.run_id = run_id
+        self.topology = topology
+        self.workload = workload
+        self.link_factory = link_factory
+        self.seed = seed
+        self.on_start = on_start
+        self.on_done = on_done
+
+    def run(self, trials: list[PlannedTrial]) -> list[TrialRecord]:
+        records = []
+        for pt in trials:
+            if self.on_start:
+                self.on_start(pt)
+            rec = self.run_trial(pt)
+            self.store.add_trial(self.run_id, rec)  # committed now: a later crash cannot lose it
+            records.append(rec)
+            if self.on_done:
+                self.on_done(pt, rec)
+        return records
+
+    def _record(self, pt: PlannedTrial, params: iperf3.Iperf3Params) -> TrialRecord:
+        c = pt.case
+        return TrialRecord(
+            seq=pt.seq,
+            tunnel=c.tunnel.name,
+            label=c.tunnel.label,
+            profile=c.profile.name,
+            workload=c.workload,
+            flows=c.flows,
+            direction=c.direction,
+            repetition=pt.repetition,
+            started_at=now_iso(),
+            params={
+                "tunnel": c.tunnel.merged_params(),
+                "workload": asdict(params),
+                "profile": c.profile.model_dump(),
+                "mtu": self.topology.mtu,
+            },
+        )
+
+    def run_trial(self, pt: PlannedTrial) -> TrialRecord:
+        case = pt.case
+        params = iperf3.Iperf3Params(
+            flows=case.flows,
+            direction=case.direction,  # type: ignore[arg-type]
+            duration_s=self.workload.duration_s,
+            omit_s=self.workload.omit_s,
+        )
+        rec = self._record(pt, params)
+        workdir = Path(tempfile.mkdtemp(prefix=f"{self.ledger.prefix}-t{pt.seq}-"))
+        self.ledger.add_path(str(workdir))
+        try:
+            self._measure(pt, params, rec, workdir)
+        except (TrialError, TunnelError, CommandFailed, DependencyMissing) as e:
+            rec.status = "failed"
+            rec.error = str(e)
+        except Exception as e:  # a bug of ours must not lose the run: record it with its traceback
+            rec.status = "failed"
+            rec.error = f"internal error: {type(e).__name__}: {e}"
+            rec.artifacts["traceback.txt"] = traceback.format_exc().encode()
+        finally:
+            for log in sorted(workdir.glob("*.log")):
+                if rec.status != "ok":
+                    rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-65536:]
+            shutil.rmtree(workdir, ignore_errors=True)
+            self.ledger.drop_path(str(workdir))
+        return rec
+
+    def _measure(self, pt: PlannedTrial, params: iperf3.Iperf3Params, rec: TrialRecord, workdir: Path) -> None:
+        case = pt.case
+        spec = TopologySpec(
+            mtu=case.profile.mtu or self.topology.mtu,
+            sysctls={**self.topology.sysctls, **case.profile.sysctl},
+            ipv6=self.topology.ipv6,
+        )
+        link_seed = self.seed + pt.repetition  # reproducible, yet each repetition sees its own pattern
+        rec.params["link_seed"] = link_seed
+        link = self.link_factory(case, self.ledger, workdir, link_seed) if self.link_factory else None
+        tag = f"t{pt.seq}"
+        with contextlib.ExitStack() as stack:
+            topo = stack.enter_context(Topology(self.ledger, tag, spec, link_builder=link))
+            rec.params["sysctls"] = topo.sysctls_applied.get(topo.client.name, {})
+            cgroups = {
+                role: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{tag}-{role}", self.ledger))
+                for role in ("client", "server")
+            }
+            tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, workdir, cgroups))
+            assert tunnel.target is not None
+            rec.metrics["setup_s"] = tunnel.setup_s
+            server = stack.enter_context(
+                Daemon(
+                    iperf3.server_argv(IPERF_PORT),
+                    ledger=self.ledger,
+                    log_path=workdir / "iperf3-server.log",
+                    what="iperf3 server",
+                    netns=topo.server.name,
+                )
+            )
+            _wait_listening(topo.server.name, IPERF_PORT, server)
+            roles: dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]] = {
+                role: (functools.partial(tunnel.pids, role), cgroups[role]) for role in ("client", "server")
+            }
+            link_pid = getattr(topo.link, "pid", None)
+            if link_pid:
+                roles["link"] = ((lambda: [link_pid]), None)
+            with Sampler(roles) as sampler:
+                t0 = time.monotonic()
+                res = run_cmd(
+                    iperf3.client_argv(tunnel.target.address, tunnel.target.port, params),
+                    netns=topo.client.name,
+                    timeout_s=params.timeout_s,
+                    check=False,
+                    what=f"iperf3 client ({case.title})",
+                )
+                window_s = time.monotonic() - t0
+            tunnel.check_alive()
+            if res.returncode != 0 and not res.stdout.strip().startswith("{"):
+                raise TrialError(f"iperf3 client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
+            result = iperf3.parse(res.stdout, params.direction)
+            rec.artifacts["iperf3.json"] = res.stdout.encode()
+        rec.duration_s = window_s
+        _fill_metrics(rec, result, sampler.results, sampler.wall_s)
+        _link_metrics(rec, getattr(topo.link, "stats", None))
+
+
+def _wait_listening(netns: str, port: int, server: Daemon, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not probes.port_open(netns, port):
+        if not server.alive():
+            raise TrialError(f"iperf3 server exited: {server.log_tail(5)}")
+        if time.monotonic() > deadline:
+            raise TrialError(f"iperf3 server not listening on {port} after {timeout_s:g} s")
+        time.sleep(0.01)
+
+
+def _fill_metrics(rec: TrialRecord, r: iperf3.Iperf3Result, costs: dict[str, RoleCost], wall_s: float) -> None:
+    m: dict[str, Any] = rec.metrics
+    m["throughput_bps"] = r.throughput_bps
+    m["throughput_bps.up"] = r.up_bps
+    m["throughput_bps.down"] = r.down_bps
+    m["retransmits"] = r.retransmits
+    m["snd_cwnd_max_bytes"] = r.snd_cwnd_max_bytes
+    m["iperf3_duration_s"] = r.duration_s
+    m["window_s"] = wall_s
+    for role, cost in costs.items():
+        m[f"cpu.{role}.user_s"] = cost.cpu.user_s
+        m[f"cpu.{role}.sys_s"] = cost.cpu.sys_s
+        m[f"rss_peak_bytes.{role}"] = cost.rss_peak_bytes
+        m[f"processes.{role}"] = cost.processes
+        if cost.cgroup_cpu is not None:
+            m[f"cgroup_cpu.{role}.user_s"] = cost.cgroup_cpu.user_s
+            m[f"cgroup_cpu.{role}.sys_s"] = cost.cgroup_cpu.sys_s
+        rec.series[f"cpu_pct.{role}"] = _cpu_pct(cost)
+        rec.series[f"rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
+    for d in ("up", "down"):
+        pts = [(p.t_s, p.bps) for p in r.intervals if p.direction == d]
+        if pts:
+            rec.series[f"throughput_bps.{d}"] = pts
+    rec.streams = [(s.stream, s.direction, s.received_bps, s.retransmits) for s in r.streams]
+
+
+def _link_metrics(rec: TrialRecord, stats: dict[str, Any] | None) -> None:
+    """The emulator's counters: what its models dropped vs what it dropped itself, per direction."""
+    if not stats:
+        return
+    for wire, d in (("a2b", "up"), ("b2a", "down")):
+        for key, value in (stats.get(wire) or {}).items():
+            if isinstance(value, int | float):
+                rec.metrics[f"link.{d}.{key}"] = float(value)
+
+
+def _cpu_pct(cost: RoleCost) -> list[tuple[float, float]]:
+    out = []
+    prev = None
+    for s in cost.series:
+        if prev is not None and s.t_s > prev.t_s:
+            used = (s.cpu_user_s + s.cpu_sys_s) - (prev.cpu_user_s + prev.cpu_sys_s)
+            out.append((s.t_s, 100.0 * used / (s.t_s - prev.t_s)))
+        prev = s
+    return out

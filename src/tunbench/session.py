@@ -1,0 +1,210 @@
+"""`tunbench run` end to end: resolve tunnels and profiles, check dependencies, open the ledger and the
+store, run the planned trials with a progress bar, and always tear down and record how the run ended."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from tunbench import __version__, metadata
+from tunbench.config.schema import Scenario
+from tunbench.errors import ConfigError, DependencyMissing, TrialError
+from tunbench.link.profile import Profile, find_profile
+from tunbench.plan import PlannedTrial, expand, interleave
+from tunbench.proc import become_subreaper
+from tunbench.results import TrialRecord
+from tunbench.runner import LinkFactory, Runner
+from tunbench.state import Ledger
+from tunbench.store.db import Store
+from tunbench.topology.build import TopologySpec
+from tunbench.tunnels.adapter import tunnel_version
+from tunbench.tunnels.registry import TunnelRef, missing_binaries, parse_ref
+from tunbench.workloads import iperf3
+
+
+@dataclass
+class RunOutcome:
+    run_id: int
+    uid: str
+    status: str
+    records: list[TrialRecord]
+
+
+def resolve_tunnels(scenario: Scenario, source: str) -> list[TunnelRef]:
+    refs = [parse_ref(t, source=f"{source}: run.tunnels") for t in scenario.run.tunnels]
+    if scenario.run.direct and not any(r.name == "direct" for r in refs):
+        refs.insert(0, parse_ref("direct"))
+    labels = [r.label for r in refs]
+    dup = {lb for lb in labels if labels.count(lb) > 1}
+    if dup:
+        raise ConfigError(
+            f"tunnel label(s) used twice: {', '.join(sorted(dup))}; add label=... to tell them apart",
+            source=source,
+            key="run.tunnels",
+        )
+    return refs
+
+
+def resolve_profiles(scenario: Scenario, source: str) -> list[Profile]:
+    profiles = [find_profile(p, source=f"{source}: run.profiles") for p in scenario.run.profiles]
+    names = [p.name for p in profiles]
+    if len(set(names)) != len(names):
+        raise ConfigError("a profile is listed twice", source=source, key="run.profiles")
+    return profiles
+
+
+def check_dependencies(refs: list[TunnelRef], profiles: list[Profile]) -> None:
+    problems = []
+    for r in refs:
+        miss = missing_binaries(r)
+        if miss:
+            problems.append(f"{r.label} needs {', '.join(miss)}")
+    from shutil import which
+
+    for tool in ("iperf3", "ip", "ping"):
+        if which(tool) is None:
+            problems.append(f"the workload needs {tool}")
+    if any(p.emulated for p in profiles):
+        from tunbench.link.emulator import find_link_binary
+
+        find_link_binary()  # raises DependencyMissing with a hint
+    if problems:
+        raise DependencyMissing(
+            "missing programs: " + "; ".join(problems) + " (run `make deps` or `tunbench doctor` for what to install)"
+        )
+
+
+@contextmanager
+def graceful_signals(console: Console) -> Iterator[None]:
+    """First Ctrl-C / SIGTERM interrupts the run (KeyboardInterrupt unwinds every context manager);
+    further ones are ignored while teardown finishes, so cleanup itself is never cut short."""
+    state = {"hit": False}
+    main_pid = os.getpid()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if os.getpid() != main_pid:
+            # a forked helper (pyroute2 forks to enter namespaces) must die, never unwind our stack
+            os._exit(128 + signum)
+        if state["hit"]:
+            console.print("[yellow]still cleaning up, please wait…[/]")
+            return
+        state["hit"] = True
+        raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def execute(
+    scenario: Scenario,
+    *,
+    scenario_text: str,
+    source: str,
+    db_path: Path,
+    console: Console,
+    link_factory: LinkFactory | None = None,
+) -> RunOutcome:
+    refs = resolve_tunnels(scenario, source)
+    profiles = resolve_profiles(scenario, source)
+    check_dependencies(refs, profiles)
+    if link_factory is None and any(p.emulated for p in profiles):
+        from tunbench.link.emulator import link_factory as emulator_factory
+
+        link_factory = emulator_factory
+    wl = scenario.workload
+    cases = expand(refs, profiles, wl.flows, list(wl.directions))
+    trials = interleave(cases, scenario.run.repeat, scenario.run.seed)
+    provenance: dict[str, Any] = metadata.collect()
+    provenance["tunnels"] = {
+        r.label: {
+            "adapter": r.name,
+            "version": tunnel_version(r),
+            "source": r.adapter.source,
+            "params": r.merged_params(),
+        }
+        for r in refs
+    }
+    provenance["seed"] = scenario.run.seed
+    become_subreaper()
+    ledger = Ledger.open()
+    store = Store(db_path)
+    run_id = store.create_run(
+        uid=ledger.prefix,
+        name=scenario.run.name,
+        tunbench_version=__version__,
+        provenance=provenance,
+        scenario_text=scenario_text,
+        scenario_hash=hashlib.sha256(scenario_text.encode()).hexdigest(),
+        scenario=scenario.model_dump(),
+    )
+    per_trial_s = wl.duration_s + wl.omit_s + 1.5
+    console.print(
+        f"run [bold]{ledger.prefix}[/] (#{run_id}): {len(cases)} cases × {scenario.run.repeat} "
+        f"repetitions = {len(trials)} trials, about {len(trials) * per_trial_s / 60:.1f} min; "
+        f"results in {db_path}"
+    )
+    status = "failed"
+    records: list[TrialRecord] = []
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+    task = progress.add_task("starting", total=len(trials))
+
+    def on_start(pt: PlannedTrial) -> None:
+        progress.update(task, description=f"{pt.case.title} · rep {pt.repetition}")
+
+    def on_done(pt: PlannedTrial, rec: TrialRecord) -> None:
+        progress.advance(task)
+        if rec.status == "ok":
+            bps = rec.metrics.get("throughput_bps") or 0.0
+            console.print(f"  [green]✓[/] {pt.case.title} · rep {pt.repetition}: {bps / 1e6:,.0f} Mbit/s")
+        else:
+            first = rec.error.splitlines()[0] if rec.error else "failed"
+            console.print(f"  [red]✗[/] {pt.case.title} · rep {pt.repetition}: {first}")
+            if scenario.run.stop_on_error:
+                raise TrialError(f"stopping at the first failed trial (stop_on_error): {first}")
+
+    runner = Runner(
+        ledger=ledger,
+        store=store,
+        run_id=run_id,
+        topology=TopologySpec(mtu=scenario.topology.mtu, sysctls=dict(scenario.sysctl), ipv6=scenario.topology.ipv6),
+        workload=iperf3.Iperf3Params(duration_s=wl.duration_s, omit_s=wl.omit_s),
+        link_factory=link_factory,
+        seed=scenario.run.seed,
+        on_start=on_start,
+        on_done=on_done,
+    )
+    try:
+        with graceful_signals(console), progress:
+            try:
+                records = runner.run(trials)
+                status = "done"
+            except KeyboardInterrupt:
+                status = "interrupted"
+    finally:
+        store.finish_run(run_id, status)
+        store.close()
+        ledger.close()
+    return RunOutcome(run_id=run_id, uid=ledger.prefix, status=status, records=records)

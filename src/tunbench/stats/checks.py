@@ -1,0 +1,158 @@
+"""Stability checks: warnings returned as values, each with a suggested fix (cf. pyperf format_checks).
+
+Checks on one case's repetitions (thresholds are module constants):
+
+=========================  ====================================================================
+code                       fires when
+=========================  ====================================================================
+``no-data``                n == 0
+``non-finite``             some value is NaN or infinite (those values are ignored by the rest)
+``too-few-repetitions``    1 <= n < 3 (no meaningful spread or CI)
+``few-for-significance``   3 <= n < 5 (rank test cannot reach p < 0.05 with n <= 3 per side,
+                           and the median CI covers less than 95 %)
+``high-cv``                stdev / |mean| >= 5 %
+``outlier``                min or max is more than 30 % away from the median (median != 0);
+                           the message names the MAD outliers (``outliers``) if any
+``mostly-zero``            more than half of the values are exactly 0
+=========================  ====================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+import numpy as np
+
+from tunbench.stats._common import FloatArray, Values
+from tunbench.stats.outliers import modified_z_scores, outliers
+
+__all__ = [
+    "CV_WARN",
+    "MIN_REPETITIONS",
+    "MIN_REPETITIONS_SIGNIFICANCE",
+    "OUTLIER_REL",
+    "StabilityWarning",
+    "WarningCode",
+    "modified_z_scores",
+    "outliers",
+    "stability_warnings",
+]
+
+WarningCode: TypeAlias = Literal[
+    "no-data",
+    "non-finite",
+    "too-few-repetitions",
+    "few-for-significance",
+    "high-cv",
+    "outlier",
+    "mostly-zero",
+    "cannot-reach-significance",
+    "underpowered",
+]
+
+CV_WARN = 0.05
+OUTLIER_REL = 0.30
+MIN_REPETITIONS = 3
+MIN_REPETITIONS_SIGNIFICANCE = 5
+MOSTLY_ZERO_FRACTION = 0.5
+
+
+@dataclass(frozen=True)
+class StabilityWarning:
+    """A reason not to trust a number, and what to do about it. ``message`` includes the label."""
+
+    code: WarningCode
+    message: str
+    fix: str
+
+
+def pct(x: float) -> str:
+    """Format a fraction as a percentage: 0.0912 -> '9.1%'."""
+    return f"{x * 100:.1f}%"
+
+
+def stability_warnings(values: Values, *, label: str = "") -> list[StabilityWarning]:
+    """Return the warnings (possibly none) for one case's repetitions. Never raises on data."""
+    prefix = f"{label}: " if label else ""
+    raw = np.asarray(values, dtype=np.float64).ravel()
+    out: list[StabilityWarning] = []
+    finite = raw[np.isfinite(raw)]
+    if finite.size < raw.size:
+        out.append(
+            StabilityWarning(
+                "non-finite",
+                f"{prefix}{raw.size - finite.size} of {raw.size} repetitions are NaN/inf",
+                "re-run the failed repetitions (check the workload's log); they are excluded here",
+            )
+        )
+    n = int(finite.size)
+    if n == 0:
+        fix = f"run the case with --repeat {MIN_REPETITIONS_SIGNIFICANCE} or more"
+        out.append(StabilityWarning("no-data", f"{prefix}no measurements", fix))
+        return out
+    out.extend(_count_warnings(n, prefix))
+    out.extend(_spread_warnings(finite, prefix))
+    return out
+
+
+def _count_warnings(n: int, prefix: str) -> list[StabilityWarning]:
+    if n < MIN_REPETITIONS:
+        return [
+            StabilityWarning(
+                "too-few-repetitions",
+                f"{prefix}only {n} repetition(s): spread and confidence interval are meaningless",
+                f"use --repeat {MIN_REPETITIONS_SIGNIFICANCE} or more (10 for a CI gate)",
+            )
+        ]
+    if n < MIN_REPETITIONS_SIGNIFICANCE:
+        return [
+            StabilityWarning(
+                "few-for-significance",
+                f"{prefix}{n} repetitions: too few for a significance test to be reliable "
+                f"(with 3 per side the rank test's smallest p-value is 0.1)",
+                f"use --repeat {MIN_REPETITIONS_SIGNIFICANCE} or more (10 for a CI gate)",
+            )
+        ]
+    return []
+
+
+def _spread_warnings(x: FloatArray, prefix: str) -> list[StabilityWarning]:
+    out: list[StabilityWarning] = []
+    n = x.size
+    zeros = int(np.count_nonzero(x == 0.0))
+    if zeros > MOSTLY_ZERO_FRACTION * n:
+        out.append(
+            StabilityWarning(
+                "mostly-zero",
+                f"{prefix}{zeros} of {n} repetitions measured exactly 0",
+                "check that traffic actually went through the tunnel (tunnel up, routes, test duration)",
+            )
+        )
+    mean = float(np.mean(x))
+    if n >= 2 and mean != 0.0:
+        cv = float(np.std(x, ddof=1)) / abs(mean)
+        if cv >= CV_WARN:
+            out.append(
+                StabilityWarning(
+                    "high-cv",
+                    f"{prefix}CV {pct(cv)} over {n} repetitions (>= {pct(CV_WARN)})",
+                    f"use --repeat {max(10, 2 * n)} or pin CPUs and quiet the host (see `tunbench doctor`)",
+                )
+            )
+    median = float(np.median(x))
+    if n >= 2 and median != 0.0:
+        worst = max(abs(float(np.min(x)) - median), abs(float(np.max(x)) - median)) / abs(median)
+        if worst > OUTLIER_REL:
+            idx = outliers(x)
+            which = f"; MAD outliers at repetitions {idx}" if idx else ""
+            out.append(
+                StabilityWarning(
+                    "outlier",
+                    f"{prefix}min {x.min():.4g} / max {x.max():.4g} is {pct(worst)} away from the "
+                    f"median {median:.4g}{which}",
+                    "re-run the case and look for interference (CPU frequency scaling, other traffic); "
+                    "add warmup repetitions if the first one is the odd one",
+                )
+            )
+    return out

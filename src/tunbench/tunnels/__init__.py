@@ -1,0 +1,1 @@
+"""Tunnel adapters: declarative TOML files run by one generic runner (adapter.py)."""

@@ -1,0 +1,92 @@
+"""Finding adapters: built-ins shipped in tunnels/builtin/, user files given by path, and the
+`name[key=value,...]` syntax that overrides parameters (binary, cipher, label...)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tunbench.errors import ConfigError
+from tunbench.tunnels.spec import LoadedAdapter, load_adapter
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+_REF = re.compile(r"^(?P<name>[^\[\]]+?)(?:\[(?P<params>[^\]]*)\])?$")
+
+
+@dataclass(frozen=True)
+class TunnelRef:
+    """A tunnel as the user named it: adapter + parameter overrides + a unique label."""
+
+    adapter: LoadedAdapter
+    params: dict[str, str] = field(default_factory=dict)
+    label: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.adapter.spec.name
+
+    def merged_params(self) -> dict[str, str]:
+        return {**self.adapter.spec.params, **self.params}
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.toml"))
+
+
+def find_adapter(name: str, source: str = "--tunnel") -> LoadedAdapter:
+    if "/" in name or name.endswith(".toml"):
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"adapter file {name} does not exist", source=source)
+        return load_adapter(path)
+    path = BUILTIN_DIR / f"{name}.toml"
+    if not path.is_file():
+        known = ", ".join(builtin_names())
+        raise ConfigError(
+            f"unknown tunnel {name!r} (built-ins: {known}; or give a path to a .toml adapter)", source=source
+        )
+    return load_adapter(path)
+
+
+def parse_ref(text: str, source: str = "--tunnel") -> TunnelRef:
+    """`openvpn-udp[bin=/opt/old/sbin/openvpn,cipher=AES-128-GCM,label=old]` -> TunnelRef."""
+    m = _REF.match(text.strip())
+    if not m:
+        raise ConfigError(f"cannot parse tunnel {text!r}: expected NAME or NAME[key=value,...]", source=source)
+    adapter = find_adapter(m.group("name").strip(), source)
+    params: dict[str, str] = {}
+    label = ""
+    raw = m.group("params")
+    if raw:
+        for item in raw.split(","):
+            key, sep, value = item.partition("=")
+            key, value = key.strip(), value.strip()
+            if not sep or not key:
+                raise ConfigError(f"parameter {item!r} in {text!r} is not key=value", source=source)
+            if key == "label":
+                label = value
+            elif key not in adapter.spec.params:
+                known = ", ".join(sorted([*adapter.spec.params, "label"]))
+                raise ConfigError(
+                    f"tunnel {adapter.spec.name!r} has no parameter {key!r} (known: {known})", source=source
+                )
+            else:
+                params[key] = value
+    if not label:
+        label = adapter.spec.name + (f"[{','.join(f'{k}={v}' for k, v in params.items())}]" if params else "")
+    return TunnelRef(adapter=adapter, params=params, label=label)
+
+
+def missing_binaries(ref: TunnelRef) -> list[str]:
+    """Required programs not on PATH (the `bin` parameter, when present, is checked as given)."""
+    from tunbench.tunnels.template import render
+
+    params = ref.merged_params()
+    missing = []
+    for req in ref.adapter.spec.requires:
+        prog = render(req, params, source=ref.adapter.source, key="requires")
+        if shutil.which(prog) is None:
+            missing.append(prog)
+    return missing

@@ -1,0 +1,132 @@
+"""The adapter file format (documented in docs/adapters.md). Loading validates everything, so a broken
+adapter fails with file:line: key: message before any namespace exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tunbench.config.tomlfile import read_toml, validate
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LogProbe(_Strict):
+    kind: Literal["log"]
+    role: Literal["client", "server"]
+    pattern: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"invalid regular expression: {e}") from e
+        return v
+
+
+class PortProbe(_Strict):
+    kind: Literal["port"]
+    ns: Literal["client", "server"]
+    port: str
+    proto: Literal["tcp", "udp"] = "tcp"
+
+
+class PingProbe(_Strict):
+    kind: Literal["ping"]
+    ns: Literal["client", "server"] = "client"
+    address: str
+
+
+class FileProbe(_Strict):
+    kind: Literal["file"]
+    path: str
+
+
+class CmdProbe(_Strict):
+    kind: Literal["cmd"]
+    ns: Literal["client", "server", "host"] = "host"
+    run: str
+
+
+Probe = Annotated[LogProbe | PortProbe | PingProbe | FileProbe | CmdProbe, Field(discriminator="kind")]
+
+
+class KeyStep(_Strict):
+    """Runs on the host in the trial's private directory; its stripped stdout becomes variable `name`."""
+
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
+    run: str
+    stdin: str | None = None
+
+
+class FileSpec(_Strict):
+    """A file written into the trial's private directory (templated), e.g. a config or a key."""
+
+    path: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    content: str
+    mode: str = Field(default="0600", pattern=r"^0[0-7]{3}$")
+
+
+class RoleSpec(_Strict):
+    """One side of the tunnel: commands before, a long-running daemon, probes, commands after."""
+
+    before: list[str] = []
+    daemon: str | None = None
+    env: dict[str, str] = {}
+    ready: list[Probe] = []
+    after: list[str] = []
+
+
+class TargetSpec(_Strict):
+    """Where the client-side traffic generator connects to reach the server through the tunnel."""
+
+    address: str
+    port: str = "{iperf_port}"
+
+
+class AdapterSpec(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    description: str = ""
+    layer: Literal["l3", "l4"]
+    requires: list[str] = []
+    version: str | None = None
+    version_regex: str | None = None
+    params: dict[str, str] = {}
+    keys: list[KeyStep] = []
+    files: list[FileSpec] = []
+    server: RoleSpec = RoleSpec()
+    client: RoleSpec = RoleSpec()
+    ready: list[Probe] = []
+    target: TargetSpec
+    ready_timeout_s: float = Field(default=20.0, gt=0, le=600)
+
+    @field_validator("params")
+    @classmethod
+    def _param_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if not re.fullmatch(r"[a-z_][a-z0-9_]*", k):
+                raise ValueError(f"parameter name {k!r} must be lower_snake_case")
+            if k == "label":
+                raise ValueError("'label' is reserved (every adapter accepts it)")
+        return v
+
+
+class LoadedAdapter(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    spec: AdapterSpec
+    source: str
+    text: str
+
+
+def load_adapter(path: Path) -> LoadedAdapter:
+    data, text = read_toml(path)
+    spec = validate(AdapterSpec, data, text=text, source=str(path))
+    return LoadedAdapter(spec=spec, source=str(path), text=text)
