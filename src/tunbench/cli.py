@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
 from pathlib import Path
@@ -286,6 +287,18 @@ def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what tunbench does.")] = False,
 ) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s")
+
+
+def _register_extensions() -> None:
+    """Subcommands that live in their own modules (reports and comparisons)."""
+    if importlib.util.find_spec("tunbench.cli_report") is None:
+        return
+    from tunbench import cli_report
+
+    cli_report.register(app)
+
+
+_register_extensions()
 
 
 def main() -> None:

@@ -196,8 +196,14 @@ def _fill_metrics(rec: TrialRecord, r: iperf3.Iperf3Result, costs: dict[str, Rol
     m["iperf3_duration_s"] = r.duration_s
     m["window_s"] = wall_s
     for role, cost in costs.items():
-        m[f"cpu.{role}.user_s"] = cost.cpu.user_s
-        m[f"cpu.{role}.sys_s"] = cost.cpu.sys_s
+        # headline CPU: the cgroup's exact total when there is one; per-process sampling (psutil reads
+        # /proc/<pid>/stat, which lags by up to a few hundred ms of CPU right after a process starts) is
+        # kept beside it as the cross-check and for the time series
+        headline = cost.cgroup_cpu if cost.cgroup_cpu is not None else cost.cpu
+        m[f"cpu.{role}.user_s"] = headline.user_s
+        m[f"cpu.{role}.sys_s"] = headline.sys_s
+        m[f"sampled_cpu.{role}.user_s"] = cost.cpu.user_s
+        m[f"sampled_cpu.{role}.sys_s"] = cost.cpu.sys_s
         m[f"rss_peak_bytes.{role}"] = cost.rss_peak_bytes
         m[f"processes.{role}"] = cost.processes
         if cost.cgroup_cpu is not None:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 Direction = Literal["up", "down", "bidir"]
 _SYSCTL_VALUE = re.compile(r"^[A-Za-z0-9_. -]+$")
@@ -46,18 +46,24 @@ class TopologySection(_Strict):
     ipv6: bool = True
 
 
+def _sysctl_key(key: str) -> str:
+    if not re.fullmatch(r"net(\.[a-z0-9_]+)+", key):
+        raise ValueError("only per-namespace net.* sysctls can be set")
+    return key
+
+
+def _sysctl_value(value: str) -> str:
+    if not _SYSCTL_VALUE.match(value):
+        raise ValueError(f"value {value!r} may only have letters, digits, spaces, dots, dashes")
+    return value
+
+
+SysctlKey = Annotated[str, AfterValidator(_sysctl_key)]
+SysctlValue = Annotated[str, AfterValidator(_sysctl_value)]
+
+
 class Scenario(_Strict):
     run: RunSection = RunSection()
     workload: WorkloadSection = WorkloadSection()
     topology: TopologySection = TopologySection()
-    sysctl: dict[str, str] = {}
-
-    @field_validator("sysctl")
-    @classmethod
-    def _sysctl(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, value in v.items():
-            if not re.fullmatch(r"net(\.[a-z0-9_]+)+", key):
-                raise ValueError(f"{key!r}: only per-namespace net.* sysctls can be set")
-            if not _SYSCTL_VALUE.match(value):
-                raise ValueError(f"{key!r}: value {value!r} has characters other than letters, digits, space")
-        return v
+    sysctl: dict[SysctlKey, SysctlValue] = {}

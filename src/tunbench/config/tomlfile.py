@@ -24,35 +24,52 @@ _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_.-]+)\s*=""")
 
 
-def _norm(key: str) -> str:
-    return ".".join(part.strip().strip("\"'") for part in key.split("."))
+def _parts(key: str) -> list[str]:
+    """`a."b.c".d` -> ["a", "b.c", "d"] (quoted components may contain dots)."""
+    return [p.strip("\"'") for p in re.findall(r'"[^"]*"|\'[^\']*\'|[^.\s]+', key)]
+
+
+def _path_names(path: Sequence[str | int]) -> tuple[list[str], dict[str, int]]:
+    """Dotted names of `path`, and for arrays of tables which element (`arr` -> index)."""
+    names: list[str] = []
+    index: dict[str, int] = {}
+    for p in path:
+        if isinstance(p, int):
+            if names:
+                index[".".join(names)] = p
+        else:
+            names.append(p)
+    return names, index
 
 
 def locate(text: str, path: Sequence[str | int]) -> int | None:
-    """1-based line of the dotted key `path` (ints index arrays of tables), or None if not found."""
-    names = [p for p in path if isinstance(p, str)]
+    """1-based line of the dotted key `path` (ints pick an element of an array of tables): the line that
+    matches the most leading components of the path wins, first one on ties; None if nothing matches."""
+    names, index = _path_names(path)
     if not names:
         return None
-    lines = text.splitlines()
-    table = ""
-    best: int | None = None
-    for no, line in enumerate(lines, start=1):
+    seen: dict[str, int] = {}
+    table: list[str] = []
+    in_wanted_element = True
+    best, best_depth = None, 0
+    for no, line in enumerate(text.splitlines(), start=1):
         if m := _HEADER.match(line):
-            table = _norm(m.group(1))
-            full = table
-            if full == ".".join(names[: len(full.split("."))]) and best is None:
-                best = no  # the enclosing table, if the key itself is not found
-            if full == ".".join(names):
-                return no
+            table = _parts(m.group(1))
+            dotted = ".".join(table)
+            if line.lstrip().startswith("[["):
+                seen[dotted] = seen.get(dotted, -1) + 1
+                in_wanted_element = index.get(dotted, seen[dotted]) == seen[dotted]
+            else:
+                in_wanted_element = True
+            parts = table
+        elif m := _KEY.match(line):
+            parts = table + _parts(m.group(1))
+        else:
             continue
-        if m := _KEY.match(line):
-            key = _norm(m.group(1))
-            full = f"{table}.{key}" if table else key
-            dotted = ".".join(names)
-            if full == dotted:
-                return no
-            if dotted.startswith(full + ".") and best is None:
-                best = no  # an inline table or array holding the key
+        if not in_wanted_element:
+            continue
+        if parts == names[: len(parts)] and len(parts) > best_depth:
+            best, best_depth = no, len(parts)
     return best
 
 
@@ -70,7 +87,7 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as e:
         msg = str(e)
         m = re.search(r"\(at line (\d+), column \d+\)", msg)
-        line = int(m.group(1)) if m else None
+        line = int(m.group(1)) if m else (len(text.splitlines()) if "end of document" in msg else None)
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
         raise ConfigError(f"TOML syntax error: {msg}", source=source, line=line) from e
 
@@ -85,7 +102,7 @@ def validate(model: type[M], data: dict[str, Any], *, text: str, source: str, ke
         key = ".".join(str(p) for p in loc)
         if key_prefix:
             key = f"{key_prefix}.{key}" if key else key_prefix
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         elif err["type"] == "missing":

@@ -29,6 +29,7 @@ class Store:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(path, timeout=30)
         except sqlite3.Error as e:
             raise StoreError(f"cannot open result store {path}: {e}") from e

@@ -1,0 +1,68 @@
+# tunbench: everything a fresh Debian machine needs, from this file. Run as root.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+PIP   := $(VENV)/bin/pip
+TB    := $(VENV)/bin/tunbench
+CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
+
+APT_PACKAGES := iperf3 iputils-ping iproute2 procps openssl \
+	wireguard-go wireguard-tools openvpn openssh-server openssh-client socat stunnel4 irtt \
+	nftables chromium linux-perf
+
+.PHONY: help deps venv build demo test unit integration lint clean-results
+
+help:
+	@echo "make demo   - install everything, build, run the default scenario, print the table and report path"
+	@echo "make test   - install everything, build, run linters and the whole test suite"
+	@echo "make deps | venv | build | lint | unit | integration"
+
+# System packages: skipped when all are installed already (idempotent, no prompts).
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+build: link/target/release/tunbench-link
+
+link/target/release/tunbench-link: $(shell find link/src -name '*.rs' 2>/dev/null) link/Cargo.toml link/Cargo.lock
+	cd link && $(CARGO) build --release --locked --quiet
+	@touch $@
+
+demo: deps venv build
+	$(TB) run --db results/demo.db --json results/demo.json
+	@if $(TB) report --help >/dev/null 2>&1; then \
+		$(TB) report --db results/demo.db -o results/demo-report.html && \
+		echo "HTML report: $$(pwd)/results/demo-report.html"; fi
+	@echo "results: $$(pwd)/results/demo.db (tunbench show --db results/demo.db), JSON: $$(pwd)/results/demo.json"
+
+lint: venv
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/mypy
+	cd link && $(CARGO) fmt --check && $(CARGO) clippy --release --locked --all-targets --quiet -- -D warnings
+
+unit: venv
+	$(PY) -m pytest -q tests/unit
+	cd link && $(CARGO) test --release --locked --quiet
+
+integration: deps venv build
+	$(PY) -m pytest -q -m integration tests/integration
+
+test: deps venv build lint
+	cd link && $(CARGO) test --release --locked --quiet
+	$(PY) -m pytest -q tests
+
+clean-results:
+	rm -rf results

@@ -1,0 +1,148 @@
+"""`tunbench compare` and `tunbench report`: thin commands over report/compare.py and the exporters.
+
+The exporters are pure (`render(runs) -> str`, one file per format in report/); this module is the only
+one that writes their output (hyperfine's ExportManager).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from tunbench.results import RunRecord
+
+console = Console()
+err_console = Console(stderr=True)
+
+DbOpt = Annotated[Path, typer.Option("--db", help="Result store (SQLite).", envvar="TUNBENCH_DB")]
+DEFAULT_DB = Path("tunbench.db")
+
+FORMATS = ("html", "md", "csv", "bmf", "json")
+_SUFFIX_FORMAT = {".html": "html", ".htm": "html", ".md": "md", ".csv": "csv", ".json": "json"}
+
+
+def _renderer(fmt: str) -> Callable[[list[RunRecord]], str]:
+    if fmt == "html":
+        from tunbench.report import html
+
+        return html.render
+    if fmt == "md":
+        from tunbench.report import markdown
+
+        return markdown.render
+    if fmt == "csv":
+        from tunbench.report import csv_export
+
+        return csv_export.render
+    if fmt == "bmf":
+        from tunbench.report import bmf
+
+        return bmf.render
+    return _render_json
+
+
+def _render_json(runs: list[RunRecord]) -> str:
+    from tunbench.report.compare import CompareError
+    from tunbench.report.json_export import render
+
+    if len(runs) != 1:
+        raise CompareError("--format json exports one run at a time (the format holds one run)")
+    return render(runs[0])
+
+
+def _pick_format(fmt: str | None, output: Path | None) -> str:
+    from tunbench.report.compare import CompareError
+
+    if fmt is None:
+        return _SUFFIX_FORMAT.get(output.suffix.lower(), "html") if output else "html"
+    if fmt not in FORMATS:
+        raise CompareError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
+    return fmt
+
+
+def compare_cmd(
+    a: Annotated[str, typer.Argument(metavar="A", help="Baseline: run id, uid or name, or a JSON export file.")],
+    b: Annotated[
+        str | None,
+        typer.Argument(metavar="[B]", help="Candidate: run or JSON file (default: A itself, with --label-a/-b)."),
+    ] = None,
+    label_a: Annotated[
+        str | None, typer.Option("--label-a", help="Compare only this tunnel label on the A side.")
+    ] = None,
+    label_b: Annotated[
+        str | None, typer.Option("--label-b", help="...against this label on the B side (e.g. old vs new build).")
+    ] = None,
+    threshold: Annotated[
+        str, typer.Option("--threshold", help="Smallest change that counts, e.g. 3% or 0.03 (default: 0).")
+    ] = "0",
+    metrics: Annotated[
+        str, typer.Option("--metrics", help="Metric kinds to compare and gate on: throughput,cpu,latency.")
+    ] = "throughput,cpu,latency",
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Compare B to A per matching case: change of the median with a 95% CI, rank-test p-value, verdict, MDE.
+
+    Exit status: 0 = no regression, 1 = some case regressed beyond --threshold (significantly worse),
+    2 = A or B could not be loaded or matched. Cases of the direct baseline are shown but do not gate.
+    """
+    from tunbench.report.compare import compare_lines, compare_runs, compare_table, load_run, parse_threshold
+
+    kinds = _kinds(metrics)
+    limit = parse_threshold(threshold)
+    run_a = load_run(a, db)
+    run_b = load_run(b, db) if b is not None else run_a
+    result = compare_runs(run_a, run_b, label_a=label_a, label_b=label_b, threshold=limit, kinds=kinds)
+    console.print(compare_table(result))
+    for line in compare_lines(result):
+        console.print(line)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
+
+
+def _kinds(text: str) -> tuple[str, ...]:
+    from tunbench.report.compare import METRIC_KINDS, CompareError
+
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    bad = [k for k in kinds if k not in METRIC_KINDS]
+    if bad or not kinds:
+        raise CompareError(f"--metrics {text!r}: choose from {', '.join(METRIC_KINDS)}")
+    return kinds
+
+
+def report_cmd(
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[RUN]...", help="Runs (id, uid, name or JSON export file); default: the latest."),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")
+    ] = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format", "-f", help="html, md, csv, bmf (bencher.dev) or json; default: from -o's suffix, else html."
+        ),
+    ] = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Write a report of one or more runs: a self-contained HTML page with plots, Markdown tables, CSV, BMF or JSON."""
+    from tunbench.report.compare import load_run
+
+    kind = _pick_format(fmt, output)
+    records = [load_run(ref, db) for ref in runs] if runs else [load_run("latest", db)]
+    text = _renderer(kind)(records)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    output.write_text(text, encoding="utf-8")
+    err_console.print(f"{kind} report written to {output.resolve()}", highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare_cmd)
+    app.command("report")(report_cmd)

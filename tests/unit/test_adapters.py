@@ -1,0 +1,96 @@
+"""Adapter files: every built-in validates, parameters override, and broken files fail clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tunbench.errors import ConfigError
+from tunbench.tunnels.registry import builtin_names, parse_ref
+from tunbench.tunnels.spec import load_adapter
+from tunbench.tunnels.template import placeholders, render, render_argv
+
+REQUIRED = {"direct", "wireguard-go", "openvpn-udp", "openvpn-tcp", "ssh-forward", "socat", "stunnel"}
+
+
+def test_all_required_builtins_exist() -> None:
+    assert set(builtin_names()) >= REQUIRED
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_builtin_templates_only_use_known_variables(name: str) -> None:
+    ref = parse_ref(name)
+    spec = ref.adapter.spec
+    known = {
+        "tmp",
+        "prefix",
+        "client_ns",
+        "server_ns",
+        "client_addr",
+        "server_addr",
+        "client_addr6",
+        "server_addr6",
+        "inner_client",
+        "inner_server",
+        "inner_prefixlen",
+        "dev_client",
+        "dev_server",
+        "iperf_port",
+        "proxy_port",
+        "link_mtu",
+        "label",
+        *spec.params,
+        *(k.name for k in spec.keys),
+    }
+    texts = [spec.target.address, spec.target.port, *(f.content for f in spec.files)]
+    for role in (spec.server, spec.client):
+        texts += [*role.before, *role.after, *([role.daemon] if role.daemon else []), *role.env.values()]
+    for step in spec.keys:
+        texts += [step.run, step.stdin or ""]
+    unknown = set().union(*(placeholders(t) for t in texts)) - known
+    assert not unknown, f"{name} uses unknown variables {unknown}"
+
+
+def test_params_and_label() -> None:
+    ref = parse_ref("openvpn-udp[cipher=AES-128-GCM,bin=/opt/old/sbin/openvpn,label=old]")
+    assert ref.label == "old"
+    assert ref.merged_params()["cipher"] == "AES-128-GCM"
+    assert ref.merged_params()["bin"] == "/opt/old/sbin/openvpn"
+    assert parse_ref("socat[buffer=512]").label == "socat[buffer=512]"
+    assert parse_ref("socat").label == "socat"
+
+
+def test_unknown_param_is_named() -> None:
+    with pytest.raises(ConfigError, match="no parameter 'cipher'.*known: bin, buffer, label"):
+        parse_ref("socat[cipher=x]")
+
+
+def test_unknown_tunnel() -> None:
+    with pytest.raises(ConfigError, match="unknown tunnel 'nope'.*wireguard-go"):
+        parse_ref("nope")
+
+
+def test_malformed_adapter_names_line_and_key(tmp_path: Path) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text(
+        'name = "bad"\nlayer = "l3"\n\n[target]\naddress = "{server_addr}"\n\n[client]\n'
+        'ready = [{ kind = "smoke", ns = "client" }]\n'
+    )
+    with pytest.raises(ConfigError) as exc:
+        load_adapter(p)
+    assert exc.value.line == 8 and exc.value.key.startswith("client.ready.0")
+    p.write_text('name = "bad"\nlayer = "l5"\n[target]\naddress = "x"\n')
+    with pytest.raises(ConfigError) as exc:
+        load_adapter(p)
+    assert exc.value.line == 2 and exc.value.key == "layer"
+
+
+def test_render_argv_keeps_values_with_spaces_as_one_argument() -> None:
+    argv = render_argv("wg set {dev} private-key {tmp}/k", {"dev": "tb1", "tmp": "/t with space"})
+    assert argv == ["wg", "set", "tb1", "private-key", "/t with space/k"]
+
+
+def test_render_unknown_variable() -> None:
+    with pytest.raises(ConfigError, match=r"unknown variable \{nope\}"):
+        render("x {nope}", {"a": "1"}, source="f.toml", key="server.daemon")

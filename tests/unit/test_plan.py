@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+from collections import Counter
+
+from tunbench.link.profile import find_profile
+from tunbench.plan import expand, interleave
+from tunbench.tunnels.registry import parse_ref
+
+
+def cases():  # type: ignore[no-untyped-def]
+    tunnels = [parse_ref("direct"), parse_ref("socat"), parse_ref("stunnel")]
+    return expand(tunnels, [find_profile("lan")], [1, 2], ["up", "down"])
+
+
+def test_expand_is_the_full_matrix() -> None:
+    cs = cases()
+    assert len(cs) == 3 * 2 * 2
+    assert len({(c.tunnel.label, c.flows, c.direction) for c in cs}) == 12
+
+
+def test_interleave_visits_every_case_once_per_repetition() -> None:
+    cs = cases()
+    trials = interleave(cs, 4, seed=7)
+    assert [t.seq for t in trials] == list(range(1, 49))
+    for rep in range(1, 5):
+        block = [t for t in trials if t.repetition == rep]
+        assert Counter(t.case.title for t in block) == Counter(c.title for c in cs)
+    # interleaved: the first repetition block is not "all of tunnel A first"
+    first = [t.case.tunnel.label for t in trials[:12]]
+    assert first != sorted(first)
+
+
+def test_interleave_is_deterministic_per_seed() -> None:
+    cs = cases()
+    a = [t.case for t in interleave(cs, 3, seed=1)]
+    b = [t.case for t in interleave(cs, 3, seed=1)]
+    c = [t.case for t in interleave(cs, 3, seed=2)]
+    assert a == b and a != c
