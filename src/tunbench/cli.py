@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,8 +22,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-console = Console()
-err_console = Console(stderr=True)
+# not a terminal (CI logs, pipes): rich would assume 80 columns and squeeze the tables
+console = Console(width=None if sys.stdout.isatty() else max(120, shutil.get_terminal_size((120, 40)).columns))
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 
 DbOpt = Annotated[Path, typer.Option("--db", help="Result store (SQLite).", envvar="TUNBENCH_DB")]
 DEFAULT_DB = Path("tunbench.db")

@@ -14,6 +14,7 @@ from types import FrameType
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tunbench import __version__, metadata
@@ -178,10 +179,13 @@ def execute(
         progress.advance(task)
         if rec.status == "ok":
             bps = rec.metrics.get("throughput_bps") or 0.0
-            console.print(f"  [green]✓[/] {pt.case.title} · rep {pt.repetition}: {bps / 1e6:,.0f} Mbit/s")
+            console.print(f"  [green]✓[/] {escape(pt.case.title)} · rep {pt.repetition}: {bps / 1e6:,.0f} Mbit/s")
         else:
-            first = rec.error.splitlines()[0] if rec.error else "failed"
-            console.print(f"  [red]✗[/] {pt.case.title} · rep {pt.repetition}: {first}")
+            lines = rec.error.splitlines() or ["failed"]
+            console.print(f"  [red]✗[/] {escape(pt.case.title)} · rep {pt.repetition}: {escape(lines[0])}")
+            for line in lines[1:40]:  # the tunnel's own log, when it failed
+                console.print(f"      {line}", markup=False, highlight=False)
+            first = lines[0]
             if scenario.run.stop_on_error:
                 raise TrialError(f"stopping at the first failed trial (stop_on_error): {first}")
 

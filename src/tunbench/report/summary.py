@@ -107,7 +107,9 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
                 retransmits=_med([t.metrics.get("retransmits") for t in ok]),
                 setup_s=_med([t.metrics.get("setup_s") for t in ok]),
                 values_bps=tuple(values),
-                warnings=tuple(stability_warnings(values, label=key.label)) if values else (),
+                warnings=tuple(stability_warnings([v / 1e6 for v in values], label=f"{key.label} Mbit/s"))
+                if values
+                else (),
                 errors=tuple(dict.fromkeys(t.error.splitlines()[0] for t in ts if t.status != "ok" and t.error)),
             )
         )
