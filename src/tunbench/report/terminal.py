@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 
 from rich import box
 from rich.markup import escape
 from rich.table import Table
 
 from tunbench.report.summary import CaseSummary
+from tunbench.stats import StabilityWarning
 
 
 def mbit(bps: float | None) -> str:
@@ -85,14 +87,33 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
     return table
 
 
+def _case_name(s: CaseSummary, show_profile: bool) -> str:
+    flows = f" ×{s.case.flows}" if s.case.flows > 1 else ""
+    prof = f" @{s.case.profile}" if show_profile else ""
+    return f"{s.case.label} {s.case.direction}{flows}{prof}"
+
+
 def warning_lines(summaries: list[CaseSummary]) -> list[str]:
+    """Failed trials (one line per distinct error), then the stability warnings grouped by kind, so a
+    noisy run gives two lines, not two per case."""
+    show_profile = len({s.case.profile for s in summaries}) > 1
     lines = []
     for s in summaries:
         for e in s.errors:
-            where = f"{s.case.label} ({s.case.profile}, {s.case.direction}, {s.case.flows})"
-            lines.append(f"[red]{escape(where)}: {escape(e)}[/]")
+            lines.append(f"[red]✗ {escape(_case_name(s, show_profile))}: {escape(e)}[/]")
+    grouped: dict[str, list[tuple[CaseSummary, StabilityWarning]]] = defaultdict(list)
+    for s in summaries:
         for w in s.warnings:
-            if w.code in ("high-cv", "outlier"):
-                where = f"{s.case.label} ({s.case.direction}, {s.case.flows})"
-                lines.append(f"[yellow]{escape(where)}: {escape(w.message)}[/] — {escape(w.fix)}")
+            grouped[w.code].append((s, w))
+    if noisy := grouped.get("high-cv"):
+        cases = ", ".join(f"{_case_name(s, show_profile)} {s.throughput.cv:.0%}" for s, _ in noisy)
+        lines.append(f"[yellow]noisy (CV >= 5%): {escape(cases)}[/] — {escape(noisy[0][1].fix)}")
+    if odd := grouped.get("outlier"):
+        cases = ", ".join(_case_name(s, show_profile) for s, _ in odd)
+        lines.append(
+            f"[yellow]min or max > 30% from the median: {escape(cases)}[/] — re-run, or look for "
+            "interference (other load, CPU frequency)"
+        )
+    if few := grouped.get("too-few-repetitions"):
+        lines.append(f"[yellow]{len(few)} case(s) with fewer than 3 good repetitions[/] — {escape(few[0][1].fix)}")
     return lines
