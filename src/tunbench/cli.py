@@ -270,6 +270,44 @@ def clean(
         console.print(f"[yellow]run {uid} is still running: left alone (use --force)[/]")
 
 
+link_app = typer.Typer(
+    help="The emulated WAN link on its own: a shell over it, and its self-test.", no_args_is_help=True
+)
+app.add_typer(link_app, name="link")
+
+
+@link_app.command("shell", context_settings={"allow_interspersed_args": False})
+def link_shell(
+    command: Annotated[
+        list[str] | None,
+        typer.Argument(help="Command to run in the client namespace (default: $SHELL). Put it after --."),
+    ] = None,
+    profile: Annotated[str, typer.Option(help="WAN profile (name, file, or inline NAME:delay=20ms,...).")] = "wan-50ms",
+    server_cmd: Annotated[
+        str | None,
+        typer.Option(
+            "--server-cmd",
+            help="Command to run in the server namespace while the client command runs (e.g. 'iperf3 -s').",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the emulator's random impairments.")] = 1,
+) -> None:
+    """Run a command over an emulated WAN link: client namespace -> tunbench-link -> server namespace.
+
+    The command sees TUNBENCH_PEER (the server side's address). Example:
+    tunbench link shell --profile wan-50ms --server-cmd 'iperf3 -s' -- sh -c 'iperf3 -c $TUNBENCH_PEER'
+    """
+    import shlex
+
+    from tunbench.link.profile import find_profile, validate_with_link
+    from tunbench.link.shell import run_shell
+
+    prof = find_profile(profile)
+    validate_with_link(prof)
+    status = run_shell(prof, command or [], shlex.split(server_cmd) if server_cmd else None, seed=seed)
+    raise typer.Exit(status)
+
+
 def _need_db(db: Path) -> None:
     if not db.exists():
         raise TunbenchError(f"no result store at {db} (run `tunbench run` first, or pass --db PATH)")

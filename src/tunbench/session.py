@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tunbench import __version__, metadata
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError, DependencyMissing, TrialError
-from tunbench.link.profile import Profile, find_profile
+from tunbench.link.profile import Profile, find_profile, validate_with_link
 from tunbench.plan import PlannedTrial, expand, interleave
 from tunbench.proc import become_subreaper
 from tunbench.results import TrialRecord
@@ -58,6 +58,9 @@ def resolve_tunnels(scenario: Scenario, source: str) -> list[TunnelRef]:
 
 def resolve_profiles(scenario: Scenario, source: str) -> list[Profile]:
     profiles = [find_profile(p, source=f"{source}: run.profiles") for p in scenario.run.profiles]
+    for ref, prof in zip(scenario.run.profiles, profiles, strict=True):
+        if prof.emulated:
+            validate_with_link(prof, source=ref if ref.endswith(".toml") else f"profile {prof.name}")
     names = [p.name for p in profiles]
     if len(set(names)) != len(names):
         raise ConfigError("a profile is listed twice", source=source, key="run.profiles")

@@ -99,3 +99,24 @@ def find_profile(ref: str, source: str = "--profile") -> Profile:
             source=source,
         )
     return load_profile_file(path)
+
+
+def validate_with_link(profile: Profile, source: str = "") -> None:
+    """Let tunbench-link itself judge the impairment values (one parser, one truth), so a bad profile
+    fails before any namespace exists. Its complaint names `--a2b`/`--b2a`: mapped back to up/down."""
+    if not profile.emulated:
+        return
+    from tunbench.link.emulator import find_link_binary
+    from tunbench.proc import run_cmd
+
+    res = run_cmd([str(find_link_binary()), "check", *profile.link_args()], check=False, timeout_s=10)
+    if res.returncode == 0:
+        return
+    msg = (res.stderr or res.stdout).strip().splitlines()[-1] if (res.stderr or res.stdout).strip() else "invalid"
+    msg = msg.removeprefix("tunbench-link: error: ")
+    key = ""
+    m = re.match(r"--(a2b|b2a): ([a-z_]+)=[^:]*: (.*)", msg)
+    if m:
+        direction = "up" if m.group(1) == "a2b" else "down"
+        key, msg = f"{direction}.{m.group(2)}", m.group(3)
+    raise ConfigError(msg, source=source or f"profile {profile.name}", key=key)
