@@ -308,6 +308,38 @@ def link_shell(
     raise typer.Exit(status)
 
 
+@link_app.command("selftest")
+def link_selftest(
+    quick: Annotated[bool, typer.Option("--quick", help="Shorter measurements (about 1 minute).")] = False,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Also write the numbers as JSON.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for the emulated loss.")] = 1,
+) -> None:
+    """Measure the emulator against its targets: passthrough throughput vs veth, delay error idle and
+    loaded, rate accuracy (10 Mbit/s - 1 Gbit/s), Bernoulli and Gilbert-Elliott loss."""
+    import dataclasses
+    import json
+
+    from tunbench.link.emulator import find_link_binary
+    from tunbench.link.selftest import Result, run_selftest
+
+    find_link_binary()
+
+    def report(r: Result) -> None:
+        mark = {True: "[green]PASS[/]", False: "[red]FAIL[/]", None: "[blue]INFO[/]"}[r.passed]
+        console.print(f"{mark} {r.name}: {r.detail}", highlight=False)
+
+    results = run_selftest(seed=seed, quick=quick, report=report)
+    if json_out:
+        json_out.write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=2) + "\n")
+    failed = [r.name for r in results if r.passed is False]
+    console.print(
+        f"{len(results) - len(failed)}/{len(results)} within bounds"
+        + (f"; missed: {', '.join(failed)}" if failed else "")
+    )
+    if failed:
+        raise typer.Exit(1)
+
+
 def _need_db(db: Path) -> None:
     if not db.exists():
         raise TunbenchError(f"no result store at {db} (run `tunbench run` first, or pass --db PATH)")

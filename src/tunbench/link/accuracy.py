@@ -1,0 +1,153 @@
+"""Pure checks of the emulator's accuracy: measured samples in, verdicts with their numbers out.
+
+Tolerances are statistical where the quantity is random (loss: a Wilson interval on the measured rate must
+contain the configured probability) and the issue's targets where it is not (delay error, rate error).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+
+@dataclass(frozen=True)
+class DelayCheck:
+    n: int
+    expected_us: float
+    p50_error_us: float
+    p99_error_us: float
+    max_error_us: float
+    early: int  # packets delivered before their due time (must be 0)
+    p50_bound_us: float
+    p99_bound_us: float
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.n > 0
+            and self.early == 0
+            and abs(self.p50_error_us) <= self.p50_bound_us
+            and abs(self.p99_error_us) <= self.p99_bound_us
+        )
+
+
+def delay_check(
+    owd_ns: list[int],
+    expected_ns: float,
+    *,
+    p50_bound_us: float = 20.0,
+    p99_bound_us: float = 100.0,
+    slack_ns: float = 0.0,
+) -> DelayCheck:
+    """Error = measured one-way delay - expected. `slack_ns` tolerates clock reading noise for `early`."""
+    if not owd_ns:
+        return DelayCheck(0, expected_ns / 1e3, math.nan, math.nan, math.nan, 0, p50_bound_us, p99_bound_us)
+    err = (np.asarray(owd_ns, dtype=float) - expected_ns) / 1e3
+    return DelayCheck(
+        n=len(owd_ns),
+        expected_us=expected_ns / 1e3,
+        p50_error_us=float(np.percentile(err, 50)),
+        p99_error_us=float(np.percentile(err, 99)),
+        max_error_us=float(err.max()),
+        early=int((err < -slack_ns / 1e3).sum()),
+        p50_bound_us=p50_bound_us,
+        p99_bound_us=p99_bound_us,
+    )
+
+
+def wilson(k: int, n: int, confidence: float = 0.99) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion k/n."""
+    if n == 0:
+        return (math.nan, math.nan)
+    z = float(sps.norm.ppf(0.5 + confidence / 2))
+    p = k / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+@dataclass(frozen=True)
+class LossCheck:
+    sent: int
+    received: int
+    expected: float
+    ci_low: float
+    ci_high: float
+    mean_burst: float
+    expected_burst: float | None
+    burst_ci: tuple[float, float] = (math.nan, math.nan)
+
+    @property
+    def measured(self) -> float:
+        return 1 - self.received / self.sent if self.sent else math.nan
+
+    @property
+    def passed(self) -> bool:
+        ok = self.sent > 0 and self.ci_low <= self.expected <= self.ci_high
+        if self.expected_burst is not None:
+            ok = ok and self.burst_ci[0] <= self.expected_burst <= self.burst_ci[1]
+        return ok
+
+
+def loss_runs(seqs: list[int], sent: int) -> list[int]:
+    """Lengths of the runs of consecutive lost sequence numbers in 0..sent-1."""
+    got = np.zeros(sent, dtype=bool)
+    idx = np.asarray([s for s in seqs if 0 <= s < sent], dtype=int)
+    got[idx] = True
+    runs: list[int] = []
+    current = 0
+    for ok in got:
+        if ok:
+            if current:
+                runs.append(current)
+            current = 0
+        else:
+            current += 1
+    if current:
+        runs.append(current)
+    return runs
+
+
+def loss_check(
+    seqs: list[int], sent: int, expected: float, *, expected_burst: float | None = None, confidence: float = 0.99
+) -> LossCheck:
+    received = len(set(s for s in seqs if 0 <= s < sent))
+    lo, hi = wilson(sent - received, sent, confidence)
+    runs = loss_runs(seqs, sent)
+    mean = float(np.mean(runs)) if runs else 0.0
+    ci = (math.nan, math.nan)
+    if len(runs) > 1:
+        z = float(sps.norm.ppf(0.5 + confidence / 2))
+        half = z * float(np.std(runs, ddof=1)) / math.sqrt(len(runs))
+        ci = (mean - half, mean + half)
+    return LossCheck(sent, received, expected, lo, hi, mean, expected_burst, ci)
+
+
+@dataclass(frozen=True)
+class RateCheck:
+    configured_bps: float
+    windows_bps: tuple[float, ...]
+    bound: float = 0.01
+
+    @property
+    def worst_error(self) -> float:
+        if not self.windows_bps:
+            return math.nan
+        return max(abs(w / self.configured_bps - 1) for w in self.windows_bps)
+
+    @property
+    def mean_bps(self) -> float:
+        return float(np.mean(self.windows_bps)) if self.windows_bps else math.nan
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.windows_bps) and self.worst_error <= self.bound
+
+
+def ip_rate(payload_bps: float, payload_bytes: int) -> float:
+    """UDP payload rate -> IP packet rate (the emulator serializes whole IP packets: +8 UDP, +20 IPv4)."""
+    return payload_bps * (payload_bytes + 28) / payload_bytes
