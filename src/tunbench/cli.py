@@ -377,7 +377,7 @@ def main() -> None:
     try:
         app()
     except TunbenchError as e:
-        err_console.print(f"Error: {e}", highlight=False, markup=False)
+        err_console.print(f"Error: {e}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted")

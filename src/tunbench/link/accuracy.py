@@ -95,9 +95,7 @@ class LossCheck:
 
 def loss_runs(seqs: list[int], sent: int) -> list[int]:
     """Lengths of the runs of consecutive lost sequence numbers in 0..sent-1."""
-    got = np.zeros(sent, dtype=bool)
-    idx = np.asarray([s for s in seqs if 0 <= s < sent], dtype=int)
-    got[idx] = True
+    got = received_mask(seqs, sent)
     runs: list[int] = []
     current = 0
     for ok in got:
@@ -112,11 +110,49 @@ def loss_runs(seqs: list[int], sent: int) -> list[int]:
     return runs
 
 
+def received_mask(seqs: list[int], sent: int) -> np.ndarray:  # type: ignore[type-arg]
+    got = np.zeros(sent, dtype=bool)
+    got[np.asarray([s for s in seqs if 0 <= s < sent], dtype=int)] = True
+    return got
+
+
+def regenerative_ci(got: np.ndarray, confidence: float) -> tuple[float, float]:  # type: ignore[type-arg]
+    """CI of the loss fraction for bursty (Markov) loss, where losses are not independent and a binomial
+    interval would be far too narrow. Each cycle (a run of deliveries followed by a run of losses) is an
+    independent regeneration of the Gilbert-Elliott chain, so the loss fraction is a ratio of cycle sums;
+    its standard error comes from the delta method over cycles (the regenerative method)."""
+    lost, cycle = [], []
+    i, n = 0, len(got)
+    while i < n:
+        j = i
+        while j < n and got[j]:
+            j += 1
+        k = j
+        while k < n and not got[k]:
+            k += 1
+        lost.append(k - j)
+        cycle.append(k - i)
+        i = k
+    b, c = np.asarray(lost, float), np.asarray(cycle, float)
+    if len(c) < 3:
+        return (math.nan, math.nan)
+    ratio = b.sum() / c.sum()
+    d = b - ratio * c
+    se = math.sqrt(float((d**2).sum()) / (len(c) * (len(c) - 1))) / float(c.mean())
+    z = float(sps.norm.ppf(0.5 + confidence / 2))
+    return (max(0.0, ratio - z * se), min(1.0, ratio + z * se))
+
+
 def loss_check(
     seqs: list[int], sent: int, expected: float, *, expected_burst: float | None = None, confidence: float = 0.99
 ) -> LossCheck:
-    received = len(set(s for s in seqs if 0 <= s < sent))
-    lo, hi = wilson(sent - received, sent, confidence)
+    """Bernoulli loss (no expected_burst): Wilson interval. Bursty loss: the regenerative interval."""
+    got = received_mask(seqs, sent)
+    received = int(got.sum())
+    if expected_burst is None:
+        lo, hi = wilson(sent - received, sent, confidence)
+    else:
+        lo, hi = regenerative_ci(got, confidence)
     runs = loss_runs(seqs, sent)
     mean = float(np.mean(runs)) if runs else 0.0
     ci = (math.nan, math.nan)

@@ -160,7 +160,8 @@ def _tcp_bps(doc: dict[str, Any]) -> float:
 
 def passthrough_throughput(b: Bench, duration_s: float, rounds: int) -> Result:
     """TCP through the emulator (no impairment) vs plain veth, interleaved, ratio of medians."""
-    veth, link = [], []
+    veth: list[float] = []
+    link: list[float] = []
     for _ in range(rounds):
         for name, out in (("lan", veth), ("passthrough", link)):
             prof = (
