@@ -119,9 +119,7 @@ def report_cmd(
         list[str] | None,
         typer.Argument(metavar="[RUN]...", help="Runs (id, uid, name or JSON export file); default: the latest."),
     ] = None,
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")
-    ] = None,
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
     fmt: Annotated[
         str | None,
         typer.Option(

@@ -18,8 +18,8 @@ import pytest
 from tests.integration.helpers import STARTED, run_json, tunbench
 from tunbench.link import accuracy
 from tunbench.link.emulator import link_binary_or_none
-from tunbench.link.selftest import Bench, rate
 from tunbench.link.profile import parse_inline
+from tunbench.link.selftest import Bench, rate
 from tunbench.state import Ledger
 
 pytestmark = pytest.mark.skipif(link_binary_or_none() is None, reason="tunbench-link not built (make build)")

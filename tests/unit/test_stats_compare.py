@@ -133,9 +133,7 @@ def test_min_detectable_effect_formula_and_monotonicity() -> None:
 def test_comparison_reports_min_detectable_effect_from_observed_cv() -> None:
     base, cand = _sample(100.0, 0.02, 10, 9), _sample(100.0, 0.02, 10, 10)
     c = compare(base, cand, higher_is_better=True, resamples=R)
-    assert c.min_detectable_effect == pytest.approx(
-        min_detectable_effect(c.baseline.cv, 10, c.candidate.cv, 10)
-    )
+    assert c.min_detectable_effect == pytest.approx(min_detectable_effect(c.baseline.cv, 10, c.candidate.cv, 10))
     assert 0.01 < c.min_detectable_effect < 0.05
 
 
@@ -154,16 +152,12 @@ def test_underpowered_warning_when_threshold_below_mde() -> None:
     assert "1.0% threshold" in w.message
     m = re.search(r"--repeat (\d+)", w.fix)
     assert m is not None and int(m.group(1)) > 6
-    quiet = compare(
-        _sample(100.0, 0.001, 10, 1), _sample(100.0, 0.001, 10, 2), higher_is_better=True, threshold=0.01
-    )
+    quiet = compare(_sample(100.0, 0.001, 10, 1), _sample(100.0, 0.001, 10, 2), higher_is_better=True, threshold=0.01)
     assert all(w.code != "underpowered" for w in quiet.warnings)
 
 
 def test_stability_warnings_are_labelled_per_side() -> None:
-    c = compare(
-        [100.0, 130.0, 70.0, 100.0, 100.0], [100.0] * 5, higher_is_better=True, label="dl", resamples=R
-    )
+    c = compare([100.0, 130.0, 70.0, 100.0, 100.0], [100.0] * 5, higher_is_better=True, label="dl", resamples=R)
     assert any(w.code == "high-cv" and w.message.startswith("dl baseline:") for w in c.warnings)
     assert not any(w.message.startswith("dl candidate:") for w in c.warnings)
 

@@ -110,13 +110,13 @@ def loss_runs(seqs: list[int], sent: int) -> list[int]:
     return runs
 
 
-def received_mask(seqs: list[int], sent: int) -> np.ndarray:  # type: ignore[type-arg]
+def received_mask(seqs: list[int], sent: int) -> np.ndarray:
     got = np.zeros(sent, dtype=bool)
     got[np.asarray([s for s in seqs if 0 <= s < sent], dtype=int)] = True
     return got
 
 
-def regenerative_ci(got: np.ndarray, confidence: float) -> tuple[float, float]:  # type: ignore[type-arg]
+def regenerative_ci(got: np.ndarray, confidence: float) -> tuple[float, float]:
     """CI of the loss fraction for bursty (Markov) loss, where losses are not independent and a binomial
     interval would be far too narrow. Each cycle (a run of deliveries followed by a run of losses) is an
     independent regeneration of the Gilbert-Elliott chain, so the loss fraction is a ratio of cycle sums;

@@ -26,7 +26,7 @@ class Iperf3Params:
     @property
     def timeout_s(self) -> float:
         """How long before a silent iperf3 is declared hung: the test plus generous set-up slack."""
-        return self.duration_s + self.omit_s + 20.0
+        return self.duration_s + self.omit_s + 10.0
 
 
 def server_argv(port: int) -> list[str]:
