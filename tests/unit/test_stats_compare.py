@@ -174,3 +174,10 @@ def test_edge_cases_do_not_crash() -> None:
     assert same.p_value == 1.0 and same.change == 0.0 and same.verdict == "no significant change"
     with pytest.raises(ValueError, match="threshold"):
         compare([1.0], [1.0], higher_is_better=True, threshold=-0.1)
+
+
+def test_min_attainable_p_large_samples_do_not_overflow() -> None:
+    from tunbench.stats import min_attainable_p
+
+    assert min_attainable_p(600, 600) == 0.0 or min_attainable_p(600, 600) < 1e-300
+    assert min_attainable_p(3, 3) == pytest.approx(0.1)

@@ -79,7 +79,9 @@ def min_attainable_p(n_baseline: int, n_candidate: int) -> float:
     """Smallest two-sided exact Mann-Whitney p-value for these sizes (no ties): 2 / C(n1+n2, n1)."""
     if n_baseline < 1 or n_candidate < 1:
         return 1.0
-    return min(1.0, 2.0 / math.comb(n_baseline + n_candidate, n_baseline))
+    # in logs: C(n1+n2, n1) overflows a float past a few hundred samples per side
+    log_comb = math.lgamma(n_baseline + n_candidate + 1) - math.lgamma(n_baseline + 1) - math.lgamma(n_candidate + 1)
+    return min(1.0, math.exp(math.log(2.0) - log_comb))
 
 
 def min_detectable_effect(
@@ -103,9 +105,7 @@ def min_detectable_effect(
     return t_sum * math.sqrt(cv_baseline**2 / n_baseline + cv_candidate**2 / n_candidate)
 
 
-def required_repetitions(
-    cv: float, effect: float, *, confidence: float = 0.95, power: float = DEFAULT_POWER
-) -> int:
+def required_repetitions(cv: float, effect: float, *, confidence: float = 0.95, power: float = DEFAULT_POWER) -> int:
     """Smallest repetitions per side so that a relative ``effect`` is detectable at noise ``cv``.
 
     Uses ``min_detectable_effect`` with equal n and CV on both sides; at least the n for which
@@ -113,10 +113,20 @@ def required_repetitions(
     """
     if effect <= 0.0 or math.isnan(cv):
         raise ValueError(f"need effect > 0 and a defined cv, got effect={effect}, cv={cv}")
-    for n in range(2, _MAX_REPETITIONS):
-        if min_detectable_effect(cv, n, cv, n, confidence=confidence, power=power) <= effect:
-            return n
-    return _MAX_REPETITIONS
+    def detects(n: int) -> bool:
+        return min_detectable_effect(cv, n, cv, n, confidence=confidence, power=power) <= effect
+
+    # the MDE shrinks as n grows, so bisect for the first n that detects the effect
+    lo, hi = 2, _MAX_REPETITIONS
+    if not detects(hi):
+        return _MAX_REPETITIONS
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if detects(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def compare(

@@ -1,0 +1,72 @@
+"""Small pure helpers shared by the exporters: unit formatting, case names, per-trial fairness."""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+
+from tunbench.results import CaseKey, TrialRecord
+from tunbench.stats import jain_index
+
+_RATE_UNITS = ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s"))
+
+
+def is_num(x: float | None) -> bool:
+    """True for a finite number (not None, NaN or inf)."""
+    return x is not None and math.isfinite(x)
+
+
+def fmt_bps(bps: float | None) -> str:
+    """A bit rate with three significant digits and an adaptive unit: 1.75 Mbit/s, 230 Mbit/s, 17.1 Gbit/s."""
+    if bps is None or not math.isfinite(bps):
+        return "–"
+    for scale, unit in _RATE_UNITS:
+        if abs(bps) >= scale:
+            return f"{_sig3(bps / scale)} {unit}"
+    return f"{_sig3(bps)} bit/s"
+
+
+def _sig3(x: float) -> str:
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def fmt_num(x: float | None, spec: str = ".3g") -> str:
+    return format(x, spec) if is_num(x) else "–"
+
+
+def direction_text(direction: str) -> str:
+    return {"up": "up (client → server)", "down": "down (server → client)", "bidir": "bidirectional"}.get(
+        direction, direction
+    )
+
+
+def flows_text(flows: int) -> str:
+    return f"{flows} flow" + ("" if flows == 1 else "s")
+
+
+def case_text(case: CaseKey) -> str:
+    """'socat · lan · up · 1 flow' (the workload is named only when it is not the default iperf3)."""
+    parts = [case.label, case.profile, case.direction, flows_text(case.flows)]
+    if case.workload != "iperf3":
+        parts.insert(2, case.workload)
+    return " · ".join(parts)
+
+
+def trial_jain(t: TrialRecord) -> float | None:
+    """Jain's index across the trial's parallel flows (the worse direction for bidir); None if not measurable."""
+    by_dir: dict[str, list[float]] = {}
+    for _stream, direction, received_bps, _retr in t.streams:
+        if received_bps is not None and math.isfinite(received_bps) and received_bps >= 0:
+            by_dir.setdefault(direction, []).append(received_bps)
+    values = [jain_index(xs) for xs in by_dir.values() if xs]
+    values = [v for v in values if math.isfinite(v)]
+    return min(values) if values else None
+
+
+def median_or_none(xs: list[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None and math.isfinite(x)]
+    return float(median(vals)) if vals else None

@@ -1,0 +1,466 @@
+"""`tunbench compare`: A/B verdicts per matching case and metric, usable as a CI gate.
+
+A and B are runs (store id, uid or name, or a JSON export file), or two labels within one run
+(``--label-a old --label-b new``, e.g. ``socat[label=old]`` vs ``socat[bin=/opt/new/socat,label=new]``).
+A is the baseline, B the candidate: a change of -8 % means B's median is 8 % below A's.
+
+Cases match on (label, profile, workload, flows, direction); with ``--label-a``/``--label-b`` the label
+of A's cases is mapped to B's label and the rest must match. For each matching case and metric the
+verdict comes from ``tunbench.stats.compare`` (rank test, bootstrap CI of the change, threshold, MDE).
+
+Cases of the ``direct`` baseline are compared and shown but never gate: a change there measures the
+host, not the tunnel (it is a reason to distrust the other verdicts, and a warning says so).
+
+Only ``load_run`` does I/O; everything else is pure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from tunbench.errors import TunbenchError
+from tunbench.report.common import case_text, fmt_bps
+from tunbench.report.json_export import JSON_SCHEMA
+from tunbench.report.summary import BASELINE, ROLES, per_trial_role
+from tunbench.results import CaseKey, RunRecord, TrialRecord
+from tunbench.stats import Comparison, StabilityWarning, compare
+
+EXIT_REGRESSED = 1
+"""Exit status of `tunbench compare` when a gated case regressed beyond the threshold (errors exit 2)."""
+
+METRIC_KINDS = ("throughput", "cpu", "latency")
+
+
+class CompareError(TunbenchError):
+    """A or B cannot be loaded or matched; exit status 2 so that 1 always means "regressed"."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    title: str
+    kind: str
+    higher_is_better: bool
+    value: Callable[[TrialRecord], float | None]
+    fmt: Callable[[float], str]
+    better: str
+    worse: str
+
+
+def _throughput(t: TrialRecord) -> float | None:
+    return t.metrics.get("throughput_bps")
+
+
+def _cpu_per_bit(role: str) -> Callable[[TrialRecord], float | None]:
+    def value(t: TrialRecord) -> float | None:
+        # (user + sys CPU seconds) / (throughput_bps * window_s), the inverse of summary's bits per CPU-second.
+        bits_per_cpu_s = per_trial_role(t, role)["bits_per_cpu_s"]
+        return 1.0 / bits_per_cpu_s if bits_per_cpu_s else None
+
+    return value
+
+
+def _metric_value(name: str) -> Callable[[TrialRecord], float | None]:
+    return lambda t: t.metrics.get(name)
+
+
+def _fmt_cpu_per_bit(s_per_bit: float) -> str:
+    return f"{s_per_bit * 1e9:.3g} s/Gbit"
+
+
+THROUGHPUT = Metric("throughput_bps", "throughput", "throughput", True, _throughput, fmt_bps, "faster", "slower")
+
+
+def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS) -> list[Metric]:
+    """The metrics to compare: throughput, CPU per bit per role, and any ``latency.*_ms`` metric present."""
+    out: list[Metric] = []
+    if "throughput" in kinds:
+        out.append(THROUGHPUT)
+    if "cpu" in kinds:
+        for role in ROLES:
+            out.append(
+                Metric(
+                    f"cpu_s_per_bit.{role}",
+                    f"CPU/bit {role}",
+                    "cpu",
+                    False,
+                    _cpu_per_bit(role),
+                    _fmt_cpu_per_bit,
+                    "cheaper",
+                    "costlier",
+                )
+            )
+    if "latency" in kinds:
+        names = sorted({k for t in trials for k in t.metrics if k.startswith("latency.") and k.endswith("_ms")})
+        for name in names:
+            title = name.removeprefix("latency.").removesuffix("_ms")
+            out.append(
+                Metric(
+                    name,
+                    f"latency {title}",
+                    "latency",
+                    False,
+                    _metric_value(name),
+                    lambda v: f"{v:.3g} ms",
+                    "faster",
+                    "slower",
+                )
+            )
+    return out
+
+
+@dataclass(frozen=True)
+class CaseComparison:
+    case_a: CaseKey
+    case_b: CaseKey
+    tunnel: str
+    metric: Metric
+    result: Comparison
+    gated: bool
+
+    @property
+    def verdict_text(self) -> str:
+        v = self.result.verdict
+        return self.metric.better if v == "better" else self.metric.worse if v == "worse" else v
+
+    @property
+    def case_label(self) -> str:
+        text = case_text(self.case_a)
+        if self.case_b.label != self.case_a.label:
+            text = text.replace(self.case_a.label, f"{self.case_a.label} → {self.case_b.label}", 1)
+        return text
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    a_name: str
+    b_name: str
+    threshold: float
+    rows: tuple[CaseComparison, ...]
+    unmatched_a: tuple[CaseKey, ...] = ()
+    unmatched_b: tuple[CaseKey, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def regressions(self) -> list[CaseComparison]:
+        return [r for r in self.rows if r.gated and r.result.regressed]
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSED if self.regressions else 0
+
+    def warnings(self) -> list[StabilityWarning]:
+        """Unique warnings, in row order: every power/count warning, spread warnings of throughput only
+        (CPU and latency spread is usually larger and would bury the rest; their verdicts account for it)."""
+        seen: dict[str, StabilityWarning] = {}
+        for r in self.rows:
+            for w in r.result.warnings:
+                if w.code not in _SPREAD_CODES or r.metric.kind == "throughput":
+                    seen.setdefault(w.message, w)
+        return list(seen.values())
+
+
+_SPREAD_CODES = ("high-cv", "outlier")
+
+
+# ---- inputs ----------------------------------------------------------------------------------------
+
+
+def parse_threshold(text: str) -> float:
+    """'3%' or '0.03' -> 0.03. A bare number >= 1 is refused (ambiguous: 3 means 300 %?)."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise CompareError(f"--threshold {text!r}: expected a percentage like 3% or a fraction like 0.03") from None
+    if not raw.endswith("%") and value >= 1.0:
+        raise CompareError(f"--threshold {text!r}: write {raw}% for percent (a bare number is a fraction, 0.03 = 3%)")
+    if not math.isfinite(value) or value < 0.0 or value >= 1.0:
+        raise CompareError(f"--threshold {text!r}: must be between 0% and 100%")
+    return value
+
+
+def run_from_export(data: dict[str, Any], source: str = "JSON") -> RunRecord:
+    """Rebuild a RunRecord (with its trials, without per-second series) from ``json_export.export``."""
+    if not isinstance(data, dict) or data.get("schema") != JSON_SCHEMA:
+        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise CompareError(f"{source}: not a tunbench JSON export of schema {JSON_SCHEMA} (schema: {got!r})")
+    try:
+        r = data["run"]
+        run = RunRecord(
+            id=int(r["id"]),
+            uid=str(r["uid"]),
+            name=str(r.get("name") or ""),
+            started_at=str(r.get("started_at") or ""),
+            finished_at=r.get("finished_at"),
+            status=str(r.get("status") or ""),
+            tunbench_version=str(r.get("tunbench_version") or ""),
+            provenance=dict(r.get("provenance") or {}),
+            scenario_text=str(r.get("scenario_text") or ""),
+            scenario_hash=str(r.get("scenario_hash") or ""),
+            scenario=dict(r.get("scenario") or {}),
+        )
+        run.trials = [_trial_from_export(t) for t in data["trials"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise CompareError(f"{source}: malformed tunbench JSON export ({type(e).__name__}: {e})") from e
+    return run
+
+
+def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
+    return TrialRecord(
+        seq=int(t["seq"]),
+        tunnel=str(t["tunnel"]),
+        label=str(t["label"]),
+        profile=str(t["profile"]),
+        workload=str(t["workload"]),
+        flows=int(t["flows"]),
+        direction=str(t["direction"]),
+        repetition=int(t["repetition"]),
+        params=dict(t.get("params") or {}),
+        status=str(t.get("status") or "ok"),
+        error=str(t.get("error") or ""),
+        started_at=str(t.get("started_at") or ""),
+        duration_s=t.get("duration_s"),
+        metrics=dict(t.get("metrics") or {}),
+        streams=[
+            (int(s["stream"]), str(s["direction"]), float(s["received_bps"]), s.get("retransmits"))
+            for s in t.get("streams") or []
+        ],
+    )
+
+
+def load_run(ref: str, db: Path) -> RunRecord:
+    """A run from a JSON export file (if ``ref`` is an existing file) or from the store at ``db``."""
+    from tunbench.store.db import Store
+
+    path = Path(ref)
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise CompareError(f"cannot read {path} as a tunbench JSON export: {e}") from e
+        return run_from_export(data, source=str(path))
+    if not db.exists():
+        raise CompareError(f"{ref!r} is not a file and there is no result store at {db} (pass --db PATH)")
+    try:
+        with Store(db) as store:
+            return store.find_run(ref)
+    except TunbenchError as e:
+        raise CompareError(str(e)) from e
+
+
+def run_name(run: RunRecord) -> str:
+    name = f" {run.name}" if run.name else ""
+    return f"run #{run.id} ({run.uid}{name})"
+
+
+# ---- comparison (pure) -----------------------------------------------------------------------------
+
+
+def _groups(trials: list[TrialRecord]) -> dict[CaseKey, list[TrialRecord]]:
+    out: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
+    for t in trials:
+        out[t.case].append(t)
+    return out
+
+
+def _rest(case: CaseKey) -> tuple[str, str, int, str]:
+    return (case.profile, case.workload, case.flows, case.direction)
+
+
+def _values(trials: list[TrialRecord], metric: Metric) -> list[float]:
+    vals = (metric.value(t) for t in trials if t.status == "ok")
+    return [float(v) for v in vals if v is not None and math.isfinite(v)]
+
+
+def _match(
+    a: dict[CaseKey, list[TrialRecord]],
+    b: dict[CaseKey, list[TrialRecord]],
+    label_a: str | None,
+    label_b: str | None,
+) -> list[tuple[CaseKey, CaseKey]]:
+    if label_a is None and label_b is None:
+        return [(k, k) for k in a if k in b]
+    la = label_a if label_a is not None else label_b
+    lb = label_b if label_b is not None else label_a
+    for side, label, cases in (("A", la, a), ("B", lb, b)):
+        if not any(k.label == label for k in cases):
+            have = ", ".join(sorted({k.label for k in cases})) or "none"
+            raise CompareError(f"no trials labelled {label!r} in {side} (labels there: {have})")
+    b_by_rest = {_rest(k): k for k in b if k.label == lb}
+    return [(k, b_by_rest[_rest(k)]) for k in a if k.label == la and _rest(k) in b_by_rest]
+
+
+def _compare(
+    va: list[float], vb: list[float], metric: Metric, *, threshold: float, confidence: float, seed: int, label: str
+) -> Comparison:
+    kw: dict[str, Any] = {"higher_is_better": metric.higher_is_better, "confidence": confidence, "seed": seed}
+    return compare(va, vb, threshold=threshold, label=label, **kw)
+
+
+def compare_runs(
+    a: RunRecord,
+    b: RunRecord,
+    *,
+    label_a: str | None = None,
+    label_b: str | None = None,
+    threshold: float = 0.0,
+    kinds: tuple[str, ...] = METRIC_KINDS,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> CompareResult:
+    """Compare B (candidate) to A (baseline) per matching case and metric."""
+    same_run = a.uid == b.uid and a.id == b.id
+    if same_run and (label_a is None or label_b is None or label_a == label_b):
+        raise CompareError(
+            f"A and B are the same {run_name(a)}: give two runs, or two labels with --label-a X --label-b Y"
+        )
+    ga, gb = _groups(a.trials), _groups(b.trials)
+    pairs = _match(ga, gb, label_a, label_b)
+    if not pairs:
+        la = ", ".join(sorted({k.label for k in ga})) or "none"
+        lb = ", ".join(sorted({k.label for k in gb})) or "none"
+        raise CompareError(
+            f"no matching cases between A (labels: {la}) and B (labels: {lb}); "
+            "to compare differently labelled builds use --label-a X --label-b Y"
+        )
+    rows: list[CaseComparison] = []
+    notes: list[str] = []
+    metrics = metrics_for(a.trials + b.trials, kinds)
+    for ka, kb in pairs:
+        ta, tb = ga[ka], gb[kb]
+        tunnel = ta[0].tunnel
+        gated = not (tunnel == BASELINE and tb[0].tunnel == BASELINE)
+        for metric in metrics:
+            va, vb = _values(ta, metric), _values(tb, metric)
+            if not va or not vb:
+                if metric.kind == "throughput":
+                    notes.append(f"{case_text(ka)}: no successful trials on {'A' if not va else 'B'}; not compared")
+                continue
+            label = f"{case_text(ka)} {metric.title}"
+            res = _compare(va, vb, metric, threshold=threshold, confidence=confidence, seed=seed, label=label)
+            rows.append(CaseComparison(ka, kb, tunnel, metric, res, gated))
+    for r in rows:
+        if not r.gated and r.result.significant:
+            notes.append(
+                f"the direct baseline changed ({r.case_label}, {r.metric.title}: {r.result.change:+.1%}): "
+                "the host itself measured differently between A and B, so distrust the other verdicts"
+            )
+    matched_a = {ka for ka, _ in pairs}
+    matched_b = {kb for _, kb in pairs}
+    scope_a = [k for k in ga if label_a is None or k.label == (label_a or label_b)]
+    scope_b = [k for k in gb if label_b is None or k.label == (label_b or label_a)]
+    return CompareResult(
+        a_name=run_name(a) + (f" [{label_a}]" if label_a else ""),
+        b_name=run_name(b) + (f" [{label_b}]" if label_b else ""),
+        threshold=threshold,
+        rows=tuple(rows),
+        unmatched_a=tuple(k for k in scope_a if k not in matched_a),
+        unmatched_b=tuple(k for k in scope_b if k not in matched_b),
+        notes=tuple(dict.fromkeys(notes)),
+    )
+
+
+# ---- rendering (pure) ------------------------------------------------------------------------------
+
+_VERDICT_STYLE = {"better": "green", "worse": "red", "no significant change": "dim"}
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f}%" if math.isfinite(x) else "–"
+
+
+def _change(c: Comparison) -> str:
+    ci = ""
+    if math.isfinite(c.ci_low) and math.isfinite(c.ci_high):
+        ci = f"\n[{c.ci_low * 100:+.1f}, {c.ci_high * 100:+.1f}]"
+    return _pct(c.change) + ci
+
+
+def _p(p: float) -> str:
+    if not math.isfinite(p):
+        return "–"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _mde(x: float) -> str:
+    if math.isnan(x):
+        return "–"
+    return "∞" if math.isinf(x) else f"±{x * 100:.1f}%"
+
+
+def compare_table(result: CompareResult) -> Table:
+    threshold = f", threshold {result.threshold:.1%}" if result.threshold else ""
+    table = Table(
+        title=escape(f"B {result.b_name} vs A {result.a_name}{threshold}"),
+        caption="A, B: medians (CPU/bit in CPU-seconds per Gbit); change = median(B) / median(A) - 1 with its "
+        "95% CI; p: Mann-Whitney U; MDE: change detectable with 80% power",
+        header_style="bold",
+    )
+    for col, justify in [
+        ("case", "left"),
+        ("metric", "left"),
+        ("A", "right"),
+        ("B", "right"),
+        ("n A/B", "right"),
+        ("change [95% CI]", "right"),
+        ("p", "right"),
+        ("verdict", "left"),
+        ("MDE", "right"),
+    ]:
+        table.add_column(col, justify=justify, overflow="fold", min_width=18 if col == "case" else None)  # type: ignore[arg-type]
+    for i, r in enumerate(result.rows):
+        c = r.result
+        style = _VERDICT_STYLE[c.verdict]
+        verdict = f"[{style}]{r.verdict_text}[/]" + ("" if r.gated else " [dim](not gated)[/]")
+        first = i == 0 or result.rows[i - 1].case_a != r.case_a
+        if first and i:
+            table.add_section()
+        table.add_row(
+            escape(r.case_label) if first else "",
+            r.metric.title,
+            r.metric.fmt(c.baseline.median),
+            r.metric.fmt(c.candidate.median),
+            f"{c.baseline.n}/{c.candidate.n}",
+            _change(c),
+            _p(c.p_value),
+            verdict,
+            _mde(c.min_detectable_effect),
+        )
+    return table
+
+
+def compare_lines(result: CompareResult) -> list[str]:
+    """Notes, warnings and the final verdict line (rich markup; data is escaped), in that order."""
+    lines = [f"[yellow]note: {escape(n)}[/]" for n in result.notes]
+    for k in result.unmatched_a:
+        lines.append(f"[dim]only in A: {escape(case_text(k))}[/]")
+    for k in result.unmatched_b:
+        lines.append(f"[dim]only in B: {escape(case_text(k))}[/]")
+    for w in result.warnings():
+        lines.append(f"[yellow]warning: {escape(w.message)}[/] — {escape(w.fix)}")
+    regs = result.regressions
+    if regs:
+        worst = ", ".join(f"{r.case_label} {r.metric.title} {_pct(r.result.change)}" for r in regs)
+        lines.append(
+            f"[bold red]{len(regs)} regression(s) beyond the threshold: {escape(worst)}[/] (exit {EXIT_REGRESSED})"
+        )
+    else:
+        better = sum(1 for r in result.rows if r.result.verdict == "better")
+        lines.append(
+            f"[bold green]no regression[/] ({len(result.rows)} comparisons, {better} significantly better)"
+            if better
+            else f"[bold green]no regression[/]: no significant change in {len(result.rows)} comparisons"
+        )
+    return lines

@@ -1,0 +1,683 @@
+"""The HTML report: one self-contained page (plotly.js embedded, no CDN) that works offline.
+
+Per run: stability warnings, a summary table, throughput per case with CI error bars, ratio to direct, CPU cost
+per role and bits per CPU-second, per-second throughput of every trial, fairness across parallel flows (Jain's
+index), latency CDFs and WAN profile parameters when present, and the run's provenance.
+
+Pure: runs in, text out (plotly builds the figures; nothing is read from the clock or the disk except the
+template and plotly.js, both installed files).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from importlib import resources
+from string import Template
+from typing import Any
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from tunbench import __version__
+from tunbench.report.common import (
+    flows_text,
+    fmt_bps,
+    fmt_num,
+    is_num,
+    median_or_none,
+    trial_jain,
+)
+from tunbench.report.summary import BASELINE, ROLES, CaseSummary, summarize_trials
+from tunbench.results import CaseKey, RunRecord, TrialRecord
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+DIRECT_COLOR = "#7f7f7f"
+ROLE_COLORS = {"client": "#1f77b4", "server": "#ff7f0e"}
+CHART_HEIGHT = 420
+_CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "svg"}}
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+# ---- figure helpers ----------------------------------------------------------------------------
+
+
+def _colors(labels: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """label -> color, stable in first-seen order; the direct baseline is always grey."""
+    out: dict[str, str] = {}
+    i = 0
+    for label, tunnel in labels:
+        if label in out:
+            continue
+        if tunnel == BASELINE:
+            out[label] = DIRECT_COLOR
+        else:
+            out[label] = PALETTE[i % len(PALETTE)]
+            i += 1
+    return out
+
+
+def _rate_unit(values: Iterable[float | None]) -> tuple[float, str]:
+    top = max((abs(v) for v in values if v is not None and math.isfinite(v)), default=0.0)
+    return (1e9, "Gbit/s") if top >= 2e9 else (1e6, "Mbit/s") if top >= 2e6 else (1e3, "kbit/s")
+
+
+def _group(case: CaseKey) -> str:
+    parts = [case.profile, case.direction, flows_text(case.flows)]
+    if case.workload != "iperf3":
+        parts.insert(1, case.workload)
+    return " · ".join(parts)
+
+
+def _layout(fig: go.Figure, title: str, xtitle: str, ytitle: str, **kw: Any) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.01, "xanchor": "left"},
+        template="plotly_white",
+        height=kw.pop("height", CHART_HEIGHT),
+        margin={"l": 70, "r": 20, "t": 90, "b": 60},
+        legend={
+            "orientation": "h",
+            "yanchor": "bottom",
+            "y": 1.02,
+            "xanchor": "left",
+            "x": 0.0,
+            "traceorder": "normal",
+        },
+        hoverlabel={"namelength": -1},
+        **kw,
+    )
+    fig.update_xaxes(title_text=xtitle)
+    fig.update_yaxes(title_text=ytitle, rangemode="tozero")
+    return fig
+
+
+def _div(fig: go.Figure, div_id: str) -> str:
+    body = pio.to_html(
+        fig, full_html=False, include_plotlyjs=False, div_id=div_id, config=_CONFIG, default_height=CHART_HEIGHT
+    )
+    return f'<div class="chart">{body}</div>'
+
+
+def _err(med: float, lo: float, hi: float, scale: float) -> tuple[float | None, float | None]:
+    if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(med)):
+        return None, None
+    return (hi - med) / scale, (med - lo) / scale
+
+
+# ---- charts ------------------------------------------------------------------------------------
+
+
+def fig_throughput(summaries: list[CaseSummary], colors: dict[str, str]) -> go.Figure:
+    ok = [s for s in summaries if s.n]
+    scale, unit = _rate_unit(v for s in ok for v in s.values_bps)
+    fig = go.Figure()
+    for label in colors:
+        rows = [s for s in ok if s.case.label == label]
+        if not rows:
+            continue
+        errs = [_err(s.throughput.median, s.throughput.ci_low, s.throughput.ci_high, scale) for s in rows]
+        x = [[_group(s.case) for s in rows], [label] * len(rows)]
+        fig.add_bar(
+            x=x,
+            y=[s.throughput.median / scale for s in rows],
+            name=label,
+            legendgroup=label,
+            marker_color=colors[label],
+            error_y={"type": "data", "array": [e[0] for e in errs], "arrayminus": [e[1] for e in errs]},
+            customdata=[[s.n, s.throughput.ci_coverage * 100 if is_num(s.throughput.ci_coverage) else 0] for s in rows],
+            hovertemplate=f"%{{x}}<br>median %{{y:.3g}} {unit}<br>n=%{{customdata[0]}}, "
+            "CI coverage %{customdata[1]:.0f}%<extra>%{fullData.name}</extra>",
+        )
+        pts_x: list[list[str]] = [[], []]
+        pts_y: list[float] = []
+        for s in rows:
+            for v in s.values_bps:
+                pts_x[0].append(_group(s.case))
+                pts_x[1].append(label)
+                pts_y.append(v / scale)
+        fig.add_scatter(
+            x=pts_x,
+            y=pts_y,
+            mode="markers",
+            marker={"color": "rgba(0,0,0,0.55)", "size": 6, "symbol": "circle-open"},
+            name=f"{label} repetitions",
+            legendgroup=label,
+            showlegend=False,
+            hovertemplate=f"repetition: %{{y:.3g}} {unit}<extra>{_e(label)}</extra>",
+        )
+    return _layout(
+        fig,
+        "Throughput per case: median, 95% CI of the median (error bars), each repetition (circles)",
+        "case (profile · direction · flows) / tunnel",
+        f"throughput ({unit})",
+        barmode="overlay",
+    )
+
+
+def fig_ratio(summaries: list[CaseSummary], colors: dict[str, str]) -> go.Figure | None:
+    rows = [s for s in summaries if s.ratio_to_direct is not None and is_num(s.ratio_to_direct.value)]
+    if not rows:
+        return None
+    fig = go.Figure()
+    for label in colors:
+        mine = [s for s in rows if s.case.label == label]
+        if not mine:
+            continue
+        rs = [s.ratio_to_direct for s in mine if s.ratio_to_direct is not None]
+        errs = [_err(r.value, r.ci_low, r.ci_high, 1.0) for r in rs]
+        fig.add_bar(
+            x=[[_group(s.case) for s in mine], [label] * len(mine)],
+            y=[r.value for r in rs],
+            name=label,
+            marker_color=colors[label],
+            error_y={"type": "data", "array": [e[0] for e in errs], "arrayminus": [e[1] for e in errs]},
+            hovertemplate="%{x}<br>%{y:.3f}× direct<extra>%{fullData.name}</extra>",
+        )
+    fig.add_hline(y=1.0, line_dash="dash", line_color=DIRECT_COLOR, annotation_text="direct = 1×")
+    return _layout(
+        fig,
+        "Throughput relative to the direct path (no tunnel), with bootstrap 95% CI",
+        "case / tunnel",
+        "ratio to direct (×)",
+        barmode="overlay",
+    )
+
+
+def _role_fig(
+    summaries: list[CaseSummary], attr: str, scale: float, title: str, ytitle: str, fmt: str
+) -> go.Figure | None:
+    rows = [s for s in summaries if s.tunnel != BASELINE and any(is_num(getattr(s.roles[r], attr)) for r in ROLES)]
+    if not rows:
+        return None
+    fig = go.Figure()
+    x = [[_group(s.case) for s in rows], [s.case.label for s in rows]]
+    for role in ROLES:
+        ys = [getattr(s.roles[role], attr) for s in rows]
+        if not any(is_num(y) for y in ys):
+            continue
+        fig.add_bar(
+            x=x,
+            y=[y / scale if is_num(y) else None for y in ys],
+            name=f"{role} side",
+            showlegend=True,
+            marker_color=ROLE_COLORS[role],
+            hovertemplate=f"%{{x}}<br>%{{y:{fmt}}}<extra>{role}</extra>",
+        )
+    return _layout(fig, title, "case / tunnel", ytitle, barmode="group")
+
+
+def fig_cpu(summaries: list[CaseSummary]) -> go.Figure | None:
+    return _role_fig(
+        summaries,
+        "cpu_pct",
+        1.0,
+        "CPU cost of the tunnel processes (median user+system time over the measured window)",
+        "CPU (% of one core)",
+        ".1f",
+    )
+
+
+def fig_bits_per_cpu(summaries: list[CaseSummary]) -> go.Figure | None:
+    return _role_fig(
+        summaries,
+        "bits_per_cpu_s",
+        1e6,
+        "Efficiency: throughput per CPU-second of the tunnel processes (higher is cheaper)",
+        "Mbit per CPU-second",
+        ",.0f",
+    )
+
+
+def fig_timeseries(trials: list[TrialRecord], colors: dict[str, str], group: str) -> go.Figure:
+    """One row per tunnel (own y scale, so a slow tunnel's stalls stay visible next to direct), one line per trial."""
+    present = {t.label for t in trials}
+    labels = [label for label in colors if label in present] + sorted(present - set(colors))
+    series = [(t, name, pts) for t in trials for name, pts in sorted(t.series.items()) if pts]
+    scale, unit = _rate_unit(v for _, _, pts in series for _, v in pts)
+    fig = make_subplots(
+        rows=len(labels), cols=1, shared_xaxes=True, vertical_spacing=0.12 / max(1, len(labels) - 1) + 0.04,
+        subplot_titles=labels,
+    )  # fmt: skip
+    for t, name, pts in series:
+        d = name.rsplit(".", 1)[-1]
+        fig.add_scatter(
+            x=[p[0] for p in pts],
+            y=[p[1] / scale for p in pts],
+            mode="lines+markers",
+            line={
+                "color": colors.get(t.label, DIRECT_COLOR),
+                "width": 1.5,
+                "dash": "dot" if t.direction == "bidir" and d == "down" else "solid",
+            },
+            marker={"size": 5},
+            name=f"{t.label} rep {t.repetition} ({d})",
+            showlegend=False,
+            hovertemplate=f"{_e(t.label)} rep {t.repetition} ({d})<br>t=%{{x:.1f}} s: %{{y:.3g}} {unit}<extra></extra>",
+            row=labels.index(t.label) + 1,
+            col=1,
+        )
+    fig = _layout(
+        fig,
+        f"Per-second throughput — {group}<br><sub>one line per repetition: look for warm-up and stalls</sub>",
+        "",
+        unit,
+        height=110 + 170 * len(labels),
+    )
+    fig.update_layout(margin_t=110)
+    fig.update_xaxes(title_text="time since the start of the measurement (s)", row=len(labels), col=1)
+    fig.update_yaxes(title_text=f"throughput ({unit})", row=(len(labels) + 1) // 2, col=1)
+    for i in range(1, len(labels) + 1):
+        if i != (len(labels) + 1) // 2:
+            fig.update_yaxes(title_text="", row=i, col=1)
+    return fig
+
+
+def fig_fairness(summaries: list[CaseSummary], trials: list[TrialRecord], colors: dict[str, str]) -> go.Figure | None:
+    by_case: dict[CaseKey, list[float]] = defaultdict(list)
+    for t in trials:
+        j = trial_jain(t) if t.status == "ok" and t.flows > 1 else None
+        if j is not None:
+            by_case[t.case].append(j)
+    rows = [s for s in summaries if by_case.get(s.case)]
+    if not rows:
+        return None
+    fig = go.Figure()
+    for label in colors:
+        mine = [s for s in rows if s.case.label == label]
+        if not mine:
+            continue
+        med = [median_or_none(list(by_case[s.case])) or 0.0 for s in mine]
+        lo = [min(by_case[s.case]) for s in mine]
+        hi = [max(by_case[s.case]) for s in mine]
+        fig.add_bar(
+            x=[[_group(s.case) for s in mine], [label] * len(mine)],
+            y=med,
+            name=label,
+            marker_color=colors[label],
+            error_y={
+                "type": "data",
+                "array": [h - m for h, m in zip(hi, med, strict=True)],
+                "arrayminus": [m - lo_ for m, lo_ in zip(med, lo, strict=True)],
+            },
+            hovertemplate="%{x}<br>Jain index %{y:.3f} (median over repetitions)<extra>%{fullData.name}</extra>",
+        )
+    fig = _layout(
+        fig,
+        "Fairness across parallel flows: Jain's index (1 = equal shares, 1/n = one flow takes all); bars: min–max",
+        "case / tunnel",
+        "Jain's fairness index",
+        barmode="overlay",
+    )
+    fig.update_yaxes(range=[0, 1.05])
+    return fig
+
+
+def fig_flows(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figure | None:
+    pts: dict[str, tuple[list[list[str]], list[float]]] = {}
+    for t in trials:
+        if t.status != "ok" or t.flows < 2:
+            continue
+        x, y = pts.setdefault(t.label, ([[], []], []))
+        for _stream, direction, bps, _r in t.streams:
+            if is_num(bps):
+                x[0].append(f"{t.profile} · {direction} · {flows_text(t.flows)}")
+                x[1].append(t.label)
+                y.append(bps)
+    if not pts:
+        return None
+    scale, unit = _rate_unit(v for _, ys in pts.values() for v in ys)
+    fig = go.Figure()
+    for label in sorted(pts, key=lambda k: list(colors).index(k) if k in colors else len(colors)):
+        x, y = pts[label]
+        fig.add_box(
+            x=x,
+            y=[v / scale for v in y],
+            name=label,
+            marker_color=colors.get(label, DIRECT_COLOR),
+            boxpoints="all",
+            jitter=0.4,
+            pointpos=0,
+            hovertemplate=f"one flow: %{{y:.3g}} {unit}<extra>{_e(label)}</extra>",
+        )
+    return _layout(
+        fig, "Throughput of each parallel flow (all repetitions)", "case / tunnel", f"per-flow throughput ({unit})"
+    )
+
+
+def _latency_data(trials: list[TrialRecord]) -> dict[str, list[tuple[float, float]]]:
+    """label (· profile · direction when several) -> CDF points (ms, fraction).
+
+    From raw samples in ``latency*_ms`` series when present, else from the ``latency.pNN_ms`` percentiles.
+    """
+    raw: dict[str, list[float]] = defaultdict(list)
+    pct: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    several = len({(t.profile, t.direction) for t in trials}) > 1
+    for t in trials:
+        if t.status != "ok":
+            continue
+        key = f"{t.label} · {t.profile} · {t.direction}" if several else t.label
+        for name, points in t.series.items():
+            if name.startswith("latency") and name.endswith("_ms"):
+                raw[key].extend(v for _, v in points if is_num(v))
+        for k, v in t.metrics.items():
+            if k.startswith("latency.p") and k.endswith("_ms") and v is not None and math.isfinite(v):
+                try:
+                    q = float(k.removeprefix("latency.p").removesuffix("_ms").replace("_", "."))
+                except ValueError:
+                    continue
+                if 0.0 <= q <= 100.0:
+                    pct[key][q].append(v)
+    out: dict[str, list[tuple[float, float]]] = {}
+    for label, xs in raw.items():
+        xs.sort()
+        out[label] = [(x, (i + 1) / len(xs)) for i, x in enumerate(xs)]
+    for label, qs in pct.items():
+        if label not in out:
+            out[label] = [(median_or_none(list(vs)) or 0.0, q / 100.0) for q, vs in sorted(qs.items())]
+    return out
+
+
+def fig_latency(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figure | None:
+    data = _latency_data(trials)
+    if not data:
+        return None
+    fig = go.Figure()
+    for label, pts in data.items():
+        fig.add_scatter(
+            x=[p[0] for p in pts],
+            y=[p[1] for p in pts],
+            mode="lines+markers" if len(pts) < 30 else "lines",
+            line={"shape": "hv", "color": colors.get(label.split(" · ")[0], DIRECT_COLOR)},
+            name=label,
+            hovertemplate="%{x:.3g} ms: %{y:.1%} of samples at or below<extra>%{fullData.name}</extra>",
+        )
+    fig = _layout(fig, "Latency CDF (round-trip time)", "round-trip time (ms)", "fraction of samples ≤ x")
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    return fig
+
+
+# ---- tables and text ---------------------------------------------------------------------------
+
+
+def _ci_text(s: CaseSummary) -> str:
+    t = s.throughput
+    if not (math.isfinite(t.ci_low) and math.isfinite(t.ci_high)):
+        return "–"
+    return f"{fmt_bps(t.ci_low)} – {fmt_bps(t.ci_high)} ({t.ci_coverage:.0%} coverage)"
+
+
+def _ratio_text(s: CaseSummary) -> str:
+    r = s.ratio_to_direct
+    if r is None or not math.isfinite(r.value):
+        return "–"
+    ci = f" [{r.ci_low:.2f}–{r.ci_high:.2f}]" if math.isfinite(r.ci_low) and math.isfinite(r.ci_high) else ""
+    return f"{r.value:.2f}×{ci}"
+
+
+def summary_table(summaries: list[CaseSummary], trials: list[TrialRecord]) -> str:
+    fair: dict[CaseKey, list[float | None]] = defaultdict(list)
+    for t in trials:
+        if t.status == "ok":
+            fair[t.case].append(trial_jain(t))
+    heads = [
+        ("tunnel", ""),
+        ("median", "num"),
+        ("95% CI of median", "num"),
+        ("n", "num"),
+        ("CV", "num"),
+        ("vs direct [CI]", "num"),
+        ("CPU client", "num"),
+        ("CPU server", "num"),
+        ("Mbit/CPU-s client", "num"),
+        ("Mbit/CPU-s server", "num"),
+        ("peak RSS client/server", "num"),
+        ("retrans&shy;mits", "num"),
+        ("Jain", "num"),
+    ]
+    rows: list[tuple[bool, list[str]]] = []
+    for s in summaries:
+        c, v = s.roles["client"], s.roles["server"]
+        n = f"{s.n}" + (f' <span class="bad">({s.n_failed} failed)</span>' if s.n_failed else "")
+        rss = " / ".join(
+            f"{x / 2**20:.0f} MiB" if is_num(x) and x else "–" for x in (c.rss_peak_bytes, v.rss_peak_bytes)
+        )
+        jain = median_or_none(fair.get(s.case, [])) if s.case.flows > 1 else None
+        cells = [
+            _e(s.case.label),
+            f"<b>{_e(fmt_bps(s.throughput.median))}</b>" if s.n else '<span class="bad">failed</span>',
+            _e(_ci_text(s)),
+            n,
+            _e(f"{s.throughput.cv:.1%}") if is_num(s.throughput.cv) else "–",
+            _e(_ratio_text(s)),
+            _e(f"{c.cpu_pct:.0f}%") if is_num(c.cpu_pct) else "–",
+            _e(f"{v.cpu_pct:.0f}%") if is_num(v.cpu_pct) else "–",
+            _e(f"{c.bits_per_cpu_s / 1e6:,.0f}") if c.bits_per_cpu_s else "–",
+            _e(f"{v.bits_per_cpu_s / 1e6:,.0f}") if v.bits_per_cpu_s else "–",
+            _e(rss),
+            _e(fmt_num(s.retransmits, ".0f")),
+            _e(fmt_num(jain, ".3f")),
+        ]
+        rows.append((s.tunnel == BASELINE, cells))
+    # Columns with nothing in any row (e.g. server CPU of an L4 proxy that runs no server process) are dropped.
+    keep = [i for i in range(len(heads)) if i < 2 or any(cells[i] not in ("–", "– / –") for _, cells in rows)]
+    out = ['<div class="table-wrap"><table>', "<thead><tr>"]
+    out.append("".join(f'<th class="{heads[i][1]}">{heads[i][0]}</th>' for i in keep) + "</tr></thead><tbody>")
+    last = ""
+    for (is_base, cells), s in zip(rows, summaries, strict=True):
+        group = _group(s.case)
+        if group != last:
+            out.append(f'<tr class="group"><td colspan="{len(keep)}">{_e(group)}</td></tr>')
+            last = group
+        cls = ' class="baseline"' if is_base else ""
+        out.append(f"<tr{cls}>" + "".join(f'<td class="{heads[i][1]}">{cells[i]}</td>' for i in keep) + "</tr>")
+    out += ["</tbody>", "</table></div>"]
+    return "\n".join(out)
+
+
+_CODE_TITLES = {
+    "no-data": "no measurements",
+    "non-finite": "failed repetitions",
+    "too-few-repetitions": "too few repetitions",
+    "few-for-significance": "too few repetitions for a significance test",
+    "high-cv": "high spread (coefficient of variation)",
+    "outlier": "outliers",
+    "mostly-zero": "zero throughput",
+}
+
+
+def warnings_html(summaries: list[CaseSummary]) -> str:
+    """Failures first, then stability warnings grouped by kind (one fix per kind), collapsed when long."""
+    failures = [
+        f'<li class="bad">{_e(s.case.label)} ({_e(_group(s.case))}) failed: {_e(err)}</li>'
+        for s in summaries
+        for err in s.errors
+    ]
+    by_code: dict[str, list[tuple[CaseSummary, str]]] = defaultdict(list)
+    fixes: dict[str, str] = {}
+    for s in summaries:
+        for w in s.warnings:
+            by_code[w.code].append((s, w.message))
+            fixes.setdefault(w.code, w.fix)
+    if not failures and not by_code:
+        return '<p class="ok">No stability warnings: every case has enough repetitions and a low spread.</p>'
+    groups = []
+    for code, items in by_code.items():
+        lis = "".join(f'<li>{_e(msg)} <span class="fix">({_e(_group(s.case))})</span></li>' for s, msg in items)
+        title = _CODE_TITLES.get(code, code)
+        groups.append(
+            f'<li><b>{_e(title)}</b> in {len(items)} case(s) — <span class="fix">fix: {_e(fixes[code])}</span>'
+            f"<ul>{lis}</ul></li>"
+        )
+    counts = ", ".join(f"{len(v)} × {_CODE_TITLES.get(k, k)}" for k, v in by_code.items())
+    head = f"{len(failures)} failed trial(s); " if failures else ""
+    summary = f"<summary><b>Stability warnings</b>: {_e(head + counts)}</summary>"
+    failed = f"<ul>{''.join(failures)}</ul>" if failures else ""
+    opened = " open" if sum(len(v) for v in by_code.values()) <= 6 else ""
+    return f'<div class="warnings">{failed}<details{opened}>{summary}<ul>{"".join(groups)}</ul></details></div>'
+
+
+def profiles_html(trials: list[TrialRecord]) -> str:
+    seen: dict[str, dict[str, Any]] = {}
+    for t in trials:
+        p = t.params.get("profile")
+        if isinstance(p, dict) and t.profile not in seen:
+            seen[t.profile] = p
+    if not seen:
+        return ""
+    rows = []
+    for name, p in seen.items():
+        link = "emulated (tunbench-link)" if p.get("emulated") else "veth (no impairment)"
+        dirs = [", ".join(f"{k}={v}" for k, v in (p.get(d) or {}).items()) or "–" for d in ("up", "down")]
+        rows.append(
+            f"<tr><td>{_e(name)}</td><td>{_e(link)}</td><td>{_e(dirs[0])}</td><td>{_e(dirs[1])}</td>"
+            f"<td>{_e(p.get('mtu') or '')}</td><td>{_e(p.get('description') or '')}</td></tr>"
+        )
+    head = "<tr><th>profile</th><th>link</th><th>up (client → server)</th><th>down (server → client)</th>"
+    head += "<th>MTU</th><th>description</th></tr>"
+    return f"<h3>WAN profiles</h3><table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def provenance_html(run: RunRecord, trials: list[TrialRecord]) -> str:
+    p = run.provenance
+    host, cpu, mem = p.get("host") or {}, p.get("cpu") or {}, p.get("memory") or {}
+    items: list[tuple[str, str]] = [
+        ("run", f"#{run.id} {run.uid}" + (f" ({run.name})" if run.name else "")),
+        ("status", f"{run.status}; started {run.started_at}; finished {run.finished_at or '–'}"),
+        ("tunbench", run.tunbench_version),
+        ("host", f"{host.get('hostname', '?')}: Linux {host.get('kernel', '?')} {host.get('arch', '')}"),
+        ("CPU", f"{cpu.get('model', '?')}, {cpu.get('cores', '?')} cores, {cpu.get('freq_mhz', '?')} MHz"),
+    ]
+    if mem.get("total_bytes"):
+        items.append(("memory", f"{mem['total_bytes'] / 2**30:.1f} GiB"))
+    load = p.get("load") or {}
+    if load:
+        items.append(("load at start", ", ".join(f"{k} {v:.2f}" for k, v in load.items() if is_num(v))))
+    tools = p.get("tools") or {}
+    if tools:
+        items.append(("tools", ", ".join(f"{k} {v}" for k, v in sorted(tools.items()))))
+    for label, info in sorted((p.get("tunnels") or {}).items()):
+        params = ", ".join(f"{k}={v}" for k, v in (info.get("params") or {}).items())
+        items.append((f"tunnel {label}", f"{info.get('adapter', label)} {info.get('version') or ''} {params}".strip()))
+    if "seed" in p:
+        items.append(("seed", str(p["seed"])))
+    sysctls = next((t.params.get("sysctls") for t in trials if isinstance(t.params.get("sysctls"), dict)), None)
+    if sysctls:
+        items.append(("namespace sysctls", ", ".join(f"{k}={v}" for k, v in sorted(sysctls.items()))))
+    dl = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items)
+    scenario = f"<h3>Scenario</h3><pre>{_e(run.scenario_text)}</pre>" if run.scenario_text else ""
+    resolved = json.dumps(run.scenario, indent=2, sort_keys=True, default=str)
+    return (
+        f'<h3>Provenance</h3><dl class="prov">{dl}</dl>{scenario}'
+        f"<details><summary>Resolved scenario (after command-line overrides)</summary><pre>{_e(resolved)}</pre>"
+        "</details>"
+    )
+
+
+# ---- page --------------------------------------------------------------------------------------
+
+
+def _h3(pid: str, slug: str, text: str) -> str:
+    return f'<h3 id="{pid}-sec-{slug}">{_e(text)}</h3>'
+
+
+def _anchor(run: RunRecord, index: int) -> str:
+    return f"run-{index}-{run.uid}"
+
+
+def run_section(run: RunRecord, index: int) -> str:
+    summaries = summarize_trials(run.trials)
+    trials = sorted(run.trials, key=lambda t: t.seq)
+    colors = _colors((s.case.label, s.tunnel) for s in summaries)
+    pid = f"r{index}"
+    title = f"Run {run.name or run.uid} (#{run.id})"
+    meta = (
+        f"{len(trials)} trials, {sum(1 for t in trials if t.status != 'ok')} failed · {run.status} · "
+        f"started {run.started_at}"
+    )
+    parts = [f'<h2 id="{_e(_anchor(run, index))}">{_e(title)}</h2>', f'<p class="meta">{_e(meta)}</p>']
+    if not summaries:
+        return "\n".join([*parts, "<p>No trials recorded.</p>", provenance_html(run, trials)])
+    parts += [warnings_html(summaries), _h3(pid, "summary", "Summary"), summary_table(summaries, trials)]
+    parts += [_h3(pid, "throughput", "Throughput"), _div(fig_throughput(summaries, colors), f"{pid}-throughput")]
+    ratio = fig_ratio(summaries, colors)
+    if ratio is not None:
+        parts.append(_div(ratio, f"{pid}-ratio"))
+    cpu, eff = fig_cpu(summaries), fig_bits_per_cpu(summaries)
+    if cpu is not None or eff is not None:
+        parts.append(_h3(pid, "cpu", "CPU cost"))
+        parts += [_div(f, f"{pid}-{name}") for f, name in ((cpu, "cpu"), (eff, "bits-per-cpu")) if f is not None]
+    groups: dict[str, list[TrialRecord]] = defaultdict(list)
+    for t in trials:
+        if any(name.startswith("throughput_bps.") and pts for name, pts in t.series.items()):
+            groups[_group(t.case)].append(t)
+    if groups:
+        parts.append(_h3(pid, "series", "Throughput over time"))
+        charts = [
+            _div(fig_timeseries([_only_throughput(t) for t in ts], colors, group), f"{pid}-series-{i}")
+            for i, (group, ts) in enumerate(sorted(groups.items()))
+        ]
+        parts.append(f'<div class="grid2">{"".join(charts)}</div>' if len(charts) > 1 else charts[0])
+    fair, flows = fig_fairness(summaries, trials, colors), fig_flows(trials, colors)
+    parts.append(_h3(pid, "fairness", "Fairness across parallel flows"))
+    if fair is None:
+        parts.append('<p class="note">Every case ran a single flow: fairness does not apply (use --flows 1,4).</p>')
+    else:
+        parts.append(_div(fair, f"{pid}-fairness"))
+        if flows is not None:
+            parts.append(_div(flows, f"{pid}-flows"))
+    latency = fig_latency(trials, colors)
+    if latency is not None:
+        parts += [_h3(pid, "latency", "Latency"), _div(latency, f"{pid}-latency")]
+    parts += [profiles_html(trials), provenance_html(run, trials)]
+    return "\n".join(p for p in parts if p)
+
+
+def _only_throughput(t: TrialRecord) -> TrialRecord:
+    keep = {k: v for k, v in t.series.items() if k.startswith("throughput_bps.")}
+    return TrialRecord(
+        seq=t.seq,
+        tunnel=t.tunnel,
+        label=t.label,
+        profile=t.profile,
+        workload=t.workload,
+        flows=t.flows,
+        direction=t.direction,
+        repetition=t.repetition,
+        params=t.params,
+        series=keep,
+    )
+
+
+def render(runs: list[RunRecord]) -> str:
+    template = Template(resources.files("tunbench.report").joinpath("templates/report.html").read_text("utf-8"))
+    if len(runs) == 1:
+        title = f"tunbench report: {runs[0].name or runs[0].uid}"
+        toc = ""
+    else:
+        title = f"tunbench report: {len(runs)} runs"
+        links = "".join(
+            f'<li><a href="#{_e(_anchor(r, i))}">{_e(r.name or r.uid)} (#{r.id}, {_e(r.started_at)})</a></li>'
+            for i, r in enumerate(runs)
+        )
+        toc = f"<nav><b>Runs</b><ul>{links}</ul></nav>"
+    lead = (
+        "Throughput is iperf3's receiver-side rate. Each case was repeated; medians are shown with a 95% confidence "
+        "interval of the median (its exact coverage in parentheses when few repetitions allow less), ratios are to "
+        "the direct path (no tunnel) in the same run, CPU is the tunnel processes' user+system time."
+    )
+    return template.substitute(
+        title=_e(title),
+        lead=_e(lead),
+        toc=toc,
+        body="\n".join(run_section(r, i) for i, r in enumerate(runs)),
+        version=_e(__version__),
+        plotlyjs=get_plotlyjs(),
+    )
