@@ -7,7 +7,6 @@ import json
 import pytest
 
 from tunbench.report.json_export import JSON_SCHEMA, render
-from tunbench.report.summary import summarize_trials
 from tunbench.results import RunRecord, TrialRecord
 
 

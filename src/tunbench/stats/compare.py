@@ -113,6 +113,7 @@ def required_repetitions(cv: float, effect: float, *, confidence: float = 0.95, 
     """
     if effect <= 0.0 or math.isnan(cv):
         raise ValueError(f"need effect > 0 and a defined cv, got effect={effect}, cv={cv}")
+
     def detects(n: int) -> bool:
         return min_detectable_effect(cv, n, cv, n, confidence=confidence, power=power) <= effect
 
