@@ -76,6 +76,10 @@ def run(
     profile: Annotated[
         str | None, typer.Option(help="WAN profile(s), comma-separated (see `tunbench profiles`).")
     ] = None,
+    workload: Annotated[
+        str | None,
+        typer.Option("--workload", "-w", help="Workload kind(s), comma-separated (see `tunbench workloads`)."),
+    ] = None,
     flows: Annotated[str | None, typer.Option(help="Parallel TCP flows, e.g. 1,2,10.")] = None,
     direction: Annotated[str | None, typer.Option(help="up, down and/or bidir, comma-separated.")] = None,
     duration: Annotated[float | None, typer.Option(help="Seconds measured per trial.")] = None,
@@ -106,6 +110,7 @@ def run(
             "name": name,
         },
         "workload": {
+            "kind": _csv(workload),
             "flows": _csv(flows, int),
             "directions": _csv(direction),
             "duration_s": 10.0 if full and duration is None else duration,
@@ -215,6 +220,22 @@ def tunnels() -> None:
         table.add_row(name, ref.adapter.spec.layer, status, version, params, ref.adapter.spec.description)
     console.print(table)
     console.print("Your own adapter: `--tunnel ./my-vpn.toml` (format: docs/adapters.md).")
+
+
+@app.command()
+def workloads() -> None:
+    """List the workload kinds (traffic generators) and their options."""
+    from rich.table import Table
+
+    from tunbench.workloads import REGISTRY
+
+    table = Table(
+        "workload", "axes", "tunnels", "options (\\[workload.KIND] in a scenario)", "description", header_style="bold"
+    )
+    for kind, w in sorted(REGISTRY.items()):
+        opts = ", ".join(f"{name}={f.default!r}" for name, f in w.Options.model_fields.items()) or "–"
+        table.add_row(kind, " × ".join(w.axes) or "–", "/".join(w.layers), opts, w.description)
+    console.print(table)
 
 
 @app.command()

@@ -7,6 +7,7 @@ drift, heat and background noise spread over all tunnels instead of biasing the 
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tunbench.link.profile import Profile
@@ -35,8 +36,28 @@ class PlannedTrial:
     repetition: int
 
 
-def expand(tunnels: list[TunnelRef], profiles: list[Profile], flows: list[int], directions: list[str]) -> list[Case]:
-    return [Case(t, p, f, d) for p in profiles for t in tunnels for f in flows for d in directions]
+def expand(
+    tunnels: list[TunnelRef],
+    profiles: list[Profile],
+    flows: list[int],
+    directions: list[str],
+    kinds: Sequence[str] = ("iperf3",),
+) -> list[Case]:
+    """Profiles x workloads x tunnels x the workload's own axes (a latency probe has no flows/direction).
+    A workload that cannot cross a tunnel's layer (UDP through a TCP port forward) skips that tunnel."""
+    from tunbench import workloads
+
+    out: list[Case] = []
+    for p in profiles:
+        for kind in kinds:
+            w = workloads.get(kind)
+            fs = flows if "flows" in w.axes else [1]
+            ds = directions if "direction" in w.axes else ["-"]
+            for t in tunnels:
+                if t.adapter.spec.layer not in w.layers:
+                    continue
+                out.extend(Case(t, p, f, d, kind) for f in fs for d in ds)
+    return out
 
 
 def interleave(cases: list[Case], repeat: int, seed: int) -> list[PlannedTrial]:

@@ -14,22 +14,22 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from tunbench import workloads
 from tunbench.errors import CommandFailed, DependencyMissing, TrialError, TunnelError
 from tunbench.monitor.cgroup import RoleCgroup
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.plan import Case, PlannedTrial
-from tunbench.proc import Daemon, run_cmd
 from tunbench.results import TrialRecord
 from tunbench.state import Ledger
 from tunbench.store.db import Store, now_iso
 from tunbench.topology.build import LinkBuilder, Topology, TopologySpec
-from tunbench.tunnels import probes
 from tunbench.tunnels.adapter import IPERF_PORT, Tunnel
-from tunbench.workloads import iperf3
+from tunbench.workloads.base import Context, Workload
 
 LinkFactory = Callable[[Case, Ledger, Path, int], LinkBuilder | None]
 TrialCallback = Callable[[PlannedTrial, TrialRecord], None]
@@ -43,7 +43,9 @@ class Runner:
         store: Store,
         run_id: int,
         topology: TopologySpec,
-        workload: iperf3.Iperf3Params,
+        duration_s: float,
+        omit_s: float,
+        options: dict[str, BaseModel] | None = None,
         link_factory: LinkFactory | None = None,
         seed: int = 1,
         on_start: Callable[[PlannedTrial], None] | None = None,
@@ -53,7 +55,9 @@ class Runner:
         self.store = store
         self.run_id = run_id
         self.topology = topology
-        self.workload = workload
+        self.duration_s = duration_s
+        self.omit_s = omit_s
+        self.options = options or {}
         self.link_factory = link_factory
         self.seed = seed
         self.on_start = on_start
@@ -71,7 +75,7 @@ class Runner:
                 self.on_done(pt, rec)
         return records
 
-    def _record(self, pt: PlannedTrial, params: iperf3.Iperf3Params) -> TrialRecord:
+    def _record(self, pt: PlannedTrial, options: BaseModel) -> TrialRecord:
         c = pt.case
         return TrialRecord(
             seq=pt.seq,
@@ -85,25 +89,27 @@ class Runner:
             started_at=now_iso(),
             params={
                 "tunnel": c.tunnel.merged_params(),
-                "workload": asdict(params),
+                "workload": {
+                    "kind": c.workload,
+                    "flows": c.flows,
+                    "direction": c.direction,
+                    "duration_s": self.duration_s,
+                    "omit_s": self.omit_s,
+                    **options.model_dump(),
+                },
                 "profile": c.profile.model_dump(),
                 "mtu": self.topology.mtu,
             },
         )
 
     def run_trial(self, pt: PlannedTrial) -> TrialRecord:
-        case = pt.case
-        params = iperf3.Iperf3Params(
-            flows=case.flows,
-            direction=case.direction,  # type: ignore[arg-type]
-            duration_s=self.workload.duration_s,
-            omit_s=self.workload.omit_s,
-        )
-        rec = self._record(pt, params)
+        workload = workloads.get(pt.case.workload)
+        options = self.options.get(workload.kind) or workload.options(None)
+        rec = self._record(pt, options)
         workdir = Path(tempfile.mkdtemp(prefix=f"{self.ledger.prefix}-t{pt.seq}-"))
         self.ledger.add_path(str(workdir))
         try:
-            self._measure(pt, params, rec, workdir)
+            self._measure(pt, workload, options, rec, workdir)
         except (TrialError, TunnelError, CommandFailed, DependencyMissing) as e:
             rec.status = "failed"
             rec.error = str(e)
@@ -119,7 +125,9 @@ class Runner:
             self.ledger.drop_path(str(workdir))
         return rec
 
-    def _measure(self, pt: PlannedTrial, params: iperf3.Iperf3Params, rec: TrialRecord, workdir: Path) -> None:
+    def _measure(
+        self, pt: PlannedTrial, workload: Workload, options: BaseModel, rec: TrialRecord, workdir: Path
+    ) -> None:
         case = pt.case
         spec = TopologySpec(
             mtu=case.profile.mtu or self.topology.mtu,
@@ -140,16 +148,21 @@ class Runner:
             tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, workdir, cgroups))
             assert tunnel.target is not None
             rec.metrics["setup_s"] = tunnel.setup_s
-            server = stack.enter_context(
-                Daemon(
-                    iperf3.server_argv(IPERF_PORT),
-                    ledger=self.ledger,
-                    log_path=workdir / "iperf3-server.log",
-                    what="iperf3 server",
-                    netns=topo.server.name,
-                )
+            ctx = Context(
+                topo=topo,
+                target=tunnel.target,
+                ledger=self.ledger,
+                workdir=workdir,
+                title=case.title,
+                flows=case.flows,
+                direction=case.direction,
+                duration_s=self.duration_s,
+                omit_s=self.omit_s,
+                options=options,
+                server_port=IPERF_PORT,
+                layer=case.tunnel.adapter.spec.layer,
             )
-            _wait_listening(topo.server.name, IPERF_PORT, server)
+            workload.prepare(ctx, stack)
             roles: dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]] = {
                 role: (functools.partial(tunnel.pids, role), cgroups[role]) for role in ("client", "server")
             }
@@ -158,42 +171,20 @@ class Runner:
                 roles["link"] = ((lambda: [link_pid]), None)
             with Sampler(roles) as sampler:
                 t0 = time.monotonic()
-                res = run_cmd(
-                    iperf3.client_argv(tunnel.target.address, tunnel.target.port, params),
-                    netns=topo.client.name,
-                    timeout_s=params.timeout_s,
-                    check=False,
-                    what=f"iperf3 client ({case.title})",
-                )
+                result = workload.measure(ctx)
                 window_s = time.monotonic() - t0
             tunnel.check_alive()
-            if res.returncode != 0 and not res.stdout.strip().startswith("{"):
-                raise TrialError(f"iperf3 client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
-            result = iperf3.parse(res.stdout, params.direction)
-            rec.artifacts["iperf3.json"] = res.stdout.encode()
         rec.duration_s = window_s
-        _fill_metrics(rec, result, sampler.results, sampler.wall_s)
+        rec.metrics.update(result.metrics)
+        rec.series.update(result.series)
+        rec.streams = result.streams
+        rec.artifacts.update(result.artifacts)
+        _cost_metrics(rec, sampler.results, sampler.wall_s)
         _link_metrics(rec, getattr(topo.link, "stats", None))
 
 
-def _wait_listening(netns: str, port: int, server: Daemon, timeout_s: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not probes.port_open(netns, port):
-        if not server.alive():
-            raise TrialError(f"iperf3 server exited: {server.log_tail(5)}")
-        if time.monotonic() > deadline:
-            raise TrialError(f"iperf3 server not listening on {port} after {timeout_s:g} s")
-        time.sleep(0.01)
-
-
-def _fill_metrics(rec: TrialRecord, r: iperf3.Iperf3Result, costs: dict[str, RoleCost], wall_s: float) -> None:
+def _cost_metrics(rec: TrialRecord, costs: dict[str, RoleCost], wall_s: float) -> None:
     m: dict[str, Any] = rec.metrics
-    m["throughput_bps"] = r.throughput_bps
-    m["throughput_bps.up"] = r.up_bps
-    m["throughput_bps.down"] = r.down_bps
-    m["retransmits"] = r.retransmits
-    m["snd_cwnd_max_bytes"] = r.snd_cwnd_max_bytes
-    m["iperf3_duration_s"] = r.duration_s
     m["window_s"] = wall_s
     for role, cost in costs.items():
         # headline CPU: the cgroup's exact total when there is one; per-process sampling (psutil reads
@@ -211,11 +202,6 @@ def _fill_metrics(rec: TrialRecord, r: iperf3.Iperf3Result, costs: dict[str, Rol
             m[f"cgroup_cpu.{role}.sys_s"] = cost.cgroup_cpu.sys_s
         rec.series[f"cpu_pct.{role}"] = _cpu_pct(cost)
         rec.series[f"rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
-    for d in ("up", "down"):
-        pts = [(p.t_s, p.bps) for p in r.intervals if p.direction == d]
-        if pts:
-            rec.series[f"throughput_bps.{d}"] = pts
-    rec.streams = [(s.stream, s.direction, s.received_bps, s.retransmits) for s in r.streams]
 
 
 def _link_metrics(rec: TrialRecord, stats: dict[str, Any] | None) -> None:

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tunbench import __version__, metadata
+from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError, DependencyMissing, TrialError
 from tunbench.link.profile import Profile, find_profile, validate_with_link
@@ -30,7 +31,6 @@ from tunbench.store.db import Store
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.registry import TunnelRef, missing_binaries, parse_ref
-from tunbench.workloads import iperf3
 
 
 @dataclass
@@ -130,7 +130,10 @@ def execute(
 
         link_factory = emulator_factory
     wl = scenario.workload
-    cases = expand(refs, profiles, wl.flows, list(wl.directions))
+    options = check_workloads(scenario, "", source)
+    cases = expand(refs, profiles, wl.flows, list(wl.directions), wl.kind)
+    if not cases:
+        raise ConfigError("no case to run: the workloads cannot cross any of these tunnels", source=source)
     trials = interleave(cases, scenario.run.repeat, scenario.run.seed)
     provenance: dict[str, Any] = metadata.collect()
     provenance["tunnels"] = {
@@ -197,7 +200,9 @@ def execute(
         store=store,
         run_id=run_id,
         topology=TopologySpec(mtu=scenario.topology.mtu, sysctls=dict(scenario.sysctl), ipv6=scenario.topology.ipv6),
-        workload=iperf3.Iperf3Params(duration_s=wl.duration_s, omit_s=wl.omit_s),
+        duration_s=wl.duration_s,
+        omit_s=wl.omit_s,
+        options=options,
         link_factory=link_factory,
         seed=scenario.run.seed,
         on_start=on_start,

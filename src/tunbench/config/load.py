@@ -6,8 +6,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from tunbench.config.schema import Scenario
-from tunbench.config.tomlfile import parse_toml, read_toml, validate
+from tunbench.config.tomlfile import locate, parse_toml, read_toml, validate
+from tunbench.errors import ConfigError
 
 DEFAULT_SOURCE = "<default scenario>"
 
@@ -25,7 +28,47 @@ def load_scenario(path: Path | None) -> tuple[Scenario, str, str]:
     else:
         data, text = read_toml(path)
         source = str(path)
-    return validate(Scenario, data, text=text, source=source), text, source
+    scenario = validate(Scenario, data, text=text, source=source)
+    check_workloads(scenario, text, source)
+    return scenario, text, source
+
+
+def check_workloads(scenario: Scenario, text: str, source: str) -> dict[str, BaseModel]:
+    """Every kind is known, and each `[workload.<kind>]` table is valid for it. Returns the options."""
+    from tunbench import workloads
+
+    wl = scenario.workload
+    extra = wl.model_extra or {}
+    options: dict[str, BaseModel] = {}
+    for i, kind in enumerate(wl.kind):
+        if kind not in workloads.REGISTRY:
+            raise ConfigError(
+                f"unknown workload {kind!r} (known: {', '.join(sorted(workloads.REGISTRY))})",
+                source=source,
+                line=locate(text, ["workload", "kind"]) if text else None,
+                key=f"workload.kind[{i}]",
+            )
+    for key, raw in extra.items():
+        if key not in workloads.REGISTRY:
+            raise ConfigError(
+                f"unknown key (workloads: {', '.join(sorted(workloads.REGISTRY))})",
+                source=source,
+                line=locate(text, ["workload", key]) if text else None,
+                key=f"workload.{key}",
+            )
+        if not isinstance(raw, dict):
+            raise ConfigError("must be a table of options", source=source, key=f"workload.{key}")
+        options[key] = validate(
+            workloads.REGISTRY[key].Options,
+            raw,
+            text=text,
+            source=source,
+            key_prefix=f"workload.{key}",
+            locate_prefix=["workload", key],
+        )
+    for kind in wl.kind:
+        options.setdefault(kind, workloads.REGISTRY[kind].options(None))
+    return options
 
 
 def with_overrides(scenario: Scenario, overrides: dict[str, dict[str, Any]]) -> Scenario:
@@ -35,4 +78,6 @@ def with_overrides(scenario: Scenario, overrides: dict[str, dict[str, Any]]) -> 
         for key, value in values.items():
             if value is not None:
                 data[section][key] = value
-    return validate(Scenario, data, text="", source="command line")
+    scenario = validate(Scenario, data, text="", source="command line")
+    check_workloads(scenario, "", "command line")
+    return scenario

@@ -25,12 +25,22 @@ class RunSection(_Strict):
     stop_on_error: bool = False
 
 
-class WorkloadSection(_Strict):
-    kind: Literal["iperf3"] = "iperf3"
+class WorkloadSection(BaseModel):
+    """Common settings; per-kind options go in a sub-table named after the kind (`[workload.udp]`),
+    validated by that workload (config/load.py)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    kind: list[str] = Field(default_factory=lambda: ["iperf3"], min_length=1)
     flows: list[int] = Field(default_factory=lambda: [1], min_length=1)
     directions: list[Direction] = Field(default_factory=lambda: list[Direction](["up"]), min_length=1)
     duration_s: float = Field(default=10.0, gt=0, le=3600)
     omit_s: float = Field(default=1.0, ge=0, le=600)
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _kinds(cls, v: object) -> object:
+        return [v] if isinstance(v, str) else v
 
     @field_validator("flows")
     @classmethod

@@ -92,7 +92,15 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
         raise ConfigError(f"TOML syntax error: {msg}", source=source, line=line) from e
 
 
-def validate(model: type[M], data: dict[str, Any], *, text: str, source: str, key_prefix: str = "") -> M:
+def validate(
+    model: type[M],
+    data: dict[str, Any],
+    *,
+    text: str,
+    source: str,
+    key_prefix: str = "",
+    locate_prefix: Sequence[str] = (),
+) -> M:
     """Validate `data` against `model`; the first error becomes a ConfigError naming file, line and key."""
     try:
         return model.model_validate(data)
@@ -107,9 +115,9 @@ def validate(model: type[M], data: dict[str, Any], *, text: str, source: str, ke
             msg = "unknown key"
         elif err["type"] == "missing":
             msg = "required key is missing"
-        line = locate(text, loc) if text else None
+        line = locate(text, [*locate_prefix, *loc]) if text else None
         if line is None and err["type"] == "missing" and len(loc) > 1:
-            line = locate(text, loc[:-1])
+            line = locate(text, [*locate_prefix, *loc[:-1]])
         more = len(e.errors()) - 1
         if more:
             msg += f" (and {more} more error{'s' if more > 1 else ''})"

@@ -1,1 +1,17 @@
-"""Traffic generators. Each has a pure argv() and a pure parse() (tested on committed outputs)."""
+"""Traffic generators. Each has pure argv builders and a pure parse() (tested on committed outputs),
+and a Workload class (base.py) the runner drives. REGISTRY maps `kind` names to them."""
+
+from __future__ import annotations
+
+from tunbench.workloads.base import Workload
+from tunbench.workloads.iperf3 import Iperf3Workload
+
+REGISTRY: dict[str, Workload] = {w.kind: w for w in (Iperf3Workload(),)}
+
+
+def get(kind: str) -> Workload:
+    from tunbench.errors import ConfigError
+
+    if kind not in REGISTRY:
+        raise ConfigError(f"unknown workload {kind!r} (known: {', '.join(sorted(REGISTRY))})", key="workload.kind")
+    return REGISTRY[kind]

@@ -5,11 +5,16 @@ The headline is the receiver's byte count (what actually arrived), excluding the
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tunbench.errors import TrialError
+from tunbench.proc import Daemon, run_cmd
+from tunbench.tunnels import probes
+from tunbench.workloads.base import Context, Measurement, Workload
 
 Direction = Literal["up", "down", "bidir"]
 DIRECTIONS: tuple[Direction, ...] = ("up", "down", "bidir")
@@ -160,3 +165,71 @@ def _retransmits(end: dict[str, Any], direction: Direction) -> int | None:
         # with -R the client is the receiver; the server's retransmits arrive in sum_sent too (3.7+)
         pass
     return sum(nums) if nums else None
+
+
+class Iperf3Workload(Workload):
+    """Bulk TCP with iperf3: a fresh one-test server per trial, receiver-side bytes as the headline."""
+
+    kind = "iperf3"
+    description = "bulk TCP throughput (iperf3), flows x direction"
+
+    def params(self, ctx: Context) -> Iperf3Params:
+        return Iperf3Params(
+            flows=ctx.flows,
+            direction=ctx.direction,  # type: ignore[arg-type]
+            duration_s=ctx.duration_s,
+            omit_s=ctx.omit_s,
+        )
+
+    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
+        server = stack.enter_context(
+            Daemon(
+                server_argv(ctx.server_port),
+                ledger=ctx.ledger,
+                log_path=ctx.workdir / "iperf3-server.log",
+                what="iperf3 server",
+                netns=ctx.topo.server.name,
+            )
+        )
+        wait_listening(ctx.topo.server.name, ctx.server_port, server)
+
+    def measure(self, ctx: Context) -> Measurement:
+        p = self.params(ctx)
+        res = run_cmd(
+            client_argv(ctx.target.address, ctx.target.port, p),
+            netns=ctx.topo.client.name,
+            timeout_s=p.timeout_s,
+            check=False,
+            what=f"iperf3 client ({ctx.title})",
+        )
+        if res.returncode != 0 and not res.stdout.strip().startswith("{"):
+            raise TrialError(f"iperf3 client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
+        r = parse(res.stdout, p.direction)
+        m = Measurement(artifacts={"iperf3.json": res.stdout.encode()})
+        m.metrics.update(
+            {
+                "throughput_bps": r.throughput_bps,
+                "throughput_bps.up": r.up_bps,
+                "throughput_bps.down": r.down_bps,
+                "retransmits": r.retransmits,
+                "snd_cwnd_max_bytes": r.snd_cwnd_max_bytes,
+                "iperf3_duration_s": r.duration_s,
+            }
+        )
+        for d in ("up", "down"):
+            pts = [(pt.t_s, pt.bps) for pt in r.intervals if pt.direction == d]
+            if pts:
+                m.series[f"throughput_bps.{d}"] = pts
+        m.streams = [(s.stream, s.direction, s.received_bps, s.retransmits) for s in r.streams]
+        return m
+
+
+def wait_listening(netns: str, port: int, server: Daemon, timeout_s: float = 10.0, proto: str = "tcp") -> None:
+    """Until `server` listens on `port` in `netns` (it is a trial error if it dies or never does)."""
+    deadline = time.monotonic() + timeout_s
+    while not probes.port_open(netns, port, proto):
+        if not server.alive():
+            raise TrialError(f"{server.what} exited: {server.log_tail(5)}")
+        if time.monotonic() > deadline:
+            raise TrialError(f"{server.what} not listening on {port} after {timeout_s:g} s")
+        time.sleep(0.01)

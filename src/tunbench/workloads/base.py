@@ -1,0 +1,73 @@
+"""The workload interface: what the runner needs from a traffic generator.
+
+A workload starts its servers in `prepare` (outside the measured window), then `measure` runs inside the
+window while the tunnel's processes are sampled, and returns plain numbers. Parsing tool output stays in
+pure functions of each module (tested on committed outputs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from tunbench.state import Ledger
+from tunbench.topology.build import Topology
+from tunbench.tunnels.adapter import Target
+
+
+class NoOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass
+class Context:
+    """Everything a workload may use during one trial."""
+
+    topo: Topology
+    target: Target
+    ledger: Ledger
+    workdir: Path
+    title: str
+    flows: int
+    direction: str
+    duration_s: float
+    omit_s: float
+    options: BaseModel
+    server_port: int = 5201  # where the workload's server listens in the server namespace ({iperf_port})
+    layer: str = "l3"  # the tunnel's layer: UDP workloads need an L3 tunnel (or direct)
+
+
+@dataclass
+class Measurement:
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    streams: list[tuple[int, str, float, int | None]] = field(default_factory=list)
+    artifacts: dict[str, bytes] = field(default_factory=dict)
+
+
+class Workload(ABC):
+    kind: ClassVar[str]
+    description: ClassVar[str]
+    # which matrix axes apply: a latency probe has no flows or direction
+    axes: ClassVar[tuple[str, ...]] = ("flows", "direction")
+    Options: ClassVar[type[BaseModel]] = NoOptions
+    # the layers it can run through (UDP cannot cross a TCP port forward)
+    layers: ClassVar[tuple[str, ...]] = ("l3", "l4")
+
+    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:  # noqa: B027 - optional hook
+        """Start servers; register their teardown on `stack`."""
+
+    @abstractmethod
+    def measure(self, ctx: Context) -> Measurement:
+        """Run inside the measured window."""
+
+    def timeout_s(self, ctx: Context) -> float:
+        return ctx.duration_s + ctx.omit_s + 10.0
+
+    def options(self, raw: dict[str, Any] | None) -> BaseModel:
+        return self.Options.model_validate(raw or {})
