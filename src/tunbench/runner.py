@@ -15,7 +15,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -29,9 +29,18 @@ from tunbench.state import Ledger
 from tunbench.store.db import Store, now_iso
 from tunbench.topology.build import LinkBuilder, Topology, TopologySpec
 from tunbench.tunnels.adapter import IPERF_PORT, Tunnel
-from tunbench.workloads.base import Context, Workload
+from tunbench.workloads.base import Context, TrialInput, Workload
 
 LinkFactory = Callable[[Case, Ledger, Path, int], LinkBuilder | None]
+
+
+class WindowHook(Protocol):
+    """Something that runs around the measured window (host counters, a profiler): entered just before the
+    workload measures, exited right after; it may add metrics and artifacts to the trial record."""
+
+    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]: ...
+
+
 TrialCallback = Callable[[PlannedTrial, TrialRecord], None]
 
 
@@ -50,6 +59,7 @@ class Runner:
         seed: int = 1,
         on_start: Callable[[PlannedTrial], None] | None = None,
         on_done: TrialCallback | None = None,
+        hooks: list[WindowHook] | None = None,
     ) -> None:
         self.ledger = ledger
         self.store = store
@@ -62,6 +72,7 @@ class Runner:
         self.seed = seed
         self.on_start = on_start
         self.on_done = on_done
+        self.hooks = hooks or []
 
     def run(self, trials: list[PlannedTrial]) -> list[TrialRecord]:
         records = []
@@ -136,6 +147,24 @@ class Runner:
         )
         link_seed = self.seed + pt.repetition  # reproducible, yet each repetition sees its own pattern
         rec.params["link_seed"] = link_seed
+        if workload.owns_topology:
+            workload.run_trial(
+                TrialInput(
+                    case=case,
+                    repetition=pt.repetition,
+                    record=rec,
+                    ledger=self.ledger,
+                    workdir=workdir,
+                    options=options,
+                    duration_s=self.duration_s,
+                    omit_s=self.omit_s,
+                    topology=spec,
+                    link_factory=self.link_factory,
+                    link_seed=link_seed,
+                    hooks=self.hooks,
+                )
+            )
+            return
         link = self.link_factory(case, self.ledger, workdir, link_seed) if self.link_factory else None
         tag = f"t{pt.seq}"
         with contextlib.ExitStack() as stack:
@@ -169,10 +198,13 @@ class Runner:
             link_pid = getattr(topo.link, "pid", None)
             if link_pid:
                 roles["link"] = ((lambda: [link_pid]), None)
-            with Sampler(roles) as sampler:
-                t0 = time.monotonic()
-                result = workload.measure(ctx)
-                window_s = time.monotonic() - t0
+            with contextlib.ExitStack() as window:
+                for hook in self.hooks:
+                    window.enter_context(hook(ctx, tunnel, rec))
+                with Sampler(roles) as sampler:
+                    t0 = time.monotonic()
+                    result = workload.measure(ctx)
+                    window_s = time.monotonic() - t0
             tunnel.check_alive()
         rec.duration_s = window_s
         rec.metrics.update(result.metrics)

@@ -50,6 +50,24 @@ class Measurement:
     artifacts: dict[str, bytes] = field(default_factory=dict)
 
 
+@dataclass
+class TrialInput:
+    """What a topology-owning workload gets from the runner for one trial."""
+
+    case: Any  # plan.Case
+    repetition: int
+    record: Any  # results.TrialRecord, to fill in
+    ledger: Ledger
+    workdir: Path
+    options: BaseModel
+    duration_s: float
+    omit_s: float
+    topology: Any  # topology.build.TopologySpec: MTU and sysctls of the run
+    link_factory: Any  # runner.LinkFactory | None
+    link_seed: int
+    hooks: list[Any]  # runner.WindowHook: run them around the measured window
+
+
 class Workload(ABC):
     kind: ClassVar[str]
     description: ClassVar[str]
@@ -58,6 +76,14 @@ class Workload(ABC):
     Options: ClassVar[type[BaseModel]] = NoOptions
     # the layers it can run through (UDP cannot cross a TCP port forward)
     layers: ClassVar[tuple[str, ...]] = ("l3", "l4")
+
+    # a workload that builds its own topology (e.g. many client namespaces) sets this and implements
+    # run_trial(); the runner then hands it the whole trial
+    owns_topology: ClassVar[bool] = False
+
+    def run_trial(self, trial: TrialInput) -> None:
+        """For owns_topology workloads: build, measure, tear down; fill trial.record (metrics, series...)."""
+        raise NotImplementedError
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:  # noqa: B027 - optional hook
         """Start servers; register their teardown on `stack`."""
