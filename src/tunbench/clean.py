@@ -11,6 +11,7 @@ import contextlib
 import os
 import shutil
 import signal
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from pyroute2 import netns
 from tunbench.monitor.cgroup import V1_CPUACCT, V2_CANDIDATES, remove_cgroup
 from tunbench.proc import stop_group
 from tunbench.state import NAME_RE, Ledger, all_ledgers, owner_alive
-from tunbench.topology.netns import delete_namespace
+from tunbench.topology.netns import delete_namespace, namespace_pids
 
 WG_SOCKETS = Path("/var/run/wireguard")
 
@@ -90,7 +91,7 @@ def clean(force: bool = False) -> CleanReport:
     for ns in netns.listnetns():
         m = NAME_RE.match(ns)
         if m and m.group(1) not in live:
-            report.processes += len(_pids_in(ns))
+            report.processes += len(namespace_pids(ns))
             delete_namespace(ns)
             report.namespaces.append(ns)
     for cgdir in _cgroup_dirs():
@@ -103,17 +104,9 @@ def clean(force: bool = False) -> CleanReport:
             if m and m.group(1) not in live:
                 sock.unlink(missing_ok=True)
                 report.paths.append(str(sock))
-    import tempfile
-
     for tmp in Path(tempfile.gettempdir()).iterdir():
         m = NAME_RE.match(tmp.name)
         if m and m.group(1) not in live and tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
             report.paths.append(str(tmp))
     return report
-
-
-def _pids_in(ns: str) -> list[int]:
-    from tunbench.topology.netns import namespace_pids
-
-    return namespace_pids(ns)

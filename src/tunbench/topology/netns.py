@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import signal
 from types import TracebackType
 
 from pyroute2 import IPRoute, netns
@@ -25,9 +27,6 @@ def delete_namespace(name: str) -> None:
     for pid in namespace_pids(name):
         stop_group(pid, term_timeout_s=1.0)
         with contextlib.suppress(ProcessLookupError):
-            import os
-            import signal
-
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(FileNotFoundError, OSError):
         netns.remove(name)
