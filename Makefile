@@ -55,13 +55,13 @@ lint: venv
 
 unit: venv
 	$(PY) -m pytest -q tests/unit
-	cd link && $(CARGO) test --release --locked --quiet
+	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
 
 integration: deps venv build
 	$(PY) -m pytest -q -m integration tests/integration
 
 test: deps venv build lint
-	cd link && $(CARGO) test --release --locked --quiet
+	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
 	$(PY) -m pytest -q tests
 
 clean-results:

@@ -1,0 +1,38 @@
+//! Everything that touches the OS: TUN devices, network namespaces, GSO
+//! splitting of what the kernel hands us, and the event loop.
+
+pub mod coalesce;
+pub mod event_loop;
+pub mod offload;
+pub mod tun;
+
+use std::fmt;
+
+/// A runtime failure that names what was being attempted
+/// ("ioctl TUNSETIFF tbA: Operation not permitted").
+#[derive(Debug)]
+pub struct Error(pub String);
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// `what: <strerror of errno>`.
+pub fn last_os_error(what: impl fmt::Display) -> Error {
+    Error(format!("{what}: {}", std::io::Error::last_os_error()))
+}
+
+/// Turn a -1 syscall return into an [`Error`] naming the attempt.
+pub fn check(ret: libc::c_int, what: impl fmt::Display) -> Result<libc::c_int> {
+    if ret < 0 {
+        Err(last_os_error(what))
+    } else {
+        Ok(ret)
+    }
+}

@@ -1,0 +1,534 @@
+//! Per-direction impairment specs: `key=value,key=value` -> [`DirSpec`].
+//!
+//! All validation happens here, before any device is opened. Probabilities
+//! are written as percentages (`loss=0.1%`) and stored as fractions.
+
+use crate::json::Obj;
+use crate::model::delay::JitterDist;
+use crate::model::loss::{GilbertElliott, LossModel};
+use crate::model::queue::QueueLimit;
+use crate::time::Duration;
+use std::fmt;
+
+/// Default bottleneck queue when `rate` is set without `queue`.
+pub const DEFAULT_QUEUE: QueueLimit = QueueLimit::Packets(1000);
+/// Default `reorder_gap` (packets): 3 successors overtake a reordered packet.
+pub const DEFAULT_REORDER_GAP: u32 = 3;
+const MAX_DELAY: Duration = Duration::from_secs(3600);
+const MAX_RATE_BPS: f64 = 1e12;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DirSpec {
+    pub delay: Duration,
+    pub jitter: Duration,
+    pub jitter_dist: JitterDist,
+    pub rate_bps: Option<u64>,
+    /// Meaningful only with `rate_bps`.
+    pub queue: QueueLimit,
+    pub loss: Option<LossModel>,
+    pub reorder: f64,
+    pub reorder_gap: u32,
+    pub dup: f64,
+}
+
+impl Default for DirSpec {
+    fn default() -> Self {
+        DirSpec {
+            delay: Duration::ZERO,
+            jitter: Duration::ZERO,
+            jitter_dist: JitterDist::Uniform,
+            rate_bps: None,
+            queue: DEFAULT_QUEUE,
+            loss: None,
+            reorder: 0.0,
+            reorder_gap: DEFAULT_REORDER_GAP,
+            dup: 0.0,
+        }
+    }
+}
+
+/// Which forwarding path a direction uses (see `io::forward`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// No impairment: super-packets are written out as soon as read.
+    Passthrough,
+    /// Fixed delay only: super-packets go whole through the delay line.
+    WholeDelay,
+    /// Anything per-packet: super-packets are split into MTU-sized segments
+    /// first, and every model sees individual packets.
+    Segmented,
+}
+
+impl Path {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Path::Passthrough => "passthrough",
+            Path::WholeDelay => "whole_delay",
+            Path::Segmented => "segmented",
+        }
+    }
+}
+
+impl DirSpec {
+    pub fn path(&self) -> Path {
+        let per_packet = self.jitter > Duration::ZERO
+            || self.rate_bps.is_some()
+            || self.loss.is_some()
+            || self.reorder > 0.0
+            || self.dup > 0.0;
+        if per_packet {
+            Path::Segmented
+        } else if self.delay > Duration::ZERO {
+            Path::WholeDelay
+        } else {
+            Path::Passthrough
+        }
+    }
+
+    /// Normalized form: durations in ns, rate in bit/s, probabilities as
+    /// fractions, every key present (null when unused).
+    pub fn to_json(&self) -> String {
+        let (qp, qb) = match (self.rate_bps, self.queue) {
+            (None, _) => (None, None),
+            (Some(_), QueueLimit::Packets(n)) => (Some(n), None),
+            (Some(_), QueueLimit::Bytes(b)) => (None, Some(b)),
+        };
+        let (loss, ge) = match self.loss {
+            None => (None, None),
+            Some(LossModel::Bernoulli(p)) => (Some(p), None),
+            Some(LossModel::GilbertElliott(g)) => (None, Some(g)),
+        };
+        let ge_json = ge.map(|g| {
+            Obj::new()
+                .f64("p", g.p)
+                .f64("r", g.r)
+                .f64("h", g.h)
+                .f64("k", g.k)
+                .f64("stationary_loss", g.stationary_loss())
+                .finish()
+        });
+        let o = Obj::new()
+            .u64("delay_ns", self.delay.as_nanos())
+            .u64("jitter_ns", self.jitter.as_nanos())
+            .str("jitter_dist", self.jitter_dist.as_str())
+            .opt_u64("rate_bps", self.rate_bps)
+            .opt_u64("queue_packets", qp)
+            .opt_u64("queue_bytes", qb)
+            .opt_f64("loss", loss);
+        let o = match ge_json {
+            Some(j) => o.raw("ge", &j),
+            None => o.null("ge"),
+        };
+        o.f64("reorder", self.reorder)
+            .u64("reorder_gap", u64::from(self.reorder_gap))
+            .f64("dup", self.dup)
+            .str("path", self.path().as_str())
+            .finish()
+    }
+}
+
+/// A bad spec: names the key and the value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpecError(pub String);
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SpecError {}
+
+fn bad(key: &str, value: &str, why: impl fmt::Display) -> SpecError {
+    SpecError(format!("{key}={value}: {why}"))
+}
+
+/// Splits "12.5ms" into (12.5, "ms"); the number must be a plain decimal.
+fn split_number(v: &str) -> Option<(f64, &str)> {
+    let end = v
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
+        .unwrap_or(v.len());
+    let (num, unit) = v.split_at(end);
+    if num.is_empty() || num.starts_with('+') {
+        return None;
+    }
+    let x: f64 = num.parse().ok()?;
+    x.is_finite().then_some((x, unit))
+}
+
+pub fn parse_duration(key: &str, v: &str) -> Result<Duration, SpecError> {
+    let (x, unit) = split_number(v).ok_or_else(|| bad(key, v, "expected a duration like 50ms"))?;
+    let scale = match unit {
+        "ns" => 1.0,
+        "us" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "" if x == 0.0 => 1.0,
+        "" => return Err(bad(key, v, "missing unit (ns, us, ms, s)")),
+        u => return Err(bad(key, v, format!("unknown unit '{u}' (ns, us, ms, s)"))),
+    };
+    if x < 0.0 {
+        return Err(bad(key, v, "must not be negative"));
+    }
+    let ns = (x * scale).round();
+    if ns > MAX_DELAY.as_nanos() as f64 {
+        return Err(bad(key, v, "must be at most 3600s"));
+    }
+    Ok(Duration::from_nanos(ns as u64))
+}
+
+pub fn parse_rate(key: &str, v: &str) -> Result<u64, SpecError> {
+    let (x, unit) = split_number(v).ok_or_else(|| bad(key, v, "expected a rate like 100mbit"))?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        "" => return Err(bad(key, v, "missing unit (bit, kbit, mbit, gbit)")),
+        _ => {
+            return Err(bad(
+                key,
+                v,
+                format!("unknown unit '{unit}' (bit, kbit, mbit, gbit)"),
+            ))
+        }
+    };
+    let bps = (x * scale).round();
+    if bps < 1.0 {
+        return Err(bad(key, v, "must be at least 1bit"));
+    }
+    if bps > MAX_RATE_BPS {
+        return Err(bad(key, v, "must be at most 1000gbit"));
+    }
+    Ok(bps as u64)
+}
+
+pub fn parse_queue(key: &str, v: &str) -> Result<QueueLimit, SpecError> {
+    let (x, unit) = split_number(v)
+        .ok_or_else(|| bad(key, v, "expected packets like 1000p or bytes like 256KB"))?;
+    if x <= 0.0 {
+        return Err(bad(key, v, "must be positive"));
+    }
+    let bytes_scale = match unit {
+        "p" => {
+            if x.fract() != 0.0 {
+                return Err(bad(key, v, "packet count must be an integer"));
+            }
+            return Ok(QueueLimit::Packets(x as u64));
+        }
+        "B" => 1.0,
+        "KB" | "kB" => 1e3,
+        "MB" => 1e6,
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "" => return Err(bad(key, v, "missing unit (p, B, KB, MB, KiB, MiB)")),
+        u => {
+            return Err(bad(
+                key,
+                v,
+                format!("unknown unit '{u}' (p, B, KB, MB, KiB, MiB)"),
+            ))
+        }
+    };
+    let b = (x * bytes_scale).round();
+    if b < 1.0 {
+        return Err(bad(key, v, "must be at least 1B"));
+    }
+    Ok(QueueLimit::Bytes(b as u64))
+}
+
+/// "0.1%" -> 0.001.
+pub fn parse_percent(key: &str, v: &str) -> Result<f64, SpecError> {
+    let num = v
+        .strip_suffix('%')
+        .ok_or_else(|| bad(key, v, "expected a percentage like 0.1%"))?;
+    let x = match split_number(num) {
+        Some((x, "")) => x,
+        _ => return Err(bad(key, v, "expected a percentage like 0.1%")),
+    };
+    if !(0.0..=100.0).contains(&x) {
+        return Err(bad(key, v, "must be between 0% and 100%"));
+    }
+    Ok(x / 100.0)
+}
+
+fn parse_gap(key: &str, v: &str) -> Result<u32, SpecError> {
+    match v.parse::<u32>() {
+        Ok(n) if (1..=1_000_000).contains(&n) => Ok(n),
+        _ => Err(bad(key, v, "expected a packet count between 1 and 1000000")),
+    }
+}
+
+const KEYS: &[&str] = &[
+    "delay",
+    "jitter",
+    "jitter_dist",
+    "rate",
+    "queue",
+    "loss",
+    "ge_p",
+    "ge_r",
+    "ge_h",
+    "ge_k",
+    "reorder",
+    "reorder_gap",
+    "dup",
+];
+
+/// Parse one direction's spec. Empty (or all whitespace) = no impairment.
+pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
+    let mut s = DirSpec::default();
+    let mut seen: Vec<&str> = Vec::new();
+    let (mut loss, mut queue, mut gap) = (None, None, None);
+    let (mut ge_p, mut ge_r, mut ge_h, mut ge_k) = (None, None, None, None);
+    for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (key, v) = item
+            .split_once('=')
+            .ok_or_else(|| SpecError(format!("{item}: expected key=value")))?;
+        let (key, v) = (key.trim(), v.trim());
+        let known = KEYS
+            .iter()
+            .find(|k| **k == key)
+            .ok_or_else(|| bad(key, v, format!("unknown key (known: {})", KEYS.join(", "))))?;
+        if seen.contains(known) {
+            return Err(bad(key, v, "key given twice"));
+        }
+        seen.push(known);
+        match key {
+            "delay" => s.delay = parse_duration(key, v)?,
+            "jitter" => s.jitter = parse_duration(key, v)?,
+            "jitter_dist" => {
+                s.jitter_dist = match v {
+                    "uniform" => JitterDist::Uniform,
+                    "normal" => JitterDist::Normal,
+                    _ => return Err(bad(key, v, "expected uniform or normal")),
+                }
+            }
+            "rate" => s.rate_bps = Some(parse_rate(key, v)?),
+            "queue" => queue = Some((parse_queue(key, v)?, v)),
+            "loss" => loss = Some(parse_percent(key, v)?),
+            "ge_p" => ge_p = Some(parse_percent(key, v)?),
+            "ge_r" => ge_r = Some((parse_percent(key, v)?, v)),
+            "ge_h" => ge_h = Some((parse_percent(key, v)?, v)),
+            "ge_k" => ge_k = Some((parse_percent(key, v)?, v)),
+            "reorder" => s.reorder = parse_percent(key, v)?,
+            "reorder_gap" => gap = Some((parse_gap(key, v)?, v)),
+            "dup" => s.dup = parse_percent(key, v)?,
+            _ => unreachable!("key list and match agree"),
+        }
+    }
+    if let Some((q, v)) = queue {
+        if s.rate_bps.is_none() {
+            return Err(bad(
+                "queue",
+                v,
+                "needs rate (the queue is the rate's bottleneck buffer)",
+            ));
+        }
+        s.queue = q;
+    }
+    if let Some((g, v)) = gap {
+        if s.reorder == 0.0 {
+            return Err(bad("reorder_gap", v, "needs reorder"));
+        }
+        s.reorder_gap = g;
+    }
+    s.loss =
+        match (loss, ge_p, ge_r) {
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => return Err(SpecError(
+                "loss and ge_*: choose Bernoulli (loss) or Gilbert-Elliott (ge_p, ge_r), not both"
+                    .into(),
+            )),
+            (Some(p), None, None) => (p > 0.0).then_some(LossModel::Bernoulli(p)),
+            (None, Some(p), Some((r, rv))) => {
+                if r == 0.0 {
+                    return Err(bad(
+                        "ge_r",
+                        rv,
+                        "must be above 0% (the bad state would never end)",
+                    ));
+                }
+                let ge = GilbertElliott {
+                    p,
+                    r,
+                    h: ge_h.map_or(1.0, |x| x.0),
+                    k: ge_k.map_or(0.0, |x| x.0),
+                };
+                (ge.stationary_loss() > 0.0).then_some(LossModel::GilbertElliott(ge))
+            }
+            (None, Some(_), None) => return Err(SpecError("ge_p needs ge_r".into())),
+            (None, None, Some((_, rv))) => return Err(bad("ge_r", rv, "needs ge_p")),
+            (None, None, None) => {
+                if let Some((_, v)) = ge_h {
+                    return Err(bad("ge_h", v, "needs ge_p and ge_r"));
+                }
+                if let Some((_, v)) = ge_k {
+                    return Err(bad("ge_k", v, "needs ge_p and ge_r"));
+                }
+                None
+            }
+        };
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(spec: &str) -> String {
+        parse(spec).unwrap_err().0
+    }
+
+    #[test]
+    fn empty_is_passthrough() {
+        for s in ["", " ", ",", " , "] {
+            let d = parse(s).unwrap();
+            assert_eq!(d, DirSpec::default());
+            assert_eq!(d.path(), Path::Passthrough);
+        }
+    }
+
+    #[test]
+    fn full_spec() {
+        let d = parse("delay=50ms, jitter=2ms,jitter_dist=normal,rate=100mbit,queue=64KiB,loss=0.1%,reorder=1%,reorder_gap=5,dup=0.5%").unwrap();
+        assert_eq!(d.delay, Duration::from_millis(50));
+        assert_eq!(d.jitter, Duration::from_millis(2));
+        assert_eq!(d.jitter_dist, JitterDist::Normal);
+        assert_eq!(d.rate_bps, Some(100_000_000));
+        assert_eq!(d.queue, QueueLimit::Bytes(65536));
+        assert_eq!(d.loss, Some(LossModel::Bernoulli(0.001)));
+        assert_eq!(d.reorder, 0.01);
+        assert_eq!(d.reorder_gap, 5);
+        assert_eq!(d.dup, 0.005);
+        assert_eq!(d.path(), Path::Segmented);
+    }
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_duration("d", "1500ns").unwrap().as_nanos(), 1500);
+        assert_eq!(parse_duration("d", "2.5us").unwrap().as_nanos(), 2500);
+        assert_eq!(parse_duration("d", "1s").unwrap().as_nanos(), 1_000_000_000);
+        assert_eq!(parse_duration("d", "0").unwrap().as_nanos(), 0);
+        assert_eq!(parse_rate("r", "1.5Mbit").unwrap(), 1_500_000);
+        assert_eq!(parse_rate("r", "10gbit").unwrap(), 10_000_000_000);
+        assert_eq!(parse_rate("r", "64kbit").unwrap(), 64_000);
+        assert_eq!(parse_rate("r", "9600bit").unwrap(), 9600);
+        assert_eq!(
+            parse_queue("q", "1000p").unwrap(),
+            QueueLimit::Packets(1000)
+        );
+        assert_eq!(
+            parse_queue("q", "256KB").unwrap(),
+            QueueLimit::Bytes(256_000)
+        );
+        assert_eq!(
+            parse_queue("q", "1MiB").unwrap(),
+            QueueLimit::Bytes(1 << 20)
+        );
+        assert_eq!(parse_queue("q", "1500B").unwrap(), QueueLimit::Bytes(1500));
+        assert_eq!(parse_percent("l", "100%").unwrap(), 1.0);
+        assert_eq!(parse_percent("l", "0%").unwrap(), 0.0);
+    }
+
+    #[test]
+    fn fixed_delay_uses_whole_path() {
+        assert_eq!(parse("delay=10ms").unwrap().path(), Path::WholeDelay);
+        assert_eq!(
+            parse("delay=10ms,jitter=1ms").unwrap().path(),
+            Path::Segmented
+        );
+        assert_eq!(parse("loss=0%").unwrap().path(), Path::Passthrough);
+    }
+
+    #[test]
+    fn gilbert_elliott_defaults() {
+        let d = parse("ge_p=1%,ge_r=30%").unwrap();
+        let Some(LossModel::GilbertElliott(g)) = d.loss else {
+            panic!("{d:?}")
+        };
+        assert_eq!((g.p, g.r, g.h, g.k), (0.01, 0.3, 1.0, 0.0));
+        let d = parse("ge_p=1%,ge_r=30%,ge_h=50%,ge_k=1%").unwrap();
+        let Some(LossModel::GilbertElliott(g)) = d.loss else {
+            panic!()
+        };
+        assert_eq!((g.h, g.k), (0.5, 0.01));
+    }
+
+    #[test]
+    fn every_error_names_key_and_value() {
+        let cases = [
+            ("delay=-5ms", "delay=-5ms: must not be negative"),
+            ("delay=5", "delay=5: missing unit"),
+            ("delay=5min", "delay=5min: unknown unit 'min'"),
+            ("delay=abc", "delay=abc: expected a duration"),
+            ("delay=2h", "delay=2h: unknown unit"),
+            ("delay=4000s", "delay=4000s: must be at most"),
+            ("jitter=-1ms", "jitter=-1ms: must not be negative"),
+            (
+                "jitter_dist=pareto",
+                "jitter_dist=pareto: expected uniform or normal",
+            ),
+            ("rate=0mbit", "rate=0mbit: must be at least 1bit"),
+            ("rate=0", "rate=0: missing unit"),
+            ("rate=10mbps", "rate=10mbps: unknown unit 'mbps'"),
+            ("rate=-1mbit", "rate=-1mbit: must be at least 1bit"),
+            ("rate=2000gbit", "rate=2000gbit: must be at most"),
+            ("rate=10mbit,queue=0p", "queue=0p: must be positive"),
+            ("rate=10mbit,queue=0", "queue=0: must be positive"),
+            ("rate=10mbit,queue=100", "queue=100: missing unit"),
+            (
+                "rate=10mbit,queue=1.5p",
+                "queue=1.5p: packet count must be an integer",
+            ),
+            ("rate=10mbit,queue=10GB", "queue=10GB: unknown unit 'GB'"),
+            ("queue=100p", "queue=100p: needs rate"),
+            ("loss=101%", "loss=101%: must be between 0% and 100%"),
+            ("loss=-1%", "loss=-1%: must be between"),
+            ("loss=0.1", "loss=0.1: expected a percentage"),
+            ("loss=x%", "loss=x%: expected a percentage"),
+            ("loss=1%,ge_p=1%,ge_r=10%", "loss and ge_*"),
+            ("ge_p=1%", "ge_p needs ge_r"),
+            ("ge_r=1%", "ge_r=1%: needs ge_p"),
+            ("ge_h=50%", "ge_h=50%: needs ge_p and ge_r"),
+            ("ge_k=5%", "ge_k=5%: needs ge_p and ge_r"),
+            ("ge_p=1%,ge_r=0%", "ge_r=0%: must be above 0%"),
+            ("ge_p=1%,ge_r=200%", "ge_r=200%: must be between"),
+            ("reorder=150%", "reorder=150%: must be between"),
+            ("reorder_gap=3", "reorder_gap=3: needs reorder"),
+            (
+                "reorder=1%,reorder_gap=0",
+                "reorder_gap=0: expected a packet count",
+            ),
+            (
+                "reorder=1%,reorder_gap=-2",
+                "reorder_gap=-2: expected a packet count",
+            ),
+            ("dup=1", "dup=1: expected a percentage"),
+            ("dup=100.5%", "dup=100.5%: must be between"),
+            ("bogus=1", "bogus=1: unknown key"),
+            ("delay", "delay: expected key=value"),
+            ("delay=1ms,delay=2ms", "delay=2ms: key given twice"),
+            ("delay=+1ms", "delay=+1ms: expected a duration"),
+            ("delay=nanms", "delay=nanms: expected a duration"),
+        ];
+        for (spec, want) in cases {
+            let got = err(spec);
+            assert!(
+                got.starts_with(want),
+                "{spec:?}: got {got:?}, want {want:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn normalized_json() {
+        let j = parse("delay=50ms,rate=10mbit,loss=1%").unwrap().to_json();
+        assert_eq!(
+            j,
+            r#"{"delay_ns":50000000,"jitter_ns":0,"jitter_dist":"uniform","rate_bps":10000000,"queue_packets":1000,"queue_bytes":null,"loss":0.01,"ge":null,"reorder":0,"reorder_gap":3,"dup":0,"path":"segmented"}"#
+        );
+        let j = parse("").unwrap().to_json();
+        assert!(j.contains(r#""rate_bps":null,"queue_packets":null"#), "{j}");
+        assert!(j.contains(r#""path":"passthrough""#));
+    }
+}

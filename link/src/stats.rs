@@ -1,0 +1,193 @@
+//! Per-direction counters shared between a forwarding thread (writer) and
+//! the main thread (reader), and the stats JSON.
+
+use crate::json::Obj;
+use crate::model::StageCounters;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Units: "packets" are what the models see. On the passthrough and
+/// whole-delay paths a GSO super-packet counts as one packet; on the
+/// segmented path it counts as its MTU-sized segments. Bytes are IP bytes
+/// (no virtio-net header, no L2 framing).
+#[derive(Debug, Default)]
+pub struct DirStats {
+    pub packets_in: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub delivered_packets: AtomicU64,
+    pub delivered_bytes: AtomicU64,
+    /// Copied from the model counters by the forwarding thread.
+    pub dropped_loss: AtomicU64,
+    pub dropped_queue: AtomicU64,
+    /// The emulator's own failures: TUN write errors, internal overflow,
+    /// malformed super-packets. Never folded into the loss counters.
+    pub dropped_emulator: AtomicU64,
+    pub duplicated: AtomicU64,
+    pub reordered: AtomicU64,
+    /// Reads that carried a GSO super-packet.
+    pub gso_superpackets_in: AtomicU64,
+    /// Segments produced by splitting super-packets (segmented path only).
+    pub segments_out: AtomicU64,
+    /// Writes that carried a super-packet re-assembled by the coalescer
+    /// (segmented path only).
+    pub gso_superpackets_out: AtomicU64,
+    /// Packets held inside the models right now.
+    pub held_packets: AtomicU64,
+    /// Timer accuracy of the model paths: how late packets were written
+    /// relative to their scheduled departure (sum and max, ns).
+    pub late_ns_sum: AtomicU64,
+    pub late_ns_max: AtomicU64,
+}
+
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    pub delivered_packets: u64,
+    pub delivered_bytes: u64,
+    pub dropped_loss: u64,
+    pub dropped_queue: u64,
+    pub dropped_emulator: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub gso_superpackets_in: u64,
+    pub segments_out: u64,
+    pub gso_superpackets_out: u64,
+    pub held_packets: u64,
+    pub late_ns_sum: u64,
+    pub late_ns_max: u64,
+}
+
+impl DirStats {
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+
+    /// Record how late one packet left relative to its schedule.
+    pub fn record_lateness(&self, late_ns: u64) {
+        self.late_ns_sum.fetch_add(late_ns, Relaxed);
+        self.late_ns_max.fetch_max(late_ns, Relaxed);
+    }
+
+    /// Publish the model counters (absolute values owned by the pipeline).
+    pub fn publish_models(&self, c: &StageCounters, held: usize) {
+        self.dropped_loss.store(c.dropped_loss, Relaxed);
+        self.dropped_queue.store(c.dropped_queue, Relaxed);
+        self.duplicated.store(c.duplicated, Relaxed);
+        self.reordered.store(c.reordered, Relaxed);
+        self.held_packets.store(held as u64, Relaxed);
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            packets_in: self.packets_in.load(Relaxed),
+            bytes_in: self.bytes_in.load(Relaxed),
+            delivered_packets: self.delivered_packets.load(Relaxed),
+            delivered_bytes: self.delivered_bytes.load(Relaxed),
+            dropped_loss: self.dropped_loss.load(Relaxed),
+            dropped_queue: self.dropped_queue.load(Relaxed),
+            dropped_emulator: self.dropped_emulator.load(Relaxed),
+            duplicated: self.duplicated.load(Relaxed),
+            reordered: self.reordered.load(Relaxed),
+            gso_superpackets_in: self.gso_superpackets_in.load(Relaxed),
+            segments_out: self.segments_out.load(Relaxed),
+            gso_superpackets_out: self.gso_superpackets_out.load(Relaxed),
+            held_packets: self.held_packets.load(Relaxed),
+            late_ns_sum: self.late_ns_sum.load(Relaxed),
+            late_ns_max: self.late_ns_max.load(Relaxed),
+        }
+    }
+}
+
+impl Snapshot {
+    /// Mean lateness of model departures (µs, 0 when none), 0.1 µs precision.
+    pub fn late_us_mean(&self) -> f64 {
+        let n = self.delivered_packets.max(1) as f64;
+        (self.late_ns_sum as f64 / n / 100.0).round() / 10.0
+    }
+
+    pub fn to_json(&self) -> String {
+        Obj::new()
+            .u64("packets_in", self.packets_in)
+            .u64("bytes_in", self.bytes_in)
+            .u64("delivered_packets", self.delivered_packets)
+            .u64("delivered_bytes", self.delivered_bytes)
+            .u64("dropped_loss", self.dropped_loss)
+            .u64("dropped_queue", self.dropped_queue)
+            .u64("dropped_emulator", self.dropped_emulator)
+            .u64("duplicated", self.duplicated)
+            .u64("reordered", self.reordered)
+            .u64("gso_superpackets_in", self.gso_superpackets_in)
+            .u64("segments_out", self.segments_out)
+            .u64("gso_superpackets_out", self.gso_superpackets_out)
+            .u64("held_packets", self.held_packets)
+            .f64("late_us_mean", self.late_us_mean())
+            .f64("late_us_max", self.late_ns_max as f64 / 1e3)
+            .finish()
+    }
+}
+
+/// Stats JSON format version (bump on incompatible change):
+/// 1 = first release (this file).
+pub const STATS_VERSION: u64 = 1;
+
+/// The whole stats document (also the `{"event":"stats",...}` line, with
+/// `event` first).
+pub fn report_json(
+    event: Option<&str>,
+    seed: u64,
+    elapsed_s: f64,
+    specs: (&str, &str),
+    a2b: &Snapshot,
+    b2a: &Snapshot,
+) -> String {
+    let o = match event {
+        Some(e) => Obj::new().str("event", e),
+        None => Obj::new(),
+    };
+    let specs_json = Obj::new().raw("a2b", specs.0).raw("b2a", specs.1).finish();
+    o.u64("version", STATS_VERSION)
+        .u64("seed", seed)
+        .f64("elapsed_s", (elapsed_s * 1000.0).round() / 1000.0)
+        .raw("specs", &specs_json)
+        .raw("a2b", &a2b.to_json())
+        .raw("b2a", &b2a.to_json())
+        .finish()
+}
+
+/// Write `contents` to `path` atomically (tmp file in the same directory,
+/// then rename).
+pub fn write_atomic(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, contents)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_shape() {
+        let s = Snapshot {
+            packets_in: 3,
+            ..Default::default()
+        };
+        let j = report_json(Some("stats"), 7, 1.23456, ("{}", "{}"), &s, &s);
+        assert!(j.starts_with(r#"{"event":"stats","version":1,"seed":7,"elapsed_s":1.235,"specs":{"a2b":{},"b2a":{}},"a2b":{"packets_in":3,"#), "{j}");
+        assert!(j.contains(r#""dropped_emulator":0"#));
+    }
+
+    #[test]
+    fn atomic_write_replaces() {
+        let dir = std::env::temp_dir().join(format!("tblk-stats-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("s.json");
+        write_atomic(&p, "1").unwrap();
+        write_atomic(&p, "2").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "2");
+        assert!(!dir.join("s.json.tmp").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
