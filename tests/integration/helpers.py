@@ -14,7 +14,7 @@ from typing import Any
 import psutil
 
 PREFIXED = re.compile(r"^tb[0-9a-f]{6}-")
-RUN_LINE = re.compile(r"\brun (tb[0-9a-f]{6})\b")
+RUN_LINE = re.compile(r"^run (tb[0-9a-f]{6}) \(#", re.M)  # the first line `tunbench run` prints
 # run prefixes started by this test session (the hermetic fixture checks each of them)
 STARTED: set[str] = set()
 TOOLS = {

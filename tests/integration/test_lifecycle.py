@@ -100,7 +100,8 @@ def test_sigkill_then_clean_removes_everything(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "removed" in res.stdout
     assert leftovers(prefix) == []
-    assert tunbench("clean").stdout.strip() == "nothing to clean"
+    again = tunbench("clean").stdout
+    assert prefix not in again and "removed" not in again  # other, live runs may be reported as left alone
 
 
 def test_clean_leaves_live_runs_alone(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ from tunbench.results import CaseKey, TrialRecord
 from tunbench.stats import Ratio, StabilityWarning, Summary, ratio_of_medians, stability_warnings, summarize
 
 ROLES = ("client", "server")
+# the WAN emulator's own process, when the profile is emulated (its cost is the harness's, not the tunnel's)
+ALL_ROLES = (*ROLES, "link")
 BASELINE = "direct"
 
 
@@ -84,8 +86,10 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
         if base and values and ts[0].tunnel != BASELINE:
             ratio = ratio_of_medians(values, base, seed=seed, resamples=2000)
         roles = {}
-        for role in ROLES:
+        for role in ALL_ROLES:
             rows = [per_trial_role(t, role) for t in ok]
+            if role == "link" and not any(r["user_s"] is not None for r in rows):
+                continue
             rss = [r["rss_peak_bytes"] for r in rows if r["rss_peak_bytes"] is not None]
             roles[role] = RoleFigures(
                 user_s=_med([r["user_s"] for r in rows]),
