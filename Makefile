@@ -10,12 +10,14 @@ APT_PACKAGES := iperf3 iputils-ping iproute2 procps openssl \
 	wireguard-go wireguard-tools openvpn openssh-server openssh-client socat stunnel4 irtt \
 	nftables chromium linux-perf
 
-.PHONY: help deps venv build demo test unit integration lint clean-results
+INFERNO := $(HOME)/.cargo/bin/inferno-flamegraph
+
+.PHONY: help deps tools venv build demo test unit integration lint clean-results
 
 help:
 	@echo "make demo   - install everything, build, run the default scenario, print the table and report path"
 	@echo "make test   - install everything, build, run linters and the whole test suite"
-	@echo "make deps | venv | build | lint | unit | integration"
+	@echo "make deps | tools | venv | build | lint | unit | integration"
 
 # System packages: skipped when all are installed already (idempotent, no prompts).
 deps:
@@ -34,7 +36,14 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-build: link/target/release/tunbench-link
+# Flamegraph renderer for `tunbench run --flamegraph` (perf itself is linux-perf in APT_PACKAGES):
+# installed into ~/.cargo/bin once; skipped when it is there already.
+tools: $(INFERNO)
+
+$(INFERNO):
+	$(CARGO) install inferno --locked --quiet
+
+build: link/target/release/tunbench-link tools
 
 link/target/release/tunbench-link: $(shell find link/src -name '*.rs' 2>/dev/null) link/Cargo.toml link/Cargo.lock
 	cd link && $(CARGO) build --release --locked --quiet

@@ -91,12 +91,24 @@ def run(
     seed: Annotated[int | None, typer.Option(help="Seed for trial order and emulated impairments.")] = None,
     name: Annotated[str | None, typer.Option(help="A name for this run (usable in show/export/compare).")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the JSON export here.")] = None,
+    flamegraph: Annotated[
+        bool,
+        typer.Option(
+            "--flamegraph",
+            help="Record perf flamegraphs (SVG) of the tunnel's client and server processes during each "
+            "measurement, stored with the trial and written to --flamegraph-dir. (Not --profile: that "
+            "option selects WAN profiles.)",
+        ),
+    ] = False,
+    flamegraph_dir: Annotated[
+        Path, typer.Option("--flamegraph-dir", help="Where --flamegraph writes the SVGs.")
+    ] = Path("results/flamegraphs"),
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Measure tunnels: build namespaces, start each tunnel, push iperf3 traffic through it, record cost."""
     from tunbench.config.load import load_scenario, with_overrides
     from tunbench.report.summary import summarize_trials
-    from tunbench.report.terminal import summary_table, warning_lines
+    from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
     from tunbench.session import execute
 
     sc, text, source = load_scenario(scenario)
@@ -119,13 +131,23 @@ def run(
         "topology": {"mtu": mtu},
     }
     sc = with_overrides(sc, overrides)
-    outcome = execute(sc, scenario_text=text, source=source, db_path=db, console=console)
+    outcome = execute(
+        sc,
+        scenario_text=text,
+        source=source,
+        db_path=db,
+        console=console,
+        flamegraph_dir=flamegraph_dir if flamegraph else None,
+    )
     from tunbench.store.db import Store
 
     with Store(db) as store:
         run_rec = store.find_run(str(outcome.run_id))
     summaries = summarize_trials(run_rec.trials)
-    console.print(summary_table(summaries, title=f"tunbench run {outcome.uid} (#{outcome.run_id})"))
+    if has_throughput_cases(summaries):
+        console.print(summary_table(summaries, title=f"tunbench run {outcome.uid} (#{outcome.run_id})"))
+    for table in workload_tables(run_rec.trials):
+        console.print(table)
     for line in warning_lines(summaries):
         console.print(line)
     if json_out:
@@ -156,7 +178,7 @@ def show(
     from rich.table import Table
 
     from tunbench.report.summary import summarize_trials
-    from tunbench.report.terminal import summary_table, warning_lines
+    from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
     from tunbench.store.db import Store
 
     _need_db(db)
@@ -171,11 +193,14 @@ def show(
             return
         run_rec = store.find_run(run_ref)
     summaries = summarize_trials(run_rec.trials)
-    console.print(
-        summary_table(
-            summaries, title=f"tunbench run {run_rec.uid} (#{run_rec.id}, {run_rec.status}, {run_rec.started_at})"
+    if has_throughput_cases(summaries):
+        console.print(
+            summary_table(
+                summaries, title=f"tunbench run {run_rec.uid} (#{run_rec.id}, {run_rec.status}, {run_rec.started_at})"
+            )
         )
-    )
+    for table in workload_tables(run_rec.trials):
+        console.print(table)
     for line in warning_lines(summaries):
         console.print(line)
 

@@ -22,10 +22,11 @@ from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError, DependencyMissing, TrialError
 from tunbench.link.profile import Profile, find_profile, validate_with_link
+from tunbench.monitor.counters import HostCounters
 from tunbench.plan import PlannedTrial, expand, interleave
 from tunbench.proc import become_subreaper
 from tunbench.results import TrialRecord
-from tunbench.runner import LinkFactory, Runner
+from tunbench.runner import LinkFactory, Runner, WindowHook
 from tunbench.state import Ledger
 from tunbench.store.db import Store
 from tunbench.topology.build import TopologySpec
@@ -67,7 +68,7 @@ def resolve_profiles(scenario: Scenario, source: str) -> list[Profile]:
     return profiles
 
 
-def check_dependencies(refs: list[TunnelRef], profiles: list[Profile]) -> None:
+def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tuple[str, ...] = ()) -> None:
     problems = []
     for r in refs:
         miss = missing_binaries(r)
@@ -75,7 +76,8 @@ def check_dependencies(refs: list[TunnelRef], profiles: list[Profile]) -> None:
             problems.append(f"{r.label} needs {', '.join(miss)}")
     from shutil import which
 
-    for tool in ("iperf3", "ip", "ping"):
+    irtt = ("irtt",) if {"latency", "rrul"} & set(kinds) else ()
+    for tool in ("iperf3", "ip", "ping", *irtt):
         if which(tool) is None:
             problems.append(f"the workload needs {tool}")
     if any(p.emulated for p in profiles):
@@ -121,10 +123,16 @@ def execute(
     db_path: Path,
     console: Console,
     link_factory: LinkFactory | None = None,
+    flamegraph_dir: Path | None = None,
 ) -> RunOutcome:
+    """`flamegraph_dir`: record perf flamegraphs of the tunnel processes, written there (and stored)."""
     refs = resolve_tunnels(scenario, source)
     profiles = resolve_profiles(scenario, source)
-    check_dependencies(refs, profiles)
+    check_dependencies(refs, profiles, tuple(scenario.workload.kind))
+    if flamegraph_dir is not None:
+        from tunbench.monitor.perf import check_tools
+
+        check_tools()
     if link_factory is None and any(p.emulated for p in profiles):
         from tunbench.link.emulator import link_factory as emulator_factory
 
@@ -177,6 +185,11 @@ def execute(
         transient=True,
     )
     task = progress.add_task("starting", total=len(trials))
+    hooks: list[WindowHook] = [HostCounters()]  # cheap: always on
+    if flamegraph_dir is not None:
+        from tunbench.monitor.perf import Flamegraphs
+
+        hooks.append(Flamegraphs(ledger.prefix, flamegraph_dir))
 
     def on_start(pt: PlannedTrial) -> None:
         progress.update(task, description=f"{pt.case.title} · rep {pt.repetition}")
@@ -184,8 +197,9 @@ def execute(
     def on_done(pt: PlannedTrial, rec: TrialRecord) -> None:
         progress.advance(task)
         if rec.status == "ok":
-            bps = rec.metrics.get("throughput_bps") or 0.0
-            console.print(f"  [green]✓[/] {escape(pt.case.title)} · rep {pt.repetition}: {bps / 1e6:,.0f} Mbit/s")
+            from tunbench.report.terminal import trial_headline
+
+            console.print(f"  [green]✓[/] {escape(pt.case.title)} · rep {pt.repetition}: {trial_headline(rec)}")
         else:
             lines = rec.error.splitlines() or ["failed"]
             console.print(f"  [red]✗[/] {escape(pt.case.title)} · rep {pt.repetition}: {escape(lines[0])}")
@@ -207,6 +221,7 @@ def execute(
         seed=scenario.run.seed,
         on_start=on_start,
         on_done=on_done,
+        hooks=hooks,
     )
     try:
         with graceful_signals(console), progress:

@@ -4,9 +4,19 @@ and a Workload class (base.py) the runner drives. REGISTRY maps `kind` names to 
 from __future__ import annotations
 
 from tunbench.workloads.base import Workload
+from tunbench.workloads.connect import ConnectWorkload
 from tunbench.workloads.iperf3 import Iperf3Workload
+from tunbench.workloads.latency import LatencyWorkload
+from tunbench.workloads.rrul import RrulWorkload
+from tunbench.workloads.udp import UdpSearchWorkload, UdpWorkload
 
-REGISTRY: dict[str, Workload] = {w.kind: w for w in (Iperf3Workload(),)}
+REGISTRY: dict[str, Workload] = {
+    w.kind: w
+    for w in (
+        Iperf3Workload(),
+        *(LatencyWorkload(), RrulWorkload(), UdpWorkload(), UdpSearchWorkload(), ConnectWorkload()),
+    )
+}
 
 
 def get(kind: str) -> Workload:

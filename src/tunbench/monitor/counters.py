@@ -1,0 +1,126 @@
+"""Host counters that explain loss: kernel UDP/TCP counters (/proc/net/snmp) and per-interface drops
+(/proc/net/dev, tunnel and TUN devices included), read in both namespaces before and after the measured
+window; their deltas become trial metrics (`counters.client.udp_rcvbuf_errors`,
+`counters.server.dev.tc.rx_dropped`, ...). The parsers are pure and tested on committed samples.
+
+Interface names lose the run prefix (`tb3fa91c-tc` -> `tc`) so metric names stay comparable across runs.
+Cheap: one `cat` per namespace at each edge of the window.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import re
+from collections.abc import Iterator
+
+from tunbench.errors import CommandFailed
+from tunbench.proc import run_cmd
+from tunbench.results import TrialRecord
+from tunbench.tunnels.adapter import Tunnel
+from tunbench.workloads.base import Context
+
+log = logging.getLogger(__name__)
+
+# (protocol line, field) -> metric suffix; every one of these is stored, zero or not
+SNMP_FIELDS: dict[tuple[str, str], str] = {
+    ("Udp", "RcvbufErrors"): "udp_rcvbuf_errors",
+    ("Udp", "SndbufErrors"): "udp_sndbuf_errors",
+    ("Udp", "InErrors"): "udp_in_errors",
+    ("Udp", "NoPorts"): "udp_no_ports",
+    ("Tcp", "RetransSegs"): "tcp_retrans_segs",
+    ("Tcp", "InErrs"): "tcp_in_errs",
+}
+DEV_FIELDS = ("rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "rx_fifo", "tx_fifo")
+_DEV_COLUMNS = {  # index in the 16 numbers of a /proc/net/dev line
+    "rx_errors": 2,
+    "rx_dropped": 3,
+    "rx_fifo": 4,
+    "tx_errors": 10,
+    "tx_dropped": 11,
+    "tx_fifo": 12,
+}
+Snapshot = tuple[dict[tuple[str, str], int], dict[str, dict[str, int]]]
+
+
+def parse_snmp(text: str) -> dict[tuple[str, str], int]:
+    """/proc/net/snmp: pairs of lines `Proto: names...` / `Proto: values...` -> {(proto, name): value}."""
+    out: dict[tuple[str, str], int] = {}
+    lines = [ln.split() for ln in text.splitlines() if re.match(r"^[A-Za-z][A-Za-z0-9]*:\s", ln)]
+    for head, vals in itertools.pairwise(lines):
+        if head[0] != vals[0] or not all(re.fullmatch(r"-?\d+", v) for v in vals[1:]):
+            continue
+        if any(re.fullmatch(r"-?\d+", h) for h in head[1:]):
+            continue  # a value line followed by the next protocol's header
+        proto = head[0].rstrip(":")
+        for name, value in zip(head[1:], vals[1:], strict=False):
+            out[(proto, name)] = int(value)
+    return out
+
+
+def parse_dev(text: str) -> dict[str, dict[str, int]]:
+    """/proc/net/dev -> {ifname: {rx_dropped, tx_dropped, rx_errors, ...}}."""
+    out: dict[str, dict[str, int]] = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*([^\s:|]+):\s*((?:\d+\s+){15}\d+)\s*$", line)
+        if not m:
+            continue
+        nums = [int(x) for x in m.group(2).split()]
+        out[m.group(1)] = {k: nums[i] for k, i in _DEV_COLUMNS.items()}
+    return out
+
+
+def parse_both(text: str) -> Snapshot:
+    """`cat /proc/net/snmp /proc/net/dev` output, split at the /proc/net/dev header."""
+    i = text.find("Inter-|")
+    snmp, dev = (text, "") if i < 0 else (text[:i], text[i:])
+    return parse_snmp(snmp), parse_dev(dev)
+
+
+def short_ifname(name: str, prefix: str) -> str:
+    return name[len(prefix) + 1 :] if prefix and name.startswith(prefix + "-") else name
+
+
+def deltas(role: str, before: Snapshot, after: Snapshot, prefix: str = "") -> dict[str, float | None]:
+    """Metrics from two snapshots (pure): every SNMP counter of SNMP_FIELDS, and the non-zero
+    per-interface drop/error deltas (an interface present at both edges only)."""
+    m: dict[str, float | None] = {}
+    (s0, d0), (s1, d1) = before, after
+    for key, name in SNMP_FIELDS.items():
+        if key in s0 and key in s1:
+            m[f"counters.{role}.{name}"] = float(s1[key] - s0[key])
+    for ifname in sorted(set(d0) & set(d1)):
+        for f in DEV_FIELDS:
+            diff = d1[ifname][f] - d0[ifname][f]
+            if diff:
+                m[f"counters.{role}.dev.{short_ifname(ifname, prefix)}.{f}"] = float(diff)
+    return m
+
+
+def snapshot(netns: str) -> Snapshot:
+    res = run_cmd(["cat", "/proc/net/snmp", "/proc/net/dev"], netns=netns, timeout_s=5, what="host counters")
+    return parse_both(res.stdout)
+
+
+class HostCounters:
+    """A runner WindowHook: counter deltas over the measured window, in both namespaces."""
+
+    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]:
+        return self._window(ctx, rec)
+
+    @contextlib.contextmanager
+    def _window(self, ctx: Context, rec: TrialRecord) -> Iterator[object]:
+        roles = {"client": ctx.topo.client.name, "server": ctx.topo.server.name}
+        try:
+            before = {role: snapshot(ns) for role, ns in roles.items()}
+        except CommandFailed as e:  # counters explain results; they must never fail a trial
+            log.warning("host counters unavailable: %s", e)
+            yield None
+            return
+        yield None
+        try:
+            for role, ns in roles.items():
+                rec.metrics.update(deltas(role, before[role], snapshot(ns), ctx.topo.prefix))
+        except CommandFailed as e:
+            log.warning("host counters unavailable after the window: %s", e)

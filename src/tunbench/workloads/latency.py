@@ -1,0 +1,43 @@
+"""Idle latency through the tunnel: irtt at a 10 ms interval for the trial's duration.
+
+RTT percentiles, loss, one-way delays (irtt's server timestamps) and the per-packet RTT series (for CDFs).
+UDP, so L3 tunnels (and direct) only; the target is the tunnel's inner server address.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tunbench.workloads import irtt
+from tunbench.workloads.base import Context, Measurement, Workload
+
+
+class LatencyOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    interval_ms: float = Field(default=10.0, gt=0.1, le=1000.0)
+
+
+class LatencyWorkload(Workload):
+    kind = "latency"
+    description = "idle RTT (irtt, 10 ms interval): p50/p90/p99/max, loss, one-way delays"
+    axes = ()
+    layers = ("l3",)
+    Options = LatencyOptions
+
+    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
+        stack.enter_context(irtt.IrttServer(ctx))
+
+    def measure(self, ctx: Context) -> Measurement:
+        opts = ctx.options
+        interval = f"{opts.interval_ms:g}ms" if isinstance(opts, LatencyOptions) else irtt.INTERVAL
+        r, raw = irtt.run_client(ctx, ctx.duration_s, "irtt", interval=interval)
+        m = Measurement(artifacts={"irtt.json": raw})
+        m.metrics.update(irtt.rtt_metrics(r))
+        m.series["latency_ms"] = irtt.rtt_series(r)
+        return m
+
+    def timeout_s(self, ctx: Context) -> float:
+        return ctx.duration_s + 30.0

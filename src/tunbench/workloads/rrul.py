@@ -1,0 +1,143 @@
+"""Latency under load (after the RRUL test of flent): N upload + N download TCP flows through the tunnel
+(iperf3 --bidir -P N) while irtt measures the RTT through the same tunnel, in three phases: idle before
+(the baseline), during the load (after the --omit ramp-up), and after it (recovery: what is left queued).
+The headline is the increase of the loaded RTT over the idle one (p50 and p99): the queueing the tunnel
+adds, or hides from the path's AQM, under load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import subprocess
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tunbench.errors import TrialError
+from tunbench.proc import Daemon
+from tunbench.workloads import iperf3, irtt
+from tunbench.workloads.base import Context, Measurement, Workload
+
+LOAD_SLACK_S = 0.5  # the load outlasts irtt's sending by this much (irtt's own handshake)
+
+
+class RrulOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    idle_s: float = Field(default=2.0, gt=0, le=60, description="seconds of idle RTT before and after the load")
+
+
+def phase_metrics(
+    before: irtt.IrttResult, loaded: irtt.IrttResult, after: irtt.IrttResult, load: iperf3.Iperf3Result
+) -> dict[str, float | None]:
+    """The rrul headline numbers (pure). `idle` is the phase before the load (the baseline); the phase
+    after it is reported on its own: a tunnel that queued a backlog (TCP-over-TCP) is still draining it."""
+    p = irtt.percentile
+    m: dict[str, float | None] = {
+        "latency.idle_p50_ms": p(before.rtt_ms, 50),
+        "latency.idle_p99_ms": p(before.rtt_ms, 99),
+        "latency.loaded_p50_ms": p(loaded.rtt_ms, 50),
+        "latency.loaded_p90_ms": p(loaded.rtt_ms, 90),
+        "latency.loaded_p99_ms": p(loaded.rtt_ms, 99),
+        "latency.loaded_max_ms": max(loaded.rtt_ms) if loaded.rtt_ms else None,
+        "latency.loaded_loss": loaded.loss,
+        "latency.after_p50_ms": p(after.rtt_ms, 50),
+        "latency.after_p99_ms": p(after.rtt_ms, 99),
+        "throughput_bps": load.throughput_bps,
+        "throughput_bps.up": load.up_bps,
+        "throughput_bps.down": load.down_bps,
+        "retransmits": load.retransmits,
+    }
+    for q in (50, 99):
+        a, b = m[f"latency.idle_p{q}_ms"], m[f"latency.loaded_p{q}_ms"]
+        m[f"latency.increase_p{q}_ms"] = b - a if a is not None and b is not None else None
+    return m
+
+
+class RrulWorkload(Workload):
+    kind = "rrul"
+    description = "latency under load: irtt RTT idle / during N up + N down TCP flows (iperf3 --bidir) / idle"
+    axes = ("flows",)
+    layers = ("l3",)
+    Options = RrulOptions
+
+    def _idle_s(self, ctx: Context) -> float:
+        return ctx.options.idle_s if isinstance(ctx.options, RrulOptions) else RrulOptions().idle_s
+
+    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
+        stack.enter_context(irtt.IrttServer(ctx))
+        server = stack.enter_context(
+            Daemon(
+                iperf3.server_argv(ctx.server_port),
+                ledger=ctx.ledger,
+                log_path=ctx.workdir / "iperf3-server.log",
+                what="iperf3 server",
+                netns=ctx.topo.server.name,
+            )
+        )
+        iperf3.wait_listening(ctx.topo.server.name, ctx.server_port, server)
+
+    def measure(self, ctx: Context) -> Measurement:
+        idle_s = self._idle_s(ctx)
+        before, raw_before = irtt.run_client(ctx, idle_s, "irtt-idle-before")
+        # iperf3 reads -t and -O as whole seconds
+        ramp_s = math.ceil(ctx.omit_s)
+        params = iperf3.Iperf3Params(
+            flows=ctx.flows,
+            direction="bidir",
+            duration_s=math.ceil(ctx.duration_s + LOAD_SLACK_S),
+            omit_s=ramp_s,
+        )
+        json_path = ctx.workdir / "iperf3-load.json"
+        t_load = time.monotonic()
+        with Daemon(
+            [*iperf3.client_argv(ctx.target.address, ctx.target.port, params), "--logfile", str(json_path)],
+            ledger=ctx.ledger,
+            log_path=ctx.workdir / "iperf3-client.log",
+            what="iperf3 load",
+            netns=ctx.topo.client.name,
+        ) as load:
+            # irtt starts once the flows have ramped up (the --omit period) and stops before they do
+            ramp_end = t_load + ramp_s
+            while (left := ramp_end - time.monotonic()) > 0:
+                if not load.alive():
+                    break
+                time.sleep(min(left, 0.05))
+            if not load.alive():
+                raise TrialError(f"iperf3 load exited early: {_tail(json_path, load)}")
+            loaded, raw_loaded = irtt.run_client(ctx, ctx.duration_s, "irtt-loaded")
+            try:
+                load.proc.wait(timeout=params.timeout_s)
+            except subprocess.TimeoutExpired:
+                raise TrialError(f"iperf3 load did not finish within {params.timeout_s:g} s") from None
+        text = json_path.read_text(errors="replace") if json_path.exists() else ""
+        load_res = iperf3.parse(text, "bidir")
+        after, raw_after = irtt.run_client(ctx, idle_s, "irtt-idle-after")
+        m = Measurement(
+            artifacts={
+                "irtt-idle-before.json": raw_before,
+                "irtt-loaded.json": raw_loaded,
+                "irtt-idle-after.json": raw_after,
+                "iperf3.json": text.encode(),
+            }
+        )
+        m.metrics.update(phase_metrics(before, loaded, after, load_res))
+        m.series["latency_idle_ms"] = irtt.rtt_series(before)
+        m.series["latency_after_ms"] = irtt.rtt_series(after)
+        m.series["latency_loaded_ms"] = irtt.rtt_series(loaded)
+        for d in ("up", "down"):
+            pts = [(pt.t_s, pt.bps) for pt in load_res.intervals if pt.direction == d]
+            if pts:
+                m.series[f"throughput_bps.{d}"] = pts
+        m.streams = [(s.stream, s.direction, s.received_bps, s.retransmits) for s in load_res.streams]
+        return m
+
+    def timeout_s(self, ctx: Context) -> float:
+        return 2 * self._idle_s(ctx) + ctx.duration_s + ctx.omit_s + 90.0
+
+
+def _tail(path: Path, d: Daemon) -> str:
+    text = path.read_text(errors="replace") if path.exists() else ""
+    return (text[-400:] or d.log_tail(5)).strip()

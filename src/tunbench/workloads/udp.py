@@ -1,0 +1,406 @@
+"""UDP through the tunnel with iperf3: a fixed offered rate and datagram size (`udp`), and the RFC 2544
+throughput search (`udp-search`): the highest offered rate whose loss stays at or below a threshold,
+per datagram size, by bisection in a bounded number of short steps.
+
+iperf3's UDP rate is always given explicitly (its default is 1 Mbit/s, which measures nothing).
+The search logic is a pure function of a `measure(rate) -> loss` callable, unit-tested without a network.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from tunbench.errors import CommandFailed, TrialError
+from tunbench.proc import Daemon, run_cmd
+from tunbench.workloads import iperf3
+from tunbench.workloads.base import Context, Measurement, Workload
+
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(bit|bps|b)?(?:/s)?\s*$", re.I)
+_SCALE = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+
+
+def parse_rate(value: str | float) -> float:
+    """`500mbit`, `1.5gbit`, `200M`, `1e6` or a number -> bits per second (> 0)."""
+    if isinstance(value, int | float):
+        bps = float(value)
+    else:
+        m = _RATE.match(value)
+        if not m:
+            raise ValueError(f"{value!r} is not a rate (e.g. 500mbit, 1gbit, 200M)")
+        bps = float(m.group(1)) * _SCALE[m.group(2).lower()]
+    if not bps > 0 or math.isinf(bps):
+        raise ValueError(f"rate must be > 0 (got {value!r})")
+    return bps
+
+
+def whole_seconds(duration_s: float) -> int:
+    """iperf3 reads -t as an integer (atoi: 0.5 would become 0, i.e. run forever)."""
+    return max(1, round(duration_s))
+
+
+# ---- iperf3 UDP: argv and parser -------------------------------------------------------------------
+
+
+def udp_client_argv(
+    address: str, port: int, *, rate_bps: float, size: int, duration_s: float, reverse: bool, buffer: str = ""
+) -> list[str]:
+    argv = [
+        "iperf3",
+        "-c",
+        address,
+        "-p",
+        str(port),
+        "-u",
+        "-J",
+        "-b",
+        str(int(rate_bps)),
+        "-l",
+        str(size),
+        "-t",
+        str(whole_seconds(duration_s)),
+        "--connect-timeout",
+        "3000",
+    ]
+    if buffer:
+        # a larger socket buffer at both ends (-w), so the loss measured is the tunnel's, not the bursts
+        # iperf3's own receiving socket cannot absorb (its kernel default is ~200 KiB)
+        argv += ["-w", buffer]
+    return [*argv, "-R"] if reverse else argv
+
+
+@dataclass(frozen=True)
+class UdpResult:
+    sent_bps: float  # what the sender actually put on the wire (it may fall short of the offered rate)
+    loss: float  # fraction of datagrams lost, receiver side
+    delivered_bps: float  # sent_bps * (1 - loss)
+    jitter_ms: float
+    packets: int
+    lost_packets: int
+    out_of_order: int = 0
+    intervals: list[tuple[float, float]] = field(default_factory=list)
+
+
+def parse_udp(text: str) -> UdpResult:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TrialError(f"iperf3 printed no valid JSON ({e}): {text[:200]!r}") from e
+    if doc.get("error"):
+        raise TrialError(f"iperf3: {doc['error']}")
+    end: dict[str, Any] = doc.get("end") or {}
+    recv = end.get("sum_received") or end.get("sum")
+    sent = end.get("sum_sent") or end.get("sum")
+    if not recv or not sent:
+        raise TrialError("iperf3 JSON has no end.sum_received (UDP test did not complete)")
+    packets = int(recv.get("packets", 0))
+    lost = int(recv.get("lost_packets", 0))
+    loss = lost / packets if packets > 0 else 1.0
+    sent_bps = float(sent.get("bits_per_second", 0.0))
+    ooo = sum(int((s.get("udp") or {}).get("out_of_order", 0)) for s in end.get("streams", []))
+    intervals = [
+        (float(iv["sum"]["end"]), float(iv["sum"]["bits_per_second"]))
+        for iv in doc.get("intervals", [])
+        if iv.get("sum") and not iv["sum"].get("omitted")
+    ]
+    return UdpResult(
+        sent_bps=sent_bps,
+        loss=max(0.0, min(1.0, loss)),
+        delivered_bps=sent_bps * (1.0 - max(0.0, min(1.0, loss))),
+        jitter_ms=float(recv.get("jitter_ms", 0.0)),
+        packets=packets,
+        lost_packets=lost,
+        out_of_order=ooo,
+        intervals=intervals,
+    )
+
+
+def _run_udp(
+    ctx: Context, *, rate_bps: float, size: int, duration_s: float, tag: str, buffer: str
+) -> tuple[UdpResult, str]:
+    """One UDP test against a fresh one-test iperf3 server (a wedged server cannot poison the next step)."""
+    if ctx.direction == "bidir":
+        raise TrialError("UDP workloads measure one direction at a time: use --direction up and/or down")
+    with Daemon(
+        iperf3.server_argv(ctx.server_port),
+        ledger=ctx.ledger,
+        log_path=ctx.workdir / "iperf3-server.log",
+        what="iperf3 server",
+        netns=ctx.topo.server.name,
+    ) as server:
+        iperf3.wait_listening(ctx.topo.server.name, ctx.server_port, server)
+        res = run_cmd(
+            udp_client_argv(
+                ctx.target.address,
+                ctx.target.port,
+                rate_bps=rate_bps,
+                size=size,
+                duration_s=duration_s,
+                reverse=ctx.direction == "down",
+                buffer=buffer,
+            ),
+            netns=ctx.topo.client.name,
+            timeout_s=whole_seconds(duration_s) + 15.0,
+            check=False,
+            what=f"iperf3 UDP client ({ctx.title}, {tag})",
+        )
+    if res.returncode != 0 and not res.stdout.strip().startswith("{"):
+        raise TrialError(f"iperf3 UDP client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
+    return parse_udp(res.stdout), res.stdout
+
+
+# ---- workload `udp` --------------------------------------------------------------------------------
+
+
+class UdpOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rate: str = Field(default="500mbit", description="offered rate (e.g. 500mbit, 1gbit)")
+    size: int = Field(default=1200, ge=16, le=65507, description="UDP payload bytes per datagram")
+    socket_buffer: str = Field(default="2M", pattern=r"^([0-9]+[KMG]?)?$", description="iperf3 -w ('' = default)")
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, v: str) -> str:
+        parse_rate(v)
+        return v
+
+
+class UdpWorkload(Workload):
+    kind = "udp"
+    description = "UDP at a fixed offered rate and datagram size (iperf3 -u): delivered rate, loss, jitter"
+    axes = ("direction",)
+    layers = ("l3",)
+    Options = UdpOptions
+
+    def measure(self, ctx: Context) -> Measurement:
+        opts = ctx.options if isinstance(ctx.options, UdpOptions) else UdpOptions()
+        rate = parse_rate(opts.rate)
+        r, raw = _run_udp(
+            ctx, rate_bps=rate, size=opts.size, duration_s=ctx.duration_s, tag=opts.rate, buffer=opts.socket_buffer
+        )
+        m = Measurement(artifacts={"iperf3-udp.json": raw.encode()})
+        m.metrics.update(
+            {
+                "throughput_bps": r.delivered_bps,
+                "udp.offered_bps": rate,
+                "udp.sent_bps": r.sent_bps,
+                "udp.delivered_bps": r.delivered_bps,
+                "udp.loss": r.loss,
+                "udp.loss_pct": 100.0 * r.loss,
+                "udp.jitter_ms": r.jitter_ms,
+                "udp.packets": float(r.packets),
+                "udp.lost_packets": float(r.lost_packets),
+                "udp.out_of_order": float(r.out_of_order),
+            }
+        )
+        if r.intervals:
+            m.series["udp_sent_bps"] = r.intervals
+        return m
+
+    def timeout_s(self, ctx: Context) -> float:
+        return ctx.duration_s + 20.0
+
+
+# ---- the RFC 2544 search (pure) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    loss: float  # fraction
+    delivered_bps: float | None = None  # what arrived: a hint for where the limit is
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    rate_bps: float
+    loss: float
+    passed: bool
+    delivered_bps: float | None = None
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    rate_bps: float  # the highest offered rate that passed (0.0: even the lowest failed)
+    steps: tuple[SearchStep, ...]
+    converged: bool  # the bracket [passed, failed] narrowed to within the tolerance (or max passed)
+
+    @property
+    def best(self) -> SearchStep | None:
+        ok = [s for s in self.steps if s.passed]
+        return max(ok, key=lambda s: s.rate_bps) if ok else None
+
+
+def zero_loss_search(
+    measure: Callable[[float], StepOutcome | float],
+    *,
+    min_bps: float,
+    max_bps: float,
+    threshold: float = 0.001,
+    max_steps: int = 8,
+    tolerance: float = 0.05,
+) -> SearchResult:
+    """Bisect the offered rate between `min_bps` and `max_bps` for the highest one with loss <= threshold.
+
+    Invariant: `lo` only ever holds rates that passed and `hi` rates that failed (or the ceiling), and every
+    probe lies strictly between them, so the answer is monotone in the steps taken. The first probe is the
+    ceiling; after the first failure the rate actually delivered is tried (it is usually just at the limit)
+    and then just above it; from a pass the rate at most doubles; otherwise geometric midpoints (ranges
+    span decades). Stops when hi/lo <= 1 + tolerance or after max_steps.
+    """
+    if not 0 < min_bps <= max_bps:
+        raise ValueError("need 0 < min_bps <= max_bps")
+    if max_steps < 1:
+        raise ValueError("max_steps must be >= 1")
+    steps: list[SearchStep] = []
+    lo: float | None = None
+    hi = max_bps
+    hinted: list[float] = []  # probes suggested by the delivered rate, tried before plain bisection
+    delivered_guess: float | None = None
+    rate = max_bps
+    while True:
+        out = measure(rate)
+        loss, delivered = (float(out), None) if isinstance(out, int | float) else (out.loss, out.delivered_bps)
+        passed = loss <= threshold
+        steps.append(SearchStep(rate, loss, passed, delivered))
+        if passed:
+            lo = rate
+            if rate >= hi:  # the ceiling itself passed
+                return SearchResult(rate, tuple(steps), True)
+            if len(steps) == 2 and delivered_guess == rate:  # the delivered-rate guess passed: check just above
+                hinted.append(rate * (1.0 + 0.99 * tolerance))
+        else:
+            hi = rate
+            if len(steps) == 1 and delivered is not None:
+                delivered_guess = delivered * 0.98
+                hinted.append(delivered_guess)
+        floor = lo if lo is not None else min_bps
+        if lo is not None and hi / lo <= 1.0 + tolerance:
+            return SearchResult(lo, tuple(steps), True)
+        if lo is None and rate <= min_bps:
+            return SearchResult(0.0, tuple(steps), True)  # even the floor loses too much
+        if len(steps) >= max_steps:
+            return SearchResult(lo or 0.0, tuple(steps), False)
+        guess = hinted.pop() if hinted else None
+        if guess is not None and floor < guess < hi:
+            rate = guess
+        elif lo is None and hi / floor <= 1.0 + tolerance:
+            rate = min_bps
+        elif lo is not None:
+            rate = min(math.sqrt(lo * hi), 2.0 * lo)  # gallop up from a pass: the ceiling may be decades away
+        else:
+            rate = math.sqrt(floor * hi)
+
+
+# ---- workload `udp-search` -------------------------------------------------------------------------
+
+
+class UdpSearchOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sizes: list[int] = Field(default=[64, 512, 1200, 1400], min_length=1)
+    loss_threshold: float = Field(default=0.001, ge=0, lt=1, description="fraction: 0.001 = 0.1%")
+    min_rate: str = "1mbit"
+    max_rate: str = "2gbit"
+    max_steps: int = Field(default=8, ge=1, le=20)
+    tolerance: float = Field(default=0.05, gt=0, le=1)
+    step_s: int = Field(default=1, ge=1, le=60, description="seconds per step (iperf3 counts whole seconds)")
+    socket_buffer: str = Field(default="2M", pattern=r"^([0-9]+[KMG]?)?$", description="iperf3 -w ('' = default)")
+
+    @field_validator("sizes")
+    @classmethod
+    def _sizes(cls, v: list[int]) -> list[int]:
+        for s in v:
+            if not 16 <= s <= 65507:
+                raise ValueError(f"datagram size {s} out of range (16..65507)")
+        return v
+
+    @field_validator("min_rate", "max_rate")
+    @classmethod
+    def _rate(cls, v: str) -> str:
+        parse_rate(v)
+        return v
+
+
+class UdpSearchWorkload(Workload):
+    kind = "udp-search"
+    description = "RFC 2544 zero-loss UDP throughput: bisection on the offered rate, per datagram size"
+    axes = ("direction",)
+    layers = ("l3",)
+    Options = UdpSearchOptions
+
+    def _opts(self, ctx: Context) -> UdpSearchOptions:
+        return ctx.options if isinstance(ctx.options, UdpSearchOptions) else UdpSearchOptions()
+
+    def measure(self, ctx: Context) -> Measurement:
+        opts = self._opts(ctx)
+        m = Measurement()
+        log: list[dict[str, Any]] = []
+        for size in opts.sizes:
+            results: dict[float, UdpResult] = {}
+
+            def step(rate: float, size: int = size, results: dict[float, UdpResult] = results) -> StepOutcome:
+                try:
+                    r, _ = _run_udp(
+                        ctx,
+                        rate_bps=rate,
+                        size=size,
+                        duration_s=opts.step_s,
+                        tag=f"{size} B",
+                        buffer=opts.socket_buffer,
+                    )
+                except (TrialError, CommandFailed):
+                    # once more: a control connection can fail while the tunnel drains the previous overload
+                    r, _ = _run_udp(
+                        ctx,
+                        rate_bps=rate,
+                        size=size,
+                        duration_s=opts.step_s,
+                        tag=f"{size} B",
+                        buffer=opts.socket_buffer,
+                    )
+                results[rate] = r
+                return StepOutcome(r.loss, r.delivered_bps)
+
+            res = zero_loss_search(
+                step,
+                min_bps=parse_rate(opts.min_rate),
+                max_bps=parse_rate(opts.max_rate),
+                threshold=opts.loss_threshold,
+                max_steps=opts.max_steps,
+                tolerance=opts.tolerance,
+            )
+            best = res.best
+            carried = results[best.rate_bps].delivered_bps if best else 0.0
+            m.metrics[f"zero_loss_bps.{size}"] = carried
+            m.metrics[f"zero_loss_offered_bps.{size}"] = res.rate_bps
+            m.metrics[f"zero_loss_pps.{size}"] = carried / (8 * size)
+            m.metrics[f"search_steps.{size}"] = float(len(res.steps))
+            m.metrics[f"search_converged.{size}"] = 1.0 if res.converged else 0.0
+            # the sender could not offer the rate asked: the figure is iperf3's limit, not the tunnel's
+            m.metrics[f"zero_loss_sender_limited.{size}"] = (
+                1.0 if best and results[best.rate_bps].sent_bps < 0.95 * best.rate_bps else 0.0
+            )
+            m.series[f"search_loss.{size}"] = [(s.rate_bps, s.loss) for s in res.steps]
+            log.extend(
+                {
+                    "size": size,
+                    "offered_bps": s.rate_bps,
+                    "loss": s.loss,
+                    "passed": s.passed,
+                    "sent_bps": results[s.rate_bps].sent_bps,
+                }
+                for s in res.steps
+            )
+        m.artifacts["udp-search.json"] = json.dumps(log, indent=1).encode()
+        return m
+
+    def timeout_s(self, ctx: Context) -> float:
+        o = self._opts(ctx)
+        return len(o.sizes) * o.max_steps * (o.step_s + 5.0) + 10.0

@@ -1,0 +1,95 @@
+"""Latency through real tunnels with real irtt: idle RTT percentiles, latency under load (rrul), the
+emulated WAN's RTT, and the host counters recorded with every trial."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.helpers import run_json
+from tunbench.store.db import Store
+
+pytestmark = pytest.mark.skipif(__import__("shutil").which("irtt") is None, reason="irtt is not installed")
+
+
+def stored_series(tmp_path: Path, doc: Any, label: str, workload: str) -> dict[str, list[tuple[float, float]]]:
+    """The JSON export leaves the series out: read them from the store."""
+    with Store(tmp_path / "r.db") as store:
+        (rec,) = [t for t in store.find_run(doc["run"]["uid"]).trials if t.label == label and t.workload == workload]
+    return rec.series
+
+
+def by_case(doc: Any) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(t["label"], t["workload"]): t for t in doc["trials"]}
+
+
+def test_latency_and_rrul_through_wireguard_go(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[run]\ntunnels = ["wireguard-go"]\nrepeat = 1\n'
+        '[workload]\nkind = ["latency", "rrul"]\nduration_s = 1.5\nomit_s = 0.5\n'
+        "[workload.rrul]\nidle_s = 1.0\n"
+    )
+    res, doc = run_json(tmp_path, str(scenario))
+    assert res.returncode == 0, res.stdout + res.stderr
+    trials = by_case(doc)
+    assert set(trials) == {(t, w) for t in ("direct", "wireguard-go") for w in ("latency", "rrul")}
+    assert all(t["status"] == "ok" for t in trials.values()), [t["error"] for t in trials.values()]
+    lat = {label: trials[(label, "latency")]["metrics"] for label in ("direct", "wireguard-go")}
+    for m in lat.values():
+        assert m["latency.p50_ms"] <= m["latency.p90_ms"] <= m["latency.p99_ms"] <= m["latency.max_ms"]
+        assert m["latency.packets_sent"] >= 100  # 10 ms interval for 1.5 s
+        assert m["latency.loss"] < 0.05
+        assert m["latency.send_p50_ms"] > 0 and m["latency.receive_p50_ms"] > 0
+    # encrypting in user space adds latency
+    assert lat["wireguard-go"]["latency.p50_ms"] > lat["direct"]["latency.p50_ms"]
+    series = stored_series(tmp_path, doc, "wireguard-go", "latency")["latency_ms"]
+    assert len(series) >= 100 and all(rtt > 0 for _, rtt in series)
+
+    wg = trials[("wireguard-go", "rrul")]["metrics"]
+    assert wg["latency.loaded_p50_ms"] >= wg["latency.idle_p50_ms"]
+    assert wg["latency.increase_p50_ms"] == pytest.approx(wg["latency.loaded_p50_ms"] - wg["latency.idle_p50_ms"])
+    assert wg["throughput_bps.up"] > 1e6 and wg["throughput_bps.down"] > 1e6
+    direct = trials[("direct", "rrul")]["metrics"]
+    assert direct["latency.loaded_p99_ms"] >= direct["latency.idle_p50_ms"]
+    # host counters, both namespaces, every trial
+    for t in trials.values():
+        for role in ("client", "server"):
+            assert f"counters.{role}.udp_rcvbuf_errors" in t["metrics"]
+            assert f"counters.{role}.tcp_retrans_segs" in t["metrics"]
+    # the terminal: latency cases in their own tables, not in the throughput table
+    assert "latency (median of repetitions)" in res.stdout and "rrul (median of repetitions)" in res.stdout
+    assert "Mbit/CPU-s" not in res.stdout
+
+
+def test_idle_rtt_through_direct_at_wan_50ms_is_100ms(tmp_path: Path) -> None:
+    res, doc = run_json(
+        tmp_path, "-t", "direct", "--profile", "wan-50ms", "-w", "latency", "--duration", "1", "--repeat", "1"
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    (t,) = doc["trials"]
+    assert t["status"] == "ok", t["error"]
+    m = t["metrics"]
+    assert m["latency.p50_ms"] == pytest.approx(100.0, abs=0.5)
+    assert m["latency.send_p50_ms"] == pytest.approx(50.0, abs=0.5)
+    assert m["latency.receive_p50_ms"] == pytest.approx(50.0, abs=0.5)
+    assert m["latency.min_ms"] >= 100.0  # never early
+
+
+def test_connect_distribution(tmp_path: Path) -> None:
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[run]\ntunnels = ["wireguard-go"]\nrepeat = 1\ndirect = false\n'
+        '[workload]\nkind = ["connect"]\n[workload.connect]\ncount = 3\n'
+    )
+    res, doc = run_json(tmp_path, str(scenario))
+    assert res.returncode == 0, res.stdout + res.stderr
+    (t,) = doc["trials"]
+    assert t["status"] == "ok", t["error"]
+    m = t["metrics"]
+    assert m["connect.count"] == 3 and m["connect.failures"] == 0
+    assert 0 < m["connect.min_s"] <= m["connect.p50_s"] <= m["connect.p90_s"] <= m["connect.max_s"] < 20
+    assert [i for i, _ in stored_series(tmp_path, doc, "wireguard-go", "connect")["connect_s"]] == [1, 2, 3]
+    assert "connect (median of repetitions)" in res.stdout
