@@ -34,8 +34,9 @@ class WorkloadSection(BaseModel):
     kind: list[str] = Field(default_factory=lambda: ["iperf3"], min_length=1)
     flows: list[int] = Field(default_factory=lambda: [1], min_length=1)
     directions: list[Direction] = Field(default_factory=lambda: list[Direction](["up"]), min_length=1)
-    duration_s: float = Field(default=10.0, gt=0, le=3600)
-    omit_s: float = Field(default=1.0, ge=0, le=600)
+    # whole seconds: iperf3 (3.12) truncates fractional -t/-O, and -t 0 means "forever"
+    duration_s: int = Field(default=10, ge=1, le=3600)
+    omit_s: int = Field(default=1, ge=0, le=600)
 
     @field_validator("kind", mode="before")
     @classmethod
