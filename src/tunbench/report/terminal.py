@@ -81,8 +81,11 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
         box=box.SIMPLE_HEAD,
         pad_edge=False,
         caption_justify="left",
-        caption="CPU: % of one core, client / server · Mbit/CPU-s: throughput per CPU-second used",
+        caption="CPU: % of one core, client / server · Mbit/CPU-s: throughput per CPU-second used"
+        + (" · link CPU: the WAN emulator's own" if any("link" in s.roles for s in summaries) else ""),
     )
+    per_flow = any(s.case.flows > 1 for s in summaries)
+    link_cpu = any("link" in s.roles for s in summaries)
     for col, justify in [
         ("tunnel", "left"),
         ("profile", "left"),
@@ -90,12 +93,18 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
         ("flows", "right"),
         ("Mbit/s", "right"),
         ("min–max", "right"),
+        ("per flow", "right"),
         ("n", "right"),
         ("×direct", "right"),
         ("CPU %", "right"),
         ("Mbit/CPU-s", "right"),
+        ("link CPU %", "right"),
     ]:
-        if col == "profile" and not show_profile:
+        if (
+            (col == "profile" and not show_profile)
+            or (col == "per flow" and not per_flow)
+            or (col == "link CPU %" and not link_cpu)
+        ):
             continue
         table.add_column(
             col,
@@ -120,10 +129,12 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
             str(s.case.flows),
             med,
             rng,
+            *([mbit(t.median / s.case.flows) if s.n else "–"] if per_flow else []),
             n,
             ratio,
             pair(pct(c.cpu_pct).rstrip("%"), pct(v.cpu_pct).rstrip("%")),
             pair(mbit(c.bits_per_cpu_s), mbit(v.bits_per_cpu_s)),
+            *([pct(s.roles["link"].cpu_pct) if "link" in s.roles else "–"] if link_cpu else []),
         )
     return table
 
