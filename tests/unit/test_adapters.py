@@ -94,3 +94,9 @@ def test_render_argv_keeps_values_with_spaces_as_one_argument() -> None:
 def test_render_unknown_variable() -> None:
     with pytest.raises(ConfigError, match=r"unknown variable \{nope\}"):
         render("x {nope}", {"a": "1"}, source="f.toml", key="server.daemon")
+
+
+def test_a_placeholder_word_that_renders_empty_is_left_out() -> None:
+    argv = render_argv("openvpn {opt} --verb 3 x{opt}", {"opt": ""})
+    assert argv == ["openvpn", "--verb", "3", "x"]
+    assert render_argv("openvpn {opt}", {"opt": "--tcp-nodelay"}) == ["openvpn", "--tcp-nodelay"]

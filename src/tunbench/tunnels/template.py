@@ -3,6 +3,7 @@ with spaces stays one argument and nothing is ever passed through a shell unless
 
 from __future__ import annotations
 
+import re
 import shlex
 import string
 from collections.abc import Mapping
@@ -31,7 +32,15 @@ def render_argv(command: str, variables: Mapping[str, str], *, source: str = "",
         raise ConfigError(f"cannot split command: {e}", source=source, key=key) from e
     if not tokens:
         raise ConfigError("empty command", source=source, key=key)
-    return [render(tok, variables, source=source, key=key) for tok in tokens]
+    out = []
+    for tok in tokens:
+        value = render(tok, variables, source=source, key=key)
+        # a word that is only a placeholder and renders empty is left out, so a parameter can hold an
+        # optional flag: `{nodelay}` with nodelay="--tcp-nodelay" or ""
+        if value == "" and re.fullmatch(r"\{[A-Za-z_][A-Za-z0-9_]*\}", tok):
+            continue
+        out.append(value)
+    return out
 
 
 def placeholders(template: str) -> set[str]:
