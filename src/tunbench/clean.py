@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 from pyroute2 import netns
 
-from tunbench.monitor.cgroup import V1_CPUACCT, V2_CANDIDATES, remove_cgroup
+from tunbench.monitor.cgroup import V1_CPU, V1_CPUACCT, V2_CANDIDATES, remove_cgroup
 from tunbench.proc import stop_group
 from tunbench.state import NAME_RE, Ledger, all_ledgers, owner_alive
 from tunbench.topology.netns import delete_namespace, namespace_pids
@@ -56,7 +56,7 @@ def _kill_recorded(ledger: Ledger) -> int:
 
 
 def _cgroup_dirs() -> list[Path]:
-    roots = [V1_CPUACCT, *V2_CANDIDATES]
+    roots = [V1_CPUACCT, V1_CPU, *V2_CANDIDATES]
     out: list[Path] = []
     for root in roots:
         if root.is_dir():

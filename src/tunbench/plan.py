@@ -7,8 +7,10 @@ drift, heat and background noise spread over all tunnels instead of biasing the 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from pydantic import BaseModel
 
 from tunbench.link.profile import Profile
 from tunbench.tunnels.registry import TunnelRef
@@ -24,9 +26,14 @@ class Case:
 
     @property
     def title(self) -> str:
-        return f"{self.tunnel.label} · {self.profile.name} · {self.direction} · {self.flows} flow" + (
-            "s" if self.flows > 1 else ""
-        )
+        parts = [self.tunnel.label, self.profile.name]
+        if self.workload != "iperf3":
+            parts.append(self.workload)
+        if self.workload in _CLIENT_SWEEPS:  # flows = the number of clients; direction = direction or variant
+            parts += [f"{self.flows} clients", self.direction]
+        elif self.direction != "-":
+            parts += [self.direction, f"{self.flows} flow" + ("s" if self.flows > 1 else "")]
+        return " · ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -36,15 +43,24 @@ class PlannedTrial:
     repetition: int
 
 
+# workloads with a `clients` axis (tunbench.multi): a case per client count, stored in the `flows` field
+_CLIENT_SWEEPS = ("clients", "storm")
+
+
 def expand(
     tunnels: list[TunnelRef],
     profiles: list[Profile],
     flows: list[int],
     directions: list[str],
     kinds: Sequence[str] = ("iperf3",),
+    options: Mapping[str, BaseModel] | None = None,
 ) -> list[Case]:
     """Profiles x workloads x tunnels x the workload's own axes (a latency probe has no flows/direction).
-    A workload that cannot cross a tunnel's layer (UDP through a TCP port forward) skips that tunnel."""
+    A workload that cannot cross a tunnel's layer (UDP through a TCP port forward) skips that tunnel.
+
+    A workload with a `clients` axis (tunbench.multi) sweeps its options' client counts instead of flows
+    (the count goes in Case.flows), a `variant` axis its options' variants (in Case.direction); it skips
+    tunnels whose adapter has no [multi] table (e.g. direct)."""
     from tunbench import workloads
 
     out: list[Case] = []
@@ -53,11 +69,22 @@ def expand(
             w = workloads.get(kind)
             fs = flows if "flows" in w.axes else [1]
             ds = directions if "direction" in w.axes else ["-"]
+            if "clients" in w.axes:
+                opts = _sweep_options(w.Options, (options or {}).get(kind))
+                fs = list(getattr(opts, "clients", [1]))
+                if "variant" in w.axes:
+                    ds = list(getattr(opts, "variants", ["-"]))
             for t in tunnels:
                 if t.adapter.spec.layer not in w.layers:
                     continue
+                if "clients" in w.axes and t.adapter.spec.multi is None:
+                    continue
                 out.extend(Case(t, p, f, d, kind) for f in fs for d in ds)
     return out
+
+
+def _sweep_options(cls: type[BaseModel], given: BaseModel | None) -> BaseModel:
+    return given if given is not None else cls()
 
 
 def interleave(cases: list[Case], repeat: int, seed: int) -> list[PlannedTrial]:

@@ -139,7 +139,7 @@ def execute(
         link_factory = emulator_factory
     wl = scenario.workload
     options = check_workloads(scenario, "", source)
-    cases = expand(refs, profiles, wl.flows, list(wl.directions), wl.kind)
+    cases = expand(refs, profiles, wl.flows, list(wl.directions), wl.kind, options=options)
     if not cases:
         raise ConfigError("no case to run: the workloads cannot cross any of these tunnels", source=source)
     trials = interleave(cases, scenario.run.repeat, scenario.run.seed)

@@ -68,7 +68,12 @@ def leftovers(prefix: str | None = None) -> list[str]:
     state = Path("/run/tunbench")
     if state.is_dir():
         found += [f"state {p.name}" for p in state.iterdir() if prefix is None or p.name.startswith(prefix)]
-    for root in (Path("/sys/fs/cgroup/cpuacct"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")):
+    for root in (
+        Path("/sys/fs/cgroup/cpuacct"),
+        Path("/sys/fs/cgroup/cpu"),
+        Path("/sys/fs/cgroup/unified"),
+        Path("/sys/fs/cgroup"),
+    ):
         if root.is_dir():
             found += [f"cgroup {p}" for p in root.iterdir() if p.is_dir() and ours(p.name)]
     found += [f"tmp {p}" for p in Path(tempfile.gettempdir()).iterdir() if ours(p.name)]

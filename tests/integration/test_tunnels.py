@@ -15,9 +15,7 @@ ROLES = {"socat": ["client"]}
 
 @pytest.mark.parametrize("tunnel", TUNNELS)
 def test_tunnel_carries_traffic_and_is_costed(tmp_path: Path, tunnel: str) -> None:
-    res, doc = run_json(
-        tmp_path, "-t", tunnel, "--duration", "1", "--omit", "1", "--repeat", "1", "--direction", "up"
-    )
+    res, doc = run_json(tmp_path, "-t", tunnel, "--duration", "1", "--omit", "1", "--repeat", "1", "--direction", "up")
     assert res.returncode == 0, res.stdout + res.stderr
     trials = {t["label"]: t for t in doc["trials"]}
     assert set(trials) == {"direct", tunnel}

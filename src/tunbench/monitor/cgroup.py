@@ -20,6 +20,7 @@ from tunbench.state import Ledger
 log = logging.getLogger(__name__)
 
 V1_CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+V1_CPU = Path("/sys/fs/cgroup/cpu")  # CPU caps (the storm workload's overload variant)
 V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
 
 

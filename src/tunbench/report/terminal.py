@@ -42,6 +42,25 @@ HEADLINES: dict[str, list[Column]] = {
         ("rcvbuf errs c / s", "counters.client.udp_rcvbuf_errors|counters.server.udp_rcvbuf_errors", "n"),
     ],
     "udp-search": [],  # one column per datagram size, found in the trials
+    "clients": [
+        ("UDP Mb/s", "clients.udp.aggregate_bps", "mbit"),
+        ("per client", "clients.udp.per_client_bps_p50", "mbit"),
+        ("loss", "clients.udp.loss_pct", "pct"),
+        ("TCP Mb/s", "clients.tcp.aggregate_bps", "mbit"),
+        ("Jain", "clients.tcp.jain", "ratio"),
+        ("CPU-s/cl", "clients.udp.server_cpu_s_per_client", "sec"),
+        ("RSS/cl", "clients.server_rss_bytes_per_client", "kb"),
+        ("failed", "clients.udp.failed_clients|clients.tcp.failed_clients", "n"),
+    ],
+    "storm": [
+        ("ready", "clients.ready_count", "n"),
+        ("p50 s", "clients.ready_p50_s", "sec"),
+        ("p90", "clients.ready_p90_s", "sec"),
+        ("p99", "clients.ready_p99_s", "sec"),
+        ("max", "clients.ready_max_s", "sec"),
+        ("hs/s", "clients.handshakes_per_s", "n"),
+        ("srv CPU-s", "clients.server_cpu_s", "sec"),
+    ],
     "connect": [
         ("setup p50 ms", "connect.p50_s", "s"),
         ("p90", "connect.p90_s", "s"),
@@ -185,6 +204,14 @@ def _fmt(value: float | None, unit: str) -> str:
         return f"{1000 * value:,.0f}" if value >= 1 else f"{1000 * value:.1f}"
     if unit == "n":
         return f"{value:.0f}"
+    if unit == "sec":
+        return f"{value:.2f}"
+    if unit == "pct":
+        return f"{value:.1f}%"
+    if unit == "ratio":
+        return f"{value:.2f}"
+    if unit == "kb":
+        return f"{value / 1024:,.0f} KiB"
     return f"{value:.2f}" if value < 100 else f"{value:,.1f}"
 
 
@@ -236,6 +263,10 @@ def workload_tables(trials: list[TrialRecord]) -> list[Table]:
             "the threshold",
             "rrul": "RTT idle vs under load (N up + N down TCP flows); +pNN = loaded - idle",
             "connect": "tunnel bring-up: start of its processes to a packet through it",
+            "clients": "N clients, each through its own tunnel, over the window where all are active; per client: "
+            "UDP median; Jain: TCP fairness; CPU-s/cl, RSS/cl: the tunnel server's cost per client; failed: UDP / TCP",
+            "storm": "N clients started at once: time to a working tunnel (an echo through it answered); hs/s: "
+            "handshakes per second at the server",
         }.get(kind)
         table = Table(
             title=f"{kind} (median of repetitions)",
@@ -250,7 +281,9 @@ def workload_tables(trials: list[TrialRecord]) -> list[Table]:
             table.add_column("profile")
         axes = [a for a in ("direction", "flows") if any(getattr(k, a) not in ("-", 1) for k in keys)]
         for a in axes:
-            table.add_column({"direction": "dir", "flows": "flows"}[a], justify="right" if a == "flows" else "left")
+            multi = kind in ("clients", "storm")
+            header = {"direction": "variant" if kind == "storm" else "dir", "flows": "clients" if multi else "flows"}[a]
+            table.add_column(header, justify="right" if a == "flows" else "left")
         for header, _, _ in cols:
             table.add_column(header, justify="right", no_wrap=True)
         table.add_column("n", justify="right")
@@ -288,6 +321,17 @@ def trial_headline(rec: TrialRecord) -> str:
     if rec.workload == "udp-search":
         sizes = sorted(int(k.rsplit(".", 1)[1]) for k in m if k.startswith("zero_loss_bps."))
         return "zero-loss " + ", ".join(f"{s} B {mbit(m.get(f'zero_loss_bps.{s}'))}" for s in sizes) + " Mbit/s"
+    if rec.workload == "storm":
+        return (
+            f"{_fmt(m.get('clients.ready_count'), 'n')}/{rec.flows} ready"
+            f" · p50 {_fmt(m.get('clients.ready_p50_s'), 'sec')} s · max {_fmt(m.get('clients.ready_max_s'), 'sec')} s"
+        )
+    if rec.workload == "clients":
+        return (
+            f"{rec.flows} clients · UDP {mbit(m.get('clients.udp.aggregate_bps'))} Mbit/s"
+            f" (loss {_fmt(m.get('clients.udp.loss_pct'), 'pct')})"
+            f" · TCP {mbit(m.get('clients.tcp.aggregate_bps'))} Mbit/s"
+        )
     if rec.workload == "connect":
         return f"setup p50 {_fmt(m.get('connect.p50_s'), 's')} ms, max {_fmt(m.get('connect.max_s'), 's')} ms"
     return f"{mbit(m.get('throughput_bps') or 0.0)} Mbit/s"

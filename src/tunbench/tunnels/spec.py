@@ -91,6 +91,30 @@ class TargetSpec(_Strict):
     port: str = "{iperf_port}"
 
 
+class MultiFileSpec(_Strict):
+    """A file written per client (or once, for `multi.files`); the path may use {i} and one sub-directory."""
+
+    path: str = Field(pattern=r"^[A-Za-z0-9_.{}-]+(/[A-Za-z0-9_.{}-]+)?$")
+    content: str
+    mode: str = Field(default="0600", pattern=r"^0[0-7]{3}$")
+
+
+class MultiSpec(_Strict):
+    """One server, many clients (docs/adapters.md, "Many clients"). The top-level `keys` and `files` run
+    once; then per client i: `client_keys` (stdout -> per-client variables), `client_files`, and the
+    `server_peer` template (joined in client order into {server_peers}); then `files` once; then the
+    server role once and the client role in every client namespace."""
+
+    client_keys: list[KeyStep] = []
+    client_files: list[MultiFileSpec] = []
+    server_peer: str = ""
+    files: list[MultiFileSpec] = []
+    server: RoleSpec
+    client: RoleSpec
+    probe_address: str = "{inner_server}"  # "ready" = an ICMP echo to this address through the tunnel
+    max_clients: int = Field(default=4000, ge=1, le=4000)
+
+
 class AdapterSpec(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     description: str = ""
@@ -106,6 +130,7 @@ class AdapterSpec(_Strict):
     ready: list[Probe] = []
     target: TargetSpec
     ready_timeout_s: float = Field(default=20.0, gt=0, le=600)
+    multi: MultiSpec | None = None  # optional: how to run one server with many clients
 
     @field_validator("params")
     @classmethod

@@ -3,6 +3,7 @@ and a Workload class (base.py) the runner drives. REGISTRY maps `kind` names to 
 
 from __future__ import annotations
 
+from tunbench.multi.register import WORKLOADS as MULTI_CLIENT_WORKLOADS
 from tunbench.workloads.base import Workload
 from tunbench.workloads.connect import ConnectWorkload
 from tunbench.workloads.iperf3 import Iperf3Workload
@@ -15,6 +16,7 @@ REGISTRY: dict[str, Workload] = {
     for w in (
         Iperf3Workload(),
         *(LatencyWorkload(), RrulWorkload(), UdpWorkload(), UdpSearchWorkload(), ConnectWorkload()),
+        *MULTI_CLIENT_WORKLOADS,
     )
 }
 

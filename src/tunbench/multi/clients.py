@@ -1,0 +1,294 @@
+"""Workload `clients` (the OpenVPN MP-1..4 procedure): N clients connect, then each pushes traffic through
+its own tunnel (UDP at a fixed per-client rate, then TCP), all over one synchronized window.
+
+One iperf3 server per client (distinct ports) in the server namespace; every iperf3 client is launched at
+once and runs long enough to cover the launch spread; each client's receiver-side per-second intervals are
+placed on the trial's clock (its launch time + the interval's offset) and only the interval where all N
+were active (after a warm-up) counts: no head/tail effect (late starters getting more bandwidth).
+Reported: aggregate and per-client throughput (distribution, Jain fairness), server CPU and RSS over
+time, and per-client cost (server CPU-seconds and RSS bytes per connected client).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from tunbench.errors import TrialError
+from tunbench.monitor.sampler import Sampler
+from tunbench.multi import window as W
+from tunbench.multi.options import ClientsOptions
+from tunbench.multi.trial import MultiTrial, cost_metrics, cumulative_cpu, host_cpu_busy, rss_of
+from tunbench.proc import Daemon
+from tunbench.stats.fairness import jain_index
+from tunbench.tunnels import probes
+from tunbench.workloads.base import Context, Measurement, TrialInput, Workload
+
+PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace
+NONLINEAR_WARN_RATIO = 1.5  # per-client cost at the largest N over the smallest N above this: a warning
+
+
+def iperf_server_argv(port: int) -> list[str]:
+    # -J: the client's --get-server-output then carries the server's (receiver-side) intervals as JSON
+    return ["iperf3", "-s", "-1", "-J", "-p", str(port), "--rcv-timeout", "15000"]
+
+
+def iperf_client_argv(
+    address: str, port: int, *, protocol: str, direction: str, run_s: float, opts: ClientsOptions, logfile: Path
+) -> list[str]:
+    argv = ["iperf3", "-c", address, "-p", str(port), "-J", "--get-server-output", "-t", f"{run_s:g}"]
+    argv += ["-i", "1", "--connect-timeout", "10000", "--logfile", str(logfile)]
+    if protocol == "udp":
+        argv += ["-u", "-b", f"{opts.udp_rate_bps:.0f}", "-l", str(opts.udp_len_bytes)]
+    if direction == "down":
+        argv.append("-R")
+    return argv
+
+
+@dataclass(frozen=True)
+class Timing:
+    """One traffic phase's clock: when each iperf3 client was launched and exited (seconds since the
+    phase began), the warm-up trimmed after the last start, the window's length, the launch slack."""
+
+    launched: dict[int, float]
+    ended: dict[int, float]
+    warmup_s: float
+    duration_s: float
+    pad_s: float
+
+
+class ClientsWorkload(Workload):
+    kind = "clients"
+    description = "N clients through one tunnel server, synchronized window (MP-style): throughput, fairness, cost"
+    axes: ClassVar[tuple[str, ...]] = ("clients", "direction")
+    Options: ClassVar[type[BaseModel]] = ClientsOptions
+    layers: ClassVar[tuple[str, ...]] = ("l3",)
+    owns_topology: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        # per-client cost seen so far in this run, per (label, profile, direction, protocol): {N: cost}
+        self._costs: dict[tuple[str, ...], dict[int, dict[str, float]]] = {}
+
+    def measure(self, ctx: Context) -> Measurement:  # never called: owns_topology
+        raise NotImplementedError("the clients workload runs whole trials (run_trial)")
+
+    def run_trial(self, trial: TrialInput) -> None:
+        opts = trial.options
+        assert isinstance(opts, ClientsOptions)
+        n = trial.case.flows
+        direction = trial.case.direction if trial.case.direction in ("up", "down") else "up"
+        rec = trial.record
+        rec.params["workload"]["clients"] = n
+        with MultiTrial(trial, n) as mt:
+            lay = mt.layout
+            assert mt.probe is not None
+            base_rss = sum(rss_of(mt.fleet.pids("server")))
+            t0 = time.monotonic()
+            mt.probe.watch(lay.indices())
+            errors = mt.fleet.up(lay.indices(), timeout_s=opts.ready_timeout_s, retries=1)
+            if errors:
+                raise TrialError(f"{len(errors)} of {n} clients failed to come up:\n{mt.failures_text(errors)}")
+            if not mt.probe.wait(lay.indices(), t0 + opts.ready_timeout_s):
+                late = n - len(mt.probe.ready_at)
+                raise TrialError(f"{late} of {n} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
+            rec.metrics["clients.ready_s"] = max(mt.probe.ready_at.values()) - t0
+            rec.metrics["clients.connected"] = float(n)
+            conn_rss = sum(rss_of(mt.fleet.pids("server")))
+            client_rss = rss_of(mt.fleet.pids("clients"))
+            rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
+            rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
+            rec.metrics["clients.server_rss_bytes_per_client"] = (conn_rss - base_rss) / n
+            rec.metrics["clients.client_rss_bytes_mean"] = sum(client_rss) / len(client_rss) if client_rss else None
+            for k, proto in enumerate(opts.protocols):
+                self._phase(mt, trial, opts, proto, direction, headline=k == 0)
+            mt.fleet.check_server()
+        rec.metrics.update(mt.metrics)
+        self._growth(trial, opts, direction)
+
+    # ---- one traffic phase -------------------------------------------------------------------------
+    def _phase(
+        self, mt: MultiTrial, trial: TrialInput, opts: ClientsOptions, proto: str, direction: str, *, headline: bool
+    ) -> None:
+        lay, rec, n = mt.layout, trial.record, mt.layout.clients
+        warmup = opts.warmup_s if opts.warmup_s is not None else max(trial.omit_s, 1.0)
+        pad = 1.0 + 0.02 * n  # covers the launch spread (~5-20 ms per process)
+        run_s = warmup + trial.duration_s + pad
+        outdir = trial.workdir / f"iperf-{proto}"
+        outdir.mkdir(exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            servers = [
+                stack.enter_context(
+                    Daemon(
+                        iperf_server_argv(PORT_BASE + i),
+                        ledger=mt.ledger,
+                        log_path=outdir / f"server{i}.log",
+                        what=f"iperf3 server {i}",
+                        netns=lay.server_ns,
+                    )
+                )
+                for i in lay.indices()
+            ]
+            self._wait_listening(lay.server_ns, {PORT_BASE + i for i in lay.indices()}, servers)
+            busy0 = host_cpu_busy()
+            with Sampler(mt.roles()) as sampler:
+                s0 = time.monotonic()
+                launched: dict[int, float] = {}
+                clients: dict[int, Daemon] = {}
+                for i in lay.indices():
+                    argv = iperf_client_argv(
+                        lay.inner_server,
+                        PORT_BASE + i,
+                        protocol=proto,
+                        direction=direction,
+                        run_s=run_s,
+                        opts=opts,
+                        logfile=outdir / f"c{i}.json",
+                    )
+                    launched[i] = time.monotonic() - s0
+                    clients[i] = stack.enter_context(
+                        Daemon(
+                            argv,
+                            ledger=mt.ledger,
+                            log_path=outdir / f"c{i}.stderr",
+                            what=f"iperf3 client {i}",
+                            netns=lay.client_ns(i),
+                        )
+                    )
+                # a client still running well after its end is hung (e.g. its control connection starved
+                # by an overloaded tunnel): it is stopped when the stack closes and counts as failed
+                deadline = time.monotonic() + run_s + 15.0 + 0.05 * n
+                ended: dict[int, float] = {}
+                while len(ended) < len(clients) and time.monotonic() < deadline:
+                    for i, c in clients.items():
+                        if i not in ended and c.proc.poll() is not None:
+                            ended[i] = time.monotonic() - s0  # the exit anchors the client's intervals
+                    time.sleep(0.02)
+        busy1 = host_cpu_busy()
+        host_pct = 100.0 * (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1])
+        trial.record.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
+        trial.record.metrics[f"clients.{proto}.host_cpu_saturated"] = 1.0 if host_pct > 90.0 else 0.0
+        timing = Timing(launched, ended, warmup, trial.duration_s, pad)
+        self._summarize(mt, rec, opts, proto, direction, timing, outdir, sampler, headline)
+
+    @staticmethod
+    def _wait_listening(netns: str, ports: set[int], servers: list[Daemon], timeout_s: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not ports <= probes.listening_ports(netns, "tcp"):
+            dead = [s for s in servers if not s.alive()]
+            if dead:
+                raise TrialError(f"{dead[0].what} exited: {dead[0].log_tail(5)}")
+            if time.monotonic() > deadline:
+                raise TrialError(f"iperf3 servers not listening after {timeout_s:g} s")
+            time.sleep(0.02)
+
+    def _summarize(
+        self,
+        mt: MultiTrial,
+        rec: Any,
+        opts: ClientsOptions,
+        proto: str,
+        direction: str,
+        timing: Timing,
+        outdir: Path,
+        sampler: Sampler,
+        headline: bool,
+    ) -> None:
+        n = mt.layout.clients
+        receiver = "client" if direction == "down" else "server"
+        intervals: dict[int, list[W.Interval]] = {}
+        failed: list[str] = []
+        starts: dict[int, float] = {}
+        for i, launched in timing.launched.items():
+            try:
+                text = (outdir / f"c{i}.json").read_text()
+                ivs, _ = W.iperf3_intervals(text, receiver=receiver, offset_s=0.0)
+            except (OSError, TrialError) as e:
+                failed.append(f"client {i}: {e}")
+                continue
+            if not ivs:
+                failed.append(f"client {i}: no intervals")
+                continue
+            starts[i] = W.anchor(launched, timing.ended.get(i), ivs[-1].end_s)
+            intervals[i] = W.shift(ivs, starts[i])
+        kept, late = W.split_late(starts, timing.pad_s)
+        failed += [f"client {i}: its test began {starts[i] - min(starts.values()):.1f} s after the first" for i in late]
+        intervals = {i: intervals[i] for i in kept}
+        if len(failed) * 2 > n:
+            raise TrialError(f"{proto}: {len(failed)} of {n} iperf3 clients failed: " + "; ".join(failed[:3]))
+        # a few clients whose iperf3 failed (an overloaded tunnel loses their set-up packets or starves their
+        # control connection) are counted, reported and left out; more than half fail the trial
+        rec.metrics[f"clients.{proto}.failed_clients"] = float(len(failed))
+        if failed:
+            rec.artifacts[f"iperf3-{proto}-failures.txt"] = "\n".join(failed).encode()
+        rec.metrics[f"clients.{proto}.start_spread_s"] = max(starts[i] for i in kept) - min(starts[i] for i in kept)
+        spans = {i: (ivs[0].start_s, ivs[-1].end_s) for i, ivs in intervals.items()}
+        win = W.common_window(spans, warmup_s=timing.warmup_s, max_s=timing.duration_s)
+        per_client = {i: 8 * W.bytes_in(ivs, win) / win.length_s for i, ivs in intervals.items()}
+        vals = [per_client[i] for i in sorted(per_client)]
+        m = rec.metrics
+        p = f"clients.{proto}"
+        agg = sum(vals)
+        m[f"{p}.aggregate_bps"] = agg
+        m[f"{p}.window_s"] = win.length_s
+        m[f"{p}.window_start_s"] = win.start_s
+        m.update(W.distribution(f"{p}.per_client_bps", vals))
+        m[f"{p}.jain"] = jain_index(vals)
+        if proto == "udp":
+            lost, packets = zip(*(W.loss_in(ivs, win) for ivs in intervals.values()), strict=True)
+            m[f"{p}.loss_pct"] = 100.0 * sum(lost) / sum(packets) if sum(packets) else None
+            m[f"{p}.offered_bps"] = n * opts.udp_rate_bps
+        server = sampler.results["server"]
+        cpu_s = W.cpu_between(cumulative_cpu(server), win.start_s, win.end_s)
+        m[f"{p}.server_cpu_s"] = cpu_s
+        m[f"{p}.server_cpu_pct"] = 100.0 * cpu_s / win.length_s
+        m[f"{p}.server_cpu_s_per_client"] = cpu_s / n
+        m[f"{p}.server_cpu_pct_per_client"] = 100.0 * cpu_s / win.length_s / n
+        m[f"{p}.bps_per_server_cpu_s"] = agg * win.length_s / cpu_s if cpu_s > 0 else None
+        m[f"{p}.server_rss_peak_bytes"] = float(server.rss_peak_bytes)
+        clients_cg = sampler.results["clients"].cgroup_cpu
+        if clients_cg is not None and sampler.wall_s > 0:
+            # whole phase (cgroup totals): the N tunnel clients share this host's CPUs with the server, so a
+            # saturated host measures the clients, not the server (keep N x rate well below one tunnel's max)
+            m[f"{p}.clients_cpu_s"] = clients_cg.total_s
+            m[f"{p}.clients_cpu_pct"] = 100.0 * clients_cg.total_s / sampler.wall_s
+        rec.series[f"{p}.aggregate_bps"] = W.per_second(intervals, win)
+        rec.series[f"{p}.per_client_bps"] = [(float(i), per_client[i]) for i in sorted(per_client)]
+        cost_metrics(rec, sampler.results, prefix=f"{p}." if not headline else "")
+        if headline:
+            m["throughput_bps"] = agg
+            m["window_s"] = win.length_s
+            m["clients.jain"] = m[f"{p}.jain"]
+            m["clients.server_cpu_s_per_client"] = m[f"{p}.server_cpu_s_per_client"]
+            m["clients.server_cpu_pct_per_client"] = m[f"{p}.server_cpu_pct_per_client"]
+            rec.duration_s = win.length_s
+            rec.streams = [(i, direction, per_client[i], None) for i in sorted(per_client)]
+
+    # ---- non-linear growth across the sweep (within this run) -------------------------------------
+    def _growth(self, trial: TrialInput, opts: ClientsOptions, direction: str) -> None:
+        rec, n = trial.record, trial.case.flows
+        key = (trial.case.tunnel.label, trial.case.profile.name, direction)
+        seen = self._costs.setdefault(key, {})
+        cost = {
+            name: float(v)
+            for name in ("clients.server_cpu_s_per_client", "clients.server_rss_bytes_per_client")
+            if isinstance(v := rec.metrics.get(name), int | float)
+        }
+        seen.setdefault(n, cost)
+        for name, metric in (
+            ("clients.server_cpu_s_per_client", "clients.cpu_growth_ratio"),
+            ("clients.server_rss_bytes_per_client", "clients.rss_growth_ratio"),
+        ):
+            by_n = {k: c[name] for k, c in seen.items() if name in c}
+            ratio = W.growth_ratio(by_n)
+            if ratio is not None and n == max(by_n):
+                rec.metrics[metric] = ratio
+                rec.metrics[f"{metric}_vs_n"] = float(min(by_n))
+                warn = 1.0 if ratio > NONLINEAR_WARN_RATIO else 0.0
+                rec.metrics["clients.warning_nonlinear"] = max(
+                    warn, rec.metrics.get("clients.warning_nonlinear") or 0.0
+                )

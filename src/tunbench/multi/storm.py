@@ -1,0 +1,144 @@
+"""Workload `storm` (the OpenVPN C-1..3 procedure): N clients start at once (or `rate_per_s`), and each
+client's time from the storm's start to a working tunnel is measured (ready = an ICMP echo through the
+tunnel is answered, from that client's namespace).
+
+Variants (the `variants` option; each is a case of its own, stored in the direction column):
+- connect:   the storm itself.
+- reconnect: a first storm connects every client (reported as clients.connect.*), then all clients drop
+             at once and come back: the measured storm.
+- overload:  the server's CPU is capped (cgroup cpu quota, `overload_cpu_pct` of one core) for the first
+             `overload_s` of the storm, so connections are offered beyond what it handles; then the cap is
+             lifted. Does every client end up with a working tunnel, and how long after the overload ends?
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import ClassVar
+
+from pydantic import BaseModel
+
+from tunbench.errors import TrialError
+from tunbench.monitor.sampler import Sampler
+from tunbench.multi import window as W
+from tunbench.multi.options import StormOptions
+from tunbench.multi.trial import MultiTrial, cost_metrics, rss_of
+from tunbench.results import TrialRecord
+from tunbench.workloads.base import Context, Measurement, TrialInput, Workload
+
+
+class StormWorkload(Workload):
+    kind = "storm"
+    description = "N clients connect at once (C-style): time to a working tunnel, handshakes/s, overload recovery"
+    axes: ClassVar[tuple[str, ...]] = ("clients", "variant")
+    Options: ClassVar[type[BaseModel]] = StormOptions
+    layers: ClassVar[tuple[str, ...]] = ("l3",)
+    owns_topology: ClassVar[bool] = True
+
+    def measure(self, ctx: Context) -> Measurement:  # never called: owns_topology
+        raise NotImplementedError("the storm workload runs whole trials (run_trial)")
+
+    def run_trial(self, trial: TrialInput) -> None:
+        opts = trial.options
+        assert isinstance(opts, StormOptions)
+        n, variant = trial.case.flows, trial.case.direction
+        if variant not in ("connect", "reconnect", "overload"):
+            variant = "connect"
+        rec = trial.record
+        rec.params["workload"]["clients"] = n
+        rec.params["workload"]["variant"] = variant
+        with MultiTrial(trial, n, cpu_cap=variant == "overload", probe_interval_s=opts.probe_interval_s) as mt:
+            base_rss = sum(rss_of(mt.fleet.pids("server")))
+            if variant == "reconnect":
+                self._storm(mt, opts, rec, "clients.connect.", measured=False)
+                mt.fleet.stop_clients(list(mt.layout.indices()))
+            self._storm(mt, opts, rec, "clients.", measured=True, overload=variant == "overload")
+            conn_rss = sum(rss_of(mt.fleet.pids("server")))
+            client_rss = rss_of(mt.fleet.pids("clients"))
+            ready = int(rec.metrics.get("clients.ready_count") or 0)
+            rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
+            rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
+            rec.metrics["clients.server_rss_bytes_per_client"] = (conn_rss - base_rss) / ready if ready else None
+            rec.metrics["clients.client_rss_bytes_mean"] = sum(client_rss) / len(client_rss) if client_rss else None
+            mt.fleet.check_server()
+        rec.metrics.update(mt.metrics)
+
+    def _storm(
+        self,
+        mt: MultiTrial,
+        opts: StormOptions,
+        rec: TrialRecord,
+        p: str,
+        *,
+        measured: bool,
+        overload: bool = False,
+    ) -> None:
+        lay, probe, n = mt.layout, mt.probe, mt.layout.clients
+        assert probe is not None
+        timer: threading.Timer | None = None
+        with Sampler(mt.roles()) as sampler:
+            t0 = time.monotonic()
+            if overload:
+                assert mt.cap is not None
+                cap = mt.cap
+                cap.limit(opts.overload_cpu_pct)
+                timer = threading.Timer(opts.overload_s, lambda: cap.limit(None))
+                timer.start()
+            probe.watch(lay.indices())
+            try:
+                errors = mt.fleet.up(lay.indices(), rate_per_s=opts.rate_per_s, timeout_s=opts.timeout_s)
+                probe.wait(lay.indices(), t0 + opts.timeout_s)
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                    if mt.cap is not None:
+                        mt.cap.limit(None)
+            elapsed = time.monotonic() - t0
+        ready_at = dict(probe.ready_at)
+        launched = {i: mt.fleet.launched_at[i] - t0 for i in lay.indices() if i in mt.fleet.launched_at}
+        ready_s = [ready_at[i] - t0 for i in sorted(ready_at)]
+        from_launch = [ready_at[i] - t0 - launched[i] for i in sorted(ready_at) if i in launched]
+        m = rec.metrics
+        m[f"{p}ready_count"] = float(len(ready_s))
+        m[f"{p}success_ratio"] = len(ready_s) / n
+        m[f"{p}failed_count"] = float(n - len(ready_s))
+        for q in (50, 90, 99):
+            m[f"{p}ready_p{q}_s"] = W.percentile(ready_s, q) if ready_s else None
+        m[f"{p}ready_max_s"] = max(ready_s) if ready_s else None
+        m[f"{p}ready_from_launch_p50_s"] = W.percentile(from_launch, 50) if from_launch else None
+        m[f"{p}ready_from_launch_p99_s"] = W.percentile(from_launch, 99) if from_launch else None
+        m[f"{p}launch_spread_s"] = max(launched.values()) if launched else None
+        counts = W.per_second_counts(ready_s)
+        m[f"{p}handshakes_per_s_peak"] = max((c for _, c in counts), default=0.0)
+        m[f"{p}handshakes_per_s"] = len(ready_s) / max(ready_s) if ready_s and max(ready_s) > 0 else None
+        m[f"{p}storm_s"] = elapsed
+        if errors:
+            m[f"{p}client_errors"] = float(len(errors))
+        if overload:
+            end = opts.overload_s
+            m["clients.overload_s"] = end
+            m["clients.overload_cpu_pct"] = opts.overload_cpu_pct
+            m["clients.ready_during_overload"] = float(sum(1 for t in ready_s if t <= end))
+            late = [t for t in ready_s if t > end]
+            all_ready = len(ready_s) == n
+            # how long after the cap was lifted until the last client had a working tunnel
+            m["clients.recovery_s"] = (max(late) - end if late else 0.0) if all_ready else None
+        if not measured:
+            if len(ready_s) < n:
+                raise TrialError(f"first storm: only {len(ready_s)} of {n} clients ready:\n{mt.failures_text(errors)}")
+            return
+        rec.duration_s = elapsed
+        rec.metrics["window_s"] = elapsed
+        rec.series["clients.ready_cdf"] = W.ready_cdf(ready_s, n)
+        rec.series["clients.ready_per_s"] = counts
+        rec.series["clients.ready_s_by_client"] = [(float(i), ready_at[i] - t0) for i in sorted(ready_at)]
+        rec.streams = [(i, "ready_s", ready_at[i] - t0, None) for i in sorted(ready_at)]
+        server = sampler.results["server"]
+        cpu_s = server.cgroup_cpu.total_s if server.cgroup_cpu else server.cpu.total_s
+        m["clients.server_cpu_s"] = cpu_s
+        m["clients.server_cpu_s_per_client"] = cpu_s / len(ready_s) if ready_s else None
+        m["clients.server_cpu_pct"] = 100.0 * cpu_s / elapsed if elapsed > 0 else None
+        cost_metrics(rec, sampler.results)
+        if errors and len(ready_s) < n:
+            rec.artifacts["client_errors.txt"] = mt.failures_text(errors, limit=20).encode()

@@ -1,0 +1,223 @@
+"""One multi-client trial's scaffolding, shared by the `clients` and `storm` workloads: topology, role
+cgroups, the fleet (keys, server), the readiness probe and, for overload, a CPU cap on the server, all on
+one ExitStack (teardown in reverse order on exit, error or Ctrl-C)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import psutil
+
+from tunbench.errors import TrialError
+from tunbench.monitor.cgroup import V1_CPU, RoleCgroup, remove_cgroup
+from tunbench.monitor.sampler import RoleCost
+from tunbench.multi.fleet import Fleet
+from tunbench.multi.icmp import ReadyProbe
+from tunbench.multi.layout import Layout
+from tunbench.multi.topology import MultiTopology
+from tunbench.results import TrialRecord
+from tunbench.state import Ledger
+from tunbench.workloads.base import TrialInput
+
+log = logging.getLogger(__name__)
+
+WG_SOCKETS = Path("/var/run/wireguard")  # userspace WireGuard's UAPI sockets (as tunbench clean sweeps them)
+
+
+def meminfo() -> dict[str, int]:
+    out = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        parts = rest.split()
+        if parts and parts[0].isdigit():
+            out[key] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
+    return out
+
+
+def kernel_mem_bytes() -> int:
+    """Unreclaimable kernel memory (slab + per-CPU): where namespaces, veths and bridge ports live. The
+    before/after difference prices a client namespace; unlike MemAvailable it ignores the page cache, yet
+    on a busy host it still moves with everyone else's activity (read it at large N)."""
+    m = meminfo()
+    return m.get("SUnreclaim", 0) + m.get("Percpu", 0)
+
+
+def host_cpu_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole host (/proc/stat): the difference over a phase says whether the
+    host itself was saturated (everything on it, not only the tunnel's processes)."""
+    fields = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
+    return sum(fields) - idle, sum(fields)
+
+
+def rss_of(pids: list[int]) -> list[int]:
+    out = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            out.append(psutil.Process(pid).memory_info().rss)
+    return out
+
+
+class CpuCap:
+    """A cgroup-v1 `cpu` group whose CFS quota caps the tunnel server (the overload variant)."""
+
+    def __init__(self, name: str, ledger: Ledger) -> None:
+        self.path = V1_CPU / name
+        self._ledger = ledger
+        self.period_us = 100_000
+
+    @staticmethod
+    def available() -> bool:
+        return (V1_CPU / "cpu.cfs_quota_us").exists()
+
+    def __enter__(self) -> CpuCap:
+        if not self.available():
+            raise TrialError("the overload variant needs the cgroup-v1 cpu controller (/sys/fs/cgroup/cpu)")
+        self._ledger.add_cgroup(str(self.path))
+        self.path.mkdir(exist_ok=True)
+        (self.path / "cpu.cfs_period_us").write_text(str(self.period_us))
+        return self
+
+    def add(self, pids: list[int]) -> None:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                (self.path / "cgroup.procs").write_text(str(pid))
+
+    def limit(self, pct_of_one_core: float | None) -> None:
+        quota = -1 if pct_of_one_core is None else max(1000, int(self.period_us * pct_of_one_core / 100))
+        (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        with contextlib.suppress(OSError):
+            self.limit(None)
+        if remove_cgroup(self.path):
+            self._ledger.drop_cgroup(str(self.path))
+
+
+class MultiTrial:
+    """`with MultiTrial(trial, n) as mt:` N client namespaces exist, the tunnel server runs, mt.probe
+    watches nothing yet; mt.fleet.up(...) brings clients up."""
+
+    def __init__(self, trial: TrialInput, clients: int, *, cpu_cap: bool = False, probe_interval_s: float = 0.1):
+        case = trial.case
+        if getattr(case.profile, "emulated", False):
+            raise TrialError(
+                f"profile {case.profile.name!r} is emulated: multi-client workloads run on the plain switch only "
+                "(the WAN emulator on the server's uplink is not wired in yet)"
+            )
+        self.trial = trial
+        self.ledger = trial.ledger
+        self.record: TrialRecord = trial.record
+        self.tag = f"t{self.record.seq}"
+        self.layout = Layout(self.ledger.prefix, self.tag, clients, mtu=trial.topology.mtu)
+        self.want_cap = cpu_cap
+        self.probe_interval_s = probe_interval_s
+        self._stack = contextlib.ExitStack()
+        self.topo: MultiTopology | None = None
+        self.cgroups: dict[str, RoleCgroup] = {}
+        self.cap: CpuCap | None = None
+        self.probe: ReadyProbe | None = None
+        self._fleet: Fleet | None = None
+        self.metrics: dict[str, float | None] = {}
+
+    @property
+    def fleet(self) -> Fleet:
+        assert self._fleet is not None
+        return self._fleet
+
+    def __enter__(self) -> MultiTrial:
+        try:
+            self._build()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def _build(self) -> None:
+        lay, m = self.layout, self.metrics
+        kmem0 = kernel_mem_bytes()
+        self.topo = self._stack.enter_context(MultiTopology(self.ledger, lay, self.trial.topology.sysctls))
+        m["clients.topology_setup_s"] = self.topo.setup_s
+        m["clients.netns_kmem_bytes_per_client"] = (kernel_mem_bytes() - kmem0) / lay.clients
+        self.record.params["sysctls"] = self.topo.sysctls_applied
+        for role in ("server", "clients"):
+            self.cgroups[role] = self._stack.enter_context(
+                RoleCgroup(f"{self.ledger.prefix}-{self.tag}-{role}", self.ledger)
+            )
+        if self.want_cap:
+            self.cap = self._stack.enter_context(CpuCap(f"{self.ledger.prefix}-{self.tag}-cap", self.ledger))
+        self._fleet = self._stack.enter_context(
+            Fleet(self.trial.case.tunnel, lay, self.ledger, self.trial.workdir, self.cgroups)
+        )
+        m["clients.keys_s"] = self.fleet.keys_s
+        self.fleet.start_server()
+        m["setup_s"] = self.fleet.server_up_s
+        if self.cap is not None:
+            self.cap.add(self.fleet.pids("server"))
+        namespaces = {i: lay.client_ns(i) for i in lay.indices()}
+        address = self.fleet.render_text(self.fleet.multi.probe_address, self.fleet.vars, "multi.probe_address")
+        self.probe = self._stack.enter_context(ReadyProbe(namespaces, address, self.probe_interval_s))
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        t0 = time.monotonic()
+        try:
+            self._stack.close()
+        finally:
+            self._remove_stale_sockets()
+        self.metrics["clients.teardown_s"] = time.monotonic() - t0
+
+    def _remove_stale_sockets(self) -> None:
+        """A userspace WireGuard killed while starting (Ctrl-C mid-storm) leaves its UAPI socket behind."""
+        lay = self.layout
+        for dev in [lay.server_dev, *(lay.client_dev(i) for i in lay.indices())]:
+            with contextlib.suppress(OSError):
+                (WG_SOCKETS / f"{dev}.sock").unlink()
+
+    def roles(self) -> dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]]:
+        """Sampler roles: the server per process (10 Hz) + its cgroup; the clients by cgroup totals only
+        (sampling hundreds of processes at 10 Hz would perturb a 2-core host)."""
+        return {
+            "server": (lambda: self.fleet.pids("server"), self.cgroups.get("server")),
+            "clients": (lambda: [], self.cgroups.get("clients")),
+        }
+
+    def failures_text(self, errors: dict[int, str], limit: int = 3) -> str:
+        parts = []
+        for i in sorted(errors)[:limit]:
+            tail = self.fleet.client_log_tail(i, 6)
+            parts.append(f"client {i}: {errors[i].splitlines()[0]}" + (f"\n{tail}" if tail else ""))
+        return "\n".join(parts)
+
+
+def cost_metrics(rec: TrialRecord, costs: dict[str, RoleCost], prefix: str = "") -> None:
+    """The runner's CPU/RSS figures, under the same names (cpu.<role>.user_s, rss_peak_bytes.<role>...)."""
+    m: dict[str, Any] = rec.metrics
+    for role, cost in costs.items():
+        headline = cost.cgroup_cpu if cost.cgroup_cpu is not None else cost.cpu
+        m[f"{prefix}cpu.{role}.user_s"] = headline.user_s
+        m[f"{prefix}cpu.{role}.sys_s"] = headline.sys_s
+        if cost.series and role == "server":
+            m[f"{prefix}sampled_cpu.{role}.user_s"] = cost.cpu.user_s
+            m[f"{prefix}sampled_cpu.{role}.sys_s"] = cost.cpu.sys_s
+            m[f"{prefix}rss_peak_bytes.{role}"] = cost.rss_peak_bytes
+            rec.series[f"{prefix}cpu_pct.{role}"] = cpu_pct(cost)
+            rec.series[f"{prefix}rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
+
+
+def cpu_pct(cost: RoleCost) -> list[tuple[float, float]]:
+    out = []
+    for a, b in zip(cost.series, cost.series[1:], strict=False):
+        if b.t_s > a.t_s:
+            used = (b.cpu_user_s + b.cpu_sys_s) - (a.cpu_user_s + a.cpu_sys_s)
+            out.append((b.t_s, 100.0 * used / (b.t_s - a.t_s)))
+    return out
+
+
+def cumulative_cpu(cost: RoleCost) -> list[tuple[float, float]]:
+    return [(s.t_s, s.cpu_user_s + s.cpu_sys_s) for s in cost.series]

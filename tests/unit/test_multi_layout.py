@@ -1,0 +1,81 @@
+"""Multi-client names, addresses and ip-batch scripts (pure)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+import pytest
+
+from tunbench.multi.layout import MAX_CLIENTS, Layout, client_addr, client_inner, client_mac
+from tunbench.state import NAME_RE
+
+PREFIX = "tb3fa91c"
+
+
+def test_addresses_stay_in_the_benchmark_range_and_never_collide() -> None:
+    lay = Layout(PREFIX, "t4", MAX_CLIENTS)
+    under = [client_addr(i) for i in lay.indices()]
+    inner = [client_inner(i) for i in lay.indices()]
+    assert len(set(under)) == len(under) == MAX_CLIENTS
+    assert lay.server_addr not in under and lay.inner_server not in inner
+    bench = ipaddress.ip_network("198.18.0.0/15")
+    u16, i16 = ipaddress.ip_network("198.18.0.0/16"), ipaddress.ip_network("198.19.0.0/16")
+    for a in [*under, lay.server_addr]:
+        assert ipaddress.ip_address(a) in bench and ipaddress.ip_address(a) in u16
+    for a in [*inner, lay.inner_server]:
+        assert ipaddress.ip_address(a) in i16  # the inner /16 never overlaps the underlay /16
+    assert client_addr(1) == "198.18.0.2" and client_addr(254) == "198.18.0.255" and client_addr(255) == "198.18.1.0"
+    assert client_inner(1) == "198.19.0.2"
+
+
+def test_more_clients_than_the_plan_allows_is_refused() -> None:
+    with pytest.raises(ValueError):
+        Layout(PREFIX, "t1", MAX_CLIENTS + 1)
+    with pytest.raises(ValueError):
+        Layout(PREFIX, "t1", 0)
+    with pytest.raises(ValueError):
+        client_addr(70000)
+
+
+def test_names_carry_the_run_prefix_and_fit_ifnamsiz() -> None:
+    lay = Layout(PREFIX, "t12", MAX_CLIENTS)
+    names = [lay.bridge, lay.server_if, lay.server_port, lay.server_dev]
+    for i in (1, 17, 255, MAX_CLIENTS):
+        names += [lay.client_if(i), lay.client_port(i), lay.client_dev(i)]
+    for n in names:
+        assert len(n) <= 15, n
+        assert NAME_RE.match(n), n
+    for ns in lay.all_namespaces()[:5]:
+        assert NAME_RE.match(ns), ns
+    assert lay.client_if(17) == "tb3fa91c-c11"  # hex index
+    assert lay.client_ns(17) == "tb3fa91c-t12-c11"
+    # every name is unique within its namespace (and tunnel devices across the run: wireguard-go's sockets)
+    devs = [lay.client_dev(i) for i in lay.indices()]
+    assert len(set(devs)) == len(devs) and lay.server_dev not in devs
+    assert len(set(lay.all_namespaces())) == MAX_CLIENTS + 2
+
+
+def test_macs_are_unique_locally_administered_unicast() -> None:
+    macs = [client_mac(i) for i in range(1, MAX_CLIENTS + 1)]
+    assert len(set(macs)) == len(macs)
+    for m in macs[:3] + macs[-3:]:
+        assert re.fullmatch(r"02(:[0-9a-f]{2}){5}", m)
+    assert client_mac(0x123456) == "02:74:62:12:34:56"
+
+
+def test_batch_scripts_build_the_switch_without_touching_the_root_namespace() -> None:
+    lay = Layout(PREFIX, "t1", 3)
+    srv = lay.server_script()
+    veth = f"link add {lay.server_if} address 02:74:63:00:00:01 type veth peer name {lay.server_port}"
+    assert f"{veth} netns {lay.bridge_ns}" in srv
+    assert f"addr add 198.18.0.1/16 dev {lay.server_if}" in srv
+    neigh = [ln for ln in srv if ln.startswith("neigh")]
+    assert len(neigh) == 3 and all("nud permanent" in ln for ln in neigh)
+    cl = lay.client_script(2)
+    assert f"addr add 198.18.0.3/16 dev {lay.client_if(2)}" in cl
+    assert any(ln.startswith("link add") and f"netns {lay.bridge_ns}" in ln for ln in cl)
+    br = lay.bridge_script()
+    assert sum(f"master {lay.bridge}" in ln for ln in br) == 4  # the server's port + 3 clients
+    for ln in [*srv, *cl, *br]:
+        assert "netns add" not in ln and "dev lo" not in ln
