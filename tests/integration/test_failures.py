@@ -93,7 +93,7 @@ def test_malformed_scenario_is_one_clear_line(tmp_path: Path) -> None:
     sc.write_text("[run]\ntunnels = ['socat']\n\n[workload]\nduration_s = -1\n")
     res = tunbench("run", "--db", str(tmp_path / "r.db"), str(sc))
     assert res.returncode == 2
-    assert res.stderr.strip() == f"Error: {sc}:5: workload.duration_s: Input should be greater than 0"
+    assert res.stderr.strip() == f"Error: {sc}:5: workload.duration_s: Input should be greater than or equal to 1"
 
 
 def test_wrong_flag_and_unknown_tunnel(tmp_path: Path) -> None:

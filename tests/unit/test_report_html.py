@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 from tests.unit.report_data import demo_run, run, trial
 from tunbench.report import html
+from tunbench.results import TrialRecord
 
 
 def chart_ids(page: str) -> list[str]:
@@ -76,3 +78,67 @@ def test_figure_data_is_valid_json() -> None:
     assert calls
     for data, layout in calls:
         assert json.loads(data) and "title" in json.loads(layout)
+
+
+def _clients_trial(seq: int, label: str, n: int, rep: int, *, direction: str = "up", status: str = "ok") -> TrialRecord:
+    extra: dict[str, float | None] = {
+        "clients.udp.aggregate_bps": 2e6 * n,
+        "clients.tcp.aggregate_bps": 5e8 - 1e6 * n,
+        "clients.udp.server_cpu_pct": 0.5 * n,
+        "clients.server_rss_bytes_per_client": 30e3,
+        "clients.udp.server_cpu_s_per_client": 0.02,
+    }
+    t = trial(seq, label, 2e6 * n, flows=n, direction=direction, repetition=rep, status=status, extra=extra)
+    return replace(t, workload="clients", series={})
+
+
+def _storm_trial(seq: int, label: str, n: int, *, cdf: bool) -> TrialRecord:
+    ready = [0.2 + 0.01 * i for i in range(n)]
+    extra: dict[str, float | None] = {
+        "clients.ready_p50_s": ready[n // 2],
+        "clients.ready_p99_s": ready[-1],
+        "clients.success_ratio": 0.9,
+    }
+    series = {"clients.ready_s_by_client": [(float(i + 1), r) for i, r in enumerate(ready)]}
+    if cdf:
+        series["clients.ready_cdf"] = [(r, (i + 1) / n) for i, r in enumerate(ready)]
+    t = trial(seq, label, 0.0, flows=n, direction="connect", extra=extra)
+    return replace(
+        t, workload="storm", series=series, streams=[(i + 1, "ready_s", r, None) for i, r in enumerate(ready)]
+    )
+
+
+MANY_CLIENT_IDS = {f"r0-clients-{s}" for s in ("udp", "tcp", "cpu", "rss", "cpu-per-client")} | {"r0-storm-cdf"}
+
+
+def test_many_clients_section_for_clients_and_storm_trials() -> None:
+    trials = [
+        _clients_trial(i * 2 + rep, label, n, rep, direction=d)
+        for i, (label, n, d) in enumerate(
+            (lbl, n, d) for lbl in ("direct", "socat") for n in (5, 20) for d in ("up", "down")
+        )
+        for rep in (1, 2)
+    ]
+    trials.append(_clients_trial(100, "socat", 100, 1, status="failed"))
+    trials += [_storm_trial(200, "socat", 10, cdf=True), _storm_trial(201, "direct", 10, cdf=False)]
+    page = html.render([run(trials)])
+    ids = set(chart_ids(page))
+    assert ids >= MANY_CLIENT_IDS
+    assert ">Many clients" in page and "N=100: 1 of 1 repetition(s) failed" in page
+    assert "ready p99" in page and "290 ms" in page and "90.0%" in page  # storm table
+    # Per-client rates and storm ready times are not parallel iperf3 flows: no fairness or per-flow charts.
+    assert not {"r0-fairness", "r0-flows", "r0-throughput"} & ids
+    # One line per tunnel and direction, x = client count, medians over the repetitions.
+    data = re.search(r'Plotly\.newPlot\(\s*"r0-clients-udp",\s*(\[.*?\]),\s*\{', page, flags=re.S)
+    assert data is not None
+    lines = {d["name"]: d for d in json.loads(data.group(1))}
+    assert set(lines) == {"direct · up", "direct · down", "socat · up", "socat · down"}
+    assert lines["socat · up"]["x"] == [5, 20] and lines["socat · up"]["y"] == [10.0, 40.0]
+    titles = [json.loads(f'"{t}"') for t in re.findall(r'"yaxis":\{[^{}]*?"title":\{"text":"([^"]+)"', page)]
+    assert "aggregate UDP (Mbit/s)" in titles and "server RSS per client (KiB)" in titles
+
+
+def test_no_many_clients_section_for_a_plain_iperf3_run() -> None:
+    page = html.render([demo_run(reps=3)])
+    assert not MANY_CLIENT_IDS & set(chart_ids(page))
+    assert "Many clients" not in page

@@ -2,7 +2,10 @@
 
 Per run: stability warnings, a summary table, throughput per case with CI error bars, ratio to direct, CPU cost
 per role and bits per CPU-second, per-second throughput of every trial, fairness across parallel flows (Jain's
-index), latency CDFs and WAN profile parameters when present, and the run's provenance.
+index), latency CDFs and WAN profile parameters when present, a "Many clients" section for the multi-client
+workloads (``clients``: scaling curves against the client count; ``storm``: time-to-ready CDFs and a p50/p99/
+success table; these workloads are kept out of the per-case throughput and fairness charts), and the run's
+provenance.
 
 Pure: runs in, text out (plotly builds the figures; nothing is read from the clock or the disk except the
 template and plotly.js, both installed files).
@@ -14,7 +17,7 @@ import html
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from importlib import resources
 from string import Template
 from typing import Any
@@ -404,6 +407,247 @@ def fig_latency(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figure 
     return fig
 
 
+# ---- many clients (workloads "clients" and "storm") -------------------------------------------
+
+MULTI_CLIENT = ("clients", "storm")
+_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+# metric, scale, chart id suffix, title, y-axis title, hover format
+_SCALING: tuple[tuple[str, float, str, str, str, str], ...] = (
+    (
+        "clients.udp.aggregate_bps",
+        1e6,
+        "udp",
+        "Aggregate UDP throughput of all clients",
+        "aggregate UDP (Mbit/s)",
+        ".3g",
+    ),
+    (
+        "clients.tcp.aggregate_bps",
+        1e6,
+        "tcp",
+        "Aggregate TCP throughput of all clients",
+        "aggregate TCP (Mbit/s)",
+        ".3g",
+    ),
+    (
+        "clients.udp.server_cpu_pct",
+        1.0,
+        "cpu",
+        "Tunnel server CPU during the UDP phase",
+        "server CPU (% of one core)",
+        ".1f",
+    ),
+    (
+        "clients.server_rss_bytes_per_client",
+        1024.0,
+        "rss",
+        "Tunnel server memory per connected client (RSS growth / N)",
+        "server RSS per client (KiB)",
+        ",.0f",
+    ),
+    (
+        "clients.udp.server_cpu_s_per_client",
+        1.0,
+        "cpu-per-client",
+        "Tunnel server CPU time per client during the UDP phase",
+        "server CPU per client (CPU-seconds)",
+        ".3g",
+    ),
+)
+
+
+def _mc_namer(trials: list[TrialRecord]) -> Callable[[TrialRecord], str]:
+    """A line name for a trial: the label, plus profile and direction/variant when the run has several."""
+    profiles = len({t.profile for t in trials}) > 1
+    dirs = len({t.direction for t in trials}) > 1
+
+    def name(t: TrialRecord) -> str:
+        parts = [t.label] + ([t.profile] if profiles else []) + ([t.direction] if dirs else [])
+        return " · ".join(parts)
+
+    return name
+
+
+def fig_clients_scaling(
+    trials: list[TrialRecord], colors: dict[str, str], metric: str, scale: float, title: str, ytitle: str, fmt: str
+) -> go.Figure | None:
+    """One line per tunnel (and direction): median over ok repetitions of ``metric`` against the client count."""
+    mine = [t for t in trials if t.workload == "clients"]
+    name = _mc_namer(mine)
+    pts: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    owner: dict[str, TrialRecord] = {}
+    for t in mine:
+        v = t.metrics.get(metric)
+        if t.status == "ok" and v is not None and math.isfinite(v):
+            pts[name(t)][t.flows].append(v)
+            owner.setdefault(name(t), t)
+    if not pts:
+        return None
+    dirs = list(dict.fromkeys(t.direction for t in mine))
+    fig = go.Figure()
+    for key, by_n in pts.items():
+        t0 = owner[key]
+        ns = sorted(by_n)
+        fig.add_scatter(
+            x=ns,
+            y=[(median_or_none(list(by_n[n])) or 0.0) / scale for n in ns],
+            customdata=[len(by_n[n]) for n in ns],
+            mode="lines+markers",
+            line={"color": colors.get(t0.label, DIRECT_COLOR), "dash": _DASHES[dirs.index(t0.direction) % 6]},
+            marker={"size": 7},
+            name=key,
+            hovertemplate=f"%{{x}} clients: %{{y:{fmt}}} (median of %{{customdata}})<extra>%{{fullData.name}}</extra>",
+        )
+    fig = _layout(fig, f"{title}<br><sub>median over successful repetitions</sub>", "clients (N)", ytitle)
+    fig.update_layout(margin_t=110)
+    return fig
+
+
+def _ready_cdf(t: TrialRecord) -> list[tuple[float, float]]:
+    pts = [(x, y) for x, y in t.series.get("clients.ready_cdf") or [] if is_num(x) and is_num(y)]
+    if pts:
+        return sorted(pts)
+    xs = sorted(v for _, v in t.series.get("clients.ready_s_by_client") or [] if is_num(v))
+    return [(x, (i + 1) / len(xs)) for i, x in enumerate(xs)]
+
+
+def _first_ok_per_case(trials: list[TrialRecord]) -> dict[CaseKey, TrialRecord]:
+    out: dict[CaseKey, TrialRecord] = {}
+    for t in sorted(trials, key=lambda t: (t.repetition, t.seq)):
+        if t.status == "ok":
+            out.setdefault(t.case, t)
+    return out
+
+
+def fig_storm_cdf(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figure | None:
+    """Time-to-ready CDF per tunnel × client count × variant (first successful repetition of each case)."""
+    mine = [t for t in trials if t.workload == "storm"]
+    name = _mc_namer(mine)
+    counts = sorted({t.flows for t in mine})
+    fig = go.Figure()
+    for case, t in sorted(_first_ok_per_case(mine).items(), key=lambda kv: (kv[0].label, kv[0].flows, kv[0].direction)):
+        pts = _ready_cdf(t)
+        if not pts:
+            continue
+        fig.add_scatter(
+            x=[p[0] for p in pts],
+            y=[p[1] for p in pts],
+            mode="lines+markers" if len(pts) < 30 else "lines",
+            line={
+                "shape": "hv",
+                "color": colors.get(t.label, DIRECT_COLOR),
+                "dash": _DASHES[counts.index(case.flows) % 6],
+            },
+            marker={"size": 4},
+            name=f"{name(t)} · N={case.flows}",
+            hovertemplate="%{x:.3g} s: %{y:.1%} of clients ready<extra>%{fullData.name}</extra>",
+        )
+    if not fig.data:
+        return None
+    fig = _layout(
+        fig,
+        "Connection storm: time until each client's tunnel is ready (CDF)"
+        "<br><sub>from the start of the storm; first successful repetition of each case</sub>",
+        "time to ready (s)",
+        "fraction of clients ready ≤ x",
+    )
+    fig.update_layout(margin_t=110)
+    fig.update_yaxes(range=[0, 1.02], tickformat=".0%")
+    return fig
+
+
+_NUM = ' class="num"'
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "–"
+    ms = seconds * 1e3
+    return f"{ms:,.0f} ms" if abs(ms) >= 100 else f"{ms:.3g} ms"
+
+
+def storm_table(trials: list[TrialRecord]) -> str:
+    """Ready p50/p99 and success ratio per storm case (medians over successful repetitions)."""
+    groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
+    for t in trials:
+        if t.workload == "storm":
+            groups[t.case].append(t)
+    if not groups:
+        return ""
+    rows = []
+    for case, ts in sorted(groups.items(), key=lambda kv: (kv[0].label, kv[0].profile, kv[0].direction, kv[0].flows)):
+        ok = [t for t in ts if t.status == "ok"]
+
+        def med(metric: str, ok: list[TrialRecord] = ok) -> float | None:
+            return median_or_none([t.metrics.get(metric) for t in ok])
+
+        p50, p99, succ = med("clients.ready_p50_s"), med("clients.ready_p99_s"), med("clients.success_ratio")
+        n = f"{len(ok)}" + (f' <span class="bad">({len(ts) - len(ok)} failed)</span>' if len(ts) > len(ok) else "")
+        cells = [
+            _e(case.label),
+            _e(case.profile),
+            _e(case.direction),
+            _e(case.flows),
+            n,
+            _e(_ms(p50)),
+            _e(_ms(p99)),
+            (f'<span class="bad">{succ:.1%}</span>' if succ < 1.0 else f"{succ:.0%}")
+            if succ is not None and is_num(succ)
+            else "–",
+        ]
+        rows.append("<tr>" + "".join(f"<td{_NUM if i >= 3 else ''}>{c}</td>" for i, c in enumerate(cells)) + "</tr>")
+    heads = ["tunnel", "profile", "variant", "clients", "n", "ready p50", "ready p99", "success"]
+    head = "".join(f"<th{_NUM if i >= 3 else ''}>{h}</th>" for i, h in enumerate(heads))
+    return (
+        '<div class="table-wrap"><table><thead><tr>'
+        + head
+        + "</tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table></div>"
+    )
+
+
+def multi_failures_html(trials: list[TrialRecord]) -> str:
+    groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
+    for t in trials:
+        groups[t.case].append(t)
+    items = []
+    for case, ts in groups.items():
+        bad = [t for t in ts if t.status != "ok"]
+        if not bad:
+            continue
+        errs = next((t.error.splitlines()[0] for t in bad if t.error), "no error recorded")
+        what = f"{case.label} · {case.profile} · {case.workload} · {case.direction} · N={case.flows}"
+        items.append(f"<li>{_e(what)}: {len(bad)} of {len(ts)} repetition(s) failed, e.g. {_e(errs)}</li>")
+    return f'<ul class="bad">{"".join(items)}</ul>' if items else ""
+
+
+def many_clients_html(trials: list[TrialRecord], pid: str) -> str:
+    multi = [t for t in trials if t.workload in MULTI_CLIENT]
+    if not multi:
+        return ""
+    colors = _colors((t.label, t.tunnel) for t in multi)
+    parts = [_h3(pid, "many-clients", "Many clients"), multi_failures_html(multi)]
+    if any(t.workload == "clients" for t in multi):
+        charts = []
+        for metric, scale, slug, title, ytitle, fmt in _SCALING:
+            f = fig_clients_scaling(multi, colors, metric, scale, title, ytitle, fmt)
+            if f is not None:
+                charts.append(_div(f, f"{pid}-clients-{slug}"))
+        if charts:
+            parts.append('<p class="note">Scaling with the number of concurrent clients (x: N clients).</p>')
+            parts.append(f'<div class="grid2">{"".join(charts)}</div>')
+        else:
+            parts.append('<p class="note">No successful multi-client trial to plot.</p>')
+    if any(t.workload == "storm" for t in multi):
+        cdf = fig_storm_cdf(multi, colors)
+        if cdf is not None:
+            parts.append(_div(cdf, f"{pid}-storm-cdf"))
+        parts.append(storm_table(multi))
+    return "\n".join(p for p in parts if p)
+
+
 # ---- tables and text ---------------------------------------------------------------------------
 
 
@@ -593,18 +837,21 @@ def _anchor(run: RunRecord, index: int) -> str:
 
 
 def run_section(run: RunRecord, index: int) -> str:
-    summaries = summarize_trials(run.trials)
     trials = sorted(run.trials, key=lambda t: t.seq)
+    n_trials, n_failed = len(trials), sum(1 for t in trials if t.status != "ok")
+    multi = many_clients_html(trials, f"r{index}")
+    # The multi-client workloads have their own section: their per-client "streams" and storm ready times are
+    # not parallel flows of one iperf3 test, so they are left out of the per-case throughput/fairness charts.
+    trials = [t for t in trials if t.workload not in MULTI_CLIENT]
+    summaries = summarize_trials(trials)
     colors = _colors((s.case.label, s.tunnel) for s in summaries)
     pid = f"r{index}"
     title = f"Run {run.name or run.uid} (#{run.id})"
-    meta = (
-        f"{len(trials)} trials, {sum(1 for t in trials if t.status != 'ok')} failed · {run.status} · "
-        f"started {run.started_at}"
-    )
+    meta = f"{n_trials} trials, {n_failed} failed · {run.status} · started {run.started_at}"
     parts = [f'<h2 id="{_e(_anchor(run, index))}">{_e(title)}</h2>', f'<p class="meta">{_e(meta)}</p>']
     if not summaries:
-        return "\n".join([*parts, "<p>No trials recorded.</p>", provenance_html(run, trials)])
+        body = multi or "<p>No trials recorded.</p>"
+        return "\n".join([*parts, body, provenance_html(run, run.trials)])
     parts += [warnings_html(summaries), _h3(pid, "summary", "Summary"), summary_table(summaries, trials)]
     parts += [_h3(pid, "throughput", "Throughput"), _div(fig_throughput(summaries, colors), f"{pid}-throughput")]
     ratio = fig_ratio(summaries, colors)
@@ -636,7 +883,7 @@ def run_section(run: RunRecord, index: int) -> str:
     latency = fig_latency(trials, colors)
     if latency is not None:
         parts += [_h3(pid, "latency", "Latency"), _div(latency, f"{pid}-latency")]
-    parts += [profiles_html(trials), provenance_html(run, trials)]
+    parts += [multi, profiles_html(trials), provenance_html(run, trials)]
     return "\n".join(p for p in parts if p)
 
 
