@@ -59,15 +59,11 @@ def delay_check(
 
 
 def wilson(k: int, n: int, confidence: float = 0.99) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion k/n."""
+    """Wilson score interval for a binomial proportion k/n (scipy's)."""
     if n == 0:
         return (math.nan, math.nan)
-    z = float(sps.norm.ppf(0.5 + confidence / 2))
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    ci = sps.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return (float(ci.low), float(ci.high))
 
 
 @dataclass(frozen=True)
