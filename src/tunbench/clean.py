@@ -64,6 +64,37 @@ def _cgroup_dirs() -> list[Path]:
     return out
 
 
+def clean_ledger(ledger: Ledger, report: CleanReport | None = None) -> CleanReport:
+    """Remove whatever the ledger lists that still exists: processes (by recorded pid and start time),
+    namespaces, paths and cgroups."""
+    report = report or CleanReport()
+    report.processes += _kill_recorded(ledger)
+    existing = set(netns.listnetns())
+    for ns in ledger.netns:
+        if ns in existing:
+            delete_namespace(ns)
+            report.namespaces.append(ns)
+    for p in ledger.paths:
+        if os.path.lexists(p):
+            shutil.rmtree(p, ignore_errors=True)
+            report.paths.append(p)
+    for cg in ledger.cgroups:
+        if Path(cg).exists() and remove_cgroup(Path(cg)):
+            report.cgroups.append(cg)
+    return report
+
+
+def finish_ledger(ledger: Ledger) -> None:
+    """At the end of a run, after its own teardown: remove anything an interrupted teardown missed (an
+    interrupt can land between recording an object and handing it to its owner), then forget the ledger."""
+    clean_ledger(ledger)
+    ledger.netns.clear()
+    ledger.procs.clear()
+    ledger.paths.clear()
+    ledger.cgroups.clear()
+    ledger.close()
+
+
 def clean(force: bool = False) -> CleanReport:
     report = CleanReport()
     live: set[str] = set()
@@ -74,18 +105,7 @@ def clean(force: bool = False) -> CleanReport:
             continue
         if ledger is not None:
             report.runs.append(ledger.prefix)
-            report.processes += _kill_recorded(ledger)
-            for ns in ledger.netns:
-                if ns in netns.listnetns():
-                    delete_namespace(ns)
-                    report.namespaces.append(ns)
-            for p in ledger.paths:
-                if os.path.lexists(p):
-                    shutil.rmtree(p, ignore_errors=True)
-                    report.paths.append(p)
-            for cg in ledger.cgroups:
-                if Path(cg).exists() and remove_cgroup(Path(cg)):
-                    report.cgroups.append(cg)
+            clean_ledger(ledger, report)
         path.unlink(missing_ok=True)
     # the sweep: prefixed names whose run is not alive
     for ns in netns.listnetns():

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tunbench import __version__, metadata
+from tunbench.clean import finish_ledger
 from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError, DependencyMissing, TrialError
@@ -233,5 +234,5 @@ def execute(
     finally:
         store.finish_run(run_id, status)
         store.close()
-        ledger.close()
+        finish_ledger(ledger)
     return RunOutcome(run_id=run_id, uid=ledger.prefix, status=status, records=records)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tunbench.clean import finish_ledger
 from tunbench.link import accuracy
 from tunbench.link.profile import Profile, parse_inline
 from tunbench.link.shell import emulated_pair
@@ -307,5 +308,5 @@ def run_selftest(*, seed: int, quick: bool, report: Callable[[Result], None]) ->
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         ledger.drop_path(str(workdir))
-        ledger.close()
+        finish_ledger(ledger)
     return results

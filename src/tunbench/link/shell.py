@@ -13,6 +13,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from tunbench.clean import finish_ledger
 from tunbench.link.emulator import LinkEmulator
 from tunbench.link.profile import Profile
 from tunbench.proc import Daemon, become_subreaper, ns_argv
@@ -96,4 +97,4 @@ def run_shell(profile: Profile, command: list[str], server_command: list[str] | 
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         ledger.drop_path(str(workdir))
-        ledger.close()
+        finish_ledger(ledger)
