@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -20,7 +21,7 @@ from pyroute2 import netns
 
 from tunbench.monitor.cgroup import V1_CPU, V1_CPUACCT, V2_CANDIDATES, remove_cgroup
 from tunbench.proc import stop_group
-from tunbench.state import NAME_RE, Ledger, all_ledgers, owner_alive
+from tunbench.state import NAME_RE, STATE_DIR, Ledger, all_ledgers, owner_alive
 from tunbench.topology.netns import delete_namespace, namespace_pids
 
 WG_SOCKETS = Path("/var/run/wireguard")
@@ -118,6 +119,13 @@ def clean(force: bool = False) -> CleanReport:
         m = NAME_RE.match(cgdir.name)
         if m and m.group(1) not in live and remove_cgroup(cgdir):
             report.cgroups.append(str(cgdir))
+    # half-written ledger files (a run killed between writing its ledger and renaming it into place)
+    if STATE_DIR.is_dir():
+        for tmp_ledger in STATE_DIR.glob(".tb*"):
+            m = re.match(r"^\.(tb[0-9a-f]{6})\.", tmp_ledger.name)
+            if m and m.group(1) not in live:
+                tmp_ledger.unlink(missing_ok=True)
+                report.paths.append(str(tmp_ledger))
     if WG_SOCKETS.is_dir():
         for sock in WG_SOCKETS.iterdir():
             m = NAME_RE.match(sock.name)

@@ -67,7 +67,7 @@ def leftovers(prefix: str | None = None) -> list[str]:
     found += [f"link {m}" for m in re.findall(r"^\d+: ([^:@]+)", links, re.M) if ours(m)]
     state = Path("/run/tunbench")
     if state.is_dir():
-        found += [f"state {p.name}" for p in state.iterdir() if prefix is None or p.name.startswith(prefix)]
+        found += [f"state {p.name}" for p in state.iterdir() if prefix is None or p.name.lstrip(".").startswith(prefix)]
     for root in (
         Path("/sys/fs/cgroup/cpuacct"),
         Path("/sys/fs/cgroup/cpu"),
