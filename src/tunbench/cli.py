@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import shutil
 import sys
@@ -409,8 +408,6 @@ def _root(
 
 def _register_extensions() -> None:
     """Subcommands that live in their own modules (reports and comparisons)."""
-    if importlib.util.find_spec("tunbench.cli_report") is None:
-        return
     from tunbench import cli_report
 
     cli_report.register(app)

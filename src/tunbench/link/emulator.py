@@ -143,9 +143,8 @@ class LinkEmulator:
         self._stop()
 
 
-def link_factory(case: Any, ledger: Ledger, workdir: Path, seed: int) -> Any:
-    """For the runner: a link builder for the case's profile (None for plain veth)."""
-    profile: Profile = case.profile
+def profile_link_builder(profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> Any:
+    """A Topology link builder for the profile: the emulator, or None (plain veth) for `lan`."""
     if not profile.emulated:
         return None
 
@@ -155,3 +154,8 @@ def link_factory(case: Any, ledger: Ledger, workdir: Path, seed: int) -> Any:
         return emu
 
     return build
+
+
+def link_factory(case: Any, ledger: Ledger, workdir: Path, seed: int) -> Any:
+    """For the runner: a link builder for the case's profile (None for plain veth)."""
+    return profile_link_builder(case.profile, ledger, workdir, seed)

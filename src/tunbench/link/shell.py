@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tunbench.clean import finish_ledger
-from tunbench.link.emulator import LinkEmulator
+from tunbench.link.emulator import profile_link_builder
 from tunbench.link.profile import Profile
 from tunbench.proc import Daemon, become_subreaper, ns_argv
 from tunbench.state import Ledger
@@ -32,17 +32,7 @@ def emulated_pair(
     sysctls: dict[str, str] | None = None,
 ) -> Iterator[Topology]:
     """Client and server namespaces joined by the profile's link (veth for `lan`)."""
-
-    def build(topo: Topology) -> LinkEmulator | None:
-        if not profile.emulated:
-            from tunbench.topology.build import veth_link
-
-            veth_link(topo)
-            return None
-        emu = LinkEmulator(topo, profile, ledger, workdir, seed)
-        topo.link = emu
-        return emu
-
+    build = profile_link_builder(profile, ledger, workdir, seed)
     spec = TopologySpec(mtu=profile.mtu or mtu, sysctls={**(sysctls or {}), **profile.sysctl})
     with Topology(ledger, "sh", spec, link_builder=build) as topo:
         yield topo

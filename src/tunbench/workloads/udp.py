@@ -13,9 +13,9 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import CommandFailed, TrialError
 from tunbench.proc import Daemon, run_cmd
@@ -38,6 +38,14 @@ def parse_rate(value: str | float) -> float:
     if not bps > 0 or math.isinf(bps):
         raise ValueError(f"rate must be > 0 (got {value!r})")
     return bps
+
+
+def _valid_rate(value: str) -> str:
+    parse_rate(value)  # raises ValueError with the reason
+    return value
+
+
+RateText = Annotated[str, AfterValidator(_valid_rate)]  # a rate as the user wrote it, e.g. "500mbit"
 
 
 def whole_seconds(duration_s: float) -> int:
@@ -161,15 +169,9 @@ def _run_udp(
 class UdpOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    rate: str = Field(default="500mbit", description="offered rate (e.g. 500mbit, 1gbit)")
+    rate: RateText = Field(default="500mbit", description="offered rate (e.g. 500mbit, 1gbit)")
     size: int = Field(default=1200, ge=16, le=65507, description="UDP payload bytes per datagram")
     socket_buffer: str = Field(default="2M", pattern=r"^([0-9]+[KMG]?)?$", description="iperf3 -w ('' = default)")
-
-    @field_validator("rate")
-    @classmethod
-    def _rate(cls, v: str) -> str:
-        parse_rate(v)
-        return v
 
 
 class UdpWorkload(Workload):
@@ -306,8 +308,8 @@ class UdpSearchOptions(BaseModel):
 
     sizes: list[int] = Field(default=[64, 512, 1200, 1400], min_length=1)
     loss_threshold: float = Field(default=0.001, ge=0, lt=1, description="fraction: 0.001 = 0.1%")
-    min_rate: str = "1mbit"
-    max_rate: str = "2gbit"
+    min_rate: RateText = "1mbit"
+    max_rate: RateText = "2gbit"
     max_steps: int = Field(default=8, ge=1, le=20)
     tolerance: float = Field(default=0.05, gt=0, le=1)
     step_s: int = Field(default=1, ge=1, le=60, description="seconds per step (iperf3 counts whole seconds)")
@@ -319,12 +321,6 @@ class UdpSearchOptions(BaseModel):
         for s in v:
             if not 16 <= s <= 65507:
                 raise ValueError(f"datagram size {s} out of range (16..65507)")
-        return v
-
-    @field_validator("min_rate", "max_rate")
-    @classmethod
-    def _rate(cls, v: str) -> str:
-        parse_rate(v)
         return v
 
 
