@@ -69,9 +69,15 @@ class Ledger:
     def save(self) -> None:
         STATE_DIR.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=STATE_DIR, prefix=f".{self.prefix}.")
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.to_json(), f)
-        os.replace(tmp, self.path)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_json(), f)
+            os.replace(tmp, self.path)
+        except BaseException:
+            # an interrupt (Ctrl-C, SIGTERM) can land between writing and renaming: never leave the temp
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
 
     def _change(self, attr: str, value: Any, add: bool) -> None:
         with self._lock:
@@ -118,6 +124,9 @@ class Ledger:
             return
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+        for tmp in STATE_DIR.glob(f".{self.prefix}.*"):
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
 
 
 def load_ledger(path: Path) -> Ledger:
