@@ -143,3 +143,45 @@ timeout_s = 60
     assert m["clients.success_ratio"] == 1.0
     assert m["clients.recovery_s"] is not None and m["clients.recovery_s"] >= 0
     assert m["clients.ready_max_s"] > 4.0
+
+
+def test_an_emulated_profile_is_one_bottleneck_shared_by_every_client(tmp_path: Path) -> None:
+    """The emulator sits on the server's uplink: 5 clients offering 4 Mbit/s each through a 10 Mbit/s
+    uplink share those 10 Mbit/s (on lan they all get their rate), and the queue drops the rest."""
+    rate, uplink = 4e6, 10e6
+    path = scenario(
+        tmp_path,
+        f"""
+[run]
+tunnels = ["wireguard-go"]
+profiles = ["lan", "uplink:up.rate=10mbit,up.queue=64p,delay=5ms"]
+repeat = 1
+direct = false
+[workload]
+kind = ["clients"]
+duration_s = 3
+omit_s = 1
+[workload.clients]
+clients = [5]
+protocols = ["udp"]
+udp_rate_bps = {rate:.0f}
+""",
+    )
+    res, doc = run_json(tmp_path, path, timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    trials = {t["profile"]: t for t in doc["trials"]}
+    assert set(trials) == {"lan", "uplink"}
+    for t in trials.values():
+        assert t["status"] == "ok", t["error"]
+        assert t["metrics"]["clients.connected"] == 5
+    lan, wan = trials["lan"]["metrics"], trials["uplink"]["metrics"]
+    assert lan["clients.udp.aggregate_bps"] == pytest.approx(5 * rate, rel=0.1)
+    assert "link.up.packets_in" not in lan
+    # 1200-byte datagrams become 1288-byte WireGuard packets on the wire: at most 10 Mbit/s x 1200/1288 of
+    # payload fits; the emulator's own drops must be zero (queue drops are the bottleneck working)
+    payload_share = 1200 / 1288
+    assert 0.75 * uplink * payload_share < wan["clients.udp.aggregate_bps"] < 1.02 * uplink * payload_share
+    assert wan["clients.udp.loss_pct"] > 30
+    assert wan["link.up.dropped_queue"] > 0 and wan["link.up.dropped_emulator"] == 0
+    assert wan["link.down.delivered_packets"] > 0  # the handshakes' and iperf3's replies came back through it
+    assert wan["cpu.link.user_s"] + wan["cpu.link.sys_s"] > 0

@@ -79,3 +79,26 @@ def test_batch_scripts_build_the_switch_without_touching_the_root_namespace() ->
     assert sum(f"master {lay.bridge}" in ln for ln in br) == 4  # the server's port + 3 clients
     for ln in [*srv, *cl, *br]:
         assert "netns add" not in ln and "dev lo" not in ln
+
+
+def test_an_emulated_uplink_puts_a_gateway_between_the_switch_and_the_server() -> None:
+    lay = Layout(PREFIX, "t2", MAX_CLIENTS, emulated_uplink=True)
+    plain = Layout(PREFIX, "t2", 3)
+    assert plain.uplink_ns == plain.server_ns and plain.gateway_ns not in plain.all_namespaces()
+    assert lay.uplink_ns == lay.gateway_ns == f"{PREFIX}-t2-gw"
+    assert lay.all_namespaces()[:3] == [lay.bridge_ns, lay.gateway_ns, lay.server_ns]
+    # the server namespace has no veth of its own: its only link is the emulator's TUN device
+    assert lay.server_script() == ["link set lo up"]
+    gateway = lay.gateway_script()
+    assert any(f"peer name {lay.server_port} netns {lay.bridge_ns}" in line for line in gateway)
+    gw_addr = next(line.split()[2] for line in gateway if line.startswith("addr add"))
+    assert gw_addr == "198.18.255.254/16"
+    assert ipaddress.ip_address(client_addr(MAX_CLIENTS)) < ipaddress.ip_address("198.18.255.254")
+    assert sum("nud permanent" in line for line in gateway) == MAX_CLIENTS  # the clients' neighbours live here now
+    # the server keeps its address; the underlay is routed back through the emulator
+    assert lay.uplink_gateway_script()[-1] == f"route add {lay.server_addr}/32 dev {lay.uplink_dev_gateway}"
+    server = lay.uplink_server_script()
+    assert f"addr add {lay.server_addr}/32 dev {lay.uplink_dev_server}" in server
+    assert f"route add 198.18.0.0/16 dev {lay.uplink_dev_server} src {lay.server_addr}" in server
+    for name in (lay.uplink_dev_gateway, lay.uplink_dev_server, lay.gateway_ns):
+        assert NAME_RE.match(name)

@@ -9,6 +9,8 @@ import os
 import select
 import shutil
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -42,33 +44,57 @@ def find_link_binary() -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class LinkEnd:
+    """One side of the emulated link: the TUN device tunbench-link opens inside a namespace."""
+
+    netns: str
+    dev: str
+
+
 class LinkEmulator:
-    def __init__(self, topo: Any, profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> None:
-        self.topo = topo
+    """`with LinkEmulator(...)`: tunbench-link forwards between `a` (the client side: the profile's "up"
+    direction leaves it) and `b` (the server side); `configure` runs once both TUN devices exist."""
+
+    def __init__(
+        self,
+        profile: Profile,
+        ledger: Ledger,
+        workdir: Path,
+        seed: int,
+        *,
+        a: LinkEnd,
+        b: LinkEnd,
+        mtu: int,
+        configure: Callable[[], None],
+        stats_name: str = "link-stats.json",
+    ) -> None:
         self.profile = profile
         self.ledger = ledger
         self.workdir = workdir
         self.seed = seed
-        self.stats_path = workdir / "link-stats.json"
+        self.a = a
+        self.b = b
+        self.mtu = mtu
+        self._configure = configure
+        self.stats_path = workdir / stats_name
         self.stats: dict[str, Any] = {}
         self.daemon: Daemon | None = None
-        self.dev_client = topo.ifname("lc")
-        self.dev_server = topo.ifname("ls")
 
     def argv(self) -> list[str]:
         return [
             str(find_link_binary()),
             "run",
             "--netns-a",
-            f"/run/netns/{self.topo.client.name}",
+            f"/run/netns/{self.a.netns}",
             "--dev-a",
-            self.dev_client,
+            self.a.dev,
             "--netns-b",
-            f"/run/netns/{self.topo.server.name}",
+            f"/run/netns/{self.b.netns}",
             "--dev-b",
-            self.dev_server,
+            self.b.dev,
             "--mtu",
-            str(self.topo.spec.mtu),
+            str(self.mtu),
             "--seed",
             str(self.seed),
             "--stats-file",
@@ -86,20 +112,7 @@ class LinkEmulator:
         )
         try:
             self._wait_ready(timeout_s=10.0)
-            a = self.topo.addr
-            v6 = self.topo.spec.ipv6
-            configure(
-                Endpoint(
-                    self.topo.client, self.dev_client, a.client, a.prefixlen, a.client6 if v6 else None, a.prefixlen6
-                ),
-                self.topo.spec.mtu,
-            )
-            configure(
-                Endpoint(
-                    self.topo.server, self.dev_server, a.server, a.prefixlen, a.server6 if v6 else None, a.prefixlen6
-                ),
-                self.topo.spec.mtu,
-            )
+            self._configure()
         except BaseException:
             self._stop()
             raise
@@ -143,13 +156,43 @@ class LinkEmulator:
         self._stop()
 
 
+def link_metrics(stats: dict[str, Any] | None) -> dict[str, float]:
+    """The emulator's final counters as trial metrics (`link.up.*` client->server, `link.down.*`): what its
+    models dropped and what it dropped itself, kept apart."""
+    out: dict[str, float] = {}
+    for wire, direction in (("a2b", "up"), ("b2a", "down")):
+        for key, value in ((stats or {}).get(wire) or {}).items():
+            if isinstance(value, int | float):
+                out[f"link.{direction}.{key}"] = float(value)
+    return out
+
+
+def topology_emulator(topo: Any, profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> LinkEmulator:
+    """The emulator in place of the veth of a two-namespace Topology: same addresses on both sides."""
+    a = LinkEnd(topo.client.name, topo.ifname("lc"))
+    b = LinkEnd(topo.server.name, topo.ifname("ls"))
+    plan, mtu, v6 = topo.addr, topo.spec.mtu, topo.spec.ipv6
+
+    def configure_ends() -> None:
+        configure(
+            Endpoint(topo.client, a.dev, plan.client, plan.prefixlen, plan.client6 if v6 else None, plan.prefixlen6),
+            mtu,
+        )
+        configure(
+            Endpoint(topo.server, b.dev, plan.server, plan.prefixlen, plan.server6 if v6 else None, plan.prefixlen6),
+            mtu,
+        )
+
+    return LinkEmulator(profile, ledger, workdir, seed, a=a, b=b, mtu=mtu, configure=configure_ends)
+
+
 def profile_link_builder(profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> Any:
     """A Topology link builder for the profile: the emulator, or None (plain veth) for `lan`."""
     if not profile.emulated:
         return None
 
     def build(topo: Any) -> LinkEmulator:
-        emu = LinkEmulator(topo, profile, ledger, workdir, seed)
+        emu = topology_emulator(topo, profile, ledger, workdir, seed)
         topo.link = emu
         return emu
 

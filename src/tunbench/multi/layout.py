@@ -8,6 +8,11 @@ Names carry the run prefix (`tb<6 hex>-`): namespaces `tb3fa91c-t4-c11` (trial 4
 interfaces within IFNAMSIZ (15): `tb3fa91c-c11` (client veth), `tb3fa91c-b11` (its bridge port),
 `tb3fa91c-t11` (client tunnel device; wireguard-go's UAPI socket is named after it, so it is unique per
 run). The client index is written in hex: 5 hex digits fit, far beyond the address plan's limit.
+
+With an emulated WAN profile the emulator sits on the server's uplink, so every client shares one
+bottleneck: the switch port then leads to a gateway namespace (`...-gw`, 198.18.255.254, the server's MAC),
+which routes the server's address over tunbench-link's TUN pair to the server namespace, where the server
+keeps 198.18.0.1 (a /32 on its TUN device, with the underlay /16 routed back through it).
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ def client_mac(i: int) -> str:
 
 
 SERVER_MAC = "02:74:63:00:00:01"
+GATEWAY_ADDR = _nth(UNDERLAY, UNDERLAY.num_addresses - 2)  # 198.18.255.254: clients stay far below it
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class Layout:
     inner_prefixlen: int = 16
     inner_netmask: str = "255.255.0.0"
     inner_network: str = str(INNER.network_address)
+    emulated_uplink: bool = False  # the WAN emulator between the switch and the server (a shared bottleneck)
 
     def __post_init__(self) -> None:
         if not 1 <= self.clients <= MAX_CLIENTS:
@@ -115,11 +122,29 @@ class Layout:
     def server_dev(self) -> str:
         return self.ifname("ts")
 
+    @property
+    def gateway_ns(self) -> str:
+        return self.ns("gw")
+
+    @property
+    def uplink_dev_gateway(self) -> str:  # tunbench-link's TUN device on the switch side
+        return self.ifname("lg")
+
+    @property
+    def uplink_dev_server(self) -> str:  # ... and on the server side
+        return self.ifname("ls")
+
+    @property
+    def uplink_ns(self) -> str:
+        """The namespace whose veth is plugged into the switch for the server: the server's, or the gateway's."""
+        return self.gateway_ns if self.emulated_uplink else self.server_ns
+
     def indices(self) -> range:
         return range(1, self.clients + 1)
 
     def all_namespaces(self) -> list[str]:
-        return [self.bridge_ns, self.server_ns, *(self.client_ns(i) for i in self.indices())]
+        gateway = [self.gateway_ns] if self.emulated_uplink else []
+        return [self.bridge_ns, *gateway, self.server_ns, *(self.client_ns(i) for i in self.indices())]
 
     # ---- ip -batch scripts (pure, tested) --------------------------------------------------------------
     def bridge_script(self) -> list[str]:
@@ -138,12 +163,34 @@ class Layout:
         return lines
 
     def server_script(self) -> list[str]:
+        if self.emulated_uplink:
+            return ["link set lo up"]  # its only link is the emulator's TUN device (uplink_server_script)
+        return self._uplink_script(self.server_addr)
+
+    def gateway_script(self) -> list[str]:
+        """The gateway namespace (emulated uplink only): the switch port, the clients' neighbours."""
+        return self._uplink_script(GATEWAY_ADDR)
+
+    def uplink_gateway_script(self) -> list[str]:
+        """Once the emulator's TUN devices exist: the server's address is routed through the emulator."""
+        g = self.uplink_dev_gateway
+        return [f"link set {g} mtu {self.mtu} up", f"route add {self.server_addr}/32 dev {g}"]
+
+    def uplink_server_script(self) -> list[str]:
+        d = self.uplink_dev_server
+        return [
+            f"addr add {self.server_addr}/32 dev {d}",
+            f"link set {d} mtu {self.mtu} up",
+            f"route add {UNDERLAY} dev {d} src {self.server_addr}",
+        ]
+
+    def _uplink_script(self, addr: str) -> list[str]:
         s = self.server_if
         lines = [
             "link set lo up",
             f"link add {s} address {SERVER_MAC} type veth peer name {self.server_port} netns {self.bridge_ns}",
             f"link set {s} addrgenmode none",
-            f"addr add {self.server_addr}/{self.prefixlen} dev {s}",
+            f"addr add {addr}/{self.prefixlen} dev {s}",
             f"link set {s} mtu {self.mtu} up",
         ]
         # permanent neighbours: no ARP storm, and (since Linux 4.19) not counted against the host-wide

@@ -29,6 +29,7 @@ from tunbench.topology import sysctl
 log = logging.getLogger(__name__)
 
 NETNS_DIR = Path("/run/netns")
+GATEWAY_SYSCTLS = {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "0"}
 POOL = 4  # concurrent `ip` processes: enough to hide fork/exec latency on 2 cores
 
 
@@ -130,10 +131,14 @@ class MultiTopology:
             self._created.append(n)
         ip_batch((f"netns add {n}" for n in names), what="creating namespaces")
         jobs: list[tuple[str, list[str]]] = [(lay.server_ns, lay.server_script())]
+        if lay.emulated_uplink:
+            jobs.append((lay.gateway_ns, lay.gateway_script()))
         jobs += [(lay.client_ns(i), lay.client_script(i)) for i in lay.indices()]
         self._parallel(jobs)
         ip_batch(lay.bridge_script(), netns=lay.bridge_ns, what="building the switch")
         self._wait_forwarding()
+        if lay.emulated_uplink:
+            sysctl.apply(lay.gateway_ns, GATEWAY_SYSCTLS)
         if self.sysctls:
             self._apply_sysctls([lay.server_ns, *(lay.client_ns(i) for i in lay.indices())])
 

@@ -15,12 +15,13 @@ from typing import Any
 import psutil
 
 from tunbench.errors import TrialError
+from tunbench.link.emulator import LinkEmulator, LinkEnd, link_metrics
 from tunbench.monitor.cgroup import V1_CPU, RoleCgroup, remove_cgroup
 from tunbench.monitor.sampler import RoleCost
 from tunbench.multi.fleet import Fleet
 from tunbench.multi.icmp import ReadyProbe
 from tunbench.multi.layout import Layout
-from tunbench.multi.topology import MultiTopology
+from tunbench.multi.topology import MultiTopology, ip_batch
 from tunbench.results import TrialRecord
 from tunbench.state import Ledger
 from tunbench.workloads.base import TrialInput
@@ -105,21 +106,19 @@ class MultiTrial:
     watches nothing yet; mt.fleet.up(...) brings clients up."""
 
     def __init__(self, trial: TrialInput, clients: int, *, cpu_cap: bool = False, probe_interval_s: float = 0.1):
-        case = trial.case
-        if getattr(case.profile, "emulated", False):
-            raise TrialError(
-                f"profile {case.profile.name!r} is emulated: multi-client workloads run on the plain switch only "
-                "(the WAN emulator on the server's uplink is not wired in yet)"
-            )
         self.trial = trial
         self.ledger = trial.ledger
         self.record: TrialRecord = trial.record
         self.tag = f"t{self.record.seq}"
-        self.layout = Layout(self.ledger.prefix, self.tag, clients, mtu=trial.topology.mtu)
+        self.profile = trial.case.profile
+        self.layout = Layout(
+            self.ledger.prefix, self.tag, clients, mtu=trial.topology.mtu, emulated_uplink=self.profile.emulated
+        )
         self.want_cap = cpu_cap
         self.probe_interval_s = probe_interval_s
         self._stack = contextlib.ExitStack()
         self.topo: MultiTopology | None = None
+        self.link: LinkEmulator | None = None
         self.cgroups: dict[str, RoleCgroup] = {}
         self.cap: CpuCap | None = None
         self.probe: ReadyProbe | None = None
@@ -146,6 +145,8 @@ class MultiTrial:
         m["clients.topology_setup_s"] = self.topo.setup_s
         m["clients.netns_kmem_bytes_per_client"] = (kernel_mem_bytes() - kmem0) / lay.clients
         self.record.params["sysctls"] = self.topo.sysctls_applied
+        if lay.emulated_uplink:
+            self.link = self._stack.enter_context(self._uplink_emulator())
         for role in ("server", "clients"):
             self.cgroups[role] = self._stack.enter_context(
                 RoleCgroup(f"{self.ledger.prefix}-{self.tag}-{role}", self.ledger)
@@ -164,6 +165,25 @@ class MultiTrial:
         address = self.fleet.render_text(self.fleet.multi.probe_address, self.fleet.vars, "multi.probe_address")
         self.probe = self._stack.enter_context(ReadyProbe(namespaces, address, self.probe_interval_s))
 
+    def _uplink_emulator(self) -> LinkEmulator:
+        """tunbench-link between the switch (gateway namespace) and the server: one bottleneck for all."""
+        lay = self.layout
+
+        def route_through() -> None:
+            ip_batch(lay.uplink_gateway_script(), netns=lay.gateway_ns, what="routing the gateway to the emulator")
+            ip_batch(lay.uplink_server_script(), netns=lay.server_ns, what="addressing the server's uplink")
+
+        return LinkEmulator(
+            self.profile,
+            self.ledger,
+            self.trial.workdir,
+            self.trial.link_seed,
+            a=LinkEnd(lay.gateway_ns, lay.uplink_dev_gateway),
+            b=LinkEnd(lay.server_ns, lay.uplink_dev_server),
+            mtu=lay.mtu,
+            configure=route_through,
+        )
+
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         t0 = time.monotonic()
         try:
@@ -171,6 +191,8 @@ class MultiTrial:
         finally:
             self._remove_stale_sockets()
         self.metrics["clients.teardown_s"] = time.monotonic() - t0
+        if self.link is not None:
+            self.metrics.update(link_metrics(self.link.stats))
 
     def _remove_stale_sockets(self) -> None:
         """A userspace WireGuard killed while starting (Ctrl-C mid-storm) leaves its UAPI socket behind."""
@@ -182,10 +204,14 @@ class MultiTrial:
     def roles(self) -> dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]]:
         """Sampler roles: the server per process (10 Hz) + its cgroup; the clients by cgroup totals only
         (sampling hundreds of processes at 10 Hz would perturb a 2-core host)."""
-        return {
+        roles: dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]] = {
             "server": (lambda: self.fleet.pids("server"), self.cgroups.get("server")),
             "clients": (lambda: [], self.cgroups.get("clients")),
         }
+        link_pid = self.link.pid if self.link is not None else None
+        if link_pid:
+            roles["link"] = ((lambda: [link_pid]), None)
+        return roles
 
     def failures_text(self, errors: dict[int, str], limit: int = 3) -> str:
         parts = []
