@@ -6,6 +6,7 @@
 //! the only code that reads the clock or sleeps).
 
 pub mod cli;
+pub mod histogram;
 pub mod io;
 pub mod json;
 pub mod model;

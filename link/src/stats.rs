@@ -1,6 +1,7 @@
 //! Per-direction counters shared between a forwarding thread (writer) and
 //! the main thread (reader), and the stats JSON.
 
+use crate::histogram::Histogram;
 use crate::json::Obj;
 use crate::model::StageCounters;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -36,6 +37,8 @@ pub struct DirStats {
     /// relative to their scheduled departure (sum and max, ns).
     pub late_ns_sum: AtomicU64,
     pub late_ns_max: AtomicU64,
+    /// ... and their distribution (for percentiles).
+    pub late_hist: Histogram,
 }
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -55,6 +58,10 @@ pub struct Snapshot {
     pub held_packets: u64,
     pub late_ns_sum: u64,
     pub late_ns_max: u64,
+    /// Percentiles of the lateness, as bucket upper edges (µs).
+    pub late_us_p50: u64,
+    pub late_us_p99: u64,
+    pub late_us_p999: u64,
 }
 
 impl DirStats {
@@ -66,6 +73,7 @@ impl DirStats {
     pub fn record_lateness(&self, late_ns: u64) {
         self.late_ns_sum.fetch_add(late_ns, Relaxed);
         self.late_ns_max.fetch_max(late_ns, Relaxed);
+        self.late_hist.record(late_ns);
     }
 
     /// Publish the model counters (absolute values owned by the pipeline).
@@ -94,6 +102,9 @@ impl DirStats {
             held_packets: self.held_packets.load(Relaxed),
             late_ns_sum: self.late_ns_sum.load(Relaxed),
             late_ns_max: self.late_ns_max.load(Relaxed),
+            late_us_p50: self.late_hist.quantile_us(0.5),
+            late_us_p99: self.late_hist.quantile_us(0.99),
+            late_us_p999: self.late_hist.quantile_us(0.999),
         }
     }
 }
@@ -122,6 +133,9 @@ impl Snapshot {
             .u64("held_packets", self.held_packets)
             .f64("late_us_mean", self.late_us_mean())
             .f64("late_us_max", self.late_ns_max as f64 / 1e3)
+            .u64("late_us_p50", self.late_us_p50)
+            .u64("late_us_p99", self.late_us_p99)
+            .u64("late_us_p999", self.late_us_p999)
             .finish()
     }
 }
