@@ -56,6 +56,11 @@ class TrialError(TunbenchError):
     """One trial failed; the run records it and goes on."""
 
 
+class RetryTrial(TrialError):
+    """The measurement is void for a reason outside the tunnel (e.g. a traffic tool's own race), so running
+    the whole trial again is sound. The runner does, a bounded number of times, and records why."""
+
+
 class Interrupted(TunbenchError):
     """The run was interrupted (Ctrl-C or SIGTERM); finished trials are kept."""
 

@@ -20,7 +20,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from tunbench import workloads
-from tunbench.errors import CommandFailed, DependencyMissing, TrialError, TunnelError
+from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunnelError
+from tunbench.link.emulator import link_metrics
 from tunbench.monitor.cgroup import RoleCgroup
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.plan import Case, PlannedTrial
@@ -42,6 +43,7 @@ class WindowHook(Protocol):
 
 
 TrialCallback = Callable[[PlannedTrial, TrialRecord], None]
+MAX_ATTEMPTS = 3  # a void measurement (RetryTrial) is tried this many times in all
 
 
 class Runner:
@@ -114,13 +116,32 @@ class Runner:
         )
 
     def run_trial(self, pt: PlannedTrial) -> TrialRecord:
+        """One trial; a void measurement (RetryTrial) is run again from scratch, at most MAX_ATTEMPTS times,
+        and the reasons are kept with the record (`params.retried`)."""
         workload = workloads.get(pt.case.workload)
         options = self.options.get(workload.kind) or workload.options(None)
+        retried: list[str] = []
+        while True:
+            rec, void = self._attempt(pt, workload, options)
+            if not void or len(retried) + 1 >= MAX_ATTEMPTS:
+                break
+            retried.append(rec.error)
+        if retried:
+            rec.params["retried"] = retried
+        return rec
+
+    def _attempt(self, pt: PlannedTrial, workload: Workload, options: BaseModel) -> tuple[TrialRecord, bool]:
+        """(the record, whether the measurement was void and may be tried again)."""
+        void = False
         rec = self._record(pt, options)
         workdir = Path(tempfile.mkdtemp(prefix=f"{self.ledger.prefix}-t{pt.seq}-"))
         self.ledger.add_path(str(workdir))
         try:
             self._measure(pt, workload, options, rec, workdir)
+        except RetryTrial as e:
+            rec.status = "failed"
+            rec.error = str(e)
+            void = True
         except (TrialError, TunnelError, CommandFailed, DependencyMissing) as e:
             rec.status = "failed"
             rec.error = str(e)
@@ -134,7 +155,7 @@ class Runner:
                     rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-65536:]
             shutil.rmtree(workdir, ignore_errors=True)
             self.ledger.drop_path(str(workdir))
-        return rec
+        return rec, void
 
     def _measure(
         self, pt: PlannedTrial, workload: Workload, options: BaseModel, rec: TrialRecord, workdir: Path
@@ -212,7 +233,7 @@ class Runner:
         rec.streams = result.streams
         rec.artifacts.update(result.artifacts)
         _cost_metrics(rec, sampler.results, sampler.wall_s)
-        _link_metrics(rec, getattr(topo.link, "stats", None))
+        rec.metrics.update(link_metrics(getattr(topo.link, "stats", None)))
 
 
 def _cost_metrics(rec: TrialRecord, costs: dict[str, RoleCost], wall_s: float) -> None:
@@ -234,16 +255,6 @@ def _cost_metrics(rec: TrialRecord, costs: dict[str, RoleCost], wall_s: float) -
             m[f"cgroup_cpu.{role}.sys_s"] = cost.cgroup_cpu.sys_s
         rec.series[f"cpu_pct.{role}"] = _cpu_pct(cost)
         rec.series[f"rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
-
-
-def _link_metrics(rec: TrialRecord, stats: dict[str, Any] | None) -> None:
-    """The emulator's counters: what its models dropped vs what it dropped itself, per direction."""
-    if not stats:
-        return
-    for wire, d in (("a2b", "up"), ("b2a", "down")):
-        for key, value in (stats.get(wire) or {}).items():
-            if isinstance(value, int | float):
-                rec.metrics[f"link.{d}.{key}"] = float(value)
 
 
 def _cpu_pct(cost: RoleCost) -> list[tuple[float, float]]:

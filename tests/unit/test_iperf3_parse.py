@@ -73,3 +73,10 @@ def test_argv() -> None:
     assert "-J" in argv
     assert "--bidir" in iperf3.client_argv("x", 1, iperf3.Iperf3Params(direction="bidir"))
     assert p.timeout_s > p.duration_s + p.omit_s
+
+
+def test_bidir_streams_with_crossed_roles_are_detected() -> None:
+    # captured through socat (buffer 2048): the server took the connections in the other order, so both
+    # ends of each stream sent (filling the buffers) and neither received a byte
+    assert iperf3.crossed_streams(load("iperf3-bidir-crossed.json")) == 2
+    assert iperf3.crossed_streams(load("iperf3-bidir-1flow.json")) == 0

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tunbench.errors import TrialError
+from tunbench.errors import RetryTrial, TrialError
 from tunbench.proc import Daemon, run_cmd
 from tunbench.tunnels import probes
 from tunbench.workloads.base import Context, Measurement, Workload
@@ -158,6 +158,21 @@ def parse(text: str, direction: Direction) -> Iperf3Result:
     )
 
 
+def crossed_streams(text: str) -> int:
+    """Streams of a --bidir test whose two ends took the same role: the sender side moved bytes and the
+    receiver side saw none. iperf3 gives each data connection its role by accept() order on the server, so
+    when connections arrive out of order (through a proxy that connects on its own) both ends of a stream
+    send (and stall) or both wait; the test then measures nothing on those streams."""
+    doc = json.loads(text)
+    n = 0
+    for s in (doc.get("end") or {}).get("streams", []):
+        sent = int((s.get("sender") or {}).get("bytes", 0))
+        got = int((s.get("receiver") or {}).get("bytes", 0))
+        if sent > 0 and got == 0:
+            n += 1
+    return n
+
+
 def _retransmits(end: dict[str, Any], direction: Direction) -> int | None:
     vals = [end.get(k, {}).get("retransmits") for k in ("sum_sent", "sum_sent_bidir_reverse")]
     nums = [int(v) for v in vals if v is not None]
@@ -205,6 +220,12 @@ class Iperf3Workload(Workload):
         if res.returncode != 0 and not res.stdout.strip().startswith("{"):
             raise TrialError(f"iperf3 client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
         r = parse(res.stdout, p.direction)
+        if p.direction == "bidir" and (crossed := crossed_streams(res.stdout)):
+            raise RetryTrial(
+                f"iperf3 --bidir: on {crossed} stream(s) one end sent and the other received nothing: iperf3's "
+                "stream-role race when connections reach the server out of order (esnet/iperf#2029, fixed "
+                "upstream by esnet/iperf#2030; an L4 proxy makes it likely), or the tunnel carried nothing that way"
+            )
         m = Measurement(artifacts={"iperf3.json": res.stdout.encode()})
         m.metrics.update(
             {

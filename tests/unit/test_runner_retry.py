@@ -1,0 +1,85 @@
+"""The runner tries a void measurement (RetryTrial) again from scratch, a bounded number of times, and
+keeps why; any other failure is final at once."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from tunbench import state, workloads
+from tunbench.errors import RetryTrial, TrialError
+from tunbench.link.profile import Profile
+from tunbench.plan import Case, PlannedTrial
+from tunbench.results import TrialRecord
+from tunbench.runner import MAX_ATTEMPTS, Runner
+from tunbench.store.db import Store
+from tunbench.topology.build import TopologySpec
+from tunbench.tunnels.registry import parse_ref
+from tunbench.workloads.base import Context, Measurement, TrialInput, Workload
+
+
+class Scripted(Workload):
+    """Owns its topology (so no namespaces are needed) and fails as scripted, then succeeds."""
+
+    kind = "scripted"
+    description = "test double for the runner"
+    owns_topology = True
+    script: ClassVar[list[Exception | None]] = []
+    calls: ClassVar[int] = 0
+
+    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:  # pragma: no cover - never called
+        raise AssertionError
+
+    def measure(self, ctx: Context) -> Measurement:  # pragma: no cover - never called
+        raise AssertionError
+
+    def run_trial(self, trial: TrialInput) -> None:
+        step = Scripted.script[min(Scripted.calls, len(Scripted.script) - 1)]
+        Scripted.calls += 1
+        trial.record.metrics["attempt"] = float(Scripted.calls)
+        if step is not None:
+            raise step
+
+
+RunOne = Callable[[list[Exception | None]], TrialRecord]
+
+
+@pytest.fixture
+def run_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunOne]:
+    monkeypatch.setattr(state, "STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(workloads, "get", lambda kind: Scripted())
+    Scripted.calls = 0
+    ledger = state.Ledger.open("tbabc123")
+    store = Store(tmp_path / "r.db")
+    r = Runner(ledger=ledger, store=store, run_id=1, topology=TopologySpec(), duration_s=1, omit_s=0)
+    case = Case(parse_ref("direct"), Profile(name="lan", emulated=False), 1, "up", workload="scripted")
+
+    def go(script: list[Exception | None]) -> TrialRecord:
+        Scripted.script = script
+        return r.run_trial(PlannedTrial(1, case, 0))
+
+    yield go
+    store.close()
+
+
+def test_a_void_measurement_is_tried_again_and_the_reason_kept(run_one: RunOne) -> None:
+    rec = run_one([RetryTrial("roles crossed"), None])
+    assert rec.status == "ok" and rec.error == ""
+    assert rec.metrics["attempt"] == 2.0  # the record is the successful attempt's, not a mix
+    assert rec.params["retried"] == ["roles crossed"]
+
+
+def test_retries_are_bounded_and_the_last_reason_is_the_error(run_one: RunOne) -> None:
+    rec = run_one([RetryTrial("roles crossed")])
+    assert Scripted.calls == MAX_ATTEMPTS
+    assert rec.status == "failed" and rec.error == "roles crossed"
+    assert rec.params["retried"] == ["roles crossed"] * (MAX_ATTEMPTS - 1)
+
+
+def test_other_failures_are_not_retried(run_one: RunOne) -> None:
+    rec = run_one([TrialError("tunnel broke"), None])
+    assert Scripted.calls == 1 and rec.status == "failed" and "retried" not in rec.params
