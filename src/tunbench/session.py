@@ -201,6 +201,8 @@ def execute(
             from tunbench.report.terminal import trial_headline
 
             console.print(f"  [green]✓[/] {escape(pt.case.title)} · rep {pt.repetition}: {trial_headline(rec)}")
+            for why in rec.params.get("retried", []):
+                console.print(f"      (an earlier attempt was void and run again: {escape(why)})")
         else:
             lines = rec.error.splitlines() or ["failed"]
             console.print(f"  [red]✗[/] {escape(pt.case.title)} · rep {pt.repetition}: {escape(lines[0])}")
