@@ -90,7 +90,11 @@ def test_run_over_wan_profile_records_link_counters(tmp_path: Path) -> None:
         assert m["link.up.dropped_emulator"] == 0
         assert m["cpu.link.user_s"] + m["cpu.link.sys_s"] > 0
         assert t["params"]["profile"]["up"] == {"delay": "50ms", "loss": "0.1%"}
-        assert t["retransmits"] > 0, "TCP must have seen the emulated loss"
+        # ~100 of ~130,000 packets are lost: the sender in the client namespace retransmits them. Through
+        # socat that sender is the relay, not iperf3 (whose own socket ends at socat, in the same namespace)
+        assert m["counters.client.tcp_retrans_segs"] > 0, "TCP must have seen the emulated loss"
+        if t["label"] == "direct":
+            assert t["retransmits"] > 0
 
 
 def test_bad_profile_fails_before_anything_starts(tmp_path: Path) -> None:
