@@ -6,16 +6,17 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tunbench import __version__, metadata
 from tunbench.clean import finish_ledger
@@ -33,6 +34,7 @@ from tunbench.store.db import Store
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.registry import TunnelRef, missing_binaries, parse_ref
+from tunbench.workloads import get as get_workload
 
 
 @dataclass
@@ -116,6 +118,18 @@ def graceful_signals(console: Console) -> Iterator[None]:
             signal.signal(s, h)
 
 
+def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], duration_s: float, omit_s: float) -> float:
+    """The workload's own estimate of one trial's wall clock (idle phases, client set-up and searches
+    included), for the time announced before a run and the progress bar's ETA."""
+    workload = get_workload(pt.case.workload)
+    opts = options.get(workload.kind) or workload.options(None)
+    return workload.expected_s(pt.case.flows, opts, duration_s, omit_s)
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
 def execute(
     scenario: Scenario,
     *,
@@ -167,25 +181,27 @@ def execute(
         scenario_hash=hashlib.sha256(scenario_text.encode()).hexdigest(),
         scenario=scenario.model_dump(),
     )
-    per_trial_s = wl.duration_s + wl.omit_s + 1.5
+    expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
     console.print(
         f"run [bold]{ledger.prefix}[/] (#{run_id}): {len(cases)} cases × {scenario.run.repeat} "
-        f"repetitions = {len(trials)} trials, about {len(trials) * per_trial_s / 60:.1f} min; "
-        f"results in {db_path}"
+        f"repetitions = {len(trials)} trials, about {_minutes(sum(expected))}; results in {db_path}"
     )
     status = "failed"
     records: list[TrialRecord] = []
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        TextColumn("{task.fields[done]}/" + str(len(trials))),
         TimeElapsedColumn(),
         TextColumn("ETA"),
         TimeRemainingColumn(),
         console=console,
         transient=True,
     )
-    task = progress.add_task("starting", total=len(trials))
+    # the bar advances by each trial's estimated seconds, so the ETA weighs a 500-client storm above a ping
+    task = progress.add_task("starting", total=sum(expected), done=0)
+    weight = {pt.seq: e for pt, e in zip(trials, expected, strict=True)}
+    finished: list[int] = []
     hooks: list[WindowHook] = [HostCounters()]  # cheap: always on
     if flamegraph_dir is not None:
         from tunbench.monitor.perf import Flamegraphs
@@ -196,7 +212,8 @@ def execute(
         progress.update(task, description=f"{pt.case.title} · rep {pt.repetition}")
 
     def on_done(pt: PlannedTrial, rec: TrialRecord) -> None:
-        progress.advance(task)
+        finished.append(pt.seq)
+        progress.update(task, advance=weight[pt.seq], done=len(finished))
         if rec.status == "ok":
             from tunbench.report.terminal import trial_headline
 

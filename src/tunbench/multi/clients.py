@@ -23,11 +23,18 @@ from tunbench.errors import TrialError
 from tunbench.monitor.sampler import Sampler
 from tunbench.multi import window as W
 from tunbench.multi.options import ClientsOptions
-from tunbench.multi.trial import MultiTrial, cost_metrics, cumulative_cpu, host_cpu_busy, rss_of
+from tunbench.multi.trial import (
+    PER_CLIENT_SETUP_S,
+    MultiTrial,
+    cost_metrics,
+    cumulative_cpu,
+    host_cpu_busy,
+    rss_of,
+)
 from tunbench.proc import Daemon
 from tunbench.stats.fairness import jain_index
 from tunbench.tunnels import probes
-from tunbench.workloads.base import Context, Measurement, TrialInput, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, TrialInput, Workload
 
 PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace
 NONLINEAR_WARN_RATIO = 1.5  # per-client cost at the largest N over the smallest N above this: a warning
@@ -73,6 +80,11 @@ class ClientsWorkload(Workload):
     def __init__(self) -> None:
         # per-client cost seen so far in this run, per (label, profile, direction, protocol): {N: cost}
         self._costs: dict[tuple[str, ...], dict[int, dict[str, float]]] = {}
+
+    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        o = options if isinstance(options, ClientsOptions) else ClientsOptions()
+        warmup = omit_s if o.warmup_s is None else o.warmup_s
+        return TRIAL_SETUP_S + flows * PER_CLIENT_SETUP_S + len(o.protocols) * (duration_s + warmup + 1.0)
 
     def measure(self, ctx: Context) -> Measurement:  # never called: owns_topology
         raise NotImplementedError("the clients workload runs whole trials (run_trial)")

@@ -23,9 +23,9 @@ from tunbench.errors import TrialError
 from tunbench.monitor.sampler import Sampler
 from tunbench.multi import window as W
 from tunbench.multi.options import StormOptions
-from tunbench.multi.trial import MultiTrial, cost_metrics, rss_of
+from tunbench.multi.trial import PER_CLIENT_SETUP_S, MultiTrial, cost_metrics, rss_of
 from tunbench.results import TrialRecord
-from tunbench.workloads.base import Context, Measurement, TrialInput, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, TrialInput, Workload
 
 
 class StormWorkload(Workload):
@@ -38,6 +38,15 @@ class StormWorkload(Workload):
 
     def measure(self, ctx: Context) -> Measurement:  # never called: owns_topology
         raise NotImplementedError("the storm workload runs whole trials (run_trial)")
+
+    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        """`flows` is the number of clients here; the variant (the direction axis) is not known per case, so
+        this assumes the listed variants take turns."""
+        o = options if isinstance(options, StormOptions) else StormOptions()
+        per = {"connect": 1.0, "reconnect": 2.0, "overload": 1.0}
+        storms = sum(per[v] for v in o.variants) / len(o.variants)
+        overload = o.overload_s / len(o.variants) if "overload" in o.variants else 0.0
+        return TRIAL_SETUP_S + flows * PER_CLIENT_SETUP_S * storms + overload
 
     def run_trial(self, trial: TrialInput) -> None:
         opts = trial.options

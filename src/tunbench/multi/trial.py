@@ -28,6 +28,9 @@ from tunbench.workloads.base import TrialInput
 
 log = logging.getLogger(__name__)
 
+# wall clock per client for namespace + veth, keys or certificates, and a storm's bring-up; about 40 s for
+# 500 OpenVPN clients on the 2-core host of BENCHMARKS.md. Only for the run's time estimate.
+PER_CLIENT_SETUP_S = 0.08
 WG_SOCKETS = Path("/var/run/wireguard")  # userspace WireGuard's UAPI sockets (as tunbench clean sweeps them)
 
 

@@ -19,6 +19,8 @@ from tunbench.state import Ledger
 from tunbench.topology.build import Topology
 from tunbench.tunnels.adapter import Target
 
+TRIAL_SETUP_S = 1.5  # namespaces, tunnel bring-up and teardown of a typical trial on this kind of host
+
 
 class NoOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -94,6 +96,10 @@ class Workload(ABC):
 
     def timeout_s(self, ctx: Context) -> float:
         return ctx.duration_s + ctx.omit_s + 10.0
+
+    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        """A rough wall-clock estimate of one trial (set-up included), for the run's time estimate and ETA."""
+        return duration_s + omit_s + TRIAL_SETUP_S
 
     def options(self, raw: dict[str, Any] | None) -> BaseModel:
         return self.Options.model_validate(raw or {})

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tunbench.errors import CommandFailed, TrialError, TunnelError
 from tunbench.topology.build import Topology
 from tunbench.tunnels.adapter import Tunnel
-from tunbench.workloads.base import Context, Measurement, TrialInput, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, TrialInput, Workload
 from tunbench.workloads.irtt import percentile
 
 
@@ -44,6 +44,10 @@ class ConnectWorkload(Workload):
     axes = ()
     Options = ConnectOptions
     owns_topology = True
+
+    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        count = options.count if isinstance(options, ConnectOptions) else ConnectOptions().count
+        return count * TRIAL_SETUP_S
 
     def measure(self, ctx: Context) -> Measurement:  # pragma: no cover - run_trial does the work
         raise NotImplementedError("connect owns its topology: the runner calls run_trial()")

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tunbench.errors import TrialError
 from tunbench.proc import Daemon
 from tunbench.workloads import iperf3, irtt
-from tunbench.workloads.base import Context, Measurement, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, Workload
 
 LOAD_SLACK_S = 0.5  # the load outlasts irtt's sending by this much (irtt's own handshake)
 
@@ -136,6 +136,10 @@ class RrulWorkload(Workload):
 
     def timeout_s(self, ctx: Context) -> float:
         return 2 * self._idle_s(ctx) + ctx.duration_s + ctx.omit_s + 90.0
+
+    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        idle = options.idle_s if isinstance(options, RrulOptions) else RrulOptions().idle_s
+        return 2 * idle + duration_s + omit_s + TRIAL_SETUP_S
 
 
 def _tail(path: Path, d: Daemon) -> str:

@@ -20,7 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from tunbench.errors import CommandFailed, TrialError
 from tunbench.proc import Daemon, run_cmd
 from tunbench.workloads import iperf3
-from tunbench.workloads.base import Context, Measurement, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, Workload
 
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(bit|bps|b)?(?:/s)?\s*$", re.I)
 _SCALE = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
@@ -400,3 +400,7 @@ class UdpSearchWorkload(Workload):
     def timeout_s(self, ctx: Context) -> float:
         o = self._opts(ctx)
         return len(o.sizes) * o.max_steps * (o.step_s + 5.0) + 10.0
+
+    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        o = options if isinstance(options, UdpSearchOptions) else UdpSearchOptions()
+        return len(o.sizes) * o.max_steps * (o.step_s + 0.5) + TRIAL_SETUP_S  # at most: a search may end sooner
