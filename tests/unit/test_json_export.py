@@ -110,3 +110,14 @@ def test_failed_trials_are_counted_not_averaged() -> None:
     assert s["n"] == 2 and s["n_failed"] == 1
     assert s["throughput_bps"]["median"] == pytest.approx(1.5e9)
     assert doc["trials"][2]["error"] == "wg: not ready after 20 s"
+
+
+def test_series_survive_an_export_and_a_reload() -> None:
+    from tunbench.report.compare import run_from_export
+
+    t = trial(1, "wg", 1e9, 1)
+    t.series = {"throughput_bps.up": [(1.0, 9.9e8), (2.0, 1.01e9)], "cpu_pct.client": [(0.1, 50.0)]}
+    doc = json.loads(render(run([t])))
+    assert doc["trials"][0]["series"]["throughput_bps.up"] == [[1.0, 9.9e8], [2.0, 1.01e9]]
+    back = run_from_export(doc)
+    assert back.trials[0].series == t.series

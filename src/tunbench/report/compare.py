@@ -192,7 +192,7 @@ def parse_threshold(text: str) -> float:
 
 
 def run_from_export(data: dict[str, Any], source: str = "JSON") -> RunRecord:
-    """Rebuild a RunRecord (with its trials, without per-second series) from ``json_export.export``."""
+    """Rebuild a RunRecord (with its trials and their per-second series) from ``json_export.export``."""
     if not isinstance(data, dict) or data.get("schema") != JSON_SCHEMA:
         got = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise CompareError(f"{source}: not a tunbench JSON export of schema {JSON_SCHEMA} (schema: {got!r})")
@@ -233,6 +233,7 @@ def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
         started_at=str(t.get("started_at") or ""),
         duration_s=t.get("duration_s"),
         metrics=dict(t.get("metrics") or {}),
+        series={str(k): [(float(a), float(b)) for a, b in pts] for k, pts in (t.get("series") or {}).items()},
         streams=[
             (int(s["stream"]), str(s["direction"]), float(s["received_bps"]), s.get("retransmits"))
             for s in t.get("streams") or []

@@ -1,7 +1,8 @@
 """The JSON export (documented in docs/json-format.md).
 
 Format history (bump JSON_SCHEMA on any incompatible change and say what changed):
-  1  (tunbench 0.1.0) run, trials, summary.
+  1  (tunbench 0.1.0) run, trials, summary. Later in 1, added (readers ignore what they do not know):
+     trials[].series, the per-second series.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
         "snd_cwnd_max_bytes": m.get("snd_cwnd_max_bytes"),
         "streams": [{"stream": s[0], "direction": s[1], "received_bps": s[2], "retransmits": s[3]} for s in t.streams],
         "metrics": m,
+        "series": {name: [[ts, v] for ts, v in pts] for name, pts in sorted(t.series.items())},
         "params": t.params,
     }
 
