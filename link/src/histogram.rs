@@ -62,7 +62,9 @@ impl Histogram {
     }
 
     /// The `q` quantile (0 < q <= 1) as an upper bound in µs; 0 when empty.
-    pub fn quantile_us(&self, q: f64) -> u64 {
+    /// `max_ns` (the largest lateness seen) bounds the last, open-ended
+    /// bucket, so an overflow is never reported below what happened.
+    pub fn quantile_us(&self, q: f64, max_ns: u64) -> u64 {
         let counts: Vec<u64> = self.counts.iter().map(|c| c.load(Relaxed)).collect();
         let total: u64 = counts.iter().sum();
         if total == 0 {
@@ -70,13 +72,14 @@ impl Histogram {
         }
         let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
         let mut seen = 0;
+        let last = upper_us(BUCKETS - 1).max(max_ns.div_ceil(1000));
         for (i, n) in counts.iter().enumerate() {
             seen += n;
             if seen >= rank {
-                return upper_us(i);
+                return if i == BUCKETS - 1 { last } else { upper_us(i) };
             }
         }
-        upper_us(BUCKETS - 1)
+        last
     }
 }
 
@@ -137,7 +140,7 @@ mod tests {
     #[test]
     fn quantiles_of_a_known_mix() {
         let h = Histogram::default();
-        assert_eq!(h.quantile_us(0.5), 0);
+        assert_eq!(h.quantile_us(0.5, 0), 0);
         for _ in 0..90 {
             h.record(3_400); // 3.4 µs -> [3, 4)
         }
@@ -145,10 +148,18 @@ mod tests {
             h.record(50_000);
         }
         h.record(2_000_000); // 2 ms
-        assert_eq!(h.quantile_us(0.5), 4);
-        assert_eq!(h.quantile_us(0.9), 4);
-        assert_eq!(h.quantile_us(0.99), 51);
-        let top = h.quantile_us(1.0);
+        assert_eq!(h.quantile_us(0.5, 2_000_000), 4);
+        assert_eq!(h.quantile_us(0.9, 2_000_000), 4);
+        assert_eq!(h.quantile_us(0.99, 2_000_000), 51);
+        let top = h.quantile_us(1.0, 2_000_000);
         assert!((2000..=2000 + 2000 / 16).contains(&top), "{top}");
+    }
+
+    #[test]
+    fn an_overflow_is_reported_at_its_true_size() {
+        let h = Histogram::default();
+        let sixty_s = 60_000_000_000;
+        h.record(sixty_s);
+        assert_eq!(h.quantile_us(0.5, sixty_s), 60_000_000);
     }
 }

@@ -86,6 +86,7 @@ impl DirStats {
     }
 
     pub fn snapshot(&self) -> Snapshot {
+        let late_max = self.late_ns_max.load(Relaxed);
         Snapshot {
             packets_in: self.packets_in.load(Relaxed),
             bytes_in: self.bytes_in.load(Relaxed),
@@ -102,9 +103,9 @@ impl DirStats {
             held_packets: self.held_packets.load(Relaxed),
             late_ns_sum: self.late_ns_sum.load(Relaxed),
             late_ns_max: self.late_ns_max.load(Relaxed),
-            late_us_p50: self.late_hist.quantile_us(0.5),
-            late_us_p99: self.late_hist.quantile_us(0.99),
-            late_us_p999: self.late_hist.quantile_us(0.999),
+            late_us_p50: self.late_hist.quantile_us(0.5, late_max),
+            late_us_p99: self.late_hist.quantile_us(0.99, late_max),
+            late_us_p999: self.late_hist.quantile_us(0.999, late_max),
         }
     }
 }
