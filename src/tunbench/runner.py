@@ -43,7 +43,7 @@ class WindowHook(Protocol):
 
 
 TrialCallback = Callable[[PlannedTrial, TrialRecord], None]
-MAX_ATTEMPTS = 3  # a void measurement (RetryTrial) is tried this many times in all
+MAX_ATTEMPTS = 5  # a void measurement (RetryTrial) is tried this many times in all
 
 
 class Runner:
@@ -122,7 +122,7 @@ class Runner:
         options = self.options.get(workload.kind) or workload.options(None)
         retried: list[str] = []
         while True:
-            rec, void = self._attempt(pt, workload, options)
+            rec, void = self._attempt(pt, workload, options, attempt=len(retried) + 1)
             if not void or len(retried) + 1 >= MAX_ATTEMPTS:
                 break
             retried.append(rec.error)
@@ -130,14 +130,19 @@ class Runner:
             rec.params["retried"] = retried
         return rec
 
-    def _attempt(self, pt: PlannedTrial, workload: Workload, options: BaseModel) -> tuple[TrialRecord, bool]:
-        """(the record, whether the measurement was void and may be tried again)."""
+    def _attempt(
+        self, pt: PlannedTrial, workload: Workload, options: BaseModel, attempt: int = 1
+    ) -> tuple[TrialRecord, bool]:
+        """(the record, whether the measurement was void and may be tried again). A retry gets names of its
+        own (`t7r2`), so nothing an earlier attempt's teardown missed can collide with it."""
         void = False
         rec = self._record(pt, options)
         workdir = Path(tempfile.mkdtemp(prefix=f"{self.ledger.prefix}-t{pt.seq}-"))
         self.ledger.add_path(str(workdir))
         try:
-            self._measure(pt, workload, options, rec, workdir)
+            self._measure(
+                pt, workload, options, rec, workdir, tag=f"t{pt.seq}" + (f"r{attempt}" if attempt > 1 else "")
+            )
         except RetryTrial as e:
             rec.status = "failed"
             rec.error = str(e)
@@ -158,7 +163,7 @@ class Runner:
         return rec, void
 
     def _measure(
-        self, pt: PlannedTrial, workload: Workload, options: BaseModel, rec: TrialRecord, workdir: Path
+        self, pt: PlannedTrial, workload: Workload, options: BaseModel, rec: TrialRecord, workdir: Path, tag: str
     ) -> None:
         case = pt.case
         spec = TopologySpec(
@@ -187,7 +192,6 @@ class Runner:
             )
             return
         link = self.link_factory(case, self.ledger, workdir, link_seed) if self.link_factory else None
-        tag = f"t{pt.seq}"
         with contextlib.ExitStack() as stack:
             topo = stack.enter_context(Topology(self.ledger, tag, spec, link_builder=link))
             rec.params["sysctls"] = topo.sysctls_applied.get(topo.client.name, {})

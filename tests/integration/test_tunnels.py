@@ -39,7 +39,12 @@ def test_tunnel_carries_traffic_and_is_costed(tmp_path: Path, tunnel: str) -> No
 
 
 def test_directions_flows_and_params(tmp_path: Path) -> None:
-    """down/bidir, several flows, and two parametrised instances of one adapter in one run."""
+    """down, several flows, and two parametrised instances of one adapter in one run; then bidir.
+
+    bidir goes through `direct` here, not socat: through an L4 proxy iperf3 3.12's --bidir can give both
+    ends of a stream the same role (it assigns roles by accept order, and the proxy connects on its own),
+    a void measurement the runner detects and runs again (tests/unit/test_runner_retry.py); on a loaded
+    CI host it can recur often enough to fail a test that is about directions, not about that race."""
     res, doc = run_json(
         tmp_path,
         "-t",
@@ -52,24 +57,44 @@ def test_directions_flows_and_params(tmp_path: Path) -> None:
         "--repeat",
         "1",
         "--direction",
-        "down,bidir",
+        "down",
         "--flows",
         "1,3",
     )
     assert res.returncode == 0, res.stdout + res.stderr
     trials = doc["trials"]
-    assert len(trials) == 2 * 2 * 2
+    assert len(trials) == 2 * 2
     assert all(t["status"] == "ok" for t in trials), [t["error"] for t in trials]
     for t in trials:
-        ups = [s for s in t["streams"] if s["direction"] == "up"]
-        downs = [s for s in t["streams"] if s["direction"] == "down"]
-        assert len(downs) == t["flows"]
-        assert len(ups) == (t["flows"] if t["direction"] == "bidir" else 0)
-        if t["direction"] == "bidir":
-            assert t["throughput_bps_up"] > 0 and t["throughput_bps_down"] > 0
+        assert [s["direction"] for s in t["streams"]] == ["down"] * t["flows"]
+        assert t["throughput_bps_down"] > 0 and t["throughput_bps_up"] is None
     small = [t for t in trials if t["label"] == "small"]
     assert all(t["params"]["tunnel"]["buffer"] == "2048" for t in small)
     assert {s["label"] for s in doc["summary"]} == {"big", "small"}
+
+    res, doc = run_json(
+        tmp_path,
+        "-t",
+        "direct",
+        "--duration",
+        "1",
+        "--omit",
+        "0",
+        "--repeat",
+        "1",
+        "--direction",
+        "bidir",
+        "--flows",
+        "1,3",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    for t in doc["trials"]:
+        assert t["status"] == "ok", t["error"]
+        ups = [s for s in t["streams"] if s["direction"] == "up"]
+        downs = [s for s in t["streams"] if s["direction"] == "down"]
+        assert len(ups) == len(downs) == t["flows"]
+        assert t["throughput_bps_up"] > 0 and t["throughput_bps_down"] > 0
+        assert t["throughput_bps"] == pytest.approx(t["throughput_bps_up"] + t["throughput_bps_down"])
 
 
 def test_sampled_cpu_agrees_with_cgroup(tmp_path: Path) -> None:

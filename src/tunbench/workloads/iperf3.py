@@ -173,6 +173,16 @@ def crossed_streams(text: str) -> int:
     return n
 
 
+def check_roles(text: str) -> None:
+    """Raise RetryTrial when a --bidir test's streams crossed roles (its numbers would be void)."""
+    if crossed := crossed_streams(text):
+        raise RetryTrial(
+            f"iperf3 --bidir: on {crossed} stream(s) one end sent and the other received nothing: iperf3's "
+            "stream-role race when connections reach the server out of order (esnet/iperf#2029, fixed "
+            "upstream by esnet/iperf#2030; an L4 proxy makes it likely), or the tunnel carried nothing that way"
+        )
+
+
 def _retransmits(end: dict[str, Any], direction: Direction) -> int | None:
     vals = [end.get(k, {}).get("retransmits") for k in ("sum_sent", "sum_sent_bidir_reverse")]
     nums = [int(v) for v in vals if v is not None]
@@ -220,12 +230,8 @@ class Iperf3Workload(Workload):
         if res.returncode != 0 and not res.stdout.strip().startswith("{"):
             raise TrialError(f"iperf3 client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
         r = parse(res.stdout, p.direction)
-        if p.direction == "bidir" and (crossed := crossed_streams(res.stdout)):
-            raise RetryTrial(
-                f"iperf3 --bidir: on {crossed} stream(s) one end sent and the other received nothing: iperf3's "
-                "stream-role race when connections reach the server out of order (esnet/iperf#2029, fixed "
-                "upstream by esnet/iperf#2030; an L4 proxy makes it likely), or the tunnel carried nothing that way"
-            )
+        if p.direction == "bidir":
+            check_roles(res.stdout)
         m = Measurement(artifacts={"iperf3.json": res.stdout.encode()})
         m.metrics.update(
             {

@@ -114,6 +114,7 @@ class RrulWorkload(Workload):
                 raise TrialError(f"iperf3 load did not finish within {params.timeout_s:g} s") from None
         text = json_path.read_text(errors="replace") if json_path.exists() else ""
         load_res = iperf3.parse(text, "bidir")
+        iperf3.check_roles(text)  # a crossed load leaves one direction unloaded: the latency under load is void
         after, raw_after = irtt.run_client(ctx, idle_s, "irtt-idle-after")
         m = Measurement(
             artifacts={
@@ -137,7 +138,7 @@ class RrulWorkload(Workload):
     def timeout_s(self, ctx: Context) -> float:
         return 2 * self._idle_s(ctx) + ctx.duration_s + ctx.omit_s + 90.0
 
-    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
         idle = options.idle_s if isinstance(options, RrulOptions) else RrulOptions().idle_s
         return 2 * idle + duration_s + omit_s + TRIAL_SETUP_S
 
