@@ -123,7 +123,7 @@ def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], duration_s: f
     included), for the time announced before a run and the progress bar's ETA."""
     workload = get_workload(pt.case.workload)
     opts = options.get(workload.kind) or workload.options(None)
-    return workload.expected_s(pt.case.flows, opts, duration_s, omit_s)
+    return workload.expected_s(pt.case.flows, pt.case.direction, opts, duration_s, omit_s)
 
 
 def _minutes(seconds: float) -> str:
@@ -158,6 +158,7 @@ def execute(
     if not cases:
         raise ConfigError("no case to run: the workloads cannot cross any of these tunnels", source=source)
     trials = interleave(cases, scenario.run.repeat, scenario.run.seed)
+    expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
     provenance: dict[str, Any] = metadata.collect()
     provenance["tunnels"] = {
         r.label: {
@@ -181,7 +182,6 @@ def execute(
         scenario_hash=hashlib.sha256(scenario_text.encode()).hexdigest(),
         scenario=scenario.model_dump(),
     )
-    expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
     console.print(
         f"run [bold]{ledger.prefix}[/] (#{run_id}): {len(cases)} cases × {scenario.run.repeat} "
         f"repetitions = {len(trials)} trials, about {_minutes(sum(expected))}; results in {db_path}"
@@ -197,6 +197,7 @@ def execute(
         TimeRemainingColumn(),
         console=console,
         transient=True,
+        speed_estimate_period=7 * 24 * 3600.0,  # a trial can outlast rich's default 30 s: keep every sample
     )
     # the bar advances by each trial's estimated seconds, so the ETA weighs a 500-client storm above a ping
     task = progress.add_task("starting", total=sum(expected), done=0)

@@ -69,6 +69,12 @@ class Timing:
     pad_s: float
 
 
+def phase_pad_s(n: int) -> float:
+    """Extra run time of each client's traffic beyond warm-up + window: covers the launch spread (~5-20 ms
+    per process), so every client is still sending when the last one's window ends."""
+    return 1.0 + 0.02 * n
+
+
 class ClientsWorkload(Workload):
     kind = "clients"
     description = "N clients through one tunnel server, synchronized window (MP-style): throughput, fairness, cost"
@@ -81,10 +87,11 @@ class ClientsWorkload(Workload):
         # per-client cost seen so far in this run, per (label, profile, direction, protocol): {N: cost}
         self._costs: dict[tuple[str, ...], dict[int, dict[str, float]]] = {}
 
-    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
         o = options if isinstance(options, ClientsOptions) else ClientsOptions()
-        warmup = omit_s if o.warmup_s is None else o.warmup_s
-        return TRIAL_SETUP_S + flows * PER_CLIENT_SETUP_S + len(o.protocols) * (duration_s + warmup + 1.0)
+        warmup = o.warmup_s if o.warmup_s is not None else max(omit_s, 1.0)
+        phase = warmup + duration_s + phase_pad_s(flows)
+        return TRIAL_SETUP_S + flows * PER_CLIENT_SETUP_S + len(o.protocols) * phase
 
     def measure(self, ctx: Context) -> Measurement:  # never called: owns_topology
         raise NotImplementedError("the clients workload runs whole trials (run_trial)")
@@ -128,7 +135,7 @@ class ClientsWorkload(Workload):
     ) -> None:
         lay, rec, n = mt.layout, trial.record, mt.layout.clients
         warmup = opts.warmup_s if opts.warmup_s is not None else max(trial.omit_s, 1.0)
-        pad = 1.0 + 0.02 * n  # covers the launch spread (~5-20 ms per process)
+        pad = phase_pad_s(n)
         run_s = warmup + trial.duration_s + pad
         outdir = trial.workdir / f"iperf-{proto}"
         outdir.mkdir(exist_ok=True)

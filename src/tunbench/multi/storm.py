@@ -39,13 +39,12 @@ class StormWorkload(Workload):
     def measure(self, ctx: Context) -> Measurement:  # never called: owns_topology
         raise NotImplementedError("the storm workload runs whole trials (run_trial)")
 
-    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        """`flows` is the number of clients here; the variant (the direction axis) is not known per case, so
-        this assumes the listed variants take turns."""
+    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        """`flows` is the number of clients here, `direction` the variant: a reconnect storms twice, an
+        overload holds its CPU cap for overload_s."""
         o = options if isinstance(options, StormOptions) else StormOptions()
-        per = {"connect": 1.0, "reconnect": 2.0, "overload": 1.0}
-        storms = sum(per[v] for v in o.variants) / len(o.variants)
-        overload = o.overload_s / len(o.variants) if "overload" in o.variants else 0.0
+        storms = 2.0 if direction == "reconnect" else 1.0
+        overload = o.overload_s if direction == "overload" else 0.0
         return TRIAL_SETUP_S + flows * PER_CLIENT_SETUP_S * storms + overload
 
     def run_trial(self, trial: TrialInput) -> None:

@@ -97,7 +97,7 @@ class Workload(ABC):
     def timeout_s(self, ctx: Context) -> float:
         return ctx.duration_s + ctx.omit_s + 10.0
 
-    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
         """A rough wall-clock estimate of one trial (set-up included), for the run's time estimate and ETA."""
         return duration_s + omit_s + TRIAL_SETUP_S
 

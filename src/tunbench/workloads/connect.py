@@ -45,7 +45,7 @@ class ConnectWorkload(Workload):
     Options = ConnectOptions
     owns_topology = True
 
-    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
         count = options.count if isinstance(options, ConnectOptions) else ConnectOptions().count
         return count * TRIAL_SETUP_S
 

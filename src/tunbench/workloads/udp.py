@@ -401,6 +401,6 @@ class UdpSearchWorkload(Workload):
         o = self._opts(ctx)
         return len(o.sizes) * o.max_steps * (o.step_s + 5.0) + 10.0
 
-    def expected_s(self, flows: int, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
         o = options if isinstance(options, UdpSearchOptions) else UdpSearchOptions()
         return len(o.sizes) * o.max_steps * (o.step_s + 0.5) + TRIAL_SETUP_S  # at most: a search may end sooner
