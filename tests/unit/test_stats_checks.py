@@ -98,3 +98,14 @@ def test_modified_z_score_value() -> None:
     # median 3, |dev| = [2,1,0,1,2] -> MAD 1; z(5) = 0.6745 * 2 / 1
     z = modified_z_scores([1.0, 2.0, 3.0, 4.0, 5.0])
     assert z[4] == pytest.approx(0.6745 * 2.0)
+
+
+def test_a_late_emulator_is_a_warning_with_its_worst_lateness() -> None:
+    from tunbench.stats.checks import LINK_LATE_WARN_US, link_warnings
+
+    assert link_warnings([]) == []
+    assert link_warnings([64.0, LINK_LATE_WARN_US]) == []  # at the bound: the link kept its schedule
+    (w,) = link_warnings([64.0, 45056.0, 1216.0], label="wireguard-go")
+    assert w.code == "link-late"
+    assert w.message.startswith("wireguard-go: ") and "45.1 ms" in w.message
+    assert "CPU" in w.fix

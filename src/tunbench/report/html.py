@@ -734,6 +734,7 @@ _CODE_TITLES = {
     "high-cv": "high spread (coefficient of variation)",
     "outlier": "outliers",
     "mostly-zero": "zero throughput",
+    "link-late": "the emulated link fell behind its schedule",
 }
 
 

@@ -8,7 +8,15 @@ from dataclasses import dataclass, field
 from statistics import median
 
 from tunbench.results import CaseKey, TrialRecord
-from tunbench.stats import Ratio, StabilityWarning, Summary, ratio_of_medians, stability_warnings, summarize
+from tunbench.stats import (
+    Ratio,
+    StabilityWarning,
+    Summary,
+    link_warnings,
+    ratio_of_medians,
+    stability_warnings,
+    summarize,
+)
 
 ROLES = ("client", "server")
 # the WAN emulator's own process, when the profile is emulated (its cost is the harness's, not the tunnel's)
@@ -111,9 +119,10 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
                 retransmits=_med([t.metrics.get("retransmits") for t in ok]),
                 setup_s=_med([t.metrics.get("setup_s") for t in ok]),
                 values_bps=tuple(values),
-                warnings=tuple(stability_warnings([v / 1e6 for v in values], label=f"{key.label} Mbit/s"))
-                if values
-                else (),
+                warnings=(
+                    tuple(stability_warnings([v / 1e6 for v in values], label=f"{key.label} Mbit/s")) if values else ()
+                )
+                + tuple(link_warnings(_link_late(ok), label=key.label)),
                 errors=tuple(dict.fromkeys(t.error.splitlines()[0] for t in ts if t.status != "ok" and t.error)),
             )
         )
@@ -136,3 +145,14 @@ def _ok_values(ts: list[TrialRecord]) -> list[float]:
         for t in ts
         if t.status == "ok" and t.metrics.get("throughput_bps") is not None
     ]
+
+
+def _link_late(ts: list[TrialRecord]) -> list[float]:
+    """The emulator's own p99 lateness (µs) per trial and direction, where an emulator ran."""
+    out = []
+    for t in ts:
+        for d in ("up", "down"):
+            v = t.metrics.get(f"link.{d}.late_us_p99")
+            if v is not None:
+                out.append(float(v))
+    return out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 
 from rich import box
@@ -164,6 +165,11 @@ def _case_name(s: CaseSummary, show_profile: bool) -> str:
     return f"{s.case.label} {s.case.direction}{flows}{prof}"
 
 
+def _late_ms(w: StabilityWarning) -> str:
+    m = re.search(r"up to ([0-9.]+ ms)", w.message)
+    return m.group(1) if m else "late"
+
+
 def warning_lines(summaries: list[CaseSummary]) -> list[str]:
     """Failed trials (one line per distinct error), then the stability warnings grouped by kind, so a
     noisy run gives two lines, not two per case."""
@@ -184,6 +190,12 @@ def warning_lines(summaries: list[CaseSummary]) -> list[str]:
         lines.append(
             f"[yellow]min or max > 30% from the median: {escape(cases)}[/] — re-run, or look for "
             "interference (other load, CPU frequency)"
+        )
+    if late := grouped.get("link-late"):
+        cases = ", ".join(f"{_case_name(s, show_profile)} ({_late_ms(w)})" for s, w in late)
+        lines.append(
+            f"[yellow]the WAN emulator fell behind its schedule (p99 lateness) in {escape(cases)}[/], so the link "
+            f"was slower than the profile says — {escape(late[0][1].fix)}"
         )
     if few := grouped.get("too-few-repetitions"):
         lines.append(f"[yellow]{len(few)} case(s) with fewer than 3 good repetitions[/] — {escape(few[0][1].fix)}")

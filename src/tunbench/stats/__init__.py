@@ -7,7 +7,7 @@
 * ``stability_warnings`` / ``StabilityWarning``, ``outliers``: reasons not to trust a number.
 """
 
-from tunbench.stats.checks import StabilityWarning, WarningCode, stability_warnings
+from tunbench.stats.checks import StabilityWarning, WarningCode, link_warnings, stability_warnings
 from tunbench.stats.compare import (
     Comparison,
     Verdict,
@@ -37,6 +37,7 @@ __all__ = [
     "WarningCode",
     "compare",
     "jain_index",
+    "link_warnings",
     "min_attainable_p",
     "min_detectable_effect",
     "modified_z_scores",

@@ -34,6 +34,7 @@ __all__ = [
     "OUTLIER_REL",
     "StabilityWarning",
     "WarningCode",
+    "link_warnings",
     "modified_z_scores",
     "outliers",
     "stability_warnings",
@@ -49,6 +50,7 @@ WarningCode: TypeAlias = Literal[
     "mostly-zero",
     "cannot-reach-significance",
     "underpowered",
+    "link-late",
 ]
 
 CV_WARN = 0.05
@@ -56,6 +58,7 @@ OUTLIER_REL = 0.30
 MIN_REPETITIONS = 3
 MIN_REPETITIONS_SIGNIFICANCE = 5
 MOSTLY_ZERO_FRACTION = 0.5
+LINK_LATE_WARN_US = 1000.0  # the emulator's own p99 lateness above this: its delay and rate were not the profile's
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,25 @@ def stability_warnings(values: Values, *, label: str = "") -> list[StabilityWarn
     out.extend(_count_warnings(n, prefix))
     out.extend(_spread_warnings(finite, prefix))
     return out
+
+
+def link_warnings(late_p99_us: Values, *, label: str = "") -> list[StabilityWarning]:
+    """The WAN emulator reports how late it sent packets against its schedule (p99 per direction and trial).
+    When that reaches milliseconds, the emulated link was slower and longer than the profile says (the
+    host starved it of CPU) and the measurement describes the host as much as the tunnel."""
+    prefix = f"{label}: " if label else ""
+    x = np.asarray(late_p99_us, dtype=np.float64).ravel()
+    x = x[np.isfinite(x)]
+    if x.size == 0 or x.max() <= LINK_LATE_WARN_US:
+        return []
+    return [
+        StabilityWarning(
+            "link-late",
+            f"{prefix}the WAN emulator ran up to {x.max() / 1000:.1f} ms behind its schedule (p99), so the link "
+            "was slower than the profile says",
+            "the host is CPU-bound: use fewer clients or lower rates, or a host with more cores",
+        )
+    ]
 
 
 def _count_warnings(n: int, prefix: str) -> list[StabilityWarning]:
