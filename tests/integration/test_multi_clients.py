@@ -185,3 +185,6 @@ udp_rate_bps = {rate:.0f}
     assert wan["link.up.dropped_queue"] > 0 and wan["link.up.dropped_emulator"] == 0
     assert wan["link.down.delivered_packets"] > 0  # the handshakes' and iperf3's replies came back through it
     assert wan["cpu.link.user_s"] + wan["cpu.link.sys_s"] > 0
+    # host counters over the measured phase: the server's namespace, and the gateway's behind the emulator
+    assert "counters.server.udp_rcvbuf_errors" in lan and not any(k.startswith("counters.gateway.") for k in lan)
+    assert "counters.server.udp_rcvbuf_errors" in wan and "counters.gateway.udp_in_errors" in wan

@@ -13,13 +13,16 @@ import contextlib
 import itertools
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from tunbench.errors import CommandFailed
 from tunbench.proc import run_cmd
 from tunbench.results import TrialRecord
-from tunbench.tunnels.adapter import Tunnel
-from tunbench.workloads.base import Context
+
+if TYPE_CHECKING:  # the multi-client trial imports this module, and the workloads import that
+    from tunbench.tunnels.adapter import Tunnel
+    from tunbench.workloads.base import Context
 
 log = logging.getLogger(__name__)
 
@@ -103,24 +106,30 @@ def snapshot(netns: str) -> Snapshot:
     return parse_both(res.stdout)
 
 
+@contextlib.contextmanager
+def namespace_counters(
+    namespaces: Mapping[str, str], metrics: dict[str, float | None], *, prefix: str, key_prefix: str = ""
+) -> Iterator[None]:
+    """Counter deltas over the `with` block for each role's namespace, written into `metrics` as
+    `{key_prefix}counters.{role}.*`. Counters explain results: they never fail a trial."""
+    try:
+        before = {role: snapshot(ns) for role, ns in namespaces.items()}
+    except CommandFailed as e:
+        log.warning("host counters unavailable: %s", e)
+        yield None
+        return
+    yield None
+    try:
+        for role, ns in namespaces.items():
+            got = deltas(role, before[role], snapshot(ns), prefix)
+            metrics.update({key_prefix + k: v for k, v in got.items()})
+    except CommandFailed as e:
+        log.warning("host counters unavailable after the window: %s", e)
+
+
 class HostCounters:
     """A runner WindowHook: counter deltas over the measured window, in both namespaces."""
 
     def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]:
-        return self._window(ctx, rec)
-
-    @contextlib.contextmanager
-    def _window(self, ctx: Context, rec: TrialRecord) -> Iterator[object]:
         roles = {"client": ctx.topo.client.name, "server": ctx.topo.server.name}
-        try:
-            before = {role: snapshot(ns) for role, ns in roles.items()}
-        except CommandFailed as e:  # counters explain results; they must never fail a trial
-            log.warning("host counters unavailable: %s", e)
-            yield None
-            return
-        yield None
-        try:
-            for role, ns in roles.items():
-                rec.metrics.update(deltas(role, before[role], snapshot(ns), ctx.topo.prefix))
-        except CommandFailed as e:
-            log.warning("host counters unavailable after the window: %s", e)
+        return namespace_counters(roles, rec.metrics, prefix=ctx.topo.prefix)

@@ -154,7 +154,7 @@ class ClientsWorkload(Workload):
             ]
             self._wait_listening(lay.server_ns, {PORT_BASE + i for i in lay.indices()}, servers)
             busy0 = host_cpu_busy()
-            with Sampler(mt.roles()) as sampler:
+            with mt.counters(rec.metrics, "" if headline else f"clients.{proto}."), Sampler(mt.roles()) as sampler:
                 s0 = time.monotonic()
                 launched: dict[int, float] = {}
                 clients: dict[int, Daemon] = {}

@@ -85,7 +85,7 @@ class StormWorkload(Workload):
         lay, probe, n = mt.layout, mt.probe, mt.layout.clients
         assert probe is not None
         timer: threading.Timer | None = None
-        with Sampler(mt.roles()) as sampler:
+        with mt.counters(rec.metrics, "" if measured else p), Sampler(mt.roles()) as sampler:
             t0 = time.monotonic()
             if overload:
                 assert mt.cap is not None

@@ -8,6 +8,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -17,6 +18,7 @@ import psutil
 from tunbench.errors import TrialError
 from tunbench.link.emulator import LinkEmulator, LinkEnd, link_metrics
 from tunbench.monitor.cgroup import V1_CPU, RoleCgroup, remove_cgroup
+from tunbench.monitor.counters import namespace_counters
 from tunbench.monitor.sampler import RoleCost
 from tunbench.multi.fleet import Fleet
 from tunbench.multi.icmp import ReadyProbe
@@ -203,6 +205,13 @@ class MultiTrial:
         for dev in [lay.server_dev, *(lay.client_dev(i) for i in lay.indices())]:
             with contextlib.suppress(OSError):
                 (WG_SOCKETS / f"{dev}.sock").unlink()
+
+    def counters(self, metrics: dict[str, float | None], key_prefix: str = "") -> AbstractContextManager[None]:
+        """Host counter deltas over a phase: the server's namespace, and the gateway's when the emulator sits
+        on the uplink (N client namespaces would cost N reads at each edge: their sum is not taken)."""
+        lay = self.layout
+        namespaces = {"server": lay.server_ns, **({"gateway": lay.gateway_ns} if lay.emulated_uplink else {})}
+        return namespace_counters(namespaces, metrics, prefix=self.ledger.prefix, key_prefix=key_prefix)
 
     def roles(self) -> dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]]:
         """Sampler roles: the server per process (10 Hz) + its cgroup; the clients by cgroup totals only
