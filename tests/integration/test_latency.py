@@ -65,14 +65,18 @@ def test_latency_and_rrul_through_wireguard_go(tmp_path: Path) -> None:
 
 
 def test_idle_rtt_through_direct_at_wan_50ms_is_100ms(tmp_path: Path) -> None:
+    """The issue's bound, 100 ± 0.5 ms. The path itself (TUN devices, irtt in user space) takes ~0.26 ms of
+    that budget, so the median needs enough probes (300 over 3 s) that a short burst of host noise on this
+    shared VM cannot move it; a failure prints the emulator's own lateness to tell the two apart."""
     res, doc = run_json(
-        tmp_path, "-t", "direct", "--profile", "wan-50ms", "-w", "latency", "--duration", "1", "--repeat", "1"
+        tmp_path, "-t", "direct", "--profile", "wan-50ms", "-w", "latency", "--duration", "3", "--repeat", "1"
     )
     assert res.returncode == 0, res.stdout + res.stderr
     (t,) = doc["trials"]
     assert t["status"] == "ok", t["error"]
     m = t["metrics"]
-    assert m["latency.p50_ms"] == pytest.approx(100.0, abs=0.5)
+    late = {k: m.get(k) for k in ("link.up.late_us_p50", "link.up.late_us_p99", "link.down.late_us_p99")}
+    assert m["latency.p50_ms"] == pytest.approx(100.0, abs=0.5), f"emulator lateness (µs): {late}"
     assert m["latency.send_p50_ms"] == pytest.approx(50.0, abs=0.5)
     assert m["latency.receive_p50_ms"] == pytest.approx(50.0, abs=0.5)
     assert m["latency.min_ms"] >= 100.0  # never early
