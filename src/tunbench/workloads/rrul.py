@@ -63,8 +63,9 @@ class RrulWorkload(Workload):
     layers = ("l3",)
     Options = RrulOptions
 
-    def _idle_s(self, ctx: Context) -> float:
-        return ctx.options.idle_s if isinstance(ctx.options, RrulOptions) else RrulOptions().idle_s
+    @staticmethod
+    def _idle_s(options: BaseModel) -> float:
+        return options.idle_s if isinstance(options, RrulOptions) else RrulOptions().idle_s
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         stack.enter_context(irtt.IrttServer(ctx))
@@ -80,7 +81,7 @@ class RrulWorkload(Workload):
         iperf3.wait_listening(ctx.topo.server.name, ctx.server_port, server)
 
     def measure(self, ctx: Context) -> Measurement:
-        idle_s = self._idle_s(ctx)
+        idle_s = self._idle_s(ctx.options)
         before, raw_before = irtt.run_client(ctx, idle_s, "irtt-idle-before")
         # iperf3 reads -t and -O as whole seconds
         ramp_s = math.ceil(ctx.omit_s)
@@ -136,11 +137,10 @@ class RrulWorkload(Workload):
         return m
 
     def timeout_s(self, ctx: Context) -> float:
-        return 2 * self._idle_s(ctx) + ctx.duration_s + ctx.omit_s + 90.0
+        return 2 * self._idle_s(ctx.options) + ctx.duration_s + ctx.omit_s + 90.0
 
     def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        idle = options.idle_s if isinstance(options, RrulOptions) else RrulOptions().idle_s
-        return 2 * idle + duration_s + omit_s + TRIAL_SETUP_S
+        return 2 * self._idle_s(options) + duration_s + omit_s + TRIAL_SETUP_S
 
 
 def _tail(path: Path, d: Daemon) -> str:

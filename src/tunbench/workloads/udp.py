@@ -331,11 +331,12 @@ class UdpSearchWorkload(Workload):
     layers = ("l3",)
     Options = UdpSearchOptions
 
-    def _opts(self, ctx: Context) -> UdpSearchOptions:
-        return ctx.options if isinstance(ctx.options, UdpSearchOptions) else UdpSearchOptions()
+    @staticmethod
+    def _opts(options: BaseModel) -> UdpSearchOptions:
+        return options if isinstance(options, UdpSearchOptions) else UdpSearchOptions()
 
     def measure(self, ctx: Context) -> Measurement:
-        opts = self._opts(ctx)
+        opts = self._opts(ctx.options)
         m = Measurement()
         log: list[dict[str, Any]] = []
         for size in opts.sizes:
@@ -398,9 +399,9 @@ class UdpSearchWorkload(Workload):
         return m
 
     def timeout_s(self, ctx: Context) -> float:
-        o = self._opts(ctx)
+        o = self._opts(ctx.options)
         return len(o.sizes) * o.max_steps * (o.step_s + 5.0) + 10.0
 
     def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        o = options if isinstance(options, UdpSearchOptions) else UdpSearchOptions()
+        o = self._opts(options)
         return len(o.sizes) * o.max_steps * (o.step_s + 0.5) + TRIAL_SETUP_S  # at most: a search may end sooner
