@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tunbench.errors import TrialError
+from tunbench.errors import RetryTrial, TrialError
 from tunbench.workloads import iperf3
 
 DATA = Path(__file__).parent.parent / "data"
@@ -78,5 +78,8 @@ def test_argv() -> None:
 def test_bidir_streams_with_crossed_roles_are_detected() -> None:
     # captured through socat (buffer 2048): the server took the connections in the other order, so both
     # ends of each stream sent (filling the buffers) and neither received a byte
-    assert iperf3.crossed_streams(load("iperf3-bidir-crossed.json")) == 2
-    assert iperf3.crossed_streams(load("iperf3-bidir-1flow.json")) == 0
+    assert iperf3.parse(load("iperf3-bidir-crossed.json"), "bidir").silent_streams == 2
+    assert iperf3.parse(load("iperf3-bidir-1flow.json"), "bidir").silent_streams == 0
+    with pytest.raises(RetryTrial):
+        iperf3.check_roles(iperf3.parse(load("iperf3-bidir-crossed.json"), "bidir"))
+    iperf3.check_roles(iperf3.parse(load("iperf3-bidir-1flow.json"), "bidir"))

@@ -4,13 +4,13 @@ per-client throughput inside it, percentiles, time-to-ready summaries, growth ra
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tunbench.errors import TrialError
+from tunbench.workloads import iperf3
 
 
 @dataclass(frozen=True)
@@ -187,12 +187,7 @@ def iperf3_intervals(text: str, *, receiver: str, offset_s: float) -> tuple[list
     """Per-second intervals of the receiving side of one iperf3 client's JSON (`--get-server-output`):
     receiver="server" reads server_output_json (upload), "client" the client's own (download). Times are
     shifted by `offset_s` (when that client was launched, on the trial's clock). Returns (intervals, end)."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TrialError(f"iperf3 printed no valid JSON ({e}): {text[:200]!r}") from e
-    if doc.get("error"):
-        raise TrialError(f"iperf3: {doc['error']}")
+    doc = iperf3.load_json(text)
     src = doc if receiver == "client" else doc.get("server_output_json")
     if not isinstance(src, dict):
         raise TrialError("iperf3 JSON has no server_output_json (was --get-server-output given?)")

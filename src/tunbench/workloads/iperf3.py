@@ -89,6 +89,8 @@ class Iperf3Result:
     intervals: list[IntervalPoint] = field(default_factory=list)
     snd_cwnd_max_bytes: int | None = None
     version: str = ""
+    # streams whose sender moved bytes while the receiver saw none: in a --bidir test, iperf3's role race
+    silent_streams: int = 0
 
 
 def _stream_dir(stream: dict[str, Any], default: str) -> str:
@@ -100,13 +102,21 @@ def _stream_dir(stream: dict[str, Any], default: str) -> str:
     return "up" if flag else "down"
 
 
-def parse(text: str, direction: Direction) -> Iperf3Result:
+def load_json(text: str) -> dict[str, Any]:
+    """iperf3's -J document; its own error, or output that is not JSON, is a TrialError."""
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise TrialError(f"iperf3 printed no valid JSON ({e}): {text[:200]!r}") from e
+    if not isinstance(doc, dict):
+        raise TrialError(f"iperf3 printed JSON that is not an object: {text[:200]!r}")
     if doc.get("error"):
         raise TrialError(f"iperf3: {doc['error']}")
+    return doc
+
+
+def parse(text: str, direction: Direction) -> Iperf3Result:
+    doc = load_json(text)
     end = doc.get("end") or {}
     if "sum_received" not in end:
         raise TrialError("iperf3 JSON has no end.sum_received (test did not complete)")
@@ -121,11 +131,13 @@ def parse(text: str, direction: Direction) -> Iperf3Result:
     else:
         total = float(first["bits_per_second"])
         up_bps, down_bps = (total, None) if direction == "up" else (None, total)
-    retrans = _retransmits(end, direction)
+    retrans = _retransmits(end)
     streams = []
+    silent = 0
     for i, s in enumerate(end.get("streams", [])):
         recv = s.get("receiver") or {}
         snd = s.get("sender") or {}
+        silent += int(snd.get("bytes", 0)) > 0 and int(recv.get("bytes", 0)) == 0
         streams.append(
             StreamResult(
                 stream=int(recv.get("socket", snd.get("socket", i))),
@@ -155,27 +167,16 @@ def parse(text: str, direction: Direction) -> Iperf3Result:
         intervals=intervals,
         snd_cwnd_max_bytes=max(cwnd) if cwnd else None,
         version=str(doc.get("start", {}).get("version", "")),
+        silent_streams=silent,
     )
 
 
-def crossed_streams(text: str) -> int:
-    """Streams of a --bidir test whose two ends took the same role: the sender side moved bytes and the
-    receiver side saw none. iperf3 gives each data connection its role by accept() order on the server, so
-    when connections arrive out of order (through a proxy that connects on its own) both ends of a stream
-    send (and stall) or both wait; the test then measures nothing on those streams."""
-    doc = json.loads(text)
-    n = 0
-    for s in (doc.get("end") or {}).get("streams", []):
-        sent = int((s.get("sender") or {}).get("bytes", 0))
-        got = int((s.get("receiver") or {}).get("bytes", 0))
-        if sent > 0 and got == 0:
-            n += 1
-    return n
-
-
-def check_roles(text: str) -> None:
-    """Raise RetryTrial when a --bidir test's streams crossed roles (its numbers would be void)."""
-    if crossed := crossed_streams(text):
+def check_roles(r: Iperf3Result) -> None:
+    """Raise RetryTrial when a --bidir test's streams crossed roles (its numbers would be void). iperf3 gives
+    each data connection its role by accept() order on the server, so when connections arrive out of order
+    (through a proxy that connects on its own) both ends of a stream send (and stall) or both wait: the
+    sender side moved bytes, the receiver side saw none."""
+    if crossed := r.silent_streams:
         raise RetryTrial(
             f"iperf3 --bidir: on {crossed} stream(s) one end sent and the other received nothing: iperf3's "
             "stream-role race when connections reach the server out of order (esnet/iperf#2029, fixed "
@@ -183,12 +184,10 @@ def check_roles(text: str) -> None:
         )
 
 
-def _retransmits(end: dict[str, Any], direction: Direction) -> int | None:
+def _retransmits(end: dict[str, Any]) -> int | None:
+    # with -R the client is the receiver; the server's retransmits arrive in sum_sent too (3.7+)
     vals = [end.get(k, {}).get("retransmits") for k in ("sum_sent", "sum_sent_bidir_reverse")]
     nums = [int(v) for v in vals if v is not None]
-    if direction == "down":
-        # with -R the client is the receiver; the server's retransmits arrive in sum_sent too (3.7+)
-        pass
     return sum(nums) if nums else None
 
 
@@ -231,7 +230,7 @@ class Iperf3Workload(Workload):
             raise TrialError(f"iperf3 client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
         r = parse(res.stdout, p.direction)
         if p.direction == "bidir":
-            check_roles(res.stdout)
+            check_roles(r)
         m = Measurement(artifacts={"iperf3.json": res.stdout.encode()})
         m.metrics.update(
             {

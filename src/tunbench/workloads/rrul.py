@@ -115,7 +115,7 @@ class RrulWorkload(Workload):
                 raise TrialError(f"iperf3 load did not finish within {params.timeout_s:g} s") from None
         text = json_path.read_text(errors="replace") if json_path.exists() else ""
         load_res = iperf3.parse(text, "bidir")
-        iperf3.check_roles(text)  # a crossed load leaves one direction unloaded: the latency under load is void
+        iperf3.check_roles(load_res)  # a crossed load leaves one direction unloaded: the latency under load is void
         after, raw_after = irtt.run_client(ctx, idle_s, "irtt-idle-after")
         m = Measurement(
             artifacts={

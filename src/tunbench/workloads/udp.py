@@ -96,12 +96,7 @@ class UdpResult:
 
 
 def parse_udp(text: str) -> UdpResult:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise TrialError(f"iperf3 printed no valid JSON ({e}): {text[:200]!r}") from e
-    if doc.get("error"):
-        raise TrialError(f"iperf3: {doc['error']}")
+    doc = iperf3.load_json(text)
     end: dict[str, Any] = doc.get("end") or {}
     recv = end.get("sum_received") or end.get("sum")
     sent = end.get("sum_sent") or end.get("sum")
