@@ -11,7 +11,6 @@ import contextlib
 import functools
 import shutil
 import tempfile
-import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,9 @@ from pydantic import BaseModel
 from tunbench import workloads
 from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunnelError
 from tunbench.link.emulator import link_metrics
+from tunbench.monitor import crosscheck
 from tunbench.monitor.cgroup import RoleCgroup
+from tunbench.monitor.counters import short_ifname
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.plan import Case, PlannedTrial
 from tunbench.results import TrialRecord
@@ -30,6 +31,7 @@ from tunbench.state import Ledger
 from tunbench.store.db import Store, now_iso
 from tunbench.topology.build import LinkBuilder, Topology, TopologySpec
 from tunbench.tunnels.adapter import IPERF_PORT, Tunnel
+from tunbench.watchdog import watchdog
 from tunbench.workloads.base import Context, TrialInput, Workload
 
 LinkFactory = Callable[[Case, Ledger, Path, int], LinkBuilder | None]
@@ -174,23 +176,51 @@ class Runner:
         link_seed = self.seed + pt.repetition  # reproducible, yet each repetition sees its own pattern
         rec.params["link_seed"] = link_seed
         if workload.owns_topology:
-            workload.run_trial(
-                TrialInput(
-                    case=case,
-                    repetition=pt.repetition,
-                    record=rec,
-                    ledger=self.ledger,
-                    workdir=workdir,
-                    options=options,
-                    duration_s=self.duration_s,
-                    omit_s=self.omit_s,
-                    topology=spec,
-                    link_factory=self.link_factory,
-                    link_seed=link_seed,
-                    hooks=self.hooks,
-                )
-            )
+            limit = workload.trial_timeout_s(case.flows, case.direction, options, self.duration_s, self.omit_s)
+            with watchdog(limit, f"the {workload.kind} trial"):
+                self._run_owned(pt, workload, options, rec, workdir, spec, link_seed)
             return
+        self._measure_pair(pt, workload, options, rec, workdir, tag, spec, link_seed)
+
+    def _run_owned(
+        self,
+        pt: PlannedTrial,
+        workload: Workload,
+        options: BaseModel,
+        rec: TrialRecord,
+        workdir: Path,
+        spec: TopologySpec,
+        link_seed: int,
+    ) -> None:
+        workload.run_trial(
+            TrialInput(
+                case=pt.case,
+                repetition=pt.repetition,
+                record=rec,
+                ledger=self.ledger,
+                workdir=workdir,
+                options=options,
+                duration_s=self.duration_s,
+                omit_s=self.omit_s,
+                topology=spec,
+                link_factory=self.link_factory,
+                link_seed=link_seed,
+                hooks=self.hooks,
+            )
+        )
+
+    def _measure_pair(
+        self,
+        pt: PlannedTrial,
+        workload: Workload,
+        options: BaseModel,
+        rec: TrialRecord,
+        workdir: Path,
+        tag: str,
+        spec: TopologySpec,
+        link_seed: int,
+    ) -> None:
+        case = pt.case
         link = self.link_factory(case, self.ledger, workdir, link_seed) if self.link_factory else None
         with contextlib.ExitStack() as stack:
             topo = stack.enter_context(Topology(self.ledger, tag, spec, link_builder=link))
@@ -226,37 +256,63 @@ class Runner:
             with contextlib.ExitStack() as window:
                 for hook in self.hooks:
                     window.enter_context(hook(ctx, tunnel, rec))
-                with Sampler(roles) as sampler:
-                    t0 = time.monotonic()
+                with Sampler(roles) as sampler, watchdog(workload.timeout_s(ctx), f"the {workload.kind} workload"):
                     result = workload.measure(ctx)
-                    window_s = time.monotonic() - t0
             tunnel.check_alive()
-        rec.duration_s = window_s
         rec.metrics.update(result.metrics)
         rec.series.update(result.series)
         rec.streams = result.streams
         rec.artifacts.update(result.artifacts)
-        _cost_metrics(rec, sampler.results, sampler.wall_s)
+        measured = None
+        if result.window is not None:
+            measured = (result.window[0] - sampler.t0, result.window[1] - sampler.t0)
+        _cost_metrics(rec, sampler.results, sampler.wall_s, measured)
+        rec.duration_s = float(rec.metrics["window_s"] or 0.0)
         rec.metrics.update(link_metrics(getattr(topo.link, "stats", None)))
+        underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
+        rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))
 
 
-def _cost_metrics(rec: TrialRecord, costs: dict[str, RoleCost], wall_s: float) -> None:
+def underlay_devices(topo: Topology) -> dict[str, str]:
+    """The device each namespace's underlay traffic arrives on: the emulator's TUN ends, or the veth."""
+    ends = {"client": getattr(topo.link, "a", None), "server": getattr(topo.link, "b", None)}
+    if all(ends.values()):
+        return {role: str(getattr(end, "dev", "")) for role, end in ends.items()}
+    return {"client": topo.ifname("vc"), "server": topo.ifname("vs")}
+
+
+def _cost_metrics(
+    rec: TrialRecord, costs: dict[str, RoleCost], wall_s: float, window: tuple[float, float] | None = None
+) -> None:
+    """CPU figures over the measured window (the headline: throughput counts those seconds only) and over
+    the whole workload call (`trial_cpu.*`, connect, warm-up and result exchange included), with the
+    cgroup-vs-sampling cross-check over the window."""
     m: dict[str, Any] = rec.metrics
-    m["window_s"] = wall_s
+    w0, w1 = (0.0, wall_s) if window is None else (max(0.0, window[0]), min(wall_s, window[1]))
+    m["window_s"] = max(0.0, w1 - w0)
+    m["trial_window_s"] = wall_s
     for role, cost in costs.items():
-        # headline CPU: the cgroup's exact total when there is one; per-process sampling (psutil reads
+        # headline CPU: the cgroup's exact figure when there is one; per-process sampling (psutil reads
         # /proc/<pid>/stat, which lags by up to a few hundred ms of CPU right after a process starts) is
         # kept beside it as the cross-check and for the time series
-        headline = cost.cgroup_cpu if cost.cgroup_cpu is not None else cost.cpu
+        sampled, cgroup = cost.between(w0, w1)
+        headline = cgroup if cgroup is not None else sampled
         m[f"cpu.{role}.user_s"] = headline.user_s
         m[f"cpu.{role}.sys_s"] = headline.sys_s
-        m[f"sampled_cpu.{role}.user_s"] = cost.cpu.user_s
-        m[f"sampled_cpu.{role}.sys_s"] = cost.cpu.sys_s
+        m[f"sampled_cpu.{role}.user_s"] = sampled.user_s
+        m[f"sampled_cpu.{role}.sys_s"] = sampled.sys_s
+        whole = cost.cgroup_cpu if cost.cgroup_cpu is not None else cost.cpu
+        m[f"trial_cpu.{role}.user_s"] = whole.user_s
+        m[f"trial_cpu.{role}.sys_s"] = whole.sys_s
         m[f"rss_peak_bytes.{role}"] = cost.rss_peak_bytes
         m[f"processes.{role}"] = cost.processes
-        if cost.cgroup_cpu is not None:
-            m[f"cgroup_cpu.{role}.user_s"] = cost.cgroup_cpu.user_s
-            m[f"cgroup_cpu.{role}.sys_s"] = cost.cgroup_cpu.sys_s
+        if cgroup is not None:
+            m[f"cgroup_cpu.{role}.user_s"] = cgroup.user_s
+            m[f"cgroup_cpu.{role}.sys_s"] = cgroup.sys_s
+            if cost.processes:
+                diff, ok = crosscheck.cpu_check(cgroup.total_s, sampled.total_s)
+                m[f"check.cpu.{role}.diff_s"] = diff
+                m[f"check.cpu.{role}.ok"] = 1.0 if ok else 0.0
         rec.series[f"cpu_pct.{role}"] = _cpu_pct(cost)
         rec.series[f"rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
 

@@ -31,6 +31,8 @@ def test_parse_dev_columns() -> None:
     )
     dev = parse_dev(text)
     assert dev["tb123456-tc"] == {
+        "rx_bytes": 100,
+        "tx_bytes": 900,
         "rx_errors": 3,
         "rx_dropped": 4,
         "rx_fifo": 5,

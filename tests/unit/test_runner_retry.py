@@ -83,3 +83,37 @@ def test_retries_are_bounded_and_the_last_reason_is_the_error(run_one: RunOne) -
 def test_other_failures_are_not_retried(run_one: RunOne) -> None:
     rec = run_one([TrialError("tunnel broke"), None])
     assert Scripted.calls == 1 and rec.status == "failed" and "retried" not in rec.params
+
+
+class Hangs(Scripted):
+    """A workload that never returns on its own: the watchdog must stop it."""
+
+    kind = "hangs"
+
+    def trial_timeout_s(self, *args: object) -> float:  # type: ignore[override]
+        return 0.5
+
+    def run_trial(self, trial: TrialInput) -> None:
+        from tunbench.proc import run_cmd
+
+        run_cmd(["sleep", "600"], timeout_s=5, what="a hung tool")  # without a watchdog: fails late
+
+
+def test_a_hung_workload_fails_its_own_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    import psutil
+
+    monkeypatch.setattr(state, "STATE_DIR", tmp_path / "state")
+    monkeypatch.setattr(workloads, "get", lambda kind: Hangs())
+    ledger = state.Ledger.open("tbabc124")
+    with Store(tmp_path / "r.db") as store:
+        r = Runner(ledger=ledger, store=store, run_id=1, topology=TopologySpec(), duration_s=1, omit_s=0)
+        case = Case(parse_ref("direct"), Profile(name="lan", emulated=False), 1, "up", workload="hangs")
+        t0 = time.monotonic()
+        rec = r.run_trial(PlannedTrial(1, case, 0))
+    assert time.monotonic() - t0 < 4
+    assert rec.status == "failed" and "watchdog" in rec.error, rec.error
+    assert "still running after its 0.5 s limit" in rec.error
+    # the hung tool's process group was ended with the trial
+    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "600"]]

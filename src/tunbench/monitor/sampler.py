@@ -1,8 +1,14 @@
-"""Background sampler: every 100 ms, CPU times and RSS of every process of every role (psutil).
+"""Background sampler: every 100 ms, CPU times and RSS of every process of every role (psutil), and the
+role cgroup's exact counters beside them.
 
 Processes are found through the role's cgroup (all descendants) or, without cgroups, as the process
 trees of the role's daemons. A process seen at the first sample counts from its CPU time then; one born
 later counts from zero (all of its CPU time fell inside the window).
+
+The sampler spans the whole workload call (connect, warm-up, the measured seconds, result exchange). The
+workload says afterwards which part of it was measured; `RoleCost.between` gives the CPU of that part
+from the 10 Hz cumulative series (both the sampled and the cgroup figures), interpolated linearly
+between the two samples around each edge.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
 
+import numpy as np
 import psutil
 
 from tunbench.monitor.cgroup import CpuUsage, RoleCgroup
@@ -27,6 +34,8 @@ class RoleSample:
     cpu_user_s: float
     cpu_sys_s: float
     rss_bytes: int
+    cg_user_s: float | None = None  # the role cgroup's counters since the first sample (exact)
+    cg_sys_s: float | None = None
 
 
 @dataclass
@@ -38,6 +47,31 @@ class RoleCost:
     processes: int
     cgroup_cpu: CpuUsage | None
     series: list[RoleSample] = field(default_factory=list)
+
+    def between(self, t0_s: float, t1_s: float) -> tuple[CpuUsage, CpuUsage | None]:
+        """(sampled, cgroup) CPU used between two times on the sampler's clock, interpolated from the
+        cumulative 10 Hz series; the cgroup figure is None without a cgroup."""
+        pts = self.series
+        sampled = CpuUsage(
+            _at(pts, t1_s, lambda s: s.cpu_user_s) - _at(pts, t0_s, lambda s: s.cpu_user_s),
+            _at(pts, t1_s, lambda s: s.cpu_sys_s) - _at(pts, t0_s, lambda s: s.cpu_sys_s),
+        )
+        if not pts or any(s.cg_user_s is None or s.cg_sys_s is None for s in pts):
+            return sampled, None
+        cg = CpuUsage(
+            _at(pts, t1_s, lambda s: s.cg_user_s or 0.0) - _at(pts, t0_s, lambda s: s.cg_user_s or 0.0),
+            _at(pts, t1_s, lambda s: s.cg_sys_s or 0.0) - _at(pts, t0_s, lambda s: s.cg_sys_s or 0.0),
+        )
+        return sampled, cg
+
+
+def _at(series: list[RoleSample], t_s: float, value: Callable[[RoleSample], float]) -> float:
+    """A cumulative counter at time t_s: linear between the samples around it, clamped to the ends."""
+    if not series:
+        return 0.0
+    times = [s.t_s for s in series]
+    vals = [value(s) for s in series]
+    return float(np.interp(t_s, times, vals))
 
 
 class _RoleTracker:
@@ -72,7 +106,10 @@ class _RoleTracker:
         self.first = False
         self.rss_peak = max(self.rss_peak, rss)
         user, sys_ = self.totals()
-        self.series.append(RoleSample(t_s, user, sys_, rss))
+        cg_user = cg_sys = None
+        if self.cgroup is not None and self.cg_start is not None and (now_cg := self.cgroup.usage()) is not None:
+            cg_user, cg_sys = now_cg.user_s - self.cg_start.user_s, now_cg.sys_s - self.cg_start.sys_s
+        self.series.append(RoleSample(t_s, user, sys_, rss, cg_user, cg_sys))
 
     def totals(self) -> tuple[float, float]:
         user = sum(self.last[p][0] - self.base[p][0] for p in self.last)
@@ -121,6 +158,11 @@ class Sampler:
             self._sample_all()
             next_t += self.interval_s
             self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    @property
+    def t0(self) -> float:
+        """The sampler's clock origin (time.monotonic() at its first sample): series times count from it."""
+        return self._t0
 
     def __enter__(self) -> Sampler:
         self._t0 = time.monotonic()

@@ -50,6 +50,10 @@ class Measurement:
     series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     streams: list[tuple[int, str, float, int | None]] = field(default_factory=list)
     artifacts: dict[str, bytes] = field(default_factory=dict)
+    # the measured part of the call, as (start, end) in time.monotonic(): e.g. iperf3's seconds after its
+    # --omit warm-up, without connecting and the result exchange. The runner takes the CPU figures over
+    # this window (the whole call's are kept beside them); None: the whole call was measured.
+    window: tuple[float, float] | None = None
 
 
 @dataclass
@@ -95,7 +99,14 @@ class Workload(ABC):
         """Run inside the measured window."""
 
     def timeout_s(self, ctx: Context) -> float:
-        return ctx.duration_s + ctx.omit_s + 10.0
+        """The watchdog: a `measure` call still running after this many seconds fails its trial."""
+        return self.expected_s(ctx.flows, ctx.direction, ctx.options, ctx.duration_s, ctx.omit_s) + 30.0
+
+    def trial_timeout_s(
+        self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float
+    ) -> float:
+        """The watchdog of a topology-owning workload's whole `run_trial` (bring-up of N clients included)."""
+        return 2.0 * self.expected_s(flows, direction, options, duration_s, omit_s) + 60.0
 
     def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
         """A rough wall-clock estimate of one trial (set-up included), for the run's time estimate and ETA."""

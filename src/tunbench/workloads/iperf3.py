@@ -91,6 +91,14 @@ class Iperf3Result:
     version: str = ""
     # streams whose sender moved bytes while the receiver saw none: in a --bidir test, iperf3's role race
     silent_streams: int = 0
+    # per direction ("up"/"down"): bytes received in the measured seconds, and an upper bound of what the
+    # sender put on the wire over the whole test (warm-up included): the interface cross-checks use both
+    received_bytes: dict[str, float] = field(default_factory=dict)
+    sent_bytes_total: dict[str, float] = field(default_factory=dict)
+    # iperf3's own CPU use (% of one core, its end.cpu_utilization_percent): the client's and the server's
+    cpu_client_pct: float | None = None
+    cpu_server_pct: float | None = None
+    min_rtt_s: float | None = None  # the smallest TCP RTT any stream's sender saw (the path's base RTT)
 
 
 def _stream_dir(stream: dict[str, Any], default: str) -> str:
@@ -124,13 +132,26 @@ def parse(text: str, direction: Direction) -> Iperf3Result:
     first = end["sum_received"]
     up_bps: float | None
     down_bps: float | None
+    received: dict[str, float] = {}
+    sent: dict[str, float] = {}
     if direction == "bidir":
+        reverse = end.get("sum_received_bidir_reverse")
+        if not isinstance(reverse, dict) or "bits_per_second" not in reverse:
+            # the reverse direction's result is missing: its throughput is unknown, not 0
+            raise TrialError("iperf3 --bidir JSON has no end.sum_received_bidir_reverse (reverse direction lost)")
         up_bps = float(first["bits_per_second"])
-        down_bps = float(end.get("sum_received_bidir_reverse", {}).get("bits_per_second", 0.0))
+        down_bps = float(reverse["bits_per_second"])
         total = up_bps + down_bps
+        received = {"up": float(first.get("bytes", 0)), "down": float(reverse.get("bytes", 0))}
+        sent = {
+            "up": float((end.get("sum_sent") or {}).get("bytes", 0)),
+            "down": float((end.get("sum_sent_bidir_reverse") or {}).get("bytes", 0)),
+        }
     else:
         total = float(first["bits_per_second"])
         up_bps, down_bps = (total, None) if direction == "up" else (None, total)
+        received = {default_dir: float(first.get("bytes", 0))}
+        sent = {default_dir: float((end.get("sum_sent") or {}).get("bytes", 0))}
     retrans = _retransmits(end)
     streams = []
     silent = 0
@@ -148,15 +169,20 @@ def parse(text: str, direction: Direction) -> Iperf3Result:
         )
     intervals = []
     t_base: float | None = None
+    omitted: dict[str, float] = {}
     for iv in doc.get("intervals", []):
         for key, d in (("sum", default_dir), ("sum_bidir_reverse", "down")):
             s = iv.get(key)
+            if s and s.get("omitted"):
+                omitted[d] = omitted.get(d, 0.0) + float(s.get("bytes", 0))
             if not s or s.get("omitted"):
                 continue
             if t_base is None:
                 t_base = float(s["start"])
             intervals.append(IntervalPoint(float(s["end"]) - t_base, float(s["bits_per_second"]), d))
     cwnd = [int(st["snd_cwnd"]) for iv in doc.get("intervals", []) for st in iv.get("streams", []) if "snd_cwnd" in st]
+    cpu = end.get("cpu_utilization_percent") or {}
+    rtts = [int(st["sender"]["min_rtt"]) for st in end.get("streams", []) if (st.get("sender") or {}).get("min_rtt")]
     return Iperf3Result(
         throughput_bps=total,
         up_bps=up_bps,
@@ -168,7 +194,16 @@ def parse(text: str, direction: Direction) -> Iperf3Result:
         snd_cwnd_max_bytes=max(cwnd) if cwnd else None,
         version=str(doc.get("start", {}).get("version", "")),
         silent_streams=silent,
+        received_bytes=received,
+        sent_bytes_total={d: omitted.get(d, 0.0) + max(b, received.get(d, 0.0)) for d, b in sent.items()},
+        cpu_client_pct=_num(cpu.get("host_total")),
+        cpu_server_pct=_num(cpu.get("remote_total")),
+        min_rtt_s=min(rtts) / 1e6 if rtts else None,
     )
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) else None
 
 
 def check_roles(r: Iperf3Result) -> None:
@@ -219,6 +254,7 @@ class Iperf3Workload(Workload):
 
     def measure(self, ctx: Context) -> Measurement:
         p = self.params(ctx)
+        launched = time.monotonic()
         res = run_cmd(
             client_argv(ctx.target.address, ctx.target.port, p),
             netns=ctx.topo.client.name,
@@ -226,12 +262,14 @@ class Iperf3Workload(Workload):
             check=False,
             what=f"iperf3 client ({ctx.title})",
         )
+        exited = time.monotonic()
         if res.returncode != 0 and not res.stdout.strip().startswith("{"):
             raise TrialError(f"iperf3 client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
         r = parse(res.stdout, p.direction)
         if p.direction == "bidir":
             check_roles(r)
-        m = Measurement(artifacts={"iperf3.json": res.stdout.encode()})
+        m = Measurement(artifacts={"iperf3.json": res.stdout.encode()}, window=measured_window(r, launched, exited))
+        m.metrics.update(generator_metrics(r))
         m.metrics.update(
             {
                 "throughput_bps": r.throughput_bps,
@@ -248,6 +286,38 @@ class Iperf3Workload(Workload):
                 m.series[f"throughput_bps.{d}"] = pts
         m.streams = [(s.stream, s.direction, s.received_bps, s.retransmits) for s in r.streams]
         return m
+
+
+def measured_window(r: Iperf3Result, launched: float, exited: float) -> tuple[float, float]:
+    """The measured seconds of an iperf3 test on the monotonic clock. iperf3 -J prints only relative times,
+    so the window is anchored at the client's exit: the test's timer ended about two round trips before it
+    (TEST_END, then the result exchange), and the measured part is the `duration` before that. Shifting
+    the window by a few ms moves CPU between warm-up and measurement at the same load, which is why this
+    anchor is good enough for the CPU figures (see docs: CPU window)."""
+    exchange_s = 2.0 * (r.min_rtt_s or 0.0)
+    end = max(launched, exited - exchange_s)
+    return max(launched, end - r.duration_s), end
+
+
+def generator_metrics(r: Iperf3Result) -> dict[str, float | None]:
+    """iperf3's own CPU figures, the bytes the cross-checks need, and whether the generator was the limit."""
+    m: dict[str, float | None] = {
+        "iperf3.cpu.client_pct": r.cpu_client_pct,
+        "iperf3.cpu.server_pct": r.cpu_server_pct,
+    }
+    for d, b in r.received_bytes.items():
+        m[f"iperf3.bytes.{d}"] = b
+    for d, b in r.sent_bytes_total.items():
+        m[f"iperf3.sent_bytes_total.{d}"] = b
+    busiest = max((v for v in (r.cpu_client_pct, r.cpu_server_pct) if v is not None), default=None)
+    if busiest is not None:
+        m["iperf3.generator_bound"] = 1.0 if busiest >= GENERATOR_BOUND_PCT else 0.0
+    return m
+
+
+# iperf3 (before 3.16) runs every stream in one thread: at this share of a core its own process, not the
+# tunnel, may be what limits the throughput
+GENERATOR_BOUND_PCT = 90.0
 
 
 def wait_listening(netns: str, port: int, server: Daemon, timeout_s: float = 10.0, proto: str = "tcp") -> None:

@@ -1,0 +1,72 @@
+"""In-run cross-checks: two independent measurements of the same thing, compared per trial and stored
+(`check.*` metrics), with a warning in the table and the report when they disagree. Pure functions.
+
+* CPU: a role's cgroup counters (exact, every descendant) vs its 10 Hz per-process sampling (psutil),
+  over the same measured window. They agree within `CPU_TOLERANCE_S` or `CPU_TOLERANCE_REL` of the cgroup
+  figure, whichever is larger.
+* Bytes: what iperf3's receiver counted in the measured seconds vs the byte counter of the receiving
+  namespace's underlay interface (the veth, or the emulator's TUN device) over the whole workload call,
+  and, on emulated links, vs the emulator's delivered bytes in that direction. Every payload byte the
+  receiver counted crossed that interface, headers and tunnel encapsulation on top, so the counter must
+  be at least the payload (`BYTES_LOW`). It cannot exceed what the sender put on the wire over the whole
+  test (warm-up included) by more than the per-packet overhead (`BYTES_OVERHEAD`: inner TCP/IP headers,
+  the tunnel's encapsulation, outer headers, Ethernet, and a TCP-carrying tunnel's own ACKs), plus
+  `BYTES_SLACK` for the handshake, control connection and probes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+CPU_TOLERANCE_S = 0.05
+CPU_TOLERANCE_REL = 0.05
+BYTES_LOW = 0.999  # the counter may read 0.1 % under the payload (no more: the payload crossed it)
+BYTES_OVERHEAD = 0.25  # at most 25 % on top of the payload for headers and encapsulation
+BYTES_SLACK = 1_000_000  # bytes: handshakes, iperf3's control connection, readiness probes
+
+
+def cpu_check(cgroup_s: float, sampled_s: float) -> tuple[float, bool]:
+    """(sampled - cgroup CPU seconds, whether they agree)."""
+    diff = sampled_s - cgroup_s
+    return diff, abs(diff) <= max(CPU_TOLERANCE_S, CPU_TOLERANCE_REL * abs(cgroup_s))
+
+
+def bytes_check(payload: float, wire_upper: float, counter: float) -> tuple[float, bool]:
+    """(counter / payload, whether the counter lies in [payload * BYTES_LOW, wire_upper * (1 +
+    BYTES_OVERHEAD) + BYTES_SLACK]). `payload`: bytes received in the measured seconds; `wire_upper`: the
+    sender's bytes over the whole test."""
+    if payload <= 0:
+        return float("nan"), counter <= BYTES_SLACK
+    ratio = counter / payload
+    return ratio, payload * BYTES_LOW <= counter <= wire_upper * (1.0 + BYTES_OVERHEAD) + BYTES_SLACK
+
+
+def byte_checks(
+    metrics: Mapping[str, float | None], underlay: Mapping[str, str], emulated: bool
+) -> dict[str, float | None]:
+    """`check.bytes.<dir>.{dev,link}.ratio|ok` from a trial's metrics: iperf3's bytes per direction
+    (`iperf3.bytes.<dir>`, `iperf3.sent_bytes_total.<dir>`), the receiving namespace's underlay counter
+    (`counters.<role>.dev.<dev>.rx_bytes`) and the emulator's (`link.<dir>.delivered_bytes`). `underlay`
+    maps role -> the underlay device's short name."""
+    out: dict[str, float | None] = {}
+    for direction, receiver in (("up", "server"), ("down", "client")):
+        payload, upper = metrics.get(f"iperf3.bytes.{direction}"), metrics.get(f"iperf3.sent_bytes_total.{direction}")
+        if payload is None or upper is None:
+            continue
+        sources = {"dev": metrics.get(f"counters.{receiver}.dev.{underlay.get(receiver)}.rx_bytes")}
+        if emulated:
+            sources["link"] = metrics.get(f"link.{direction}.delivered_bytes")
+        for name, counter in sources.items():
+            if counter is None:
+                continue
+            ratio, ok = bytes_check(payload, upper, counter)
+            out[f"check.bytes.{direction}.{name}.ratio"] = ratio
+            out[f"check.bytes.{direction}.{name}.ok"] = 1.0 if ok else 0.0
+    return out
+
+
+def failed_checks(metrics: Mapping[str, float | None]) -> list[str]:
+    """Names of the cross-checks that disagreed in a trial (`check.cpu.server`, `check.bytes.up.dev`, ...)."""
+    return sorted(
+        k.removesuffix(".ok") for k, v in metrics.items() if k.startswith("check.") and k.endswith(".ok") and v == 0.0
+    )

@@ -1,0 +1,83 @@
+"""The in-run cross-checks, iperf3's generator figures and the measured window (pure functions)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tunbench.errors import TrialError
+from tunbench.monitor import crosscheck
+from tunbench.workloads import iperf3
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def test_cpu_check_tolerance_is_5_percent_or_50_ms() -> None:
+    assert crosscheck.cpu_check(10.0, 10.45) == pytest.approx((0.45, True))
+    assert not crosscheck.cpu_check(10.0, 10.6)[1]
+    assert crosscheck.cpu_check(0.2, 0.24)[1]  # small figures: 50 ms absolute
+    assert not crosscheck.cpu_check(0.2, 0.3)[1]
+
+
+def test_bytes_check_bounds() -> None:
+    payload, upper = 1e9, 1.2e9
+    assert crosscheck.bytes_check(payload, upper, 1.05e9)[1]
+    assert not crosscheck.bytes_check(payload, upper, 0.9e9)[1]  # the receiver counted bytes the link never saw
+    assert not crosscheck.bytes_check(payload, upper, 2e9)[1]  # far more on the wire than was sent
+    ratio, ok = crosscheck.bytes_check(0.0, 0.0, 10.0)
+    assert math.isnan(ratio) and ok
+
+
+def test_byte_checks_pick_the_receiving_namespace_and_the_emulator() -> None:
+    m: dict[str, float | None] = {
+        "iperf3.bytes.up": 1e9,
+        "iperf3.sent_bytes_total.up": 1.2e9,
+        "counters.server.dev.vs.rx_bytes": 1.3e9,
+        "counters.client.dev.vc.rx_bytes": 5e7,  # the ACKs' side: not the receiver of `up`
+        "link.up.delivered_bytes": 0.5e9,  # the emulator saw half: a disagreement
+    }
+    out = crosscheck.byte_checks(m, {"client": "vc", "server": "vs"}, emulated=True)
+    assert out["check.bytes.up.dev.ok"] == 1.0 and out["check.bytes.up.dev.ratio"] == pytest.approx(1.3)
+    assert out["check.bytes.up.link.ok"] == 0.0
+    assert "check.bytes.down.dev.ok" not in out
+    assert crosscheck.failed_checks({**m, **out}) == ["check.bytes.up.link"]
+
+
+def test_parse_records_generator_cpu_and_bytes() -> None:
+    r = iperf3.parse((DATA / "iperf3-up-1flow.json").read_text(), "up")
+    doc = json.loads((DATA / "iperf3-up-1flow.json").read_text())
+    cpu = doc["end"]["cpu_utilization_percent"]
+    assert r.cpu_client_pct == cpu["host_total"] and r.cpu_server_pct == cpu["remote_total"]
+    assert r.received_bytes == {"up": doc["end"]["sum_received"]["bytes"]}
+    omitted = sum(iv["sum"]["bytes"] for iv in doc["intervals"] if iv["sum"]["omitted"])
+    assert omitted > 0
+    assert r.sent_bytes_total["up"] == omitted + doc["end"]["sum_sent"]["bytes"]
+    m = iperf3.generator_metrics(r)
+    assert m["iperf3.cpu.client_pct"] == cpu["host_total"] and m["iperf3.generator_bound"] == 0.0
+
+
+def test_generator_bound_at_90_percent_of_a_core() -> None:
+    doc = json.loads((DATA / "iperf3-up-1flow.json").read_text())
+    doc["end"]["cpu_utilization_percent"]["host_total"] = 93.0
+    r = iperf3.parse(json.dumps(doc), "up")
+    assert iperf3.generator_metrics(r)["iperf3.generator_bound"] == 1.0
+
+
+def test_bidir_without_the_reverse_sum_is_a_failed_trial() -> None:
+    doc = json.loads((DATA / "iperf3-bidir-1flow.json").read_text())
+    del doc["end"]["sum_received_bidir_reverse"]
+    with pytest.raises(TrialError, match="sum_received_bidir_reverse"):
+        iperf3.parse(json.dumps(doc), "bidir")
+
+
+def test_measured_window_ends_before_the_result_exchange() -> None:
+    r = iperf3.parse((DATA / "iperf3-up-1flow.json").read_text(), "up")
+    launched, exited = 100.0, 103.5
+    start, end = iperf3.measured_window(r, launched, exited)
+    assert end == pytest.approx(exited - 2 * (r.min_rtt_s or 0.0))
+    assert end - start == pytest.approx(r.duration_s)
+    # a window can never begin before the client was launched
+    assert iperf3.measured_window(r, 102.9, 103.0)[0] == 102.9
