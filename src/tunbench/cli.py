@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -12,7 +13,7 @@ import typer
 from rich.console import Console
 
 from tunbench import __version__
-from tunbench.errors import TunbenchError
+from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED, TunbenchError
 
 app = typer.Typer(
     help="Reproducible performance tests for VPNs, tunnels and proxies, in hermetic network namespaces.",
@@ -59,6 +60,26 @@ def _split_tunnels(values: list[str] | None) -> list[str] | None:
     return out
 
 
+_INLINE_ITEM = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_.]*\s*=")
+
+
+def _split_profiles(values: list[str] | None) -> list[str] | None:
+    """`--profile lan,wan-50ms` or repeated `--profile`; an inline profile keeps its own commas: after
+    `NAME:key=value`, a comma followed by `key=...` continues it (`dsl:delay=15ms,up.rate=1mbit,lan`)."""
+    if not values:
+        return None
+    out: list[str] = []
+    for v in values:
+        inline = False
+        for part in v.split(","):
+            if inline and _INLINE_ITEM.match(part):
+                out[-1] += "," + part.strip()
+            elif part.strip():
+                out.append(part.strip())
+                inline = ":" in part
+    return out
+
+
 @app.command()
 def run(
     scenario: Annotated[
@@ -73,7 +94,11 @@ def run(
         ),
     ] = None,
     profile: Annotated[
-        str | None, typer.Option(help="WAN profile(s), comma-separated (see `tunbench profiles`).")
+        list[str] | None,
+        typer.Option(
+            help="WAN profile(s): NAME, ./profile.toml or inline 'NAME:delay=15ms,up.rate=1mbit,...' "
+            "(see `tunbench profiles`). Repeat or separate with commas.",
+        ),
     ] = None,
     workload: Annotated[
         str | None,
@@ -102,19 +127,35 @@ def run(
     flamegraph_dir: Annotated[
         Path, typer.Option("--flamegraph-dir", help="Where --flamegraph writes the SVGs.")
     ] = Path("results/flamegraphs"),
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Resolve and validate everything, print the plan (cases, trials, estimated time) and exit; "
+            "creates nothing, needs no root; missing programs are reported, not required.",
+        ),
+    ] = False,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Measure tunnels: build namespaces, start each tunnel, push iperf3 traffic through it, record cost."""
+    """Measure tunnels: build namespaces, start each tunnel, push iperf3 traffic through it, record cost.
+
+    Needs root (namespaces, cgroups), except with --dry-run.
+
+    Exit status: 0 = every trial ok; 1 = an error stopped the run (not root, store, ...); 2 = invalid
+    scenario, adapter, profile or flag; 3 = a program it needs is missing; 4 = the run finished but some
+    trials failed; 5 = no trial measured anything; 130 = interrupted (finished trials are kept).
+    """
+    from tunbench.cli_checks import check_output_dir, check_output_path, check_store_path
     from tunbench.config.load import load_scenario, with_overrides
     from tunbench.report.summary import summarize_trials
     from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
-    from tunbench.session import execute
+    from tunbench.session import describe, execute, plan_run, skipped_lines
 
     sc, text, source = load_scenario(scenario)
     overrides: dict[str, dict[str, Any]] = {
         "run": {
             "tunnels": _split_tunnels(tunnel),
-            "profiles": _csv(profile),
+            "profiles": _split_profiles(profile),
             "repeat": repeat if repeat is not None else (5 if full else None),
             "direct": False if no_direct else None,
             "seed": seed,
@@ -130,6 +171,22 @@ def run(
         "topology": {"mtu": mtu},
     }
     sc = with_overrides(sc, overrides)
+    # outputs are checked before the run starts, not when it ends
+    check_store_path(db)
+    if json_out is not None:
+        check_output_path(json_out, "--json")
+    if flamegraph:
+        check_output_dir(flamegraph_dir, "--flamegraph-dir")
+    if dry_run:
+        plan = plan_run(sc, source, dry_run=True)
+        console.print(f"dry run of {source}: nothing was created", highlight=False)
+        for line in describe(plan, sc):
+            console.print(line, markup=False, highlight=False)
+        for line in skipped_lines(plan):
+            console.print(line, markup=False, highlight=False)
+        for note in plan.notes:
+            console.print(f"note: a real run would fail: {note}", markup=False, highlight=False)
+        return
     outcome = execute(
         sc,
         scenario_text=text,
@@ -150,19 +207,24 @@ def run(
     for line in warning_lines(summaries):
         console.print(line)
     if json_out:
+        from tunbench.cli_checks import write_output
         from tunbench.report.json_export import render
 
-        json_out.write_text(render(run_rec))
+        write_output(json_out, render(run_rec), "--json")
         console.print(f"JSON written to {json_out}")
     console.print(
         f"stored in {db} as run #{outcome.run_id} ({outcome.uid}); `tunbench show {outcome.run_id}` prints this again"
     )
     if outcome.status == "interrupted":
         err_console.print("[yellow]interrupted: finished trials are kept in the store[/]")
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_INTERRUPTED)
     failed = sum(1 for t in run_rec.trials if t.status != "ok")
+    if run_rec.trials and failed == len(run_rec.trials):
+        err_console.print(f"[red]nothing measured: all {failed} trial(s) failed (see the errors above)[/]")
+        raise typer.Exit(EXIT_NOTHING_MEASURED)
     if failed:
-        err_console.print(f"[yellow]{failed} trial(s) failed: see the errors above[/]")
+        err_console.print(f"[yellow]{failed} of {len(run_rec.trials)} trial(s) failed: see the errors above[/]")
+        raise typer.Exit(EXIT_TRIALS_FAILED)
 
 
 @app.command()
@@ -213,14 +275,17 @@ def export(
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Export a run as JSON (format: docs/json-format.md)."""
+    from tunbench.cli_checks import check_output_path, write_output
     from tunbench.report.json_export import render
     from tunbench.store.db import Store
 
+    if output:
+        check_output_path(output, "-o")
     _need_db(db)
     with Store(db) as store:
         text = render(store.find_run(run_ref))
     if output:
-        output.write_text(text)
+        write_output(output, text, "-o")
         err_console.print(f"written to {output}")
     else:
         sys.stdout.write(text)
@@ -424,4 +489,4 @@ def main() -> None:
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err_console.print("interrupted")
-        sys.exit(130)
+        sys.exit(EXIT_INTERRUPTED)

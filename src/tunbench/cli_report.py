@@ -129,15 +129,18 @@ def report_cmd(
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Write a report of one or more runs: a self-contained HTML page with plots, Markdown tables, CSV, BMF or JSON."""
+    from tunbench.cli_checks import check_output_path, write_output
     from tunbench.report.compare import load_run
 
+    if output is not None:
+        check_output_path(output, "-o")  # before loading and rendering, not after
     kind = _pick_format(fmt, output)
     records = [load_run(ref, db) for ref in runs] if runs else [load_run("latest", db)]
     text = _renderer(kind)(records)
     if output is None:
         sys.stdout.write(text)
         return
-    output.write_text(text, encoding="utf-8")
+    write_output(output, text, "-o")
     err_console.print(f"{kind} report written to {output.resolve()}", highlight=False)
 
 

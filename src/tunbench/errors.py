@@ -1,8 +1,18 @@
-"""The error tree. cli.py turns every TunbenchError into one `Error: ...` line and an exit code."""
+"""The error tree. cli.py turns every TunbenchError into one `Error: ...` line and an exit code.
+
+Exit codes (README, `tunbench run --help`): 0 ok; 1 an error (store, tunnel, not root...) or, for
+`tunbench compare`, a regression; 2 invalid configuration (scenario, adapter, profile, flag); 3 a program
+or kernel feature is missing; 4 `tunbench run` finished but some trials failed; 5 `tunbench run` measured
+nothing (no trial ok); 130 interrupted.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+
+EXIT_TRIALS_FAILED = 4  # tunbench run: some trials failed, others were measured
+EXIT_NOTHING_MEASURED = 5  # tunbench run: not one trial ok
+EXIT_INTERRUPTED = 130
 
 
 class TunbenchError(Exception):

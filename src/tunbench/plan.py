@@ -83,6 +83,24 @@ def expand(
     return out
 
 
+def skipped(tunnels: list[TunnelRef], kinds: Sequence[str]) -> list[tuple[str, str, str]]:
+    """The (tunnel label, workload, why) pairs `expand` leaves out, to tell the user instead of dropping
+    them silently."""
+    from tunbench import workloads
+
+    out: list[tuple[str, str, str]] = []
+    for kind in kinds:
+        w = workloads.get(kind)
+        for t in tunnels:
+            if t.adapter.spec.layer not in w.layers:
+                why = f"{kind} needs an L3 tunnel (an L4 proxy forwards TCP connections only: no UDP)"
+                out.append((t.label, kind, why))
+            elif "clients" in w.axes and t.adapter.spec.multi is None and t.name != "direct":
+                # (the direct baseline has no many-client form: not worth a note in every such run)
+                out.append((t.label, kind, "the adapter has no [multi] table (one server, many clients)"))
+    return out
+
+
 def _sweep_options(cls: type[BaseModel], given: BaseModel | None) -> BaseModel:
     return given if given is not None else cls()
 

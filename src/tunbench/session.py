@@ -22,10 +22,10 @@ from tunbench import __version__, metadata
 from tunbench.clean import finish_ledger
 from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
-from tunbench.errors import ConfigError, DependencyMissing, TrialError
+from tunbench.errors import ConfigError, DependencyMissing, TrialError, TunbenchError
 from tunbench.link.profile import Profile, find_profile, validate_with_link
 from tunbench.monitor.counters import HostCounters
-from tunbench.plan import PlannedTrial, expand, interleave
+from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
 from tunbench.proc import become_subreaper
 from tunbench.results import TrialRecord
 from tunbench.runner import LinkFactory, Runner, WindowHook
@@ -60,15 +60,31 @@ def resolve_tunnels(scenario: Scenario, source: str) -> list[TunnelRef]:
     return refs
 
 
-def resolve_profiles(scenario: Scenario, source: str) -> list[Profile]:
+def resolve_profiles(scenario: Scenario, source: str, notes: list[str] | None = None) -> list[Profile]:
+    """`notes`: a dry run's list; a missing tunbench-link is noted there (its values go unchecked)
+    instead of raised."""
     profiles = [find_profile(p, source=f"{source}: run.profiles") for p in scenario.run.profiles]
     for ref, prof in zip(scenario.run.profiles, profiles, strict=True):
         if prof.emulated:
-            validate_with_link(prof, source=ref if ref.endswith(".toml") else f"profile {prof.name}")
+            try:
+                validate_with_link(prof, source=ref if ref.endswith(".toml") else f"profile {prof.name}")
+            except DependencyMissing as e:
+                if notes is None:
+                    raise
+                notes.append(f"profile {prof.name} not checked by tunbench-link: {e}")
     names = [p.name for p in profiles]
     if len(set(names)) != len(names):
         raise ConfigError("a profile is listed twice", source=source, key="run.profiles")
     return profiles
+
+
+def need_root() -> None:
+    """Namespaces, veth pairs and cgroups need root: say so before anything is created."""
+    if os.geteuid() != 0:
+        raise TunbenchError(
+            "tunbench run needs root (network namespaces, cgroups): run it with sudo "
+            "(`tunbench run --dry-run` checks a scenario without root)"
+        )
 
 
 def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tuple[str, ...] = ()) -> None:
@@ -130,6 +146,73 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
+@dataclass
+class RunPlan:
+    """Everything a run will do, resolved and validated, before anything exists (`--dry-run` prints it)."""
+
+    refs: list[TunnelRef]
+    profiles: list[Profile]
+    options: dict[str, BaseModel]
+    cases: list[Case]
+    trials: list[PlannedTrial]
+    expected: list[float]  # seconds, per trial
+    skipped: list[tuple[str, str, str]]  # (tunnel label, workload, why)
+    notes: list[str]  # what a dry run could not check (missing programs)
+
+
+def plan_run(scenario: Scenario, source: str, *, dry_run: bool = False) -> RunPlan:
+    """Resolve tunnels, profiles and workload options and expand the trials. Creates nothing and needs no
+    root. A dry run notes missing programs instead of failing on them."""
+    notes: list[str] = []
+    refs = resolve_tunnels(scenario, source)
+    profiles = resolve_profiles(scenario, source, notes if dry_run else None)
+    wl = scenario.workload
+    options = check_workloads(scenario, "", source)
+    cases = expand(refs, profiles, wl.flows, list(wl.directions), wl.kind, options=options)
+    skip = skipped(refs, wl.kind)
+    named = [r for r in refs if r.name != "direct"]
+    if not cases or (named and all(c.tunnel.name == "direct" for c in cases)):
+        why = "; ".join(f"{label} × {kind}: {reason}" for label, kind, reason in skip)
+        raise ConfigError(
+            f"nothing to run: no tunnel can carry these workloads ({why or 'no case'})",
+            source=source,
+            key="run.tunnels",
+        )
+    trials = interleave(cases, scenario.run.repeat, scenario.run.seed)
+    expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
+    if dry_run:
+        try:
+            check_dependencies(refs, profiles, tuple(wl.kind))
+        except DependencyMissing as e:
+            notes.append(str(e))
+    return RunPlan(refs, profiles, options, cases, trials, expected, skip, notes)
+
+
+def skipped_lines(plan: RunPlan) -> list[str]:
+    """One line per reason: the tunnel × workload pairs that will not run, and why."""
+    by_reason: dict[str, list[str]] = {}
+    for label, kind, reason in plan.skipped:
+        by_reason.setdefault(reason, []).append(f"{label} × {kind}")
+    return [f"note: skipped {', '.join(pairs)}: {reason}" for reason, pairs in by_reason.items()]
+
+
+def describe(plan: RunPlan, scenario: Scenario) -> list[str]:
+    """The plan as text, for `tunbench run --dry-run`."""
+    per_case: dict[str, float] = {}
+    for pt, e in zip(plan.trials, plan.expected, strict=True):
+        per_case[pt.case.title] = e
+    lines = [
+        "tunnels: " + ", ".join(f"{r.label} ({r.adapter.spec.layer.upper()})" for r in plan.refs),
+        "profiles: " + ", ".join(f"{p.name} ({'emulated' if p.emulated else 'veth'})" for p in plan.profiles),
+        "workloads: " + ", ".join(scenario.workload.kind),
+        f"cases ({len(plan.cases)}):",
+        *(f"  {title}  (~{_minutes(e)} per trial)" for title, e in per_case.items()),
+        f"{len(plan.cases)} cases × {scenario.run.repeat} repetitions = {len(plan.trials)} trials, "
+        f"about {_minutes(sum(plan.expected))} (seed {scenario.run.seed})",
+    ]
+    return lines
+
+
 def execute(
     scenario: Scenario,
     *,
@@ -141,8 +224,10 @@ def execute(
     flamegraph_dir: Path | None = None,
 ) -> RunOutcome:
     """`flamegraph_dir`: record perf flamegraphs of the tunnel processes, written there (and stored)."""
-    refs = resolve_tunnels(scenario, source)
-    profiles = resolve_profiles(scenario, source)
+    plan = plan_run(scenario, source)
+    need_root()
+    refs, profiles, options = plan.refs, plan.profiles, plan.options
+    cases, trials, expected = plan.cases, plan.trials, plan.expected
     check_dependencies(refs, profiles, tuple(scenario.workload.kind))
     if flamegraph_dir is not None:
         from tunbench.monitor.perf import check_tools
@@ -152,13 +237,9 @@ def execute(
         from tunbench.link.emulator import link_factory as emulator_factory
 
         link_factory = emulator_factory
+    for line in skipped_lines(plan):
+        console.print(f"[yellow]{escape(line)}[/]")
     wl = scenario.workload
-    options = check_workloads(scenario, "", source)
-    cases = expand(refs, profiles, wl.flows, list(wl.directions), wl.kind, options=options)
-    if not cases:
-        raise ConfigError("no case to run: the workloads cannot cross any of these tunnels", source=source)
-    trials = interleave(cases, scenario.run.repeat, scenario.run.seed)
-    expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
     provenance: dict[str, Any] = metadata.collect()
     provenance["tunnels"] = {
         r.label: {
@@ -171,8 +252,12 @@ def execute(
     }
     provenance["seed"] = scenario.run.seed
     become_subreaper()
-    ledger = Ledger.open()
-    store = Store(db_path)
+    store = Store(db_path)  # before the ledger: a bad --db leaves nothing behind
+    try:
+        ledger = Ledger.open()
+    except BaseException:
+        store.close()
+        raise
     run_id = store.create_run(
         uid=ledger.prefix,
         name=scenario.run.name,

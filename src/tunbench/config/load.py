@@ -14,6 +14,10 @@ from tunbench.errors import ConfigError
 
 DEFAULT_SOURCE = "<default scenario>"
 
+# workloads with a direction axis that measure one direction at a time: a `bidir` case would fail every
+# trial (udp, udp-search: one iperf3 UDP sender) or silently measure upload only (clients)
+ONE_WAY = ("udp", "udp-search", "clients")
+
 
 def default_text() -> str:
     return resources.files("tunbench.config").joinpath("default.toml").read_text()
@@ -48,6 +52,15 @@ def check_workloads(scenario: Scenario, text: str, source: str) -> dict[str, Bas
                 line=locate(text, ["workload", "kind"]) if text else None,
                 key=f"workload.kind[{i}]",
             )
+    one_way = [k for k in wl.kind if k in ONE_WAY]
+    if one_way and "bidir" in wl.directions:
+        raise ConfigError(
+            f"bidir is not supported by {', '.join(one_way)} (they measure one direction at a time: "
+            "use up and/or down, or run bidir iperf3 in a run of its own)",
+            source=source,
+            line=locate(text, ["workload", "directions"]) if text else None,
+            key="workload.directions",
+        )
     for key, raw in extra.items():
         if key not in workloads.REGISTRY:
             raise ConfigError(
@@ -57,7 +70,12 @@ def check_workloads(scenario: Scenario, text: str, source: str) -> dict[str, Bas
                 key=f"workload.{key}",
             )
         if not isinstance(raw, dict):
-            raise ConfigError("must be a table of options", source=source, key=f"workload.{key}")
+            raise ConfigError(
+                "must be a table of options",
+                source=source,
+                line=locate(text, ["workload", key]) if text else None,
+                key=f"workload.{key}",
+            )
         options[key] = validate(
             workloads.REGISTRY[key].Options,
             raw,

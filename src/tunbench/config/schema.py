@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
+from tunbench.topology.settings import check_congestion_control
+
 Direction = Literal["up", "down", "bidir"]
 _SYSCTL_VALUE = re.compile(r"^[A-Za-z0-9_. -]+$")
 
@@ -20,7 +22,7 @@ class RunSection(_Strict):
     profiles: list[str] = Field(default_factory=lambda: ["lan"], min_length=1)
     repeat: int = Field(default=3, ge=1, le=1000)
     direct: bool = True
-    seed: int = 1
+    seed: int = Field(default=1, ge=0, le=2**63 - 1)  # tunbench-link takes seed + repetition as a u64
     name: str = ""
     stop_on_error: bool = False
 
@@ -55,6 +57,12 @@ class WorkloadSection(BaseModel):
 class TopologySection(_Strict):
     mtu: int = Field(default=1500, ge=576, le=65535)
     ipv6: bool = True
+    congestion_control: str | None = None  # pinned in tunbench's namespaces; None: the host's default
+
+    @field_validator("congestion_control")
+    @classmethod
+    def _cc(cls, v: str | None) -> str | None:
+        return None if v is None else check_congestion_control(v)
 
 
 def _sysctl_key(key: str) -> str:

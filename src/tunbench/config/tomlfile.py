@@ -75,9 +75,16 @@ def locate(text: str, path: Sequence[str | int]) -> int | None:
 
 def read_toml(path: Path) -> tuple[dict[str, Any], str]:
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as e:
-        raise ConfigError(f"cannot read: {e.strerror}", source=str(path)) from e
+        raise ConfigError(f"cannot read: {e.strerror or e}", source=str(path)) from e
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"not UTF-8 text (byte 0x{raw[e.start]:02x}); TOML files must be UTF-8", source=str(path), line=line
+        ) from None
     return parse_toml(text, str(path)), text
 
 

@@ -31,10 +31,14 @@ class Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(path, timeout=30)
-        except sqlite3.Error as e:
-            raise StoreError(f"cannot open result store {path}: {e}") from e
-        self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.execute("PRAGMA journal_mode = WAL")
+        except (sqlite3.Error, OSError) as e:
+            raise StoreError(f"cannot open result store {path}: {getattr(e, 'strerror', None) or e}") from e
+        try:
+            self.db.execute("PRAGMA foreign_keys = ON")
+            self.db.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.DatabaseError as e:  # any file opens; the first statement finds out what it is
+            self.db.close()
+            raise StoreError(f"{path} is not a tunbench result store (not an SQLite database: {e})") from e
         self._init_schema()
 
     def close(self) -> None:

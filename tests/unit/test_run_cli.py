@@ -1,0 +1,307 @@
+"""`tunbench run` and friends from the command line, without measuring: inline profiles, --dry-run, exit codes,
+and bad inputs that must give one `Error: ...` line and leave nothing behind (no ledger, no store)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.unit.report_data import trial
+from tunbench import cli, session, state
+from tunbench.cli import _split_profiles, app
+from tunbench.session import RunOutcome
+from tunbench.store.db import Store
+
+
+@pytest.fixture(autouse=True)
+def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Work in an empty directory; ledgers would go to tmp/state, and opening one is a test failure."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(state, "STATE_DIR", tmp_path / "state")
+
+    def no_ledger(*a: object, **k: object) -> None:
+        raise AssertionError("a ledger was opened")
+
+    monkeypatch.setattr(state.Ledger, "open", no_ledger)
+    monkeypatch.delenv("TUNBENCH_DB", raising=False)
+    return tmp_path
+
+
+def main(args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
+    """The real entry point (`Error: ...` printing included): exit code, stdout, stderr."""
+    monkeypatch.setattr(sys, "argv", ["tunbench", *args])
+    code = 0
+    try:
+        cli.main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_error(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*")}
+
+
+# ---- 9: inline profiles and --dry-run ----------------------------------------------------------------
+
+
+def test_split_profiles_keeps_inline_commas() -> None:
+    assert _split_profiles(["lan,wan-50ms"]) == ["lan", "wan-50ms"]
+    assert _split_profiles(["dsl:delay=15ms,up.rate=1mbit,down.rate=16mbit"]) == [
+        "dsl:delay=15ms,up.rate=1mbit,down.rate=16mbit"
+    ]
+    assert _split_profiles(["lan,dsl:delay=15ms, rate=1mbit,wan-50ms", "./p.toml"]) == [
+        "lan",
+        "dsl:delay=15ms,rate=1mbit",
+        "wan-50ms",
+        "./p.toml",
+    ]
+    assert _split_profiles(None) is None
+
+
+def test_documented_inline_profile_dry_run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err = main(
+        ["run", "--dry-run", "-t", "socat", "--profile", "dsl:delay=15ms,up.rate=1mbit,down.rate=16mbit"],
+        capsys,
+        monkeypatch,
+    )
+    assert code == 0, err
+    assert "profiles: dsl (emulated)" in out and "socat · dsl · up · 1 flow" in out
+    assert "4 cases × 3 repetitions = 12 trials" in out
+
+
+def test_dry_run_creates_nothing_and_needs_no_root(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 65534)
+    before = files(sandbox)
+    code, out, err = main(
+        ["run", "--dry-run", "--db", "sub/x.db", "--json", "out/r.json", "--flamegraph", "-w", "iperf3,latency"],
+        capsys,
+        monkeypatch,
+    )
+    assert code == 0, err
+    assert "nothing was created" in out and "trials, about" in out
+    assert files(sandbox) == before
+
+
+def test_dry_run_reports_missing_programs_without_failing(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("shutil.which", lambda prog, *a, **k: None)
+    code, out, err = main(["run", "--dry-run", "-t", "wireguard-go"], capsys, monkeypatch)
+    assert code == 0, err
+    assert "note: a real run would fail: missing programs:" in out and "iperf3" in out
+
+
+# ---- 11: exit codes --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("statuses", "run_status", "code"),
+    [
+        (["ok", "ok"], "done", 0),
+        (["ok", "failed"], "done", 4),
+        (["failed", "failed"], "done", 5),
+        (["ok", "failed"], "interrupted", 130),
+    ],
+)
+def test_run_exit_codes(
+    sandbox: Path, monkeypatch: pytest.MonkeyPatch, statuses: list[str], run_status: str, code: int
+) -> None:
+    db = sandbox / "r.db"
+    with Store(db) as s:
+        rid = s.create_run(
+            uid="tbabcdef", name="", tunbench_version="0", provenance={}, scenario_text="", scenario_hash="",
+            scenario={},
+        )  # fmt: skip
+        records = [trial(i + 1, "socat", 1e9, status=st, repetition=i + 1) for i, st in enumerate(statuses)]
+        for r in records:
+            s.add_trial(rid, r)
+        s.finish_run(rid, run_status)
+
+    def fake_execute(*a: object, **k: object) -> RunOutcome:
+        return RunOutcome(run_id=rid, uid="tbabcdef", status=run_status, records=records)
+
+    monkeypatch.setattr(session, "execute", fake_execute)
+    res = CliRunner().invoke(app, ["run", "-t", "socat", "--db", str(db)])
+    assert res.exit_code == code, res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+def test_exit_codes_are_documented() -> None:
+    res = CliRunner().invoke(app, ["run", "--help"], terminal_width=200)
+    text = " ".join(res.output.split())
+    for piece in ("0 = every trial ok", "4 = the run finished but some", "5 = no trial", "130 = interrupted"):
+        assert piece in text
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
+    assert "| 4 |" in readme and "| 5 |" in readme and "| 130 |" in readme
+
+
+# ---- 14: clear errors, nothing left behind ----------------------------------------------------------------
+
+
+def test_not_root(sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    before = files(sandbox)
+    code, _, err = main(["run", "-t", "socat", "--db", "x.db"], capsys, monkeypatch)
+    line = one_error(err)
+    assert "tunbench run needs root (network namespaces, cgroups): run it with sudo" in line
+    assert code == 1 and files(sandbox) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "-t", "socat", "--db", "junk.db"],
+        ["run", "--dry-run", "--db", "junk.db"],
+        ["show", "--db", "junk.db"],
+        ["show", "--list", "--db", "junk.db"],
+        ["export", "--db", "junk.db"],
+        ["compare", "1", "2", "--db", "junk.db"],
+        ["report", "--db", "junk.db"],
+    ],
+    ids=lambda a: "-".join(a[:2]),
+)
+def test_db_not_sqlite(
+    args: list[str], sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    junk = sandbox / "junk.db"
+    junk.write_bytes(b"this is not a database\n" * 100)
+    before = files(sandbox)
+    code, _, err = main(args, capsys, monkeypatch)
+    line = one_error(err)
+    assert "junk.db" in line and "not" in line and code != 0
+    assert files(sandbox) == before and junk.read_bytes() == b"this is not a database\n" * 100
+
+
+@pytest.mark.parametrize("what", ["scenario", "adapter", "profile"])
+def test_non_utf8_files(
+    what: str, sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad = sandbox / "x.toml"
+    bad.write_bytes(b'# fine\nname = "caf\xe9"\n')
+    args = {
+        "scenario": ["run", "x.toml"],
+        "adapter": ["run", "-t", "./x.toml"],
+        "profile": ["run", "--profile", "./x.toml"],
+    }[what]
+    before = files(sandbox)
+    code, _, err = main([*args, "--db", "r.db"], capsys, monkeypatch)
+    line = one_error(err)
+    assert "x.toml:2" in line and "not UTF-8" in line and code == 2
+    assert files(sandbox) == before
+
+
+@pytest.mark.parametrize(
+    ("option", "target", "setup"),
+    [
+        ("--json", "afile/r.json", "file"),
+        ("--json", "adir", "dir"),
+        ("--flamegraph-dir", "afile/fg", "file"),
+        ("--flamegraph-dir", "afile", "file"),
+    ],
+)
+def test_run_outputs_checked_before_the_run(
+    option: str,
+    target: str,
+    setup: str,
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if setup == "file":
+        (sandbox / "afile").write_text("x")
+    else:
+        (sandbox / "adir").mkdir()
+
+    def no_run(*a: object, **k: object) -> None:
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr(session, "execute", no_run)
+    extra = ["--flamegraph"] if option == "--flamegraph-dir" else []
+    before = files(sandbox)
+    for dry in ([], ["--dry-run"]):
+        code, _, err = main(["run", "-t", "socat", *extra, option, target, "--db", "r.db", *dry], capsys, monkeypatch)
+        line = one_error(err)
+        assert option in line and code == 1
+    assert files(sandbox) == before
+
+
+def test_missing_output_directory_is_created_not_refused(sandbox: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Like --db's, a missing directory for --json / -o is created (`make demo` writes results/demo.json into
+    a fresh results/); it is checked to be creatable before the run, and a dry run creates nothing."""
+    from tunbench.cli_checks import check_output_path, write_output
+
+    check_output_path(sandbox / "new" / "deeper" / "r.json", "--json")
+    assert not (sandbox / "new").exists()
+    write_output(sandbox / "new" / "deeper" / "r.json", "{}", "--json")
+    assert (sandbox / "new" / "deeper" / "r.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("cmd", ["report", "export"])
+def test_report_and_export_output_checked(
+    cmd: str, sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (sandbox / "afile").write_text("x")
+    code, _, err = main([cmd, "-o", "afile/out.html", "--db", "nostore.db"], capsys, monkeypatch)
+    line = one_error(err)
+    assert "afile" in line and code != 0
+    assert not (sandbox / "nostore.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "key", "needle"),
+    [
+        (["--seed", "-1"], "run.seed", "greater than or equal to 0"),
+        (["-w", "udp", "--direction", "bidir"], "workload.directions", "bidir is not supported by udp"),
+        (["-w", "udp-search", "--direction", "up,bidir"], "workload.directions", "udp-search"),
+        (["-w", "clients", "--direction", "bidir"], "workload.directions", "clients"),
+        (["-w", "udp", "-t", "socat"], "run.tunnels", "socat × udp"),
+    ],
+)
+def test_refused_at_validation(
+    args: list[str],
+    key: str,
+    needle: str,
+    sandbox: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = files(sandbox)
+    for dry in ([], ["--dry-run"]):
+        code, _, err = main(["run", *args, "--db", "r.db", *dry], capsys, monkeypatch)
+        line = one_error(err)
+        assert key in line and needle in line and code == 2
+    assert files(sandbox) == before
+
+
+def test_bidir_in_a_scenario_file_names_its_line(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (sandbox / "s.toml").write_text('[workload]\nkind = ["clients"]\n\ndirections = ["up", "bidir"]\n')
+    code, _, err = main(["run", "s.toml", "--dry-run"], capsys, monkeypatch)
+    assert "s.toml:4: workload.directions: bidir is not supported by clients" in one_error(err) and code == 2
+
+
+def test_l4_proxies_skipped_for_udp_are_listed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = main(
+        ["run", "--dry-run", "-w", "iperf3,udp", "-t", "socat,stunnel,wireguard-go"], capsys, monkeypatch
+    )
+    assert code == 0, err
+    note = [ln for ln in out.splitlines() if ln.startswith("note: skipped")]
+    assert len(note) == 1 and "socat × udp, stunnel × udp" in note[0] and "L4 proxy" in note[0]
+    assert "wireguard-go · lan · udp · up" in out
