@@ -78,16 +78,35 @@ def compare_cmd(
         str | None, typer.Option("--label-b", help="...against this label on the B side (e.g. old vs new build).")
     ] = None,
     threshold: Annotated[
-        str, typer.Option("--threshold", help="Smallest change that counts, e.g. 3% or 0.03 (default: 0).")
+        str,
+        typer.Option(
+            "--threshold",
+            help="Smallest relative change that counts, e.g. 3% or 0.03 (default: 0). Not applied to absolute "
+            "comparisons (signed metrics such as the latency increase, or data with values <= 0).",
+        ),
     ] = "0",
+    threshold_ms: Annotated[
+        float,
+        typer.Option(
+            "--threshold-ms",
+            min=0.0,
+            help="Smallest absolute change that counts for metrics compared in ms, e.g. 0.5 (default: 0).",
+        ),
+    ] = 0.0,
     metrics: Annotated[
         str, typer.Option("--metrics", help="Metric kinds to compare and gate on: throughput,cpu,latency.")
     ] = "throughput,cpu,latency",
     db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Compare B to A per matching case: change of the median with a 95% CI, rank-test p-value, verdict, MDE.
+    """Compare B to A per matching case: change of the median with a distribution-free CI and its real
+    coverage, rank-test p-value (raw and Holm-adjusted), verdict, MDE.
 
-    Exit status: 0 = no regression, 1 = some case regressed beyond --threshold (significantly worse),
+    Changes are relative (median(B) / median(A) - 1), except for signed metrics (latency increase under
+    load) and data with a value <= 0: those are absolute, median(B) - median(A) in the metric's unit, and
+    take --threshold-ms instead of the relative --threshold. Verdicts use p-values Holm-adjusted across
+    every comparison that gates, so the chance of a false regression stays below 5% for the whole run.
+
+    Exit status: 0 = no regression, 1 = some case regressed beyond the threshold (significantly worse),
     2 = A or B could not be loaded or matched. Cases of the direct baseline are shown but do not gate.
     """
     from tunbench.report.compare import compare_lines, compare_runs, compare_table, load_run, parse_threshold
@@ -96,10 +115,24 @@ def compare_cmd(
     limit = parse_threshold(threshold)
     run_a = load_run(a, db)
     run_b = load_run(b, db) if b is not None else run_a
-    result = compare_runs(run_a, run_b, label_a=label_a, label_b=label_b, threshold=limit, kinds=kinds)
-    console.print(compare_table(result))
-    for line in compare_lines(result):
-        console.print(line)
+    result = compare_runs(
+        run_a, run_b, label_a=label_a, label_b=label_b, threshold=limit, threshold_abs={"ms": threshold_ms},
+        kinds=kinds,
+    )  # fmt: skip
+    table = compare_table(result)
+    if console.is_terminal:
+        console.print(table)
+        for line in compare_lines(result):
+            console.print(line)
+    else:
+        # Piped (CI logs, | tee): no terminal width to respect, and a table squeezed to 80 columns loses its
+        # last columns (verdict, MDE). Print it at its natural width, and the lines unwrapped.
+        # (Console.print(width=) can only narrow, so a console of that width does the printing.)
+        natural = console.measure(table, options=console.options.update(width=10_000)).maximum
+        wide = Console(width=max(console.width, natural))
+        wide.print(table)
+        for line in compare_lines(result):
+            wide.print(line, soft_wrap=True)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 

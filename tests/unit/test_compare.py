@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -337,3 +340,212 @@ def test_labels_with_brackets_are_printed_verbatim() -> None:
         console.print(line)
     text = console.export_text()
     assert "socat[buffer=512] → socat[buffer=64]" in text
+
+
+# ---- signed and near-zero metrics: absolute comparisons ------------------------------------------------
+
+
+def _latency_run(increase_ms: list[float], *, uid: str, rid: int) -> RunRecord:
+    vals = samples(4e9, len(increase_ms), 0.01, seed=rid)
+    trials = [
+        trial(i + 1, "x", v, repetition=i + 1, extra={"latency.increase_p50_ms": inc})
+        for i, (v, inc) in enumerate(zip(vals, increase_ms, strict=True))
+    ]
+    return run(trials, rid=rid, uid=uid)
+
+
+def test_latency_increase_from_minus_2_to_plus_5_ms_is_worse_in_ms() -> None:
+    # Relative to -2 ms, +5 ms would be "-350%", i.e. "better"; it is 7 ms more latency under load.
+    a = _latency_run([-2.1, -1.9, -2.0, -2.2, -1.8, -2.05], uid="tba", rid=1)
+    b = _latency_run([5.1, 4.9, 5.0, 5.2, 4.8, 5.05], uid="tbb", rid=2)
+    res = compare_runs(a, b, kinds=("latency",))
+    lat = rows_by_metric(res)["latency.increase_p50_ms"]
+    assert lat.metric.absolute and lat.result.absolute
+    assert lat.result.change == pytest.approx(7.0, abs=0.1)
+    assert lat.result.ci_low > 6.5 and lat.result.ci_high < 7.5
+    assert lat.result.verdict == "worse" and lat.verdict_text == "slower"
+    assert res.exit_code == EXIT_REGRESSED
+    text = _render(res)
+    row = text.split("latency increase_p50")[1].split("\n")[0]
+    assert re.search(r"\+7\.\d ms", row) and "%" not in row  # "+7.1 ms", not "-350%"
+    assert re.search(r"\[\+[67]\.\d, \+7\.\d\] 95\.9%", text)  # the CI in ms and its coverage
+
+
+def test_near_zero_baseline_gives_no_huge_percentage() -> None:
+    # A latency increase of 0 +- 0.05 ms on both sides: the same thing, measured twice.
+    rng = np.random.default_rng(7)
+    a = _latency_run(list(rng.normal(0.0, 0.05, 8)), uid="tba", rid=1)
+    b = _latency_run(list(rng.normal(0.0, 0.05, 8)), uid="tbb", rid=2)
+    lat = rows_by_metric(compare_runs(a, b, kinds=("latency",)))["latency.increase_p50_ms"]
+    assert lat.result.absolute
+    assert abs(lat.result.change) < 0.1  # ms, not hundreds of percent
+    assert lat.result.ci_low < 0.0 < lat.result.ci_high
+    assert lat.result.verdict == "no significant change"
+
+
+def test_metric_with_a_value_at_or_below_zero_falls_back_to_absolute() -> None:
+    # latency.p50_ms is relative in the catalogue, but a baseline median <= 0 never gets a ratio.
+    a = run([trial(i + 1, "x", 4e9, extra={"latency.p50_ms": [-0.2, 0.0, -0.1, 0.1, -0.3][i]}) for i in range(5)])
+    b = run(
+        [trial(i + 1, "x", 4e9, extra={"latency.p50_ms": [3.0, 3.1, 2.9, 3.2, 3.05][i]}) for i in range(5)], uid="tbb"
+    )
+    lat = rows_by_metric(compare_runs(a, b, kinds=("latency",)))["latency.p50_ms"]
+    assert not lat.metric.absolute and lat.result.absolute
+    assert lat.result.change == pytest.approx(3.15)
+    assert lat.result.verdict == "worse"
+
+
+def test_absolute_metrics_take_the_threshold_in_ms_not_the_relative_one() -> None:
+    a = _latency_run([1.0, 1.02, 0.98, 1.01, 0.99, 1.0], uid="tba", rid=1)
+    b = _latency_run([1.5, 1.52, 1.48, 1.51, 1.49, 1.5], uid="tbb", rid=2)  # +0.5 ms
+    # a relative threshold of 90 % does not apply to a difference in ms
+    assert compare_runs(a, b, kinds=("latency",), threshold=0.9).exit_code == EXIT_REGRESSED
+    assert compare_runs(a, b, kinds=("latency",), threshold_abs={"ms": 0.4}).exit_code == EXIT_REGRESSED
+    calm = compare_runs(a, b, kinds=("latency",), threshold_abs={"ms": 1.0})
+    assert calm.exit_code == 0
+    assert rows_by_metric(calm)["latency.increase_p50_ms"].result.threshold == 1.0
+
+
+def _render(res: CompareResult) -> str:
+    from rich.console import Console
+
+    console = Console(width=250, record=True)
+    console.print(compare_table(res))
+    for line in compare_lines(res):
+        console.print(line)
+    return console.export_text()
+
+
+# ---- intervals print their real coverage ------------------------------------------------------------
+
+
+def test_change_interval_prints_its_real_coverage_not_95() -> None:
+    a = one_case("socat", [4.0e9, 4.1e9, 3.9e9], rid=1, uid="tba")
+    b = one_case("socat", [3.0e9, 3.1e9, 2.9e9], rid=2, uid="tbb")
+    res = compare_runs(a, b)
+    assert rows_by_metric(res)["throughput_bps"].result.ci_coverage == pytest.approx(0.9)
+    text = _render(res)
+    assert "] 90%" in text  # 3 vs 3 cannot give more than 90 %
+    assert "95%" not in text
+
+
+# ---- multiple comparisons ---------------------------------------------------------------------------
+
+
+def test_holm_keeps_a_lone_p_of_0_03_from_failing_a_gate_of_two_comparisons() -> None:
+    # 5 vs 5 with two crossed pairs: exact p = 2 * 4/252 = 0.032 for throughput and for CPU per bit
+    # (same CPU seconds, so CPU per bit mirrors throughput). Unadjusted both would be "worse";
+    # Holm over the 2 gated comparisons gives 0.063 for both: no regression.
+    a = one_case("socat", [10e9, 11e9, 12e9, 13e9, 14e9], rid=1, uid="tba")
+    b = one_case("socat", [5e9, 6e9, 7e9, 8e9, 11.5e9], rid=2, uid="tbb")
+    res = compare_runs(a, b)
+    rows = rows_by_metric(res)
+    assert set(rows) == {"throughput_bps", "cpu_s_per_bit.client"}
+    for r in rows.values():
+        assert r.result.p_value == pytest.approx(8 / 252)
+        assert r.result.p_adjusted == pytest.approx(16 / 252)
+        assert r.result.family_size == 2
+        assert r.result.verdict == "no significant change"
+    assert res.exit_code == 0
+    assert "p Holm" in [c.header for c in compare_table(res).columns]
+    assert "0.063" in _render(res)
+
+
+def test_holm_leaves_clear_regressions_standing() -> None:
+    a = one_case("socat", samples(4e9, 6, 0.02, seed=1), rid=1, uid="tba")
+    b = one_case("socat", samples(3e9, 6, 0.02, seed=2), rid=2, uid="tbb")
+    res = compare_runs(a, b)
+    assert all(r.result.p_adjusted >= r.result.p_value for r in res.rows)
+    assert res.exit_code == EXIT_REGRESSED
+
+
+def test_gate_family_too_large_for_the_repetitions_says_so() -> None:
+    # 4 vs 4: the rank test's floor is 0.029, above 0.05 / 2: Holm can never reject anything.
+    a = one_case("socat", [4.0e9, 4.1e9, 3.9e9, 4.05e9], rid=1, uid="tba")
+    b = one_case("socat", [2.0e9, 2.1e9, 1.9e9, 2.05e9], rid=2, uid="tbb")
+    res = compare_runs(a, b)
+    assert res.exit_code == 0
+    assert any("Holm-adjusted" in n and "--repeat" in n for n in res.notes)
+
+
+# ---- network settings --------------------------------------------------------------------------------
+
+
+def _net(cc: str, mtu: int, uid: str) -> dict[str, object]:
+    side = {
+        "congestion_control": cc,
+        "tcp_rmem": "4096 131072 6291456",
+        "interfaces": {f"{uid}-vc": {"mtu": mtu, "gso": True}, "lo": {"mtu": 65536}},
+    }
+    return {"kernel": "6.1.0-18-amd64", "client": side, "server": {**side, "congestion_control": "cubic"}}
+
+
+def _with_net(r: RunRecord, net: dict[str, object] | None) -> RunRecord:
+    for t in r.trials:
+        if net is not None:
+            t.params["net"] = net
+    return r
+
+
+def test_settings_that_differ_are_named_with_both_values() -> None:
+    a = _with_net(one_case("socat", samples(4e9, 5, 0.01, 1), rid=1, uid="tbaaaaaa"), _net("bbr", 1500, "tbaaaaaa"))
+    b = _with_net(one_case("socat", samples(4e9, 5, 0.01, 2), rid=2, uid="tbbbbbbb"), _net("cubic", 9000, "tbbbbbbb"))
+    res = compare_runs(a, b)
+    assert list(res.settings) == [
+        "settings differ: client.congestion_control: bbr (A) vs cubic (B)",
+        "settings differ: client.interfaces.<run>-vc.mtu: 1500 (A) vs 9000 (B)",
+        "settings differ: server.interfaces.<run>-vc.mtu: 1500 (A) vs 9000 (B)",
+    ]
+    text = _render(res)
+    assert "warning: settings differ: client.congestion_control: bbr (A) vs cubic (B)" in text
+
+
+def test_identical_settings_give_no_warning() -> None:
+    a = _with_net(one_case("socat", samples(4e9, 5, 0.01, 1), rid=1, uid="tbaaaaaa"), _net("bbr", 1500, "tbaaaaaa"))
+    b = _with_net(one_case("socat", samples(4e9, 5, 0.01, 2), rid=2, uid="tbbbbbbb"), _net("bbr", 1500, "tbbbbbbb"))
+    assert compare_runs(a, b).settings == ()
+
+
+def test_settings_not_recorded_are_reported_once() -> None:
+    a = one_case("socat", samples(4e9, 5, 0.01, 1), rid=1, uid="tbaaaaaa")  # an older run: no params["net"]
+    b = _with_net(one_case("socat", samples(4e9, 5, 0.01, 2), rid=2, uid="tbbbbbbb"), _net("bbr", 1500, "tbbbbbbb"))
+    res = compare_runs(a, b)
+    assert len(res.settings) == 1 and "not recorded" in res.settings[0] and "of A" in res.settings[0]
+    assert sum("not recorded" in line for line in compare_lines(res)) == 1
+
+
+def test_settings_compared_within_one_run_by_label() -> None:
+    old = [trial(i + 1, "old", v, tunnel="socat") for i, v in enumerate(samples(4e9, 5, 0.01, 1))]
+    new = [trial(i + 9, "new", v, tunnel="socat") for i, v in enumerate(samples(4e9, 5, 0.01, 2))]
+    for t in old:
+        t.params["net"] = _net("bbr", 1500, "tb000001")
+    for t in new:
+        t.params["net"] = _net("reno", 1500, "tb000001")
+    r = run(old + new)
+    assert compare_runs(r, r, label_a="old", label_b="new").settings == (
+        "settings differ: client.congestion_control: bbr (A) vs reno (B)",
+    )
+
+
+# ---- piped output keeps every column --------------------------------------------------------------------
+
+
+def test_piped_compare_output_keeps_the_verdict_and_mde_columns(tmp_path: Path) -> None:
+    db = tmp_path / "pipe.db"
+    label = "socat[buffer=65536,label=a-long-build-name]"
+    _store_with(db, one_case(label, samples(4e9, 6, 0.02, seed=1), rid=0, uid="tbaaaaaa", tunnel="socat"), "a")
+    _store_with(db, one_case(label, samples(3e9, 6, 0.02, seed=2), rid=0, uid="tbbbbbbb", tunnel="socat"), "b")
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "TTY_COMPATIBLE")}
+    proc = subprocess.run(
+        [sys.executable, "-c", "from tunbench.cli import main; main()", "compare", "a", "b", "--db", str(db)],
+        capture_output=True,  # stdout is a pipe, as in CI logs or `| tee`
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert proc.returncode == EXIT_REGRESSED, proc.stderr
+    header = next(line for line in proc.stdout.splitlines() if "case" in line and "metric" in line)
+    for col in ("case", "metric", "n A/B", "change [CI] coverage", "p Holm", "verdict", "MDE"):
+        assert col in header, header
+    assert "slower" in proc.stdout and "costlier" in proc.stdout
+    assert label in proc.stdout  # the case name, not folded over lines

@@ -168,8 +168,9 @@ def test_edge_cases_do_not_crash() -> None:
     assert any(w.code == "no-data" for w in empty.warnings)
     one = compare([1.0], [2.0], higher_is_better=True, resamples=R)
     assert one.verdict == "no significant change" and math.isnan(one.ci_low)
+    # A baseline at 0: no relative change exists, so the comparison is absolute (+1 in the unit).
     zero_base = compare([0.0] * 5, [1.0] * 5, higher_is_better=True, resamples=R)
-    assert math.isnan(zero_base.change) and zero_base.verdict == "no significant change"
+    assert zero_base.absolute and zero_base.change == 1.0 and zero_base.verdict == "better"
     same = compare([5.0] * 5, [5.0] * 5, higher_is_better=True, resamples=R)
     assert same.p_value == 1.0 and same.change == 0.0 and same.verdict == "no significant change"
     with pytest.raises(ValueError, match="threshold"):

@@ -72,11 +72,9 @@ def test_bootstrap_is_deterministic_per_seed() -> None:
     b = summarize(x, seed=1, resamples=2000)
     assert a == b
     assert a.ci_method == "bootstrap"
-    # Bootstrap-median endpoints often land on data values whatever the seed; ratios are
-    # continuous, so the seed visibly matters there.
+    # The ratio's interval is no bootstrap any more: exact order statistics, the seed plays no part.
     r1 = ratio_of_medians(x, x[::-1] + 0.1, seed=1, resamples=2000)
-    assert r1 == ratio_of_medians(x, x[::-1] + 0.1, seed=1, resamples=2000)
-    assert r1 != ratio_of_medians(x, x[::-1] + 0.1, seed=2, resamples=2000)
+    assert r1 == ratio_of_medians(x, x[::-1] + 0.1, seed=2, resamples=2000)
 
 
 # --- order-statistic interval: exact coverage ----------------------------------------------------
@@ -185,12 +183,14 @@ def test_ratio_edge_cases() -> None:
     single = ratio_of_medians([4.0], [2.0])
     assert single.value == 2.0
     assert math.isnan(single.ci_low) and math.isnan(single.ci_high)
+    # A value <= 0 has no logarithm: the ratio is shown, its interval is not (compare goes absolute).
     zero_num = ratio_of_medians([0.0, 0.0, 0.0], [2.0, 2.0, 2.0], resamples=200)
-    assert (zero_num.value, zero_num.ci_low, zero_num.ci_high) == (0.0, 0.0, 0.0)
+    assert zero_num.value == 0.0
+    assert math.isnan(zero_num.ci_low) and math.isnan(zero_num.ci_high) and math.isnan(zero_num.ci_coverage)
 
 
-def test_ratio_ci_nan_when_some_resampled_denominator_median_is_zero() -> None:
-    # Median 1.0, but resamples drawing mostly zeros have median 0: the ratio is unbounded.
+def test_ratio_ci_nan_when_a_denominator_value_is_zero() -> None:
+    # Median 1.0, but one repetition measured 0: no scale model, no interval.
     r = ratio_of_medians([2.0, 2.0, 2.0], [0.0, 1.0, 1.0], resamples=500)
     assert r.value == 2.0
     assert math.isnan(r.ci_low) and math.isnan(r.ci_high)

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from tunbench.report.common import case_text, fmt_bps
 from tunbench.report.json_export import JSON_SCHEMA
 from tunbench.report.summary import BASELINE, ROLES, per_trial_role
 from tunbench.results import CaseKey, RunRecord, TrialRecord
-from tunbench.stats import Comparison, StabilityWarning, compare
+from tunbench.stats import Comparison, StabilityWarning, adjust, compare, min_attainable_p
 
 EXIT_REGRESSED = 1
 """Exit status of `tunbench compare` when a gated case regressed beyond the threshold (errors exit 2)."""
@@ -48,6 +49,13 @@ class CompareError(TunbenchError):
 
 @dataclass(frozen=True)
 class Metric:
+    """One row kind of the comparison: how to read it from a trial, which way is better, how to show it.
+
+    ``absolute``: compare as candidate median - baseline median in ``unit`` (signed data such as the
+    latency increase under load, where a ratio means nothing); other metrics are compared as relative
+    changes unless some value is <= 0 (then absolute too). ``scale`` converts a raw value to ``unit``.
+    """
+
     name: str
     title: str
     kind: str
@@ -56,6 +64,9 @@ class Metric:
     fmt: Callable[[float], str]
     better: str
     worse: str
+    absolute: bool = False
+    unit: str = ""
+    scale: float = 1.0
 
 
 def _throughput(t: TrialRecord) -> float | None:
@@ -79,7 +90,13 @@ def _fmt_cpu_per_bit(s_per_bit: float) -> str:
     return f"{s_per_bit * 1e9:.3g} s/Gbit"
 
 
-THROUGHPUT = Metric("throughput_bps", "throughput", "throughput", True, _throughput, fmt_bps, "faster", "slower")
+THROUGHPUT = Metric(
+    "throughput_bps", "throughput", "throughput", True, _throughput, fmt_bps, "faster", "slower", unit="Mbit/s",
+    scale=1e-6,
+)  # fmt: skip
+
+ABSOLUTE_PREFIXES = ("latency.increase_",)
+"""Metrics compared as absolute differences: signed values (loaded minus idle latency can be < 0)."""
 
 
 def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS) -> list[Metric]:
@@ -99,6 +116,8 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
                     _fmt_cpu_per_bit,
                     "cheaper",
                     "costlier",
+                    unit="s/Gbit",
+                    scale=1e9,
                 )
             )
     if "latency" in kinds:
@@ -115,6 +134,8 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
                     lambda v: f"{v:.3g} ms",
                     "faster",
                     "slower",
+                    absolute=name.startswith(ABSOLUTE_PREFIXES),
+                    unit="ms",
                 )
             )
     return out
@@ -144,6 +165,10 @@ class CaseComparison:
 
 @dataclass(frozen=True)
 class CompareResult:
+    """``threshold``: relative, for relative comparisons; ``threshold_abs``: per unit ("ms"), for absolute
+    ones (0 for a unit not given). ``settings``: one line per network setting that differs between A and B
+    (or one line saying they were not recorded)."""
+
     a_name: str
     b_name: str
     threshold: float
@@ -151,6 +176,8 @@ class CompareResult:
     unmatched_a: tuple[CaseKey, ...] = ()
     unmatched_b: tuple[CaseKey, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    threshold_abs: dict[str, float] = field(default_factory=dict)
+    settings: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def regressions(self) -> list[CaseComparison]:
@@ -304,10 +331,56 @@ def _match(
 
 
 def _compare(
-    va: list[float], vb: list[float], metric: Metric, *, threshold: float, confidence: float, seed: int, label: str
+    va: list[float],
+    vb: list[float],
+    metric: Metric,
+    *,
+    threshold: float,
+    threshold_abs: dict[str, float],
+    confidence: float,
+    seed: int,
+    label: str,
 ) -> Comparison:
-    kw: dict[str, Any] = {"higher_is_better": metric.higher_is_better, "confidence": confidence, "seed": seed}
-    return compare(va, vb, threshold=threshold, label=label, **kw)
+    # Absolute when the catalogue says so, and whenever a value is <= 0: never a change relative to a
+    # median <= 0. Values are compared in the metric's unit, so an absolute change reads "+7.0 ms".
+    absolute = metric.absolute or any(v <= 0.0 for v in va + vb)
+    limit = threshold_abs.get(metric.unit, 0.0) if absolute else threshold
+    return compare(
+        [v * metric.scale for v in va],
+        [v * metric.scale for v in vb],
+        higher_is_better=metric.higher_is_better,
+        threshold=limit,
+        confidence=confidence,
+        seed=seed,
+        label=label,
+        absolute=absolute,
+        unit=metric.unit,
+    )
+
+
+def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
+    """Holm-adjust the gate's family (every gated row) and, separately, the direct rows (which only feed
+    a note); see ``tunbench.stats.multiple`` for why Holm. Returns the rows and notes on the family."""
+    notes: list[str] = []
+    out = list(rows)
+    for gated in (True, False):
+        idx = [i for i, r in enumerate(rows) if r.gated == gated]
+        adjusted = adjust([rows[i].result for i in idx])
+        for i, res in zip(idx, adjusted, strict=True):
+            out[i] = replace(rows[i], result=res)
+        if not gated or not adjusted:
+            continue
+        m = adjusted[0].family_size
+        alpha = adjusted[0].alpha
+        floors = [min_attainable_p(r.baseline.n, r.candidate.n) for r in adjusted if r.baseline.n and r.candidate.n]
+        if m > 1 and floors and min(floors) >= alpha / m:
+            need = next(n for n in range(2, 1000) if min_attainable_p(n, n) < alpha / m)
+            notes.append(
+                f"{m} gated comparisons, Holm-adjusted: the first significant one needs p < {alpha / m:.2g}, "
+                f"below the rank test's floor at these repetitions ({min(floors):.2g}), so nothing can be "
+                f"called significant; use --repeat {need} or more, or fewer metrics (--metrics)"
+            )
+    return out, notes
 
 
 def compare_runs(
@@ -317,16 +390,18 @@ def compare_runs(
     label_a: str | None = None,
     label_b: str | None = None,
     threshold: float = 0.0,
+    threshold_abs: dict[str, float] | None = None,
     kinds: tuple[str, ...] = METRIC_KINDS,
     confidence: float = 0.95,
     seed: int = 0,
 ) -> CompareResult:
-    """Compare B (candidate) to A (baseline) per matching case and metric."""
+    """Compare B (candidate) to A (baseline) per matching case and metric; Holm across the gate."""
     same_run = a.uid == b.uid and a.id == b.id
     if same_run and (label_a is None or label_b is None or label_a == label_b):
         raise CompareError(
             f"A and B are the same {run_name(a)}: give two runs, or two labels with --label-a X --label-b Y"
         )
+    abs_limits = dict(threshold_abs or {})
     ga, gb = _groups(a.trials), _groups(b.trials)
     pairs = _match(ga, gb, label_a, label_b)
     if not pairs:
@@ -350,14 +425,20 @@ def compare_runs(
                     notes.append(f"{case_text(ka)}: no successful trials on {'A' if not va else 'B'}; not compared")
                 continue
             label = f"{case_text(ka)} {metric.title}"
-            res = _compare(va, vb, metric, threshold=threshold, confidence=confidence, seed=seed, label=label)
+            res = _compare(
+                va, vb, metric, threshold=threshold, threshold_abs=abs_limits, confidence=confidence, seed=seed,
+                label=label,
+            )  # fmt: skip
             rows.append(CaseComparison(ka, kb, tunnel, metric, res, gated))
+    rows, family_notes = _holm(rows)
+    notes.extend(family_notes)
     for r in rows:
         if not r.gated and r.result.significant:
             notes.append(
-                f"the direct baseline changed ({r.case_label}, {r.metric.title}: {r.result.change:+.1%}): "
+                f"the direct baseline changed ({r.case_label}, {r.metric.title}: {fmt_change(r.result)}): "
                 "the host itself measured differently between A and B, so distrust the other verdicts"
             )
+    settings = settings_differences([t for ka, _ in pairs for t in ga[ka]], [t for _, kb in pairs for t in gb[kb]])
     matched_a = {ka for ka, _ in pairs}
     matched_b = {kb for _, kb in pairs}
     scope_a = [k for k in ga if label_a is None or k.label == (label_a or label_b)]
@@ -370,7 +451,66 @@ def compare_runs(
         unmatched_a=tuple(k for k in scope_a if k not in matched_a),
         unmatched_b=tuple(k for k in scope_b if k not in matched_b),
         notes=tuple(dict.fromkeys(notes)),
+        threshold_abs=abs_limits,
+        settings=tuple(settings),
     )
+
+
+# ---- network settings ------------------------------------------------------------------------------
+
+_NOT_SET = "–"
+_RUN_PREFIX = re.compile(r"\btb[0-9a-f]{6}(?=-)")
+"""Interface names carry the run's prefix (tb + 6 hex digits): one key per interface across runs."""
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """{"client": {"tcp_rmem": "4096 ..."}} -> {"client.tcp_rmem": "4096 ..."}; leaves as text."""
+    out: dict[str, str] = {}
+    for key, value in d.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{name}."))
+        elif isinstance(value, list | tuple):
+            out[name] = " ".join(str(v) for v in value)
+        else:
+            out[name] = str(value)
+    return out
+
+
+def _side_settings(trials: list[TrialRecord]) -> tuple[dict[str, list[str]], bool]:
+    """Values seen per flattened ``params["net"]`` key (in trial order, unique), and whether any trial lacks it."""
+    seen: dict[str, dict[str, None]] = defaultdict(dict)
+    missing = False
+    for t in trials:
+        net = t.params.get("net") if isinstance(t.params, dict) else None
+        if not isinstance(net, dict) or not net:
+            missing = True
+            continue
+        for key, value in flatten(net).items():
+            seen[_RUN_PREFIX.sub("<run>", key)][value] = None
+    return {k: list(v) for k, v in seen.items()}, missing
+
+
+def settings_differences(trials_a: list[TrialRecord], trials_b: list[TrialRecord]) -> list[str]:
+    """One line per network setting (trial ``params["net"]``, flattened) whose values differ between A and B.
+
+    A key present on one side only counts as differing (shown as "–" on the other). If either side has
+    trials without ``params["net"]`` (runs from before it was recorded), one line says so instead of
+    guessing; settings recorded on both sides are still compared.
+    """
+    sa, missing_a = _side_settings(trials_a)
+    sb, missing_b = _side_settings(trials_b)
+    lines: list[str] = []
+    if missing_a or missing_b:
+        which = " and ".join(side for side, gone in (("A", missing_a), ("B", missing_b)) if gone)
+        lines.append(f"network settings were not recorded for (some) trials of {which}: they cannot be compared")
+    if not sa or not sb:
+        return lines
+    for key in sorted(set(sa) | set(sb)):
+        va, vb = sa.get(key, [_NOT_SET]), sb.get(key, [_NOT_SET])
+        if set(va) != set(vb):
+            lines.append(f"settings differ: {key}: {', '.join(va)} (A) vs {', '.join(vb)} (B)")
+    return lines
 
 
 # ---- rendering (pure) ------------------------------------------------------------------------------
@@ -382,11 +522,47 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f}%" if math.isfinite(x) else "–"
 
 
+def _decimals(*xs: float) -> int:
+    """Decimals for signed amounts shown together: about 2 significant digits on the largest."""
+    big = max((abs(x) for x in xs if math.isfinite(x)), default=0.0)
+    if big == 0.0:
+        return 1
+    return max(0, min(4, 1 - math.floor(math.log10(big))))
+
+
+def fmt_change(c: Comparison) -> str:
+    """The change alone: "-7.9%" (relative) or "+7.0 ms" (absolute, in the metric's unit)."""
+    if not math.isfinite(c.change):
+        return "–"
+    if not c.absolute:
+        return _pct(c.change)
+    d = _decimals(c.change, c.ci_low, c.ci_high)
+    return f"{c.change:+.{d}f} {c.unit}".rstrip()
+
+
+def fmt_ci(c: Comparison) -> str:
+    """The interval "[+5.1, +8.8] 96.8%": the interval of the change (same unit as the change) and its real coverage."""
+    if not (math.isfinite(c.ci_low) and math.isfinite(c.ci_high)):
+        return ""
+    if c.absolute:
+        d = _decimals(c.change, c.ci_low, c.ci_high)
+        ci = f"[{c.ci_low:+.{d}f}, {c.ci_high:+.{d}f}]"
+    else:
+        ci = f"[{c.ci_low * 100:+.1f}, {c.ci_high * 100:+.1f}]"
+    return f"{ci} {fmt_coverage(c.ci_coverage)}"
+
+
+def fmt_coverage(coverage: float) -> str:
+    """The real coverage of an interval: 90%, 96.8%, 95% (never a nominal figure)."""
+    if not math.isfinite(coverage):
+        return ""
+    text = f"{coverage * 100:.1f}".removesuffix(".0")
+    return f"{text}%"
+
+
 def _change(c: Comparison) -> str:
-    ci = ""
-    if math.isfinite(c.ci_low) and math.isfinite(c.ci_high):
-        ci = f"\n[{c.ci_low * 100:+.1f}, {c.ci_high * 100:+.1f}]"
-    return _pct(c.change) + ci
+    ci = fmt_ci(c)
+    return fmt_change(c) + (f"\n{ci}" if ci else "")
 
 
 def _p(p: float) -> str:
@@ -395,18 +571,31 @@ def _p(p: float) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _mde(x: float) -> str:
+def _mde(c: Comparison) -> str:
+    x = c.min_detectable_effect
     if math.isnan(x):
         return "–"
-    return "∞" if math.isinf(x) else f"±{x * 100:.1f}%"
+    if math.isinf(x):
+        return "∞"
+    if c.absolute:
+        return f"±{x:.3g} {c.unit}".rstrip()
+    return f"±{x * 100:.1f}%"
+
+
+def _threshold_text(result: CompareResult) -> str:
+    parts = [f"threshold {result.threshold:.1%}"] if result.threshold else []
+    parts += [f"{v:g} {unit} for absolute {unit} changes" for unit, v in result.threshold_abs.items() if v]
+    return ", " + ", ".join(parts) if parts else ""
 
 
 def compare_table(result: CompareResult) -> Table:
-    threshold = f", threshold {result.threshold:.1%}" if result.threshold else ""
+    family = max((r.result.family_size for r in result.rows if r.gated), default=1)
     table = Table(
-        title=escape(f"B {result.b_name} vs A {result.a_name}{threshold}"),
-        caption="A, B: medians (CPU/bit in CPU-seconds per Gbit); change = median(B) / median(A) - 1 with its "
-        "95% CI; p: Mann-Whitney U; MDE: change detectable with 80% power",
+        title=escape(f"B {result.b_name} vs A {result.a_name}{_threshold_text(result)}"),
+        caption="A, B: medians (CPU/bit in CPU-seconds per Gbit); change = median(B) / median(A) - 1, or median(B) - "
+        "median(A) in the metric's unit for signed metrics (and whenever a value is <= 0); [CI] distribution-free "
+        "(Hodges-Lehmann), then its exact coverage (nominal from 50 per side); p: Mann-Whitney U; p Holm: adjusted "
+        f"over the {family} gated comparisons (verdicts use it); MDE: change detectable with 80% power at Holm's level",
         header_style="bold",
     )
     for col, justify in [
@@ -415,12 +604,13 @@ def compare_table(result: CompareResult) -> Table:
         ("A", "right"),
         ("B", "right"),
         ("n A/B", "right"),
-        ("change [95% CI]", "right"),
+        ("change [CI] coverage", "right"),
         ("p", "right"),
+        ("p Holm", "right"),
         ("verdict", "left"),
         ("MDE", "right"),
     ]:
-        table.add_column(col, justify=justify, overflow="fold", min_width=18 if col == "case" else None)  # type: ignore[arg-type]
+        table.add_column(col, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for i, r in enumerate(result.rows):
         c = r.result
         style = _VERDICT_STYLE[c.verdict]
@@ -431,13 +621,14 @@ def compare_table(result: CompareResult) -> Table:
         table.add_row(
             escape(r.case_label) if first else "",
             r.metric.title,
-            r.metric.fmt(c.baseline.median),
-            r.metric.fmt(c.candidate.median),
+            r.metric.fmt(c.baseline.median / r.metric.scale),
+            r.metric.fmt(c.candidate.median / r.metric.scale),
             f"{c.baseline.n}/{c.candidate.n}",
             _change(c),
             _p(c.p_value),
+            _p(c.p_adjusted),
             verdict,
-            _mde(c.min_detectable_effect),
+            _mde(c),
         )
     return table
 
@@ -445,6 +636,7 @@ def compare_table(result: CompareResult) -> Table:
 def compare_lines(result: CompareResult) -> list[str]:
     """Notes, warnings and the final verdict line (rich markup; data is escaped), in that order."""
     lines = [f"[yellow]note: {escape(n)}[/]" for n in result.notes]
+    lines += [f"[yellow]warning: {escape(s)}[/]" for s in result.settings]
     for k in result.unmatched_a:
         lines.append(f"[dim]only in A: {escape(case_text(k))}[/]")
     for k in result.unmatched_b:
@@ -453,7 +645,7 @@ def compare_lines(result: CompareResult) -> list[str]:
         lines.append(f"[yellow]warning: {escape(w.message)}[/] — {escape(w.fix)}")
     regs = result.regressions
     if regs:
-        worst = ", ".join(f"{r.case_label} {r.metric.title} {_pct(r.result.change)}" for r in regs)
+        worst = ", ".join(f"{r.case_label} {r.metric.title} {fmt_change(r.result)}" for r in regs)
         lines.append(
             f"[bold red]{len(regs)} regression(s) beyond the threshold: {escape(worst)}[/] (exit {EXIT_REGRESSED})"
         )

@@ -1,8 +1,12 @@
 """Statistics for tunbench: pure functions, sequences in, frozen dataclasses out, no I/O.
 
 * ``summarize`` / ``Summary``: median, mean, spread and a CI of the median per case.
-* ``ratio_of_medians`` / ``Ratio``: e.g. tunnel throughput relative to direct, with a bootstrap CI.
-* ``compare`` / ``Comparison``: relative change, rank test, verdict and regression gate.
+* ``ratio_of_medians`` / ``Ratio``: e.g. tunnel throughput relative to direct, with a distribution-free
+  CI and its real coverage.
+* ``compare`` / ``Comparison``: relative (or, for signed data, absolute) change, rank test, verdict and
+  regression gate; ``adjust``: Holm's multiple-comparison adjustment of a family of comparisons.
+* ``shift_interval`` / ``ratio_interval``: the Hodges-Lehmann / Mann-Whitney CI behind both;
+  ``holm``: Holm-adjusted p-values.
 * ``jain_index``: fairness across concurrent flows.
 * ``stability_warnings`` / ``StabilityWarning``, ``outliers``: reasons not to trust a number.
 """
@@ -11,13 +15,16 @@ from tunbench.stats.checks import StabilityWarning, WarningCode, link_warnings, 
 from tunbench.stats.compare import (
     Comparison,
     Verdict,
+    adjust,
     compare,
     min_attainable_p,
     min_detectable_effect,
     required_repetitions,
 )
 from tunbench.stats.fairness import jain_index
+from tunbench.stats.multiple import holm
 from tunbench.stats.outliers import modified_z_scores, outliers
+from tunbench.stats.shift import ShiftInterval, ratio_interval, shift_interval
 from tunbench.stats.summary import (
     CIMethod,
     Ratio,
@@ -31,11 +38,14 @@ __all__ = [
     "CIMethod",
     "Comparison",
     "Ratio",
+    "ShiftInterval",
     "StabilityWarning",
     "Summary",
     "Verdict",
     "WarningCode",
+    "adjust",
     "compare",
+    "holm",
     "jain_index",
     "link_warnings",
     "min_attainable_p",
@@ -43,8 +53,10 @@ __all__ = [
     "modified_z_scores",
     "order_statistic_interval",
     "outliers",
+    "ratio_interval",
     "ratio_of_medians",
     "required_repetitions",
+    "shift_interval",
     "stability_warnings",
     "summarize",
 ]

@@ -2,14 +2,27 @@
 
 Definitions (all exact, so that reports and gates agree):
 
-* ``change`` = median(candidate) / median(baseline) - 1 (relative; -0.079 means -7.9 %), with a
-  percentile-bootstrap CI ``[ci_low, ci_high]`` at ``confidence`` (see ``ratio_of_medians``).
+* Two modes. **Relative** (default for positive data: throughput, CPU per bit, latency):
+  ``change`` = median(candidate) / median(baseline) - 1 (-0.079 means -7.9 %). **Absolute** (signed
+  data, e.g. the latency increase under load, which can be negative; and automatically whenever any
+  value on either side is <= 0, so that a change is never taken relative to a median <= 0):
+  ``change`` = median(candidate) - median(baseline), in the metric's own unit (``unit``).
+* ``[ci_low, ci_high]``: distribution-free Hodges-Lehmann / Mann-Whitney interval for the shift
+  (absolute) or for the ratio on log values, minus 1 (relative); see ``tunbench.stats.shift``.
+  ``ci_coverage`` is its real coverage: exact under the shift (or scale) model, and *below*
+  ``confidence`` when the sizes allow nothing better (3 vs 3: 0.90; 4 vs 4: 0.971; 5 vs 5: 0.968).
+  Reports print this coverage, never a nominal "95 %".
 * ``p_value``: two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``, method "auto": exact
   for small samples without ties, normal approximation otherwise). NaN if a side is empty.
+  ``p_adjusted``: the p-value after the multiple-comparison adjustment of ``adjust`` (Holm across the
+  family of comparisons that gate; ``family_size`` of them); equal to ``p_value`` until adjusted.
 * ``alpha`` = 1 - ``confidence``.
+* ``threshold``: the smallest change that counts, as a fraction (0.03 = 3 %) in relative mode and in
+  the metric's unit in absolute mode (a relative threshold cannot apply to a difference of signed
+  values; callers pass the unit threshold, ``tunbench compare --threshold-ms``, or 0).
 * **significant** iff ALL of:
   1. the change CI excludes 0 (``ci_low > 0`` or ``ci_high < 0``);
-  2. ``p_value < alpha``;
+  2. ``p_adjusted < alpha``;
   3. ``abs(change) >= threshold``;
   4. the sample sizes allow significance at all: the smallest p-value the exact test can produce,
      2 / C(n_b + n_c, n_b), is < alpha. At alpha = 0.05 this needs at least 4 repetitions per side
@@ -22,21 +35,24 @@ Definitions (all exact, so that reports and gates agree):
 * ``regressed`` iff verdict == "worse", i.e. significantly worse *and* the point estimate of the
   change is at least ``threshold`` in the bad direction. (A CI gate that also wants the CI to lie
   beyond the threshold can check ``ci_high <= -threshold`` / ``ci_low >= threshold`` itself.)
-* ``min_detectable_effect`` (MDE): the relative change detectable with ~80 % power at these n and
-  the observed noise, by the two-sample normal-theory formula with t quantiles
-  (df = n_b + n_c - 2, slightly more honest than z at small n)::
+* ``min_detectable_effect`` (MDE): the change detectable with ~80 % power at these n and the observed
+  noise, by the two-sample normal-theory formula with t quantiles (df = n_b + n_c - 2, slightly more
+  honest than z at small n); relative mode uses the CVs, absolute mode the standard deviations (the MDE
+  is then in the metric's unit)::
 
-      MDE = (t_{1 - alpha/2} + t_{power}) * sqrt(cv_b^2 / n_b + cv_c^2 / n_c)
+      MDE = (t_{1 - alpha/2} + t_{power}) * sqrt(s_b^2 / n_b + s_c^2 / n_c)
 
-  which for equal n and CV is (t + t) * sqrt(2) * cv / sqrt(n). It is approximate (the rank test
-  has ~95 % of the t-test's efficiency on normal data) and is ``inf`` when rule 4 makes
-  significance impossible, NaN when a CV is undefined (n < 2 or mean 0).
+  which for equal n and spread is (t + t) * sqrt(2) * s / sqrt(n). After ``adjust`` it is computed at
+  the strictest Holm level, alpha / family_size (the level the first rejection needs). It is
+  approximate (the rank test has ~95 % of the t-test's efficiency on normal data) and is ``inf`` when
+  rule 4 makes significance impossible, NaN when a spread is undefined (n < 2, or mean 0 for a CV).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
 import numpy as np
@@ -44,6 +60,8 @@ from scipy import stats as sps
 
 from tunbench.stats._common import FloatArray, Values, as_array, check_confidence
 from tunbench.stats.checks import StabilityWarning, pct, stability_warnings
+from tunbench.stats.multiple import holm
+from tunbench.stats.shift import shift_interval
 from tunbench.stats.summary import DEFAULT_RESAMPLES, Summary, ratio_of_medians, summarize
 
 Verdict: TypeAlias = Literal["better", "worse", "no significant change"]
@@ -54,7 +72,10 @@ _MAX_REPETITIONS = 100_000
 
 @dataclass(frozen=True)
 class Comparison:
-    """Result of ``compare``; see the module docstring for exact definitions."""
+    """Result of ``compare``; see the module docstring for exact definitions.
+
+    ``absolute``: change, CI, threshold and MDE are differences in ``unit`` (else fractions).
+    """
 
     baseline: Summary
     candidate: Summary
@@ -69,10 +90,19 @@ class Comparison:
     regressed: bool
     min_detectable_effect: float
     warnings: tuple[StabilityWarning, ...]
+    ci_coverage: float = float("nan")
+    absolute: bool = False
+    unit: str = ""
+    p_adjusted: float = float("nan")
+    family_size: int = 1
 
     @property
     def significant(self) -> bool:
         return self.verdict != "no significant change"
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence
 
 
 def min_attainable_p(n_baseline: int, n_candidate: int) -> float:
@@ -93,7 +123,10 @@ def min_detectable_effect(
     confidence: float = 0.95,
     power: float = DEFAULT_POWER,
 ) -> float:
-    """Approximate smallest detectable relative change (see module docstring)."""
+    """Approximate smallest detectable change (see module docstring).
+
+    Pass CVs for a relative MDE, or standard deviations for an MDE in the data's unit (same formula).
+    """
     check_confidence(confidence)
     alpha = 1.0 - confidence
     if n_baseline < 2 or n_candidate < 2 or math.isnan(cv_baseline) or math.isnan(cv_candidate):
@@ -140,31 +173,41 @@ def compare(
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
     label: str = "",
+    absolute: bool | None = None,
+    unit: str = "",
 ) -> Comparison:
-    """Compare candidate to baseline; ``threshold`` is a relative change (0.03 = 3 %)."""
+    """Compare candidate to baseline (see the module docstring).
+
+    ``absolute``: True compares differences in ``unit``; None (default) does so only when some value
+    on either side is <= 0, else compares relative changes. ``threshold`` is a fraction (0.03 = 3 %)
+    in relative mode and a difference in ``unit`` in absolute mode.
+    """
     check_confidence(confidence)
     if threshold < 0.0 or math.isnan(threshold):
         raise ValueError(f"threshold must be >= 0, got {threshold}")
     b = as_array(baseline, name="baseline")
     c = as_array(candidate, name="candidate")
+    if absolute is None:
+        absolute = bool(np.any(b <= 0.0) or np.any(c <= 0.0))
     alpha = 1.0 - confidence
     sb = summarize(b, confidence=confidence, resamples=resamples, seed=seed)
     sc = summarize(c, confidence=confidence, resamples=resamples, seed=seed)
-    ratio = ratio_of_medians(c, b, confidence=confidence, resamples=resamples, seed=seed)
-    change, lo, hi = ratio.value - 1.0, ratio.ci_low - 1.0, ratio.ci_high - 1.0
+    if absolute:
+        change = sc.median - sb.median if b.size and c.size else float("nan")
+        ci = shift_interval(b, c, confidence)
+        lo, hi, coverage = ci.low, ci.high, ci.coverage
+        mde = min_detectable_effect(sb.stdev, sb.n, sc.stdev, sc.n, confidence=confidence)
+    else:
+        ratio = ratio_of_medians(c, b, confidence=confidence, resamples=resamples, seed=seed)
+        change, lo, hi, coverage = ratio.value - 1.0, ratio.ci_low - 1.0, ratio.ci_high - 1.0, ratio.ci_coverage
+        mde = min_detectable_effect(sb.cv, sb.n, sc.cv, sc.n, confidence=confidence)
     p = _mann_whitney_p(b, c)
-    reachable = min_attainable_p(b.size, c.size) < alpha
-    significant = (lo > 0.0 or hi < 0.0) and p < alpha and abs(change) >= threshold and reachable
-    improvement = change if higher_is_better else -change
-    verdict: Verdict = "no significant change"
-    if significant:
-        verdict = "better" if improvement > 0.0 else "worse"
-    mde = min_detectable_effect(sb.cv, sb.n, sc.cv, sc.n, confidence=confidence)
+    verdict = _verdict(change, lo, hi, p, threshold, alpha, sb.n, sc.n, higher_is_better)
     prefix = f"{label} " if label else ""
     warnings = [
         *stability_warnings(b, label=f"{prefix}baseline"),
         *stability_warnings(c, label=f"{prefix}candidate"),
-        *_power_warnings(sb, sc, alpha, threshold, mde, label),
+        *_power_warnings(sb, sc, alpha, threshold, mde, label, absolute=absolute, unit=unit),
     ]
     return Comparison(
         baseline=sb,
@@ -180,7 +223,69 @@ def compare(
         regressed=verdict == "worse",
         min_detectable_effect=mde,
         warnings=tuple(warnings),
+        ci_coverage=coverage,
+        absolute=absolute,
+        unit=unit,
+        p_adjusted=p,
+        family_size=1,
     )
+
+
+def adjust(comparisons: Sequence[Comparison], *, label: str = "") -> list[Comparison]:
+    """The comparisons of one family (e.g. every comparison that can fail a gate), Holm-adjusted.
+
+    Each result gets ``p_adjusted`` (Holm, see ``tunbench.stats.multiple``), ``family_size`` (the
+    comparisons with a p-value), a verdict recomputed with ``p_adjusted`` and an MDE (and
+    ``underpowered`` warning) at the strictest Holm level alpha / family_size. The family-wise
+    probability of any false "better" or "worse" is then <= alpha.
+    """
+    if not comparisons:
+        return []
+    adjusted = holm([c.p_value for c in comparisons])
+    m = max(1, int(np.count_nonzero(np.isfinite(adjusted))))
+    out = []
+    for c, p_adj in zip(comparisons, adjusted, strict=True):
+        sb, sc = c.baseline, c.candidate
+        alpha = c.alpha
+        verdict = _verdict(
+            c.change, c.ci_low, c.ci_high, float(p_adj), c.threshold, alpha, sb.n, sc.n, c.higher_is_better
+        )
+        strict = 1.0 - alpha / m
+        spread = (sb.stdev, sc.stdev) if c.absolute else (sb.cv, sc.cv)
+        mde = min_detectable_effect(spread[0], sb.n, spread[1], sc.n, confidence=strict)
+        kept = [w for w in c.warnings if w.code != "underpowered"]
+        power = _underpowered(sb, sc, alpha / m, c.threshold, mde, label, absolute=c.absolute, unit=c.unit)
+        out.append(
+            replace(
+                c,
+                p_adjusted=float(p_adj),
+                family_size=m,
+                verdict=verdict,
+                regressed=verdict == "worse",
+                min_detectable_effect=mde,
+                warnings=tuple(kept + power),
+            )
+        )
+    return out
+
+
+def _verdict(
+    change: float,
+    lo: float,
+    hi: float,
+    p: float,
+    threshold: float,
+    alpha: float,
+    n_b: int,
+    n_c: int,
+    higher_is_better: bool,
+) -> Verdict:
+    reachable = min_attainable_p(n_b, n_c) < alpha
+    significant = (lo > 0.0 or hi < 0.0) and p < alpha and abs(change) >= threshold and reachable
+    if not significant:
+        return "no significant change"
+    improvement = change if higher_is_better else -change
+    return "better" if improvement > 0.0 else "worse"
 
 
 def _mann_whitney_p(b: FloatArray, c: FloatArray) -> float:
@@ -191,8 +296,20 @@ def _mann_whitney_p(b: FloatArray, c: FloatArray) -> float:
     return float(sps.mannwhitneyu(b, c, alternative="two-sided").pvalue)
 
 
+def _amount(x: float, *, absolute: bool, unit: str) -> str:
+    return f"{x:.3g} {unit}".rstrip() if absolute else pct(x)
+
+
 def _power_warnings(
-    sb: Summary, sc: Summary, alpha: float, threshold: float, mde: float, label: str
+    sb: Summary,
+    sc: Summary,
+    alpha: float,
+    threshold: float,
+    mde: float,
+    label: str,
+    *,
+    absolute: bool = False,
+    unit: str = "",
 ) -> list[StabilityWarning]:
     prefix = f"{label}: " if label else ""
     if sb.n == 0 or sc.n == 0:
@@ -208,15 +325,32 @@ def _power_warnings(
                 f"use --repeat {max(need, 5)} or more (at least {need} per side)",
             )
         ]
-    if threshold > 0.0 and math.isfinite(mde) and mde > threshold:
-        cv = math.sqrt((sb.cv**2 + sc.cv**2) / 2.0)
-        n = required_repetitions(cv, threshold, confidence=1.0 - alpha)
-        return [
-            StabilityWarning(
-                "underpowered",
-                f"{prefix}at CV {pct(cv)} and {sb.n} vs {sc.n} repetitions only changes of about "
-                f"{pct(mde)} or more are reliably detected, above the {pct(threshold)} threshold",
-                f"use --repeat {n} (or reduce noise: pin CPUs, quiet the host)",
-            )
-        ]
-    return []
+    return _underpowered(sb, sc, alpha, threshold, mde, label, absolute=absolute, unit=unit)
+
+
+def _underpowered(
+    sb: Summary,
+    sc: Summary,
+    alpha: float,
+    threshold: float,
+    mde: float,
+    label: str,
+    *,
+    absolute: bool,
+    unit: str,
+) -> list[StabilityWarning]:
+    prefix = f"{label}: " if label else ""
+    if not (threshold > 0.0 and math.isfinite(mde) and mde > threshold):
+        return []
+    spread = math.sqrt((sb.stdev**2 + sc.stdev**2) / 2.0) if absolute else math.sqrt((sb.cv**2 + sc.cv**2) / 2.0)
+    n = required_repetitions(spread, threshold, confidence=1.0 - alpha)
+    noise = f"sd {spread:.3g} {unit}".rstrip() if absolute else f"CV {pct(spread)}"
+    return [
+        StabilityWarning(
+            "underpowered",
+            f"{prefix}at {noise} and {sb.n} vs {sc.n} repetitions only changes of about "
+            f"{_amount(mde, absolute=absolute, unit=unit)} or more are reliably detected, above the "
+            f"{_amount(threshold, absolute=absolute, unit=unit)} threshold",
+            f"use --repeat {n} (or reduce noise: pin CPUs, quiet the host)",
+        )
+    ]
