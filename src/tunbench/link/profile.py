@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.config.tomlfile import read_toml, validate
 from tunbench.errors import ConfigError
+from tunbench.topology import sysctl
+from tunbench.topology.settings import check_congestion_control
 
 _VALUE = re.compile(r"^[A-Za-z0-9_.%+-]+$")
 
@@ -31,6 +33,22 @@ class Profile(BaseModel):
     down: dict[str, str] = {}
     mtu: int | None = Field(default=None, ge=576, le=65535)
     sysctl: dict[str, str] = {}
+    congestion_control: str | None = None  # pinned in tunbench's namespaces; None: the scenario's or host's
+
+    @field_validator("congestion_control")
+    @classmethod
+    def _cc(cls, v: str | None) -> str | None:
+        return None if v is None else check_congestion_control(v)
+
+    @field_validator("sysctl")
+    @classmethod
+    def _sysctl(cls, v: dict[str, str]) -> dict[str, str]:
+        for key, value in v.items():
+            try:
+                sysctl.check(key, value)
+            except ConfigError as e:
+                raise ValueError(f"{key}: {e.detail}") from None
+        return v
 
     @field_validator("up", "down")
     @classmethod

@@ -7,9 +7,11 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
+from tunbench.errors import ConfigError
 from tunbench.state import Ledger
-from tunbench.topology import sysctl
+from tunbench.topology import settings, sysctl
 from tunbench.topology.addresses import AddressPlan
 from tunbench.topology.netns import NetNamespace
 from tunbench.topology.veth import Endpoint, create_veth
@@ -24,6 +26,30 @@ class TopologySpec:
     mtu: int = 1500
     sysctls: Mapping[str, str] = field(default_factory=dict)
     ipv6: bool = True
+    # pinned TCP congestion control for every namespace of the topology (None: inherit the host's)
+    congestion_control: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.congestion_control is None:
+            return
+        try:
+            settings.check_congestion_control(self.congestion_control)
+        except ValueError as e:
+            raise ConfigError(str(e), key="congestion_control") from None
+        other = self.sysctls.get(settings.CONGESTION_KEY)
+        if other is not None and other != self.congestion_control:
+            raise ConfigError(
+                f"congestion_control = {self.congestion_control!r} contradicts "
+                f"[sysctl] {settings.CONGESTION_KEY} = {other!r}",
+                key="congestion_control",
+            )
+
+    def namespace_sysctls(self) -> dict[str, str]:
+        """What every namespace of the topology gets: the sysctls, and the pinned congestion control."""
+        out = dict(self.sysctls)
+        if self.congestion_control is not None:
+            out[settings.CONGESTION_KEY] = self.congestion_control
+        return out
 
 
 class Topology:
@@ -59,7 +85,7 @@ class Topology:
             self._stack.enter_context(self.client)
             self._stack.enter_context(self.server)
             for ns in (self.client, self.server):
-                self.sysctls_applied[ns.name] = sysctl.apply(ns.name, self.spec.sysctls)
+                self.sysctls_applied[ns.name] = sysctl.apply(ns.name, self.spec.namespace_sysctls())
             link = self._link_builder(self)
             if link is not None:
                 self._stack.enter_context(link)
@@ -70,6 +96,20 @@ class Topology:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self._stack.close()
+
+    def effective_settings(self) -> dict[str, Any]:
+        """The settings that change results, as the kernel has them now in both namespaces (and the emulated
+        link's devices): congestion control, socket buffer limits, default qdisc, MTU and offloads, kernel
+        version. See topology/settings.py; recorded per trial as params["net"]."""
+        from tunbench.link.emulator import LinkEmulator  # the emulator imports topology: import here
+
+        link_devices = None
+        if isinstance(self.link, LinkEmulator):
+            roles = {self.client.name: "client", self.server.name: "server"}
+            link_devices = {roles.get(end.netns, end.netns): end.dev for end in (self.link.a, self.link.b)}
+        return settings.effective_settings(
+            {"client": self.client.name, "server": self.server.name}, link_devices=link_devices
+        )
 
 
 def veth_link(topo: Topology) -> None:

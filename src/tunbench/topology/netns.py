@@ -6,7 +6,10 @@ import contextlib
 import logging
 import os
 import signal
+import threading
+from collections.abc import Callable
 from types import TracebackType
+from typing import TypeVar
 
 from pyroute2 import IPRoute, netns
 
@@ -14,6 +17,46 @@ from tunbench.proc import run_cmd, stop_group
 from tunbench.state import Ledger
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+NETNS_DIR = "/run/netns"
+
+
+def run_in_netns(name: str, fn: Callable[[], T]) -> T:
+    """Call `fn` in a short-lived thread that has joined network namespace `name` (setns(2) moves only the
+    calling thread, and the thread ends with the call), and return its result or raise its exception.
+
+    Inside, /proc/sys/net and new sockets (netlink, ioctl) are the namespace's: sysctls are read and written
+    as files, without a shell or a subprocess. `fn` never runs unless the thread is in `name` and not in the
+    caller's (the root) namespace. Hand-written around pyroute2's setns because pyroute2 has no "call this in a netns"
+    helper that leaves the calling thread alone (pushns/popns move the caller)."""
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"bad namespace name {name!r}")
+    box: dict[str, object] = {}
+    home = os.stat("/proc/thread-self/ns/net").st_ino  # the caller's namespace: `fn` must never run there
+
+    def body() -> None:
+        try:
+            fd = os.open(os.path.join(NETNS_DIR, name), os.O_RDONLY)  # never creates a missing namespace
+            try:
+                target = os.fstat(fd).st_ino
+                netns.setns(fd, flags=0)
+            finally:
+                os.close(fd)
+            here = os.stat("/proc/thread-self/ns/net").st_ino
+            if here != target or here == home:
+                raise RuntimeError(f"could not enter network namespace {name}")
+            box["value"] = fn()
+        except BaseException as e:  # handed to the caller
+            box["error"] = e
+
+    t = threading.Thread(target=body, name=f"netns-{name}", daemon=True)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["value"]  # type: ignore[return-value]
 
 
 def namespace_pids(name: str) -> list[int]:
