@@ -4,6 +4,10 @@ Three runs of 6 repetitions x 1 s (upload only, no direct baseline), about 40 s 
 rank test reach p = 0.002 (significance needs >= 4 per side). The gate threshold is 30 %: on a shared 2-core
 host two sequential identical runs have been seen to drift by up to ~27 % (other work running in between),
 a systematic difference that no number of repetitions removes; the slow build is ~85 % slower, far beyond it.
+
+The A/A test is different: one run, the same socat under two labels, trials interleaved (so host drift hits
+both alike), compared with the DEFAULT metrics and the DEFAULT threshold (0). Only the multiple-comparison
+adjustment and honest intervals keep it from failing on noise; about 60 s.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tunbench.report.compare import EXIT_REGRESSED, compare_runs, load_run
+from tunbench.stats import min_attainable_p
 
 pytestmark = [
     pytest.mark.integration,
@@ -86,3 +91,30 @@ def test_bad_reference_exits_2(store: Path) -> None:
     proc = tunbench("compare", "base", "no-such-run", "--db", str(store))
     assert proc.returncode == 2
     assert proc.stderr.startswith("Error: no run 'no-such-run'")
+
+
+AA_REPEAT = 6  # 6 vs 6: the exact rank test's floor, 0.002, is below alpha / (gated comparisons) for Holm
+
+
+def test_a_a_same_tunnel_under_two_labels_reports_no_regression(tmp_path: Path) -> None:
+    db = tmp_path / "aa.db"
+    proc = tunbench(
+        "run", "-t", "socat[label=a]", "-t", "socat[label=b]", "-w", "iperf3", "--no-direct", "--direction", "up",
+        "--flows", "1", "--repeat", str(AA_REPEAT), "--duration", "2", "--omit", "1", "--name", "aa", "--db", str(db),
+        timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    try:
+        # the default metrics and the default threshold, as a CI gate would run it
+        cmp = tunbench("compare", "aa", "--label-a", "a", "--label-b", "b", "--db", str(db))
+        assert cmp.returncode == 0, cmp.stdout + cmp.stderr
+        assert "no regression" in cmp.stdout and "p Holm" in cmp.stdout
+        res = compare_runs(load_run("aa", db), load_run("aa", db), label_a="a", label_b="b")
+        gated = [r.result for r in res.rows if r.gated]
+        assert {r.metric.kind for r in res.rows} >= {"throughput", "cpu"}  # the default metrics were compared
+        # not vacuous: with this many comparisons a real difference could have been called significant
+        m = gated[0].family_size
+        assert m == len(gated) and min_attainable_p(AA_REPEAT, AA_REPEAT) < 0.05 / m
+        assert not res.regressions
+    finally:
+        assert leftovers(load_run("aa", db).uid) == []

@@ -6,7 +6,23 @@ A is the baseline, B the candidate: a change of -8 % means B's median is 8 % bel
 
 Cases match on (label, profile, workload, flows, direction); with ``--label-a``/``--label-b`` the label
 of A's cases is mapped to B's label and the rest must match. For each matching case and metric the
-verdict comes from ``tunbench.stats.compare`` (rank test, bootstrap CI of the change, threshold, MDE).
+verdict comes from ``tunbench.stats.compare`` (rank test, distribution-free CI of the change with its
+exact coverage, threshold, MDE).
+
+Relative and absolute metrics. The catalogue (``metrics_for``) marks signed metrics ``absolute``
+(``ABSOLUTE_PREFIXES``: the latency increase under load, loaded minus idle, which is often negative);
+they are compared as median(B) - median(A) in their unit ("+7.0 ms [+5.1, +8.8]"). Any other metric
+falls back to absolute for a case whenever a value on either side is <= 0: a change is never taken
+relative to a median <= 0 (from -2 ms to +5 ms is not "-350 %", and 0 +- noise is not "+200 %").
+
+Thresholds. ``--threshold`` is relative (3 % = 0.03) and applies to relative comparisons only; it cannot
+apply to a difference of signed values. Absolute comparisons take a threshold in their unit,
+``threshold_abs`` per unit; the CLI offers ``--threshold-ms`` (the unit of every absolute metric in the
+catalogue); an absolute comparison in another unit (throughput with a 0 value, say) has threshold 0.
+
+Multiple comparisons. Every comparison that can fail the gate (all but the direct baseline's) is one
+family, Holm-adjusted (``tunbench.stats.multiple``: family-wise error <= alpha, the property a pass/fail
+gate needs); the direct rows are a family of their own. Verdicts use the adjusted p-value.
 
 Cases of the ``direct`` baseline are compared and shown but never gate: a change there measures the
 host, not the tunnel (it is a reason to distrust the other verdicts, and a warning says so).
