@@ -104,7 +104,7 @@ def compare_cmd(
     Changes are relative (median(B) / median(A) - 1), except for signed metrics (latency increase under
     load) and data with a value <= 0: those are absolute, median(B) - median(A) in the metric's unit, and
     take --threshold-ms instead of the relative --threshold. Verdicts use p-values Holm-adjusted across
-    every comparison that gates, so the chance of a false regression stays below 5% for the whole run.
+    every comparison that gates: at most a 5% chance of any false regression in the whole comparison.
 
     Exit status: 0 = no regression, 1 = some case regressed beyond the threshold (significantly worse),
     2 = A or B could not be loaded or matched. Cases of the direct baseline are shown but do not gate.

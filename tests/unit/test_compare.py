@@ -549,3 +549,16 @@ def test_piped_compare_output_keeps_the_verdict_and_mde_columns(tmp_path: Path) 
         assert col in header, header
     assert "slower" in proc.stdout and "costlier" in proc.stdout
     assert label in proc.stdout  # the case name, not folded over lines
+
+
+def test_cli_threshold_ms_applies_to_absolute_metrics(tmp_path: Path) -> None:
+    db = tmp_path / "lat.db"
+    _store_with(db, _latency_run([1.0, 1.02, 0.98, 1.01, 0.99, 1.0], uid="tbaaaaaa", rid=0), "a")
+    _store_with(db, _latency_run([1.5, 1.52, 1.48, 1.51, 1.49, 1.5], uid="tbbbbbbb", rid=0), "b")
+    runner = CliRunner()
+    base = ["compare", "a", "b", "--metrics", "latency", "--db", str(db)]
+    assert runner.invoke(app, [*base, "--threshold", "90%"]).exit_code == EXIT_REGRESSED
+    calm = runner.invoke(app, [*base, "--threshold-ms", "1"])
+    assert calm.exit_code == 0, calm.output
+    assert "1 ms for absolute ms changes" in calm.output
+    assert "--threshold-ms" in runner.invoke(app, ["compare", "--help"]).output
