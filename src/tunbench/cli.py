@@ -177,8 +177,9 @@ def run(
         check_output_path(json_out, "--json")
     if flamegraph:
         check_output_dir(flamegraph_dir, "--flamegraph-dir")
+    ref_text = text if tunnel is None and profile is None else ""  # errors in run.tunnels name the file's line
     if dry_run:
-        plan = plan_run(sc, source, dry_run=True)
+        plan = plan_run(sc, source, dry_run=True, text=ref_text)
         console.print(f"dry run of {source}: nothing was created", highlight=False)
         for line in describe(plan, sc):
             console.print(line, markup=False, highlight=False)
@@ -194,6 +195,7 @@ def run(
         db_path=db,
         console=console,
         flamegraph_dir=flamegraph_dir if flamegraph else None,
+        ref_text=ref_text,
     )
     from tunbench.store.db import Store
 
@@ -223,7 +225,7 @@ def run(
         err_console.print(f"[red]nothing measured: all {failed} trial(s) failed (see the errors above)[/]")
         raise typer.Exit(EXIT_NOTHING_MEASURED)
     if failed:
-        err_console.print(f"[yellow]{failed} of {len(run_rec.trials)} trial(s) failed: see the errors above[/]")
+        err_console.print(f"[yellow]{failed} trial(s) failed (of {len(run_rec.trials)}): see the errors above[/]")
         raise typer.Exit(EXIT_TRIALS_FAILED)
 
 

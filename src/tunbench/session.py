@@ -22,8 +22,9 @@ from tunbench import __version__, metadata
 from tunbench.clean import finish_ledger
 from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
+from tunbench.config.tomlfile import locate
 from tunbench.errors import ConfigError, DependencyMissing, TrialError, TunbenchError
-from tunbench.link.profile import Profile, find_profile, validate_with_link
+from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
 from tunbench.monitor.counters import HostCounters
 from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
 from tunbench.proc import become_subreaper
@@ -45,8 +46,24 @@ class RunOutcome:
     records: list[TrialRecord]
 
 
-def resolve_tunnels(scenario: Scenario, source: str) -> list[TunnelRef]:
-    refs = [parse_ref(t, source=f"{source}: run.tunnels") for t in scenario.run.tunnels]
+def _ref_error(e: ConfigError, source: str, text: str, key: str, index: int) -> ConfigError:
+    """An error about a reference in the scenario (not inside the adapter or profile file it names) gets the
+    scenario's line and the list key."""
+    if e.source != source:
+        return e
+    return ConfigError(
+        e.detail, source=source, line=locate(text, key.split(".")) if text else None, key=f"{key}[{index}]"
+    )
+
+
+def resolve_tunnels(scenario: Scenario, source: str, text: str = "") -> list[TunnelRef]:
+    """`text`: the scenario file's text, when run.tunnels came from it (for the line of an error)."""
+    refs = []
+    for i, t in enumerate(scenario.run.tunnels):
+        try:
+            refs.append(parse_ref(t, source=source))
+        except ConfigError as e:
+            raise _ref_error(e, source, text, "run.tunnels", i) from None
     if scenario.run.direct and not any(r.name == "direct" for r in refs):
         refs.insert(0, parse_ref("direct"))
     labels = [r.label for r in refs]
@@ -55,27 +72,54 @@ def resolve_tunnels(scenario: Scenario, source: str) -> list[TunnelRef]:
         raise ConfigError(
             f"tunnel label(s) used twice: {', '.join(sorted(dup))}; add label=... to tell them apart",
             source=source,
+            line=locate(text, ["run", "tunnels"]) if text else None,
             key="run.tunnels",
         )
     return refs
 
 
-def resolve_profiles(scenario: Scenario, source: str, notes: list[str] | None = None) -> list[Profile]:
+def resolve_profiles(scenario: Scenario, source: str, notes: list[str] | None = None, text: str = "") -> list[Profile]:
     """`notes`: a dry run's list; a missing tunbench-link is noted there (its values go unchecked)
-    instead of raised."""
-    profiles = [find_profile(p, source=f"{source}: run.profiles") for p in scenario.run.profiles]
-    for ref, prof in zip(scenario.run.profiles, profiles, strict=True):
-        if prof.emulated:
-            try:
-                validate_with_link(prof, source=ref if ref.endswith(".toml") else f"profile {prof.name}")
-            except DependencyMissing as e:
-                if notes is None:
-                    raise
-                notes.append(f"profile {prof.name} not checked by tunbench-link: {e}")
+    instead of raised. `text`: the scenario file's text, when run.profiles came from it."""
+    profiles = []
+    for i, ref in enumerate(scenario.run.profiles):
+        try:
+            profiles.append(find_profile(ref, source=source))
+        except ConfigError as e:
+            raise _ref_error(e, source, text, "run.profiles", i) from None
+    for i, (ref, prof) in enumerate(zip(scenario.run.profiles, profiles, strict=True)):
+        if not prof.emulated:
+            continue
+        try:
+            validate_with_link(prof)
+        except DependencyMissing as e:
+            if notes is None:
+                raise
+            notes.append(f"profile {prof.name} not checked by tunbench-link: {e}")
+        except ConfigError as e:  # name the profile's file and line, or the scenario's entry of an inline one
+            raise _link_error(e, ref, i, source, text) from None
     names = [p.name for p in profiles]
     if len(set(names)) != len(names):
-        raise ConfigError("a profile is listed twice", source=source, key="run.profiles")
+        raise ConfigError(
+            "a profile is listed twice",
+            source=source,
+            line=locate(text, ["run", "profiles"]) if text else None,
+            key="run.profiles",
+        )
     return profiles
+
+
+def _link_error(e: ConfigError, ref: str, index: int, source: str, text: str) -> ConfigError:
+    """tunbench-link refused a profile's value (`e.key` = up.delay...): point at where that value is."""
+    if ":" not in ref:  # a file (given, or a built-in)
+        path = Path(ref) if "/" in ref or ref.endswith(".toml") else builtin_dir() / f"{ref}.toml"
+        try:
+            line = locate(path.read_text(encoding="utf-8"), e.key.split(".")) if e.key else None
+        except (OSError, UnicodeDecodeError):
+            line = None
+        return ConfigError(e.detail, source=str(path), line=line, key=e.key)
+    key = f"run.profiles[{index}]" + (f": {e.key}" if e.key else "")
+    return ConfigError(e.detail, source=source, line=locate(text, ["run", "profiles"]) if text else None, key=key)
 
 
 def need_root() -> None:
@@ -160,12 +204,13 @@ class RunPlan:
     notes: list[str]  # what a dry run could not check (missing programs)
 
 
-def plan_run(scenario: Scenario, source: str, *, dry_run: bool = False) -> RunPlan:
+def plan_run(scenario: Scenario, source: str, *, dry_run: bool = False, text: str = "") -> RunPlan:
     """Resolve tunnels, profiles and workload options and expand the trials. Creates nothing and needs no
-    root. A dry run notes missing programs instead of failing on them."""
+    root. A dry run notes missing programs instead of failing on them. `text`: the scenario file's text,
+    when the tunnels and profiles came from it (errors then name its lines)."""
     notes: list[str] = []
-    refs = resolve_tunnels(scenario, source)
-    profiles = resolve_profiles(scenario, source, notes if dry_run else None)
+    refs = resolve_tunnels(scenario, source, text)
+    profiles = resolve_profiles(scenario, source, notes if dry_run else None, text)
     wl = scenario.workload
     options = check_workloads(scenario, "", source)
     cases = expand(refs, profiles, wl.flows, list(wl.directions), wl.kind, options=options)
@@ -222,9 +267,11 @@ def execute(
     console: Console,
     link_factory: LinkFactory | None = None,
     flamegraph_dir: Path | None = None,
+    ref_text: str = "",
 ) -> RunOutcome:
-    """`flamegraph_dir`: record perf flamegraphs of the tunnel processes, written there (and stored)."""
-    plan = plan_run(scenario, source)
+    """`flamegraph_dir`: record perf flamegraphs of the tunnel processes, written there (and stored).
+    `ref_text`: the scenario file's text when its tunnels and profiles were not overridden (error lines)."""
+    plan = plan_run(scenario, source, text=ref_text)
     need_root()
     refs, profiles, options = plan.refs, plan.profiles, plan.options
     cases, trials, expected = plan.cases, plan.trials, plan.expected

@@ -52,7 +52,7 @@ def test_hung_iperf3_fails_that_trial_only(tmp_path: Path) -> None:
         "--direction",
         "up",
     )
-    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.returncode == 4, res.stdout + res.stderr  # some trials failed (README: exit status)
     trials = {t["label"]: t for t in doc["trials"]}
     assert trials["blackhole"]["status"] == "failed"
     assert "timed out" in trials["blackhole"]["error"] and "iperf3" in trials["blackhole"]["error"]
@@ -71,6 +71,7 @@ def test_tunnel_that_dies_shows_its_log(tmp_path: Path) -> None:
     res, doc = run_json(
         tmp_path, "-t", str(adapter), "--no-direct", "--duration", "1", "--repeat", "1", "--direction", "up"
     )
+    assert res.returncode == 5, res.stdout + res.stderr  # nothing measured
     (t,) = doc["trials"]
     assert t["status"] == "failed"
     assert "server process exited (code 3)" in t["error"]

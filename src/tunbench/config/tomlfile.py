@@ -97,6 +97,8 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
         line = int(m.group(1)) if m else (len(text.splitlines()) if "end of document" in msg else None)
         msg = re.sub(r"\s*\(at line \d+, column \d+\)", "", msg)
         raise ConfigError(f"TOML syntax error: {msg}", source=source, line=line) from e
+    except RecursionError:  # tomllib recurses per nesting level: `a = [[[[...` a thousand deep
+        raise ConfigError("TOML nested too deeply", source=source, line=1) from None
 
 
 def validate(
