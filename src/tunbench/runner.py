@@ -172,6 +172,7 @@ class Runner:
             mtu=case.profile.mtu or self.topology.mtu,
             sysctls={**self.topology.sysctls, **case.profile.sysctl},
             ipv6=self.topology.ipv6,
+            congestion_control=case.profile.congestion_control or self.topology.congestion_control,
         )
         link_seed = self.seed + pt.repetition  # reproducible, yet each repetition sees its own pattern
         rec.params["link_seed"] = link_seed
@@ -232,6 +233,7 @@ class Runner:
             tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, workdir, cgroups))
             assert tunnel.target is not None
             rec.metrics["setup_s"] = tunnel.setup_s
+            rec.params["net"] = topo.effective_settings()  # what the kernel really used (docs: settings)
             ctx = Context(
                 topo=topo,
                 target=tunnel.target,

@@ -366,7 +366,12 @@ def execute(
         ledger=ledger,
         store=store,
         run_id=run_id,
-        topology=TopologySpec(mtu=scenario.topology.mtu, sysctls=dict(scenario.sysctl), ipv6=scenario.topology.ipv6),
+        topology=TopologySpec(
+            mtu=scenario.topology.mtu,
+            sysctls=dict(scenario.sysctl),
+            ipv6=scenario.topology.ipv6,
+            congestion_control=scenario.topology.congestion_control,
+        ),
         duration_s=wl.duration_s,
         omit_s=wl.omit_s,
         options=options,

@@ -27,6 +27,7 @@ def test_bytes_check_bounds() -> None:
     assert crosscheck.bytes_check(payload, upper, 1.05e9)[1]
     assert not crosscheck.bytes_check(payload, upper, 0.9e9)[1]  # the receiver counted bytes the link never saw
     assert not crosscheck.bytes_check(payload, upper, 2e9)[1]  # far more on the wire than was sent
+    assert crosscheck.bytes_check(payload, upper, 1.5e9)[0] == pytest.approx(1.25)  # wire bytes per sent byte
     ratio, ok = crosscheck.bytes_check(0.0, 0.0, 10.0)
     assert math.isnan(ratio) and ok
 
@@ -40,7 +41,7 @@ def test_byte_checks_pick_the_receiving_namespace_and_the_emulator() -> None:
         "link.up.delivered_bytes": 0.5e9,  # the emulator saw half: a disagreement
     }
     out = crosscheck.byte_checks(m, {"client": "vc", "server": "vs"}, emulated=True)
-    assert out["check.bytes.up.dev.ok"] == 1.0 and out["check.bytes.up.dev.ratio"] == pytest.approx(1.3)
+    assert out["check.bytes.up.dev.ok"] == 1.0 and out["check.bytes.up.dev.ratio"] == pytest.approx(1.3 / 1.2)
     assert out["check.bytes.up.link.ok"] == 0.0
     assert "check.bytes.down.dev.ok" not in out
     assert crosscheck.failed_checks({**m, **out}) == ["check.bytes.up.link"]
@@ -81,3 +82,18 @@ def test_measured_window_ends_before_the_result_exchange() -> None:
     assert end - start == pytest.approx(r.duration_s)
     # a window can never begin before the client was launched
     assert iperf3.measured_window(r, 102.9, 103.0)[0] == 102.9
+
+
+def test_case_warnings_for_a_bound_generator_and_a_failed_check() -> None:
+    from tunbench.report.summary import trial_warnings
+    from tunbench.results import TrialRecord
+
+    def trial(**metrics: float) -> TrialRecord:
+        return TrialRecord(1, "direct", "direct", "lan", "iperf3", 1, "up", 0, {}, metrics=dict(metrics))
+
+    calm = trial(**{"iperf3.generator_bound": 0.0, "iperf3.cpu.client_pct": 40.0, "check.cpu.client.ok": 1.0})
+    assert trial_warnings([calm], "direct") == []
+    bound = trial(**{"iperf3.generator_bound": 1.0, "iperf3.cpu.client_pct": 93.0, "check.bytes.up.dev.ok": 0.0})
+    codes = {w.code: w for w in trial_warnings([calm, bound], "direct")}
+    assert "93%" in codes["generator-bound"].message and "1 of 2" in codes["generator-bound"].message
+    assert "check.bytes.up.dev" in codes["cross-check"].message

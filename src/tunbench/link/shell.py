@@ -33,7 +33,11 @@ def emulated_pair(
 ) -> Iterator[Topology]:
     """Client and server namespaces joined by the profile's link (veth for `lan`)."""
     build = profile_link_builder(profile, ledger, workdir, seed)
-    spec = TopologySpec(mtu=profile.mtu or mtu, sysctls={**(sysctls or {}), **profile.sysctl})
+    spec = TopologySpec(
+        mtu=profile.mtu or mtu,
+        sysctls={**(sysctls or {}), **profile.sysctl},
+        congestion_control=profile.congestion_control,
+    )
     with Topology(ledger, "sh", spec, link_builder=build) as topo:
         yield topo
 

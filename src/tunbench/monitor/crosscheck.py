@@ -11,7 +11,8 @@
   be at least the payload (`BYTES_LOW`). It cannot exceed what the sender put on the wire over the whole
   test (warm-up included) by more than the per-packet overhead (`BYTES_OVERHEAD`: inner TCP/IP headers,
   the tunnel's encapsulation, outer headers, Ethernet, and a TCP-carrying tunnel's own ACKs), plus
-  `BYTES_SLACK` for the handshake, control connection and probes.
+  `BYTES_SLACK` for the handshake, control connection and probes. The stored ratio is the counter over
+  the sender's whole-test bytes: the bytes on that wire per payload byte (the tunnel's overhead).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from collections.abc import Mapping
 CPU_TOLERANCE_S = 0.05
 CPU_TOLERANCE_REL = 0.05
 BYTES_LOW = 0.999  # the counter may read 0.1 % under the payload (no more: the payload crossed it)
-BYTES_OVERHEAD = 0.25  # at most 25 % on top of the payload for headers and encapsulation
+BYTES_OVERHEAD = 0.5  # at most 50 % on top of the payload (measured here: direct ~1 %, openvpn-udp ~20 %,
+# wireguard-go ~26 % on the underlay veth; see BENCHMARKS.md)
 BYTES_SLACK = 1_000_000  # bytes: handshakes, iperf3's control connection, readiness probes
 
 
@@ -32,12 +34,12 @@ def cpu_check(cgroup_s: float, sampled_s: float) -> tuple[float, bool]:
 
 
 def bytes_check(payload: float, wire_upper: float, counter: float) -> tuple[float, bool]:
-    """(counter / payload, whether the counter lies in [payload * BYTES_LOW, wire_upper * (1 +
+    """(counter / wire_upper, whether the counter lies in [payload * BYTES_LOW, wire_upper * (1 +
     BYTES_OVERHEAD) + BYTES_SLACK]). `payload`: bytes received in the measured seconds; `wire_upper`: the
     sender's bytes over the whole test."""
-    if payload <= 0:
+    if payload <= 0 or wire_upper <= 0:
         return float("nan"), counter <= BYTES_SLACK
-    ratio = counter / payload
+    ratio = counter / wire_upper
     return ratio, payload * BYTES_LOW <= counter <= wire_upper * (1.0 + BYTES_OVERHEAD) + BYTES_SLACK
 
 

@@ -146,7 +146,7 @@ class MultiTrial:
     def _build(self) -> None:
         lay, m = self.layout, self.metrics
         kmem0 = kernel_mem_bytes()
-        self.topo = self._stack.enter_context(MultiTopology(self.ledger, lay, self.trial.topology.sysctls))
+        self.topo = self._stack.enter_context(MultiTopology(self.ledger, lay, self.trial.topology.namespace_sysctls()))
         m["clients.topology_setup_s"] = self.topo.setup_s
         m["clients.netns_kmem_bytes_per_client"] = (kernel_mem_bytes() - kmem0) / lay.clients
         self.record.params["sysctls"] = self.topo.sysctls_applied

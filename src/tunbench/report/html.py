@@ -737,6 +737,8 @@ _CODE_TITLES = {
     "outlier": "outliers",
     "mostly-zero": "zero throughput",
     "link-late": "the emulated link fell behind its schedule",
+    "generator-bound": "the traffic generator was the bottleneck",
+    "cross-check": "in-run cross-checks disagreed",
 }
 
 

@@ -7,6 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from statistics import median
 
+from tunbench.monitor.crosscheck import failed_checks
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.stats import (
     Ratio,
@@ -122,7 +123,8 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
                 warnings=(
                     tuple(stability_warnings([v / 1e6 for v in values], label=f"{key.label} Mbit/s")) if values else ()
                 )
-                + tuple(link_warnings(_link_late(ok), label=key.label)),
+                + tuple(link_warnings(_link_late(ok), label=key.label))
+                + tuple(trial_warnings(ok, label=key.label)),
                 errors=tuple(dict.fromkeys(t.error.splitlines()[0] for t in ts if t.status != "ok" and t.error)),
             )
         )
@@ -155,4 +157,35 @@ def _link_late(ts: list[TrialRecord]) -> list[float]:
             v = t.metrics.get(f"link.{d}.late_us_p99")
             if v is not None:
                 out.append(float(v))
+    return out
+
+
+def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
+    """Per-trial flags as case warnings: the traffic generator was the bottleneck (iperf3 at >= 90 % of a
+    core), or an in-run cross-check disagreed (monitor/crosscheck.py)."""
+    out = []
+    bound = [t for t in ts if t.metrics.get("iperf3.generator_bound") == 1.0]
+    if bound:
+        pct = max(
+            max(t.metrics.get("iperf3.cpu.client_pct") or 0.0, t.metrics.get("iperf3.cpu.server_pct") or 0.0)
+            for t in bound
+        )
+        out.append(
+            StabilityWarning(
+                "generator-bound",
+                f"{label}: iperf3 itself used up to {pct:.0f}% of a core in {len(bound)} of {len(ts)} trial(s): "
+                "the traffic generator, not the tunnel, may be the limit",
+                "iperf3 before 3.16 runs every stream in one thread; with iperf3 >= 3.16 (one thread per stream) "
+                "first in PATH, use --flows 2 or more",
+            )
+        )
+    failed = sorted({name for t in ts for name in failed_checks(t.metrics)})
+    if failed:
+        out.append(
+            StabilityWarning(
+                "cross-check",
+                f"{label}: independent measurements disagreed ({', '.join(failed)})",
+                "see docs/cross-checks.md for the tolerances; the figures of these trials are less certain",
+            )
+        )
     return out

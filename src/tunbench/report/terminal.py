@@ -197,6 +197,9 @@ def warning_lines(summaries: list[CaseSummary]) -> list[str]:
             f"[yellow]the WAN emulator fell behind its schedule (p99 lateness) in {escape(cases)}[/], so the link "
             f"was slower than the profile says — {escape(late[0][1].fix)}"
         )
+    for code in ("generator-bound", "cross-check"):
+        for _, w in grouped.get(code, []):
+            lines.append(f"[yellow]{escape(w.message)}[/] — {escape(w.fix)}")
     if few := grouped.get("too-few-repetitions"):
         lines.append(f"[yellow]{len(few)} case(s) with fewer than 3 good repetitions[/] — {escape(few[0][1].fix)}")
     return lines

@@ -51,6 +51,8 @@ WarningCode: TypeAlias = Literal[
     "cannot-reach-significance",
     "underpowered",
     "link-late",
+    "generator-bound",
+    "cross-check",
 ]
 
 CV_WARN = 0.05
