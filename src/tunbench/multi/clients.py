@@ -247,7 +247,10 @@ class ClientsWorkload(Workload):
         rec.metrics[f"clients.{proto}.start_spread_s"] = max(starts[i] for i in kept) - min(starts[i] for i in kept)
         spans = {i: (ivs[0].start_s, ivs[-1].end_s) for i, ivs in intervals.items()}
         win = W.common_window(spans, warmup_s=timing.warmup_s, max_s=timing.duration_s)
-        per_client = {i: 8 * W.bytes_in(ivs, win) / win.length_s for i, ivs in intervals.items()}
+        # a client whose iperf3 failed or started late got nothing in the window: it counts as a client that
+        # received 0, so the distribution, Jain's index and the per-client costs share one denominator, N
+        per_client = {i: 0.0 for i in timing.launched}
+        per_client.update({i: 8 * W.bytes_in(ivs, win) / win.length_s for i, ivs in intervals.items()})
         vals = [per_client[i] for i in sorted(per_client)]
         m = rec.metrics
         p = f"clients.{proto}"
@@ -260,6 +263,7 @@ class ClientsWorkload(Workload):
         if proto == "udp":
             lost, packets = zip(*(W.loss_in(ivs, win) for ivs in intervals.values()), strict=True)
             m[f"{p}.loss_pct"] = 100.0 * sum(lost) / sum(packets) if sum(packets) else None
+            m[f"{p}.loss_clients"] = float(len(intervals))  # loss is known for the clients that reported it
             m[f"{p}.offered_bps"] = n * opts.udp_rate_bps
         server = sampler.results["server"]
         cpu_s = W.cpu_between(cumulative_cpu(server), win.start_s, win.end_s)

@@ -1,0 +1,42 @@
+"""A client whose iperf3 failed counts as a client that received 0: the aggregate, the distribution,
+Jain's index and the per-client server cost all divide by the same N."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tunbench.monitor.cgroup import CpuUsage
+from tunbench.monitor.sampler import RoleCost, RoleSample
+from tunbench.multi.clients import ClientsWorkload, Timing
+from tunbench.multi.options import ClientsOptions
+from tunbench.results import TrialRecord
+
+
+def _client_json(bytes_per_s: float) -> str:
+    ivs = [{"sum": {"start": float(t), "end": float(t + 1), "bytes": bytes_per_s}} for t in range(10)]
+    return json.dumps({"intervals": ivs, "end": {}})
+
+
+def test_a_failed_client_counts_as_zero(tmp_path: Path) -> None:
+    n = 4
+    for i in range(n - 1):  # client 3 left no output: its iperf3 failed
+        (tmp_path / f"c{i}.json").write_text(_client_json(1e6))
+    server = RoleCost(CpuUsage(1, 1), 0, 1, None, series=[RoleSample(0, 0, 0, 0), RoleSample(20, 2, 2, 0)])
+    sampler: Any = SimpleNamespace(
+        results={"server": server, "clients": RoleCost(CpuUsage(0, 0), 0, 0, None)}, wall_s=20.0
+    )
+    mt: Any = SimpleNamespace(layout=SimpleNamespace(clients=n))
+    rec = TrialRecord(1, "wireguard-go", "wireguard-go", "lan", "clients", n, "down", 0, {})
+    timing = Timing({i: 0.0 for i in range(n)}, {i: 10.0 for i in range(n)}, 1.0, 5.0, 1.0)
+    ClientsWorkload()._summarize(mt, rec, ClientsOptions(), "tcp", "down", timing, tmp_path, sampler, True)
+    m = rec.metrics
+    assert m["clients.tcp.failed_clients"] == 1.0
+    assert m["throughput_bps"] == pytest.approx(3 * 8e6)
+    assert m["clients.jain"] == pytest.approx(0.75)  # three equal shares and a zero: 9 / (4 * 3)
+    per_client = dict(rec.series["clients.tcp.per_client_bps"])
+    assert sorted(per_client) == [0.0, 1.0, 2.0, 3.0] and per_client[3.0] == 0.0
