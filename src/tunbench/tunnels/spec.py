@@ -4,12 +4,14 @@ adapter fails with file:line: key: message before any namespace exists."""
 from __future__ import annotations
 
 import re
+import string
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tunbench.config.tomlfile import read_toml, validate
+from tunbench.config.tomlfile import locate, read_toml, validate
+from tunbench.errors import ConfigError
 
 
 class _Strict(BaseModel):
@@ -151,7 +153,51 @@ class LoadedAdapter(BaseModel):
     text: str
 
 
+# values that are not `{name}` templates: names, regexes, enums, file modes; params are the variables' values
+_NOT_TEMPLATES = {"name", "description", "version_regex", "pattern", "mode", "layer", "kind", "role", "ns", "proto",
+                  "params"}  # fmt: skip
+
+
+def _templates(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every template string in a validated adapter (as a plain dump), with its path."""
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() if k not in _NOT_TEMPLATES for t in _templates(v, (*path, k))]
+    if isinstance(value, list):
+        return [t for i, v in enumerate(value) for t in _templates(v, (*path, i))]
+    return []
+
+
+def check_templates(spec: AdapterSpec, text: str, source: str) -> None:
+    """Placeholders are well-formed everywhere, and `requires` and `version` (rendered with the parameters
+    alone, before any trial) use only parameters: a bad one fails at load time with file:line: key."""
+    formatter = string.Formatter()
+    for path, template in _templates(spec.model_dump(exclude_none=True)):
+        key = ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[")
+        try:
+            fields = {f for _, f, _, _ in formatter.parse(template) if f is not None}
+            if any(not f.isidentifier() for f in fields):
+                raise ValueError("a placeholder is {name}")
+        except ValueError as e:
+            raise ConfigError(
+                f"bad template {template!r}: {e} (write {{{{ and }}}} for literal braces)",
+                source=source,
+                line=locate(text, path),
+                key=key,
+            ) from None
+        unknown = fields - set(spec.params) if path[0] in ("requires", "version") else set()
+        if unknown:
+            raise ConfigError(
+                f"{{{sorted(unknown)[0]}}} is not a parameter (known: {', '.join(sorted(spec.params)) or 'none'})",
+                source=source,
+                line=locate(text, path),
+                key=key,
+            )
+
+
 def load_adapter(path: Path) -> LoadedAdapter:
     data, text = read_toml(path)
     spec = validate(AdapterSpec, data, text=text, source=str(path))
+    check_templates(spec, text, str(path))
     return LoadedAdapter(spec=spec, source=str(path), text=text)
