@@ -49,7 +49,22 @@ def cgroup_root() -> tuple[str, Path] | None:
 
 def parse_v2_cpu_stat(text: str) -> CpuUsage:
     fields = dict(line.split() for line in text.splitlines() if line.strip())
-    return CpuUsage(int(fields.get("user_usec", 0)) / 1e6, int(fields.get("system_usec", 0)) / 1e6)
+    user, sys_ = int(fields.get("user_usec", 0)) / 1e6, int(fields.get("system_usec", 0)) / 1e6
+    return exact_split(int(fields.get("usage_usec", 0)) / 1e6 if "usage_usec" in fields else None, user, sys_)
+
+
+def exact_split(total_s: float | None, user_s: float, sys_s: float) -> CpuUsage:
+    """The exact total, split in the proportion of the user/sys figures. The kernel's per-cgroup user/sys
+    split comes from timer ticks (cgroup v1's cpuacct.usage_user/usage_sys are its kcpustat), whose sum
+    reads up to a third under the exact runtime of a network-heavy process (measured on this kernel: 0.92
+    vs 1.38 CPU-s, where the tasks' own schedstat said 1.38); cpuacct.usage and cpu.stat's usage_usec are
+    the exact runtime."""
+    if total_s is None:
+        return CpuUsage(user_s, sys_s)
+    ticks = user_s + sys_s
+    if ticks <= 0:
+        return CpuUsage(0.0, total_s)
+    return CpuUsage(total_s * user_s / ticks, total_s * sys_s / ticks)
 
 
 class RoleCgroup:
@@ -74,7 +89,8 @@ class RoleCgroup:
             if self.kind == "v1":
                 user = int((self.path / "cpuacct.usage_user").read_text()) / 1e9
                 sys_ = int((self.path / "cpuacct.usage_sys").read_text()) / 1e9
-                return CpuUsage(user, sys_)
+                total = int((self.path / "cpuacct.usage").read_text()) / 1e9
+                return exact_split(total, user, sys_)
             if self.kind == "v2":
                 return parse_v2_cpu_stat((self.path / "cpu.stat").read_text())
         except (OSError, ValueError):
