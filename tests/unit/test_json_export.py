@@ -72,6 +72,8 @@ def test_required_fields_and_derived_figures() -> None:
         "throughput_bps",
         "retransmits",
         "cpu",
+        "trial_cpu",
+        "checks",
         "rss_peak_bytes",
         "duration_s",
     ):

@@ -51,6 +51,11 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
             role: {"user_s": m.get(f"sampled_cpu.{role}.user_s"), "sys_s": m.get(f"sampled_cpu.{role}.sys_s")}
             for role in ("client", "server")
         },
+        "trial_cpu": {
+            role: {"user_s": m.get(f"trial_cpu.{role}.user_s"), "sys_s": m.get(f"trial_cpu.{role}.sys_s")}
+            for role in ("client", "server")
+        },
+        "checks": {k: v for k, v in m.items() if k.startswith("check.")},
         "rss_peak_bytes": {role: m.get(f"rss_peak_bytes.{role}") for role in ("client", "server")},
         "duration_s": t.duration_s,
         "setup_s": m.get("setup_s"),
