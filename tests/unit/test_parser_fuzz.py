@@ -12,10 +12,11 @@ raw random text, and raw random bytes. The default run is short; for a long one:
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,12 @@ FUZZ = settings(
     database=None,
 )
 WORKDIR = Path(tempfile.mkdtemp(prefix="tunbench-fuzz-"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _remove_workdir() -> Iterator[None]:
+    yield
+    shutil.rmtree(WORKDIR, ignore_errors=True)
 
 # ---- values ------------------------------------------------------------------------------------------------
 
