@@ -52,6 +52,7 @@ def _remove_workdir() -> Iterator[None]:
     yield
     shutil.rmtree(WORKDIR, ignore_errors=True)
 
+
 # ---- values ------------------------------------------------------------------------------------------------
 
 _text = st.text(st.characters(exclude_categories=("Cs",)), max_size=30)
