@@ -179,36 +179,24 @@ class Runner:
         if workload.owns_topology:
             limit = workload.trial_timeout_s(case.flows, case.direction, options, self.duration_s, self.omit_s)
             with watchdog(limit, f"the {workload.kind} trial"):
-                self._run_owned(pt, workload, options, rec, workdir, spec, link_seed)
+                workload.run_trial(
+                    TrialInput(
+                        case=case,
+                        repetition=pt.repetition,
+                        record=rec,
+                        ledger=self.ledger,
+                        workdir=workdir,
+                        options=options,
+                        duration_s=self.duration_s,
+                        omit_s=self.omit_s,
+                        topology=spec,
+                        link_factory=self.link_factory,
+                        link_seed=link_seed,
+                        hooks=self.hooks,
+                    )
+                )
             return
         self._measure_pair(pt, workload, options, rec, workdir, tag, spec, link_seed)
-
-    def _run_owned(
-        self,
-        pt: PlannedTrial,
-        workload: Workload,
-        options: BaseModel,
-        rec: TrialRecord,
-        workdir: Path,
-        spec: TopologySpec,
-        link_seed: int,
-    ) -> None:
-        workload.run_trial(
-            TrialInput(
-                case=pt.case,
-                repetition=pt.repetition,
-                record=rec,
-                ledger=self.ledger,
-                workdir=workdir,
-                options=options,
-                duration_s=self.duration_s,
-                omit_s=self.omit_s,
-                topology=spec,
-                link_factory=self.link_factory,
-                link_seed=link_seed,
-                hooks=self.hooks,
-            )
-        )
 
     def _measure_pair(
         self,
