@@ -39,7 +39,7 @@ def test_every_table_is_rectangular_and_details_have_ci_and_cpu() -> None:
         assert len({len(r) for r in table}) == 1, table
     details = tables(text)[1]
     head = details[0]
-    assert "95% CI of median (coverage)" in head and "CPU client" in head
+    assert "CI of median (its coverage)" in head and "CPU client" in head
     socat = next(r for r in details if r[0] == "socat" and r[1] == "4")
     assert socat[head.index("CPU client")].endswith("%")
     assert re.fullmatch(r"0\.\d{3}", socat[head.index("Jain fairness")])

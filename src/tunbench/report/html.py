@@ -158,7 +158,7 @@ def fig_throughput(summaries: list[CaseSummary], colors: dict[str, str]) -> go.F
         )
     return _layout(
         fig,
-        "Throughput per case: median, 95% CI of the median (error bars), each repetition (circles)",
+        "Throughput per case: median, CI of the median at its stated coverage (error bars), each repetition (circles)",
         "case (profile · direction · flows) / tunnel",
         f"throughput ({unit})",
         barmode="overlay",
@@ -676,7 +676,7 @@ def summary_table(summaries: list[CaseSummary], trials: list[TrialRecord]) -> st
     heads = [
         ("tunnel", ""),
         ("median", "num"),
-        ("95% CI of median", "num"),
+        ("CI of median (coverage in the cell)", "num"),
         ("n", "num"),
         ("CV", "num"),
         ("vs direct [CI]", "num"),

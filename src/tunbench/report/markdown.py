@@ -80,7 +80,7 @@ def _details(summaries: list[CaseSummary], fairness: dict[tuple[str, int], float
         "tunnel",
         "flows",
         "median",
-        "95% CI of median (coverage)",
+        "CI of median (its coverage)",
         "n",
         "vs direct [CI] (coverage)",
         "CPU client",

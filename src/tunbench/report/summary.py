@@ -124,7 +124,7 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
                     tuple(stability_warnings([v / 1e6 for v in values], label=f"{key.label} Mbit/s")) if values else ()
                 )
                 + tuple(link_warnings(_link_late(ok), label=key.label))
-                + tuple(trial_warnings(ok, label=key.label)),
+                + tuple(trial_warnings(ok, label=f"{key.label} {key.direction}")),
                 errors=tuple(dict.fromkeys(t.error.splitlines()[0] for t in ts if t.status != "ok" and t.error)),
             )
         )
