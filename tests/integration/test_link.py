@@ -102,14 +102,16 @@ def test_bad_profile_fails_before_anything_starts(tmp_path: Path) -> None:
     prof.write_text('name = "p"\n[up]\ndelay = "-3ms"\n')
     res = tunbench("run", "--db", str(tmp_path / "r.db"), "--profile", str(prof), "-t", "socat")
     assert res.returncode == 2
-    assert res.stderr.strip() == f"Error: {prof}: up.delay: must not be negative (see tunbench-link --help)"
+    # the line of the key in the file, too (delay is on line 3)
+    assert res.stderr.strip() == f"Error: {prof}:3: up.delay: must not be negative (see tunbench-link --help)"
     assert not (tmp_path / "r.db").exists()
     res = tunbench("link", "shell", "--profile", "x:queue=0p", "--", "true")
     assert res.returncode == 2 and "queue" in res.stderr
 
 
 def test_link_shell_runs_a_command_over_the_link() -> None:
-    res = tunbench("link", "shell", "--profile", "x:delay=25ms", "--", "sh", "-c", "ping -n -c 3 -i 0.2 $TUNBENCH_PEER")
+    res = tunbench("link", "shell", "--profile", "x:delay=25ms", "--", "sh", "-c", "ping -n -c 5 -i 0.2 $TUNBENCH_PEER")
     assert res.returncode == 0, res.stderr
     rtts = [float(x.split("time=")[1].split()[0]) for x in res.stdout.splitlines() if "time=" in x]
-    assert len(rtts) == 3 and all(49.9 < r < 60 for r in rtts), rtts
+    # never early; the median on time (one echo can meet a burst of host load: a CI run saw 66.5 ms once)
+    assert len(rtts) == 5 and all(r > 49.9 for r in rtts) and 49.9 < sorted(rtts)[2] < 60, rtts
