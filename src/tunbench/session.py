@@ -6,12 +6,12 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -37,6 +37,8 @@ from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.registry import TunnelRef, missing_binaries, parse_ref
 from tunbench.workloads import get as get_workload
 
+T = TypeVar("T")
+
 
 @dataclass
 class RunOutcome:
@@ -56,14 +58,21 @@ def _ref_error(e: ConfigError, source: str, text: str, key: str, index: int) -> 
     )
 
 
+def _resolve_each(items: list[str], resolve: Callable[..., T], source: str, text: str, key: str) -> list[T]:
+    """Each reference of a scenario list (run.tunnels, run.profiles) resolved; an error about an entry
+    names the scenario's line and the entry (`run.tunnels[1]`)."""
+    out = []
+    for i, item in enumerate(items):
+        try:
+            out.append(resolve(item, source=source))
+        except ConfigError as e:
+            raise _ref_error(e, source, text, key, i) from None
+    return out
+
+
 def resolve_tunnels(scenario: Scenario, source: str, text: str = "") -> list[TunnelRef]:
     """`text`: the scenario file's text, when run.tunnels came from it (for the line of an error)."""
-    refs = []
-    for i, t in enumerate(scenario.run.tunnels):
-        try:
-            refs.append(parse_ref(t, source=source))
-        except ConfigError as e:
-            raise _ref_error(e, source, text, "run.tunnels", i) from None
+    refs = _resolve_each(scenario.run.tunnels, parse_ref, source, text, "run.tunnels")
     if scenario.run.direct and not any(r.name == "direct" for r in refs):
         refs.insert(0, parse_ref("direct"))
     labels = [r.label for r in refs]
@@ -81,12 +90,7 @@ def resolve_tunnels(scenario: Scenario, source: str, text: str = "") -> list[Tun
 def resolve_profiles(scenario: Scenario, source: str, notes: list[str] | None = None, text: str = "") -> list[Profile]:
     """`notes`: a dry run's list; a missing tunbench-link is noted there (its values go unchecked)
     instead of raised. `text`: the scenario file's text, when run.profiles came from it."""
-    profiles = []
-    for i, ref in enumerate(scenario.run.profiles):
-        try:
-            profiles.append(find_profile(ref, source=source))
-        except ConfigError as e:
-            raise _ref_error(e, source, text, "run.profiles", i) from None
+    profiles = _resolve_each(scenario.run.profiles, find_profile, source, text, "run.profiles")
     for i, (ref, prof) in enumerate(zip(scenario.run.profiles, profiles, strict=True)):
         if not prof.emulated:
             continue
