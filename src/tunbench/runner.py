@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from tunbench import workloads
 from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunnelError
-from tunbench.link.emulator import link_metrics
+from tunbench.link.emulator import LinkEmulator, link_metrics
 from tunbench.monitor import crosscheck
 from tunbench.monitor.cgroup import RoleCgroup
 from tunbench.monitor.counters import short_ifname
@@ -265,9 +265,8 @@ class Runner:
 
 def underlay_devices(topo: Topology) -> dict[str, str]:
     """The device each namespace's underlay traffic arrives on: the emulator's TUN ends, or the veth."""
-    ends = {"client": getattr(topo.link, "a", None), "server": getattr(topo.link, "b", None)}
-    if all(ends.values()):
-        return {role: str(getattr(end, "dev", "")) for role, end in ends.items()}
+    if isinstance(topo.link, LinkEmulator):
+        return {"client": topo.link.a.dev, "server": topo.link.b.dev}
     return {"client": topo.ifname("vc"), "server": topo.ifname("vs")}
 
 
