@@ -1,7 +1,12 @@
 //! argv -> validated [`Command`]. Every error here is a usage error (exit 2)
-//! and is reported before any device is opened.
+//! and is reported before any device is opened. Tokenizing is lexopt's;
+//! the messages are ours.
 
-use crate::spec::{self, DirSpec};
+use crate::pipeline::Direction;
+use crate::spec::{self, DirSpec, SpecError};
+use lexopt::{Arg, Parser};
+use serde::Serialize;
+use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 
@@ -9,13 +14,14 @@ pub const USAGE: &str = "\
 usage:
   tunbench-link run --netns-a /run/netns/NS_A --dev-a IFNAME_A --netns-b /run/netns/NS_B --dev-b IFNAME_B
                     [--mtu 1500] [--seed 1] [--stats-file PATH] [--a2b SPEC] [--b2a SPEC]
-  tunbench-link check [--a2b SPEC] [--b2a SPEC]
+  tunbench-link check [--json] [--a2b SPEC] [--b2a SPEC]
   tunbench-link --version
 
 SPEC: comma-separated key=value (empty = no impairment):
   delay=50ms jitter=2ms jitter_dist=uniform|normal rate=100mbit queue=1000p|256KB|64KiB
   loss=0.1% ge_p=1% ge_r=30% ge_h=100% ge_k=0% reorder=1% reorder_gap=3 dup=0.5%
-a = client side, b = server side; a2b = upload.";
+a = client side, b = server side; a2b = upload.
+check --json: {\"ok\":true}, or {\"ok\":false,\"errors\":[{direction, key, value, message}]} and exit 2.";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
@@ -34,46 +40,156 @@ pub struct RunConfig {
 #[allow(clippy::large_enum_variant)] // built once per process
 pub enum Command {
     Run(RunConfig),
-    Check { a2b: DirSpec, b2a: DirSpec },
+    Check {
+        a2b: DirSpec,
+        b2a: DirSpec,
+        /// Answer with `{"ok":...}` JSON on stdout (errors included).
+        json: bool,
+    },
     Version,
     Help,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UsageError(pub String);
+pub enum UsageError {
+    /// The command line itself is wrong (unknown option, missing value...).
+    Args(String),
+    /// A SPEC is invalid: one entry per direction that failed, a2b first.
+    Spec(Vec<(Direction, SpecError)>),
+}
 
 impl fmt::Display for UsageError {
+    /// One line; for bad specs the first one, as `--a2b: loss=200%: ...`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            UsageError::Args(m) => f.write_str(m),
+            UsageError::Spec(errs) => match errs.first() {
+                Some((dir, e)) => write!(f, "--{}: {e}", dir.as_str()),
+                None => f.write_str("invalid spec"),
+            },
+        }
     }
 }
 
 impl std::error::Error for UsageError {}
 
 fn usage(msg: impl Into<String>) -> UsageError {
-    UsageError(msg.into())
+    UsageError::Args(msg.into())
 }
 
-/// `--key value` / `--key=value` pairs after the subcommand.
-fn options(args: &[String], allowed: &[&str]) -> Result<Vec<(String, String)>, UsageError> {
+/// One problem as `check --json` reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Problem {
+    /// "a2b" or "b2a"; null for command-line errors.
+    pub direction: Option<&'static str>,
+    /// The SPEC key (`loss`), when the problem is about one key.
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub message: String,
+}
+
+/// `check --json`'s answer: `{"ok":true}` or `{"ok":false,"errors":[...]}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CheckResult {
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<Problem>,
+}
+
+impl CheckResult {
+    pub fn ok() -> Self {
+        CheckResult {
+            ok: true,
+            errors: Vec::new(),
+        }
+    }
+
+    pub fn failed(e: &UsageError) -> Self {
+        let errors = match e {
+            UsageError::Args(m) => vec![Problem {
+                direction: None,
+                key: None,
+                value: None,
+                message: m.clone(),
+            }],
+            UsageError::Spec(errs) => errs
+                .iter()
+                .map(|(dir, e)| Problem {
+                    direction: Some(dir.as_str()),
+                    key: e.key.clone(),
+                    value: e.value.clone(),
+                    message: e.message.clone(),
+                })
+                .collect(),
+        };
+        CheckResult { ok: false, errors }
+    }
+}
+
+/// Whether the command line asks for `check --json` (looked at before
+/// parsing, so that even a usage error is answered in JSON). Reads the
+/// arguments as [`parse_args`] does: the word after `--a2b`/`--b2a` is
+/// their value even when it is `--json`, and nothing after `--` is an
+/// option.
+pub fn wants_json(args: &[OsString]) -> bool {
+    if args.first().is_none_or(|a| a != "check") {
+        return false;
+    }
+    let mut rest = args[1..].iter();
+    while let Some(a) = rest.next() {
+        if a == "--json" {
+            return true;
+        }
+        if a == "--" {
+            return false;
+        }
+        if a == "--a2b" || a == "--b2a" {
+            rest.next();
+        }
+    }
+    false
+}
+
+fn utf8(what: &str, v: OsString) -> Result<String, UsageError> {
+    v.into_string()
+        .map_err(|v| usage(format!("{what} {v:?}: not valid UTF-8")))
+}
+
+fn lexopt_error(e: lexopt::Error) -> UsageError {
+    match e {
+        lexopt::Error::UnexpectedValue { option, .. } => usage(format!("{option} takes no value")),
+        e => usage(e.to_string()),
+    }
+}
+
+/// Options after the subcommand: `--key value` / `--key=value` for the
+/// names in `valued`, bare `--flag` for the names in `flags` (the flag's
+/// value is then empty).
+fn options(
+    p: &mut Parser,
+    valued: &[&str],
+    flags: &[&str],
+) -> Result<Vec<(String, String)>, UsageError> {
     let mut out: Vec<(String, String)> = Vec::new();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (k, v) = match a.split_once('=') {
-            Some((k, v)) if k.starts_with("--") => (k.to_string(), v.to_string()),
-            _ => {
-                if !a.starts_with("--") {
-                    return Err(usage(format!("unexpected argument '{a}'")));
-                }
-                let v = it
-                    .next()
-                    .ok_or_else(|| usage(format!("{a} needs a value")))?;
-                (a.clone(), v.clone())
+    while let Some(arg) = p.next().map_err(lexopt_error)? {
+        let k = match arg {
+            Arg::Long(k) => format!("--{k}"),
+            Arg::Short(c) => return Err(usage(format!("unknown option '-{c}'"))),
+            Arg::Value(v) => {
+                return Err(usage(format!(
+                    "unexpected argument '{}'",
+                    v.to_string_lossy()
+                )))
             }
         };
-        if !allowed.contains(&k.as_str()) {
+        let v = if flags.contains(&k.as_str()) {
+            String::new()
+        } else if valued.contains(&k.as_str()) {
+            let v = p.value().map_err(|_| usage(format!("{k} needs a value")))?;
+            utf8(&k, v)?
+        } else {
             return Err(usage(format!("unknown option '{k}'")));
-        }
+        };
         if out.iter().any(|(x, _)| *x == k) {
             return Err(usage(format!("{k} given twice")));
         }
@@ -86,11 +202,18 @@ fn get<'a>(opts: &'a [(String, String)], k: &str) -> Option<&'a str> {
     opts.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str())
 }
 
+/// Both directions' specs; every direction that fails is reported.
 fn specs(opts: &[(String, String)]) -> Result<(DirSpec, DirSpec), UsageError> {
-    let one = |k: &str| -> Result<DirSpec, UsageError> {
-        spec::parse(get(opts, k).unwrap_or("")).map_err(|e| usage(format!("{k}: {e}")))
-    };
-    Ok((one("--a2b")?, one("--b2a")?))
+    let one = |k: &str| spec::parse(get(opts, k).unwrap_or(""));
+    match (one("--a2b"), one("--b2a")) {
+        (Ok(a2b), Ok(b2a)) => Ok((a2b, b2a)),
+        (a2b, b2a) => Err(UsageError::Spec(
+            [(Direction::AtoB, a2b.err()), (Direction::BtoA, b2a.err())]
+                .into_iter()
+                .filter_map(|(d, e)| Some((d, e?)))
+                .collect(),
+        )),
+    }
 }
 
 /// Linux interface names: 1..=15 bytes, no '/', ':' or whitespace.
@@ -111,22 +234,33 @@ fn ifname(k: &str, v: &str) -> Result<String, UsageError> {
     }
 }
 
-pub fn parse_args(args: &[String]) -> Result<Command, UsageError> {
-    let Some(cmd) = args.first() else {
-        return Err(usage("missing command (run, check, --version)"));
+/// Parse the arguments after the program name.
+pub fn parse_args<I>(args: I) -> Result<Command, UsageError>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    let mut p = Parser::from_args(args);
+    let cmd = match p.next().map_err(lexopt_error)? {
+        None => return Err(usage("missing command (run, check, --version)")),
+        Some(Arg::Long("version") | Arg::Short('V')) => return Ok(Command::Version),
+        Some(Arg::Long("help") | Arg::Short('h')) => return Ok(Command::Help),
+        Some(Arg::Long(k)) => format!("--{k}"),
+        Some(Arg::Short(c)) => format!("-{c}"),
+        Some(Arg::Value(v)) => v.to_string_lossy().into_owned(),
     };
-    let rest = &args[1..];
     match cmd.as_str() {
-        "--version" | "-V" | "version" => Ok(Command::Version),
-        "--help" | "-h" | "help" => Ok(Command::Help),
+        "version" => Ok(Command::Version),
+        "help" => Ok(Command::Help),
         "check" => {
-            let opts = options(rest, &["--a2b", "--b2a"])?;
+            let opts = options(&mut p, &["--a2b", "--b2a"], &["--json"])?;
             let (a2b, b2a) = specs(&opts)?;
-            Ok(Command::Check { a2b, b2a })
+            let json = get(&opts, "--json").is_some();
+            Ok(Command::Check { a2b, b2a, json })
         }
         "run" => {
             let opts = options(
-                rest,
+                &mut p,
                 &[
                     "--netns-a",
                     "--dev-a",
@@ -138,6 +272,7 @@ pub fn parse_args(args: &[String]) -> Result<Command, UsageError> {
                     "--a2b",
                     "--b2a",
                 ],
+                &[],
             )?;
             let need = |k: &str| get(&opts, k).ok_or_else(|| usage(format!("run needs {k}")));
             let netns_a = PathBuf::from(need("--netns-a")?);
@@ -200,7 +335,7 @@ mod tests {
 
     #[test]
     fn run_minimal_defaults() {
-        let Command::Run(c) = parse_args(&args(BASE)).unwrap() else {
+        let Command::Run(c) = parse_args(args(BASE)).unwrap() else {
             panic!()
         };
         assert_eq!((c.mtu, c.seed, c.stats_file.clone()), (1500, 1, None));
@@ -238,37 +373,115 @@ mod tests {
             ("check --b2a loss=200%", "--b2a: loss=200%"),
         ];
         for (a, want) in cases {
-            let got = parse_args(&args(a)).unwrap_err().0;
+            let got = parse_args(args(a)).unwrap_err().to_string();
             assert!(got.starts_with(want), "{a:?}: {got:?}");
+            assert!(!wants_json(&os(a)), "{a:?}");
         }
         for (extra, want) in [
             ("--mtu 100", "--mtu 100: expected"),
             ("--mtu x", "--mtu x"),
             ("--seed -1", "--seed -1"),
         ] {
-            let got = parse_args(&args(&format!("{BASE} {extra}"))).unwrap_err().0;
+            let got = parse_args(args(&format!("{BASE} {extra}")))
+                .unwrap_err()
+                .to_string();
             assert!(got.starts_with(want), "{extra}: {got}");
         }
         let long = "run --netns-a /a --dev-a waytoolonginterfacename --netns-b /b --dev-b x";
-        assert!(parse_args(&args(long))
+        assert!(parse_args(args(long))
             .unwrap_err()
-            .0
+            .to_string()
             .contains("not a valid interface name"));
         let same = "run --netns-a /a --dev-a x --netns-b /a --dev-b x";
-        assert!(parse_args(&args(same))
+        assert!(parse_args(args(same))
             .unwrap_err()
-            .0
+            .to_string()
             .contains("same device"));
     }
 
     #[test]
     fn check_and_version() {
-        assert_eq!(parse_args(&args("--version")).unwrap(), Command::Version);
-        let Command::Check { a2b, b2a } = parse_args(&args("check --a2b rate=1mbit")).unwrap()
+        assert_eq!(parse_args(args("--version")).unwrap(), Command::Version);
+        assert_eq!(parse_args(args("-V")).unwrap(), Command::Version);
+        assert_eq!(parse_args(args("help")).unwrap(), Command::Help);
+        let Command::Check { a2b, b2a, json } = parse_args(args("check --a2b rate=1mbit")).unwrap()
         else {
             panic!()
         };
         assert_eq!(a2b.rate_bps, Some(1_000_000));
         assert_eq!(b2a, DirSpec::default());
+        assert!(!json);
+    }
+
+    fn os(s: &str) -> Vec<OsString> {
+        s.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn more_usage_errors() {
+        let cases = [
+            ("check --json=1", "--json takes no value"),
+            ("check --json --json", "--json given twice"),
+            ("check -x", "unknown option '-x'"),
+            ("run --json", "unknown option '--json'"),
+            (
+                "--bogus",
+                "unknown command '--bogus' (run, check, --version)",
+            ),
+        ];
+        for (a, want) in cases {
+            let got = parse_args(args(a)).unwrap_err().to_string();
+            assert_eq!(got, want, "{a:?}");
+        }
+        // a value may look like an option (as before lexopt)
+        let e = parse_args(args("check --a2b=delay=1ms --b2a --json")).unwrap_err();
+        assert_eq!(e.to_string(), "--b2a: --json: expected key=value");
+        let Command::Check { a2b, .. } = parse_args(args("check --a2b=delay=1ms")).unwrap() else {
+            panic!()
+        };
+        assert_eq!(a2b.delay.as_nanos(), 1_000_000);
+    }
+
+    #[test]
+    fn check_json_reports_every_bad_direction() {
+        assert!(wants_json(&os("check --a2b delay=1ms --json")));
+        assert!(wants_json(&os("check --a2b=--json --json")));
+        assert!(wants_json(&os("check --bogus --json")));
+        assert!(!wants_json(&os("run --json")));
+        // `--json` as a value, or after `--`, does not ask for JSON
+        assert!(!wants_json(&os("check --a2b=delay=1ms --b2a --json")));
+        assert!(!wants_json(&os("check -- --json")));
+        let Command::Check { json, .. } = parse_args(args("check --json --a2b delay=1ms")).unwrap()
+        else {
+            panic!()
+        };
+        assert!(json);
+        assert_eq!(crate::json::to_string(&CheckResult::ok()), r#"{"ok":true}"#);
+
+        let e = parse_args(args("check --json --a2b loss=200% --b2a ge_p=1%")).unwrap_err();
+        // the plain message is the first direction's, as before
+        assert_eq!(
+            e.to_string(),
+            "--a2b: loss=200%: must be between 0% and 100%"
+        );
+        assert_eq!(
+            crate::json::to_string(&CheckResult::failed(&e)),
+            concat!(
+                r#"{"ok":false,"errors":["#,
+                r#"{"direction":"a2b","key":"loss","value":"200%","message":"must be between 0% and 100%"},"#,
+                r#"{"direction":"b2a","key":null,"value":null,"message":"ge_p needs ge_r"}]}"#
+            )
+        );
+        let e = parse_args(args("check --json --b2a delay")).unwrap_err();
+        let r = CheckResult::failed(&e);
+        assert_eq!(
+            (r.errors[0].direction, r.errors[0].key.as_deref()),
+            (Some("b2a"), Some("delay"))
+        );
+        let e = parse_args(args("check --json --bogus 1")).unwrap_err();
+        assert_eq!(
+            crate::json::to_string(&CheckResult::failed(&e)),
+            r#"{"ok":false,"errors":[{"direction":null,"key":null,"value":null,"message":"unknown option '--bogus'"}]}"#
+        );
     }
 }

@@ -7,6 +7,10 @@
 //! 16 log-spaced buckets per octave up to 2^24 µs (~17 s); anything later
 //! lands in the last bucket. A percentile is reported as the upper edge of
 //! its bucket, i.e. "at most", never flattering.
+//!
+//! Hand-written because it must be written by the forwarding thread and
+//! read by the main thread without a lock: `hdrhistogram` records through
+//! `&mut` (its `SyncHistogram` needs a refresh handshake with the reader).
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

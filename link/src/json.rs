@@ -1,107 +1,69 @@
-//! Minimal JSON writing (the output is small and flat; no serde needed).
+//! JSON output goes through serde/serde_json; this module holds the one
+//! thing serde_json does differently from what tunbench-link has always
+//! printed (and the Python side parses): floats.
+//!
+//! serde_json writes `0.0`, `1.0` and `1e-6`; tunbench-link writes floats as
+//! Rust's `Display` does (`0`, `1`, `0.000001`: never an exponent), so a
+//! whole number stays a JSON integer for readers that care (Python's `json`
+//! gives `int`). [`Float`] keeps that format.
 
-use std::fmt::Write;
+use serde::ser::Error as _;
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 
-/// Builds one JSON object, keys in insertion order.
-#[derive(Debug, Default)]
-pub struct Obj {
-    s: String,
-}
+/// A float written as `Display` writes it; `null` when not finite.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Float(pub f64);
 
-impl Obj {
-    pub fn new() -> Self {
-        Obj::default()
-    }
-
-    fn key(&mut self, k: &str) {
-        self.s.push(if self.s.is_empty() { '{' } else { ',' });
-        push_str(&mut self.s, k);
-        self.s.push(':');
-    }
-
-    pub fn str(mut self, k: &str, v: &str) -> Self {
-        self.key(k);
-        push_str(&mut self.s, v);
-        self
-    }
-    pub fn u64(mut self, k: &str, v: u64) -> Self {
-        self.key(k);
-        let _ = write!(self.s, "{v}");
-        self
-    }
-    pub fn f64(mut self, k: &str, v: f64) -> Self {
-        self.key(k);
-        if v.is_finite() {
-            let _ = write!(self.s, "{v}");
-        } else {
-            self.s.push_str("null");
+impl Serialize for Float {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        if !self.0.is_finite() {
+            return s.serialize_none();
         }
-        self
-    }
-    pub fn null(mut self, k: &str) -> Self {
-        self.key(k);
-        self.s.push_str("null");
-        self
-    }
-    /// Insert already-serialized JSON.
-    pub fn raw(mut self, k: &str, json: &str) -> Self {
-        self.key(k);
-        self.s.push_str(json);
-        self
-    }
-    pub fn opt_u64(self, k: &str, v: Option<u64>) -> Self {
-        match v {
-            Some(v) => self.u64(k, v),
-            None => self.null(k),
-        }
-    }
-    pub fn opt_f64(self, k: &str, v: Option<f64>) -> Self {
-        match v {
-            Some(v) => self.f64(k, v),
-            None => self.null(k),
-        }
-    }
-    pub fn finish(mut self) -> String {
-        if self.s.is_empty() {
-            self.s.push('{');
-        }
-        self.s.push('}');
-        self.s
+        // `Display` of a finite f64 is always a valid JSON number.
+        RawValue::from_string(self.0.to_string())
+            .map_err(S::Error::custom)?
+            .serialize(s)
     }
 }
 
-pub fn push_str(out: &mut String, v: &str) {
-    out.push('"');
-    for c in v.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+/// Serialize a value whose every field is plain data (no maps with non-string
+/// keys), which cannot fail.
+pub fn to_string<T: Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).expect("tunbench-link's JSON values always serialize")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[derive(Serialize)]
+    struct Sample<'a> {
+        a: &'a str,
+        b: u64,
+        c: Float,
+        d: Option<u64>,
+        e: Float,
+        f: Float,
+        g: Float,
+    }
+
+    /// Pins the formats the stats and check output rely on: key order,
+    /// compact separators, escaping, and floats without `.0` or exponents.
     #[test]
-    fn object_and_escaping() {
-        let j = Obj::new()
-            .str("a", "x\"y\n")
-            .u64("b", 3)
-            .f64("c", 0.5)
-            .null("d")
-            .raw("e", "{}")
-            .finish();
-        assert_eq!(j, r#"{"a":"x\"y\n","b":3,"c":0.5,"d":null,"e":{}}"#);
-        assert_eq!(Obj::new().finish(), "{}");
+    fn shape_and_number_format() {
+        let j = to_string(&Sample {
+            a: "x\"y\n\u{1}",
+            b: 3,
+            c: Float(0.5),
+            d: None,
+            e: Float(2.0),
+            f: Float(1e-6),
+            g: Float(f64::NAN),
+        });
+        assert_eq!(
+            j,
+            r#"{"a":"x\"y\n\u0001","b":3,"c":0.5,"d":null,"e":2,"f":0.000001,"g":null}"#
+        );
     }
 }

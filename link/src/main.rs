@@ -2,16 +2,20 @@
 //! thread per direction -> stats. Exit codes: 0 ok (also after
 //! SIGTERM/SIGINT), 1 runtime failure, 2 bad arguments.
 
-use std::io::Write;
+use serde::Serialize;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use tunbench_link::cli::{self, Command, RunConfig};
-use tunbench_link::io::event_loop::{Forwarder, StopSignal};
+use tunbench_link::cli::{self, CheckResult, Command, RunConfig};
+use tunbench_link::io::event_loop::{Forwarder, StopSignal, TunIo};
 use tunbench_link::io::tun::{check_netns, TunDevice};
-use tunbench_link::io::{check, Error, Result};
-use tunbench_link::json::Obj;
+use tunbench_link::io::{os_error, Error, Result};
+use tunbench_link::json;
 use tunbench_link::pipeline::{Direction, Pipeline};
+use tunbench_link::spec::Normalized;
 use tunbench_link::stats::{report_json, write_atomic, DirStats};
 use tunbench_link::time::{Clock, Instant, Monotonic};
 
@@ -22,10 +26,31 @@ fn emit(line: &str) {
     let _ = out.flush();
 }
 
+/// `check`'s output: both directions normalized.
+#[derive(Serialize)]
+struct Checked {
+    a2b: Normalized,
+    b2a: Normalized,
+}
+
+/// `run`'s first line, once both devices are up.
+#[derive(Serialize)]
+struct Ready<'a> {
+    event: &'static str,
+    pid: u32,
+    dev_a: &'a str,
+    dev_b: &'a str,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let cmd = match cli::parse_args(&args) {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let json_check = cli::wants_json(&args);
+    let cmd = match cli::parse_args(args) {
         Ok(c) => c,
+        Err(e) if json_check => {
+            emit(&json::to_string(&CheckResult::failed(&e)));
+            return ExitCode::from(2);
+        }
         Err(e) => {
             eprintln!("tunbench-link: error: {e} (see tunbench-link --help)");
             return ExitCode::from(2);
@@ -34,12 +59,11 @@ fn main() -> ExitCode {
     match cmd {
         Command::Version => emit(&format!("tunbench-link {}", env!("CARGO_PKG_VERSION"))),
         Command::Help => emit(cli::USAGE),
-        Command::Check { a2b, b2a } => emit(
-            &Obj::new()
-                .raw("a2b", &a2b.to_json())
-                .raw("b2a", &b2a.to_json())
-                .finish(),
-        ),
+        Command::Check { json: true, .. } => emit(&json::to_string(&CheckResult::ok())),
+        Command::Check { a2b, b2a, .. } => emit(&json::to_string(&Checked {
+            a2b: a2b.normalized(),
+            b2a: b2a.normalized(),
+        })),
         Command::Run(cfg) => {
             if let Err(e) = run(&cfg) {
                 eprintln!("tunbench-link: error: {e}");
@@ -50,38 +74,38 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Signals handled synchronously by the main thread (blocked everywhere,
-/// inherited by the forwarding threads).
-fn block_signals() -> Result<libc::sigset_t> {
-    // SAFETY: sigset manipulation on a local, zero-initialised set.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::sigaddset(&mut set, libc::SIGINT);
-        let r = libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        if r != 0 {
-            return Err(Error(format!("pthread_sigmask: error {r}")));
-        }
-        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-        Ok(set)
-    }
+/// SIGTERM/SIGINT, handled by the main thread: signal-hook's handler writes
+/// a byte to a socket pair (the self-pipe pattern) that [`wait_signal`]
+/// reads. (SIGPIPE is already ignored by the Rust runtime.)
+struct Signals {
+    rx: UnixStream,
 }
 
-/// Wait up to 1 s for SIGTERM/SIGINT; true if one arrived.
-fn wait_signal(set: &libc::sigset_t) -> Result<bool> {
-    let ts = libc::timespec {
-        tv_sec: 1,
-        tv_nsec: 0,
-    };
-    // SAFETY: valid set and timespec; siginfo not needed.
-    let r = unsafe { libc::sigtimedwait(set, std::ptr::null_mut(), &ts) };
-    if r >= 0 {
-        return Ok(true);
+impl Signals {
+    fn register() -> Result<Self> {
+        let (rx, tx) = UnixStream::pair().map_err(|e| os_error("socketpair", e))?;
+        for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+            let tx = tx.try_clone().map_err(|e| os_error("socketpair", e))?;
+            signal_hook::low_level::pipe::register(sig, tx)
+                .map_err(|e| os_error(format_args!("register signal {sig}"), e))?;
+        }
+        rx.set_read_timeout(Some(std::time::Duration::from_secs(1)))
+            .map_err(|e| os_error("socket timeout", e))?;
+        Ok(Signals { rx })
     }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(false),
-        _ => check(r, "sigtimedwait").map(|_| false),
+
+    /// Wait up to 1 s for SIGTERM/SIGINT; true if one arrived.
+    fn wait(&mut self) -> Result<bool> {
+        let mut b = [0u8; 16];
+        match self.rx.read(&mut b) {
+            Ok(n) => Ok(n > 0),
+            Err(e) => match e.kind() {
+                std::io::ErrorKind::WouldBlock
+                | std::io::ErrorKind::TimedOut
+                | std::io::ErrorKind::Interrupted => Ok(false),
+                _ => Err(os_error("wait for signals", e)),
+            },
+        }
     }
 }
 
@@ -104,7 +128,7 @@ fn check_stats_dir(p: &std::path::Path) -> Result<()> {
 
 struct DirRun {
     stats: Arc<DirStats>,
-    spec_json: String,
+    spec: Normalized,
     handle: Option<JoinHandle<Result<()>>>,
 }
 
@@ -122,22 +146,24 @@ fn spawn_dir(
     };
     let stats = Arc::new(DirStats::default());
     let fwd = Forwarder {
-        rx: Arc::clone(rx),
-        tx: Arc::clone(tx),
         pipeline: Pipeline::build(spec, cfg.seed, dir),
         path: spec.path(),
         mtu: cfg.mtu,
         stats: Arc::clone(&stats),
-        stop: Arc::clone(stop),
         coalesce: true,
+    };
+    let io = TunIo {
+        rx: Arc::clone(rx),
+        tx: Arc::clone(tx),
+        stop: Arc::clone(stop),
     };
     let handle = std::thread::Builder::new()
         .name(format!("fwd-{}", dir.as_str()))
-        .spawn(move || fwd.run())
+        .spawn(move || fwd.run(io))
         .map_err(|e| Error(format!("spawn thread: {e}")))?;
     Ok(DirRun {
         stats,
-        spec_json: spec.to_json(),
+        spec: spec.normalized(),
         handle: Some(handle),
     })
 }
@@ -155,7 +181,7 @@ impl Reporter<'_> {
             event,
             self.cfg.seed,
             (Monotonic.now() - self.started).as_secs_f64(),
-            (&dirs[0].spec_json, &dirs[1].spec_json),
+            (&dirs[0].spec, &dirs[1].spec),
             &dirs[0].stats.snapshot(),
             &dirs[1].stats.snapshot(),
         )
@@ -186,7 +212,7 @@ fn run(cfg: &RunConfig) -> Result<()> {
     if let Some(p) = &cfg.stats_file {
         check_stats_dir(p)?;
     }
-    let sigset = block_signals()?;
+    let mut signals = Signals::register()?;
     let dev_a = Arc::new(TunDevice::create_in(&cfg.netns_a, &cfg.dev_a, cfg.mtu)?);
     let dev_b = Arc::new(TunDevice::create_in(&cfg.netns_b, &cfg.dev_b, cfg.mtu)?);
     let mut rep = Reporter {
@@ -200,16 +226,14 @@ fn run(cfg: &RunConfig) -> Result<()> {
         spawn_dir(cfg, Direction::BtoA, &dev_b, &dev_a, &stop)?,
     ];
     rep.write_periodic(&dirs);
-    emit(
-        &Obj::new()
-            .str("event", "ready")
-            .u64("pid", u64::from(std::process::id()))
-            .str("dev_a", dev_a.name())
-            .str("dev_b", dev_b.name())
-            .finish(),
-    );
+    emit(&json::to_string(&Ready {
+        event: "ready",
+        pid: std::process::id(),
+        dev_a: dev_a.name(),
+        dev_b: dev_b.name(),
+    }));
     // Every second: stats file; stop on a signal or when a thread died.
-    while !wait_signal(&sigset)? {
+    while !signals.wait()? {
         rep.write_periodic(&dirs);
         let died = dirs
             .iter()

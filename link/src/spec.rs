@@ -3,11 +3,12 @@
 //! All validation happens here, before any device is opened. Probabilities
 //! are written as percentages (`loss=0.1%`) and stored as fractions.
 
-use crate::json::Obj;
+use crate::json::{self, Float};
 use crate::model::delay::JitterDist;
 use crate::model::loss::{GilbertElliott, LossModel};
 use crate::model::queue::QueueLimit;
 use crate::time::Duration;
+use serde::Serialize;
 use std::fmt;
 
 /// Default bottleneck queue when `rate` is set without `queue`.
@@ -87,63 +88,122 @@ impl DirSpec {
 
     /// Normalized form: durations in ns, rate in bit/s, probabilities as
     /// fractions, every key present (null when unused).
-    pub fn to_json(&self) -> String {
-        let (qp, qb) = match (self.rate_bps, self.queue) {
+    pub fn normalized(&self) -> Normalized {
+        let (queue_packets, queue_bytes) = match (self.rate_bps, self.queue) {
             (None, _) => (None, None),
             (Some(_), QueueLimit::Packets(n)) => (Some(n), None),
             (Some(_), QueueLimit::Bytes(b)) => (None, Some(b)),
         };
         let (loss, ge) = match self.loss {
             None => (None, None),
-            Some(LossModel::Bernoulli(p)) => (Some(p), None),
-            Some(LossModel::GilbertElliott(g)) => (None, Some(g)),
+            Some(LossModel::Bernoulli(p)) => (Some(Float(p)), None),
+            Some(LossModel::GilbertElliott(g)) => (
+                None,
+                Some(NormalizedGe {
+                    p: Float(g.p),
+                    r: Float(g.r),
+                    h: Float(g.h),
+                    k: Float(g.k),
+                    stationary_loss: Float(g.stationary_loss()),
+                }),
+            ),
         };
-        let ge_json = ge.map(|g| {
-            Obj::new()
-                .f64("p", g.p)
-                .f64("r", g.r)
-                .f64("h", g.h)
-                .f64("k", g.k)
-                .f64("stationary_loss", g.stationary_loss())
-                .finish()
-        });
-        let o = Obj::new()
-            .u64("delay_ns", self.delay.as_nanos())
-            .u64("jitter_ns", self.jitter.as_nanos())
-            .str("jitter_dist", self.jitter_dist.as_str())
-            .opt_u64("rate_bps", self.rate_bps)
-            .opt_u64("queue_packets", qp)
-            .opt_u64("queue_bytes", qb)
-            .opt_f64("loss", loss);
-        let o = match ge_json {
-            Some(j) => o.raw("ge", &j),
-            None => o.null("ge"),
-        };
-        o.f64("reorder", self.reorder)
-            .u64("reorder_gap", u64::from(self.reorder_gap))
-            .f64("dup", self.dup)
-            .str("path", self.path().as_str())
-            .finish()
+        Normalized {
+            delay_ns: self.delay.as_nanos(),
+            jitter_ns: self.jitter.as_nanos(),
+            jitter_dist: self.jitter_dist.as_str(),
+            rate_bps: self.rate_bps,
+            queue_packets,
+            queue_bytes,
+            loss,
+            ge,
+            reorder: Float(self.reorder),
+            reorder_gap: self.reorder_gap,
+            dup: Float(self.dup),
+            path: self.path().as_str(),
+        }
+    }
+
+    /// [`DirSpec::normalized`] as JSON.
+    pub fn to_json(&self) -> String {
+        json::to_string(&self.normalized())
     }
 }
 
-/// A bad spec: names the key and the value.
+/// The normalized spec as `check` prints it and the stats file's `specs`
+/// hold it (field order is the output's key order).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Normalized {
+    pub delay_ns: u64,
+    pub jitter_ns: u64,
+    pub jitter_dist: &'static str,
+    pub rate_bps: Option<u64>,
+    pub queue_packets: Option<u64>,
+    pub queue_bytes: Option<u64>,
+    pub loss: Option<Float>,
+    pub ge: Option<NormalizedGe>,
+    pub reorder: Float,
+    pub reorder_gap: u32,
+    pub dup: Float,
+    pub path: &'static str,
+}
+
+/// Gilbert-Elliott parameters as fractions, with the long-run loss rate.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NormalizedGe {
+    pub p: Float,
+    pub r: Float,
+    pub h: Float,
+    pub k: Float,
+    pub stationary_loss: Float,
+}
+
+/// A bad spec. Most errors name the key and its value (`loss=200%: must be
+/// between 0% and 100%`); an item without `=` names only the item
+/// (`delay: expected key=value`), and errors about a combination of keys
+/// name neither (`ge_p needs ge_r`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpecError(pub String);
+pub struct SpecError {
+    pub key: Option<String>,
+    pub value: Option<String>,
+    /// What is wrong, without the `key=value: ` prefix.
+    pub message: String,
+}
+
+impl SpecError {
+    fn about(message: impl Into<String>) -> Self {
+        SpecError {
+            key: None,
+            value: None,
+            message: message.into(),
+        }
+    }
+}
 
 impl fmt::Display for SpecError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        match (&self.key, &self.value) {
+            (Some(k), Some(v)) => write!(f, "{k}={v}: {}", self.message),
+            (Some(k), None) => write!(f, "{k}: {}", self.message),
+            _ => f.write_str(&self.message),
+        }
     }
 }
 
 impl std::error::Error for SpecError {}
 
 fn bad(key: &str, value: &str, why: impl fmt::Display) -> SpecError {
-    SpecError(format!("{key}={value}: {why}"))
+    SpecError {
+        key: Some(key.to_string()),
+        value: Some(value.to_string()),
+        message: why.to_string(),
+    }
 }
 
 /// Splits "12.5ms" into (12.5, "ms"); the number must be a plain decimal.
+/// (Hand-written units: humantime takes no decimals (`1.5ms`), byte-size
+/// crates spell and round units differently, and the exact error messages
+/// are part of the `check` contract.)
 fn split_number(v: &str) -> Option<(f64, &str)> {
     let end = v
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
@@ -282,9 +342,11 @@ pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
     let (mut loss, mut queue, mut gap) = (None, None, None);
     let (mut ge_p, mut ge_r, mut ge_h, mut ge_k) = (None, None, None, None);
     for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let (key, v) = item
-            .split_once('=')
-            .ok_or_else(|| SpecError(format!("{item}: expected key=value")))?;
+        let (key, v) = item.split_once('=').ok_or_else(|| SpecError {
+            key: Some(item.to_string()),
+            value: None,
+            message: "expected key=value".into(),
+        })?;
         let (key, v) = (key.trim(), v.trim());
         let known = KEYS
             .iter()
@@ -335,9 +397,8 @@ pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
     }
     s.loss =
         match (loss, ge_p, ge_r) {
-            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => return Err(SpecError(
-                "loss and ge_*: choose Bernoulli (loss) or Gilbert-Elliott (ge_p, ge_r), not both"
-                    .into(),
+            (Some(_), Some(_), _) | (Some(_), _, Some(_)) => return Err(SpecError::about(
+                "loss and ge_*: choose Bernoulli (loss) or Gilbert-Elliott (ge_p, ge_r), not both",
             )),
             (Some(p), None, None) => (p > 0.0).then_some(LossModel::Bernoulli(p)),
             (None, Some(p), Some((r, rv))) => {
@@ -356,7 +417,7 @@ pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
                 };
                 (ge.stationary_loss() > 0.0).then_some(LossModel::GilbertElliott(ge))
             }
-            (None, Some(_), None) => return Err(SpecError("ge_p needs ge_r".into())),
+            (None, Some(_), None) => return Err(SpecError::about("ge_p needs ge_r")),
             (None, None, Some((_, rv))) => return Err(bad("ge_r", rv, "needs ge_p")),
             (None, None, None) => {
                 if let Some((_, v)) = ge_h {
@@ -376,7 +437,7 @@ mod tests {
     use super::*;
 
     fn err(spec: &str) -> String {
-        parse(spec).unwrap_err().0
+        parse(spec).unwrap_err().to_string()
     }
 
     #[test]

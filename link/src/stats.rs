@@ -2,8 +2,11 @@
 //! the main thread (reader), and the stats JSON.
 
 use crate::histogram::Histogram;
-use crate::json::Obj;
+use crate::json::{self, Float};
 use crate::model::StageCounters;
+use crate::spec::Normalized;
+use serde::ser::{SerializeStruct, Serializer};
+use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Units: "packets" are what the models see. On the passthrough and
@@ -118,26 +121,33 @@ impl Snapshot {
     }
 
     pub fn to_json(&self) -> String {
-        Obj::new()
-            .u64("packets_in", self.packets_in)
-            .u64("bytes_in", self.bytes_in)
-            .u64("delivered_packets", self.delivered_packets)
-            .u64("delivered_bytes", self.delivered_bytes)
-            .u64("dropped_loss", self.dropped_loss)
-            .u64("dropped_queue", self.dropped_queue)
-            .u64("dropped_emulator", self.dropped_emulator)
-            .u64("duplicated", self.duplicated)
-            .u64("reordered", self.reordered)
-            .u64("gso_superpackets_in", self.gso_superpackets_in)
-            .u64("segments_out", self.segments_out)
-            .u64("gso_superpackets_out", self.gso_superpackets_out)
-            .u64("held_packets", self.held_packets)
-            .f64("late_us_mean", self.late_us_mean())
-            .f64("late_us_max", self.late_ns_max as f64 / 1e3)
-            .u64("late_us_p50", self.late_us_p50)
-            .u64("late_us_p99", self.late_us_p99)
-            .u64("late_us_p999", self.late_us_p999)
-            .finish()
+        json::to_string(self)
+    }
+}
+
+/// The per-direction object of the stats document (key order as written).
+impl Serialize for Snapshot {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = s.serialize_struct("Snapshot", 18)?;
+        o.serialize_field("packets_in", &self.packets_in)?;
+        o.serialize_field("bytes_in", &self.bytes_in)?;
+        o.serialize_field("delivered_packets", &self.delivered_packets)?;
+        o.serialize_field("delivered_bytes", &self.delivered_bytes)?;
+        o.serialize_field("dropped_loss", &self.dropped_loss)?;
+        o.serialize_field("dropped_queue", &self.dropped_queue)?;
+        o.serialize_field("dropped_emulator", &self.dropped_emulator)?;
+        o.serialize_field("duplicated", &self.duplicated)?;
+        o.serialize_field("reordered", &self.reordered)?;
+        o.serialize_field("gso_superpackets_in", &self.gso_superpackets_in)?;
+        o.serialize_field("segments_out", &self.segments_out)?;
+        o.serialize_field("gso_superpackets_out", &self.gso_superpackets_out)?;
+        o.serialize_field("held_packets", &self.held_packets)?;
+        o.serialize_field("late_us_mean", &Float(self.late_us_mean()))?;
+        o.serialize_field("late_us_max", &Float(self.late_ns_max as f64 / 1e3))?;
+        o.serialize_field("late_us_p50", &self.late_us_p50)?;
+        o.serialize_field("late_us_p99", &self.late_us_p99)?;
+        o.serialize_field("late_us_p999", &self.late_us_p999)?;
+        o.end()
     }
 }
 
@@ -147,30 +157,50 @@ pub const STATS_VERSION: u64 = 1;
 
 /// The whole stats document (also the `{"event":"stats",...}` line, with
 /// `event` first).
+#[derive(Serialize)]
+struct Report<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    event: Option<&'a str>,
+    version: u64,
+    seed: u64,
+    elapsed_s: Float,
+    specs: Specs<'a>,
+    a2b: &'a Snapshot,
+    b2a: &'a Snapshot,
+}
+
+#[derive(Serialize)]
+struct Specs<'a> {
+    a2b: &'a Normalized,
+    b2a: &'a Normalized,
+}
+
+/// The stats document as one line of JSON (its shape: the `Report` struct above).
 pub fn report_json(
     event: Option<&str>,
     seed: u64,
     elapsed_s: f64,
-    specs: (&str, &str),
+    specs: (&Normalized, &Normalized),
     a2b: &Snapshot,
     b2a: &Snapshot,
 ) -> String {
-    let o = match event {
-        Some(e) => Obj::new().str("event", e),
-        None => Obj::new(),
-    };
-    let specs_json = Obj::new().raw("a2b", specs.0).raw("b2a", specs.1).finish();
-    o.u64("version", STATS_VERSION)
-        .u64("seed", seed)
-        .f64("elapsed_s", (elapsed_s * 1000.0).round() / 1000.0)
-        .raw("specs", &specs_json)
-        .raw("a2b", &a2b.to_json())
-        .raw("b2a", &b2a.to_json())
-        .finish()
+    json::to_string(&Report {
+        event,
+        version: STATS_VERSION,
+        seed,
+        elapsed_s: Float((elapsed_s * 1000.0).round() / 1000.0),
+        specs: Specs {
+            a2b: specs.0,
+            b2a: specs.1,
+        },
+        a2b,
+        b2a,
+    })
 }
 
 /// Write `contents` to `path` atomically (tmp file in the same directory,
-/// then rename).
+/// then rename). The tmp file is `PATH.tmp`, as documented; `tempfile`'s
+/// random names would leave strays after a SIGKILL.
 pub fn write_atomic(path: &std::path::Path, contents: &str) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
@@ -183,15 +213,49 @@ pub fn write_atomic(path: &std::path::Path, contents: &str) -> std::io::Result<(
 mod tests {
     use super::*;
 
+    /// Pins the whole stats document byte for byte (the Python side parses
+    /// it; key order, integers vs floats and rounding all matter).
     #[test]
     fn report_shape() {
         let s = Snapshot {
             packets_in: 3,
+            bytes_in: 4500,
+            delivered_packets: 2,
+            delivered_bytes: 3000,
+            dropped_loss: 1,
+            late_ns_sum: 3_000,
+            late_ns_max: 2_500,
+            late_us_p50: 2,
+            late_us_p99: 3,
+            late_us_p999: 3,
             ..Default::default()
         };
-        let j = report_json(Some("stats"), 7, 1.23456, ("{}", "{}"), &s, &s);
-        assert!(j.starts_with(r#"{"event":"stats","version":1,"seed":7,"elapsed_s":1.235,"specs":{"a2b":{},"b2a":{}},"a2b":{"packets_in":3,"#), "{j}");
-        assert!(j.contains(r#""dropped_emulator":0"#));
+        let empty = Snapshot::default();
+        let a2b = crate::spec::parse("delay=50ms,rate=10mbit,loss=1%").unwrap();
+        let b2a = crate::spec::parse("ge_p=1%,ge_r=25%").unwrap();
+        let specs = (&a2b.normalized(), &b2a.normalized());
+        let j = report_json(Some("stats"), 7, 1.23456, specs, &s, &empty);
+        let want = concat!(
+            r#"{"event":"stats","version":1,"seed":7,"elapsed_s":1.235,"specs":{"#,
+            r#""a2b":{"delay_ns":50000000,"jitter_ns":0,"jitter_dist":"uniform","rate_bps":10000000,"#,
+            r#""queue_packets":1000,"queue_bytes":null,"loss":0.01,"ge":null,"reorder":0,"#,
+            r#""reorder_gap":3,"dup":0,"path":"segmented"},"#,
+            r#""b2a":{"delay_ns":0,"jitter_ns":0,"jitter_dist":"uniform","rate_bps":null,"#,
+            r#""queue_packets":null,"queue_bytes":null,"loss":null,"#,
+            r#""ge":{"p":0.01,"r":0.25,"h":1,"k":0,"stationary_loss":0.038461538461538464},"#,
+            r#""reorder":0,"reorder_gap":3,"dup":0,"path":"segmented"}},"#,
+            r#""a2b":{"packets_in":3,"bytes_in":4500,"delivered_packets":2,"delivered_bytes":3000,"#,
+            r#""dropped_loss":1,"dropped_queue":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
+            r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,
+            r#""late_us_mean":1.5,"late_us_max":2.5,"late_us_p50":2,"late_us_p99":3,"late_us_p999":3},"#,
+            r#""b2a":{"packets_in":0,"bytes_in":0,"delivered_packets":0,"delivered_bytes":0,"#,
+            r#""dropped_loss":0,"dropped_queue":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
+            r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,
+            r#""late_us_mean":0,"late_us_max":0,"late_us_p50":0,"late_us_p99":0,"late_us_p999":0}}"#,
+        );
+        assert_eq!(j, want);
+        let file = report_json(None, 7, 1.23456, specs, &s, &empty);
+        assert_eq!(file, want.replacen(r#""event":"stats","#, "", 1));
     }
 
     #[test]

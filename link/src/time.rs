@@ -93,23 +93,39 @@ impl Sub<Instant> for Instant {
     }
 }
 
-/// Where "now" comes from.
+/// Where "now" comes from, and how to wait for an instant that is too
+/// close to sleep for.
 pub trait Clock {
     fn now(&self) -> Instant;
+
+    /// Return at `t` (or at once if `t` has passed) without sleeping: the
+    /// event loop's last few microseconds before a departure. A real clock
+    /// busy-waits; a [`Manual`] clock jumps.
+    fn spin_until(&self, t: Instant) {
+        while self.now() < t {
+            std::hint::spin_loop();
+        }
+    }
 }
 
-/// `CLOCK_MONOTONIC` (not the wall clock).
+/// A shared clock is a clock (an event loop and a simulated device can
+/// read the same [`Manual`] clock).
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now(&self) -> Instant {
+        (**self).now()
+    }
+    fn spin_until(&self, t: Instant) {
+        (**self).spin_until(t)
+    }
+}
+
+/// `CLOCK_MONOTONIC` (not the wall clock; read through the vDSO).
 #[derive(Copy, Clone, Debug, Default)]
 pub struct Monotonic;
 
 impl Clock for Monotonic {
     fn now(&self) -> Instant {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: valid pointer to a timespec; CLOCK_MONOTONIC always exists.
-        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
         Instant(ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
     }
 }
@@ -141,6 +157,9 @@ impl Clock for Manual {
     fn now(&self) -> Instant {
         self.now.get()
     }
+    fn spin_until(&self, t: Instant) {
+        self.set(t);
+    }
 }
 
 #[cfg(test)]
@@ -154,13 +173,31 @@ mod tests {
         assert_eq!(c.now(), Instant::from_nanos(1010));
         c.set(Instant::from_nanos(5));
         assert_eq!(c.now(), Instant::from_nanos(1010));
+        c.spin_until(Instant::from_nanos(2000));
+        assert_eq!(c.now(), Instant::from_nanos(2000));
     }
 
     #[test]
-    fn monotonic_does_not_go_back() {
+    fn a_shared_clock_is_the_same_clock() {
+        // What `Loop::new(&clock, ...)` relies on: `&Manual` is a Clock
+        // that reads and moves the one it borrows.
+        fn jump<C: Clock>(c: C, t: Instant) -> Instant {
+            c.spin_until(t);
+            c.now()
+        }
+        let c = Manual::new(Instant::ZERO);
+        assert_eq!(jump(&c, Instant::from_nanos(7)), Instant::from_nanos(7));
+        assert_eq!(c.now(), Instant::from_nanos(7));
+    }
+
+    #[test]
+    fn monotonic_does_not_go_back_and_spins_to_the_deadline() {
         let a = Monotonic.now();
         let b = Monotonic.now();
         assert!(b >= a);
+        let t = b + Duration::from_micros(20);
+        Monotonic.spin_until(t);
+        assert!(Monotonic.now() >= t);
     }
 
     #[test]

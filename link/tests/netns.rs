@@ -109,8 +109,8 @@ fn forwards_between_namespaces_with_delay() {
         .and_then(|v| v.parse().ok())
         .expect("rtt line");
     assert!((10.0..15.0).contains(&avg), "RTT {avg} ms for 2 x 5 ms");
-    // SAFETY: signalling the child we spawned, by pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("SIGTERM");
     let status = child.wait().unwrap();
     let last = lines.map(|l| l.unwrap()).last().expect("stats line");
     let file = std::fs::read_to_string(&stats).expect("stats file");

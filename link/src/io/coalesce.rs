@@ -10,6 +10,10 @@
 //! The merged packet carries a virtio-net header (GSO TCPV4/TCPV6,
 //! NEEDS_CSUM with the pseudo-header sum in the TCP checksum field), as
 //! wireguard-go and tun-rs produce.
+//!
+//! Not tun-rs's GRO (`handle_gro`): it merges segments of a flow from
+//! anywhere in a batch, which would reorder packets across flows relative
+//! to the models' departure order.
 
 use super::offload::{
     csum_add, csum_fold, VnetHdr, VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_TCPV4,

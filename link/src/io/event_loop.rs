@@ -1,15 +1,22 @@
-//! The forwarding loop of one direction: read from one TUN device, run the
-//! packets through the direction's [`Pipeline`], write what is due to the
-//! other device, and sleep until the next event or the next packet.
+//! The forwarding loop of one direction: read packets, run them through the
+//! direction's [`Pipeline`], write what is due, and sleep until the next
+//! event or the next packet.
 //!
-//! This is the only code that reads the clock or sleeps. Waiting is
-//! `ppoll(2)` with a nanosecond timeout (timer slack set to 1 ns with
+//! [`Loop`] is generic over its [`Clock`] and its [`PacketIo`] (the seam
+//! smoltcp calls `Device`): in production [`Monotonic`] and [`TunIo`] (read
+//! one TUN device, write the other); in tests a [`Manual`] clock and an
+//! in-memory device, so admission, accounting, timing and coalescing are
+//! tested without root, devices or sleeping.
+//!
+//! Only this loop reads the clock or sleeps. Waiting is `ppoll(2)` with a
+//! nanosecond timeout (timer slack set to 1 ns with
 //! `prctl(PR_SET_TIMERSLACK)`), woken early by input or by the stop eventfd.
 //! Before sleeps of at least [`SPARSE`] the loop asks to be woken early by
-//! the learned ppoll wake-up latency (an EWMA of the oversleep; about 50 µs
-//! on an idle VM), then busy-waits the rest; otherwise it busy-waits only
-//! the final [`SPIN`]. Packets leave within a few µs of schedule without
-//! spinning through whole delays or hogging a core under load.
+//! the learned wake-up latency (an EWMA of the oversleep; about 50 µs on an
+//! idle VM), then busy-waits the rest ([`Clock::spin_until`]); otherwise it
+//! busy-waits only the final [`SPIN`]. Packets leave within a few µs of
+//! schedule without spinning through whole delays or hogging a core under
+//! load.
 //!
 //! Paths (see [`Path`]):
 //! * passthrough: each read (a GSO super-packet up to 64 KiB, or a single
@@ -18,17 +25,22 @@
 //! * whole_delay: the same, but the super-packet sits in the delay line.
 //! * segmented: super-packets are split into MTU-sized segments with full
 //!   checksums before the models see them; impairments apply per segment.
+//!
+//! [`Manual`]: crate::time::Manual
 
 use super::coalesce::{Coalescer, Out};
 use super::offload::{self, VnetHdr};
 use super::tun::TunDevice;
-use super::{check, Result};
+use super::{os_error, Result};
 use crate::packet::{Packet, VNET_HDR_LEN};
 use crate::pipeline::Pipeline;
 use crate::spec::Path;
 use crate::stats::DirStats;
 use crate::time::{Clock, Duration, Instant, Monotonic};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
+use rustix::fd::OwnedFd;
+use rustix::io::Errno;
+use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -41,22 +53,37 @@ const MAX_WAKE_MARGIN: Duration = Duration::from_micros(300);
 /// so spinning stays a small fraction of the time: under dense traffic the
 /// thread is awake anyway and wakes fast, and long spins there would steal
 /// the CPU the endpoints need (and delay reading the TUN queue).
-const SPARSE: Duration = Duration::from_millis(1);
+pub const SPARSE: Duration = Duration::from_millis(1);
 /// Scheduling priority of the forwarding threads (best effort).
-const FORWARDER_NICE: libc::c_int = -10;
+const FORWARDER_NICE: i32 = -10;
 /// Reads per loop iteration before the pipeline is serviced.
-const READ_BATCH: usize = 64;
+pub const READ_BATCH: usize = 64;
 /// Memory the models may hold per direction before the emulator starts
 /// dropping (counted as `dropped_emulator`).
 const MAX_HELD_BYTES: usize = 2 << 30;
 /// Read buffer: virtio-net header + twice the largest packet the kernel
 /// hands a TUN device (64 KiB GSO limit), so a full buffer means something
 /// unexpected (counted as `dropped_emulator`, never forwarded truncated).
-const READ_BUF: usize = VNET_HDR_LEN + 2 * 65_536;
+pub const READ_BUF: usize = VNET_HDR_LEN + 2 * 65_536;
 /// Memory accounting unit for a super-packet held on the whole-delay path.
 const SUPER_PACKET: usize = VNET_HDR_LEN + 65_536;
 /// How often model counters are published to the shared stats.
-const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+pub const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// Where one direction's packets come from and go to.
+pub trait PacketIo {
+    /// Read one packet (virtio-net header + IP) into `buf`; `Ok(None)`:
+    /// nothing is waiting now. A packet that fills `buf` was too large.
+    fn recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>>;
+    /// Write one packet (virtio-net header + IP).
+    fn send(&mut self, pkt: &[u8]) -> std::io::Result<()>;
+    /// Block until input may be waiting, a stop was requested, or `timeout`
+    /// has passed (`None`: no timeout). True when it returned because the
+    /// timeout passed (the loop learns its wake-up latency from those).
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<bool>;
+    /// Whether the loop should end.
+    fn stopped(&self) -> bool;
+}
 
 /// Wakes forwarding threads blocked in ppoll when it is time to stop.
 #[derive(Debug)]
@@ -67,137 +94,205 @@ pub struct StopSignal {
 
 impl StopSignal {
     pub fn new() -> Result<Arc<Self>> {
-        // SAFETY: plain syscall; fd owned below.
-        let fd = check(
-            unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) },
-            "eventfd",
-        )?;
+        let efd = rustix::event::eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+            .map_err(|e| os_error("eventfd", e))?;
         Ok(Arc::new(StopSignal {
             flag: AtomicBool::new(false),
-            // SAFETY: fresh fd owned by nobody else.
-            efd: unsafe { OwnedFd::from_raw_fd(fd) },
+            efd,
         }))
     }
 
     pub fn stop(&self) {
         self.flag.store(true, Ordering::SeqCst);
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a valid u64.
-        unsafe { libc::write(self.efd.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        // Best effort: a full counter is already readable.
+        let _ = rustix::io::write(&self.efd, &1u64.to_ne_bytes());
     }
 
     pub fn stopped(&self) -> bool {
         self.flag.load(Ordering::SeqCst)
     }
+}
 
-    fn fd(&self) -> RawFd {
-        self.efd.as_raw_fd()
+/// The production [`PacketIo`]: read `rx`, write `tx`, wake on `stop`.
+#[derive(Debug)]
+pub struct TunIo {
+    pub rx: Arc<TunDevice>,
+    pub tx: Arc<TunDevice>,
+    pub stop: Arc<StopSignal>,
+}
+
+impl PacketIo for TunIo {
+    fn recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>> {
+        self.rx.recv(buf)
+    }
+
+    fn send(&mut self, pkt: &[u8]) -> std::io::Result<()> {
+        self.tx.send(pkt)
+    }
+
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<bool> {
+        let mut fds = [
+            PollFd::new(&*self.rx, PollFlags::IN),
+            PollFd::new(&self.stop.efd, PollFlags::IN),
+        ];
+        let ts = timeout.map(|t| Timespec {
+            tv_sec: (t.as_nanos() / 1_000_000_000) as i64,
+            tv_nsec: (t.as_nanos() % 1_000_000_000) as i64,
+        });
+        match rustix::event::poll(&mut fds, ts.as_ref()) {
+            Ok(n) => Ok(n == 0 && timeout.is_some()),
+            Err(Errno::INTR) => Ok(false),
+            Err(e) => Err(os_error("ppoll", e)),
+        }
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.stopped()
     }
 }
 
+/// What one direction does to its packets, whatever the clock and devices.
 pub struct Forwarder {
-    pub rx: Arc<TunDevice>,
-    pub tx: Arc<TunDevice>,
     pub pipeline: Pipeline,
     pub path: Path,
     pub mtu: u32,
     pub stats: Arc<DirStats>,
-    pub stop: Arc<StopSignal>,
     /// Re-merge departing TCP segments into super-packets (segmented path).
     pub coalesce: bool,
 }
 
-struct Loop {
-    f: Forwarder,
-    clock: Monotonic,
+impl Forwarder {
+    /// Forward on the calling thread until stopped, on the OS clock.
+    pub fn run(self, io: TunIo) -> Result<()> {
+        // Failures only cost accuracy. The emulator is the network: under
+        // CPU contention its threads should run before the endpoints (nice
+        // FORWARDER_NICE), or departures arrive late.
+        let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
+        let _ =
+            rustix::process::setpriority_process(Some(rustix::thread::gettid()), FORWARDER_NICE);
+        Loop::new(Monotonic, io, self).run()
+    }
+}
+
+/// The event loop of one direction (see the module doc).
+pub struct Loop<C: Clock, D: PacketIo> {
+    clock: C,
+    io: D,
+    pipeline: Pipeline,
+    path: Path,
+    stats: Arc<DirStats>,
+    buf: Vec<u8>,
     next_id: u64,
     max_held: usize,
     last_publish: Instant,
-    /// EWMA of how late ppoll returns after a timeout (ns).
+    /// EWMA of how late the I/O wait returns after a timeout (ns).
     oversleep_ns: u64,
     /// Segmented path only: re-merges departing segments (userspace GRO).
     coalescer: Option<Coalescer>,
 }
 
-impl Forwarder {
-    pub fn run(self) -> Result<()> {
-        // SAFETY: prctl/setpriority with integer arguments on this thread;
-        // failure only costs accuracy. The emulator is the network: under
-        // CPU contention its threads should run before the endpoints
-        // (nice FORWARDER_NICE), or departures arrive late.
-        unsafe {
-            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
-            let tid = libc::gettid() as libc::id_t;
-            libc::setpriority(libc::PRIO_PROCESS, tid, FORWARDER_NICE);
-        }
-        let per_packet = match self.path {
-            Path::Segmented => self.mtu as usize + VNET_HDR_LEN,
+impl<C: Clock, D: PacketIo> Loop<C, D> {
+    pub fn new(clock: C, io: D, f: Forwarder) -> Self {
+        let per_packet = match f.path {
+            Path::Segmented => f.mtu as usize + VNET_HDR_LEN,
             _ => SUPER_PACKET,
         };
-        let mut l = Loop {
-            max_held: MAX_HELD_BYTES / per_packet,
-            f: self,
-            clock: Monotonic,
+        let coalescer = (f.path == Path::Segmented && f.coalesce).then(Coalescer::default);
+        Loop {
+            clock,
+            io,
+            pipeline: f.pipeline,
+            path: f.path,
+            stats: f.stats,
+            buf: vec![0u8; READ_BUF],
             next_id: 0,
+            max_held: MAX_HELD_BYTES / per_packet,
             last_publish: Instant::ZERO,
             oversleep_ns: 0,
-            coalescer: None,
-        };
-        if l.f.path == Path::Segmented && l.f.coalesce {
-            l.coalescer = Some(Coalescer::default());
+            coalescer,
         }
-        l.run()
     }
-}
 
-impl Loop {
-    fn run(&mut self) -> Result<()> {
-        let mut buf = vec![0u8; READ_BUF];
-        while !self.f.stop.stopped() {
-            let mut reads = 0;
-            while reads < READ_BATCH {
-                let Some(n) = self.f.rx.recv(&mut buf)? else {
-                    break;
-                };
-                reads += 1;
-                let now = self.clock.now();
-                if n == buf.len() {
-                    DirStats::add(&self.f.stats.packets_in, 1);
-                    DirStats::add(&self.f.stats.dropped_emulator, 1);
-                    continue;
-                }
-                self.ingest(&buf[..n], now);
-                if self.f.pipeline.next_event().is_some_and(|t| t <= now) {
-                    // Something is due: send it now, then keep reading, so
-                    // the models (not the kernel's TUN queue) see the
-                    // whole offered load.
-                    self.drain(now);
-                }
+    /// Forward until the I/O says stop, then publish the final counters.
+    pub fn run(&mut self) -> Result<()> {
+        while !self.io.stopped() {
+            if self.poll()? {
+                continue; // a full batch: more input is probably waiting
             }
-            let now = self.clock.now();
-            self.drain(now);
-            if now - self.last_publish >= PUBLISH_EVERY {
-                self.publish(now);
-            }
-            if reads == READ_BATCH {
-                continue; // more input is probably waiting
-            }
-            self.wait(self.f.pipeline.next_event())?;
+            self.wait(self.pipeline.next_event())?;
         }
         let now = self.clock.now();
         self.publish(now);
         Ok(())
     }
 
+    /// One round, without sleeping: read up to [`READ_BATCH`] packets into
+    /// the models (writing what falls due meanwhile), write everything due
+    /// now, publish the counters every [`PUBLISH_EVERY`]. True when the
+    /// batch was full.
+    pub fn poll(&mut self) -> Result<bool> {
+        let mut buf = std::mem::take(&mut self.buf);
+        let res = self.read_batch(&mut buf);
+        self.buf = buf;
+        let full = res?;
+        let now = self.clock.now();
+        self.drain(now);
+        if now - self.last_publish >= PUBLISH_EVERY {
+            self.publish(now);
+        }
+        Ok(full)
+    }
+
+    /// When the models next have something to write (`None`: nothing held).
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.pipeline.next_event()
+    }
+
+    pub fn io(&self) -> &D {
+        &self.io
+    }
+
+    pub fn io_mut(&mut self) -> &mut D {
+        &mut self.io
+    }
+
+    /// The learned wake-up latency (ns).
+    pub fn oversleep_ns(&self) -> u64 {
+        self.oversleep_ns
+    }
+
+    fn read_batch(&mut self, buf: &mut [u8]) -> Result<bool> {
+        let mut reads = 0;
+        while reads < READ_BATCH {
+            let Some(n) = self.io.recv(buf)? else {
+                break;
+            };
+            reads += 1;
+            let now = self.clock.now();
+            if n == buf.len() {
+                DirStats::add(&self.stats.packets_in, 1);
+                DirStats::add(&self.stats.dropped_emulator, 1);
+                continue;
+            }
+            self.ingest(&buf[..n], now);
+            if self.pipeline.next_event().is_some_and(|t| t <= now) {
+                // Something is due: send it now, then keep reading, so
+                // the models (not the kernel's TUN queue) see the
+                // whole offered load.
+                self.drain(now);
+            }
+        }
+        Ok(reads == READ_BATCH)
+    }
+
     fn publish(&mut self, now: Instant) {
-        self.f
-            .stats
-            .publish_models(&self.f.pipeline.counters(), self.f.pipeline.held());
+        self.stats
+            .publish_models(&self.pipeline.counters(), self.pipeline.held());
         self.last_publish = now;
     }
 
     fn ingest(&mut self, data: &[u8], now: Instant) {
-        let st = Arc::clone(&self.f.stats);
+        let st = Arc::clone(&self.stats);
         if data.len() <= VNET_HDR_LEN {
             DirStats::add(&st.packets_in, 1);
             DirStats::add(&st.dropped_emulator, 1);
@@ -207,11 +302,12 @@ impl Loop {
         if hdr.is_gso() {
             DirStats::add(&st.gso_superpackets_in, 1);
         }
-        match self.f.path {
+        match self.path {
             Path::Passthrough => {
                 DirStats::add(&st.packets_in, 1);
                 DirStats::add(&st.bytes_in, (data.len() - VNET_HDR_LEN) as u64);
-                self.write(data);
+                let n = (data.len() - VNET_HDR_LEN) as u64;
+                write_one(&mut self.io, &st, data, 1, n);
             }
             Path::WholeDelay => {
                 DirStats::add(&st.packets_in, 1);
@@ -244,46 +340,42 @@ impl Loop {
 
     /// Hand a packet to the models unless they already hold too much.
     fn admit(&mut self, buf: Vec<u8>, now: Instant) {
-        if self.f.pipeline.held() >= self.max_held {
-            DirStats::add(&self.f.stats.dropped_emulator, 1);
+        if self.pipeline.held() >= self.max_held {
+            DirStats::add(&self.stats.dropped_emulator, 1);
             return;
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.f.pipeline.push(Packet::new(buf, id, now), now);
+        self.pipeline.push(Packet::new(buf, id, now), now);
     }
 
     fn drain(&mut self, now: Instant) {
-        let tx = &self.f.tx;
-        let st = &self.f.stats;
-        let mut emit = |(buf, segs, bytes): Out| {
-            if segs > 1 {
-                DirStats::add(&st.gso_superpackets_out, 1);
-            }
-            write_one(tx, st, &buf, u64::from(segs), bytes as u64);
-        };
+        let io = &mut self.io;
+        let st = &*self.stats;
         match self.coalescer.as_mut() {
             Some(c) => {
-                self.f.pipeline.poll(now, |p| {
+                let mut emit = |(buf, segs, bytes): Out| {
+                    if segs > 1 {
+                        DirStats::add(&st.gso_superpackets_out, 1);
+                    }
+                    write_one(io, st, &buf, u64::from(segs), bytes as u64);
+                };
+                self.pipeline.poll(now, |p| {
                     st.record_lateness((now - p.t).as_nanos());
                     c.push(p.buf, &mut emit);
                 });
                 c.flush(&mut emit);
             }
-            None => self.f.pipeline.poll(now, |p| {
+            None => self.pipeline.poll(now, |p| {
                 st.record_lateness((now - p.t).as_nanos());
                 let n = p.len() as u64;
-                write_one(tx, st, &p.buf, 1, n);
+                write_one(io, st, &p.buf, 1, n);
             }),
         }
     }
 
-    fn write(&self, data: &[u8]) {
-        let n = (data.len() - VNET_HDR_LEN) as u64;
-        write_one(&self.f.tx, &self.f.stats, data, 1, n);
-    }
-
-    /// Sleep until `deadline` (or forever), waking early on input or stop.
+    /// Sleep until `deadline` (or until woken), waking early on input or
+    /// stop.
     fn wait(&mut self, deadline: Option<Instant>) -> Result<()> {
         let timeout = match deadline {
             None => None,
@@ -296,55 +388,415 @@ impl Loop {
                     SPIN
                 };
                 if left <= margin {
-                    while self.clock.now() < d {
-                        std::hint::spin_loop();
-                    }
+                    // Too close to sleep: busy-wait to the deadline (a
+                    // simulated clock jumps). Returning without it would
+                    // make `run` poll the device in a loop until then, and
+                    // a Manual clock would never get there.
+                    self.clock.spin_until(d);
                     return Ok(());
                 }
                 Some(left.saturating_sub(margin))
             }
         };
-        let mut fds = [
-            libc::pollfd {
-                fd: self.f.rx.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: self.f.stop.fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        let ts = timeout.map(|t| libc::timespec {
-            tv_sec: (t.as_nanos() / 1_000_000_000) as libc::time_t,
-            tv_nsec: (t.as_nanos() % 1_000_000_000) as libc::c_long,
-        });
-        let tsp = ts
-            .as_ref()
-            .map_or(std::ptr::null(), |t| t as *const libc::timespec);
-        // SAFETY: fds is a valid array of 2 pollfd; tsp null or valid.
         let asleep = self.clock.now();
-        let r = unsafe { libc::ppoll(fds.as_mut_ptr(), 2, tsp, std::ptr::null()) };
-        if let (0, Some(t)) = (r, timeout) {
+        let timed_out = self.io.wait(timeout)?;
+        if let (true, Some(t)) = (timed_out, timeout) {
             // Timed out: learn the oversleep (EWMA, weight 1/8).
             let over = (self.clock.now() - (asleep + t)).as_nanos();
             self.oversleep_ns = (self.oversleep_ns * 7 + over) / 8;
-        }
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return Err(super::last_os_error("ppoll"));
         }
         Ok(())
     }
 }
 
 /// Write one buffer carrying `packets` model packets of `bytes` IP bytes.
-fn write_one(tx: &TunDevice, st: &DirStats, data: &[u8], packets: u64, bytes: u64) {
-    match tx.send(data) {
+fn write_one<D: PacketIo>(io: &mut D, st: &DirStats, data: &[u8], packets: u64, bytes: u64) {
+    match io.send(data) {
         Ok(()) => {
             DirStats::add(&st.delivered_packets, packets);
             DirStats::add(&st.delivered_bytes, bytes);
         }
         Err(_) => DirStats::add(&st.dropped_emulator, packets),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::offload::{split, VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_TCPV4};
+    use crate::pipeline::Direction;
+    use crate::stats::Snapshot;
+    use crate::time::Manual;
+    use std::collections::VecDeque;
+
+    const MS: u64 = 1_000_000;
+
+    /// An in-memory device pair on a [`Manual`] clock: `input` is read once
+    /// the clock reaches each packet's time; writes are recorded with the
+    /// time they happened. A wait jumps the clock to the next input or to
+    /// the timeout (`oversleep` later: a slow wake-up); with neither, the
+    /// simulation is over and the loop is told to stop.
+    struct MemIo<'c> {
+        clock: &'c Manual,
+        input: VecDeque<(Instant, Vec<u8>)>,
+        sent: Vec<(Instant, Vec<u8>)>,
+        oversleep: Duration,
+        fail_sends: bool,
+        stopped: bool,
+        /// `recv` calls so far (a loop that polls instead of waiting
+        /// would make this explode, or never end on a Manual clock).
+        recvs: usize,
+    }
+
+    impl<'c> MemIo<'c> {
+        fn new(clock: &'c Manual, input: Vec<(u64, Vec<u8>)>) -> Self {
+            MemIo {
+                clock,
+                input: input
+                    .into_iter()
+                    .map(|(t, p)| (Instant::from_nanos(t), p))
+                    .collect(),
+                sent: Vec::new(),
+                oversleep: Duration::ZERO,
+                fail_sends: false,
+                stopped: false,
+                recvs: 0,
+            }
+        }
+
+        fn sent_times(&self) -> Vec<u64> {
+            self.sent.iter().map(|(t, _)| t.as_nanos()).collect()
+        }
+    }
+
+    impl PacketIo for MemIo<'_> {
+        fn recv(&mut self, buf: &mut [u8]) -> Result<Option<usize>> {
+            self.recvs += 1;
+            assert!(self.recvs < 10_000, "the loop polls instead of waiting");
+            match self.input.front() {
+                Some((t, _)) if *t <= self.clock.now() => {
+                    let (_, p) = self.input.pop_front().expect("front exists");
+                    let n = p.len().min(buf.len());
+                    buf[..n].copy_from_slice(&p[..n]);
+                    Ok(Some(n))
+                }
+                _ => Ok(None),
+            }
+        }
+
+        fn send(&mut self, pkt: &[u8]) -> std::io::Result<()> {
+            if self.fail_sends {
+                return Err(std::io::Error::other("injected write failure"));
+            }
+            self.sent.push((self.clock.now(), pkt.to_vec()));
+            Ok(())
+        }
+
+        fn wait(&mut self, timeout: Option<Duration>) -> Result<bool> {
+            let input = self.input.front().map(|(t, _)| *t);
+            let wake = timeout.map(|t| self.clock.now() + t + self.oversleep);
+            match (input, wake) {
+                (None, None) => {
+                    self.stopped = true;
+                    Ok(false)
+                }
+                (Some(i), Some(w)) if i < w => {
+                    self.clock.set(i);
+                    Ok(false)
+                }
+                (Some(i), None) => {
+                    self.clock.set(i);
+                    Ok(false)
+                }
+                (_, Some(w)) => {
+                    self.clock.set(w);
+                    Ok(true)
+                }
+            }
+        }
+
+        fn stopped(&self) -> bool {
+            self.stopped
+        }
+    }
+
+    fn forwarder(spec: &str, coalesce: bool) -> (Forwarder, Arc<DirStats>) {
+        let spec = crate::spec::parse(spec).unwrap();
+        let stats = Arc::new(DirStats::default());
+        let f = Forwarder {
+            pipeline: Pipeline::build(&spec, 1, Direction::AtoB),
+            path: spec.path(),
+            mtu: 1500,
+            stats: Arc::clone(&stats),
+            coalesce,
+        };
+        (f, stats)
+    }
+
+    /// Run the loop over `input` (arrival ns, packet) until everything has
+    /// left: the writes (ns, packet) and the final counters.
+    fn simulate(spec: &str, input: Vec<(u64, Vec<u8>)>) -> (Vec<(u64, Vec<u8>)>, Snapshot) {
+        let clock = Manual::new(Instant::ZERO);
+        let (f, stats) = forwarder(spec, true);
+        let mut l = Loop::new(&clock, MemIo::new(&clock, input), f);
+        l.run().unwrap();
+        let sent = l.io().sent.iter().map(|(t, p)| (t.as_nanos(), p.clone()));
+        (sent.collect(), stats.snapshot())
+    }
+
+    /// A plain (no offload) IPv4/UDP packet of `ip_len` bytes.
+    fn udp(ip_len: usize, tag: u8) -> Vec<u8> {
+        let mut b = vec![0u8; VNET_HDR_LEN + ip_len];
+        let ip = &mut b[VNET_HDR_LEN..];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
+        ip[16..20].copy_from_slice(&[198, 18, 0, 2]);
+        ip[ip_len - 1] = tag;
+        b
+    }
+
+    /// A TCP/IPv4 GSO super-packet as the kernel hands it to a TUN reader:
+    /// `payload` bytes in segments of `mss`, ACK|PSH.
+    fn tcp_super(payload: usize, mss: u16) -> Vec<u8> {
+        let ip_len = 40 + payload;
+        let mut ip = vec![0u8; ip_len];
+        ip[0] = 0x45;
+        ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
+        ip[6] = 0x40;
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
+        ip[16..20].copy_from_slice(&[198, 18, 0, 2]);
+        ip[20..22].copy_from_slice(&40000u16.to_be_bytes());
+        ip[22..24].copy_from_slice(&5201u16.to_be_bytes());
+        ip[24..28].copy_from_slice(&1000u32.to_be_bytes());
+        ip[32] = 5 << 4;
+        ip[33] = 0x18;
+        ip[34] = 0x20;
+        for (i, b) in ip[40..].iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        let mut buf = vec![0u8; VNET_HDR_LEN];
+        VnetHdr {
+            flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
+            gso_type: VIRTIO_NET_HDR_GSO_TCPV4,
+            hdr_len: 40,
+            gso_size: mss,
+            csum_start: 20,
+            csum_offset: 16,
+        }
+        .write(&mut buf);
+        buf.extend_from_slice(&ip);
+        buf
+    }
+
+    #[test]
+    fn passthrough_writes_each_read_at_once_and_counts_it() {
+        let input = vec![
+            (MS, udp(100, 1)),
+            (2 * MS, tcp_super(4000, 1448)),
+            (2 * MS, udp(1500, 2)),
+        ];
+        let (sent, s) = simulate("", input.clone());
+        assert_eq!(sent, input, "same bytes (super-packet whole), same time");
+        assert_eq!((s.packets_in, s.delivered_packets), (3, 3));
+        assert_eq!((s.bytes_in, s.delivered_bytes), (5640, 5640));
+        assert_eq!((s.gso_superpackets_in, s.segments_out), (1, 0));
+        assert_eq!((s.dropped_emulator, s.late_ns_max), (0, 0));
+    }
+
+    #[test]
+    fn rate_limit_spaces_departures_by_serialization_time() {
+        // 1000 B at 1 Mbit/s = 8 ms each: a burst of 5 at t=0 leaves at
+        // 8, 16, 24, 32, 40 ms; a packet at 100 ms finds the link idle.
+        let mut input: Vec<_> = (0..5).map(|i| (0, udp(1000, i))).collect();
+        input.push((100 * MS, udp(1000, 5)));
+        let (sent, s) = simulate("rate=1mbit", input);
+        let times: Vec<u64> = sent.iter().map(|(t, _)| *t).collect();
+        assert_eq!(times, [8, 16, 24, 32, 40, 108].map(|m| m * MS));
+        let tags: Vec<u8> = sent.iter().map(|(_, p)| p[p.len() - 1]).collect();
+        assert_eq!(tags, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            (s.packets_in, s.delivered_packets, s.dropped_queue),
+            (6, 6, 0)
+        );
+        assert_eq!(s.late_ns_max, 0, "a simulated clock is never late");
+    }
+
+    #[test]
+    fn queue_overflow_is_counted_and_packets_are_conserved() {
+        // 1 in service + 2 queued; the other 3 of the burst are dropped.
+        let input = (0..6).map(|i| (0, udp(1000, i))).collect();
+        let (sent, s) = simulate("rate=1mbit,queue=2p", input);
+        assert_eq!(sent.len(), 3);
+        assert_eq!(
+            (s.packets_in, s.delivered_packets, s.dropped_queue),
+            (6, 3, 3)
+        );
+        assert_eq!(s.delivered_bytes, 3000);
+        assert_eq!((s.held_packets, s.dropped_emulator), (0, 0));
+    }
+
+    #[test]
+    fn fixed_delay_departs_at_the_scheduled_simulated_time() {
+        let big = tcp_super(20_000, 1448);
+        let input = vec![
+            (0, udp(100, 0)),
+            (MS, udp(100, 1)),
+            (5 * MS, udp(100, 2)),
+            (5 * MS, big.clone()),
+        ];
+        let (sent, s) = simulate("delay=10ms", input);
+        let times: Vec<u64> = sent.iter().map(|(t, _)| *t).collect();
+        assert_eq!(times, [10, 11, 15, 15].map(|m| m * MS));
+        assert_eq!(sent[3].1, big, "whole_delay keeps the super-packet whole");
+        assert_eq!(
+            (s.packets_in, s.delivered_packets, s.segments_out),
+            (4, 4, 0)
+        );
+        assert_eq!(s.late_ns_max, 0);
+    }
+
+    #[test]
+    fn late_wakeups_are_measured_and_learned() {
+        // Every timed-out wait returns 50 µs late. First departure: the
+        // loop asks for 10 ms - SPIN and wakes 45 µs after the departure,
+        // then learns 50/8 µs. Second: asks for 10 ms - (6.25 + 5) µs and
+        // is 38.75 µs late.
+        let clock = Manual::new(Instant::ZERO);
+        let (f, stats) = forwarder("delay=10ms", true);
+        let mut io = MemIo::new(&clock, vec![(0, udp(100, 0)), (20 * MS, udp(100, 1))]);
+        io.oversleep = Duration::from_micros(50);
+        let mut l = Loop::new(&clock, io, f);
+        l.run().unwrap();
+        assert_eq!(l.io().sent_times(), [10_045_000, 30_038_750]);
+        assert_eq!(l.oversleep_ns(), (50_000 / 8 * 7 + 50_000) / 8);
+        let s = stats.snapshot();
+        assert_eq!((s.late_ns_max, s.late_ns_sum), (45_000, 45_000 + 38_750));
+        assert_eq!((s.late_us_p50, s.late_us_p99), (39, 46));
+    }
+
+    #[test]
+    fn a_departure_closer_than_the_spin_margin_is_spun_to_not_polled_for() {
+        // 100 B at 1 Gbit/s: due 800 ns after arrival, well inside SPIN.
+        // The loop must wait for it with `Clock::spin_until` (a Manual
+        // clock jumps there); re-polling the device instead would never
+        // see the simulated clock move (and spins on syscalls for real).
+        let clock = Manual::new(Instant::ZERO);
+        let (f, _) = forwarder("rate=1gbit", true);
+        let mut l = Loop::new(&clock, MemIo::new(&clock, vec![(0, udp(100, 0))]), f);
+        l.run().unwrap();
+        assert_eq!(l.io().sent_times(), [800]);
+        assert!(l.io().recvs <= 3, "{} reads", l.io().recvs);
+    }
+
+    #[test]
+    fn gso_superpacket_is_split_for_the_models_and_merged_again() {
+        let sp = tcp_super(10_000, 1448);
+        let mut want_segs = Vec::new();
+        split(&sp, |s| want_segs.push(s)).unwrap();
+        assert_eq!(want_segs.len(), 7);
+        for coalesce in [true, false] {
+            let clock = Manual::new(Instant::ZERO);
+            let (f, stats) = forwarder("rate=10gbit", coalesce);
+            let mut l = Loop::new(&clock, MemIo::new(&clock, vec![(0, sp.clone())]), f);
+            // Read at t=0 (the first segment needs 1.19 µs on the link);
+            // the next poll, 1 ms later, finds all 7 due at once.
+            assert!(!l.poll().unwrap());
+            assert!(l.io().sent.is_empty());
+            assert!(l.poll_at().is_some_and(|t| t.as_nanos() == 1190));
+            clock.set(Instant::from_nanos(MS));
+            l.poll().unwrap();
+            let sent = &l.io().sent;
+            let s = stats.snapshot();
+            assert_eq!((s.gso_superpackets_in, s.segments_out), (1, 7));
+            assert_eq!((s.packets_in, s.delivered_packets), (7, 7));
+            assert_eq!(s.delivered_bytes, 7 * 40 + 10_000);
+            if coalesce {
+                assert_eq!(sent.len(), 1);
+                assert_eq!(s.gso_superpackets_out, 1);
+                let (t, merged) = &sent[0];
+                assert_eq!(t.as_nanos(), MS);
+                let h = VnetHdr::parse(merged);
+                assert_eq!((h.gso_type, h.gso_size), (VIRTIO_NET_HDR_GSO_TCPV4, 1448));
+                assert_eq!(merged.len(), VNET_HDR_LEN + 40 + 10_000);
+                let mut again = Vec::new();
+                split(merged, |s| again.push(s)).unwrap();
+                assert_eq!(again, want_segs, "merging loses nothing");
+            } else {
+                assert_eq!(s.gso_superpackets_out, 0);
+                let got: Vec<Vec<u8>> = sent.iter().map(|(_, p)| p.clone()).collect();
+                assert_eq!(got, want_segs);
+            }
+        }
+    }
+
+    #[test]
+    fn oversized_short_unsplittable_and_unwritable_packets_are_emulator_drops() {
+        let mut bad_gso = tcp_super(3000, 1448);
+        bad_gso[1] = 3; // GSO UDP: not offered, cannot be split
+        let input = vec![
+            (0, vec![0u8; READ_BUF + 100]),
+            (0, vec![0u8; VNET_HDR_LEN]),
+            (0, udp(100, 0)),
+        ];
+        let (sent, s) = simulate("", input);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(
+            (s.packets_in, s.delivered_packets, s.dropped_emulator),
+            (3, 1, 2)
+        );
+
+        let (sent, s) = simulate("rate=1gbit", vec![(0, bad_gso), (0, udp(100, 1))]);
+        assert_eq!(sent.len(), 1);
+        assert_eq!(
+            (s.packets_in, s.delivered_packets, s.dropped_emulator),
+            (2, 1, 1)
+        );
+
+        let clock = Manual::new(Instant::ZERO);
+        let (f, stats) = forwarder("", true);
+        let mut io = MemIo::new(&clock, vec![(0, udp(100, 0)), (0, udp(100, 1))]);
+        io.fail_sends = true;
+        Loop::new(&clock, io, f).run().unwrap();
+        let s = stats.snapshot();
+        assert_eq!(
+            (s.packets_in, s.delivered_packets, s.dropped_emulator),
+            (2, 0, 2)
+        );
+    }
+
+    #[test]
+    fn a_full_read_batch_asks_to_be_polled_again() {
+        let clock = Manual::new(Instant::ZERO);
+        let (f, stats) = forwarder("", true);
+        let input = (0..READ_BATCH as u8 + 10)
+            .map(|i| (0, udp(100, i)))
+            .collect();
+        let mut l = Loop::new(&clock, MemIo::new(&clock, input), f);
+        assert!(l.poll().unwrap(), "64 read, more waiting");
+        assert_eq!(stats.snapshot().packets_in, READ_BATCH as u64);
+        assert!(!l.poll().unwrap());
+        assert_eq!(stats.snapshot().delivered_packets, READ_BATCH as u64 + 10);
+    }
+
+    #[test]
+    fn model_counters_are_published_every_100ms() {
+        let clock = Manual::new(Instant::ZERO);
+        let (f, stats) = forwarder("loss=50%", true);
+        let input = (0..100).map(|i| (0, udp(100, i))).collect();
+        let mut l = Loop::new(&clock, MemIo::new(&clock, input), f);
+        l.poll().unwrap();
+        l.poll().unwrap();
+        let s = stats.snapshot();
+        assert!(s.delivered_packets > 0 && s.delivered_packets < 100);
+        assert_eq!(s.dropped_loss, 0, "not published yet");
+        clock.set(Instant::ZERO + PUBLISH_EVERY);
+        l.poll().unwrap();
+        let s = stats.snapshot();
+        assert_eq!(s.dropped_loss + s.delivered_packets, 100);
     }
 }

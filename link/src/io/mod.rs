@@ -23,16 +23,8 @@ impl std::error::Error for Error {}
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// `what: <strerror of errno>`.
-pub fn last_os_error(what: impl fmt::Display) -> Error {
-    Error(format!("{what}: {}", std::io::Error::last_os_error()))
-}
-
-/// Turn a -1 syscall return into an [`Error`] naming the attempt.
-pub fn check(ret: libc::c_int, what: impl fmt::Display) -> Result<libc::c_int> {
-    if ret < 0 {
-        Err(last_os_error(what))
-    } else {
-        Ok(ret)
-    }
+/// `what: <strerror>` for a failed call (`e`: a `std::io::Error` or a
+/// rustix `Errno`).
+pub fn os_error(what: impl fmt::Display, e: impl Into<std::io::Error>) -> Error {
+    Error(format!("{what}: {}", e.into()))
 }

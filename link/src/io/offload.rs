@@ -9,6 +9,11 @@
 //! the receiving kernel trusts CHECKSUM_PARTIAL on local delivery and
 //! completes it in software when forwarding. This avoids summing every
 //! payload byte in userspace.
+//!
+//! Hand-written on purpose: packet-parsing crates (etherparse) do not
+//! segment GSO packets, and tun-rs's `gso_split` (a port of wireguard-go's)
+//! computes full checksums over every payload byte and works on its own
+//! device's buffers.
 
 use crate::packet::VNET_HDR_LEN;
 

@@ -79,7 +79,9 @@ pub fn chance(rng: &mut Rng, p: f64) -> bool {
 }
 
 /// Standard normal sample (Box-Muller; one of the pair is discarded to keep
-/// the stream stateless and reproducible).
+/// the stream stateless and reproducible). Not `rand_distr`: its Ziggurat
+/// sampler draws a different number of values per sample, so the same
+/// `--seed` would give a different pattern than earlier versions.
 pub fn std_normal(rng: &mut Rng) -> f64 {
     let u1 = 1.0 - uniform01(rng); // (0, 1]: ln() is finite
     let u2 = uniform01(rng);
