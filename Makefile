@@ -60,6 +60,7 @@ lint: venv
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 	cd link && $(CARGO) fmt --check && $(CARGO) clippy --release --locked --all-targets --quiet -- -D warnings
 
 unit: venv

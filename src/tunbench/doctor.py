@@ -7,7 +7,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from tunbench.monitor.cgroup import cgroup_root
+from tunbench import workloads
+from tunbench.host import HOST_TOOLS
+from tunbench.host.cgroup import cgroup_root
 from tunbench.tunnels.registry import builtin_names, missing_binaries, parse_ref
 
 
@@ -45,10 +47,14 @@ def checks() -> list[Check]:
             "per-role CPU totals are then sampled only (psutil); mount cgroup2 or cpuacct",
         )
     )
-    for tool in ("ip", "iperf3", "ping"):
+    for tool in HOST_TOOLS:
         path = shutil.which(tool)
         out.append(Check(tool, path is not None, path or "not found", APT_HINT))
-    from tunbench.link.emulator import link_binary_or_none
+    for w in workloads.REGISTRY.values():
+        miss = [tool for tool in w.requires if shutil.which(tool) is None]
+        detail = "missing " + ", ".join(miss) if miss else ("needs " + ", ".join(w.requires) if w.requires else "ok")
+        out.append(Check(f"workload {w.kind}", not miss, detail, APT_HINT))
+    from tunbench.link.binary import link_binary_or_none
 
     link = link_binary_or_none()
     out.append(

@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 
 from tunbench import __version__
-from tunbench.proc import run_cmd
+from tunbench.host.proc import run_cmd
 
 
 def collect_host() -> dict[str, Any]:

@@ -23,17 +23,17 @@ class Case:
     flows: int
     direction: str
     workload: str = "iperf3"
+    # the multi-client workloads' axes: how many clients, and the storm's variant; 1 and "" for every
+    # other workload (flows and direction are then 1 and a direction or "-")
+    clients: int = 1
+    variant: str = ""
 
     @property
     def title(self) -> str:
-        parts = [self.tunnel.label, self.profile.name]
-        if self.workload != "iperf3":
-            parts.append(self.workload)
-        if self.workload in _CLIENT_SWEEPS:  # flows = the number of clients; direction = direction or variant
-            parts += [f"{self.flows} clients", self.direction]
-        elif self.direction != "-":
-            parts += [self.direction, f"{self.flows} flow" + ("s" if self.flows > 1 else "")]
-        return " · ".join(parts)
+        from tunbench import workloads
+
+        rest = workloads.get(self.workload).title(self)
+        return " · ".join([self.tunnel.label, self.profile.name, *([rest] if rest else [])])
 
 
 @dataclass(frozen=True)
@@ -41,10 +41,6 @@ class PlannedTrial:
     seq: int
     case: Case
     repetition: int
-
-
-# workloads with a `clients` axis (tunbench.multi): a case per client count, stored in the `flows` field
-_CLIENT_SWEEPS = ("clients", "storm")
 
 
 def expand(
@@ -58,9 +54,9 @@ def expand(
     """Profiles x workloads x tunnels x the workload's own axes (a latency probe has no flows/direction).
     A workload that cannot cross a tunnel's layer (UDP through a TCP port forward) skips that tunnel.
 
-    A workload with a `clients` axis (tunbench.multi) sweeps its options' client counts instead of flows
-    (the count goes in Case.flows), a `variant` axis its options' variants (in Case.direction); it skips
-    tunnels whose adapter has no [multi] table (e.g. direct)."""
+    A workload with a `clients` axis sweeps the client counts its options give (Case.clients) instead of
+    flows, a `variant` axis their variants (Case.variant), both by Workload.sweeps; it skips tunnels whose
+    adapter has no [multi] table (e.g. direct)."""
     from tunbench import workloads
 
     out: list[Case] = []
@@ -69,17 +65,13 @@ def expand(
             w = workloads.get(kind)
             fs = flows if "flows" in w.axes else [1]
             ds = directions if "direction" in w.axes else ["-"]
-            if "clients" in w.axes:
-                opts = _sweep_options(w.Options, (options or {}).get(kind))
-                fs = list(getattr(opts, "clients", [1]))
-                if "variant" in w.axes:
-                    ds = list(getattr(opts, "variants", ["-"]))
+            cs, vs = w.sweeps((options or {}).get(kind) or w.options(None))
             for t in tunnels:
                 if t.adapter.spec.layer not in w.layers:
                     continue
                 if "clients" in w.axes and t.adapter.spec.multi is None:
                     continue
-                out.extend(Case(t, p, f, d, kind) for f in fs for d in ds)
+                out.extend(Case(t, p, f, d, kind, clients=c, variant=v) for f in fs for d in ds for c in cs for v in vs)
     return out
 
 
@@ -99,10 +91,6 @@ def skipped(tunnels: list[TunnelRef], kinds: Sequence[str]) -> list[tuple[str, s
                 # (the direct baseline has no many-client form: not worth a note in every such run)
                 out.append((t.label, kind, "the adapter has no [multi] table (one server, many clients)"))
     return out
-
-
-def _sweep_options(cls: type[BaseModel], given: BaseModel | None) -> BaseModel:
-    return given if given is not None else cls()
 
 
 def interleave(cases: list[Case], repeat: int, seed: int) -> list[PlannedTrial]:

@@ -15,6 +15,8 @@ class CaseKey:
     workload: str
     flows: int
     direction: str
+    clients: int = 1  # the multi-client workloads' axes (1 and "" for the others)
+    variant: str = ""
 
 
 @dataclass
@@ -28,6 +30,8 @@ class TrialRecord:
     direction: str
     repetition: int
     params: dict[str, Any]
+    clients: int = 1  # the multi-client workloads' axes: client count and storm variant (1 and "" for the others)
+    variant: str = ""
     status: str = "ok"
     error: str = ""
     started_at: str = ""
@@ -40,7 +44,7 @@ class TrialRecord:
 
     @property
     def case(self) -> CaseKey:
-        return CaseKey(self.label, self.profile, self.workload, self.flows, self.direction)
+        return CaseKey(self.label, self.profile, self.workload, self.flows, self.direction, self.clients, self.variant)
 
 
 @dataclass

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import shutil
-import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,19 +19,22 @@ from pydantic import BaseModel
 
 from tunbench import workloads
 from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunnelError
+from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.ledger import Ledger
+from tunbench.host.workdir import workdir as host_workdir
 from tunbench.link.emulator import LinkEmulator, link_metrics
 from tunbench.monitor import crosscheck
-from tunbench.monitor.cgroup import RoleCgroup
+from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.counters import short_ifname
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.plan import Case, PlannedTrial
 from tunbench.results import TrialRecord
-from tunbench.state import Ledger
 from tunbench.store.db import Store, now_iso
 from tunbench.topology.build import LinkBuilder, Topology, TopologySpec
 from tunbench.tunnels.adapter import IPERF_PORT, Tunnel
+from tunbench.tunnels.fleet_env import FleetEnv
 from tunbench.watchdog import watchdog
-from tunbench.workloads.base import Context, TrialInput, Workload
+from tunbench.workloads.base import BringupContext, Context, FleetContext, Measurement, Workload
 
 LinkFactory = Callable[[Case, Ledger, Path, int], LinkBuilder | None]
 
@@ -44,7 +46,18 @@ class WindowHook(Protocol):
     def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]: ...
 
 
-TrialCallback = Callable[[PlannedTrial, TrialRecord], None]
+class TrialObserver(Protocol):
+    """Who watches a run (the CLI's progress bar and per-trial lines): told when each trial starts and ends."""
+
+    def trial_started(self, pt: PlannedTrial) -> None: ...
+
+    def trial_done(self, pt: PlannedTrial, rec: TrialRecord) -> None: ...
+
+
+class StopRun(TrialError):
+    """The stop policy ended the run early (stop_on_error and a trial failed); what ran is stored."""
+
+
 MAX_ATTEMPTS = 5  # a void measurement (RetryTrial) is tried this many times in all
 
 
@@ -61,8 +74,8 @@ class Runner:
         options: dict[str, BaseModel] | None = None,
         link_factory: LinkFactory | None = None,
         seed: int = 1,
-        on_start: Callable[[PlannedTrial], None] | None = None,
-        on_done: TrialCallback | None = None,
+        observer: TrialObserver | None = None,
+        stop_on_error: bool = False,
         hooks: list[WindowHook] | None = None,
     ) -> None:
         self.ledger = ledger
@@ -74,20 +87,23 @@ class Runner:
         self.options = options or {}
         self.link_factory = link_factory
         self.seed = seed
-        self.on_start = on_start
-        self.on_done = on_done
+        self.observer = observer
+        self.stop_on_error = stop_on_error
         self.hooks = hooks or []
 
     def run(self, trials: list[PlannedTrial]) -> list[TrialRecord]:
         records = []
         for pt in trials:
-            if self.on_start:
-                self.on_start(pt)
+            if self.observer:
+                self.observer.trial_started(pt)
             rec = self.run_trial(pt)
             self.store.add_trial(self.run_id, rec)  # committed now: a later crash cannot lose it
             records.append(rec)
-            if self.on_done:
-                self.on_done(pt, rec)
+            if self.observer:
+                self.observer.trial_done(pt, rec)
+            if self.stop_on_error and rec.status != "ok":
+                first = (rec.error.splitlines() or ["failed"])[0]
+                raise StopRun(f"stopping at the first failed trial (stop_on_error): {first}")
         return records
 
     def _record(self, pt: PlannedTrial, options: BaseModel) -> TrialRecord:
@@ -100,6 +116,8 @@ class Runner:
             workload=c.workload,
             flows=c.flows,
             direction=c.direction,
+            clients=c.clients,
+            variant=c.variant,
             repetition=pt.repetition,
             started_at=now_iso(),
             params={
@@ -133,18 +151,35 @@ class Runner:
         return rec
 
     def _attempt(
-        self, pt: PlannedTrial, workload: Workload, options: BaseModel, attempt: int = 1
+        self, pt: PlannedTrial, workload: Workload[Any, Any], options: BaseModel, attempt: int = 1
     ) -> tuple[TrialRecord, bool]:
         """(the record, whether the measurement was void and may be tried again). A retry gets names of its
         own (`t7r2`), so nothing an earlier attempt's teardown missed can collide with it."""
-        void = False
         rec = self._record(pt, options)
-        workdir = Path(tempfile.mkdtemp(prefix=f"{self.ledger.prefix}-t{pt.seq}-"))
-        self.ledger.add_path(str(workdir))
+        tag = f"t{pt.seq}" + (f"r{attempt}" if attempt > 1 else "")
+        case = pt.case
+        spec = TopologySpec(
+            mtu=case.profile.mtu or self.topology.mtu,
+            sysctls={**self.topology.sysctls, **case.profile.sysctl},
+            ipv6=self.topology.ipv6,
+            congestion_control=case.profile.congestion_control or self.topology.congestion_control,
+        )
+        link_seed = self.seed + pt.repetition  # reproducible, yet each repetition sees its own pattern
+        rec.params["link_seed"] = link_seed
+        with host_workdir(self.ledger, f"t{pt.seq}") as workdir:
+            void = self._attempt_in(_Trial(case, workload, options, rec, workdir, tag, spec, link_seed))
+        return rec, void
+
+    def _attempt_in(self, t: _Trial) -> bool:
+        rec, workdir = t.rec, t.workdir
+        void = False
         try:
-            self._measure(
-                pt, workload, options, rec, workdir, tag=f"t{pt.seq}" + (f"r{attempt}" if attempt > 1 else "")
-            )
+            if t.workload.fleet:
+                self._measure_fleet(t)
+            elif t.workload.owns_bringup:
+                self._measure_bringups(t)
+            else:
+                self._measure_pair(t)
         except RetryTrial as e:
             rec.status = "failed"
             rec.error = str(e)
@@ -160,62 +195,99 @@ class Runner:
             for log in sorted(workdir.glob("*.log")):
                 if rec.status != "ok":
                     rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-65536:]
-            shutil.rmtree(workdir, ignore_errors=True)
-            self.ledger.drop_path(str(workdir))
-        return rec, void
+        return void
 
-    def _measure(
-        self, pt: PlannedTrial, workload: Workload, options: BaseModel, rec: TrialRecord, workdir: Path, tag: str
-    ) -> None:
-        case = pt.case
-        spec = TopologySpec(
-            mtu=case.profile.mtu or self.topology.mtu,
-            sysctls={**self.topology.sysctls, **case.profile.sysctl},
-            ipv6=self.topology.ipv6,
-            congestion_control=case.profile.congestion_control or self.topology.congestion_control,
+    def _measure_fleet(self, t: _Trial) -> None:
+        """N clients: the switched topology, cgroups and the tunnel server come up here; the workload brings
+        the clients up at its own pace and measures. The watchdog covers the whole trial."""
+        case, workload, options, rec, workdir = t.case, t.workload, t.options, t.rec, t.workdir
+        rec.params["workload"]["clients"] = case.clients
+        if case.variant:
+            rec.params["workload"]["variant"] = case.variant
+        limit = workload.trial_timeout_s(case, options, self.duration_s, self.omit_s)
+        env = FleetEnv(
+            self.ledger,
+            t.tag,
+            workdir,
+            case.tunnel,
+            case.profile,
+            t.spec,
+            t.link_seed,
+            case.clients,
+            cpu_cap=workload.cpu_cap(case),
+            probe_interval_s=workload.probe_interval_s(options),
         )
-        link_seed = self.seed + pt.repetition  # reproducible, yet each repetition sees its own pattern
-        rec.params["link_seed"] = link_seed
-        if workload.owns_topology:
-            limit = workload.trial_timeout_s(case.flows, case.direction, options, self.duration_s, self.omit_s)
-            with watchdog(limit, f"the {workload.kind} trial"):
-                workload.run_trial(
-                    TrialInput(
-                        case=case,
-                        repetition=pt.repetition,
-                        record=rec,
-                        ledger=self.ledger,
-                        workdir=workdir,
-                        options=options,
-                        duration_s=self.duration_s,
-                        omit_s=self.omit_s,
-                        topology=spec,
-                        link_factory=self.link_factory,
-                        link_seed=link_seed,
-                        hooks=self.hooks,
-                    )
-                )
-            return
-        self._measure_pair(pt, workload, options, rec, workdir, tag, spec, link_seed)
+        with watchdog(limit, f"the {workload.kind} trial"), env:
+            rec.params["sysctls"] = env.sysctls_applied
+            ctx = FleetContext(
+                env=env,
+                ledger=self.ledger,
+                workdir=workdir,
+                title=case.title,
+                label=case.tunnel.label,
+                profile=case.profile.name,
+                clients=case.clients,
+                variant=case.variant,
+                direction=case.direction,
+                duration_s=self.duration_s,
+                omit_s=self.omit_s,
+                options=options,
+            )
+            result = workload.measure(ctx)
+        self._merge(rec, result)
+        rec.metrics.update(env.metrics)
+        rec.duration_s = float(rec.metrics.get("window_s") or 0.0)
 
-    def _measure_pair(
-        self,
-        pt: PlannedTrial,
-        workload: Workload,
-        options: BaseModel,
-        rec: TrialRecord,
-        workdir: Path,
-        tag: str,
-        spec: TopologySpec,
-        link_seed: int,
-    ) -> None:
-        case = pt.case
-        link = self.link_factory(case, self.ledger, workdir, link_seed) if self.link_factory else None
+    def _measure_bringups(self, t: _Trial) -> None:
+        """A workload that measures bring-up itself gets the runner's pair bring-up as a function."""
+        case, workload, options, rec, workdir = t.case, t.workload, t.options, t.rec, t.workdir
+
+        @contextlib.contextmanager
+        def bring_up(name: str) -> Iterator[Tunnel]:
+            wd = workdir / name
+            wd.mkdir()
+            link = self.link_factory(case, self.ledger, wd, t.link_seed) if self.link_factory else None
+            with (
+                Topology(self.ledger, f"{t.tag}{name}", t.spec, link_builder=link) as topo,
+                Tunnel(case.tunnel, topo, self.ledger, wd, {}) as tunnel,
+            ):
+                rec.params.setdefault("sysctls", topo.sysctls_applied.get(topo.client.name, {}))
+                yield tunnel
+
+        ctx = BringupContext(
+            bring_up=bring_up,
+            ledger=self.ledger,
+            workdir=workdir,
+            title=case.title,
+            duration_s=self.duration_s,
+            omit_s=self.omit_s,
+            options=options,
+        )
+        with watchdog(
+            workload.trial_timeout_s(case, options, self.duration_s, self.omit_s), f"the {workload.kind} trial"
+        ):
+            result = workload.measure(ctx)
+        self._merge(rec, result)
+        if result.window is not None:
+            rec.duration_s = result.window[1] - result.window[0]
+
+    @staticmethod
+    def _merge(rec: TrialRecord, result: Measurement) -> None:
+        rec.metrics.update(result.metrics)
+        rec.series.update(result.series)
+        rec.streams = result.streams
+        rec.artifacts.update(result.artifacts)
+
+    def _measure_pair(self, t: _Trial) -> None:
+        """The client/server pair: topology, role cgroups and the tunnel, then the workload inside the
+        sampled window, its cost, the emulator's counters and the byte cross-checks."""
+        case, workload, options, rec, workdir = t.case, t.workload, t.options, t.rec, t.workdir
+        link = self.link_factory(case, self.ledger, workdir, t.link_seed) if self.link_factory else None
         with contextlib.ExitStack() as stack:
-            topo = stack.enter_context(Topology(self.ledger, tag, spec, link_builder=link))
+            topo = stack.enter_context(Topology(self.ledger, t.tag, t.spec, link_builder=link))
             rec.params["sysctls"] = topo.sysctls_applied.get(topo.client.name, {})
             cgroups = {
-                role: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{tag}-{role}", self.ledger))
+                role: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{t.tag}-{role}", self.ledger))
                 for role in ("client", "server")
             }
             tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, workdir, cgroups))
@@ -240,7 +312,8 @@ class Runner:
             roles: dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]] = {
                 role: (functools.partial(tunnel.pids, role), cgroups[role]) for role in ("client", "server")
             }
-            link_pid = getattr(topo.link, "pid", None)
+            emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
+            link_pid = emulator.pid if emulator is not None else None
             if link_pid:
                 roles["link"] = ((lambda: [link_pid]), None)
             with contextlib.ExitStack() as window:
@@ -249,18 +322,29 @@ class Runner:
                 with Sampler(roles) as sampler, watchdog(workload.timeout_s(ctx), f"the {workload.kind} workload"):
                     result = workload.measure(ctx)
             tunnel.check_alive()
-        rec.metrics.update(result.metrics)
-        rec.series.update(result.series)
-        rec.streams = result.streams
-        rec.artifacts.update(result.artifacts)
+        self._merge(rec, result)
         measured = None
         if result.window is not None:
             measured = (result.window[0] - sampler.t0, result.window[1] - sampler.t0)
         _cost_metrics(rec, sampler.results, sampler.wall_s, measured)
         rec.duration_s = float(rec.metrics["window_s"] or 0.0)
-        rec.metrics.update(link_metrics(getattr(topo.link, "stats", None)))
+        rec.metrics.update(link_metrics(emulator.stats if emulator is not None else None))
         underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
         rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))
+
+
+@dataclass(frozen=True)
+class _Trial:
+    """One attempt of a trial as the three bring-up shapes (pair, fleet, bring-up-owning) receive it."""
+
+    case: Case
+    workload: Workload[Any, Any]
+    options: BaseModel
+    rec: TrialRecord
+    workdir: Path
+    tag: str  # the attempt's name among the run's host objects (t3, t3r2)
+    spec: TopologySpec
+    link_seed: int
 
 
 def underlay_devices(topo: Topology) -> dict[str, str]:
@@ -275,43 +359,8 @@ def _cost_metrics(
 ) -> None:
     """CPU figures over the measured window (the headline: throughput counts those seconds only) and over
     the whole workload call (`trial_cpu.*`, connect, warm-up and result exchange included), with the
-    cgroup-vs-sampling cross-check over the window."""
-    m: dict[str, Any] = rec.metrics
+    cgroup-vs-sampling cross-check over the window (monitor/cost.py)."""
     w0, w1 = (0.0, wall_s) if window is None else (max(0.0, window[0]), min(wall_s, window[1]))
-    m["window_s"] = max(0.0, w1 - w0)
-    m["trial_window_s"] = wall_s
-    for role, cost in costs.items():
-        # headline CPU: the cgroup's exact figure when there is one; per-process sampling (psutil reads
-        # /proc/<pid>/stat, which lags by up to a few hundred ms of CPU right after a process starts) is
-        # kept beside it as the cross-check and for the time series
-        sampled, cgroup = cost.between(w0, w1)
-        headline = cgroup if cgroup is not None else sampled
-        m[f"cpu.{role}.user_s"] = headline.user_s
-        m[f"cpu.{role}.sys_s"] = headline.sys_s
-        m[f"sampled_cpu.{role}.user_s"] = sampled.user_s
-        m[f"sampled_cpu.{role}.sys_s"] = sampled.sys_s
-        whole = cost.cgroup_cpu if cost.cgroup_cpu is not None else cost.cpu
-        m[f"trial_cpu.{role}.user_s"] = whole.user_s
-        m[f"trial_cpu.{role}.sys_s"] = whole.sys_s
-        m[f"rss_peak_bytes.{role}"] = cost.rss_peak_bytes
-        m[f"processes.{role}"] = cost.processes
-        if cgroup is not None:
-            m[f"cgroup_cpu.{role}.user_s"] = cgroup.user_s
-            m[f"cgroup_cpu.{role}.sys_s"] = cgroup.sys_s
-            if cost.processes:
-                diff, ok = crosscheck.cpu_check(cgroup.total_s, sampled.total_s)
-                m[f"check.cpu.{role}.diff_s"] = diff
-                m[f"check.cpu.{role}.ok"] = 1.0 if ok else 0.0
-        rec.series[f"cpu_pct.{role}"] = _cpu_pct(cost)
-        rec.series[f"rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
-
-
-def _cpu_pct(cost: RoleCost) -> list[tuple[float, float]]:
-    out = []
-    prev = None
-    for s in cost.series:
-        if prev is not None and s.t_s > prev.t_s:
-            used = (s.cpu_user_s + s.cpu_sys_s) - (prev.cpu_user_s + prev.cpu_sys_s)
-            out.append((s.t_s, 100.0 * used / (s.t_s - prev.t_s)))
-        prev = s
-    return out
+    rec.metrics["window_s"] = max(0.0, w1 - w0)
+    rec.metrics["trial_window_s"] = wall_s
+    cost_metrics(rec, costs, wall_s, (w0, w1))

@@ -1,51 +1,43 @@
-"""`tunbench run` end to end: resolve tunnels and profiles, check dependencies, open the ledger and the
-store, run the planned trials with a progress bar, and always tear down and record how the run ended."""
+"""`tunbench run` in two steps.
+
+`prepare(scenario)` resolves tunnels, profiles and workload options, expands the trials and runs the
+preflight checks (root, programs): it creates nothing, so `--dry-run` is `prepare` alone.
+`execute(plan, observer)` records the run in the store, runs the trials inside a run scope (the ledger and
+the final sweep) and always records how the run ended; the observer (the CLI's progress bar) is told
+when the run and each trial start and end.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import os
-import signal
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from tunbench import __version__, metadata
-from tunbench.clean import finish_ledger
 from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
-from tunbench.config.tomlfile import locate
-from tunbench.errors import ConfigError, DependencyMissing, TrialError, TunbenchError
+from tunbench.errors import ConfigError, DependencyMissing, TunbenchError
+from tunbench.host import HOST_TOOLS
+from tunbench.host.scope import run_scope
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
 from tunbench.monitor.counters import HostCounters
 from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
-from tunbench.proc import become_subreaper
 from tunbench.results import TrialRecord
-from tunbench.runner import LinkFactory, Runner, WindowHook
-from tunbench.state import Ledger
+from tunbench.runner import LinkFactory, Runner, TrialObserver, WindowHook
 from tunbench.store.db import Store
+from tunbench.tomlfile import locate
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.registry import TunnelRef, missing_binaries, parse_ref
 from tunbench.workloads import get as get_workload
 
 T = TypeVar("T")
-
-
-@dataclass
-class RunOutcome:
-    run_id: int
-    uid: str
-    status: str
-    records: list[TrialRecord]
 
 
 def _ref_error(e: ConfigError, source: str, text: str, key: str, index: int) -> ConfigError:
@@ -141,14 +133,15 @@ def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tu
         miss = missing_binaries(r)
         if miss:
             problems.append(f"{r.label} needs {', '.join(miss)}")
-    from shutil import which
-
-    irtt = ("irtt",) if {"latency", "rrul"} & set(kinds) else ()
-    for tool in ("iperf3", "ip", "ping", *irtt):
-        if which(tool) is None:
-            problems.append(f"the workload needs {tool}")
+    for tool in HOST_TOOLS:
+        if shutil.which(tool) is None:
+            problems.append(f"tunbench needs {tool}")
+    for kind in kinds:
+        for tool in get_workload(kind).requires:
+            if shutil.which(tool) is None:
+                problems.append(f"the workload {kind} needs {tool}")
     if any(p.emulated for p in profiles):
-        from tunbench.link.emulator import find_link_binary
+        from tunbench.link.binary import find_link_binary
 
         find_link_binary()  # raises DependencyMissing with a hint
     if problems:
@@ -157,40 +150,15 @@ def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tu
         )
 
 
-@contextmanager
-def graceful_signals(console: Console) -> Iterator[None]:
-    """First Ctrl-C / SIGTERM interrupts the run (KeyboardInterrupt unwinds every context manager);
-    further ones are ignored while teardown finishes, so cleanup itself is never cut short."""
-    state = {"hit": False}
-    main_pid = os.getpid()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if os.getpid() != main_pid:
-            # a forked helper (pyroute2 forks to enter namespaces) must die, never unwind our stack
-            os._exit(128 + signum)
-        if state["hit"]:
-            console.print("[yellow]still cleaning up, please wait…[/]")
-            return
-        state["hit"] = True
-        raise KeyboardInterrupt
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], duration_s: float, omit_s: float) -> float:
     """The workload's own estimate of one trial's wall clock (idle phases, client set-up and searches
     included), for the time announced before a run and the progress bar's ETA."""
     workload = get_workload(pt.case.workload)
     opts = options.get(workload.kind) or workload.options(None)
-    return workload.expected_s(pt.case.flows, pt.case.direction, opts, duration_s, omit_s)
+    return workload.estimate(pt.case, opts, duration_s, omit_s)
 
 
-def _minutes(seconds: float) -> str:
+def minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
@@ -198,6 +166,8 @@ def _minutes(seconds: float) -> str:
 class RunPlan:
     """Everything a run will do, resolved and validated, before anything exists (`--dry-run` prints it)."""
 
+    scenario: Scenario
+    source: str
     refs: list[TunnelRef]
     profiles: list[Profile]
     options: dict[str, BaseModel]
@@ -206,12 +176,21 @@ class RunPlan:
     expected: list[float]  # seconds, per trial
     skipped: list[tuple[str, str, str]]  # (tunnel label, workload, why)
     notes: list[str]  # what a dry run could not check (missing programs)
+    flamegraphs: bool = False
+    link_factory: LinkFactory | None = None  # None: no profile is emulated
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.expected)
 
 
-def plan_run(scenario: Scenario, source: str, *, dry_run: bool = False, text: str = "") -> RunPlan:
-    """Resolve tunnels, profiles and workload options and expand the trials. Creates nothing and needs no
-    root. A dry run notes missing programs instead of failing on them. `text`: the scenario file's text,
-    when the tunnels and profiles came from it (errors then name its lines)."""
+def prepare(
+    scenario: Scenario, source: str, *, dry_run: bool = False, text: str = "", flamegraphs: bool = False
+) -> RunPlan:
+    """Resolve tunnels, profiles and workload options, expand the trials and run the preflight checks
+    (root, the programs every tunnel and workload needs, perf for flamegraphs). Creates nothing. A dry
+    run needs no root and notes missing programs instead of failing on them. `text`: the scenario file's
+    text, when the tunnels and profiles came from it (errors then name its lines)."""
     notes: list[str] = []
     refs = resolve_tunnels(scenario, source, text)
     profiles = resolve_profiles(scenario, source, notes if dry_run else None, text)
@@ -229,12 +208,24 @@ def plan_run(scenario: Scenario, source: str, *, dry_run: bool = False, text: st
         )
     trials = interleave(cases, scenario.run.repeat, scenario.run.seed)
     expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
+    link_factory: LinkFactory | None = None
+    if any(p.emulated for p in profiles):
+        from tunbench.link.emulator import link_factory
+    plan = RunPlan(scenario, source, refs, profiles, options, cases, trials, expected, skip, notes)
+    plan.flamegraphs, plan.link_factory = flamegraphs, link_factory
     if dry_run:
         try:
             check_dependencies(refs, profiles, tuple(wl.kind))
         except DependencyMissing as e:
             notes.append(str(e))
-    return RunPlan(refs, profiles, options, cases, trials, expected, skip, notes)
+        return plan
+    need_root()
+    check_dependencies(refs, profiles, tuple(wl.kind))
+    if flamegraphs:
+        from tunbench.profiling.perf import check_tools
+
+        check_tools()
+    return plan
 
 
 def skipped_lines(plan: RunPlan) -> list[str]:
@@ -245,8 +236,9 @@ def skipped_lines(plan: RunPlan) -> list[str]:
     return [f"note: skipped {', '.join(pairs)}: {reason}" for reason, pairs in by_reason.items()]
 
 
-def describe(plan: RunPlan, scenario: Scenario) -> list[str]:
+def describe(plan: RunPlan) -> list[str]:
     """The plan as text, for `tunbench run --dry-run`."""
+    scenario = plan.scenario
     per_case: dict[str, float] = {}
     for pt, e in zip(plan.trials, plan.expected, strict=True):
         per_case[pt.case.title] = e
@@ -255,145 +247,95 @@ def describe(plan: RunPlan, scenario: Scenario) -> list[str]:
         "profiles: " + ", ".join(f"{p.name} ({'emulated' if p.emulated else 'veth'})" for p in plan.profiles),
         "workloads: " + ", ".join(scenario.workload.kind),
         f"cases ({len(plan.cases)}):",
-        *(f"  {title}  (~{_minutes(e)} per trial)" for title, e in per_case.items()),
+        *(f"  {title}  (~{minutes(e)} per trial)" for title, e in per_case.items()),
         f"{len(plan.cases)} cases × {scenario.run.repeat} repetitions = {len(plan.trials)} trials, "
-        f"about {_minutes(sum(plan.expected))} (seed {scenario.run.seed})",
+        f"about {minutes(plan.total_s)} (seed {scenario.run.seed})",
     ]
     return lines
 
 
-def execute(
-    scenario: Scenario,
-    *,
-    scenario_text: str,
-    source: str,
-    db_path: Path,
-    console: Console,
-    link_factory: LinkFactory | None = None,
-    flamegraph_dir: Path | None = None,
-    ref_text: str = "",
-) -> RunOutcome:
-    """`flamegraph_dir`: record perf flamegraphs of the tunnel processes, written there (and stored).
-    `ref_text`: the scenario file's text when its tunnels and profiles were not overridden (error lines)."""
-    plan = plan_run(scenario, source, text=ref_text)
-    need_root()
-    refs, profiles, options = plan.refs, plan.profiles, plan.options
-    cases, trials, expected = plan.cases, plan.trials, plan.expected
-    check_dependencies(refs, profiles, tuple(scenario.workload.kind))
-    if flamegraph_dir is not None:
-        from tunbench.monitor.perf import check_tools
+@dataclass
+class RunOutcome:
+    run_id: int
+    uid: str
+    status: str
+    records: list[TrialRecord] = field(default_factory=list)
 
-        check_tools()
-    if link_factory is None and any(p.emulated for p in profiles):
-        from tunbench.link.emulator import link_factory as emulator_factory
 
-        link_factory = emulator_factory
-    for line in skipped_lines(plan):
-        console.print(f"[yellow]{escape(line)}[/]")
-    wl = scenario.workload
-    provenance: dict[str, Any] = metadata.collect()
-    provenance["tunnels"] = {
+class RunObserver(TrialObserver, Protocol):
+    """Who watches a run: told when it starts (its id, prefix and plan), then about each trial."""
+
+    def run_started(self, run_id: int, uid: str, plan: RunPlan) -> None: ...
+
+
+def provenance(plan: RunPlan) -> dict[str, Any]:
+    """The host, the tools and each tunnel's adapter, version and parameters, stored with the run."""
+    out: dict[str, Any] = metadata.collect()
+    out["tunnels"] = {
         r.label: {
             "adapter": r.name,
             "version": tunnel_version(r),
             "source": r.adapter.source,
             "params": r.merged_params(),
         }
-        for r in refs
+        for r in plan.refs
     }
-    provenance["seed"] = scenario.run.seed
-    become_subreaper()
-    store = Store(db_path)  # before the ledger: a bad --db leaves nothing behind
-    try:
-        ledger = Ledger.open()
-    except BaseException:
-        store.close()
-        raise
-    run_id = store.create_run(
-        uid=ledger.prefix,
-        name=scenario.run.name,
-        tunbench_version=__version__,
-        provenance=provenance,
-        scenario_text=scenario_text,
-        scenario_hash=hashlib.sha256(scenario_text.encode()).hexdigest(),
-        scenario=scenario.model_dump(),
-    )
-    console.print(
-        f"run [bold]{ledger.prefix}[/] (#{run_id}): {len(cases)} cases × {scenario.run.repeat} "
-        f"repetitions = {len(trials)} trials, about {_minutes(sum(expected))}; results in {db_path}"
-    )
-    status = "failed"
-    records: list[TrialRecord] = []
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[done]}/" + str(len(trials))),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        speed_estimate_period=7 * 24 * 3600.0,  # a trial can outlast rich's default 30 s: keep every sample
-    )
-    # the bar advances by each trial's estimated seconds, so the ETA weighs a 500-client storm above a ping
-    task = progress.add_task("starting", total=sum(expected), done=0)
-    weight = {pt.seq: e for pt, e in zip(trials, expected, strict=True)}
-    finished: list[int] = []
-    hooks: list[WindowHook] = [HostCounters()]  # cheap: always on
-    if flamegraph_dir is not None:
-        from tunbench.monitor.perf import Flamegraphs
+    out["seed"] = plan.scenario.run.seed
+    return out
 
-        hooks.append(Flamegraphs(ledger.prefix, flamegraph_dir))
 
-    def on_start(pt: PlannedTrial) -> None:
-        progress.update(task, description=f"{pt.case.title} · rep {pt.repetition}")
+def execute(
+    plan: RunPlan, observer: RunObserver, *, scenario_text: str, db_path: Path, flamegraph_dir: Path | None = None
+) -> RunOutcome:
+    """Run a prepared plan: the run is recorded in the store first (a bad --db leaves nothing behind), the
+    trials run inside a run scope, and the run's end (done, interrupted, failed) is always recorded.
+    Ctrl-C (KeyboardInterrupt) ends the run as `interrupted`, the trials measured so far kept.
+    `flamegraph_dir`: where perf flamegraphs of the tunnel processes go (with plan.flamegraphs)."""
+    scenario = plan.scenario
+    wl = scenario.workload
+    prov = provenance(plan)
+    with Store(db_path) as store, run_scope() as ledger:
+        run_id = store.create_run(
+            uid=ledger.prefix,
+            name=scenario.run.name,
+            tunbench_version=__version__,
+            provenance=prov,
+            scenario_text=scenario_text,
+            scenario_hash=hashlib.sha256(scenario_text.encode()).hexdigest(),
+            scenario=scenario.model_dump(),
+        )
+        outcome = RunOutcome(run_id=run_id, uid=ledger.prefix, status="failed")
+        try:
+            observer.run_started(run_id, ledger.prefix, plan)
+            hooks: list[WindowHook] = [HostCounters()]  # cheap: always on
+            if plan.flamegraphs and flamegraph_dir is not None:
+                from tunbench.profiling.perf import Flamegraphs
 
-    def on_done(pt: PlannedTrial, rec: TrialRecord) -> None:
-        finished.append(pt.seq)
-        progress.update(task, advance=weight[pt.seq], done=len(finished))
-        if rec.status == "ok":
-            from tunbench.report.terminal import trial_headline
-
-            console.print(f"  [green]✓[/] {escape(pt.case.title)} · rep {pt.repetition}: {trial_headline(rec)}")
-            for why in rec.params.get("retried", []):
-                console.print(f"      (an earlier attempt was void and run again: {escape(why)})")
-        else:
-            lines = rec.error.splitlines() or ["failed"]
-            console.print(f"  [red]✗[/] {escape(pt.case.title)} · rep {pt.repetition}: {escape(lines[0])}")
-            for line in lines[1:40]:  # the tunnel's own log, when it failed
-                console.print(f"      {line}", markup=False, highlight=False)
-            first = lines[0]
-            if scenario.run.stop_on_error:
-                raise TrialError(f"stopping at the first failed trial (stop_on_error): {first}")
-
-    runner = Runner(
-        ledger=ledger,
-        store=store,
-        run_id=run_id,
-        topology=TopologySpec(
-            mtu=scenario.topology.mtu,
-            sysctls=dict(scenario.sysctl),
-            ipv6=scenario.topology.ipv6,
-            congestion_control=scenario.topology.congestion_control,
-        ),
-        duration_s=wl.duration_s,
-        omit_s=wl.omit_s,
-        options=options,
-        link_factory=link_factory,
-        seed=scenario.run.seed,
-        on_start=on_start,
-        on_done=on_done,
-        hooks=hooks,
-    )
-    try:
-        with graceful_signals(console), progress:
+                hooks.append(Flamegraphs(ledger.prefix, flamegraph_dir))
+            runner = Runner(
+                ledger=ledger,
+                store=store,
+                run_id=run_id,
+                topology=TopologySpec(
+                    mtu=scenario.topology.mtu,
+                    sysctls=dict(scenario.sysctl),
+                    ipv6=scenario.topology.ipv6,
+                    congestion_control=scenario.topology.congestion_control,
+                ),
+                duration_s=wl.duration_s,
+                omit_s=wl.omit_s,
+                options=plan.options,
+                link_factory=plan.link_factory,
+                seed=scenario.run.seed,
+                observer=observer,
+                stop_on_error=scenario.run.stop_on_error,
+                hooks=hooks,
+            )
             try:
-                records = runner.run(trials)
-                status = "done"
+                outcome.records = runner.run(plan.trials)
+                outcome.status = "done"
             except KeyboardInterrupt:
-                status = "interrupted"
-    finally:
-        store.finish_run(run_id, status)
-        store.close()
-        finish_ledger(ledger)
-    return RunOutcome(run_id=run_id, uid=ledger.prefix, status=status, records=records)
+                outcome.status = "interrupted"
+        finally:
+            store.finish_run(run_id, outcome.status)
+    return outcome

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tunbench import state
-from tunbench.monitor.cgroup import RoleCgroup, cgroup_root
+from tunbench.host import ledger as state
+from tunbench.host.cgroup import RoleCgroup, cgroup_root
 from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
 from tunbench.runner import _cost_metrics

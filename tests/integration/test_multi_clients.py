@@ -56,7 +56,7 @@ udp_rate_bps = {rate:.0f}
     for t in doc["trials"]:
         assert t["status"] == "ok", t["error"]
         m = t["metrics"]
-        assert t["flows"] == 20 and m["clients.connected"] == 20
+        assert t["clients"] == 20 and m["clients.connected"] == 20
         # UDP at a fixed rate per client: everyone gets it, over the trimmed common window
         assert m["clients.udp.aggregate_bps"] == pytest.approx(20 * rate, rel=0.1)
         assert m["clients.udp.per_client_bps_min"] > 0.8 * rate
@@ -108,13 +108,13 @@ timeout_s = 45
     for t in doc["trials"]:
         assert t["status"] == "ok", t["error"]
         m = t["metrics"]
-        assert m["clients.success_ratio"] == 1.0, (t["label"], t["direction"], m.get("clients.failed_count"))
+        assert m["clients.success_ratio"] == 1.0, (t["label"], t["variant"], m.get("clients.failed_count"))
         assert 0 < m["clients.ready_p50_s"] <= m["clients.ready_p99_s"] <= m["clients.ready_max_s"] < 45
         assert m["clients.handshakes_per_s"] > 0 and m["clients.handshakes_per_s_peak"] >= 1
         assert m["clients.server_cpu_s"] > 0
         cdf = series(tmp_path / "r.db", t["seq"], "clients.ready_cdf")
         assert len(cdf) == 50 and cdf[-1][1] == 1.0
-        if t["direction"] == "reconnect":
+        if t["variant"] == "reconnect":
             assert m["clients.connect.success_ratio"] == 1.0
 
 

@@ -14,9 +14,10 @@ import pytest
 
 from tests.integration.helpers import STARTED
 from tunbench.errors import ConfigError
-from tunbench.link.emulator import link_binary_or_none, profile_link_builder
+from tunbench.host.ledger import Ledger
+from tunbench.link.binary import link_binary_or_none
+from tunbench.link.emulator import profile_link_builder
 from tunbench.link.profile import parse_inline
-from tunbench.state import Ledger
 from tunbench.topology.build import Topology, TopologySpec
 from tunbench.topology.settings import SYSCTLS
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tunbench.monitor import cgroup
+from tunbench.host import cgroup
 
 
 class _NoLedger:

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from tunbench.monitor.cgroup import CpuUsage
+from tunbench.host.cgroup import CpuUsage
 from tunbench.monitor.sampler import RoleCost, RoleSample
-from tunbench.multi.clients import ClientsWorkload, Timing
-from tunbench.multi.options import ClientsOptions
 from tunbench.results import TrialRecord
+from tunbench.workloads.clients import ClientsWorkload, Timing
+from tunbench.workloads.fleet_options import ClientsOptions
 
 
 def _client_json(bytes_per_s: float) -> str:
@@ -31,7 +31,7 @@ def test_a_failed_client_counts_as_zero(tmp_path: Path) -> None:
         results={"server": server, "clients": RoleCost(CpuUsage(0, 0), 0, 0, None)}, wall_s=20.0
     )
     mt: Any = SimpleNamespace(layout=SimpleNamespace(clients=n))
-    rec = TrialRecord(1, "wireguard-go", "wireguard-go", "lan", "clients", n, "down", 0, {})
+    rec = TrialRecord(1, "wireguard-go", "wireguard-go", "lan", "clients", 1, "down", 0, {}, clients=n)
     timing = Timing({i: 0.0 for i in range(n)}, {i: 10.0 for i in range(n)}, 1.0, 5.0, 1.0)
     ClientsWorkload()._summarize(mt, rec, ClientsOptions(), "tcp", "down", timing, tmp_path, sampler, True)
     m = rec.metrics

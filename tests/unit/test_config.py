@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tunbench.config.load import load_scenario, with_overrides
-from tunbench.config.tomlfile import locate
 from tunbench.errors import ConfigError
+from tunbench.tomlfile import locate
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -22,9 +22,9 @@ import typer
 from typer._click import ClickException  # typer 0.29 ships click as typer._click
 from typer.testing import CliRunner
 
-from tunbench import state
 from tunbench.cli import app
 from tunbench.errors import DependencyMissing
+from tunbench.host import ledger as state
 
 ROOT = Path(__file__).parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tunbench.errors import TrialError
+from tunbench.stats import percentile
 from tunbench.workloads import iperf3, irtt
 from tunbench.workloads.rrul import phase_metrics
 
@@ -48,11 +49,11 @@ def test_lost_packets_are_counted_and_excluded() -> None:
 
 
 def test_percentile_interpolates() -> None:
-    assert irtt.percentile([], 50) is None
-    assert irtt.percentile([3.0], 99) == 3.0
-    assert irtt.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
-    assert irtt.percentile([4.0, 1.0, 3.0, 2.0], 100) == 4.0
-    assert irtt.percentile([1.0, 2.0], 0) == 1.0
+    assert percentile([], 50) is None
+    assert percentile([3.0], 99) == 3.0
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert percentile([4.0, 1.0, 3.0, 2.0], 100) == 4.0
+    assert percentile([1.0, 2.0], 0) == 1.0
 
 
 @pytest.mark.parametrize("text", ["", "not json", "{}", '{"stats": {}}'])
@@ -79,6 +80,6 @@ def test_rrul_phase_metrics() -> None:
     inc50, inc99 = m["latency.increase_p50_ms"], m["latency.increase_p99_ms"]
     assert inc50 is not None and 85 < inc50 < 95
     assert inc99 is not None
-    assert m["latency.loaded_p50_ms"] == irtt.percentile(loaded.rtt_ms, 50)
+    assert m["latency.loaded_p50_ms"] == percentile(loaded.rtt_ms, 50)
     up, down, total = m["throughput_bps.up"], m["throughput_bps.down"], m["throughput_bps"]
     assert up and down and total == pytest.approx(up + down)

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tunbench.multi.layout import MAX_CLIENTS, Layout, client_addr, client_inner, client_mac
-from tunbench.state import NAME_RE
+from tunbench.host.ledger import NAME_RE
+from tunbench.topology.layout import MAX_CLIENTS, Layout, client_addr, client_inner, client_mac
 
 PREFIX = "tb3fa91c"
 

@@ -12,13 +12,14 @@ from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError
 from tunbench.link.profile import find_profile
-from tunbench.multi.fleet import client_variables, ns_command, shared_variables
-from tunbench.multi.icmp import checksum, echo_request, parse_reply
-from tunbench.multi.layout import Layout
-from tunbench.multi.options import ClientsOptions, StormOptions
 from tunbench.plan import expand
+from tunbench.topology.layout import Layout
+from tunbench.tunnels.fleet import client_variables, shared_variables
+from tunbench.tunnels.ready import checksum, echo_request, parse_reply
 from tunbench.tunnels.registry import parse_ref
+from tunbench.tunnels.steps import ns_command
 from tunbench.tunnels.template import placeholders, render
+from tunbench.workloads.fleet_options import ClientsOptions, StormOptions
 
 
 def test_echo_request_has_a_valid_checksum() -> None:
@@ -74,26 +75,28 @@ def test_clients_sweep_is_one_case_per_count_and_skips_tunnels_without_multi() -
         "storm": StormOptions(clients=[50], variants=["connect", "overload"]),
     }
     cases = expand(refs, [find_profile("lan")], [1], ["up", "down"], ["clients", "storm"], options=opts)
-    got = sorted((c.workload, c.tunnel.name, c.flows, c.direction) for c in cases)
+    got = sorted((c.workload, c.tunnel.name, c.clients, c.direction, c.variant) for c in cases)
     assert got == [
-        ("clients", "wireguard-go", 5, "down"),
-        ("clients", "wireguard-go", 5, "up"),
-        ("clients", "wireguard-go", 20, "down"),
-        ("clients", "wireguard-go", 20, "up"),
-        ("storm", "wireguard-go", 50, "connect"),
-        ("storm", "wireguard-go", 50, "overload"),
+        ("clients", "wireguard-go", 5, "down", ""),
+        ("clients", "wireguard-go", 5, "up", ""),
+        ("clients", "wireguard-go", 20, "down", ""),
+        ("clients", "wireguard-go", 20, "up", ""),
+        ("storm", "wireguard-go", 50, "-", "connect"),
+        ("storm", "wireguard-go", 50, "-", "overload"),
     ]
-    assert "20 clients" in next(c.title for c in cases if c.flows == 20)
+    assert all(c.flows == 1 for c in cases), "the client count is its own axis, not flows"
+    assert next(c.title for c in cases if c.clients == 20).endswith("clients · 20 clients · up")
+    assert next(c.title for c in cases if c.variant == "overload").endswith("storm · 50 clients · overload")
 
 
 def test_sweep_uses_the_validated_table() -> None:
     sc = Scenario.model_validate({"workload": {"kind": ["clients"], "clients": {"clients": [7, 9]}}})
     options = check_workloads(sc, "", "test")
     cases = expand([parse_ref("wireguard-go")], [find_profile("lan")], [1], ["up"], ["clients"], options=options)
-    assert sorted(c.flows for c in cases) == [7, 9]
+    assert sorted(c.clients for c in cases) == [7, 9]
     # without options, the workload's defaults
     default = expand([parse_ref("wireguard-go"), parse_ref("direct")], [find_profile("lan")], [1], ["up"], ["clients"])
-    assert sorted(c.flows for c in default) == [5, 20, 50, 100], "direct has no [multi] table: skipped"
+    assert sorted(c.clients for c in default) == [5, 20, 50, 100], "direct has no [multi] table: skipped"
 
 
 def test_options_are_validated() -> None:

@@ -29,11 +29,11 @@ from pydantic import BaseModel
 from tunbench import workloads
 from tunbench.config.load import check_workloads, load_scenario
 from tunbench.config.schema import Scenario
-from tunbench.config.tomlfile import locate
 from tunbench.errors import ConfigError
 from tunbench.link.profile import Profile, find_profile
 from tunbench.plan import expand
 from tunbench.session import expected_s, resolve_profiles, resolve_tunnels
+from tunbench.tomlfile import locate
 from tunbench.tunnels.registry import missing_binaries, parse_ref
 from tunbench.tunnels.spec import AdapterSpec
 

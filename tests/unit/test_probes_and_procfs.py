@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from tunbench.monitor.cgroup import CpuUsage, parse_v2_cpu_stat
+from tunbench.host.cgroup import CpuUsage, parse_v2_cpu_stat
 from tunbench.tunnels.probes import TCP_LISTEN, parse_proc_net
 
 PROC_NET_TCP = """\

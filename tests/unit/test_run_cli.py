@@ -10,8 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.unit.report_data import trial
-from tunbench import cli, session, state
+from tunbench import cli, session
 from tunbench.cli import _split_profiles, app
+from tunbench.host import ledger as state
 from tunbench.session import RunOutcome
 from tunbench.store.db import Store
 
@@ -242,7 +243,7 @@ def test_run_outputs_checked_before_the_run(
 def test_missing_output_directory_is_created_not_refused(sandbox: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Like --db's, a missing directory for --json / -o is created (`make demo` writes results/demo.json into
     a fresh results/); it is checked to be creatable before the run, and a dry run creates nothing."""
-    from tunbench.cli_checks import check_output_path, write_output
+    from tunbench.cli.checks import check_output_path, write_output
 
     check_output_path(sandbox / "new" / "deeper" / "r.json", "--json")
     assert not (sandbox / "new").exists()

@@ -3,15 +3,15 @@ keeps why; any other failure is final at once."""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import ClassVar
 
 import pytest
 
-from tunbench import state, workloads
+from tunbench import workloads
 from tunbench.errors import RetryTrial, TrialError
+from tunbench.host import ledger as state
 from tunbench.link.profile import Profile
 from tunbench.plan import Case, PlannedTrial
 from tunbench.results import TrialRecord
@@ -19,30 +19,25 @@ from tunbench.runner import MAX_ATTEMPTS, Runner
 from tunbench.store.db import Store
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.registry import parse_ref
-from tunbench.workloads.base import Context, Measurement, TrialInput, Workload
+from tunbench.workloads.base import BringupContext, Measurement, Workload
 
 
-class Scripted(Workload):
-    """Owns its topology (so no namespaces are needed) and fails as scripted, then succeeds."""
+class Scripted(Workload[BringupContext]):
+    """Owns its bring-up and never brings anything up (so no namespaces are needed); fails as scripted,
+    then succeeds."""
 
     kind = "scripted"
     description = "test double for the runner"
-    owns_topology = True
+    owns_bringup = True
     script: ClassVar[list[Exception | None]] = []
     calls: ClassVar[int] = 0
 
-    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:  # pragma: no cover - never called
-        raise AssertionError
-
-    def measure(self, ctx: Context) -> Measurement:  # pragma: no cover - never called
-        raise AssertionError
-
-    def run_trial(self, trial: TrialInput) -> None:
+    def measure(self, ctx: BringupContext) -> Measurement:
         step = Scripted.script[min(Scripted.calls, len(Scripted.script) - 1)]
         Scripted.calls += 1
-        trial.record.metrics["attempt"] = float(Scripted.calls)
         if step is not None:
             raise step
+        return Measurement(metrics={"attempt": float(Scripted.calls)})
 
 
 RunOne = Callable[[list[Exception | None]], TrialRecord]
@@ -93,10 +88,11 @@ class Hangs(Scripted):
     def trial_timeout_s(self, *args: object) -> float:  # type: ignore[override]
         return 0.5
 
-    def run_trial(self, trial: TrialInput) -> None:
-        from tunbench.proc import run_cmd
+    def measure(self, ctx: BringupContext) -> Measurement:
+        from tunbench.host.proc import run_cmd
 
         run_cmd(["sleep", "600"], timeout_s=5, what="a hung tool")  # without a watchdog: fails late
+        return Measurement()
 
 
 def test_a_hung_workload_fails_its_own_trial(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tunbench import state
+from tunbench.host import ledger as state
 
 
 @pytest.fixture

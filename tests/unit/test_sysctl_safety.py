@@ -147,7 +147,7 @@ def test_congestion_control_must_be_available_and_allowed(host_cc: tuple[Path, P
 
 def test_scenario_topology_congestion_control(tmp_path: Path, host_cc: tuple[Path, Path]) -> None:
     from tunbench.config.schema import Scenario
-    from tunbench.config.tomlfile import validate
+    from tunbench.tomlfile import validate
 
     text = '[topology]\nmtu = 1500\ncongestion_control = "vegas"\n'
     with pytest.raises(ConfigError) as e:

@@ -9,14 +9,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from tunbench.config.schema import Scenario
-from tunbench.config.tomlfile import locate, parse_toml, read_toml, validate
 from tunbench.errors import ConfigError
+from tunbench.tomlfile import locate, parse_toml, read_toml, validate
 
 DEFAULT_SOURCE = "<default scenario>"
-
-# workloads with a direction axis that measure one direction at a time: a `bidir` case would fail every
-# trial (udp, udp-search: one iperf3 UDP sender) or silently measure upload only (clients)
-ONE_WAY = ("udp", "udp-search", "clients")
 
 
 def default_text() -> str:
@@ -52,7 +48,9 @@ def check_workloads(scenario: Scenario, text: str, source: str) -> dict[str, Bas
                 line=locate(text, ["workload", "kind"]) if text else None,
                 key=f"workload.kind[{i}]",
             )
-    one_way = [k for k in wl.kind if k in ONE_WAY]
+    # a one-way workload's bidir case would fail every trial (udp: one iperf3 UDP sender) or silently
+    # measure upload only (clients)
+    one_way = [k for k in wl.kind if workloads.REGISTRY[k].one_way]
     if one_way and "bidir" in wl.directions:
         raise ConfigError(
             f"bidir is not supported by {', '.join(one_way)} (they measure one direction at a time: "

@@ -7,41 +7,20 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
-from tunbench.errors import DependencyMissing, TunnelError
+from tunbench.errors import TunnelError
+from tunbench.host.ledger import Ledger
+from tunbench.host.proc import Daemon
+from tunbench.link.binary import find_link_binary
 from tunbench.link.profile import Profile
-from tunbench.proc import Daemon
-from tunbench.state import Ledger
+from tunbench.topology.build import LinkBuilder, Topology
 from tunbench.topology.veth import Endpoint, configure
-
-REPO_BINARY = Path(__file__).resolve().parents[3] / "link" / "target" / "release" / "tunbench-link"
-
-
-def link_binary_or_none() -> Path | None:
-    env = os.environ.get("TUNBENCH_LINK")
-    if env:
-        return Path(env) if Path(env).is_file() else None
-    if REPO_BINARY.is_file():
-        return REPO_BINARY
-    found = shutil.which("tunbench-link")
-    return Path(found) if found else None
-
-
-def find_link_binary() -> Path:
-    path = link_binary_or_none()
-    if path is None:
-        raise DependencyMissing(
-            "emulated profiles need the tunbench-link binary: run `make build` "
-            "(or set TUNBENCH_LINK=/path/to/tunbench-link)"
-        )
-    return path
 
 
 @dataclass(frozen=True)
@@ -80,6 +59,10 @@ class LinkEmulator:
         self.stats_path = workdir / stats_name
         self.stats: dict[str, Any] = {}
         self.daemon: Daemon | None = None
+
+    def devices(self) -> dict[str, str]:
+        """namespace name -> this link's TUN device in it (topology.build.EmulatedLink)."""
+        return {self.a.netns: self.a.dev, self.b.netns: self.b.dev}
 
     def argv(self) -> list[str]:
         return [
@@ -167,7 +150,7 @@ def link_metrics(stats: dict[str, Any] | None) -> dict[str, float]:
     return out
 
 
-def topology_emulator(topo: Any, profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> LinkEmulator:
+def topology_emulator(topo: Topology, profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> LinkEmulator:
     """The emulator in place of the veth of a two-namespace Topology: same addresses on both sides."""
     a = LinkEnd(topo.client.name, topo.ifname("lc"))
     b = LinkEnd(topo.server.name, topo.ifname("ls"))
@@ -186,12 +169,12 @@ def topology_emulator(topo: Any, profile: Profile, ledger: Ledger, workdir: Path
     return LinkEmulator(profile, ledger, workdir, seed, a=a, b=b, mtu=mtu, configure=configure_ends)
 
 
-def profile_link_builder(profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> Any:
+def profile_link_builder(profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> LinkBuilder | None:
     """A Topology link builder for the profile: the emulator, or None (plain veth) for `lan`."""
     if not profile.emulated:
         return None
 
-    def build(topo: Any) -> LinkEmulator:
+    def build(topo: Topology) -> LinkEmulator:
         emu = topology_emulator(topo, profile, ledger, workdir, seed)
         topo.link = emu
         return emu
@@ -199,6 +182,11 @@ def profile_link_builder(profile: Profile, ledger: Ledger, workdir: Path, seed: 
     return build
 
 
-def link_factory(case: Any, ledger: Ledger, workdir: Path, seed: int) -> Any:
-    """For the runner: a link builder for the case's profile (None for plain veth)."""
+class HasProfile(Protocol):
+    @property
+    def profile(self) -> Profile: ...
+
+
+def link_factory(case: HasProfile, ledger: Ledger, workdir: Path, seed: int) -> LinkBuilder | None:
+    """For the runner (a runner.LinkFactory): a link builder for the case's profile (None for plain veth)."""
     return profile_link_builder(case.profile, ledger, workdir, seed)

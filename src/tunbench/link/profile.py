@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tunbench.config.tomlfile import read_toml, validate
 from tunbench.errors import ConfigError
+from tunbench.tomlfile import read_toml, validate
 from tunbench.topology import sysctl
 from tunbench.topology.settings import check_congestion_control
 
@@ -121,20 +121,16 @@ def find_profile(ref: str, source: str = "--profile") -> Profile:
 
 def validate_with_link(profile: Profile, source: str = "") -> None:
     """Let tunbench-link itself judge the impairment values (one parser, one truth), so a bad profile
-    fails before any namespace exists. Its complaint names `--a2b`/`--b2a`: mapped back to up/down."""
+    fails before any namespace exists. Its first complaint is raised, its direction mapped back to up/down."""
     if not profile.emulated:
         return
-    from tunbench.link.emulator import find_link_binary
-    from tunbench.proc import run_cmd
+    from tunbench.link.binary import check
 
-    res = run_cmd([str(find_link_binary()), "check", *profile.link_args()], check=False, timeout_s=10)
-    if res.returncode == 0:
+    problems = check(profile.link_args())
+    if not problems:
         return
-    msg = (res.stderr or res.stdout).strip().splitlines()[-1] if (res.stderr or res.stdout).strip() else "invalid"
-    msg = msg.removeprefix("tunbench-link: error: ")
-    key = ""
-    m = re.match(r"--(a2b|b2a): ([a-z_]+)=[^:]*: (.*)", msg)
-    if m:
-        direction = "up" if m.group(1) == "a2b" else "down"
-        key, msg = f"{direction}.{m.group(2)}", m.group(3)
+    p = problems[0]
+    side = {"a2b": "up", "b2a": "down"}.get(p.direction or "", "")
+    key = ".".join(k for k in (side, p.key or "") if k)
+    msg = p.message if p.key or not p.value else f"{p.value}: {p.message}"
     raise ConfigError(msg, source=source or f"profile {profile.name}", key=key)

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from tunbench.errors import CommandFailed
-from tunbench.proc import run_cmd
+from tunbench.host.proc import run_cmd
 from tunbench.results import TrialRecord
 
 if TYPE_CHECKING:  # the multi-client trial imports this module, and the workloads import that

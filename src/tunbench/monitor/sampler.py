@@ -13,7 +13,6 @@ between the two samples around each edge.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +22,7 @@ from types import TracebackType
 import numpy as np
 import psutil
 
-from tunbench.monitor.cgroup import CpuUsage, RoleCgroup
+from tunbench.host.cgroup import CpuUsage, RoleCgroup
 
 PidSource = Callable[[], list[int]]
 
@@ -123,16 +122,6 @@ class _RoleTracker:
             end = self.cgroup.usage()
             cg = end - self.cg_start if end is not None else None
         return RoleCost(CpuUsage(user, sys_), self.rss_peak, len(self.last), cg, self.series)
-
-
-def tree_pids(roots: list[int]) -> list[int]:
-    out: list[int] = []
-    for pid in roots:
-        with contextlib.suppress(psutil.Error):
-            proc = psutil.Process(pid)
-            out.append(pid)
-            out.extend(c.pid for c in proc.children(recursive=True))
-    return out
 
 
 class Sampler:

@@ -24,7 +24,7 @@ import json
 import math
 from collections import defaultdict
 
-from tunbench.report.common import flows_text
+from tunbench.report.common import count_of, flows_text, mode_of
 from tunbench.report.summary import CaseSummary, summarize_trials
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 
@@ -32,7 +32,9 @@ Measure = dict[str, float]
 
 
 def benchmark_name(case: CaseKey) -> str:
-    return f"{case.label}/{case.profile}/{case.workload}/{case.direction}/{flows_text(case.flows).replace(' ', '-')}"
+    # a multi-client case keeps the name it had when flows held its client count and direction its variant
+    count = flows_text(count_of(case)).replace(" ", "-")
+    return f"{case.label}/{case.profile}/{case.workload}/{mode_of(case)}/{count}"
 
 
 def _measure(value: float | None, low: float | None = None, high: float | None = None) -> Measure | None:

@@ -48,9 +48,24 @@ def flows_text(flows: int) -> str:
     return f"{flows} flow" + ("" if flows == 1 else "s")
 
 
+def count_of(case: CaseKey) -> int:
+    """The case's count axis: its parallel flows, or a multi-client workload's clients."""
+    return case.clients if case.clients != 1 else case.flows
+
+
+def count_text(case: CaseKey) -> str:
+    """'4 flows', or '50 clients' for a multi-client case."""
+    return f"{case.clients} clients" if case.clients != 1 else flows_text(case.flows)
+
+
+def mode_of(case: CaseKey) -> str:
+    """The case's second axis: a storm's variant, else its direction ('-' for a workload without one)."""
+    return case.variant or case.direction
+
+
 def case_text(case: CaseKey) -> str:
     """'socat · lan · up · 1 flow' (the workload is named only when it is not the default iperf3)."""
-    parts = [case.label, case.profile, case.direction, flows_text(case.flows)]
+    parts = [case.label, case.profile, mode_of(case), count_text(case)]
     if case.workload != "iperf3":
         parts.insert(2, case.workload)
     return " · ".join(parts)

@@ -4,8 +4,8 @@ A and B are runs (store id, uid or name, or a JSON export file), or two labels w
 (``--label-a old --label-b new``, e.g. ``socat[label=old]`` vs ``socat[bin=/opt/new/socat,label=new]``).
 A is the baseline, B the candidate: a change of -8 % means B's median is 8 % below A's.
 
-Cases match on (label, profile, workload, flows, direction); with ``--label-a``/``--label-b`` the label
-of A's cases is mapped to B's label and the rest must match. For each matching case and metric the
+Cases match on (label, profile, workload, flows, direction, clients, variant); with ``--label-a``/``--label-b``
+the label of A's cases is mapped to B's label and the rest must match. For each matching case and metric the
 verdict comes from ``tunbench.stats.compare`` (rank test, distribution-free CI of the change with its
 exact coverage, threshold, MDE).
 
@@ -260,15 +260,32 @@ def run_from_export(data: dict[str, Any], source: str = "JSON") -> RunRecord:
     return run
 
 
+def _axes_from_export(t: dict[str, Any]) -> tuple[int, str, int, str]:
+    """(flows, direction, clients, variant). An export from before the `clients`/`variant` fields held a
+    multi-client trial's client count in `flows` and a storm's variant in `direction` (as the store's
+    schema 1 did: store/migrations.py moves them the same way)."""
+    flows, direction = int(t["flows"]), str(t["direction"])
+    if "clients" in t:
+        return flows, direction, int(t["clients"]), str(t.get("variant") or "")
+    if t["workload"] == "storm":
+        return 1, "-", flows, direction
+    if t["workload"] == "clients":
+        return 1, direction, flows, ""
+    return flows, direction, 1, ""
+
+
 def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
+    flows, direction, clients, variant = _axes_from_export(t)
     return TrialRecord(
         seq=int(t["seq"]),
         tunnel=str(t["tunnel"]),
         label=str(t["label"]),
         profile=str(t["profile"]),
         workload=str(t["workload"]),
-        flows=int(t["flows"]),
-        direction=str(t["direction"]),
+        flows=flows,
+        direction=direction,
+        clients=clients,
+        variant=variant,
         repetition=int(t["repetition"]),
         params=dict(t.get("params") or {}),
         status=str(t.get("status") or "ok"),
@@ -319,8 +336,8 @@ def _groups(trials: list[TrialRecord]) -> dict[CaseKey, list[TrialRecord]]:
     return out
 
 
-def _rest(case: CaseKey) -> tuple[str, str, int, str]:
-    return (case.profile, case.workload, case.flows, case.direction)
+def _rest(case: CaseKey) -> tuple[str, str, int, str, int, str]:
+    return (case.profile, case.workload, case.flows, case.direction, case.clients, case.variant)
 
 
 def _values(trials: list[TrialRecord], metric: Metric) -> list[float]:

@@ -25,6 +25,8 @@ TRIAL_COLUMNS = (
     "workload",
     "flows",
     "direction",
+    "clients",
+    "variant",
     "repetition",
     "status",
     "error",
@@ -44,7 +46,7 @@ def _cell(x: Any) -> Any:
 
 def _row(run: RunRecord, t: TrialRecord, extra: list[str]) -> list[Any]:
     base = [run.id, run.uid, run.name, t.seq, t.tunnel, t.label, t.profile, t.workload, t.flows, t.direction]
-    base += [t.repetition, t.status, (t.error or "").strip(), t.started_at, t.duration_s]
+    base += [t.clients, t.variant, t.repetition, t.status, (t.error or "").strip(), t.started_at, t.duration_s]
     metrics = [t.metrics.get(k) for k in METRIC_COLUMNS]
     derived: list[float | None] = []
     for role in ROLES:

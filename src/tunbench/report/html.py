@@ -27,7 +27,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from tunbench import __version__
+from tunbench import __version__, workloads
 from tunbench.report.common import (
     flows_text,
     fmt_bps,
@@ -36,6 +36,7 @@ from tunbench.report.common import (
     median_or_none,
     trial_jain,
 )
+from tunbench.report.headlines import AXES, headline_tables
 from tunbench.report.summary import BASELINE, ROLES, CaseSummary, summarize_trials
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 
@@ -407,9 +408,16 @@ def fig_latency(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figure 
     return fig
 
 
-# ---- many clients (workloads "clients" and "storm") -------------------------------------------
+# ---- many clients (the fleet workloads: clients, storm) -----------------------------------------
 
-MULTI_CLIENT = ("clients", "storm")
+
+def _fleet(t: TrialRecord) -> bool:
+    """A trial of N clients through one server (Workload.fleet): its per-client "streams" and ready times
+    are not parallel flows of one iperf3 test, so it has a section of its own."""
+    w = workloads.REGISTRY.get(t.workload)
+    return w is not None and w.fleet
+
+
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
 # metric, scale, chart id suffix, title, y-axis title, hover format
@@ -460,31 +468,36 @@ _SCALING: tuple[tuple[str, float, str, str, str, str], ...] = (
 def _mc_namer(trials: list[TrialRecord]) -> Callable[[TrialRecord], str]:
     """A line name for a trial: the label, plus profile and direction/variant when the run has several."""
     profiles = len({t.profile for t in trials}) > 1
-    dirs = len({t.direction for t in trials}) > 1
+    dirs = len({_dir_or_variant(t) for t in trials}) > 1
 
     def name(t: TrialRecord) -> str:
-        parts = [t.label] + ([t.profile] if profiles else []) + ([t.direction] if dirs else [])
+        parts = [t.label] + ([t.profile] if profiles else []) + ([_dir_or_variant(t)] if dirs else [])
         return " · ".join(parts)
 
     return name
+
+
+def _dir_or_variant(t: TrialRecord | CaseKey) -> str:
+    """A storm's variant, or a clients trial's direction: the second axis of a multi-client case."""
+    return t.variant or t.direction
 
 
 def fig_clients_scaling(
     trials: list[TrialRecord], colors: dict[str, str], metric: str, scale: float, title: str, ytitle: str, fmt: str
 ) -> go.Figure | None:
     """One line per tunnel (and direction): median over ok repetitions of ``metric`` against the client count."""
-    mine = [t for t in trials if t.workload == "clients"]
+    mine = [t for t in trials if metric in t.metrics]
     name = _mc_namer(mine)
     pts: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     owner: dict[str, TrialRecord] = {}
     for t in mine:
         v = t.metrics.get(metric)
         if t.status == "ok" and v is not None and math.isfinite(v):
-            pts[name(t)][t.flows].append(v)
+            pts[name(t)][t.clients].append(v)
             owner.setdefault(name(t), t)
     if not pts:
         return None
-    dirs = list(dict.fromkeys(t.direction for t in mine))
+    dirs = list(dict.fromkeys(_dir_or_variant(t) for t in mine))
     fig = go.Figure()
     for key, by_n in pts.items():
         t0 = owner[key]
@@ -494,7 +507,7 @@ def fig_clients_scaling(
             y=[(median_or_none(list(by_n[n])) or 0.0) / scale for n in ns],
             customdata=[len(by_n[n]) for n in ns],
             mode="lines+markers",
-            line={"color": colors.get(t0.label, DIRECT_COLOR), "dash": _DASHES[dirs.index(t0.direction) % 6]},
+            line={"color": colors.get(t0.label, DIRECT_COLOR), "dash": _DASHES[dirs.index(_dir_or_variant(t0)) % 6]},
             marker={"size": 7},
             name=key,
             hovertemplate=f"%{{x}} clients: %{{y:{fmt}}} (median of %{{customdata}})<extra>%{{fullData.name}}</extra>",
@@ -522,11 +535,11 @@ def _first_ok_per_case(trials: list[TrialRecord]) -> dict[CaseKey, TrialRecord]:
 
 def fig_storm_cdf(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figure | None:
     """Time-to-ready CDF per tunnel × client count × variant (first successful repetition of each case)."""
-    mine = [t for t in trials if t.workload == "storm"]
+    mine = [t for t in trials if _ready_cdf(t)]
     name = _mc_namer(mine)
-    counts = sorted({t.flows for t in mine})
+    counts = sorted({t.clients for t in mine})
     fig = go.Figure()
-    for case, t in sorted(_first_ok_per_case(mine).items(), key=lambda kv: (kv[0].label, kv[0].flows, kv[0].direction)):
+    for case, t in sorted(_first_ok_per_case(mine).items(), key=lambda kv: (kv[0].label, kv[0].clients, kv[0].variant)):
         pts = _ready_cdf(t)
         if not pts:
             continue
@@ -537,10 +550,10 @@ def fig_storm_cdf(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figur
             line={
                 "shape": "hv",
                 "color": colors.get(t.label, DIRECT_COLOR),
-                "dash": _DASHES[counts.index(case.flows) % 6],
+                "dash": _DASHES[counts.index(case.clients) % 6],
             },
             marker={"size": 4},
-            name=f"{name(t)} · N={case.flows}",
+            name=f"{name(t)} · N={case.clients}",
             hovertemplate="%{x:.3g} s: %{y:.1%} of clients ready<extra>%{fullData.name}</extra>",
         )
     if not fig.data:
@@ -567,47 +580,6 @@ def _ms(seconds: float | None) -> str:
     return f"{ms:,.0f} ms" if abs(ms) >= 100 else f"{ms:.3g} ms"
 
 
-def storm_table(trials: list[TrialRecord]) -> str:
-    """Ready p50/p99 and success ratio per storm case (medians over successful repetitions)."""
-    groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
-    for t in trials:
-        if t.workload == "storm":
-            groups[t.case].append(t)
-    if not groups:
-        return ""
-    rows = []
-    for case, ts in sorted(groups.items(), key=lambda kv: (kv[0].label, kv[0].profile, kv[0].direction, kv[0].flows)):
-        ok = [t for t in ts if t.status == "ok"]
-
-        def med(metric: str, ok: list[TrialRecord] = ok) -> float | None:
-            return median_or_none([t.metrics.get(metric) for t in ok])
-
-        p50, p99, succ = med("clients.ready_p50_s"), med("clients.ready_p99_s"), med("clients.success_ratio")
-        n = f"{len(ok)}" + (f' <span class="bad">({len(ts) - len(ok)} failed)</span>' if len(ts) > len(ok) else "")
-        cells = [
-            _e(case.label),
-            _e(case.profile),
-            _e(case.direction),
-            _e(case.flows),
-            n,
-            _e(_ms(p50)),
-            _e(_ms(p99)),
-            (f'<span class="bad">{succ:.1%}</span>' if succ < 1.0 else f"{succ:.0%}")
-            if succ is not None and is_num(succ)
-            else "–",
-        ]
-        rows.append("<tr>" + "".join(f"<td{_NUM if i >= 3 else ''}>{c}</td>" for i, c in enumerate(cells)) + "</tr>")
-    heads = ["tunnel", "profile", "variant", "clients", "n", "ready p50", "ready p99", "success"]
-    head = "".join(f"<th{_NUM if i >= 3 else ''}>{h}</th>" for i, h in enumerate(heads))
-    return (
-        '<div class="table-wrap"><table><thead><tr>'
-        + head
-        + "</tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table></div>"
-    )
-
-
 def multi_failures_html(trials: list[TrialRecord]) -> str:
     groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
     for t in trials:
@@ -618,18 +590,18 @@ def multi_failures_html(trials: list[TrialRecord]) -> str:
         if not bad:
             continue
         errs = next((t.error.splitlines()[0] for t in bad if t.error), "no error recorded")
-        what = f"{case.label} · {case.profile} · {case.workload} · {case.direction} · N={case.flows}"
+        what = f"{case.label} · {case.profile} · {case.workload} · {_dir_or_variant(case)} · N={case.clients}"
         items.append(f"<li>{_e(what)}: {len(bad)} of {len(ts)} repetition(s) failed, e.g. {_e(errs)}</li>")
     return f'<ul class="bad">{"".join(items)}</ul>' if items else ""
 
 
 def many_clients_html(trials: list[TrialRecord], pid: str) -> str:
-    multi = [t for t in trials if t.workload in MULTI_CLIENT]
+    multi = [t for t in trials if _fleet(t)]
     if not multi:
         return ""
     colors = _colors((t.label, t.tunnel) for t in multi)
     parts = [_h3(pid, "many-clients", "Many clients"), multi_failures_html(multi)]
-    if any(t.workload == "clients" for t in multi):
+    if any(m in t.metrics for t in multi for m, *_ in _SCALING):
         charts = []
         for metric, scale, slug, title, ytitle, fmt in _SCALING:
             f = fig_clients_scaling(multi, colors, metric, scale, title, ytitle, fmt)
@@ -640,12 +612,43 @@ def many_clients_html(trials: list[TrialRecord], pid: str) -> str:
             parts.append(f'<div class="grid2">{"".join(charts)}</div>')
         else:
             parts.append('<p class="note">No successful multi-client trial to plot.</p>')
-    if any(t.workload == "storm" for t in multi):
-        cdf = fig_storm_cdf(multi, colors)
-        if cdf is not None:
-            parts.append(_div(cdf, f"{pid}-storm-cdf"))
-        parts.append(storm_table(multi))
+    cdf = fig_storm_cdf(multi, colors)
+    if cdf is not None:
+        parts.append(_div(cdf, f"{pid}-storm-cdf"))
     return "\n".join(p for p in parts if p)
+
+
+def headline_tables_html(trials: list[TrialRecord], pid: str) -> str:
+    """The tables of the workloads with a table of their own (Workload.columns), as the terminal shows them."""
+    tables = headline_tables(trials)
+    if not tables:
+        return ""
+    show_profile = len({r.case.profile for t in tables for r in t.rows}) > 1
+    parts = [_h3(pid, "workloads", "Workloads")]
+    for ht in tables:
+        heads = ["tunnel", *(["profile"] if show_profile else []), *(AXES[a][1] for a in ht.axes)]
+        first_num = len(heads)
+        heads += [c.header for c in ht.columns] + ["n"]
+        rows = []
+        for r in ht.rows:
+            n = f"{r.ok}" + (f' <span class="bad">({r.failed} failed)</span>' if r.failed else "")
+            cells = [_e(r.case.label), *([_e(r.case.profile)] if show_profile else [])]
+            cells += [_e(getattr(r.case, a)) for a in ht.axes]
+            cells += (
+                [_e(c) for c in r.cells] if r.ok else ['<span class="bad">failed</span>'] + [""] * (len(ht.columns) - 1)
+            )
+            cells.append(n)
+            rows.append("<tr>" + "".join(f"<td{_NUM if i >= first_num else ''}>{c}</td>" for i, c in enumerate(cells)))
+        head = "".join(f"<th{_NUM if i >= first_num else ''}>{_e(h)}</th>" for i, h in enumerate(heads))
+        parts.append(f'<h4 id="{pid}-workload-{_e(ht.kind)}">{_e(ht.kind)} (median of repetitions)</h4>')
+        if ht.caption:
+            parts.append(f'<p class="note">{_e(ht.caption)}</p>')
+        parts.append(
+            f'<div class="table-wrap"><table><thead><tr>{head}</tr></thead><tbody>'
+            + "</tr>".join(rows)
+            + "</tr></tbody></table></div>"
+        )
+    return "\n".join(parts)
 
 
 # ---- tables and text ---------------------------------------------------------------------------
@@ -845,9 +848,10 @@ def run_section(run: RunRecord, index: int) -> str:
     trials = sorted(run.trials, key=lambda t: t.seq)
     n_trials, n_failed = len(trials), sum(1 for t in trials if t.status != "ok")
     multi = many_clients_html(trials, f"r{index}")
-    # The multi-client workloads have their own section: their per-client "streams" and storm ready times are
-    # not parallel flows of one iperf3 test, so they are left out of the per-case throughput/fairness charts.
-    trials = [t for t in trials if t.workload not in MULTI_CLIENT]
+    headlines = headline_tables_html(trials, f"r{index}")
+    # The fleet workloads have their own section: their per-client "streams" and storm ready times are not
+    # parallel flows of one iperf3 test, so they are left out of the per-case throughput/fairness charts.
+    trials = [t for t in trials if not _fleet(t)]
     summaries = summarize_trials(trials)
     colors = _colors((s.case.label, s.tunnel) for s in summaries)
     pid = f"r{index}"
@@ -855,7 +859,7 @@ def run_section(run: RunRecord, index: int) -> str:
     meta = f"{n_trials} trials, {n_failed} failed · {run.status} · started {run.started_at}"
     parts = [f'<h2 id="{_e(_anchor(run, index))}">{_e(title)}</h2>', f'<p class="meta">{_e(meta)}</p>']
     if not summaries:
-        body = multi or "<p>No trials recorded.</p>"
+        body = "\n".join(p for p in (headlines, multi) if p) or "<p>No trials recorded.</p>"
         return "\n".join([*parts, body, provenance_html(run, run.trials)])
     parts += [warnings_html(summaries), _h3(pid, "summary", "Summary"), summary_table(summaries, trials)]
     parts += [_h3(pid, "throughput", "Throughput"), _div(fig_throughput(summaries, colors), f"{pid}-throughput")]
@@ -888,7 +892,7 @@ def run_section(run: RunRecord, index: int) -> str:
     latency = fig_latency(trials, colors)
     if latency is not None:
         parts += [_h3(pid, "latency", "Latency"), _div(latency, f"{pid}-latency")]
-    parts += [multi, profiles_html(trials), provenance_html(run, trials)]
+    parts += [headlines, multi, profiles_html(trials), provenance_html(run, trials)]
     return "\n".join(p for p in parts if p)
 
 
@@ -902,6 +906,8 @@ def _only_throughput(t: TrialRecord) -> TrialRecord:
         workload=t.workload,
         flows=t.flows,
         direction=t.direction,
+        clients=t.clients,
+        variant=t.variant,
         repetition=t.repetition,
         params=t.params,
         series=keep,

@@ -2,7 +2,9 @@
 
 Format history (bump JSON_SCHEMA on any incompatible change and say what changed):
   1  (tunbench 0.1.0) run, trials, summary. Later in 1, added (readers ignore what they do not know):
-     trials[].series, the per-second series.
+     trials[].series, the per-second series; trials[] and summary[] `clients` and `variant`, the
+     multi-client workloads' axes (before them, a `clients`/`storm` trial's `flows` held the client
+     count and a storm's `direction` its variant; now those are 1 and "-").
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
         "workload": t.workload,
         "flows": t.flows,
         "direction": t.direction,
+        "clients": t.clients,
+        "variant": t.variant,
         "repetition": t.repetition,
         "status": t.status,
         "error": t.error or None,
@@ -77,6 +81,8 @@ def summary_json(s: CaseSummary) -> dict[str, Any]:
         "workload": s.case.workload,
         "flows": s.case.flows,
         "direction": s.case.direction,
+        "clients": s.case.clients,
+        "variant": s.case.variant,
         "n": s.n,
         "n_failed": s.n_failed,
         "throughput_bps": {

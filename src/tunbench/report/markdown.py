@@ -10,7 +10,17 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from tunbench.report.common import direction_text, flows_text, fmt_bps, fmt_num, is_num, median_or_none, trial_jain
+from tunbench.report.common import (
+    count_of,
+    count_text,
+    direction_text,
+    fmt_bps,
+    fmt_num,
+    is_num,
+    median_or_none,
+    mode_of,
+    trial_jain,
+)
 from tunbench.report.summary import BASELINE, CaseSummary, summarize_trials
 from tunbench.results import RunRecord, TrialRecord
 
@@ -63,10 +73,11 @@ def _mbit(x: float | None) -> str:
 
 
 def _overview(summaries: list[CaseSummary]) -> list[str]:
-    flows = sorted({s.case.flows for s in summaries})
+    flows = sorted({count_of(s.case) for s in summaries})
     labels = list(dict.fromkeys(s.case.label for s in summaries))
-    cell = {(s.case.label, s.case.flows): s for s in summaries}
-    header = ["tunnel", *(flows_text(f) for f in flows)]
+    cell = {(s.case.label, count_of(s.case)): s for s in summaries}
+    texts = {count_of(s.case): count_text(s.case) for s in summaries}
+    header = ["tunnel", *(texts[f] for f in flows)]
     rows = []
     for label in labels:
         base = cell.get((label, flows[0])) or next(s for s in summaries if s.case.label == label)
@@ -90,14 +101,14 @@ def _details(summaries: list[CaseSummary], fairness: dict[tuple[str, int], float
         "Jain fairness",
     ]
     rows = []
-    for s in sorted(summaries, key=lambda s: (s.case.flows, s.tunnel != BASELINE, -(s.throughput.median or 0))):
+    for s in sorted(summaries, key=lambda s: (count_of(s.case), s.tunnel != BASELINE, -(s.throughput.median or 0))):
         c, v = s.roles["client"], s.roles["server"]
         n = f"{s.n}" + (f" ({s.n_failed} failed)" if s.n_failed else "")
-        jain = fairness.get((s.case.label, s.case.flows))
+        jain = fairness.get((s.case.label, count_of(s.case)))
         rows.append(
             [
                 s.case.label,
-                str(s.case.flows),
+                str(count_of(s.case)),
                 fmt_bps(s.throughput.median) if s.n else "failed",
                 _ci(s),
                 n,
@@ -116,7 +127,7 @@ def _fairness(trials: list[TrialRecord]) -> dict[tuple[str, int], float | None]:
     per: dict[tuple[str, int], list[float | None]] = defaultdict(list)
     for t in trials:
         if t.status == "ok":
-            per[(t.label, t.flows)].append(trial_jain(t))
+            per[(t.label, count_of(t.case))].append(trial_jain(t))
     return {k: median_or_none(v) for k, v in per.items()}
 
 
@@ -161,7 +172,7 @@ def render_run(run: RunRecord) -> str:
         return "\n".join([*lines, "No trials recorded.", ""])
     groups: dict[tuple[str, str, str], list[CaseSummary]] = defaultdict(list)
     for s in summaries:
-        groups[(s.case.profile, s.case.workload, s.case.direction)].append(s)
+        groups[(s.case.profile, s.case.workload, mode_of(s.case))].append(s)
     fairness = _fairness(run.trials)
     for (profile, workload, direction), group in groups.items():
         lines.append(f"### {profile} — {direction_text(direction)} ({workload})")
@@ -177,11 +188,9 @@ def render_run(run: RunRecord) -> str:
         lines += ["#### Warnings", ""]
         for s, w in notes:
             if w is None:
-                lines += [
-                    f"- **{s.case.label}** ({s.case.direction}, {flows_text(s.case.flows)}): {e}" for e in s.errors
-                ]
+                lines += [f"- **{s.case.label}** ({mode_of(s.case)}, {count_text(s.case)}): {e}" for e in s.errors]
             else:
-                lines.append(f"- {w.message} ({s.case.direction}, {flows_text(s.case.flows)}) — {w.fix}")
+                lines.append(f"- {w.message} ({mode_of(s.case)}, {count_text(s.case)}) — {w.fix}")
         lines.append("")
     lines += ["#### Provenance", "", *_provenance(run), ""]
     return "\n".join(lines)

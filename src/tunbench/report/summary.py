@@ -82,15 +82,15 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
     groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
     for t in trials:
         groups[t.case].append(t)
-    direct: dict[tuple[str, str, int, str], list[float]] = {}
+    direct: dict[tuple[str, str, int, str, int, str], list[float]] = {}
     for key, ts in groups.items():
         if ts[0].tunnel == BASELINE:
-            direct[(key.profile, key.workload, key.flows, key.direction)] = _ok_values(ts)
+            direct[_baseline_key(key)] = _ok_values(ts)
     out = []
     for key, ts in groups.items():
         ok = [t for t in ts if t.status == "ok"]
         values = _ok_values(ts)
-        base = direct.get((key.profile, key.workload, key.flows, key.direction))
+        base = direct.get(_baseline_key(key))
         ratio = None
         if base and values and ts[0].tunnel != BASELINE:
             ratio = ratio_of_medians(values, base, seed=seed, resamples=2000)
@@ -124,7 +124,7 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
                     tuple(stability_warnings([v / 1e6 for v in values], label=f"{key.label} Mbit/s")) if values else ()
                 )
                 + tuple(link_warnings(_link_late(ok), label=key.label))
-                + tuple(trial_warnings(ok, label=f"{key.label} {key.direction}")),
+                + tuple(trial_warnings(ok, label=f"{key.label} {key.variant or key.direction}")),
                 errors=tuple(dict.fromkeys(t.error.splitlines()[0] for t in ts if t.status != "ok" and t.error)),
             )
         )
@@ -133,12 +133,19 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
             s.case.profile,
             s.case.workload,
             s.case.direction,
+            s.case.variant,
             s.case.flows,
+            s.case.clients,
             s.tunnel != BASELINE,
             -(s.throughput.median if s.n else 0.0),
         )
     )
     return out
+
+
+def _baseline_key(key: CaseKey) -> tuple[str, str, int, str, int, str]:
+    """The case without its tunnel: the direct case of the same key is its baseline."""
+    return (key.profile, key.workload, key.flows, key.direction, key.clients, key.variant)
 
 
 def _ok_values(ts: list[TrialRecord]) -> list[float]:

@@ -10,72 +10,12 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
+from tunbench import workloads
+from tunbench.report.headlines import AXES, headline_tables, own_table
 from tunbench.report.summary import CaseSummary
-from tunbench.results import CaseKey, TrialRecord
+from tunbench.results import TrialRecord
 from tunbench.stats import StabilityWarning
-
-# workloads whose headline is not bulk throughput: they get their own tables (workload_tables)
-Column = tuple[str, str, str]  # header, metric key, unit (ms, s, pct, frac, mbit)
-HEADLINES: dict[str, list[Column]] = {
-    "latency": [
-        ("RTT p50 ms", "latency.p50_ms", "ms"),
-        ("p90", "latency.p90_ms", "ms"),
-        ("p99", "latency.p99_ms", "ms"),
-        ("max", "latency.max_ms", "ms"),
-        ("loss", "latency.loss", "frac"),
-        ("one-way p50 ms (up / down)", "latency.send_p50_ms|latency.receive_p50_ms", "ms"),
-    ],
-    "rrul": [
-        ("idle p50 ms", "latency.idle_p50_ms", "ms"),
-        ("loaded p50", "latency.loaded_p50_ms", "ms"),
-        ("loaded p99", "latency.loaded_p99_ms", "ms"),
-        ("+p50", "latency.increase_p50_ms", "ms"),
-        ("+p99", "latency.increase_p99_ms", "ms"),
-        ("after p50", "latency.after_p50_ms", "ms"),
-        ("Mbit/s up / down", "throughput_bps.up|throughput_bps.down", "mbit"),
-        ("TCP retrans c / s", "counters.client.tcp_retrans_segs|counters.server.tcp_retrans_segs", "n"),
-    ],
-    "udp": [
-        ("offered Mbit/s", "udp.offered_bps", "mbit"),
-        ("delivered", "udp.delivered_bps", "mbit"),
-        ("loss", "udp.loss", "frac"),
-        ("jitter ms", "udp.jitter_ms", "ms"),
-        ("rcvbuf errs c / s", "counters.client.udp_rcvbuf_errors|counters.server.udp_rcvbuf_errors", "n"),
-    ],
-    "udp-search": [],  # one column per datagram size, found in the trials
-    "clients": [
-        ("UDP Mb/s", "clients.udp.aggregate_bps", "mbit"),
-        ("per client", "clients.udp.per_client_bps_p50", "mbit"),
-        ("loss", "clients.udp.loss_pct", "pct"),
-        ("TCP Mb/s", "clients.tcp.aggregate_bps", "mbit"),
-        ("Jain", "clients.tcp.jain", "ratio"),
-        ("CPU-s/cl", "clients.udp.server_cpu_s_per_client", "sec"),
-        ("RSS/cl", "clients.server_rss_bytes_per_client", "kb"),
-        ("failed", "clients.udp.failed_clients|clients.tcp.failed_clients", "n"),
-    ],
-    "storm": [
-        ("ready", "clients.ready_count", "n"),
-        ("p50 s", "clients.ready_p50_s", "sec"),
-        ("p90", "clients.ready_p90_s", "sec"),
-        ("p99", "clients.ready_p99_s", "sec"),
-        ("max", "clients.ready_max_s", "sec"),
-        ("hs/s", "clients.handshakes_per_s", "n"),
-        ("srv CPU-s", "clients.server_cpu_s", "sec"),
-    ],
-    "connect": [
-        ("setup p50 ms", "connect.p50_s", "s"),
-        ("p90", "connect.p90_s", "s"),
-        ("max", "connect.max_s", "s"),
-        ("bring-ups", "connect.count", "n"),
-        ("failed", "connect.failures", "n"),
-    ],
-}
-
-
-def mbit(bps: float | None) -> str:
-    if bps is None or math.isnan(bps):
-        return "–"
-    return f"{bps / 1e6:,.0f}" if bps >= 1e7 else f"{bps / 1e6:,.2f}"
+from tunbench.units import mbit
 
 
 def pct(x: float | None) -> str:
@@ -88,9 +28,9 @@ def pair(a: str, b: str) -> str:
 
 def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
     """Per case: median throughput [min–max], n, ratio to direct, CPU (client / server, % of one core)
-    and efficiency (Mbit per CPU-second, client / server). Cases of the HEADLINES workloads are left to
-    workload_tables()."""
-    summaries = [s for s in summaries if s.case.workload not in HEADLINES]
+    and efficiency (Mbit per CPU-second, client / server). Cases of workloads with a table of their own are
+    left to workload_tables()."""
+    summaries = [s for s in summaries if not own_table(s.case.workload)]
     profiles = sorted({s.case.profile for s in summaries})
     show_profile = len(profiles) > 1
     if not show_profile and profiles:
@@ -160,9 +100,10 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
 
 
 def _case_name(s: CaseSummary, show_profile: bool) -> str:
-    flows = f" ×{s.case.flows}" if s.case.flows > 1 else ""
-    prof = f" @{s.case.profile}" if show_profile else ""
-    return f"{s.case.label} {s.case.direction}{flows}{prof}"
+    c = s.case
+    count = f" ×{c.flows}" if c.flows > 1 else f" ×{c.clients}" if c.clients > 1 else ""
+    prof = f" @{c.profile}" if show_profile else ""
+    return f"{c.label} {c.variant or c.direction}{count}{prof}"
 
 
 def _late_ms(w: StabilityWarning) -> str:
@@ -208,145 +149,48 @@ def warning_lines(summaries: list[CaseSummary]) -> list[str]:
 # ---- non-throughput workloads ------------------------------------------------------------------------
 
 
-def _fmt(value: float | None, unit: str) -> str:
-    if value is None or math.isnan(value):
-        return "–"
-    if unit == "mbit":
-        return mbit(value)
-    if unit == "frac":
-        return f"{100 * value:.2f}%"
-    if unit == "s":
-        return f"{1000 * value:,.0f}" if value >= 1 else f"{1000 * value:.1f}"
-    if unit == "n":
-        return f"{value:.0f}"
-    if unit == "sec":
-        return f"{value:.2f}"
-    if unit == "pct":
-        return f"{value:.1f}%"
-    if unit == "ratio":
-        return f"{value:.2f}"
-    if unit == "kb":
-        return f"{value / 1024:,.0f} KiB"
-    return f"{value:.2f}" if value < 100 else f"{value:,.1f}"
-
-
-def _median(trials: list[TrialRecord], key: str) -> float | None:
-    vals = sorted(v for t in trials if (v := t.metrics.get(key)) is not None and not math.isnan(v))
-    if not vals:
-        return None
-    mid = len(vals) // 2
-    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
-
-
-def _cell(trials: list[TrialRecord], keys: str, unit: str) -> str:
-    return " / ".join(_fmt(_median(trials, k), unit) for k in keys.split("|"))
-
-
-def _columns(kind: str, trials: list[TrialRecord]) -> list[Column]:
-    if kind != "udp-search":
-        return HEADLINES[kind]
-    sizes = sorted({int(k.rsplit(".", 1)[1]) for t in trials for k in t.metrics if k.startswith("zero_loss_bps.")})
-    return [(f"{size} B Mbit/s", f"zero_loss_bps.{size}", "mbit") for size in sizes] + [
-        ("steps", "|".join(f"search_steps.{size}" for size in sizes), "n")
-    ]
-
-
 def has_throughput_cases(summaries: list[CaseSummary]) -> bool:
-    return any(s.case.workload not in HEADLINES for s in summaries)
+    return any(not own_table(s.case.workload) for s in summaries)
 
 
 def workload_tables(trials: list[TrialRecord]) -> list[Table]:
-    """One table per non-throughput workload in `trials`: each case's headline metrics, the median over
-    its good repetitions, and n."""
-    groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
-    for t in trials:
-        if t.workload in HEADLINES:
-            groups[t.case].append(t)
-    show_profile = len({k.profile for k in groups}) > 1
-    tables = []
-    for kind in HEADLINES:
-        keys = sorted(
-            (k for k in groups if k.workload == kind),
-            key=lambda k: (k.profile, k.direction, k.flows, k.label != "direct", k.label),
-        )
-        if not keys:
-            continue
-        ok_all = [t for k in keys for t in groups[k] if t.status == "ok"]
-        cols = _columns(kind, ok_all)
-        caption = {
-            "udp-search": "zero-loss throughput (RFC 2544): delivered rate at the highest offered rate with loss <= "
-            "the threshold",
-            "rrul": "RTT idle vs under load (N up + N down TCP flows); +pNN = loaded - idle",
-            "connect": "tunnel bring-up: start of its processes to a packet through it",
-            "clients": "N clients, each through its own tunnel, over the window where all are active; per client: "
-            "UDP median; Jain: TCP fairness; CPU-s/cl, RSS/cl: the tunnel server's cost per client; failed: UDP / TCP",
-            "storm": "N clients started at once: time to a working tunnel (an echo through it answered); hs/s: "
-            "handshakes per second at the server",
-        }.get(kind)
+    """One table per workload in `trials` that has a table of its own (Workload.columns): each case's
+    headline metrics, the median over its good repetitions, and n."""
+    tables = headline_tables(trials)
+    show_profile = len({r.case.profile for t in tables for r in t.rows}) > 1
+    out = []
+    for ht in tables:
         table = Table(
-            title=f"{kind} (median of repetitions)",
+            title=f"{ht.kind} (median of repetitions)",
             header_style="bold",
             box=box.SIMPLE_HEAD,
             pad_edge=False,
-            caption=caption,
+            caption=ht.caption or None,
             caption_justify="left",
         )
         table.add_column("tunnel", min_width=14, overflow="fold")
         if show_profile:
             table.add_column("profile")
-        axes = [a for a in ("direction", "flows") if any(getattr(k, a) not in ("-", 1) for k in keys)]
-        for a in axes:
-            multi = kind in ("clients", "storm")
-            header = {"direction": "variant" if kind == "storm" else "dir", "flows": "clients" if multi else "flows"}[a]
-            table.add_column(header, justify="right" if a == "flows" else "left")
-        for header, _, _ in cols:
-            table.add_column(header, justify="right", no_wrap=True)
+        for a in ht.axes:
+            table.add_column(AXES[a][1], justify="right" if a in ("flows", "clients") else "left")
+        for col in ht.columns:
+            table.add_column(col.header, justify="right", no_wrap=True)
         table.add_column("n", justify="right")
-        for k in keys:
-            ts = groups[k]
-            ok = [t for t in ts if t.status == "ok"]
-            failed = len(ts) - len(ok)
-            n = f"{len(ok)}" + (f" [red]({failed}✗)[/]" if failed else "")
-            cells = (
-                [_cell(ok, key, unit) for _, key, unit in cols] if ok else ["[red]failed[/]"] + ["" for _ in cols[1:]]
-            )
+        for r in ht.rows:
+            n = f"{r.ok}" + (f" [red]({r.failed}✗)[/]" if r.failed else "")
+            cells = r.cells if r.ok else ["[red]failed[/]"] + ["" for _ in ht.columns[1:]]
             table.add_row(
-                escape(k.label),
-                *([escape(k.profile)] if show_profile else []),
-                *[str(getattr(k, a)) for a in axes],
+                escape(r.case.label),
+                *([escape(r.case.profile)] if show_profile else []),
+                *[str(getattr(r.case, a)) for a in ht.axes],
                 *cells,
                 n,
             )
-        tables.append(table)
-    return tables
+        out.append(table)
+    return out
 
 
 def trial_headline(rec: TrialRecord) -> str:
-    """One trial's result in a few words, for the progress lines."""
-    m = rec.metrics
-    if rec.workload == "latency":
-        return f"RTT p50 {_fmt(m.get('latency.p50_ms'), 'ms')} ms, p99 {_fmt(m.get('latency.p99_ms'), 'ms')} ms"
-    if rec.workload == "rrul":
-        return (
-            f"RTT p50 idle {_fmt(m.get('latency.idle_p50_ms'), 'ms')} → loaded "
-            f"{_fmt(m.get('latency.loaded_p50_ms'), 'ms')} ms, {mbit(m.get('throughput_bps'))} Mbit/s"
-        )
-    if rec.workload == "udp":
-        return f"{mbit(m.get('udp.delivered_bps'))} Mbit/s delivered, loss {_fmt(m.get('udp.loss'), 'frac')}"
-    if rec.workload == "udp-search":
-        sizes = sorted(int(k.rsplit(".", 1)[1]) for k in m if k.startswith("zero_loss_bps."))
-        return "zero-loss " + ", ".join(f"{s} B {mbit(m.get(f'zero_loss_bps.{s}'))}" for s in sizes) + " Mbit/s"
-    if rec.workload == "storm":
-        return (
-            f"{_fmt(m.get('clients.ready_count'), 'n')}/{rec.flows} ready"
-            f" · p50 {_fmt(m.get('clients.ready_p50_s'), 'sec')} s · max {_fmt(m.get('clients.ready_max_s'), 'sec')} s"
-        )
-    if rec.workload == "clients":
-        return (
-            f"{rec.flows} clients · UDP {mbit(m.get('clients.udp.aggregate_bps'))} Mbit/s"
-            f" (loss {_fmt(m.get('clients.udp.loss_pct'), 'pct')})"
-            f" · TCP {mbit(m.get('clients.tcp.aggregate_bps'))} Mbit/s"
-        )
-    if rec.workload == "connect":
-        return f"setup p50 {_fmt(m.get('connect.p50_s'), 's')} ms, max {_fmt(m.get('connect.max_s'), 's')} ms"
-    return f"{mbit(m.get('throughput_bps') or 0.0)} Mbit/s"
+    """One trial's result in a few words, for the progress lines (its workload's own headline)."""
+    w = workloads.REGISTRY.get(rec.workload)
+    return w.headline(rec) if w is not None else f"{mbit(rec.metrics.get('throughput_bps') or 0.0)} Mbit/s"

@@ -30,6 +30,7 @@ from tunbench.stats.summary import (
     Ratio,
     Summary,
     order_statistic_interval,
+    percentile,
     ratio_of_medians,
     summarize,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "modified_z_scores",
     "order_statistic_interval",
     "outliers",
+    "percentile",
     "ratio_interval",
     "ratio_of_medians",
     "required_repetitions",

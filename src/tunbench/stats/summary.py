@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -215,3 +216,9 @@ def ratio_of_medians(
         ci = ratio_interval(den, num, confidence)
         lo, hi, coverage = ci.low, ci.high, ci.coverage
     return Ratio(value, lo, hi, confidence, n_num, n_den, coverage)
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (q in 0..100) of `values`, linearly interpolated between order statistics
+    (numpy's default method); None when there are no values."""
+    return float(np.percentile(np.asarray(values, dtype=float), q)) if len(values) else None

@@ -133,7 +133,8 @@ class Store:
         with self._tx() as db:
             cur = db.execute(
                 "INSERT INTO trials (run_id, seq, tunnel, label, profile, workload, flows, direction, repetition,"
-                " params, status, error, started_at, duration_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " params, status, error, started_at, duration_s, clients, variant)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     run_id,
                     t.seq,
@@ -149,6 +150,8 @@ class Store:
                     t.error,
                     t.started_at,
                     t.duration_s,
+                    t.clients,
+                    t.variant,
                 ),
             )
             tid = int(cur.lastrowid or 0)
@@ -209,7 +212,7 @@ class Store:
     def trials(self, run_id: int, *, with_series: bool = True) -> list[TrialRecord]:
         rows = self.db.execute(
             "SELECT id, seq, tunnel, label, profile, workload, flows, direction, repetition, params, status, error,"
-            " started_at, duration_s FROM trials WHERE run_id = ? ORDER BY seq",
+            " started_at, duration_s, clients, variant FROM trials WHERE run_id = ? ORDER BY seq",
             (run_id,),
         ).fetchall()
         out: list[TrialRecord] = []
@@ -229,6 +232,8 @@ class Store:
                 error=r[11],
                 started_at=r[12],
                 duration_s=r[13],
+                clients=r[14],
+                variant=r[15],
             )
             t.metrics = dict(self.db.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (t.id,)))
             t.streams = [

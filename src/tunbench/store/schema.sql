@@ -1,4 +1,4 @@
--- tunbench result store, schema version 1 (see migrations.py for the history).
+-- tunbench result store, schema version 2 (see migrations.py for the history).
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -27,13 +27,15 @@ CREATE TABLE IF NOT EXISTS trials (
     profile     TEXT NOT NULL,
     workload    TEXT NOT NULL,
     flows       INTEGER NOT NULL,
-    direction   TEXT NOT NULL,
+    direction   TEXT NOT NULL,                -- up | down | bidir, or '-' where the workload has none
     repetition  INTEGER NOT NULL,
     params      TEXT NOT NULL,                -- JSON: tunnel params, workload params, profile, sysctls
     status      TEXT NOT NULL,                -- ok | failed
     error       TEXT NOT NULL DEFAULT '',
     started_at  TEXT NOT NULL,
-    duration_s  REAL                          -- wall time of the measurement window
+    duration_s  REAL,                         -- wall time of the measurement window
+    clients     INTEGER NOT NULL DEFAULT 1,   -- multi-client workloads (clients, storm): the client count
+    variant     TEXT NOT NULL DEFAULT ''      -- storm: connect | reconnect | overload
 );
 CREATE INDEX IF NOT EXISTS trials_run ON trials(run_id);
 

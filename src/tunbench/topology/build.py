@@ -7,18 +7,26 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from tunbench.errors import ConfigError
-from tunbench.state import Ledger
+from tunbench.host.ledger import Ledger
+from tunbench.host.netns import NetNamespace
 from tunbench.topology import settings, sysctl
 from tunbench.topology.addresses import AddressPlan
-from tunbench.topology.netns import NetNamespace
 from tunbench.topology.veth import Endpoint, create_veth
 
 # A link builder joins the two namespaces (veth, or the WAN emulator) and returns a context manager that
 # owns whatever it created (or None when the namespaces' deletion removes it all).
 LinkBuilder = Callable[["Topology"], contextlib.AbstractContextManager[object] | None]
+
+
+class EmulatedLink(Protocol):
+    """A link between the namespaces that is more than a veth (the WAN emulator): its own devices."""
+
+    def devices(self) -> dict[str, str]:
+        """namespace name -> the link's device in it."""
+        ...
 
 
 @dataclass
@@ -71,7 +79,7 @@ class Topology:
         self.client = NetNamespace(f"{ledger.prefix}-{tag}c", ledger)
         self.server = NetNamespace(f"{ledger.prefix}-{tag}s", ledger)
         self.sysctls_applied: dict[str, dict[str, str]] = {}
-        self.link: object | None = None  # the link builder may set this (e.g. the emulator, for its counters)
+        self.link: EmulatedLink | None = None  # set by a link builder that puts a device in each namespace
 
     def ifname(self, suffix: str) -> str:
         """An interface name carrying the run prefix (<= 15 chars, the kernel's limit)."""
@@ -101,12 +109,10 @@ class Topology:
         """The settings that change results, as the kernel has them now in both namespaces (and the emulated
         link's devices): congestion control, socket buffer limits, default qdisc, MTU and offloads, kernel
         version. See topology/settings.py; recorded per trial as params["net"]."""
-        from tunbench.link.emulator import LinkEmulator  # the emulator imports topology: import here
-
         link_devices = None
-        if isinstance(self.link, LinkEmulator):
+        if self.link is not None:
             roles = {self.client.name: "client", self.server.name: "server"}
-            link_devices = {roles.get(end.netns, end.netns): end.dev for end in (self.link.a, self.link.b)}
+            link_devices = {roles.get(ns, ns): dev for ns, dev in self.link.devices().items()}
         return settings.effective_settings(
             {"client": self.client.name, "server": self.server.name}, link_devices=link_devices
         )

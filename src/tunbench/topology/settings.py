@@ -29,7 +29,7 @@ from typing import Any
 from pyroute2 import IPRoute
 from pyroute2.ethtool.ioctl import IoctlEthtool
 
-from tunbench.topology.netns import run_in_netns
+from tunbench.host.netns import run_in_netns
 
 CONGESTION_KEY = "net.ipv4.tcp_congestion_control"
 # recorded name -> sysctl (fixed paths: nothing from the user goes into them)

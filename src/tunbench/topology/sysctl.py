@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 
 from tunbench.errors import ConfigError
-from tunbench.topology.netns import run_in_netns
+from tunbench.host.netns import run_in_netns
 
 # net.<part>(.<part>)+, each part lower-case letters, digits and underscores: no "..", "/", "-", spaces
 _KEY = re.compile(r"net(\.[a-z0-9_]+)+")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pyroute2 import IPRoute
 
-from tunbench.topology.netns import NetNamespace
+from tunbench.host.netns import NetNamespace
 
 
 @dataclass(frozen=True)

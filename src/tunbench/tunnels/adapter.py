@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -13,23 +12,17 @@ from pathlib import Path
 from types import TracebackType
 
 from tunbench.errors import TunbenchError, TunnelError
-from tunbench.monitor.cgroup import RoleCgroup
-from tunbench.monitor.sampler import tree_pids
-from tunbench.proc import Daemon, run_cmd
-from tunbench.state import Ledger
+from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.ledger import Ledger
+from tunbench.host.proc import Daemon, run_cmd
 from tunbench.topology.build import Topology
-from tunbench.tunnels import probes
 from tunbench.tunnels.registry import TunnelRef
 from tunbench.tunnels.spec import (
-    CmdProbe,
-    FileProbe,
-    LogProbe,
-    PingProbe,
-    PortProbe,
     Probe,
     RoleSpec,
 )
-from tunbench.tunnels.template import render, render_argv
+from tunbench.tunnels.steps import Steps
+from tunbench.tunnels.template import render_argv
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +76,7 @@ class Tunnel:
         self.topo = topo
         self.workdir = workdir
         self.cgroups = cgroups
-        self._ledger = ledger
+        self.steps = Steps(self.spec, self.source, workdir, ledger, cgroups)
         self._stack = contextlib.ExitStack()
         self.daemons: dict[str, Daemon] = {}
         self.vars: dict[str, str] = {**base_variables(topo, workdir), **ref.merged_params(), "label": ref.label}
@@ -94,14 +87,16 @@ class Tunnel:
     def __enter__(self) -> Tunnel:
         t0 = time.monotonic()
         try:
-            self._keys()
-            self._files()
+            for i, step in enumerate(self.spec.keys):
+                self.vars[step.name] = self.steps.key(step, self.vars, f"keys[{i}]")
+            for i, f in enumerate(self.spec.files):
+                self.steps.write(f.path, f.content, f.mode, self.vars, f"files[{i}]")
             for role in ROLES:
                 self._role_up(role, getattr(self.spec, role))
-            self._wait(self.spec.ready, "tunnel")
+            self._wait(self.spec.ready, "ready")
             self.target = Target(
-                render(self.spec.target.address, self.vars, source=self.source, key="target.address"),
-                int(render(self.spec.target.port, self.vars, source=self.source, key="target.port")),
+                self.steps.render(self.spec.target.address, self.vars, "target.address"),
+                int(self.steps.render(self.spec.target.port, self.vars, "target.port")),
             )
         except BaseException as e:
             self._stack.close()
@@ -115,11 +110,8 @@ class Tunnel:
         self._stack.close()
 
     def pids(self, role: str) -> list[int]:
-        cg = self.cgroups.get(role)
-        if cg is not None and cg.available:
-            return cg.pids()
         d = self.daemons.get(role)
-        return tree_pids([d.pid]) if d else []
+        return self.steps.pids(role, [d] if d else [])
 
     def check_alive(self) -> None:
         for role, d in self.daemons.items():
@@ -127,86 +119,37 @@ class Tunnel:
                 raise TunnelError(f"{self.ref.label}: {role} process exited (code {d.proc.returncode}){self._logs()}")
 
     # ---- steps -----------------------------------------------------------------------------------
-    def _keys(self) -> None:
-        for i, step in enumerate(self.spec.keys):
-            key = f"keys[{i}]"
-            argv = render_argv(step.run, self.vars, source=self.source, key=f"{key}.run")
-            stdin = render(step.stdin, self.vars, source=self.source, key=f"{key}.stdin") if step.stdin else None
-            res = run_cmd(argv, stdin=stdin, cwd=self.workdir, what=f"{self.spec.name} key step {step.name}")
-            self.vars[step.name] = res.stdout.strip()
-
-    def _files(self) -> None:
-        for i, f in enumerate(self.spec.files):
-            path = self.workdir / f.path
-            content = render(f.content, self.vars, source=self.source, key=f"files[{i}].content")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, int(f.mode, 8))
-            with os.fdopen(fd, "w") as out:
-                out.write(content)
-
     def _ns(self, role: str) -> str | None:
         return {"client": self.topo.client.name, "server": self.topo.server.name}.get(role)
 
-    def _run_steps(self, role: str, steps: list[str], phase: str) -> None:
-        for i, cmd in enumerate(steps):
-            argv = render_argv(cmd, self.vars, source=self.source, key=f"{role}.{phase}[{i}]")
-            run_cmd(argv, netns=self._ns(role), cwd=self.workdir, what=f"{self.spec.name} {role} {phase}")
-
     def _role_up(self, role: str, rs: RoleSpec) -> None:
-        self._run_steps(role, rs.before, "before")
+        self.steps.commands(rs.before, self.vars, self._ns(role), f"{role}.before")
         if rs.daemon:
-            argv = render_argv(rs.daemon, self.vars, source=self.source, key=f"{role}.daemon")
-            env = {k: render(v, self.vars, source=self.source, key=f"{role}.env.{k}") for k, v in rs.env.items()}
-            cg = self.cgroups.get(role)
-            d = Daemon(
-                argv,
-                ledger=self._ledger,
-                log_path=self.workdir / f"{role}.log",
-                what=f"{self.spec.name} {role}",
-                netns=self._ns(role),
-                env=env,
-                cwd=self.workdir,
-                cgroup_procs=cg.procs_file if cg else None,
-            )
+            d = self.steps.spawn(rs, self.vars, self._ns(role), role, role, role)
             self._stack.callback(d.stop)
             self.daemons[role] = d
-        self._wait(rs.ready, role)
-        self._run_steps(role, rs.after, "after")
+        self._wait(rs.ready, f"{role}.ready")
+        self.steps.commands(rs.after, self.vars, self._ns(role), f"{role}.after")
 
-    # ---- probes ----------------------------------------------------------------------------------
-    def _probe_ok(self, probe: Probe, key: str) -> bool:
-        v, src = self.vars, self.source
-        match probe:
-            case LogProbe():
-                d = self.daemons.get(probe.role)
-                return d is not None and probes.log_matches(d.log_path, probe.pattern)
-            case PortProbe():
-                port = int(render(probe.port, v, source=src, key=f"{key}.port"))
-                return probes.port_open(self._ns(probe.ns) or "", port, probe.proto)
-            case PingProbe():
-                return probes.ping_ok(
-                    self._ns(probe.ns) or "", render(probe.address, v, source=src, key=f"{key}.address")
-                )
-            case FileProbe():
-                return Path(render(probe.path, v, source=src, key=f"{key}.path")).exists()
-            case CmdProbe():
-                argv = render_argv(probe.run, v, source=src, key=f"{key}.run")
-                return probes.cmd_ok(argv, self._ns(probe.ns), self.workdir)
-        return False
+    def _wait(self, plist: list[Probe], key: str) -> None:
+        timeout = self.spec.ready_timeout_s
 
-    def _wait(self, plist: list[Probe], where: str) -> None:
-        deadline = time.monotonic() + self.spec.ready_timeout_s
-        prefix = "ready" if where == "tunnel" else f"{where}.ready"
-        for i, probe in enumerate(plist):
-            delay = 0.01
-            while not self._probe_ok(probe, f"{prefix}[{i}]"):
-                self.check_alive()
-                if time.monotonic() > deadline:
-                    raise TunnelError(
-                        f"{self.ref.label}: not ready after {self.spec.ready_timeout_s:g} s: "
-                        f"probe {prefix}[{i}] ({probe.kind}) never passed{self._logs()}"
-                    )
-                time.sleep(delay)
-                delay = min(delay * 2, 0.2)
+        def timed_out(n: int, probe: Probe) -> Exception:
+            return TunnelError(
+                f"{self.ref.label}: not ready after {timeout:g} s: "
+                f"probe {key}[{n}] ({probe.kind}) never passed{self._logs()}"
+            )
+
+        self.steps.wait(
+            plist,
+            self.vars,
+            ns_of=self._ns,
+            daemon_of=self.daemons.get,
+            key=key,
+            deadline=time.monotonic() + timeout,
+            check=self.check_alive,
+            timed_out=timed_out,
+        )
 
     def _logs(self) -> str:
         parts = []

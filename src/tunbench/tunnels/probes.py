@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tunbench.proc import run_cmd
+from tunbench.host.proc import run_cmd
 
 TCP_LISTEN = "0A"
 UDP_UNCONN = "07"

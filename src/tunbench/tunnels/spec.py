@@ -10,8 +10,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tunbench.config.tomlfile import locate, read_toml, validate
 from tunbench.errors import ConfigError
+from tunbench.tomlfile import locate, read_toml, validate
 
 
 class _Strict(BaseModel):

@@ -3,25 +3,34 @@ and a Workload class (base.py) the runner drives. REGISTRY maps `kind` names to 
 
 from __future__ import annotations
 
-from tunbench.multi.register import WORKLOADS as MULTI_CLIENT_WORKLOADS
+from typing import Any
+
 from tunbench.workloads.base import Workload
+from tunbench.workloads.clients import ClientsWorkload
 from tunbench.workloads.connect import ConnectWorkload
 from tunbench.workloads.iperf3 import Iperf3Workload
 from tunbench.workloads.latency import LatencyWorkload
 from tunbench.workloads.rrul import RrulWorkload
+from tunbench.workloads.storm import StormWorkload
 from tunbench.workloads.udp import UdpSearchWorkload, UdpWorkload
 
-REGISTRY: dict[str, Workload] = {
+# one line per workload
+REGISTRY: dict[str, Workload[Any, Any]] = {
     w.kind: w
     for w in (
         Iperf3Workload(),
-        *(LatencyWorkload(), RrulWorkload(), UdpWorkload(), UdpSearchWorkload(), ConnectWorkload()),
-        *MULTI_CLIENT_WORKLOADS,
+        LatencyWorkload(),
+        RrulWorkload(),
+        UdpWorkload(),
+        UdpSearchWorkload(),
+        ConnectWorkload(),
+        ClientsWorkload(),
+        StormWorkload(),
     )
 }
 
 
-def get(kind: str) -> Workload:
+def get(kind: str) -> Workload[Any, Any]:
     from tunbench.errors import ConfigError
 
     if kind not in REGISTRY:

@@ -9,21 +9,64 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, Protocol
 
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypeVar
 
-from tunbench.state import Ledger
+from tunbench.host.ledger import Ledger
+from tunbench.results import TrialRecord
 from tunbench.topology.build import Topology
-from tunbench.tunnels.adapter import Target
+from tunbench.tunnels.adapter import Target, Tunnel
+from tunbench.tunnels.fleet_env import FleetEnv
+from tunbench.units import fmt, mbit
 
 TRIAL_SETUP_S = 1.5  # namespaces, tunnel bring-up and teardown of a typical trial on this kind of host
 
 
 class NoOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CaseAxes(Protocol):
+    """A case's coordinates that a workload reads (plan.Case and results.CaseKey have them): parallel flows
+    and direction, or, for the multi-client workloads, the client count and the storm variant."""
+
+    @property
+    def flows(self) -> int: ...
+
+    @property
+    def direction(self) -> str: ...
+
+    @property
+    def clients(self) -> int: ...
+
+    @property
+    def variant(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Axes:
+    """Plain CaseAxes (a case's neutral values by default: one flow, no direction, one client, no variant)."""
+
+    flows: int = 1
+    direction: str = "-"
+    clients: int = 1
+    variant: str = ""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a workload's own table: its header, the metric key it shows (several joined by "|"
+    are shown as "a / b") and the unit its value is written in (tunbench.units.fmt)."""
+
+    header: str
+    key: str
+    unit: str
 
 
 @dataclass
@@ -57,60 +100,149 @@ class Measurement:
 
 
 @dataclass
-class TrialInput:
-    """What a topology-owning workload gets from the runner for one trial."""
+class FleetContext:
+    """Everything a workload of N clients may use during one trial: the runner has built the switched
+    topology, the cgroups and the tunnel server (`env`); the workload brings the clients up (`env.fleet`)
+    at its own pace and measures."""
 
-    case: Any  # plan.Case
-    repetition: int
-    record: Any  # results.TrialRecord, to fill in
+    env: FleetEnv
     ledger: Ledger
     workdir: Path
-    options: BaseModel
+    title: str
+    label: str
+    profile: str
+    clients: int
+    variant: str
+    direction: str
     duration_s: float
     omit_s: float
-    topology: Any  # topology.build.TopologySpec: MTU and sysctls of the run
-    link_factory: Any  # runner.LinkFactory | None
-    link_seed: int
-    hooks: list[Any]  # runner.WindowHook: run them around the measured window
+    options: BaseModel
+
+    @property
+    def axes(self) -> Axes:
+        return Axes(direction=self.direction, clients=self.clients, variant=self.variant)
 
 
-class Workload(ABC):
+@dataclass
+class BringupContext:
+    """For a workload whose measurement is the bring-up itself (connect): `bring_up(name)` is the runner's
+    own pair bring-up (fresh namespaces, link and tunnel, in a sub-directory `name` of the trial's
+    directory), as a context manager yielding the tunnel once it is up."""
+
+    bring_up: Callable[[str], AbstractContextManager[Tunnel]]
+    ledger: Ledger
+    workdir: Path
+    title: str
+    duration_s: float
+    omit_s: float
+    options: BaseModel
+
+
+C = TypeVar("C", Context, FleetContext, BringupContext, default=Context)
+Opt = TypeVar("Opt", bound=BaseModel, default=NoOptions)
+
+
+def cell(metrics: dict[str, float | None], column: Column) -> str:
+    """A column's value(s) in one trial's metrics, written in its unit ("a / b" for several keys)."""
+    return " / ".join(fmt(metrics.get(k), column.unit) for k in column.key.split("|"))
+
+
+class Workload(ABC, Generic[C, Opt]):
+    """A traffic generator as a plug-in: one file and one line in the registry (workloads/__init__.py).
+    The planner, the runner, the reports and `doctor` read what it declares here; none of them knows a
+    workload by name."""
+
     kind: ClassVar[str]
     description: ClassVar[str]
-    # which matrix axes apply: a latency probe has no flows or direction
+    # the programs it runs: checked before a run, listed by `tunbench doctor`
+    requires: ClassVar[tuple[str, ...]] = ("iperf3",)
+    # which matrix axes apply: a latency probe has no flows or direction; "clients" and "variant" sweep
+    # the values sweeps() takes from the options
     axes: ClassVar[tuple[str, ...]] = ("flows", "direction")
     Options: ClassVar[type[BaseModel]] = NoOptions
     # the layers it can run through (UDP cannot cross a TCP port forward)
     layers: ClassVar[tuple[str, ...]] = ("l3", "l4")
+    # it measures one direction at a time: a `bidir` case would fail every trial or measure one way only
+    one_way: ClassVar[bool] = False
 
-    # a workload that builds its own topology (e.g. many client namespaces) sets this and implements
-    # run_trial(); the runner then hands it the whole trial
-    owns_topology: ClassVar[bool] = False
+    # N clients through one tunnel server: the runner builds a FleetContext (switched topology, cgroups,
+    # the server up, a readiness probe) instead of the client/server pair, and the workload brings the
+    # clients up itself (their timing is what a storm measures)
+    fleet: ClassVar[bool] = False
+    # the bring-up is what it measures: the runner hands it a BringupContext to bring tunnels up itself
+    owns_bringup: ClassVar[bool] = False
 
-    def run_trial(self, trial: TrialInput) -> None:
-        """For owns_topology workloads: build, measure, tear down; fill trial.record (metrics, series...)."""
-        raise NotImplementedError
+    # its own table (terminal and HTML): the headline metrics of its cases and a caption. Empty: a bulk
+    # throughput workload, whose cases go in the throughput summary (Mbit/s, ×direct, CPU, Mbit/CPU-s)
+    columns: ClassVar[tuple[Column, ...]] = ()
+    caption: ClassVar[str] = ""
 
-    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:  # noqa: B027 - optional hook
+    @property
+    def own_table(self) -> bool:
+        """Whether its cases get a table of their own instead of rows of the throughput summary."""
+        return bool(self.columns)
+
+    def table_columns(self, trials: Sequence[TrialRecord]) -> list[Column]:
+        """The columns of its table for these (good) trials; fixed unless a workload's metrics depend on
+        its options (udp-search: one column per datagram size)."""
+        return list(self.columns)
+
+    def headline(self, rec: TrialRecord) -> str:
+        """One good trial's result in a few words (the progress line after each trial)."""
+        if self.columns:
+            return ", ".join(f"{c.header} {cell(rec.metrics, c)}" for c in self.columns[:3])
+        return f"{mbit(rec.metrics.get('throughput_bps') or 0.0)} Mbit/s"
+
+    def title(self, case: CaseAxes) -> str:
+        """What names a case of this workload after its tunnel and profile: 'latency', 'up · 4 flows',
+        'storm · 50 clients · all-at-once'."""
+        parts = [self.kind]
+        if "clients" in self.axes:
+            parts += [f"{case.clients} clients", case.variant or case.direction]
+        elif case.direction != "-":
+            parts += [case.direction, f"{case.flows} flow" + ("s" if case.flows > 1 else "")]
+        return " · ".join(parts)
+
+    def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
+        """The client counts and variants its cases sweep (its "clients" and "variant" axes)."""
+        return [1], [""]
+
+    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         """Start servers; register their teardown on `stack`."""
 
     @abstractmethod
-    def measure(self, ctx: Context) -> Measurement:
+    def measure(self, ctx: C) -> Measurement:
         """Run inside the measured window."""
 
     def timeout_s(self, ctx: Context) -> float:
         """The watchdog: a `measure` call still running after this many seconds fails its trial."""
-        return self.expected_s(ctx.flows, ctx.direction, ctx.options, ctx.duration_s, ctx.omit_s) + 30.0
+        axes = Axes(flows=ctx.flows, direction=ctx.direction)
+        return self.estimate(axes, ctx.options, ctx.duration_s, ctx.omit_s) + 30.0
 
-    def trial_timeout_s(
-        self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float
-    ) -> float:
-        """The watchdog of a topology-owning workload's whole `run_trial` (bring-up of N clients included)."""
-        return 2.0 * self.expected_s(flows, direction, options, duration_s, omit_s) + 60.0
+    def trial_timeout_s(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        """The watchdog of a fleet workload's whole trial (bring-up of N clients included)."""
+        return 2.0 * self.estimate(case, options, duration_s, omit_s) + 60.0
 
-    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        """A rough wall-clock estimate of one trial (set-up included), for the run's time estimate and ETA."""
+    def cpu_cap(self, case: CaseAxes) -> bool:
+        """Whether the runner gives the tunnel server a CPU quota group (host.cgroup.CpuCap) to drive."""
+        return False
+
+    def probe_interval_s(self, options: BaseModel) -> float:
+        """How often the N-client readiness probe sends its echoes."""
+        return 0.1
+
+    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        """A rough wall-clock estimate of one trial of `case` (set-up included), for the run's time estimate
+        and ETA."""
         return duration_s + omit_s + TRIAL_SETUP_S
 
     def options(self, raw: dict[str, Any] | None) -> BaseModel:
+        """The `[workload.<kind>]` table validated against Options (its defaults when there is none)."""
         return self.Options.model_validate(raw or {})
+
+    def opts(self, options: BaseModel) -> Opt:
+        """`options` as this workload's own Options type: the runner and the planner only ever pass what
+        options() validated, so anything else is a programming error."""
+        if not isinstance(options, self.Options):
+            raise TypeError(f"{self.kind}: options of type {type(options).__name__}, not {self.Options.__name__}")
+        return options  # type: ignore[return-value]

@@ -2,21 +2,20 @@
 keys, and time it from starting the tunnel's processes to every readiness probe passing (handshake and a
 ping through the tunnel included) — the runner's per-trial `setup_s`, K times over.
 
-It owns the topology (the runner hands it the whole trial): the measured thing is the bring-up itself.
+The measured thing is the bring-up itself: the runner hands it its own pair bring-up (a BringupContext).
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tunbench.errors import CommandFailed, TrialError, TunnelError
-from tunbench.topology.build import Topology
-from tunbench.tunnels.adapter import Tunnel
-from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, TrialInput, Workload
-from tunbench.workloads.irtt import percentile
+from tunbench.results import TrialRecord
+from tunbench.stats import percentile
+from tunbench.units import fmt
+from tunbench.workloads.base import TRIAL_SETUP_S, BringupContext, CaseAxes, Column, Measurement, Workload
 
 
 class ConnectOptions(BaseModel):
@@ -38,43 +37,43 @@ def connect_metrics(times_s: list[float], failures: int) -> dict[str, float | No
     }
 
 
-class ConnectWorkload(Workload):
+class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
     kind = "connect"
     description = "tunnel setup time: K bring-ups (start to first packet through), p50/p90/max"
     axes = ()
     Options = ConnectOptions
-    owns_topology = True
+    owns_bringup = True
+    requires = ()
+    columns = (
+        Column("setup p50 ms", "connect.p50_s", "s"),
+        Column("p90", "connect.p90_s", "s"),
+        Column("max", "connect.max_s", "s"),
+        Column("bring-ups", "connect.count", "n"),
+        Column("failed", "connect.failures", "n"),
+    )
+    caption = "tunnel bring-up: start of its processes to a packet through it"
 
-    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        count = options.count if isinstance(options, ConnectOptions) else ConnectOptions().count
-        return count * TRIAL_SETUP_S
+    def headline(self, rec: TrialRecord) -> str:
+        m = rec.metrics
+        return f"setup p50 {fmt(m.get('connect.p50_s'), 's')} ms, max {fmt(m.get('connect.max_s'), 's')} ms"
 
-    def measure(self, ctx: Context) -> Measurement:  # pragma: no cover - run_trial does the work
-        raise NotImplementedError("connect owns its topology: the runner calls run_trial()")
+    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        return self.opts(options).count * TRIAL_SETUP_S
 
-    def run_trial(self, trial: TrialInput) -> None:
-        opts = trial.options if isinstance(trial.options, ConnectOptions) else ConnectOptions()
-        rec = trial.record
-        case = trial.case
+    def measure(self, ctx: BringupContext) -> Measurement:
+        opts = self.opts(ctx.options)
+        rec = Measurement()
         times: list[float] = []
         errors: list[str] = []
         t_start = time.monotonic()
         for i in range(1, opts.count + 1):
-            workdir = trial.workdir / f"up{i}"
-            workdir.mkdir()
-            link = trial.link_factory(case, trial.ledger, workdir, trial.link_seed) if trial.link_factory else None
             try:
-                with contextlib.ExitStack() as stack:
-                    topo = stack.enter_context(
-                        Topology(trial.ledger, f"t{rec.seq}u{i}", trial.topology, link_builder=link)
-                    )
-                    tunnel = stack.enter_context(Tunnel(case.tunnel, topo, trial.ledger, workdir, {}))
+                with ctx.bring_up(f"u{i}") as tunnel:
                     assert tunnel.setup_s is not None
                     times.append(tunnel.setup_s)
-                    rec.params.setdefault("sysctls", topo.sysctls_applied.get(topo.client.name, {}))
             except (TunnelError, CommandFailed) as e:
                 errors.append(str(e).splitlines()[0])
-        rec.duration_s = time.monotonic() - t_start
+        rec.window = (t_start, time.monotonic())
         if not times:
             raise TrialError(f"no bring-up of {opts.count} succeeded: {errors[0] if errors else 'unknown'}")
         rec.metrics.update(connect_metrics(times, len(errors)))
@@ -82,3 +81,4 @@ class ConnectWorkload(Workload):
         rec.series["connect_s"] = [(float(i), t) for i, t in enumerate(times, 1)]
         if errors:
             rec.artifacts["connect-errors.txt"] = "\n".join(errors).encode()
+        return rec

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tunbench.errors import RetryTrial, TrialError
-from tunbench.proc import Daemon, run_cmd
+from tunbench.host.proc import Daemon, run_cmd
 from tunbench.tunnels import probes
-from tunbench.workloads.base import Context, Measurement, Workload
+from tunbench.workloads.base import CaseAxes, Context, Measurement, Workload
 
 Direction = Literal["up", "down", "bidir"]
 DIRECTIONS: tuple[Direction, ...] = ("up", "down", "bidir")
@@ -22,11 +22,20 @@ DIRECTIONS: tuple[Direction, ...] = ("up", "down", "bidir")
 
 @dataclass(frozen=True)
 class Iperf3Params:
+    """One iperf3 client's test. Every iperf3 tunbench runs (TCP and UDP, one client or N) is built here."""
+
     flows: int = 1
     direction: Direction = "up"
     duration_s: float = 10.0
     omit_s: float = 1.0
     connect_timeout_ms: int = 3000
+    protocol: Literal["tcp", "udp"] = "tcp"
+    rate_bps: float | None = None  # UDP: the offered rate (iperf3's default, 1 Mbit/s, is never used)
+    length: int | None = None  # UDP: datagram payload bytes
+    buffer: str = ""  # socket buffer at both ends (-w), e.g. "2M"
+    interval_s: float | None = None  # per-interval reports
+    server_output: bool = False  # carry the server's (receiver-side) JSON in the client's output
+    logfile: str | None = None  # JSON to this file instead of stdout
 
     @property
     def timeout_s(self) -> float:
@@ -34,28 +43,31 @@ class Iperf3Params:
         return self.duration_s + self.omit_s + 10.0
 
 
-def server_argv(port: int) -> list[str]:
-    # -1: serve exactly one test, then exit; --rcv-timeout bounds a client that disappears mid-test
-    return ["iperf3", "-s", "-1", "-p", str(port), "--rcv-timeout", "15000"]
+def server_argv(port: int, *, json: bool = False) -> list[str]:
+    # -1: serve exactly one test, then exit; --rcv-timeout bounds a client that disappears mid-test;
+    # -J: a client's --get-server-output then carries the server's intervals as JSON
+    return ["iperf3", "-s", "-1", *(["-J"] if json else []), "-p", str(port), "--rcv-timeout", "15000"]
 
 
 def client_argv(address: str, port: int, p: Iperf3Params) -> list[str]:
-    argv = [
-        "iperf3",
-        "-c",
-        address,
-        "-p",
-        str(port),
-        "-J",
-        "-t",
-        f"{p.duration_s:g}",
-        "-O",
-        f"{p.omit_s:g}",
-        "-P",
-        str(p.flows),
-        "--connect-timeout",
-        str(p.connect_timeout_ms),
-    ]
+    argv = ["iperf3", "-c", address, "-p", str(port), "-J", "-t", f"{p.duration_s:g}"]
+    if p.omit_s:
+        argv += ["-O", f"{p.omit_s:g}"]
+    if p.flows != 1:
+        argv += ["-P", str(p.flows)]
+    if p.protocol == "udp":
+        if p.rate_bps is None or p.length is None:
+            raise ValueError("a UDP test needs its rate and datagram length")
+        argv += ["-u", "-b", str(int(p.rate_bps)), "-l", str(p.length)]
+    argv += ["--connect-timeout", str(p.connect_timeout_ms)]
+    if p.interval_s is not None:
+        argv += ["-i", f"{p.interval_s:g}"]
+    if p.server_output:
+        argv.append("--get-server-output")
+    if p.logfile:
+        argv += ["--logfile", p.logfile]
+    if p.buffer:
+        argv += ["-w", p.buffer]
     if p.direction == "down":
         argv.append("-R")
     elif p.direction == "bidir":
@@ -232,6 +244,10 @@ class Iperf3Workload(Workload):
     kind = "iperf3"
     description = "bulk TCP throughput (iperf3), flows x direction"
 
+    def title(self, case: CaseAxes) -> str:
+        """The default workload goes unnamed: 'up · 4 flows'."""
+        return super().title(case).removeprefix(f"{self.kind} · ")
+
     def params(self, ctx: Context) -> Iperf3Params:
         return Iperf3Params(
             flows=ctx.flows,
@@ -280,12 +296,17 @@ class Iperf3Workload(Workload):
                 "iperf3_duration_s": r.duration_s,
             }
         )
-        for d in ("up", "down"):
-            pts = [(pt.t_s, pt.bps) for pt in r.intervals if pt.direction == d]
-            if pts:
-                m.series[f"throughput_bps.{d}"] = pts
-        m.streams = [(s.stream, s.direction, s.received_bps, s.retransmits) for s in r.streams]
+        add_flows(m, r)
         return m
+
+
+def add_flows(m: Measurement, r: Iperf3Result) -> None:
+    """The throughput over time per direction and the per-stream results of an iperf3 test, into `m`."""
+    for d in ("up", "down"):
+        pts = [(pt.t_s, pt.bps) for pt in r.intervals if pt.direction == d]
+        if pts:
+            m.series[f"throughput_bps.{d}"] = pts
+    m.streams = [(s.stream, s.direction, s.received_bps, s.retransmits) for s in r.streams]
 
 
 def measured_window(r: Iperf3Result, launched: float, exited: float) -> tuple[float, float]:

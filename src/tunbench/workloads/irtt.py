@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunbench.errors import TrialError
-from tunbench.proc import Daemon, run_cmd
+from tunbench.host.proc import Daemon, run_cmd
+from tunbench.stats import percentile
 from tunbench.workloads.base import Context
 from tunbench.workloads.iperf3 import wait_listening
 
@@ -113,17 +113,6 @@ def parse(text: str) -> IrttResult:
             "downstream_loss": float(stats.get("downstream_loss_percent", 0.0)) / 100.0,
         },
     )
-
-
-def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear-interpolated percentile (q in 0..100) of `values`; None when empty."""
-    if not values:
-        return None
-    xs = sorted(values)
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def rtt_metrics(r: IrttResult, prefix: str = "latency") -> dict[str, float | None]:

@@ -10,8 +10,10 @@ import contextlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tunbench.results import TrialRecord
+from tunbench.units import fmt
 from tunbench.workloads import irtt
-from tunbench.workloads.base import Context, Measurement, Workload
+from tunbench.workloads.base import Column, Context, Measurement, Workload
 
 
 class LatencyOptions(BaseModel):
@@ -20,19 +22,31 @@ class LatencyOptions(BaseModel):
     interval_ms: float = Field(default=10.0, gt=0.1, le=1000.0)
 
 
-class LatencyWorkload(Workload):
+class LatencyWorkload(Workload[Context, LatencyOptions]):
     kind = "latency"
     description = "idle RTT (irtt, 10 ms interval): p50/p90/p99/max, loss, one-way delays"
     axes = ()
     layers = ("l3",)
     Options = LatencyOptions
+    requires = ("irtt",)
+    columns = (
+        Column("RTT p50 ms", "latency.p50_ms", "ms"),
+        Column("p90", "latency.p90_ms", "ms"),
+        Column("p99", "latency.p99_ms", "ms"),
+        Column("max", "latency.max_ms", "ms"),
+        Column("loss", "latency.loss", "frac"),
+        Column("one-way p50 ms (up / down)", "latency.send_p50_ms|latency.receive_p50_ms", "ms"),
+    )
+
+    def headline(self, rec: TrialRecord) -> str:
+        m = rec.metrics
+        return f"RTT p50 {fmt(m.get('latency.p50_ms'), 'ms')} ms, p99 {fmt(m.get('latency.p99_ms'), 'ms')} ms"
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         stack.enter_context(irtt.IrttServer(ctx))
 
     def measure(self, ctx: Context) -> Measurement:
-        opts = ctx.options
-        interval = f"{opts.interval_ms:g}ms" if isinstance(opts, LatencyOptions) else irtt.INTERVAL
+        interval = f"{self.opts(ctx.options).interval_ms:g}ms"
         r, raw = irtt.run_client(ctx, ctx.duration_s, "irtt", interval=interval)
         m = Measurement(artifacts={"irtt.json": raw})
         m.metrics.update(irtt.rtt_metrics(r))

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import contextlib
 import math
-import subprocess
 import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tunbench.errors import TrialError
-from tunbench.proc import Daemon
+from tunbench.host.proc import Daemon
+from tunbench.results import TrialRecord
+from tunbench.stats import percentile
+from tunbench.units import fmt, mbit
 from tunbench.workloads import iperf3, irtt
-from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
 
 LOAD_SLACK_S = 0.5  # the load outlasts irtt's sending by this much (irtt's own handshake)
 
@@ -34,7 +36,7 @@ def phase_metrics(
 ) -> dict[str, float | None]:
     """The rrul headline numbers (pure). `idle` is the phase before the load (the baseline); the phase
     after it is reported on its own: a tunnel that queued a backlog (TCP-over-TCP) is still draining it."""
-    p = irtt.percentile
+    p = percentile
     m: dict[str, float | None] = {
         "latency.idle_p50_ms": p(before.rtt_ms, 50),
         "latency.idle_p99_ms": p(before.rtt_ms, 99),
@@ -56,16 +58,31 @@ def phase_metrics(
     return m
 
 
-class RrulWorkload(Workload):
+class RrulWorkload(Workload[Context, RrulOptions]):
     kind = "rrul"
     description = "latency under load: irtt RTT idle / during N up + N down TCP flows (iperf3 --bidir) / idle"
     axes = ("flows",)
     layers = ("l3",)
     Options = RrulOptions
+    requires = ("irtt", "iperf3")
+    columns = (
+        Column("idle p50 ms", "latency.idle_p50_ms", "ms"),
+        Column("loaded p50", "latency.loaded_p50_ms", "ms"),
+        Column("loaded p99", "latency.loaded_p99_ms", "ms"),
+        Column("+p50", "latency.increase_p50_ms", "ms"),
+        Column("+p99", "latency.increase_p99_ms", "ms"),
+        Column("after p50", "latency.after_p50_ms", "ms"),
+        Column("Mbit/s up / down", "throughput_bps.up|throughput_bps.down", "mbit"),
+        Column("TCP retrans c / s", "counters.client.tcp_retrans_segs|counters.server.tcp_retrans_segs", "n"),
+    )
+    caption = "RTT idle vs under load (N up + N down TCP flows); +pNN = loaded - idle"
 
-    @staticmethod
-    def _idle_s(options: BaseModel) -> float:
-        return options.idle_s if isinstance(options, RrulOptions) else RrulOptions().idle_s
+    def headline(self, rec: TrialRecord) -> str:
+        m = rec.metrics
+        return (
+            f"RTT p50 idle {fmt(m.get('latency.idle_p50_ms'), 'ms')} → loaded "
+            f"{fmt(m.get('latency.loaded_p50_ms'), 'ms')} ms, {mbit(m.get('throughput_bps'))} Mbit/s"
+        )
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         stack.enter_context(irtt.IrttServer(ctx))
@@ -81,7 +98,7 @@ class RrulWorkload(Workload):
         iperf3.wait_listening(ctx.topo.server.name, ctx.server_port, server)
 
     def measure(self, ctx: Context) -> Measurement:
-        idle_s = self._idle_s(ctx.options)
+        idle_s = self.opts(ctx.options).idle_s
         before, raw_before = irtt.run_client(ctx, idle_s, "irtt-idle-before")
         # iperf3 reads -t and -O as whole seconds
         ramp_s = math.ceil(ctx.omit_s)
@@ -109,10 +126,8 @@ class RrulWorkload(Workload):
             if not load.alive():
                 raise TrialError(f"iperf3 load exited early: {_tail(json_path, load)}")
             loaded, raw_loaded = irtt.run_client(ctx, ctx.duration_s, "irtt-loaded")
-            try:
-                load.proc.wait(timeout=params.timeout_s)
-            except subprocess.TimeoutExpired:
-                raise TrialError(f"iperf3 load did not finish within {params.timeout_s:g} s") from None
+            if not load.wait(params.timeout_s):
+                raise TrialError(f"iperf3 load did not finish within {params.timeout_s:g} s")
         text = json_path.read_text(errors="replace") if json_path.exists() else ""
         load_res = iperf3.parse(text, "bidir")
         iperf3.check_roles(load_res)  # a crossed load leaves one direction unloaded: the latency under load is void
@@ -129,18 +144,14 @@ class RrulWorkload(Workload):
         m.series["latency_idle_ms"] = irtt.rtt_series(before)
         m.series["latency_after_ms"] = irtt.rtt_series(after)
         m.series["latency_loaded_ms"] = irtt.rtt_series(loaded)
-        for d in ("up", "down"):
-            pts = [(pt.t_s, pt.bps) for pt in load_res.intervals if pt.direction == d]
-            if pts:
-                m.series[f"throughput_bps.{d}"] = pts
-        m.streams = [(s.stream, s.direction, s.received_bps, s.retransmits) for s in load_res.streams]
+        iperf3.add_flows(m, load_res)
         return m
 
     def timeout_s(self, ctx: Context) -> float:
-        return 2 * self._idle_s(ctx.options) + ctx.duration_s + ctx.omit_s + 90.0
+        return 2 * self.opts(ctx.options).idle_s + ctx.duration_s + ctx.omit_s + 90.0
 
-    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        return 2 * self._idle_s(options) + duration_s + omit_s + TRIAL_SETUP_S
+    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        return 2 * self.opts(options).idle_s + duration_s + omit_s + TRIAL_SETUP_S
 
 
 def _tail(path: Path, d: Daemon) -> str:

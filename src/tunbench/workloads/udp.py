@@ -11,16 +11,18 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import CommandFailed, TrialError
-from tunbench.proc import Daemon, run_cmd
+from tunbench.host.proc import Daemon, run_cmd
+from tunbench.results import TrialRecord
+from tunbench.units import fmt, mbit
 from tunbench.workloads import iperf3
-from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
 
 _RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(bit|bps|b)?(?:/s)?\s*$", re.I)
 _SCALE = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
@@ -59,28 +61,18 @@ def whole_seconds(duration_s: float) -> int:
 def udp_client_argv(
     address: str, port: int, *, rate_bps: float, size: int, duration_s: float, reverse: bool, buffer: str = ""
 ) -> list[str]:
-    argv = [
-        "iperf3",
-        "-c",
-        address,
-        "-p",
-        str(port),
-        "-u",
-        "-J",
-        "-b",
-        str(int(rate_bps)),
-        "-l",
-        str(size),
-        "-t",
-        str(whole_seconds(duration_s)),
-        "--connect-timeout",
-        "3000",
-    ]
-    if buffer:
-        # a larger socket buffer at both ends (-w), so the loss measured is the tunnel's, not the bursts
-        # iperf3's own receiving socket cannot absorb (its kernel default is ~200 KiB)
-        argv += ["-w", buffer]
-    return [*argv, "-R"] if reverse else argv
+    """A larger socket buffer at both ends (`buffer`, iperf3's -w) makes the loss measured the tunnel's,
+    not the bursts iperf3's own receiving socket cannot absorb (its kernel default is ~200 KiB)."""
+    p = iperf3.Iperf3Params(
+        direction="down" if reverse else "up",
+        duration_s=whole_seconds(duration_s),
+        omit_s=0,
+        protocol="udp",
+        rate_bps=rate_bps,
+        length=size,
+        buffer=buffer,
+    )
+    return iperf3.client_argv(address, port, p)
 
 
 @dataclass(frozen=True)
@@ -169,15 +161,27 @@ class UdpOptions(BaseModel):
     socket_buffer: str = Field(default="2M", pattern=r"^([0-9]+[KMG]?)?$", description="iperf3 -w ('' = default)")
 
 
-class UdpWorkload(Workload):
+class UdpWorkload(Workload[Context, UdpOptions]):
     kind = "udp"
     description = "UDP at a fixed offered rate and datagram size (iperf3 -u): delivered rate, loss, jitter"
     axes = ("direction",)
     layers = ("l3",)
     Options = UdpOptions
+    one_way = True
+    columns = (
+        Column("offered Mbit/s", "udp.offered_bps", "mbit"),
+        Column("delivered", "udp.delivered_bps", "mbit"),
+        Column("loss", "udp.loss", "frac"),
+        Column("jitter ms", "udp.jitter_ms", "ms"),
+        Column("rcvbuf errs c / s", "counters.client.udp_rcvbuf_errors|counters.server.udp_rcvbuf_errors", "n"),
+    )
+
+    def headline(self, rec: TrialRecord) -> str:
+        m = rec.metrics
+        return f"{mbit(m.get('udp.delivered_bps'))} Mbit/s delivered, loss {fmt(m.get('udp.loss'), 'frac')}"
 
     def measure(self, ctx: Context) -> Measurement:
-        opts = ctx.options if isinstance(ctx.options, UdpOptions) else UdpOptions()
+        opts = self.opts(ctx.options)
         rate = parse_rate(opts.rate)
         r, raw = _run_udp(
             ctx, rate_bps=rate, size=opts.size, duration_s=ctx.duration_s, tag=opts.rate, buffer=opts.socket_buffer
@@ -319,44 +323,50 @@ class UdpSearchOptions(BaseModel):
         return v
 
 
-class UdpSearchWorkload(Workload):
+class UdpSearchWorkload(Workload[Context, UdpSearchOptions]):
     kind = "udp-search"
     description = "RFC 2544 zero-loss UDP throughput: bisection on the offered rate, per datagram size"
     axes = ("direction",)
     layers = ("l3",)
     Options = UdpSearchOptions
+    one_way = True
+    caption = "zero-loss throughput (RFC 2544): delivered rate at the highest offered rate with loss <= the threshold"
 
-    @staticmethod
-    def _opts(options: BaseModel) -> UdpSearchOptions:
-        return options if isinstance(options, UdpSearchOptions) else UdpSearchOptions()
+    @property
+    def own_table(self) -> bool:
+        return True
+
+    def table_columns(self, trials: Sequence[TrialRecord]) -> list[Column]:
+        """One column per datagram size found in the trials, and the search's steps."""
+        sizes = sorted({int(k.rsplit(".", 1)[1]) for t in trials for k in t.metrics if k.startswith("zero_loss_bps.")})
+        return [Column(f"{size} B Mbit/s", f"zero_loss_bps.{size}", "mbit") for size in sizes] + [
+            Column("steps", "|".join(f"search_steps.{size}" for size in sizes), "n")
+        ]
+
+    def headline(self, rec: TrialRecord) -> str:
+        m = rec.metrics
+        sizes = sorted(int(k.rsplit(".", 1)[1]) for k in m if k.startswith("zero_loss_bps."))
+        return "zero-loss " + ", ".join(f"{s} B {mbit(m.get(f'zero_loss_bps.{s}'))}" for s in sizes) + " Mbit/s"
 
     def measure(self, ctx: Context) -> Measurement:
-        opts = self._opts(ctx.options)
+        opts = self.opts(ctx.options)
         m = Measurement()
         log: list[dict[str, Any]] = []
         for size in opts.sizes:
             results: dict[float, UdpResult] = {}
 
             def step(rate: float, size: int = size, results: dict[float, UdpResult] = results) -> StepOutcome:
-                try:
-                    r, _ = _run_udp(
-                        ctx,
-                        rate_bps=rate,
-                        size=size,
-                        duration_s=opts.step_s,
-                        tag=f"{size} B",
-                        buffer=opts.socket_buffer,
-                    )
-                except (TrialError, CommandFailed):
-                    # once more: a control connection can fail while the tunnel drains the previous overload
-                    r, _ = _run_udp(
-                        ctx,
-                        rate_bps=rate,
-                        size=size,
-                        duration_s=opts.step_s,
-                        tag=f"{size} B",
-                        buffer=opts.socket_buffer,
-                    )
+                # a second try: a control connection can fail while the tunnel drains the previous overload
+                for last in (False, True):
+                    try:
+                        r, _ = _run_udp(
+                            ctx, rate_bps=rate, size=size, duration_s=opts.step_s, tag=f"{size} B",
+                            buffer=opts.socket_buffer,
+                        )  # fmt: skip
+                        break
+                    except (TrialError, CommandFailed):
+                        if last:
+                            raise
                 results[rate] = r
                 return StepOutcome(r.loss, r.delivered_bps)
 
@@ -394,9 +404,9 @@ class UdpSearchWorkload(Workload):
         return m
 
     def timeout_s(self, ctx: Context) -> float:
-        o = self._opts(ctx.options)
+        o = self.opts(ctx.options)
         return len(o.sizes) * o.max_steps * (o.step_s + 5.0) + 10.0
 
-    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        o = self._opts(options)
+    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        o = self.opts(options)
         return len(o.sizes) * o.max_steps * (o.step_s + 0.5) + TRIAL_SETUP_S  # at most: a search may end sooner

@@ -8,22 +8,22 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tunbench.clean import finish_ledger
+from tunbench.cli.link.shell import emulated_pair
+from tunbench.host.ledger import Ledger
+from tunbench.host.proc import Daemon, run_cmd
+from tunbench.host.scope import run_scope
+from tunbench.host.workdir import workdir as host_workdir
 from tunbench.link import accuracy
+from tunbench.link.emulator import LinkEmulator
 from tunbench.link.profile import Profile, parse_inline
-from tunbench.link.shell import emulated_pair
-from tunbench.proc import Daemon, become_subreaper, run_cmd
-from tunbench.state import Ledger
 from tunbench.topology.build import Topology
 from tunbench.tunnels import probes
 from tunbench.workloads import iperf3
@@ -206,7 +206,7 @@ def delay(b: Bench, delay_ms: float, load: bool) -> list[Result]:
             f"{chk.early} early)",
             {"p50_us": chk.p50_error_us, "p99_us": chk.p99_error_us, "n": chk.n, "early": chk.early},
         ),
-        own_lateness(getattr(topo.link, "stats", None), what),
+        own_lateness(topo.link.stats if isinstance(topo.link, LinkEmulator) else None, what),
     ]
 
 
@@ -300,12 +300,13 @@ def loss(b: Bench, count: int = 20000) -> list[Result]:
 
 
 def run_selftest(*, seed: int, quick: bool, report: Callable[[Result], None]) -> list[Result]:
-    become_subreaper()
-    ledger = Ledger.open()
-    workdir = Path(tempfile.mkdtemp(prefix=f"{ledger.prefix}-selftest-"))
-    ledger.add_path(str(workdir))
     results: list[Result] = []
-    b = Bench(ledger, workdir, seed)
+    with run_scope() as ledger, host_workdir(ledger, "selftest") as workdir:
+        _selftest_steps(Bench(ledger, workdir, seed), quick, report, results)
+    return results
+
+
+def _selftest_steps(b: Bench, quick: bool, report: Callable[[Result], None], results: list[Result]) -> None:
     steps: list[Callable[[], list[Result] | Result]] = [
         lambda: passthrough_throughput(b, 3 if quick else 5, 1 if quick else 3),
         lambda: base_path(b),
@@ -316,17 +317,11 @@ def run_selftest(*, seed: int, quick: bool, report: Callable[[Result], None]) ->
         lambda: rate(b, 1e9, 3 if quick else 5),
         lambda: loss(b, 10000 if quick else 20000),
     ]
-    try:
-        for step in steps:
-            try:
-                got = step()
-            except Exception as e:  # one failed measurement must not hide the others
-                got = Result(getattr(step, "__name__", "measurement"), False, f"could not measure: {e}")
-            for r in got if isinstance(got, list) else [got]:
-                results.append(r)
-                report(r)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-        ledger.drop_path(str(workdir))
-        finish_ledger(ledger)
-    return results
+    for step in steps:
+        try:
+            got = step()
+        except Exception as e:  # one failed measurement must not hide the others
+            got = Result(getattr(step, "__name__", "measurement"), False, f"could not measure: {e}")
+        for r in got if isinstance(got, list) else [got]:
+            results.append(r)
+            report(r)

@@ -6,18 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import signal
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tunbench.clean import finish_ledger
+from tunbench.host.ledger import Ledger
+from tunbench.host.proc import Daemon, run_foreground
+from tunbench.host.scope import run_scope
+from tunbench.host.workdir import workdir as host_workdir
 from tunbench.link.emulator import profile_link_builder
 from tunbench.link.profile import Profile
-from tunbench.proc import Daemon, become_subreaper, ns_argv
-from tunbench.state import Ledger
 from tunbench.topology.build import Topology, TopologySpec
 
 
@@ -44,51 +41,36 @@ def emulated_pair(
 
 def run_shell(profile: Profile, command: list[str], server_command: list[str] | None, *, seed: int) -> int:
     """Returns the client command's exit status."""
-    become_subreaper()
-    ledger = Ledger.open()
-    workdir = Path(tempfile.mkdtemp(prefix=f"{ledger.prefix}-shell-"))
-    ledger.add_path(str(workdir))
-    try:
-        with emulated_pair(profile, ledger, workdir, seed=seed) as topo, contextlib.ExitStack() as stack:
-            if server_command:
-                stack.enter_context(
-                    Daemon(
-                        server_command,
-                        ledger=ledger,
-                        log_path=workdir / "server.log",
-                        what="server command",
-                        netns=topo.server.name,
-                    )
+    with (
+        run_scope() as ledger,
+        host_workdir(ledger, "shell") as workdir,
+        emulated_pair(profile, ledger, workdir, seed=seed) as topo,
+        contextlib.ExitStack() as stack,
+    ):
+        if server_command:
+            stack.enter_context(
+                Daemon(
+                    server_command,
+                    ledger=ledger,
+                    log_path=workdir / "server.log",
+                    what="server command",
+                    netns=topo.server.name,
                 )
-            env = {
-                **os.environ,
-                "TUNBENCH_PEER": topo.addr.server,
-                "TUNBENCH_PEER6": topo.addr.server6,
-                "TUNBENCH_SELF": topo.addr.client,
-                "TUNBENCH_PROFILE": profile.name,
-                "TUNBENCH_SERVER_NS": topo.server.name,
-                "TUNBENCH_CLIENT_NS": topo.client.name,
-            }
-            cmd = command or [os.environ.get("SHELL", "/bin/bash")]
-            # the child shares our terminal; while it runs, Ctrl-C is its business, not ours
-            old = signal.signal(signal.SIGINT, signal.SIG_IGN)
-            try:
-                proc = subprocess.Popen(
-                    ns_argv(topo.client.name, cmd),
-                    env=env,
-                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-                )
-                rec = ledger.add_proc(proc.pid, "link shell command")
-                status = proc.wait()
-                ledger.drop_proc(rec)
-            finally:
-                signal.signal(signal.SIGINT, old)
-            if server_command and (workdir / "server.log").exists():
-                tail = (workdir / "server.log").read_text(errors="replace").strip()
-                if tail:
-                    print(f"--- server command output ---\n{tail[-4000:]}")
-            return status
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-        ledger.drop_path(str(workdir))
-        finish_ledger(ledger)
+            )
+        env = {
+            **os.environ,
+            "TUNBENCH_PEER": topo.addr.server,
+            "TUNBENCH_PEER6": topo.addr.server6,
+            "TUNBENCH_SELF": topo.addr.client,
+            "TUNBENCH_PROFILE": profile.name,
+            "TUNBENCH_SERVER_NS": topo.server.name,
+            "TUNBENCH_CLIENT_NS": topo.client.name,
+        }
+        cmd = command or [os.environ.get("SHELL", "/bin/bash")]
+        # the child shares our terminal; while it runs, Ctrl-C is its business, not ours
+        status = run_foreground(cmd, ledger=ledger, what="link shell command", netns=topo.client.name, env=env)
+        if server_command and (workdir / "server.log").exists():
+            tail = (workdir / "server.log").read_text(errors="replace").strip()
+            if tail:
+                print(f"--- server command output ---\n{tail[-4000:]}")
+        return status

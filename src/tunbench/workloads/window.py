@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tunbench.errors import TrialError
+from tunbench.stats import percentile
 from tunbench.workloads import iperf3
 
 
@@ -73,6 +74,7 @@ def split_late(starts: Mapping[int, float], tolerance_s: float) -> tuple[list[in
     if not starts:
         return [], []
     med = percentile(list(starts.values()), 50)
+    assert med is not None
     kept = sorted(i for i, t in starts.items() if t <= med + tolerance_s)
     late = sorted(i for i, t in starts.items() if t > med + tolerance_s)
     return kept, late
@@ -111,17 +113,6 @@ def per_second(intervals: Mapping[int, Sequence[Interval]], w: Window) -> list[t
         out.append((t + 1.0 - w.start_s, sum(8 * bytes_in(ivs, step) for ivs in intervals.values())))
         t += 1.0
     return out
-
-
-def percentile(xs: Sequence[float], q: float) -> float:
-    """Linear-interpolation percentile (q in [0, 100]); NaN for no data."""
-    if not xs:
-        return math.nan
-    s = sorted(xs)
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
 def distribution(prefix: str, xs: Sequence[float]) -> dict[str, float | None]:

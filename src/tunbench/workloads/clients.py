@@ -15,46 +15,31 @@ import contextlib
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel
 
 from tunbench.errors import TrialError
+from tunbench.host.proc import Daemon
+from tunbench.monitor.cost import cost_metrics, cumulative_cpu
 from tunbench.monitor.sampler import Sampler
-from tunbench.multi import window as W
-from tunbench.multi.options import ClientsOptions
-from tunbench.multi.trial import (
+from tunbench.results import TrialRecord
+from tunbench.stats.fairness import jain_index
+from tunbench.tunnels import probes
+from tunbench.tunnels.fleet_env import (
     PER_CLIENT_SETUP_S,
-    MultiTrial,
-    cost_metrics,
-    cumulative_cpu,
+    FleetEnv,
     host_cpu_busy,
     rss_of,
 )
-from tunbench.proc import Daemon
-from tunbench.stats.fairness import jain_index
-from tunbench.tunnels import probes
-from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, TrialInput, Workload
+from tunbench.units import fmt, mbit
+from tunbench.workloads import iperf3
+from tunbench.workloads import window as W
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
+from tunbench.workloads.fleet_options import ClientsOptions
 
 PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace
 NONLINEAR_WARN_RATIO = 1.5  # per-client cost at the largest N over the smallest N above this: a warning
-
-
-def iperf_server_argv(port: int) -> list[str]:
-    # -J: the client's --get-server-output then carries the server's (receiver-side) intervals as JSON
-    return ["iperf3", "-s", "-1", "-J", "-p", str(port), "--rcv-timeout", "15000"]
-
-
-def iperf_client_argv(
-    address: str, port: int, *, protocol: str, direction: str, run_s: float, opts: ClientsOptions, logfile: Path
-) -> list[str]:
-    argv = ["iperf3", "-c", address, "-p", str(port), "-J", "--get-server-output", "-t", f"{run_s:g}"]
-    argv += ["-i", "1", "--connect-timeout", "10000", "--logfile", str(logfile)]
-    if protocol == "udp":
-        argv += ["-u", "-b", f"{opts.udp_rate_bps:.0f}", "-l", str(opts.udp_len_bytes)]
-    if direction == "down":
-        argv.append("-R")
-    return argv
 
 
 @dataclass(frozen=True)
@@ -75,76 +60,105 @@ def phase_pad_s(n: int) -> float:
     return 1.0 + 0.02 * n
 
 
-class ClientsWorkload(Workload):
+class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
     kind = "clients"
     description = "N clients through one tunnel server, synchronized window (MP-style): throughput, fairness, cost"
     axes: ClassVar[tuple[str, ...]] = ("clients", "direction")
     Options: ClassVar[type[BaseModel]] = ClientsOptions
     layers: ClassVar[tuple[str, ...]] = ("l3",)
-    owns_topology: ClassVar[bool] = True
+    fleet: ClassVar[bool] = True
+    one_way: ClassVar[bool] = True
+    columns: ClassVar[tuple[Column, ...]] = (
+        Column("UDP Mb/s", "clients.udp.aggregate_bps", "mbit"),
+        Column("per client", "clients.udp.per_client_bps_p50", "mbit"),
+        Column("loss", "clients.udp.loss_pct", "pct"),
+        Column("TCP Mb/s", "clients.tcp.aggregate_bps", "mbit"),
+        Column("Jain", "clients.tcp.jain", "ratio"),
+        Column("CPU-s/cl", "clients.udp.server_cpu_s_per_client", "sec"),
+        Column("RSS/cl", "clients.server_rss_bytes_per_client", "kb"),
+        Column("failed", "clients.udp.failed_clients|clients.tcp.failed_clients", "n"),
+    )
+    caption: ClassVar[str] = (
+        "N clients, each through its own tunnel, over the window where all are active; per client: UDP median; "
+        "Jain: TCP fairness; CPU-s/cl, RSS/cl: the tunnel server's cost per client; failed: UDP / TCP"
+    )
+
+    def headline(self, rec: TrialRecord) -> str:
+        m = rec.metrics
+        return (
+            f"{rec.clients} clients · UDP {mbit(m.get('clients.udp.aggregate_bps'))} Mbit/s"
+            f" (loss {fmt(m.get('clients.udp.loss_pct'), 'pct')})"
+            f" · TCP {mbit(m.get('clients.tcp.aggregate_bps'))} Mbit/s"
+        )
+
+    def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
+        return list(self.opts(options).clients), [""]
 
     def __init__(self) -> None:
         # per-client cost seen so far in this run, per (label, profile, direction, protocol): {N: cost}
         self._costs: dict[tuple[str, ...], dict[int, dict[str, float]]] = {}
 
-    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        o = options if isinstance(options, ClientsOptions) else ClientsOptions()
+    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        o = self.opts(options)
         warmup = o.warmup_s if o.warmup_s is not None else max(omit_s, 1.0)
-        phase = warmup + duration_s + phase_pad_s(flows)
-        return TRIAL_SETUP_S + flows * PER_CLIENT_SETUP_S + len(o.protocols) * phase
+        phase = warmup + duration_s + phase_pad_s(case.clients)
+        return TRIAL_SETUP_S + case.clients * PER_CLIENT_SETUP_S + len(o.protocols) * phase
 
-    def measure(self, ctx: Context) -> Measurement:  # never called: owns_topology
-        raise NotImplementedError("the clients workload runs whole trials (run_trial)")
-
-    def run_trial(self, trial: TrialInput) -> None:
-        opts = trial.options
-        assert isinstance(opts, ClientsOptions)
-        n = trial.case.flows
-        direction = trial.case.direction if trial.case.direction in ("up", "down") else "up"
-        rec = trial.record
-        rec.params["workload"]["clients"] = n
-        with MultiTrial(trial, n) as mt:
-            lay = mt.layout
-            assert mt.probe is not None
-            base_rss = sum(rss_of(mt.fleet.pids("server")))
-            t0 = time.monotonic()
-            mt.probe.watch(lay.indices())
-            errors = mt.fleet.up(lay.indices(), timeout_s=opts.ready_timeout_s, retries=1)
-            if errors:
-                raise TrialError(f"{len(errors)} of {n} clients failed to come up:\n{mt.failures_text(errors)}")
-            if not mt.probe.wait(lay.indices(), t0 + opts.ready_timeout_s):
-                late = n - len(mt.probe.ready_at)
-                raise TrialError(f"{late} of {n} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
-            rec.metrics["clients.ready_s"] = max(mt.probe.ready_at.values()) - t0
-            rec.metrics["clients.connected"] = float(n)
-            conn_rss = sum(rss_of(mt.fleet.pids("server")))
-            client_rss = rss_of(mt.fleet.pids("clients"))
-            rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
-            rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
-            rec.metrics["clients.server_rss_bytes_per_client"] = (conn_rss - base_rss) / n
-            rec.metrics["clients.client_rss_bytes_mean"] = sum(client_rss) / len(client_rss) if client_rss else None
-            for k, proto in enumerate(opts.protocols):
-                self._phase(mt, trial, opts, proto, direction, headline=k == 0)
-            mt.fleet.check_server()
-        rec.metrics.update(mt.metrics)
-        self._growth(trial, opts, direction)
+    def measure(self, ctx: FleetContext) -> Measurement:
+        opts = self.opts(ctx.options)
+        n = ctx.clients
+        direction = ctx.direction if ctx.direction in ("up", "down") else "up"
+        rec = Measurement()
+        mt = ctx.env
+        lay = mt.layout
+        assert mt.probe is not None
+        base_rss = sum(rss_of(mt.fleet.pids("server")))
+        t0 = time.monotonic()
+        mt.probe.watch(lay.indices())
+        errors = mt.fleet.up(lay.indices(), timeout_s=opts.ready_timeout_s, retries=1)
+        if errors:
+            raise TrialError(f"{len(errors)} of {n} clients failed to come up:\n{mt.failures_text(errors)}")
+        if not mt.probe.wait(lay.indices(), t0 + opts.ready_timeout_s):
+            late = n - len(mt.probe.ready_at)
+            raise TrialError(f"{late} of {n} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
+        rec.metrics["clients.ready_s"] = max(mt.probe.ready_at.values()) - t0
+        rec.metrics["clients.connected"] = float(n)
+        conn_rss = sum(rss_of(mt.fleet.pids("server")))
+        client_rss = rss_of(mt.fleet.pids("clients"))
+        rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
+        rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
+        rec.metrics["clients.server_rss_bytes_per_client"] = (conn_rss - base_rss) / n
+        rec.metrics["clients.client_rss_bytes_mean"] = sum(client_rss) / len(client_rss) if client_rss else None
+        for k, proto in enumerate(opts.protocols):
+            self._phase(ctx, rec, opts, proto, direction, headline=k == 0)
+        mt.fleet.check_server()
+        self._growth(ctx, rec, opts, direction)
+        return rec
 
     # ---- one traffic phase -------------------------------------------------------------------------
     def _phase(
-        self, mt: MultiTrial, trial: TrialInput, opts: ClientsOptions, proto: str, direction: str, *, headline: bool
+        self,
+        ctx: FleetContext,
+        rec: Measurement,
+        opts: ClientsOptions,
+        proto: str,
+        direction: str,
+        *,
+        headline: bool,
     ) -> None:
-        lay, rec, n = mt.layout, trial.record, mt.layout.clients
-        warmup = opts.warmup_s if opts.warmup_s is not None else max(trial.omit_s, 1.0)
+        mt = ctx.env
+        lay, n = mt.layout, mt.layout.clients
+        warmup = opts.warmup_s if opts.warmup_s is not None else max(ctx.omit_s, 1.0)
         pad = phase_pad_s(n)
-        run_s = warmup + trial.duration_s + pad
-        outdir = trial.workdir / f"iperf-{proto}"
+        run_s = warmup + ctx.duration_s + pad
+        outdir = ctx.workdir / f"iperf-{proto}"
         outdir.mkdir(exist_ok=True)
         with contextlib.ExitStack() as stack:
             servers = [
                 stack.enter_context(
                     Daemon(
-                        iperf_server_argv(PORT_BASE + i),
-                        ledger=mt.ledger,
+                        iperf3.server_argv(PORT_BASE + i, json=True),
+                        ledger=ctx.ledger,
                         log_path=outdir / f"server{i}.log",
                         what=f"iperf3 server {i}",
                         netns=lay.server_ns,
@@ -159,20 +173,27 @@ class ClientsWorkload(Workload):
                 launched: dict[int, float] = {}
                 clients: dict[int, Daemon] = {}
                 for i in lay.indices():
-                    argv = iperf_client_argv(
+                    argv = iperf3.client_argv(
                         lay.inner_server,
                         PORT_BASE + i,
-                        protocol=proto,
-                        direction=direction,
-                        run_s=run_s,
-                        opts=opts,
-                        logfile=outdir / f"c{i}.json",
+                        iperf3.Iperf3Params(
+                            direction="down" if direction == "down" else "up",
+                            duration_s=run_s,
+                            omit_s=0,
+                            connect_timeout_ms=10000,
+                            protocol="udp" if proto == "udp" else "tcp",
+                            rate_bps=opts.udp_rate_bps,
+                            length=opts.udp_len_bytes,
+                            interval_s=1,
+                            server_output=True,
+                            logfile=str(outdir / f"c{i}.json"),
+                        ),
                     )
                     launched[i] = time.monotonic() - s0
                     clients[i] = stack.enter_context(
                         Daemon(
                             argv,
-                            ledger=mt.ledger,
+                            ledger=ctx.ledger,
                             log_path=outdir / f"c{i}.stderr",
                             what=f"iperf3 client {i}",
                             netns=lay.client_ns(i),
@@ -189,9 +210,9 @@ class ClientsWorkload(Workload):
                     time.sleep(0.02)
         busy1 = host_cpu_busy()
         host_pct = 100.0 * (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1])
-        trial.record.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
-        trial.record.metrics[f"clients.{proto}.host_cpu_saturated"] = 1.0 if host_pct > 90.0 else 0.0
-        timing = Timing(launched, ended, warmup, trial.duration_s, pad)
+        rec.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
+        rec.metrics[f"clients.{proto}.host_cpu_saturated"] = 1.0 if host_pct > 90.0 else 0.0
+        timing = Timing(launched, ended, warmup, ctx.duration_s, pad)
         self._summarize(mt, rec, opts, proto, direction, timing, outdir, sampler, headline)
 
     @staticmethod
@@ -207,8 +228,8 @@ class ClientsWorkload(Workload):
 
     def _summarize(
         self,
-        mt: MultiTrial,
-        rec: Any,
+        mt: FleetEnv,
+        rec: Measurement,
         opts: ClientsOptions,
         proto: str,
         direction: str,
@@ -281,20 +302,21 @@ class ClientsWorkload(Workload):
             m[f"{p}.clients_cpu_pct"] = 100.0 * clients_cg.total_s / sampler.wall_s
         rec.series[f"{p}.aggregate_bps"] = W.per_second(intervals, win)
         rec.series[f"{p}.per_client_bps"] = [(float(i), per_client[i]) for i in sorted(per_client)]
-        cost_metrics(rec, sampler.results, prefix=f"{p}." if not headline else "")
+        cost_metrics(
+            rec, sampler.results, sampler.wall_s, prefix=f"{p}." if not headline else "", sampled_roles=("server",)
+        )
         if headline:
             m["throughput_bps"] = agg
             m["window_s"] = win.length_s
             m["clients.jain"] = m[f"{p}.jain"]
             m["clients.server_cpu_s_per_client"] = m[f"{p}.server_cpu_s_per_client"]
             m["clients.server_cpu_pct_per_client"] = m[f"{p}.server_cpu_pct_per_client"]
-            rec.duration_s = win.length_s
             rec.streams = [(i, direction, per_client[i], None) for i in sorted(per_client)]
 
     # ---- non-linear growth across the sweep (within this run) -------------------------------------
-    def _growth(self, trial: TrialInput, opts: ClientsOptions, direction: str) -> None:
-        rec, n = trial.record, trial.case.flows
-        key = (trial.case.tunnel.label, trial.case.profile.name, direction)
+    def _growth(self, ctx: FleetContext, rec: Measurement, opts: ClientsOptions, direction: str) -> None:
+        n = ctx.clients
+        key = (ctx.label, ctx.profile, direction)
         seen = self._costs.setdefault(key, {})
         cost = {
             name: float(v)

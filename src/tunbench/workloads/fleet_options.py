@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from tunbench.multi.layout import MAX_CLIENTS
+from tunbench.topology.layout import MAX_CLIENTS
 
 Variant = Literal["connect", "reconnect", "overload"]
 Protocol = Literal["udp", "tcp"]

@@ -1,71 +1,74 @@
-"""`tunbench compare` and `tunbench report`: thin commands over report/compare.py and the exporters.
+"""`tunbench report`, its alias `tunbench export`, and `tunbench compare`: thin commands over
+report/compare.py and the exporters (report/exporters/).
 
-The exporters are pure (`render(runs) -> str`, one file per format in report/); this module is the only
-one that writes their output (hyperfine's ExportManager).
+The exporters are pure (`render(runs)`, one file per format); `write_report` here is the only code that
+writes their output, to a file or to stdout (hyperfine's ExportManager).
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
-from tunbench.results import RunRecord
+from tunbench.cli.console import console, err_console
+from tunbench.cli.options import DEFAULT_DB, DbOpt, RunArg
 
-console = Console()
-err_console = Console(stderr=True)
-
-DbOpt = Annotated[Path, typer.Option("--db", help="Result store (SQLite).", envvar="TUNBENCH_DB")]
-DEFAULT_DB = Path("tunbench.db")
-
-FORMATS = ("html", "md", "csv", "bmf", "json")
-_SUFFIX_FORMAT = {".html": "html", ".htm": "html", ".md": "md", ".csv": "csv", ".json": "json"}
+OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")]
 
 
-def _renderer(fmt: str) -> Callable[[list[RunRecord]], str]:
-    if fmt == "html":
-        from tunbench.report import html
+def write_report(refs: list[str], fmt: str | None, output: Path | None, db: Path) -> None:
+    """Load the runs (ids, uids, names or JSON export files; none = the latest), render them with the
+    exporter `fmt` names (or `output`'s suffix does), and write the result to `output` or stdout."""
+    from tunbench.cli.checks import check_output_path, write_output
+    from tunbench.report import exporters
+    from tunbench.report.compare import load_run
 
-        return html.render
-    if fmt == "md":
-        from tunbench.report import markdown
-
-        return markdown.render
-    if fmt == "csv":
-        from tunbench.report import csv_export
-
-        return csv_export.render
-    if fmt == "bmf":
-        from tunbench.report import bmf
-
-        return bmf.render
-    return _render_json
-
-
-def _render_json(runs: list[RunRecord]) -> str:
-    from tunbench.report.compare import CompareError
-    from tunbench.report.json_export import render
-
-    if len(runs) != 1:
-        raise CompareError("--format json exports one run at a time (the format holds one run)")
-    return render(runs[0])
+    if output is not None:
+        check_output_path(output, "-o")  # before loading and rendering, not after
+    exporter = exporters.pick(fmt, output)
+    records = [load_run(ref, db) for ref in refs or ["latest"]]
+    data = exporter.render(records)
+    if output is None:
+        if isinstance(data, bytes):
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+        return
+    write_output(output, data, "-o")
+    err_console.print(f"{exporter.name} report written to {output.resolve()}", highlight=False)
 
 
-def _pick_format(fmt: str | None, output: Path | None) -> str:
-    from tunbench.report.compare import CompareError
+def report(
+    runs: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[RUN]...", help="Runs (id, uid, name or JSON export file); default: the latest."),
+    ] = None,
+    output: OutputOpt = None,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format", "-f", help="html, md, csv, bmf (bencher.dev) or json; default: from -o's suffix, else html."
+        ),
+    ] = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Write a report of one or more runs: a self-contained HTML page with plots, Markdown tables, CSV, BMF or JSON."""
+    write_report(runs or [], fmt, output, db)
 
-    if fmt is None:
-        return _SUFFIX_FORMAT.get(output.suffix.lower(), "html") if output else "html"
-    if fmt not in FORMATS:
-        raise CompareError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    return fmt
+
+def export(run_ref: RunArg = None, output: OutputOpt = None, db: DbOpt = DEFAULT_DB) -> None:
+    """Export a run as JSON (format: docs/json-format.md).
+
+    The same as `tunbench report --format json [RUN]`.
+    """
+    write_report([run_ref] if run_ref is not None else [], "json", output, db)
 
 
-def compare_cmd(
+def compare(
     a: Annotated[str, typer.Argument(metavar="A", help="Baseline: run id, uid or name, or a JSON export file.")],
     b: Annotated[
         str | None,
@@ -145,38 +148,3 @@ def _kinds(text: str) -> tuple[str, ...]:
     if bad or not kinds:
         raise CompareError(f"--metrics {text!r}: choose from {', '.join(METRIC_KINDS)}")
     return kinds
-
-
-def report_cmd(
-    runs: Annotated[
-        list[str] | None,
-        typer.Argument(metavar="[RUN]...", help="Runs (id, uid, name or JSON export file); default: the latest."),
-    ] = None,
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")] = None,
-    fmt: Annotated[
-        str | None,
-        typer.Option(
-            "--format", "-f", help="html, md, csv, bmf (bencher.dev) or json; default: from -o's suffix, else html."
-        ),
-    ] = None,
-    db: DbOpt = DEFAULT_DB,
-) -> None:
-    """Write a report of one or more runs: a self-contained HTML page with plots, Markdown tables, CSV, BMF or JSON."""
-    from tunbench.cli_checks import check_output_path, write_output
-    from tunbench.report.compare import load_run
-
-    if output is not None:
-        check_output_path(output, "-o")  # before loading and rendering, not after
-    kind = _pick_format(fmt, output)
-    records = [load_run(ref, db) for ref in runs] if runs else [load_run("latest", db)]
-    text = _renderer(kind)(records)
-    if output is None:
-        sys.stdout.write(text)
-        return
-    write_output(output, text, "-o")
-    err_console.print(f"{kind} report written to {output.resolve()}", highlight=False)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("compare")(compare_cmd)
-    app.command("report")(report_cmd)

@@ -9,26 +9,22 @@ every process left inside (one scan of /proc, by pid) and deletes the namespaces
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import signal
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from types import TracebackType
 
 from tunbench.errors import CommandFailed
-from tunbench.multi.layout import Layout
-from tunbench.proc import run_cmd
-from tunbench.state import Ledger
+from tunbench.host.ledger import Ledger
+from tunbench.host.netns import NETNS_DIR, kill_in_namespaces
+from tunbench.host.proc import run_cmd
 from tunbench.topology import sysctl
+from tunbench.topology.layout import Layout
 
 log = logging.getLogger(__name__)
 
-NETNS_DIR = Path("/run/netns")
 GATEWAY_SYSCTLS = {"net.ipv4.ip_forward": "1", "net.ipv4.conf.all.rp_filter": "0"}
 POOL = 4  # concurrent `ip` processes: enough to hide fork/exec latency on 2 cores
 
@@ -37,61 +33,6 @@ def ip_batch(lines: Iterable[str], *, netns: str | None = None, what: str, timeo
     """Run `ip [-n ns] -batch -` on the given lines; fail loudly with ip's own message."""
     argv = ["ip", *(["-n", netns] if netns else []), "-batch", "-"]
     run_cmd(argv, stdin="\n".join(lines) + "\n", what=what, timeout_s=timeout_s)
-
-
-def _netns_inode(name: str) -> int | None:
-    try:
-        return os.stat(NETNS_DIR / name).st_ino
-    except OSError:
-        return None
-
-
-def pids_in_namespaces(names: Iterable[str]) -> list[int]:
-    """Every process whose network namespace is one of `names` (one pass over /proc)."""
-    inodes = {ino for ino in (_netns_inode(n) for n in names) if ino is not None}
-    if not inodes:
-        return []
-    out = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{entry.name}/ns/net").st_ino in inodes:
-                out.append(int(entry.name))
-        except OSError:
-            continue
-    return out
-
-
-def kill_in_namespaces(names: Iterable[str], timeout_s: float = 3.0) -> int:
-    """SIGTERM, then SIGKILL, whatever still runs inside our namespaces (ours: we started it all)."""
-    names = list(names)
-    pids = pids_in_namespaces(names)
-    if not pids:
-        return 0
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, sig)
-        deadline = time.monotonic() + (timeout_s if sig == signal.SIGTERM else 2.0)
-        while time.monotonic() < deadline:
-            _reap()
-            pids = pids_in_namespaces(names)
-            if not pids:
-                return 0
-            time.sleep(0.02)
-    return len(pids)
-
-
-def _reap() -> None:
-    """Reap our own exited children (we are a subreaper), so zombies do not count as alive."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 class MultiTopology:

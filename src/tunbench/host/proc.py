@@ -17,8 +17,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+import psutil
+
 from tunbench.errors import CommandFailed, DependencyMissing
-from tunbench.state import Ledger, ProcRecord
+from tunbench.host.ledger import Ledger, ProcRecord
 
 
 def ns_argv(netns: str | None, argv: Sequence[str]) -> list[str]:
@@ -179,6 +181,18 @@ class Daemon:
             return ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def wait(self, timeout_s: float) -> bool:
+        """Wait for the leader to exit; False if it still runs after `timeout_s`."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the whole process group (e.g. SIGINT, so perf writes its data)."""
+        _kill_group(self.proc.pid, sig)
+
     def stop(self) -> None:
         stop_group(self.proc.pid, leader=self.proc)  # also ends children that outlived the leader
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -193,3 +207,45 @@ class Daemon:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def stop_daemons(daemons: Sequence[Daemon], term_timeout_s: float = 3.0) -> None:
+    """End many daemons at once: SIGTERM every process group, one shared wait, then each one's usual stop
+    (SIGKILL of a group still there, reaping, and the ledger entry dropped)."""
+    for d in daemons:
+        d.signal(signal.SIGTERM)
+    deadline = time.monotonic() + term_timeout_s
+    while time.monotonic() < deadline and any(d.proc.poll() is None for d in daemons):
+        time.sleep(0.02)
+    for d in daemons:
+        d.stop()
+
+
+def run_foreground(
+    argv: Sequence[str], *, ledger: Ledger, what: str, netns: str | None = None, env: Mapping[str, str] | None = None
+) -> int:
+    """Run an interactive command on our terminal (e.g. `tunbench link shell`) and return its exit status.
+    While it runs, Ctrl-C is the command's business: we ignore SIGINT and it gets the default handler."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc = subprocess.Popen(
+            ns_argv(netns, argv),
+            env={**os.environ, **env} if env else None,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
+        rec = ledger.add_proc(proc.pid, what)
+        status = proc.wait()
+        ledger.drop_proc(rec)
+        return status
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+def tree_pids(roots: list[int]) -> list[int]:
+    out: list[int] = []
+    for pid in roots:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            out.append(pid)
+            out.extend(c.pid for c in proc.children(recursive=True))
+    return out

@@ -1,6 +1,7 @@
-"""One multi-client trial's scaffolding, shared by the `clients` and `storm` workloads: topology, role
-cgroups, the fleet (keys, server), the readiness probe and, for overload, a CPU cap on the server, all on
-one ExitStack (teardown in reverse order on exit, error or Ctrl-C)."""
+"""What the runner brings up for a trial of N clients (the `clients` and `storm` workloads): the switched
+topology, the emulator on the server's uplink, role cgroups, the fleet (keys, server), the readiness probe
+and, for overload, a CPU cap on the server, all on one ExitStack (teardown in reverse order on exit,
+error or Ctrl-C). The workload then brings the clients up at its own pace (`fleet.up`) and measures."""
 
 from __future__ import annotations
 
@@ -11,29 +12,27 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
-from typing import Any
 
 import psutil
 
-from tunbench.errors import TrialError
+from tunbench.host.cgroup import CpuCap, RoleCgroup
+from tunbench.host.clean import WG_SOCKETS
+from tunbench.host.ledger import Ledger
 from tunbench.link.emulator import LinkEmulator, LinkEnd, link_metrics
-from tunbench.monitor.cgroup import V1_CPU, RoleCgroup, remove_cgroup
+from tunbench.link.profile import Profile
 from tunbench.monitor.counters import namespace_counters
-from tunbench.monitor.sampler import RoleCost
-from tunbench.multi.fleet import Fleet
-from tunbench.multi.icmp import ReadyProbe
-from tunbench.multi.layout import Layout
-from tunbench.multi.topology import MultiTopology, ip_batch
-from tunbench.results import TrialRecord
-from tunbench.state import Ledger
-from tunbench.workloads.base import TrialInput
+from tunbench.topology.build import TopologySpec
+from tunbench.topology.layout import Layout
+from tunbench.topology.switched import MultiTopology, ip_batch
+from tunbench.tunnels.fleet import Fleet
+from tunbench.tunnels.ready import ReadyProbe
+from tunbench.tunnels.registry import TunnelRef
 
 log = logging.getLogger(__name__)
 
 # wall clock per client for namespace + veth, keys or certificates, and a storm's bring-up; about 40 s for
 # 500 OpenVPN clients on the 2-core host of BENCHMARKS.md. Only for the run's time estimate.
 PER_CLIENT_SETUP_S = 0.08
-WG_SOCKETS = Path("/var/run/wireguard")  # userspace WireGuard's UAPI sockets (as tunbench clean sweeps them)
 
 
 def meminfo() -> dict[str, int]:
@@ -70,55 +69,32 @@ def rss_of(pids: list[int]) -> list[int]:
     return out
 
 
-class CpuCap:
-    """A cgroup-v1 `cpu` group whose CFS quota caps the tunnel server (the overload variant)."""
+class FleetEnv:
+    """`with FleetEnv(...) as env:` N client namespaces exist, the tunnel server runs, env.probe watches
+    nothing yet; env.fleet.up(...) brings clients up."""
 
-    def __init__(self, name: str, ledger: Ledger) -> None:
-        self.path = V1_CPU / name
-        self._ledger = ledger
-        self.period_us = 100_000
-
-    @staticmethod
-    def available() -> bool:
-        return (V1_CPU / "cpu.cfs_quota_us").exists()
-
-    def __enter__(self) -> CpuCap:
-        if not self.available():
-            raise TrialError("the overload variant needs the cgroup-v1 cpu controller (/sys/fs/cgroup/cpu)")
-        self._ledger.add_cgroup(str(self.path))
-        self.path.mkdir(exist_ok=True)
-        (self.path / "cpu.cfs_period_us").write_text(str(self.period_us))
-        return self
-
-    def add(self, pids: list[int]) -> None:
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                (self.path / "cgroup.procs").write_text(str(pid))
-
-    def limit(self, pct_of_one_core: float | None) -> None:
-        quota = -1 if pct_of_one_core is None else max(1000, int(self.period_us * pct_of_one_core / 100))
-        (self.path / "cpu.cfs_quota_us").write_text(str(quota))
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        with contextlib.suppress(OSError):
-            self.limit(None)
-        if remove_cgroup(self.path):
-            self._ledger.drop_cgroup(str(self.path))
-
-
-class MultiTrial:
-    """`with MultiTrial(trial, n) as mt:` N client namespaces exist, the tunnel server runs, mt.probe
-    watches nothing yet; mt.fleet.up(...) brings clients up."""
-
-    def __init__(self, trial: TrialInput, clients: int, *, cpu_cap: bool = False, probe_interval_s: float = 0.1):
-        self.trial = trial
-        self.ledger = trial.ledger
-        self.record: TrialRecord = trial.record
-        self.tag = f"t{self.record.seq}"
-        self.profile = trial.case.profile
-        self.layout = Layout(
-            self.ledger.prefix, self.tag, clients, mtu=trial.topology.mtu, emulated_uplink=self.profile.emulated
-        )
+    def __init__(
+        self,
+        ledger: Ledger,
+        tag: str,
+        workdir: Path,
+        tunnel: TunnelRef,
+        profile: Profile,
+        topology: TopologySpec,
+        link_seed: int,
+        clients: int,
+        *,
+        cpu_cap: bool = False,
+        probe_interval_s: float = 0.1,
+    ) -> None:
+        self.ledger = ledger
+        self.tag = tag
+        self.workdir = workdir
+        self.tunnel = tunnel
+        self.profile = profile
+        self.spec = topology
+        self.link_seed = link_seed
+        self.layout = Layout(ledger.prefix, tag, clients, mtu=topology.mtu, emulated_uplink=profile.emulated)
         self.want_cap = cpu_cap
         self.probe_interval_s = probe_interval_s
         self._stack = contextlib.ExitStack()
@@ -129,13 +105,14 @@ class MultiTrial:
         self.probe: ReadyProbe | None = None
         self._fleet: Fleet | None = None
         self.metrics: dict[str, float | None] = {}
+        self.sysctls_applied: dict[str, str] = {}
 
     @property
     def fleet(self) -> Fleet:
         assert self._fleet is not None
         return self._fleet
 
-    def __enter__(self) -> MultiTrial:
+    def __enter__(self) -> FleetEnv:
         try:
             self._build()
         except BaseException:
@@ -146,10 +123,10 @@ class MultiTrial:
     def _build(self) -> None:
         lay, m = self.layout, self.metrics
         kmem0 = kernel_mem_bytes()
-        self.topo = self._stack.enter_context(MultiTopology(self.ledger, lay, self.trial.topology.namespace_sysctls()))
+        self.topo = self._stack.enter_context(MultiTopology(self.ledger, lay, self.spec.namespace_sysctls()))
         m["clients.topology_setup_s"] = self.topo.setup_s
+        self.sysctls_applied = self.topo.sysctls_applied
         m["clients.netns_kmem_bytes_per_client"] = (kernel_mem_bytes() - kmem0) / lay.clients
-        self.record.params["sysctls"] = self.topo.sysctls_applied
         if lay.emulated_uplink:
             self.link = self._stack.enter_context(self._uplink_emulator())
         for role in ("server", "clients"):
@@ -158,16 +135,14 @@ class MultiTrial:
             )
         if self.want_cap:
             self.cap = self._stack.enter_context(CpuCap(f"{self.ledger.prefix}-{self.tag}-cap", self.ledger))
-        self._fleet = self._stack.enter_context(
-            Fleet(self.trial.case.tunnel, lay, self.ledger, self.trial.workdir, self.cgroups)
-        )
+        self._fleet = self._stack.enter_context(Fleet(self.tunnel, lay, self.ledger, self.workdir, self.cgroups))
         m["clients.keys_s"] = self.fleet.keys_s
         self.fleet.start_server()
         m["setup_s"] = self.fleet.server_up_s
         if self.cap is not None:
             self.cap.add(self.fleet.pids("server"))
         namespaces = {i: lay.client_ns(i) for i in lay.indices()}
-        address = self.fleet.render_text(self.fleet.multi.probe_address, self.fleet.vars, "multi.probe_address")
+        address = self.fleet.steps.render(self.fleet.multi.probe_address, self.fleet.vars, "multi.probe_address")
         self.probe = self._stack.enter_context(ReadyProbe(namespaces, address, self.probe_interval_s))
 
     def _uplink_emulator(self) -> LinkEmulator:
@@ -181,8 +156,8 @@ class MultiTrial:
         return LinkEmulator(
             self.profile,
             self.ledger,
-            self.trial.workdir,
-            self.trial.link_seed,
+            self.workdir,
+            self.link_seed,
             a=LinkEnd(lay.gateway_ns, lay.uplink_dev_gateway),
             b=LinkEnd(lay.server_ns, lay.uplink_dev_server),
             mtu=lay.mtu,
@@ -231,31 +206,3 @@ class MultiTrial:
             tail = self.fleet.client_log_tail(i, 6)
             parts.append(f"client {i}: {errors[i].splitlines()[0]}" + (f"\n{tail}" if tail else ""))
         return "\n".join(parts)
-
-
-def cost_metrics(rec: TrialRecord, costs: dict[str, RoleCost], prefix: str = "") -> None:
-    """The runner's CPU/RSS figures, under the same names (cpu.<role>.user_s, rss_peak_bytes.<role>...)."""
-    m: dict[str, Any] = rec.metrics
-    for role, cost in costs.items():
-        headline = cost.cgroup_cpu if cost.cgroup_cpu is not None else cost.cpu
-        m[f"{prefix}cpu.{role}.user_s"] = headline.user_s
-        m[f"{prefix}cpu.{role}.sys_s"] = headline.sys_s
-        if cost.series and role == "server":
-            m[f"{prefix}sampled_cpu.{role}.user_s"] = cost.cpu.user_s
-            m[f"{prefix}sampled_cpu.{role}.sys_s"] = cost.cpu.sys_s
-            m[f"{prefix}rss_peak_bytes.{role}"] = cost.rss_peak_bytes
-            rec.series[f"{prefix}cpu_pct.{role}"] = cpu_pct(cost)
-            rec.series[f"{prefix}rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
-
-
-def cpu_pct(cost: RoleCost) -> list[tuple[float, float]]:
-    out = []
-    for a, b in zip(cost.series, cost.series[1:], strict=False):
-        if b.t_s > a.t_s:
-            used = (b.cpu_user_s + b.cpu_sys_s) - (a.cpu_user_s + a.cpu_sys_s)
-            out.append((b.t_s, 100.0 * used / (b.t_s - a.t_s)))
-    return out
-
-
-def cumulative_cpu(cost: RoleCost) -> list[tuple[float, float]]:
-    return [(s.t_s, s.cpu_user_s + s.cpu_sys_s) for s in cost.series]

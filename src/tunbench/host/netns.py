@@ -7,20 +7,21 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
 from pyroute2 import IPRoute, netns
 
-from tunbench.proc import run_cmd, stop_group
-from tunbench.state import Ledger
+from tunbench.host.ledger import Ledger
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-NETNS_DIR = "/run/netns"
+NETNS_DIR = Path("/run/netns")
 
 
 def run_in_netns(name: str, fn: Callable[[], T]) -> T:
@@ -59,18 +60,66 @@ def run_in_netns(name: str, fn: Callable[[], T]) -> T:
     return box["value"]  # type: ignore[return-value]
 
 
-def namespace_pids(name: str) -> list[int]:
-    """Pids of processes whose network namespace is `name` (ours: tunbench started them all)."""
-    res = run_cmd(["ip", "netns", "pids", name], check=False, timeout_s=10)
-    return [int(x) for x in res.stdout.split() if x.isdigit()]
+def _netns_inode(name: str) -> int | None:
+    try:
+        return os.stat(NETNS_DIR / name).st_ino
+    except OSError:
+        return None
+
+
+def pids_in_namespaces(names: Iterable[str]) -> list[int]:
+    """Every process whose network namespace is one of `names` (one pass over /proc)."""
+    inodes = {ino for ino in (_netns_inode(n) for n in names) if ino is not None}
+    if not inodes:
+        return []
+    out = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry.name}/ns/net").st_ino in inodes:
+                out.append(int(entry.name))
+        except OSError:
+            continue
+    return out
+
+
+def kill_in_namespaces(names: Iterable[str], timeout_s: float = 3.0) -> int:
+    """SIGTERM, then SIGKILL, whatever still runs inside our namespaces (ours: we started it all)."""
+    names = list(names)
+    pids = pids_in_namespaces(names)
+    if not pids:
+        return 0
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + (timeout_s if sig == signal.SIGTERM else 2.0)
+        while time.monotonic() < deadline:
+            _reap()
+            pids = pids_in_namespaces(names)
+            if not pids:
+                return 0
+            time.sleep(0.02)
+    return len(pids)
+
+
+def _reap() -> None:
+    """Reap our own exited children (we are a subreaper), so zombies do not count as alive."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def delete_namespace(name: str) -> None:
     """End every process left inside the namespace (by pid), then delete it."""
-    for pid in namespace_pids(name):
-        stop_group(pid, term_timeout_s=1.0)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    left = kill_in_namespaces([name])
+    if left:
+        log.warning("%d processes would not die inside namespace %s", left, name)
     with contextlib.suppress(FileNotFoundError, OSError):
         netns.remove(name)
 

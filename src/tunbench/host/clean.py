@@ -19,10 +19,10 @@ from pathlib import Path
 import psutil
 from pyroute2 import netns
 
-from tunbench.monitor.cgroup import V1_CPU, V1_CPUACCT, V2_CANDIDATES, remove_cgroup
-from tunbench.proc import stop_group
-from tunbench.state import NAME_RE, STATE_DIR, Ledger, all_ledgers, owner_alive
-from tunbench.topology.netns import delete_namespace, namespace_pids
+from tunbench.host.cgroup import V1_CPU, V1_CPUACCT, V2_CANDIDATES, remove_cgroup
+from tunbench.host.ledger import NAME_RE, STATE_DIR, Ledger, all_ledgers, owner_alive
+from tunbench.host.netns import delete_namespace, pids_in_namespaces
+from tunbench.host.proc import stop_group
 
 WG_SOCKETS = Path("/var/run/wireguard")
 
@@ -112,7 +112,7 @@ def clean(force: bool = False) -> CleanReport:
     for ns in netns.listnetns():
         m = NAME_RE.match(ns)
         if m and m.group(1) not in live:
-            report.processes += len(namespace_pids(ns))
+            report.processes += len(pids_in_namespaces([ns]))
             delete_namespace(ns)
             report.namespaces.append(ns)
     for cgdir in _cgroup_dirs():

@@ -2,7 +2,7 @@
 client's time from the storm's start to a working tunnel is measured (ready = an ICMP echo through the
 tunnel is answered, from that client's namespace).
 
-Variants (the `variants` option; each is a case of its own, stored in the direction column):
+Variants (the `variants` option; each is a case of its own, Case.variant):
 - connect:   the storm itself.
 - reconnect: a first storm connects every client (reported as clients.connect.*), then all clients drop
              at once and come back: the measured storm.
@@ -20,63 +20,89 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from tunbench.errors import TrialError
+from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.sampler import Sampler
-from tunbench.multi import window as W
-from tunbench.multi.options import StormOptions
-from tunbench.multi.trial import PER_CLIENT_SETUP_S, MultiTrial, cost_metrics, rss_of
 from tunbench.results import TrialRecord
-from tunbench.workloads.base import TRIAL_SETUP_S, Context, Measurement, TrialInput, Workload
+from tunbench.stats import percentile
+from tunbench.tunnels.fleet_env import PER_CLIENT_SETUP_S, FleetEnv, rss_of
+from tunbench.units import fmt
+from tunbench.workloads import window as W
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
+from tunbench.workloads.fleet_options import StormOptions
 
 
-class StormWorkload(Workload):
+class StormWorkload(Workload[FleetContext, StormOptions]):
     kind = "storm"
     description = "N clients connect at once (C-style): time to a working tunnel, handshakes/s, overload recovery"
     axes: ClassVar[tuple[str, ...]] = ("clients", "variant")
     Options: ClassVar[type[BaseModel]] = StormOptions
     layers: ClassVar[tuple[str, ...]] = ("l3",)
-    owns_topology: ClassVar[bool] = True
+    fleet: ClassVar[bool] = True
+    requires: ClassVar[tuple[str, ...]] = ()
+    columns: ClassVar[tuple[Column, ...]] = (
+        Column("ready", "clients.ready_count", "n"),
+        Column("p50 s", "clients.ready_p50_s", "sec"),
+        Column("p90", "clients.ready_p90_s", "sec"),
+        Column("p99", "clients.ready_p99_s", "sec"),
+        Column("max", "clients.ready_max_s", "sec"),
+        Column("hs/s", "clients.handshakes_per_s", "n"),
+        Column("srv CPU-s", "clients.server_cpu_s", "sec"),
+    )
+    caption: ClassVar[str] = (
+        "N clients started at once: time to a working tunnel (an echo through it answered); hs/s: handshakes per "
+        "second at the server"
+    )
 
-    def measure(self, ctx: Context) -> Measurement:  # never called: owns_topology
-        raise NotImplementedError("the storm workload runs whole trials (run_trial)")
+    def headline(self, rec: TrialRecord) -> str:
+        m = rec.metrics
+        return (
+            f"{fmt(m.get('clients.ready_count'), 'n')}/{rec.clients} ready"
+            f" · p50 {fmt(m.get('clients.ready_p50_s'), 'sec')} s · max {fmt(m.get('clients.ready_max_s'), 'sec')} s"
+        )
 
-    def expected_s(self, flows: int, direction: str, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        """`flows` is the number of clients here, `direction` the variant: a reconnect storms twice, an
-        overload holds its CPU cap for overload_s."""
-        o = options if isinstance(options, StormOptions) else StormOptions()
-        storms = 2.0 if direction == "reconnect" else 1.0
-        overload = o.overload_s if direction == "overload" else 0.0
-        return TRIAL_SETUP_S + flows * PER_CLIENT_SETUP_S * storms + overload
+    def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
+        o = self.opts(options)
+        return list(o.clients), list(o.variants)
 
-    def run_trial(self, trial: TrialInput) -> None:
-        opts = trial.options
-        assert isinstance(opts, StormOptions)
-        n, variant = trial.case.flows, trial.case.direction
-        if variant not in ("connect", "reconnect", "overload"):
-            variant = "connect"
-        rec = trial.record
-        rec.params["workload"]["clients"] = n
-        rec.params["workload"]["variant"] = variant
-        with MultiTrial(trial, n, cpu_cap=variant == "overload", probe_interval_s=opts.probe_interval_s) as mt:
-            base_rss = sum(rss_of(mt.fleet.pids("server")))
-            if variant == "reconnect":
-                self._storm(mt, opts, rec, "clients.connect.", measured=False)
-                mt.fleet.stop_clients(list(mt.layout.indices()))
-            self._storm(mt, opts, rec, "clients.", measured=True, overload=variant == "overload")
-            conn_rss = sum(rss_of(mt.fleet.pids("server")))
-            client_rss = rss_of(mt.fleet.pids("clients"))
-            ready = int(rec.metrics.get("clients.ready_count") or 0)
-            rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
-            rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
-            rec.metrics["clients.server_rss_bytes_per_client"] = (conn_rss - base_rss) / ready if ready else None
-            rec.metrics["clients.client_rss_bytes_mean"] = sum(client_rss) / len(client_rss) if client_rss else None
-            mt.fleet.check_server()
-        rec.metrics.update(mt.metrics)
+    def cpu_cap(self, case: CaseAxes) -> bool:
+        return _variant(case.variant) == "overload"
+
+    def probe_interval_s(self, options: BaseModel) -> float:
+        return self.opts(options).probe_interval_s
+
+    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        """A reconnect storms twice, an overload holds its CPU cap for overload_s."""
+        o = self.opts(options)
+        storms = 2.0 if case.variant == "reconnect" else 1.0
+        overload = o.overload_s if case.variant == "overload" else 0.0
+        return TRIAL_SETUP_S + case.clients * PER_CLIENT_SETUP_S * storms + overload
+
+    def measure(self, ctx: FleetContext) -> Measurement:
+        opts = self.opts(ctx.options)
+        n, variant = ctx.clients, _variant(ctx.variant)
+        rec = Measurement()
+        mt = ctx.env
+        base_rss = sum(rss_of(mt.fleet.pids("server")))
+        if variant == "reconnect":
+            self._storm(mt, opts, rec, "clients.connect.", measured=False)
+            mt.fleet.stop_clients(list(mt.layout.indices()))
+        self._storm(mt, opts, rec, "clients.", measured=True, overload=variant == "overload")
+        conn_rss = sum(rss_of(mt.fleet.pids("server")))
+        client_rss = rss_of(mt.fleet.pids("clients"))
+        ready = int(rec.metrics.get("clients.ready_count") or 0)
+        rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
+        rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
+        rec.metrics["clients.server_rss_bytes_per_client"] = (conn_rss - base_rss) / ready if ready else None
+        rec.metrics["clients.client_rss_bytes_mean"] = sum(client_rss) / len(client_rss) if client_rss else None
+        mt.fleet.check_server()
+        assert n == mt.layout.clients
+        return rec
 
     def _storm(
         self,
-        mt: MultiTrial,
+        mt: FleetEnv,
         opts: StormOptions,
-        rec: TrialRecord,
+        rec: Measurement,
         p: str,
         *,
         measured: bool,
@@ -112,10 +138,10 @@ class StormWorkload(Workload):
         m[f"{p}success_ratio"] = len(ready_s) / n
         m[f"{p}failed_count"] = float(n - len(ready_s))
         for q in (50, 90, 99):
-            m[f"{p}ready_p{q}_s"] = W.percentile(ready_s, q) if ready_s else None
+            m[f"{p}ready_p{q}_s"] = percentile(ready_s, q) if ready_s else None
         m[f"{p}ready_max_s"] = max(ready_s) if ready_s else None
-        m[f"{p}ready_from_launch_p50_s"] = W.percentile(from_launch, 50) if from_launch else None
-        m[f"{p}ready_from_launch_p99_s"] = W.percentile(from_launch, 99) if from_launch else None
+        m[f"{p}ready_from_launch_p50_s"] = percentile(from_launch, 50) if from_launch else None
+        m[f"{p}ready_from_launch_p99_s"] = percentile(from_launch, 99) if from_launch else None
         m[f"{p}launch_spread_s"] = max(launched.values()) if launched else None
         counts = W.per_second_counts(ready_s)
         m[f"{p}handshakes_per_s_peak"] = max((c for _, c in counts), default=0.0)
@@ -136,7 +162,6 @@ class StormWorkload(Workload):
             if len(ready_s) < n:
                 raise TrialError(f"first storm: only {len(ready_s)} of {n} clients ready:\n{mt.failures_text(errors)}")
             return
-        rec.duration_s = elapsed
         rec.metrics["window_s"] = elapsed
         rec.series["clients.ready_cdf"] = W.ready_cdf(ready_s, n)
         rec.series["clients.ready_per_s"] = counts
@@ -147,6 +172,11 @@ class StormWorkload(Workload):
         m["clients.server_cpu_s"] = cpu_s
         m["clients.server_cpu_s_per_client"] = cpu_s / len(ready_s) if ready_s else None
         m["clients.server_cpu_pct"] = 100.0 * cpu_s / elapsed if elapsed > 0 else None
-        cost_metrics(rec, sampler.results)
+        cost_metrics(rec, sampler.results, sampler.wall_s, sampled_roles=("server",))
         if errors and len(ready_s) < n:
             rec.artifacts["client_errors.txt"] = mt.failures_text(errors, limit=20).encode()
+
+
+def _variant(name: str) -> str:
+    """The storm variant of a case: connect, reconnect or overload (anything else: connect)."""
+    return name if name in ("connect", "reconnect", "overload") else "connect"

@@ -44,11 +44,14 @@ def check_output_dir(path: Path, what: str) -> None:
     _creatable_dir(path, what)
 
 
-def write_output(path: Path, text: str, what: str) -> None:
-    """Write a result file, creating its directory; an OS error becomes one clear line."""
+def write_output(path: Path, data: str | bytes, what: str) -> None:
+    """Write a result file (text as UTF-8), creating its directory; an OS error becomes one clear line."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
+        if isinstance(data, bytes):
+            path.write_bytes(data)
+        else:
+            path.write_text(data, encoding="utf-8")
     except OSError as e:
         raise TunbenchError(f"{what}: cannot write {path}: {e.strerror or e}") from e
 

@@ -10,10 +10,7 @@ ends many at once (SIGTERM to every group, then one wait) instead of one by one.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -22,15 +19,14 @@ from pathlib import Path
 from types import TracebackType
 
 from tunbench.errors import ConfigError, TunbenchError, TunnelError
-from tunbench.monitor.cgroup import RoleCgroup
-from tunbench.multi.layout import Layout, client_addr, client_inner
-from tunbench.proc import Daemon, run_cmd
-from tunbench.state import Ledger
-from tunbench.tunnels import probes
+from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.ledger import Ledger
+from tunbench.host.proc import Daemon, stop_daemons
+from tunbench.topology.layout import Layout, client_addr, client_inner
 from tunbench.tunnels.adapter import IPERF_PORT
 from tunbench.tunnels.registry import TunnelRef
-from tunbench.tunnels.spec import CmdProbe, FileProbe, LogProbe, MultiSpec, PingProbe, PortProbe, Probe, RoleSpec
-from tunbench.tunnels.template import render, render_argv
+from tunbench.tunnels.spec import MultiSpec, Probe
+from tunbench.tunnels.steps import Steps
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +34,6 @@ KEY_POOL = 4  # concurrent per-client key steps (openssl, wg genkey)
 SETTLE_POOL = 16
 # a uid of its own per client ({client_uid}): per-uid kernel limits (inotify instances: 128) are host-wide
 CLIENT_UID_BASE = 2_000_000_000  # concurrent per-client readiness waits + after-commands
-
-
-def ns_command(argv: list[str], netns: str | None) -> tuple[list[str], str | None]:
-    """`ip ...` inside a namespace runs as `ip -n NS ...` (no `ip netns exec` mount set-up: several times
-    cheaper, which matters x500); anything else keeps running through `ip netns exec`."""
-    if netns and argv and argv[0] == "ip" and len(argv) > 1 and argv[1] not in ("netns", "-n", "-netns"):
-        return ["ip", "-n", netns, *argv[1:]], None
-    return argv, netns
 
 
 def shared_variables(layout: Layout, workdir: Path, port_base: int = IPERF_PORT) -> dict[str, str]:
@@ -103,7 +91,7 @@ class Fleet:
         self.layout = layout
         self.workdir = workdir
         self.cgroups = cgroups
-        self._ledger = ledger
+        self.steps = Steps(self.spec, self.source, workdir, ledger, cgroups)
         self.vars: dict[str, str] = {
             **shared_variables(layout, workdir),
             **ref.merged_params(),
@@ -140,90 +128,32 @@ class Fleet:
                 self.server = None
 
     # ---- keys and files ------------------------------------------------------------------------------
-    def render_text(self, text: str, variables: dict[str, str], key: str) -> str:
-        return render(text, variables, source=self.source, key=key)
-
-    def _run_key(self, run: str, stdin: str | None, variables: dict[str, str], key: str) -> str:
-        argv = render_argv(run, variables, source=self.source, key=f"{key}.run")
-        data = self.render_text(stdin, variables, f"{key}.stdin") if stdin else None
-        return run_cmd(argv, stdin=data, cwd=self.workdir, what=f"{self.spec.name} {key}").stdout.strip()
-
-    def _write(self, path_t: str, content_t: str, mode: str, variables: dict[str, str], key: str) -> None:
-        rel = self.render_text(path_t, variables, f"{key}.path")
-        if rel.startswith("/") or ".." in rel.split("/"):
-            raise ConfigError(f"file path {rel!r} must stay in the trial's directory", source=self.source, key=key)
-        path = self.workdir / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, int(mode, 8))
-        with os.fdopen(fd, "w") as out:
-            out.write(self.render_text(content_t, variables, f"{key}.content"))
-
     def _keys(self) -> None:
+        st = self.steps
         for n, step in enumerate(self.spec.keys):
-            self.vars[step.name] = self._run_key(step.run, step.stdin, self.vars, f"keys[{n}]")
+            self.vars[step.name] = st.key(step, self.vars, f"keys[{n}]")
         for n, f in enumerate(self.spec.files):
-            self._write(f.path, f.content, f.mode, self.vars, f"files[{n}]")
+            st.write(f.path, f.content, f.mode, self.vars, f"files[{n}]")
 
         (self.workdir / "keys").mkdir(exist_ok=True)  # {tmp}/keys/ exists for per-client key files
 
         def one_client(i: int) -> dict[str, str]:
             v = {**self.vars, **client_variables(self.layout, i)}
             for n, step in enumerate(self.multi.client_keys):
-                v[step.name] = self._run_key(step.run, step.stdin, v, f"multi.client_keys[{n}]")
+                v[step.name] = st.key(step, v, f"multi.client_keys[{n}]")
             for n, cf in enumerate(self.multi.client_files):
-                self._write(cf.path, cf.content, cf.mode, v, f"multi.client_files[{n}]")
+                st.write(cf.path, cf.content, cf.mode, v, f"multi.client_files[{n}]")
             return v
 
         with ThreadPoolExecutor(KEY_POOL) as pool:
             results = list(pool.map(one_client, self.layout.indices()))
         self.client_vars = dict(zip(self.layout.indices(), results, strict=True))
-        peers = [self.render_text(self.multi.server_peer, v, "multi.server_peer") for v in results]
+        peers = [st.render(self.multi.server_peer, v, "multi.server_peer") for v in results]
         self.vars["server_peers"] = "".join(peers)
         for n, mf in enumerate(self.multi.files):
-            self._write(mf.path, mf.content, mf.mode, self.vars, f"multi.files[{n}]")
+            st.write(mf.path, mf.content, mf.mode, self.vars, f"multi.files[{n}]")
 
     # ---- roles ----------------------------------------------------------------------------------------
-    def _steps(self, steps: list[str], variables: dict[str, str], netns: str, key: str) -> None:
-        for n, cmd in enumerate(steps):
-            argv, ns = ns_command(render_argv(cmd, variables, source=self.source, key=f"{key}[{n}]"), netns)
-            run_cmd(argv, netns=ns, cwd=self.workdir, what=f"{self.spec.name} {key}")
-
-    def _spawn(self, rs: RoleSpec, variables: dict[str, str], netns: str, role: str, name: str, key: str) -> Daemon:
-        assert rs.daemon is not None
-        argv = render_argv(rs.daemon, variables, source=self.source, key=f"{key}.daemon")
-        env = {k: self.render_text(v, variables, f"{key}.env.{k}") for k, v in rs.env.items()}
-        cg = self.cgroups.get(role)
-        return Daemon(
-            argv,
-            ledger=self._ledger,
-            log_path=self.workdir / f"{name}.log",
-            what=f"{self.spec.name} {name}",
-            netns=netns,
-            env=env,
-            cwd=self.workdir,
-            cgroup_procs=cg.procs_file if cg and cg.available else None,
-        )
-
-    def _probe_ok(self, probe: Probe, variables: dict[str, str], daemon: Daemon | None, netns: str, key: str) -> bool:
-        src = self.source
-        match probe:
-            case LogProbe():
-                return daemon is not None and probes.log_matches(daemon.log_path, probe.pattern)
-            case PortProbe():
-                port = int(render(probe.port, variables, source=src, key=f"{key}.port"))
-                ns = netns if probe.ns == "client" else self.layout.server_ns
-                return probes.port_open(ns, port, probe.proto)
-            case PingProbe():
-                ns = netns if probe.ns == "client" else self.layout.server_ns
-                return probes.ping_ok(ns, render(probe.address, variables, source=src, key=f"{key}.address"))
-            case FileProbe():
-                return Path(render(probe.path, variables, source=src, key=f"{key}.path")).exists()
-            case CmdProbe():
-                ns2 = {"client": netns, "server": self.layout.server_ns}.get(probe.ns)
-                argv = render_argv(probe.run, variables, source=src, key=f"{key}.run")
-                return probes.cmd_ok(argv, ns2, self.workdir)
-        return False
-
     def _wait(
         self,
         plist: list[Probe],
@@ -233,29 +163,38 @@ class Fleet:
         key: str,
         timeout_s: float,
     ) -> None:
-        deadline = time.monotonic() + timeout_s
-        for n, probe in enumerate(plist):
-            delay = 0.01
-            while not self._probe_ok(probe, variables, daemon, netns, f"{key}.ready[{n}]"):
-                if self._cancel.is_set():
-                    raise TunnelError(f"{key}: abandoned")
-                if daemon is not None and not daemon.alive():
-                    raise TunnelError(f"{key}: process exited (code {daemon.proc.returncode})\n{daemon.log_tail(10)}")
-                if time.monotonic() > deadline:
-                    tail = daemon.log_tail(10) if daemon else ""
-                    raise TunnelError(f"{key}: probe ready[{n}] ({probe.kind}) never passed in {timeout_s:g} s\n{tail}")
-                time.sleep(delay)
-                delay = min(delay * 2, 0.2)
+        def ns_of(role: str) -> str | None:
+            return {"client": netns, "server": self.layout.server_ns}.get(role)
+
+        def check() -> None:
+            if daemon is not None and not daemon.alive():
+                raise TunnelError(f"{key}: process exited (code {daemon.proc.returncode})\n{daemon.log_tail(10)}")
+
+        def timed_out(n: int, probe: Probe) -> Exception:
+            tail = daemon.log_tail(10) if daemon else ""
+            return TunnelError(f"{key}: probe ready[{n}] ({probe.kind}) never passed in {timeout_s:g} s\n{tail}")
+
+        self.steps.wait(
+            plist,
+            variables,
+            ns_of=ns_of,
+            daemon_of=lambda role: daemon,
+            key=f"{key}.ready",
+            deadline=time.monotonic() + timeout_s,
+            check=check,
+            timed_out=timed_out,
+            cancel=self._cancel,
+        )
 
     def start_server(self) -> None:
         t0 = time.monotonic()
         rs, ns = self.multi.server, self.layout.server_ns
         try:
-            self._steps(rs.before, self.vars, ns, "multi.server.before")
+            self.steps.commands(rs.before, self.vars, ns, "multi.server.before")
             if rs.daemon:
-                self.server = self._spawn(rs, self.vars, ns, "server", "server", "multi.server")
+                self.server = self.steps.spawn(rs, self.vars, ns, "server", "server", "multi.server")
             self._wait(rs.ready, self.vars, self.server, ns, "multi.server", self.spec.ready_timeout_s)
-            self._steps(rs.after, self.vars, ns, "multi.server.after")
+            self.steps.commands(rs.after, self.vars, ns, "multi.server.after")
         except TunbenchError as e:
             if isinstance(e, TunnelError):
                 raise TunnelError(f"{self.ref.label}: server: {e}") from e
@@ -269,17 +208,17 @@ class Fleet:
     def launch(self, i: int) -> None:
         """Spawn client i's daemon (its `before` commands first). Raises on failure to spawn."""
         rs, v, ns = self.multi.client, self.client_vars[i], self.layout.client_ns(i)
-        self._steps(rs.before, v, ns, f"multi.client[{i}].before")
+        self.steps.commands(rs.before, v, ns, f"multi.client[{i}].before")
         self.launched_at[i] = time.monotonic()
         if rs.daemon:
-            self.clients[i] = self._spawn(rs, v, ns, "clients", f"client{i}", f"multi.client[{i}]")
+            self.clients[i] = self.steps.spawn(rs, v, ns, "clients", f"client{i}", f"multi.client[{i}]")
 
     def settle(self, i: int, timeout_s: float) -> str | None:
         """Wait for client i's own ready probes, then run its `after` commands. Returns an error or None."""
         rs, v, ns = self.multi.client, self.client_vars[i], self.layout.client_ns(i)
         try:
             self._wait(rs.ready, v, self.clients.get(i), ns, f"client {i}", timeout_s)
-            self._steps(rs.after, v, ns, f"multi.client[{i}].after")
+            self.steps.commands(rs.after, v, ns, f"multi.client[{i}].after")
         except TunbenchError as e:
             return str(e)
         return None
@@ -342,25 +281,11 @@ class Fleet:
 
     def stop_clients(self, indices: list[int]) -> None:
         """End many clients at once: SIGTERM every process group, one wait, SIGKILL what is left."""
-        daemons = [self.clients.pop(i) for i in indices if i in self.clients]
-        if not daemons:
-            return
-        for d in daemons:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(d.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline and any(d.proc.poll() is None for d in daemons):
-            time.sleep(0.02)
-        for d in daemons:
-            d.stop()  # SIGKILLs a group that is still there, reaps it, drops it from the ledger
+        stop_daemons([self.clients.pop(i) for i in indices if i in self.clients])
 
     def pids(self, role: str) -> list[int]:
-        cg = self.cgroups.get(role)
-        if cg is not None and cg.available:
-            return cg.pids()
-        if role == "server":
-            return [self.server.pid] if self.server else []
-        return [d.pid for d in self.clients.values()]
+        daemons = ([self.server] if self.server else []) if role == "server" else list(self.clients.values())
+        return self.steps.pids(role, daemons)
 
     def check_server(self) -> None:
         if self.server is not None and not self.server.alive():

@@ -5,7 +5,7 @@ to an SVG stored as the trial's artifact `flamegraph.<role>.svg` (and written to
 
 perf runs in the root namespace (it follows pids, not network namespaces), in its own process group,
 and is stopped by pid with SIGINT so it writes its data. User-space and kernel frames both; frames of a
-stripped Go binary are named from its .gopclntab (monitor/gosym.py).
+stripped Go binary are named from its .gopclntab (profiling/gosym.py).
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from tunbench.errors import CommandFailed, DependencyMissing, TrialError
-from tunbench.monitor import gosym
-from tunbench.proc import Daemon, run_cmd
+from tunbench.host.proc import Daemon, run_cmd
+from tunbench.profiling import gosym
 from tunbench.results import TrialRecord
 from tunbench.tunnels.adapter import Tunnel
 from tunbench.workloads.base import Context
@@ -102,10 +101,8 @@ class _Recording:
 
     def stop(self) -> None:
         """SIGINT (perf then writes its data and exits), then the usual group stop for anything left."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.daemon.pid, signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.daemon.proc.wait(timeout=20)
+        self.daemon.signal(signal.SIGINT)
+        self.daemon.wait(20)
         self.daemon.stop()
 
 

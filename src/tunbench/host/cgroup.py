@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from tunbench.state import Ledger
+from tunbench.errors import TrialError
+from tunbench.host.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -138,3 +139,39 @@ def remove_cgroup(path: Path, timeout_s: float = 3.0) -> bool:
                 return False
             time.sleep(0.02)
     return True
+
+
+class CpuCap:
+    """A cgroup-v1 `cpu` group whose CFS quota caps the tunnel server (the overload variant)."""
+
+    def __init__(self, name: str, ledger: Ledger) -> None:
+        self.path = V1_CPU / name
+        self._ledger = ledger
+        self.period_us = 100_000
+
+    @staticmethod
+    def available() -> bool:
+        return (V1_CPU / "cpu.cfs_quota_us").exists()
+
+    def __enter__(self) -> CpuCap:
+        if not self.available():
+            raise TrialError("the overload variant needs the cgroup-v1 cpu controller (/sys/fs/cgroup/cpu)")
+        self._ledger.add_cgroup(str(self.path))
+        self.path.mkdir(exist_ok=True)
+        (self.path / "cpu.cfs_period_us").write_text(str(self.period_us))
+        return self
+
+    def add(self, pids: list[int]) -> None:
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                (self.path / "cgroup.procs").write_text(str(pid))
+
+    def limit(self, pct_of_one_core: float | None) -> None:
+        quota = -1 if pct_of_one_core is None else max(1000, int(self.period_us * pct_of_one_core / 100))
+        (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        with contextlib.suppress(OSError):
+            self.limit(None)
+        if remove_cgroup(self.path):
+            self._ledger.drop_cgroup(str(self.path))

@@ -1,0 +1,18 @@
+"""The command line: one module per command group, one console, `main()` (the `tunbench` entry point).
+
+app.py        the typer app, global options, every command registered, main()
+console.py    the one rich Console (and its stderr twin)
+options.py    options and guards several commands share (--db, RUN)
+checks.py     output paths and the store checked before work starts
+run.py        tunbench run
+show.py       tunbench show (and the tables `run` prints at its end)
+report.py     tunbench report, export (= report --format json), compare
+catalog.py    tunbench tunnels, workloads, profiles, doctor
+clean.py      tunbench clean
+link/         tunbench link shell | selftest (the emulator on its own: shell.py, selftest.py)
+"""
+
+from tunbench.cli.app import app, main
+from tunbench.cli.run import _split_profiles, _split_tunnels
+
+__all__ = ["_split_profiles", "_split_tunnels", "app", "main"]

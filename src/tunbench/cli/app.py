@@ -1,0 +1,64 @@
+"""The `tunbench` typer app: global options, every command registered in one place, and `main()`, which
+turns a TunbenchError into one `Error: ...` line and its exit code."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+
+from tunbench import __version__
+from tunbench.cli import catalog, clean, report, run, show
+from tunbench.cli.console import console, err_console
+from tunbench.cli.link import link_app
+from tunbench.errors import EXIT_INTERRUPTED, TunbenchError
+
+app = typer.Typer(
+    help="Reproducible performance tests for VPNs, tunnels and proxies, in hermetic network namespaces.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# in `tunbench --help`'s order
+app.command("run")(run.run)
+app.command("show")(show.show)
+app.command("export")(report.export)
+app.command("tunnels")(catalog.tunnels)
+app.command("workloads")(catalog.workloads)
+app.command("profiles")(catalog.profiles)
+app.command("doctor")(catalog.doctor)
+app.command("clean")(clean.clean)
+app.command("compare")(report.compare)
+app.command("report")(report.report)
+app.add_typer(link_app, name="link")
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        console.print(f"tunbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=version_callback, is_eager=True, help="Print the version and exit.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log what tunbench does.")] = False,
+) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(message)s")
+
+
+def main() -> None:
+    try:
+        app()
+    except TunbenchError as e:
+        err_console.print(f"Error: {e}", highlight=False, markup=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(EXIT_INTERRUPTED)

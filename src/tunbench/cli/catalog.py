@@ -1,0 +1,73 @@
+"""What this machine offers: `tunbench tunnels`, `workloads`, `profiles` and `doctor`."""
+
+from __future__ import annotations
+
+import typer
+
+from tunbench.cli.console import console
+
+
+def tunnels() -> None:
+    """List the built-in tunnel adapters, whether their programs are installed, and their versions."""
+    from rich.table import Table
+
+    from tunbench.tunnels.adapter import tunnel_version
+    from tunbench.tunnels.registry import builtin_names, missing_binaries, parse_ref
+
+    table = Table("tunnel", "layer", "status", "version", "parameters", "description", header_style="bold")
+    for name in builtin_names():
+        ref = parse_ref(name)
+        miss = missing_binaries(ref)
+        status = "[green]ready[/]" if not miss else f"[red]missing {', '.join(miss)}[/]"
+        version = tunnel_version(ref) if not miss else ""
+        params = ", ".join(f"{k}={v}" for k, v in ref.adapter.spec.params.items())
+        table.add_row(name, ref.adapter.spec.layer, status, version, params, ref.adapter.spec.description)
+    console.print(table)
+    console.print("Your own adapter: `--tunnel ./my-vpn.toml` (format: docs/adapters.md).")
+
+
+def workloads() -> None:
+    """List the workload kinds (traffic generators) and their options."""
+    from rich.table import Table
+
+    from tunbench.workloads import REGISTRY
+
+    table = Table(
+        "workload", "axes", "tunnels", "options (\\[workload.KIND] in a scenario)", "description", header_style="bold"
+    )
+    for kind, w in sorted(REGISTRY.items()):
+        opts = ", ".join(f"{name}={f.default!r}" for name, f in w.Options.model_fields.items()) or "–"
+        table.add_row(kind, " × ".join(w.axes) or "–", "/".join(w.layers), opts, w.description)
+    console.print(table)
+
+
+def profiles() -> None:
+    """List the built-in WAN profiles."""
+    from rich.table import Table
+
+    from tunbench.link.profile import builtin_names, find_profile
+
+    table = Table("profile", "link", "up (client→server)", "down (server→client)", "description", header_style="bold")
+    for name in builtin_names():
+        p = find_profile(name)
+        table.add_row(
+            p.name, "emulated" if p.emulated else "veth", p.spec("up") or "–", p.spec("down") or "–", p.description
+        )
+    console.print(table)
+    console.print("Your own: `--profile ./my.toml` or inline `--profile 'name:delay=20ms,rate=50mbit'`.")
+
+
+def doctor() -> None:
+    """Check kernel features, permissions and tools, and say what to install."""
+    from tunbench.doctor import checks
+
+    bad = 0
+    for c in checks():
+        mark = "[green]✓[/]" if c.ok else "[red]✗[/]"
+        console.print(f"{mark} {c.name}: {c.detail}")
+        if not c.ok:
+            bad += 1
+            if c.fix:
+                console.print(f"    fix: {c.fix}")
+    if bad:
+        raise typer.Exit(1)

@@ -1,0 +1,52 @@
+"""`tunbench show`: a stored run's tables again, or the list of runs. `print_run` is also what
+`tunbench run` prints at the end, so the two always show the same tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from tunbench.cli.console import console
+from tunbench.cli.options import DEFAULT_DB, DbOpt, RunArg, need_db
+
+if TYPE_CHECKING:
+    from tunbench.results import RunRecord
+
+
+def print_run(run: RunRecord, title: str) -> None:
+    """The run's summary table (when it has throughput cases), each workload's own table, and the warnings."""
+    from tunbench.report.summary import summarize_trials
+    from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
+
+    summaries = summarize_trials(run.trials)
+    if has_throughput_cases(summaries):
+        console.print(summary_table(summaries, title=title))
+    for table in workload_tables(run.trials):
+        console.print(table)
+    for line in warning_lines(summaries):
+        console.print(line)
+
+
+def show(
+    run_ref: RunArg = None,
+    list_runs: Annotated[bool, typer.Option("--list", "-l", help="List the runs in the store.")] = False,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Print a stored run's table again (or list the runs)."""
+    from rich.table import Table
+
+    from tunbench.store.db import Store
+
+    need_db(db)
+    with Store(db) as store:
+        if list_runs:
+            table = Table("id", "uid", "name", "started", "status", "trials", header_style="bold")
+            for r in store.runs():
+                table.add_row(
+                    str(r.id), r.uid, r.name, r.started_at, r.status, str(len(store.trials(r.id, with_series=False)))
+                )
+            console.print(table)
+            return
+        run = store.find_run(run_ref)
+    print_run(run, title=f"tunbench run {run.uid} (#{run.id}, {run.status}, {run.started_at})")

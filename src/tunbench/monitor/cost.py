@@ -1,0 +1,82 @@
+"""What a trial's tunnel processes cost, as record metrics and series: one function for every workload.
+
+Per role: `cpu.<role>.*` is the headline (the cgroup's exact figure where there is one, over the measured
+window when the workload gives one), `trial_cpu.<role>.*` covers the whole sampled phase, and for roles
+sampled per process (psutil at 10 Hz) `sampled_cpu.*`, the RSS peak, the process count, the
+cgroup-vs-sampling cross-check and the CPU%/RSS series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any, Protocol
+
+from tunbench.monitor import crosscheck
+from tunbench.monitor.sampler import RoleCost
+
+
+class Figures(Protocol):
+    """Where the figures go: a trial record, or a workload's Measurement."""
+
+    metrics: dict[str, float | None]
+    series: dict[str, list[tuple[float, float]]]
+
+
+def cost_metrics(
+    rec: Figures,
+    costs: Mapping[str, RoleCost],
+    wall_s: float,
+    window: tuple[float, float] | None = None,
+    *,
+    prefix: str = "",
+    sampled_roles: Collection[str] | None = None,
+) -> None:
+    """Add the cost figures of `costs` (a Sampler's results) to `rec`, keys under `prefix`. `window` is the
+    measured part, on the sampler's clock: the headline covers it (None: the whole sampled phase).
+    `sampled_roles`: the roles whose processes were sampled one by one (None: all); the others (e.g. 500
+    tunnel clients, counted by their cgroup only) get the cgroup figures alone."""
+    m: dict[str, Any] = rec.metrics
+    w0, w1 = (0.0, wall_s) if window is None else (max(0.0, window[0]), min(wall_s, window[1]))
+    for role, cost in costs.items():
+        if window is None:
+            sampled, cgroup = cost.cpu, cost.cgroup_cpu
+        else:
+            # psutil reads /proc/<pid>/stat, which lags by up to a few hundred ms of CPU right after a
+            # process starts: the cgroup's exact figure is the headline, the sampled one its cross-check
+            sampled, cgroup = cost.between(w0, w1)
+        headline = cgroup if cgroup is not None else sampled
+        m[f"{prefix}cpu.{role}.user_s"] = headline.user_s
+        m[f"{prefix}cpu.{role}.sys_s"] = headline.sys_s
+        whole = cost.cgroup_cpu if cost.cgroup_cpu is not None else cost.cpu
+        m[f"{prefix}trial_cpu.{role}.user_s"] = whole.user_s
+        m[f"{prefix}trial_cpu.{role}.sys_s"] = whole.sys_s
+        if cgroup is not None:
+            m[f"{prefix}cgroup_cpu.{role}.user_s"] = cgroup.user_s
+            m[f"{prefix}cgroup_cpu.{role}.sys_s"] = cgroup.sys_s
+        if sampled_roles is not None and role not in sampled_roles:
+            continue
+        m[f"{prefix}sampled_cpu.{role}.user_s"] = sampled.user_s
+        m[f"{prefix}sampled_cpu.{role}.sys_s"] = sampled.sys_s
+        m[f"{prefix}rss_peak_bytes.{role}"] = cost.rss_peak_bytes
+        m[f"{prefix}processes.{role}"] = cost.processes
+        if cgroup is not None and cost.processes:
+            diff, ok = crosscheck.cpu_check(cgroup.total_s, sampled.total_s)
+            m[f"{prefix}check.cpu.{role}.diff_s"] = diff
+            m[f"{prefix}check.cpu.{role}.ok"] = 1.0 if ok else 0.0
+        rec.series[f"{prefix}cpu_pct.{role}"] = cpu_pct(cost)
+        rec.series[f"{prefix}rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
+
+
+def cpu_pct(cost: RoleCost) -> list[tuple[float, float]]:
+    """The role's CPU use between consecutive samples, in % of one core."""
+    out = []
+    for a, b in zip(cost.series, cost.series[1:], strict=False):
+        if b.t_s > a.t_s:
+            used = (b.cpu_user_s + b.cpu_sys_s) - (a.cpu_user_s + a.cpu_sys_s)
+            out.append((b.t_s, 100.0 * used / (b.t_s - a.t_s)))
+    return out
+
+
+def cumulative_cpu(cost: RoleCost) -> list[tuple[float, float]]:
+    """(time, CPU-seconds so far) of the sampled processes."""
+    return [(s.t_s, s.cpu_user_s + s.cpu_sys_s) for s in cost.series]

@@ -1,0 +1,82 @@
+"""The tables of the workloads that have their own (Workload.columns): each case's headline metrics, the
+median over its good repetitions, and how many repetitions were good. One model, drawn by the terminal
+table (report/terminal.py) and the HTML report (report/html.py)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from tunbench import workloads
+from tunbench.results import CaseKey, TrialRecord
+from tunbench.units import fmt
+from tunbench.workloads.base import Column
+
+# a case's axes, in column order, with the value that means "not an axis of this workload", and the header
+AXES: dict[str, tuple[object, str]] = {
+    "direction": ("-", "dir"),
+    "variant": ("", "variant"),
+    "flows": (1, "flows"),
+    "clients": (1, "clients"),
+}
+
+
+def own_table(kind: str) -> bool:
+    """Whether the workload `kind` has a table of its own; a kind no longer registered (an old store) falls
+    back to the throughput summary."""
+    w = workloads.REGISTRY.get(kind)
+    return w is not None and w.own_table
+
+
+@dataclass
+class Row:
+    case: CaseKey
+    ok: int
+    failed: int
+    cells: list[str]  # one per column, the median written in its unit; empty when no repetition was good
+
+
+@dataclass
+class HeadlineTable:
+    kind: str
+    caption: str
+    axes: list[str]  # the case axes that vary among the rows (keys of AXES)
+    columns: list[Column]
+    rows: list[Row]
+
+
+def median(trials: list[TrialRecord], key: str) -> float | None:
+    vals = sorted(v for t in trials if (v := t.metrics.get(key)) is not None and not math.isnan(v))
+    if not vals:
+        return None
+    mid = len(vals) // 2
+    return vals[mid] if len(vals) % 2 else (vals[mid - 1] + vals[mid]) / 2
+
+
+def cell(trials: list[TrialRecord], column: Column) -> str:
+    return " / ".join(fmt(median(trials, k), column.unit) for k in column.key.split("|"))
+
+
+def headline_tables(trials: list[TrialRecord]) -> list[HeadlineTable]:
+    """One table per workload in `trials` with a table of its own, in registry order."""
+    groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
+    for t in trials:
+        if own_table(t.workload):
+            groups[t.case].append(t)
+    tables = []
+    for kind, workload in workloads.REGISTRY.items():
+        keys = sorted(
+            (k for k in groups if k.workload == kind),
+            key=lambda k: (k.profile, k.direction, k.variant, k.flows, k.clients, k.label != "direct", k.label),
+        )
+        if not keys:
+            continue
+        cols = workload.table_columns([t for k in keys for t in groups[k] if t.status == "ok"])
+        rows = []
+        for k in keys:
+            ok = [t for t in groups[k] if t.status == "ok"]
+            rows.append(Row(k, len(ok), len(groups[k]) - len(ok), [cell(ok, c) for c in cols] if ok else []))
+        axes = [a for a, (neutral, _) in AXES.items() if any(getattr(k, a) != neutral for k in keys)]
+        tables.append(HeadlineTable(kind, workload.caption, axes, cols, rows))
+    return tables
