@@ -561,36 +561,7 @@ mod tests {
     /// A TCP/IPv4 GSO super-packet as the kernel hands it to a TUN reader:
     /// `payload` bytes in segments of `mss`, ACK|PSH.
     fn tcp_super(payload: usize, mss: u16) -> Vec<u8> {
-        let ip_len = 40 + payload;
-        let mut ip = vec![0u8; ip_len];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&(ip_len as u16).to_be_bytes());
-        ip[6] = 0x40;
-        ip[8] = 64;
-        ip[9] = 6;
-        ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
-        ip[16..20].copy_from_slice(&[198, 18, 0, 2]);
-        ip[20..22].copy_from_slice(&40000u16.to_be_bytes());
-        ip[22..24].copy_from_slice(&5201u16.to_be_bytes());
-        ip[24..28].copy_from_slice(&1000u32.to_be_bytes());
-        ip[32] = 5 << 4;
-        ip[33] = 0x18;
-        ip[34] = 0x20;
-        for (i, b) in ip[40..].iter_mut().enumerate() {
-            *b = (i % 251) as u8;
-        }
-        let mut buf = vec![0u8; VNET_HDR_LEN];
-        VnetHdr {
-            flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
-            gso_type: VIRTIO_NET_HDR_GSO_TCPV4,
-            hdr_len: 40,
-            gso_size: mss,
-            csum_start: 20,
-            csum_offset: 16,
-        }
-        .write(&mut buf);
-        buf.extend_from_slice(&ip);
-        buf
+        crate::io::offload::super_v4(payload, mss, 0x18)
     }
 
     #[test]

@@ -218,6 +218,40 @@ pub fn split(buf: &[u8], mut out: impl FnMut(Vec<u8>)) -> Result<usize, SplitErr
 }
 
 #[cfg(test)]
+/// A TCP/IPv4 super-packet as the kernel hands it over: NEEDS_CSUM,
+/// GSO TCPV4, pseudo-header sum (without length) in the TCP field.
+pub(crate) fn super_v4(payload_len: usize, mss: u16, flags: u8) -> Vec<u8> {
+    let mut ip = vec![0u8; 40 + payload_len];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((40 + payload_len) as u16).to_be_bytes());
+    ip[4..6].copy_from_slice(&0xfff0u16.to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 6;
+    ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
+    ip[16..20].copy_from_slice(&[198, 18, 0, 2]);
+    ip[20..22].copy_from_slice(&5201u16.to_be_bytes());
+    ip[22..24].copy_from_slice(&40000u16.to_be_bytes());
+    ip[24..28].copy_from_slice(&0xffff_fff0u32.to_be_bytes()); // seq wraps
+    ip[32] = 5 << 4;
+    ip[33] = flags;
+    for (i, b) in ip[40..].iter_mut().enumerate() {
+        *b = (i * 7 + 3) as u8;
+    }
+    let mut buf = vec![0u8; VNET_HDR_LEN];
+    VnetHdr {
+        flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
+        gso_type: VIRTIO_NET_HDR_GSO_TCPV4,
+        hdr_len: 40,
+        gso_size: mss,
+        csum_start: 20,
+        csum_offset: 16,
+    }
+    .write(&mut buf);
+    buf.extend_from_slice(&ip);
+    buf
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -227,39 +261,6 @@ mod tests {
         } else {
             csum_add(0, &ip[8..40]) + 6 + l4_len as u64
         }
-    }
-
-    /// A TCP/IPv4 super-packet as the kernel hands it over: NEEDS_CSUM,
-    /// GSO TCPV4, pseudo-header sum (without length) in the TCP field.
-    fn super_v4(payload_len: usize, mss: u16, flags: u8) -> Vec<u8> {
-        let mut ip = vec![0u8; 40 + payload_len];
-        ip[0] = 0x45;
-        ip[2..4].copy_from_slice(&((40 + payload_len) as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&0xfff0u16.to_be_bytes());
-        ip[8] = 64;
-        ip[9] = 6;
-        ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
-        ip[16..20].copy_from_slice(&[198, 18, 0, 2]);
-        ip[20..22].copy_from_slice(&5201u16.to_be_bytes());
-        ip[22..24].copy_from_slice(&40000u16.to_be_bytes());
-        ip[24..28].copy_from_slice(&0xffff_fff0u32.to_be_bytes()); // seq wraps
-        ip[32] = 5 << 4;
-        ip[33] = flags;
-        for (i, b) in ip[40..].iter_mut().enumerate() {
-            *b = (i * 7 + 3) as u8;
-        }
-        let mut buf = vec![0u8; VNET_HDR_LEN];
-        VnetHdr {
-            flags: VIRTIO_NET_HDR_F_NEEDS_CSUM,
-            gso_type: VIRTIO_NET_HDR_GSO_TCPV4,
-            hdr_len: 40,
-            gso_size: mss,
-            csum_start: 20,
-            csum_offset: 16,
-        }
-        .write(&mut buf);
-        buf.extend_from_slice(&ip);
-        buf
     }
 
     /// Complete the partial checksum as a device would, then verify both.

@@ -133,4 +133,4 @@ def validate_with_link(profile: Profile, source: str = "") -> None:
     side = {"a2b": "up", "b2a": "down"}.get(p.direction or "", "")
     key = ".".join(k for k in (side, p.key or "") if k)
     msg = p.message if p.key or not p.value else f"{p.value}: {p.message}"
-    raise ConfigError(msg, source=source or f"profile {profile.name}", key=key)
+    raise ConfigError(f"{msg} (see tunbench-link --help)", source=source or f"profile {profile.name}", key=key)
