@@ -423,7 +423,7 @@ fn write_one<D: PacketIo>(io: &mut D, st: &DirStats, data: &[u8], packets: u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::offload::{split, VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_GSO_TCPV4};
+    use crate::io::offload::{split, VIRTIO_NET_HDR_GSO_TCPV4};
     use crate::pipeline::Direction;
     use crate::stats::Snapshot;
     use crate::time::Manual;
