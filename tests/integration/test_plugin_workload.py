@@ -56,4 +56,4 @@ def test_a_new_workload_shows_in_table_html_json_and_doctor(tmp_path: Path, monk
         assert 0 < t["metrics"]["ping.avg_ms"] < 1000 and t["metrics"]["ping.loss"] < 0.5
 
     res = runner.invoke(app, ["doctor"], env={"COLUMNS": "200"})
-    assert "workload ping" in res.output and "needs ping" in res.output
+    assert "workload ping: uses ping" in res.output
