@@ -52,7 +52,11 @@ def checks() -> list[Check]:
         out.append(Check(tool, path is not None, path or "not found", APT_HINT))
     for w in workloads.REGISTRY.values():
         miss = [tool for tool in w.requires if shutil.which(tool) is None]
-        detail = "missing " + ", ".join(miss) if miss else ("uses " + ", ".join(w.requires) if w.requires else "no extra program")
+        detail = (
+            "missing " + ", ".join(miss)
+            if miss
+            else ("uses " + ", ".join(w.requires) if w.requires else "no extra program")
+        )
         out.append(Check(f"workload {w.kind}", not miss, detail, APT_HINT))
     from tunbench.link.binary import link_binary_or_none
 
