@@ -1,4 +1,4 @@
-"""MultiTopology: a switch namespace (Linux bridge), a server namespace and N client namespaces.
+"""SwitchedTopology: a switch namespace (Linux bridge), a server namespace and N client namespaces.
 
 Built in batches so hundreds of namespaces take seconds: one `ip -batch` creates every namespace, one
 `ip -n <ns> -batch` per namespace creates its veth (born with its peer in the switch namespace) and
@@ -35,8 +35,8 @@ def ip_batch(lines: Iterable[str], *, netns: str | None = None, what: str, timeo
     run_cmd(argv, stdin="\n".join(lines) + "\n", what=what, timeout_s=timeout_s)
 
 
-class MultiTopology:
-    """`with MultiTopology(ledger, layout, sysctls) as topo:` every namespace and link exists."""
+class SwitchedTopology:
+    """`with SwitchedTopology(ledger, layout, sysctls) as topo:` every namespace and link exists."""
 
     def __init__(self, ledger: Ledger, layout: Layout, sysctls: Mapping[str, str] | None = None) -> None:
         self.layout = layout
@@ -47,7 +47,7 @@ class MultiTopology:
         self.setup_s: float | None = None
         self.teardown_s: float | None = None
 
-    def __enter__(self) -> MultiTopology:
+    def __enter__(self) -> SwitchedTopology:
         t0 = time.monotonic()
         try:
             self._build()

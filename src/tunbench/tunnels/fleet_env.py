@@ -23,7 +23,7 @@ from tunbench.link.profile import Profile
 from tunbench.monitor.counters import namespace_counters
 from tunbench.topology.build import TopologySpec
 from tunbench.topology.layout import Layout
-from tunbench.topology.switched import MultiTopology, ip_batch
+from tunbench.topology.switched import SwitchedTopology, ip_batch
 from tunbench.tunnels.fleet import Fleet
 from tunbench.tunnels.ready import ReadyProbe
 from tunbench.tunnels.registry import TunnelRef
@@ -98,7 +98,7 @@ class FleetEnv:
         self.want_cap = cpu_cap
         self.probe_interval_s = probe_interval_s
         self._stack = contextlib.ExitStack()
-        self.topo: MultiTopology | None = None
+        self.topo: SwitchedTopology | None = None
         self.link: LinkEmulator | None = None
         self.cgroups: dict[str, RoleCgroup] = {}
         self.cap: CpuCap | None = None
@@ -123,7 +123,7 @@ class FleetEnv:
     def _build(self) -> None:
         lay, m = self.layout, self.metrics
         kmem0 = kernel_mem_bytes()
-        self.topo = self._stack.enter_context(MultiTopology(self.ledger, lay, self.spec.namespace_sysctls()))
+        self.topo = self._stack.enter_context(SwitchedTopology(self.ledger, lay, self.spec.namespace_sysctls()))
         m["clients.topology_setup_s"] = self.topo.setup_s
         self.sysctls_applied = self.topo.sysctls_applied
         m["clients.netns_kmem_bytes_per_client"] = (kernel_mem_bytes() - kmem0) / lay.clients
