@@ -56,13 +56,16 @@ def write_output(path: Path, data: str | bytes, what: str) -> None:
         raise TunbenchError(f"{what}: cannot write {path}: {e.strerror or e}") from e
 
 
-def check_store_path(db: str | Path) -> None:
+def check_store_path(db: str | Path, *, connect: bool = True) -> None:
     """`--db` for a command that will create or extend the store: an existing file must be an SQLite
     database (opened read-only, nothing written); a new one must be creatable. A PostgreSQL URL is opened
-    (and its store created or migrated), so a wrong URL or a server that is down fails before the run."""
+    (and its store created or migrated), so a wrong URL or a server that is down fails before the run;
+    `connect=False` (a dry run, which creates nothing) leaves it alone."""
     from tunbench.store.backend import is_url
 
     if is_url(db):
+        if not connect:
+            return
         from tunbench.store.db import Store
 
         Store(db).close()

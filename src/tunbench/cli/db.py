@@ -32,8 +32,10 @@ def _copied(uid: str, rid: int, added: int, new: bool, where: str) -> str:
 
 @db_app.command("migrate")
 def migrate(db: DbOpt = DEFAULT_DB) -> None:
-    """Bring the store to the current schema (create it if it is empty). Every command that opens a store
-    does this too; `db migrate` does it on purpose, e.g. once for a shared PostgreSQL database."""
+    """Bring the store to the current schema (create it if it is empty).
+
+    Every command that opens a store does this too; `db migrate` does it on purpose, e.g. once for a
+    shared PostgreSQL database."""
     from tunbench.store.db import Store
 
     with Store(db) as store:
@@ -51,13 +53,16 @@ def import_(
     sources: Annotated[
         list[Path],
         typer.Argument(
-            metavar="FILE...", help="SQLite result stores (e.g. a spool file) or JSON exports (tunbench export)."
+            metavar="FILE", help="SQLite result stores (e.g. a spool file) or JSON exports (tunbench export)."
         ),
     ],
     db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Copy runs into the --db store, keeping their uids: every run of an SQLite store, or the run of a JSON
-    export (which carries no artifacts). A run already there gets only the trials it lacks."""
+    """Copy runs from SQLite stores or JSON exports into the --db store, keeping their uids.
+
+    Every run of an SQLite store (a spool file, another machine's store), or the run of a JSON export
+    (which carries no artifacts). A run already there gets only the trials it lacks (by seq), so importing
+    twice adds nothing."""
     from tunbench.report.compare import run_from_export
     from tunbench.results import RunRecord
     from tunbench.store.db import Store
@@ -93,9 +98,10 @@ def export(
     ] = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Copy runs of the --db store, everything stored for them, into an SQLite file: a store of its own
-    (`tunbench show --db OUTPUT.db`) that `tunbench db import` reads back anywhere. (One run as JSON:
-    `tunbench export`.)"""
+    """Copy runs of the --db store into an SQLite file, everything stored for them included.
+
+    The file is a store of its own (`tunbench show --db OUTPUT.db`) that `tunbench db import` reads back
+    anywhere; runs already in it get only the trials they lack. (One run as JSON: `tunbench export`.)"""
     from tunbench.cli.checks import check_store_path
     from tunbench.store.db import Store
 

@@ -157,7 +157,7 @@ def run(
     }
     sc = with_overrides(sc, overrides)
     # outputs are checked before the run starts, not when it ends
-    check_store_path(db)
+    check_store_path(db, connect=not dry_run)
     if json_out is not None:
         check_output_path(json_out, "--json")
     if flamegraph:
