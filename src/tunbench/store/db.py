@@ -11,6 +11,7 @@ then on goes to a local SQLite spool file and the run ends with a StoreLost nami
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import zlib
 from collections.abc import Iterator
@@ -27,7 +28,7 @@ from tunbench.results import RunRecord, TrialRecord
 from tunbench.store.backend import Backend, BackendError, is_url, open_backend, redact
 from tunbench.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
-FINAL_STATUSES = ("done", "interrupted", "failed", "killed")
+log = logging.getLogger(__name__)
 
 
 class StoreError(TunbenchError):
@@ -264,6 +265,9 @@ class Store:
             f"lost the result store {self.where} during run {values['uid']} ({e}); its first "
             f"{self._stored.get(run_id, 0)} trial(s) are stored there, the rest went to {spool_path}: when the "
             f"server is back, run `tunbench db import {spool_path} --db {self.where}`"
+        )
+        log.warning(
+            "lost the result store %s (%s): the rest of run %s goes to %s", self.where, e, values["uid"], spool_path
         )
 
     def _update_provenance(self, run_id: int, provenance: dict[str, Any]) -> None:
