@@ -124,6 +124,13 @@ class Store:
         version = self.opened_at_version = self.schema_version()
         if version == SCHEMA_VERSION:
             return
+        self._check_version(version)
+        try:
+            self.migrate()
+        except BackendError as e:
+            raise StoreError(f"cannot create or migrate the result store {self.where}: {e}") from e
+
+    def _check_version(self, version: int | None) -> None:
         if version is not None and version > SCHEMA_VERSION:
             raise StoreError(
                 f"{self.where} has schema version {version}, newer than this tunbench understands "
@@ -132,10 +139,6 @@ class Store:
         if version is None and self.b.tables():
             kind = "an SQLite file" if self.dialect == "sqlite" else "a PostgreSQL database with tables"
             raise StoreError(f"{self.where} is {kind} but not a tunbench store (no schema_version)")
-        try:
-            self.migrate()
-        except BackendError as e:
-            raise StoreError(f"cannot create or migrate the result store {self.where}: {e}") from e
 
     def migrate(self) -> tuple[int | None, int]:
         """Bring the store to SCHEMA_VERSION (create it when empty): (version before, version now). Under a
@@ -143,6 +146,7 @@ class Store:
         with self.b.transaction():
             self.b.schema_lock()
             version = self.schema_version()  # again: another writer may have done it meanwhile
+            self._check_version(version)
             if version is None:
                 sql = resources.files("tunbench.store").joinpath("schema.sql").read_text()
                 self.b.script(sql)
