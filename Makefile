@@ -8,7 +8,7 @@ CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
 
 APT_PACKAGES := iperf3 iputils-ping iproute2 procps openssl \
 	wireguard-go wireguard-tools openvpn openssh-server openssh-client socat stunnel4 irtt \
-	nftables chromium linux-perf
+	nftables chromium linux-perf postgresql postgresql-client
 
 INFERNO := $(HOME)/.cargo/bin/inferno-flamegraph
 

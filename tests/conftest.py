@@ -55,3 +55,33 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, A
     if in_ci() and report.skipped and not allowed_skip(report.nodeid):
         _fail_skip(report)
     return report
+
+
+# ---- PostgreSQL: a real throwaway server (tests/pg.py), shared by the session; one database per test ----
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Generator[Any, None, None]:
+    from tests.pg import PgServer
+
+    server = PgServer().start()
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+@pytest.fixture
+def pg_url(pg_server: Any) -> Generator[str, None, None]:
+    """A fresh, empty database on the test server, as a --db URL."""
+    name = pg_server.new_database()
+    yield pg_server.url(name)
+    pg_server.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_db(request: pytest.FixtureRequest, tmp_path: Any) -> Any:
+    """A --db value for each backend: an SQLite file, a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return tmp_path / "r.db"
+    return request.getfixturevalue("pg_url")

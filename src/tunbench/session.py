@@ -285,7 +285,7 @@ def provenance(plan: RunPlan) -> dict[str, Any]:
 
 
 def execute(
-    plan: RunPlan, observer: RunObserver, *, scenario_text: str, db_path: Path, flamegraph_dir: Path | None = None
+    plan: RunPlan, observer: RunObserver, *, scenario_text: str, db_path: str | Path, flamegraph_dir: Path | None = None
 ) -> RunOutcome:
     """Run a prepared plan: the run is recorded in the store first (a bad --db leaves nothing behind), the
     trials run inside a run scope, and the run's end (done, interrupted, failed) is always recorded.
@@ -338,4 +338,6 @@ def execute(
                 outcome.status = "interrupted"
         finally:
             store.finish_run(run_id, outcome.status)
+    if store.lost is not None:  # PostgreSQL went away: the rest of the run is in a spool file
+        raise store.lost
     return outcome

@@ -44,8 +44,8 @@ def _new_run(store: Store) -> int:
     )
 
 
-def test_the_store_keeps_clients_and_variant(tmp_path: Path) -> None:
-    with Store(tmp_path / "r.db") as s:
+def test_the_store_keeps_clients_and_variant(store_db: str | Path) -> None:
+    with Store(store_db) as s:
         rid = _new_run(s)
         s.add_trial(rid, storm(1, 50, "reconnect"))
         (t,) = s.trials(rid)
@@ -59,6 +59,8 @@ def test_schema_2_moves_the_multi_client_rows_of_schema_1(tmp_path: Path) -> Non
     with db:  # back to schema 1: no clients/variant columns; N in flows, a storm's variant in direction
         db.execute("ALTER TABLE trials DROP COLUMN clients")
         db.execute("ALTER TABLE trials DROP COLUMN variant")
+        for col in ("owner_host", "owner_pid", "owner_started"):  # schema 3's
+            db.execute(f"ALTER TABLE runs DROP COLUMN {col}")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
         db.execute(
             "INSERT INTO runs (uid, started_at, status, tunbench_version, provenance, scenario_text, scenario_hash,"
@@ -77,7 +79,7 @@ def test_schema_2_moves_the_multi_client_rows_of_schema_1(tmp_path: Path) -> Non
             )
     db.close()
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 2
+        assert s.schema_version() == SCHEMA_VERSION == 3
         got = {t.workload: (t.flows, t.direction, t.clients, t.variant) for t in s.trials(1)}
     assert got == {
         "iperf3": (4, "up", 1, ""),

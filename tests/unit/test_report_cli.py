@@ -15,8 +15,9 @@ from tunbench.store.db import Store
 
 
 @pytest.fixture()
-def store(tmp_path: Path) -> Path:
-    db = tmp_path / "r.db"
+def store(store_db: Path) -> Path:
+    """The two runs, in an SQLite file or on the test PostgreSQL server (a URL: only ever str()-ed)."""
+    db = store_db
     with Store(db) as s:
         for uid, name in (("tbaaaaaa", "first"), ("tbbbbbbb", "second")):
             r = demo_run(reps=3)

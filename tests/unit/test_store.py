@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pg import raw_sql
 from tunbench.results import TrialRecord
 from tunbench.store.db import Store, StoreError
 from tunbench.store.migrations import SCHEMA_VERSION
@@ -41,12 +42,12 @@ def trial(seq: int = 1) -> TrialRecord:
     )
 
 
-def test_roundtrip(tmp_path: Path) -> None:
-    with Store(tmp_path / "r.db") as s:
+def test_roundtrip(store_db: str | Path) -> None:
+    with Store(store_db) as s:
         rid = new_run(s)
         tid = s.add_trial(rid, trial())
         s.finish_run(rid, "done")
-    with Store(tmp_path / "r.db") as s:
+    with Store(store_db) as s:
         run = s.find_run(None)
         assert run.status == "done" and run.provenance == {"k": 1}
         (t,) = run.trials
@@ -59,20 +60,16 @@ def test_roundtrip(tmp_path: Path) -> None:
             s.find_run("zzz")
 
 
-def test_empty_store_says_what_to_do(tmp_path: Path) -> None:
-    with Store(tmp_path / "e.db") as s, pytest.raises(StoreError, match="tunbench run"):
+def test_empty_store_says_what_to_do(store_db: str | Path) -> None:
+    with Store(store_db) as s, pytest.raises(StoreError, match="tunbench run"):
         s.find_run(None)
 
 
-def test_refuses_newer_schema(tmp_path: Path) -> None:
-    path = tmp_path / "new.db"
-    Store(path).close()
-    db = sqlite3.connect(path)
-    with db:
-        db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
-    db.close()
+def test_refuses_newer_schema(store_db: str | Path) -> None:
+    Store(store_db).close()
+    raw_sql(store_db, "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
     with pytest.raises(StoreError, match="newer than this tunbench"):
-        Store(path)
+        Store(store_db)
 
 
 def test_refuses_foreign_sqlite_file(tmp_path: Path) -> None:
@@ -83,3 +80,9 @@ def test_refuses_foreign_sqlite_file(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(StoreError, match="not a tunbench store"):
         Store(path)
+
+
+def test_refuses_foreign_postgresql_database(pg_url: str) -> None:
+    raw_sql(pg_url, "CREATE TABLE x (a INTEGER)")
+    with pytest.raises(StoreError, match="not a tunbench store"):
+        Store(pg_url)

@@ -9,6 +9,7 @@ show.py       tunbench show (and the tables `run` prints at its end)
 report.py     tunbench report, export (= report --format json), compare
 catalog.py    tunbench tunnels, workloads, profiles, doctor
 clean.py      tunbench clean
+db.py         tunbench db migrate | import | export (the result store itself)
 link/         tunbench link shell | selftest (the emulator on its own: shell.py, selftest.py)
 """
 

@@ -12,6 +12,7 @@ import typer
 from tunbench import __version__
 from tunbench.cli import catalog, clean, report, run, show
 from tunbench.cli.console import console, err_console
+from tunbench.cli.db import db_app
 from tunbench.cli.link import link_app
 from tunbench.errors import EXIT_INTERRUPTED, TunbenchError
 
@@ -35,6 +36,7 @@ app.command("clean")(clean.clean)
 app.command("compare")(report.compare)
 app.command("report")(report.report)
 app.add_typer(link_app, name="link")
+app.add_typer(db_app, name="db")
 
 
 def version_callback(value: bool) -> None:

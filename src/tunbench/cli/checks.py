@@ -56,9 +56,21 @@ def write_output(path: Path, data: str | bytes, what: str) -> None:
         raise TunbenchError(f"{what}: cannot write {path}: {e.strerror or e}") from e
 
 
-def check_store_path(path: Path) -> None:
+def check_store_path(db: str | Path, *, connect: bool = True) -> None:
     """`--db` for a command that will create or extend the store: an existing file must be an SQLite
-    database (opened read-only, nothing written); a new one must be creatable."""
+    database (opened read-only, nothing written); a new one must be creatable. A PostgreSQL URL is opened
+    (and its store created or migrated), so a wrong URL or a server that is down fails before the run;
+    `connect=False` (a dry run, which creates nothing) leaves it alone."""
+    from tunbench.store.backend import is_url
+
+    if is_url(db):
+        if not connect:
+            return
+        from tunbench.store.db import Store
+
+        Store(db).close()
+        return
+    path = Path(db)
     if path.is_dir():
         raise TunbenchError(f"--db: {path} is a directory, not a result store (give a file name)")
     if not path.exists():
@@ -67,10 +79,10 @@ def check_store_path(path: Path) -> None:
     if not os.access(path, os.R_OK | os.W_OK):
         raise TunbenchError(f"--db: {path} is not readable and writable")
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            db.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
+            conn.execute("SELECT name FROM sqlite_master LIMIT 1").fetchall()
         finally:
-            db.close()
+            conn.close()
     except sqlite3.DatabaseError as e:
         raise TunbenchError(f"--db: {path} is not a tunbench result store (not an SQLite database: {e})") from e

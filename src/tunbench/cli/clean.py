@@ -6,14 +6,19 @@ from typing import Annotated
 
 import typer
 
-from tunbench.cli.console import console
+from tunbench.cli.console import console, err_console
+from tunbench.cli.options import DEFAULT_DB, DbOpt
 
 
 def clean(
     force: Annotated[bool, typer.Option("--force", help="Also remove objects of runs that are still alive.")] = False,
+    db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Remove namespaces, processes, cgroups and temp dirs left behind by crashed or killed runs."""
+    """Remove namespaces, processes, cgroups and temp dirs left behind by crashed or killed runs, and mark
+    the runs in the --db store whose process on this host is gone as `killed` (any command that opens the
+    store does that too)."""
     from tunbench.host.clean import clean as do_clean
+    from tunbench.store.db import Store, StoreError, store_exists
 
     rep = do_clean(force=force)
     if rep.empty():
@@ -25,3 +30,12 @@ def clean(
         )
     for uid in rep.skipped_live:
         console.print(f"[yellow]run {uid} is still running: left alone (use --force)[/]")
+    if store_exists(db):
+        try:
+            with Store(db) as store:
+                killed = store.killed_on_open
+        except StoreError as e:
+            err_console.print(f"[yellow]result store not checked: {e}[/]", highlight=False)
+            return
+        for uid in killed:
+            console.print(f"run {uid}: its process is gone, marked killed in {store.where}", highlight=False)

@@ -8,6 +8,7 @@ import os
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType, TracebackType
 
 from rich.console import Console
@@ -18,13 +19,14 @@ from tunbench.plan import PlannedTrial
 from tunbench.report.terminal import trial_headline
 from tunbench.results import TrialRecord
 from tunbench.session import RunPlan, minutes
+from tunbench.store.backend import redact
 
 
 class RunProgress:
     """The bar advances by each trial's estimated seconds, so the ETA weighs a 500-client storm above a
     ping. Use as a context manager around session.execute."""
 
-    def __init__(self, console: Console, db_path: object) -> None:
+    def __init__(self, console: Console, db_path: str | Path) -> None:
         self.console = console
         self.db_path = db_path
         self.progress = Progress(
@@ -52,7 +54,7 @@ class RunProgress:
     def run_started(self, run_id: int, uid: str, plan: RunPlan) -> None:
         self.console.print(
             f"run [bold]{uid}[/] (#{run_id}): {len(plan.cases)} cases × {plan.scenario.run.repeat} "
-            f"repetitions = {len(plan.trials)} trials, about {minutes(plan.total_s)}; results in {self.db_path}"
+            f"repetitions = {len(plan.trials)} trials, about {minutes(plan.total_s)}; results in {redact(self.db_path)}"
         )
         self.weight = {pt.seq: e for pt, e in zip(plan.trials, plan.expected, strict=True)}
         self.task = self.progress.add_task("starting", total=plan.total_s, done=0, trials=len(plan.trials))

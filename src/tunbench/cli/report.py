@@ -20,7 +20,7 @@ from tunbench.cli.options import DEFAULT_DB, DbOpt, RunArg
 OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")]
 
 
-def write_report(refs: list[str], fmt: str | None, output: Path | None, db: Path) -> None:
+def write_report(refs: list[str], fmt: str | None, output: Path | None, db: str | Path) -> None:
     """Load the runs (ids, uids, names or JSON export files; none = the latest), render them with the
     exporter `fmt` names (or `output`'s suffix does), and write the result to `output` or stdout."""
     from tunbench.cli.checks import check_output_path, write_output

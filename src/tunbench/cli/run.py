@@ -133,6 +133,7 @@ def run(
     from tunbench.cli.progress import RunProgress, graceful_signals
     from tunbench.cli.show import print_run
     from tunbench.config.load import load_scenario, with_overrides
+    from tunbench.store.backend import redact
     from tunbench.store.db import Store
 
     sc, text, source = load_scenario(scenario)
@@ -156,7 +157,7 @@ def run(
     }
     sc = with_overrides(sc, overrides)
     # outputs are checked before the run starts, not when it ends
-    check_store_path(db)
+    check_store_path(db, connect=not dry_run)
     if json_out is not None:
         check_output_path(json_out, "--json")
     if flamegraph:
@@ -188,7 +189,8 @@ def run(
         write_output(json_out, exporters.get("json").render([run_rec]), "--json")
         console.print(f"JSON written to {json_out}")
     console.print(
-        f"stored in {db} as run #{outcome.run_id} ({outcome.uid}); `tunbench show {outcome.run_id}` prints this again"
+        f"stored in {redact(db)} as run #{outcome.run_id} ({outcome.uid}); "
+        f"`tunbench show {outcome.run_id}` prints this again"
     )
     if outcome.status == "interrupted":
         err_console.print("[yellow]interrupted: finished trials are kept in the store[/]")

@@ -301,9 +301,9 @@ def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
     )
 
 
-def load_run(ref: str, db: Path) -> RunRecord:
+def load_run(ref: str, db: str | Path) -> RunRecord:
     """A run from a JSON export file (if ``ref`` is an existing file) or from the store at ``db``."""
-    from tunbench.store.db import Store
+    from tunbench.store.db import Store, store_exists
 
     path = Path(ref)
     if path.is_file():
@@ -312,7 +312,7 @@ def load_run(ref: str, db: Path) -> RunRecord:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise CompareError(f"cannot read {path} as a tunbench JSON export: {e}") from e
         return run_from_export(data, source=str(path))
-    if not db.exists():
+    if not store_exists(db):
         raise CompareError(f"{ref!r} is not a file and there is no result store at {db} (pass --db PATH)")
     try:
         with Store(db) as store:

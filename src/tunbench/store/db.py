@@ -1,9 +1,18 @@
-"""SQLite store. Each trial is committed the moment it ends, so a killed run keeps what it measured."""
+"""The result store: SQLite (a file, the default) or PostgreSQL (a `postgresql://` URL), one schema for
+both (schema.sql + migrations.py; backend.py holds the few dialect differences). Each trial is committed
+the moment it ends, in its own transaction, so a killed run keeps what it measured and several machines
+can write to one PostgreSQL database at once (run ids come from the database; run uids are random).
+
+Each run row names its owner (host, pid, process start time): opening a store marks a `running` run of
+this host whose owner is gone as `killed`. If PostgreSQL goes away during a run, what is measured from
+then on goes to a local SQLite spool file and the run ends with a StoreLost naming the file and the
+`tunbench db import` command that brings it back."""
 
 from __future__ import annotations
 
 import json
-import sqlite3
+import logging
+import socket
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,37 +21,88 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from tunbench.errors import TunbenchError
 from tunbench.results import RunRecord, TrialRecord
+from tunbench.store.backend import Backend, BackendError, is_url, open_backend, redact
 from tunbench.store.migrations import MIGRATIONS, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
 
 
 class StoreError(TunbenchError):
     pass
 
 
+class StoreLost(StoreError):
+    """The database went away during a run; the rest of the run is in a local spool file."""
+
+
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def store_exists(db: str | Path) -> bool:
+    """A URL may name a store (the server answers when it is opened); a path must exist."""
+    return is_url(db) or Path(db).exists()
+
+
+def process_owner() -> tuple[str, int, float]:
+    """(host name, pid, process start time): who owns a run, so a reused pid is not taken for it."""
+    me = psutil.Process()
+    return socket.gethostname(), me.pid, me.create_time()
+
+
+def owner_alive(pid: int, started: float | None) -> bool:
+    try:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return started is None or abs(p.create_time() - started) < 0.5
+    except psutil.Error:
+        return False
+
+
+_RUN_COLS = (
+    "uid, name, started_at, finished_at, status, tunbench_version, provenance, scenario_text, scenario_hash,"
+    " scenario_json, owner_host, owner_pid, owner_started"
+)
+
+
 class Store:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, db: str | Path, *, spool_dir: Path | None = None) -> None:
+        self.db = db
+        self.path = db if is_url(db) else Path(db)
+        self.where = redact(db)
+        self.spool_dir = spool_dir
+        self.spool: Store | None = None
+        self.lost: StoreLost | None = None
+        self._spool_ids: dict[int, int] = {}
+        self._runs: dict[int, dict[str, Any]] = {}  # create_run's values by run id (to open the spool)
+        self._stored: dict[int, int] = {}  # trials committed per run id
+        self.opened_at_version: int | None = None  # the schema version found (None: a new store)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(path, timeout=30)
-        except (sqlite3.Error, OSError) as e:
-            raise StoreError(f"cannot open result store {path}: {getattr(e, 'strerror', None) or e}") from e
+            self.b: Backend = open_backend(db)
+        except BackendError as e:
+            if "not an SQLite database" in str(e):
+                raise StoreError(f"{self.where} is not a tunbench result store ({e})") from e
+            raise StoreError(f"cannot open result store {self.where}: {e}") from e
         try:
-            self.db.execute("PRAGMA foreign_keys = ON")
-            self.db.execute("PRAGMA journal_mode = WAL")
-        except sqlite3.DatabaseError as e:  # any file opens; the first statement finds out what it is
-            self.db.close()
-            raise StoreError(f"{path} is not a tunbench result store (not an SQLite database: {e})") from e
-        self._init_schema()
+            self._init_schema()
+            self.killed_on_open = self.mark_killed()
+        except BaseException:
+            self.b.close()
+            raise
+
+    @property
+    def dialect(self) -> str:
+        return self.b.dialect
 
     def close(self) -> None:
-        self.db.close()
+        self.b.close()
+        if self.spool is not None:
+            self.spool.close()
 
     def __enter__(self) -> Store:
         return self
@@ -53,44 +113,76 @@ class Store:
     # ---- schema ----------------------------------------------------------------------------------
     def schema_version(self) -> int | None:
         try:
-            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except sqlite3.OperationalError:
-            return None
+            if "meta" not in self.b.tables():
+                return None
+            row = self.b.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except BackendError as e:
+            raise StoreError(f"{self.where} is not a tunbench result store: {e}") from e
         return int(row[0]) if row else None
 
     def _init_schema(self) -> None:
-        try:
-            version = self.schema_version()
-        except sqlite3.DatabaseError as e:
-            raise StoreError(f"{self.path} is not a tunbench result store: {e}") from e
-        if version is None:
-            tables = self.db.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-            if tables:
-                raise StoreError(f"{self.path} is an SQLite file but not a tunbench store (no schema_version)")
-            sql = resources.files("tunbench.store").joinpath("schema.sql").read_text()
-            with self.db:
-                self.db.executescript(sql)
-                self.db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        version = self.opened_at_version = self.schema_version()
+        if version == SCHEMA_VERSION:
             return
-        if version > SCHEMA_VERSION:
+        self._check_version(version)
+        try:
+            self.migrate()
+        except BackendError as e:
+            raise StoreError(f"cannot create or migrate the result store {self.where}: {e}") from e
+
+    def _check_version(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA_VERSION:
             raise StoreError(
-                f"{self.path} has schema version {version}, newer than this tunbench understands "
+                f"{self.where} has schema version {version}, newer than this tunbench understands "
                 f"({SCHEMA_VERSION}); upgrade tunbench"
             )
-        for v in range(version + 1, SCHEMA_VERSION + 1):
-            if v not in MIGRATIONS:
-                raise StoreError(f"no migration from schema {v - 1} to {v}")
-            with self.db:
-                self.db.executescript(MIGRATIONS[v])
-                self.db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(v),))
+        if version is None and self.b.tables():
+            kind = "an SQLite file" if self.dialect == "sqlite" else "a PostgreSQL database with tables"
+            raise StoreError(f"{self.where} is {kind} but not a tunbench store (no schema_version)")
+
+    def migrate(self) -> tuple[int | None, int]:
+        """Bring the store to SCHEMA_VERSION (create it when empty): (version before, version now). Under a
+        schema lock, so writers that open a new PostgreSQL store at once create it once."""
+        with self.b.transaction():
+            self.b.schema_lock()
+            version = self.schema_version()  # again: another writer may have done it meanwhile
+            self._check_version(version)
+            if version is None:
+                sql = resources.files("tunbench.store").joinpath("schema.sql").read_text()
+                self.b.script(sql)
+                self.b.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                return None, SCHEMA_VERSION
+            for v in range(version + 1, SCHEMA_VERSION + 1):
+                if v not in MIGRATIONS:
+                    raise StoreError(f"no migration from schema {v - 1} to {v}")
+                self.b.script(MIGRATIONS[v])
+                self.b.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(v),))
+            return version, SCHEMA_VERSION
+
+    def mark_killed(self) -> list[str]:
+        """Mark `running` runs of this host whose owner process is gone as `killed`; their uids."""
+        host = socket.gethostname()
+        try:
+            rows = self.b.execute(
+                "SELECT id, uid, owner_pid, owner_started FROM runs WHERE status = 'running' AND owner_host = ?",
+                (host,),
+            ).fetchall()
+            dead = [(r[0], r[1]) for r in rows if r[2] is not None and not owner_alive(int(r[2]), r[3])]
+            if dead:
+                with self.b.transaction():
+                    for rid, _ in dead:
+                        self.b.execute("UPDATE runs SET status = 'killed' WHERE id = ? AND status = 'running'", (rid,))
+        except BackendError as e:
+            raise StoreError(f"reading {self.where} failed: {e}") from e
+        return [uid for _, uid in dead]
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self) -> Iterator[Backend]:
         try:
-            with self.db:
-                yield self.db
-        except sqlite3.Error as e:
-            raise StoreError(f"writing to {self.path} failed: {e}") from e
+            with self.b.transaction():
+                yield self.b
+        except BackendError as e:
+            raise StoreError(f"writing to {self.where} failed: {e}") from e
 
     # ---- writing ---------------------------------------------------------------------------------
     def create_run(
@@ -103,118 +195,228 @@ class Store:
         scenario_text: str,
         scenario_hash: str,
         scenario: dict[str, Any],
+        started_at: str | None = None,
     ) -> int:
+        host, pid, started = process_owner()
+        values = {
+            "uid": uid,
+            "name": name,
+            "started_at": started_at or now_iso(),
+            "tunbench_version": tunbench_version,
+            "provenance": provenance,
+            "scenario_text": scenario_text,
+            "scenario_hash": scenario_hash,
+            "scenario": scenario,
+        }
         with self._tx() as db:
-            cur = db.execute(
-                "INSERT INTO runs (uid, name, started_at, status, tunbench_version, provenance, scenario_text,"
-                " scenario_hash, scenario_json) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?)",
+            row = db.execute(
+                f"INSERT INTO runs ({_RUN_COLS})"
+                " VALUES (?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     uid,
                     name,
-                    now_iso(),
+                    values["started_at"],
                     tunbench_version,
                     json.dumps(provenance),
                     scenario_text,
                     scenario_hash,
                     json.dumps(scenario),
+                    host,
+                    pid,
+                    started,
                 ),
-            )
-            return int(cur.lastrowid or 0)
+            ).fetchone()
+        run_id = int(row[0])
+        self._runs[run_id] = values
+        return run_id
 
     def update_provenance(self, run_id: int, provenance: dict[str, Any]) -> None:
-        with self._tx() as db:
-            db.execute("UPDATE runs SET provenance = ? WHERE id = ?", (json.dumps(provenance), run_id))
+        if run_id in self._runs:
+            self._runs[run_id]["provenance"] = provenance
+        self._write(run_id, "update_provenance", provenance)
 
     def finish_run(self, run_id: int, status: str) -> None:
-        with self._tx() as db:
-            db.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, now_iso(), run_id))
+        self._write(run_id, "finish_run", status)
 
     def add_trial(self, run_id: int, t: TrialRecord) -> int:
-        with self._tx() as db:
-            cur = db.execute(
-                "INSERT INTO trials (run_id, seq, tunnel, label, profile, workload, flows, direction, repetition,"
-                " params, status, error, started_at, duration_s, clients, variant)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    run_id,
-                    t.seq,
-                    t.tunnel,
-                    t.label,
-                    t.profile,
-                    t.workload,
-                    t.flows,
-                    t.direction,
-                    t.repetition,
-                    json.dumps(t.params),
-                    t.status,
-                    t.error,
-                    t.started_at,
-                    t.duration_s,
-                    t.clients,
-                    t.variant,
-                ),
-            )
-            tid = int(cur.lastrowid or 0)
-            db.executemany("INSERT INTO metrics VALUES (?, ?, ?)", [(tid, k, v) for k, v in t.metrics.items()])
-            db.executemany(
-                "INSERT INTO series VALUES (?, ?, ?, ?)",
-                [(tid, name, ts, val) for name, pts in t.series.items() for ts, val in pts],
-            )
-            db.executemany("INSERT INTO streams VALUES (?, ?, ?, ?, ?)", [(tid, *s) for s in t.streams])
-            db.executemany(
-                "INSERT INTO artifacts VALUES (?, ?, ?)", [(tid, k, zlib.compress(v)) for k, v in t.artifacts.items()]
-            )
+        tid = int(self._write(run_id, "add_trial", t))
+        if self.spool is None:
+            self._stored[run_id] = self._stored.get(run_id, 0) + 1
+        return tid
+
+    def _write(self, run_id: int, method: str, arg: Any) -> Any:
+        """One write of a run, in its own transaction; once the server is gone, to the spool."""
+        if self.spool is not None:
+            return getattr(self.spool, method)(self._spool_ids[run_id], arg)
+        try:
+            with self.b.transaction():
+                return getattr(self, f"_{method}")(run_id, arg)
+        except BackendError as e:
+            if not (e.lost and self.dialect == "postgresql" and run_id in self._runs):
+                raise StoreError(f"writing to {self.where} failed: {e}") from e
+            self._fail_over(run_id, e)
+            return getattr(self.spool, method)(self._spool_ids[run_id], arg)
+
+    def _fail_over(self, run_id: int, e: BackendError) -> None:
+        values = self._runs[run_id]
+        spool_path = (self.spool_dir or Path.cwd()) / f"tunbench-spool-{values['uid']}.db"
+        try:
+            self.spool = Store(spool_path)
+            self._spool_ids[run_id] = self.spool.create_run(**values)
+        except StoreError as e2:
+            raise StoreError(f"lost the result store {self.where} ({e}) and cannot spool to {spool_path}: {e2}") from e
+        self.lost = StoreLost(
+            f"lost the result store {self.where} during run {values['uid']} ({e}); its first "
+            f"{self._stored.get(run_id, 0)} trial(s) are stored there, the rest went to {spool_path}: when the "
+            f"server is back, run `tunbench db import {spool_path} --db {self.where}`"
+        )
+        log.warning(
+            "lost the result store %s (%s): the rest of run %s goes to %s", self.where, e, values["uid"], spool_path
+        )
+
+    def _update_provenance(self, run_id: int, provenance: dict[str, Any]) -> None:
+        self.b.execute("UPDATE runs SET provenance = ? WHERE id = ?", (json.dumps(provenance), run_id))
+
+    def _finish_run(self, run_id: int, status: str) -> None:
+        self.b.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, now_iso(), run_id))
+
+    def _add_trial(self, run_id: int, t: TrialRecord) -> int:
+        row = self.b.execute(
+            "INSERT INTO trials (run_id, seq, tunnel, label, profile, workload, flows, direction, repetition,"
+            " params, status, error, started_at, duration_s, clients, variant)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            (
+                run_id,
+                t.seq,
+                t.tunnel,
+                t.label,
+                t.profile,
+                t.workload,
+                t.flows,
+                t.direction,
+                t.repetition,
+                json.dumps(t.params),
+                t.status,
+                t.error,
+                t.started_at,
+                t.duration_s,
+                t.clients,
+                t.variant,
+            ),
+        ).fetchone()
+        tid = int(row[0])
+        self.b.executemany("INSERT INTO metrics VALUES (?, ?, ?)", [(tid, k, v) for k, v in t.metrics.items()])
+        self.b.executemany(
+            "INSERT INTO series VALUES (?, ?, ?, ?)",
+            [(tid, name, ts, val) for name, pts in t.series.items() for ts, val in pts],
+        )
+        self.b.executemany("INSERT INTO streams VALUES (?, ?, ?, ?, ?)", [(tid, *s) for s in t.streams])
+        self.b.executemany(
+            "INSERT INTO artifacts VALUES (?, ?, ?)", [(tid, k, zlib.compress(v)) for k, v in t.artifacts.items()]
+        )
         t.id = tid
         return tid
 
+    def import_run(self, run: RunRecord) -> tuple[int, int, bool]:
+        """Copy a run from elsewhere (another store, a JSON export, a spool), keeping its uid: (its id here,
+        trials added, whether the run was new here). A run already here gets only the trials (by seq) it
+        lacks, so importing twice adds nothing; a run here still `running` or `killed` takes the imported
+        run's status."""
+        with self._tx() as db:
+            row = db.execute("SELECT id, status FROM runs WHERE uid = ?", (run.uid,)).fetchone()
+            if row is None:
+                rid = int(
+                    db.execute(
+                        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', NULL, NULL)"
+                        " RETURNING id",
+                        (
+                            run.uid,
+                            run.name,
+                            run.started_at,
+                            run.finished_at,
+                            run.status,
+                            run.tunbench_version,
+                            json.dumps(run.provenance),
+                            run.scenario_text,
+                            run.scenario_hash,
+                            json.dumps(run.scenario),
+                        ),
+                    ).fetchone()[0]
+                )
+                have: set[int] = set()
+            else:
+                rid = int(row[0])
+                have = {int(r[0]) for r in db.execute("SELECT seq FROM trials WHERE run_id = ?", (rid,))}
+                if row[1] in ("running", "killed") and run.status != "running":
+                    db.execute(
+                        "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (run.status, run.finished_at, rid)
+                    )
+            new = [t for t in run.trials if t.seq not in have]
+            for t in new:
+                t = TrialRecord(**{**t.__dict__, "id": None})
+                self._add_trial(rid, t)
+        return rid, len(new), row is None
+
     # ---- reading ---------------------------------------------------------------------------------
+    def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return self.b.execute(sql, params).fetchall()
+        except BackendError as e:
+            raise StoreError(f"reading {self.where} failed: {e}") from e
+
     def runs(self) -> list[RunRecord]:
-        rows = self.db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+        rows = self._read(f"SELECT id, {_RUN_COLS} FROM runs ORDER BY id")
         return [self._run_from_row(r) for r in rows]
 
-    def _run_from_row(self, r: tuple[Any, ...]) -> RunRecord:
-        cols = [d[0] for d in self.db.execute("SELECT * FROM runs LIMIT 0").description]
-        d = dict(zip(cols, r, strict=True))
+    @staticmethod
+    def _run_from_row(r: tuple[Any, ...]) -> RunRecord:
         return RunRecord(
-            id=d["id"],
-            uid=d["uid"],
-            name=d["name"],
-            started_at=d["started_at"],
-            finished_at=d["finished_at"],
-            status=d["status"],
-            tunbench_version=d["tunbench_version"],
-            provenance=json.loads(d["provenance"]),
-            scenario_text=d["scenario_text"],
-            scenario_hash=d["scenario_hash"],
-            scenario=json.loads(d["scenario_json"]),
+            id=r[0],
+            uid=r[1],
+            name=r[2],
+            started_at=r[3],
+            finished_at=r[4],
+            status=r[5],
+            tunbench_version=r[6],
+            provenance=json.loads(r[7]),
+            scenario_text=r[8],
+            scenario_hash=r[9],
+            scenario=json.loads(r[10]),
         )
 
     def find_run(self, ref: str | None) -> RunRecord:
         """A run by id, uid or name; None means the latest."""
+        select = f"SELECT id, {_RUN_COLS} FROM runs"
         if ref is None or ref == "latest":
-            row = self.db.execute("SELECT * FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-            if row is None:
-                raise StoreError(f"no runs in {self.path} yet: `tunbench run` first")
+            rows = self._read(f"{select} ORDER BY id DESC LIMIT 1")
+            if not rows:
+                raise StoreError(f"no runs in {self.where} yet: `tunbench run` first")
         else:
-            row = None
+            rows = []
             if ref.isdigit():
-                row = self.db.execute("SELECT * FROM runs WHERE id = ?", (int(ref),)).fetchone()
-            if row is None:
-                row = self.db.execute(
-                    "SELECT * FROM runs WHERE uid = ? OR name = ? ORDER BY id DESC LIMIT 1", (ref, ref)
-                ).fetchone()
-            if row is None:
-                raise StoreError(f"no run {ref!r} in {self.path} (see `tunbench show --list`)")
-        run = self._run_from_row(row)
+                rows = self._read(f"{select} WHERE id = ?", (int(ref),))
+            if not rows:
+                rows = self._read(f"{select} WHERE uid = ? OR name = ? ORDER BY id DESC LIMIT 1", (ref, ref))
+            if not rows:
+                raise StoreError(f"no run {ref!r} in {self.where} (see `tunbench show --list`)")
+        run = self._run_from_row(rows[0])
         run.trials = self.trials(run.id)
         return run
 
+    def full_run(self, run_id: int) -> RunRecord:
+        """A run with everything stored for it, artifacts included (what `db import/export` copy)."""
+        run = self.find_run(str(run_id))
+        for t in run.trials:
+            assert t.id is not None
+            t.artifacts = self.artifacts(t.id)
+        return run
+
     def trials(self, run_id: int, *, with_series: bool = True) -> list[TrialRecord]:
-        rows = self.db.execute(
+        rows = self._read(
             "SELECT id, seq, tunnel, label, profile, workload, flows, direction, repetition, params, status, error,"
             " started_at, duration_s, clients, variant FROM trials WHERE run_id = ? ORDER BY seq",
             (run_id,),
-        ).fetchall()
+        )
         out: list[TrialRecord] = []
         for r in rows:
             t = TrialRecord(
@@ -235,21 +437,25 @@ class Store:
                 clients=r[14],
                 variant=r[15],
             )
-            t.metrics = dict(self.db.execute("SELECT name, value FROM metrics WHERE trial_id = ?", (t.id,)))
+            t.metrics = dict(self._read("SELECT name, value FROM metrics WHERE trial_id = ?", (t.id,)))
             t.streams = [
                 (int(s[0]), str(s[1]), float(s[2]), s[3])
-                for s in self.db.execute(
+                for s in self._read(
                     "SELECT stream, direction, received_bps, retransmits FROM streams WHERE trial_id = ?", (t.id,)
                 )
             ]
             if with_series:
-                for name, ts, val in self.db.execute(
-                    "SELECT name, t_s, value FROM series WHERE trial_id = ? ORDER BY rowid", (t.id,)
+                for name, ts, val in self._read(
+                    f"SELECT name, t_s, value FROM series WHERE trial_id = ? ORDER BY {self.b.series_order}", (t.id,)
                 ):
                     t.series.setdefault(name, []).append((ts, val))
             out.append(t)
         return out
 
     def artifact(self, trial_id: int, name: str) -> bytes | None:
-        row = self.db.execute("SELECT data FROM artifacts WHERE trial_id = ? AND name = ?", (trial_id, name)).fetchone()
-        return zlib.decompress(row[0]) if row else None
+        rows = self._read("SELECT data FROM artifacts WHERE trial_id = ? AND name = ?", (trial_id, name))
+        return zlib.decompress(rows[0][0]) if rows else None
+
+    def artifacts(self, trial_id: int) -> dict[str, bytes]:
+        rows = self._read("SELECT name, data FROM artifacts WHERE trial_id = ? ORDER BY name", (trial_id,))
+        return {str(n): zlib.decompress(d) for n, d in rows}

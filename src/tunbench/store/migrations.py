@@ -4,11 +4,16 @@
 2  trials.clients and trials.variant: the multi-client workloads' own axes. Version 1 stored the client
    count in `flows` and the storm variant in `direction`; their rows move (flows 1, direction '-' for a
    storm, whose only axes are clients and variant; a `clients` trial keeps its real direction).
+3  runs.owner_host, owner_pid, owner_started: the process that writes the run (host name, pid, process
+   start time), so a `running` run whose owner is gone can be marked `killed`. Runs of older versions
+   have no owner and keep their status.
+
+The SQL is SQLite's and runs on PostgreSQL too (backend.PG_DDL rewrites the type words that differ).
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # version -> SQL that upgrades from version-1 (version SCHEMA_VERSION is created from schema.sql)
 MIGRATIONS: dict[int, str] = {
@@ -17,5 +22,10 @@ ALTER TABLE trials ADD COLUMN clients INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE trials ADD COLUMN variant TEXT NOT NULL DEFAULT '';
 UPDATE trials SET clients = flows, flows = 1 WHERE workload IN ('clients', 'storm');
 UPDATE trials SET variant = direction, direction = '-' WHERE workload = 'storm';
+""",
+    3: """
+ALTER TABLE runs ADD COLUMN owner_host TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
+ALTER TABLE runs ADD COLUMN owner_started REAL;
 """,
 }

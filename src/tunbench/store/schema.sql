@@ -1,4 +1,6 @@
--- tunbench result store, schema version 2 (see migrations.py for the history).
+-- tunbench result store, schema version 3 (see migrations.py for the history).
+-- Written for SQLite; the same text creates the PostgreSQL store (backend.PG_DDL rewrites INTEGER PRIMARY
+-- KEY, BLOB and REAL, the type words PostgreSQL spells differently).
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -10,12 +12,15 @@ CREATE TABLE IF NOT EXISTS runs (
     name           TEXT NOT NULL DEFAULT '',
     started_at     TEXT NOT NULL,             -- ISO 8601 UTC
     finished_at    TEXT,
-    status         TEXT NOT NULL,             -- running | done | interrupted | failed
+    status         TEXT NOT NULL,             -- running | done | interrupted | failed | killed
     tunbench_version TEXT NOT NULL,
     provenance     TEXT NOT NULL,             -- JSON: host, kernel, CPU, tool and tunnel versions
     scenario_text  TEXT NOT NULL,
     scenario_hash  TEXT NOT NULL,             -- sha256 of scenario_text
-    scenario_json  TEXT NOT NULL              -- the effective scenario (file + flags)
+    scenario_json  TEXT NOT NULL,             -- the effective scenario (file + flags)
+    owner_host     TEXT NOT NULL DEFAULT '',  -- who writes the run: host name,
+    owner_pid      INTEGER,                   -- pid
+    owner_started  REAL                       -- and process start time (epoch s), so a reused pid is not it
 );
 
 CREATE TABLE IF NOT EXISTS trials (
