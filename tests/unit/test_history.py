@@ -154,3 +154,12 @@ def test_cli_errors_exit_2(store: Path, tmp_path: Path) -> None:
 def test_since_keeps_the_later_runs(store: Path) -> None:
     h = build(load(store), since="c030", metrics=["throughput"])
     assert h.series[0].points[0].commit == "c030" and len(h.series[0].points) == N_RUNS + 1 - 30
+
+
+def test_help_states_the_real_defaults() -> None:
+    from tunbench.stats.changepoints import DEFAULT_MAX_PVALUE, DEFAULT_WINDOW
+
+    res = CliRunner().invoke(app, ["history", "--help"])
+    text = " ".join(res.output.translate(str.maketrans("│╭╮╰╯─", "      ")).split())  # rich's boxes out
+    assert f"(default {DEFAULT_WINDOW})" in text and f"(default {DEFAULT_MAX_PVALUE:g})" in text
+    assert "Exit status: 0 =" in text and "1 = at least one; 2 =" in text

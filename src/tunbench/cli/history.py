@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -43,7 +44,7 @@ SinceOpt = Annotated[
 # the defaults are stats/changepoints.py's (not imported here: `tunbench --help` stays free of numpy and scipy)
 WindowOpt = Annotated[
     int | None,
-    typer.Option("--window", min=6, help="Points per sliding window of the change-point detection [default: 50]."),
+    typer.Option("--window", min=6, help="Points per sliding window of the change-point detection (default 50)."),
 ]
 PvalueOpt = Annotated[
     float | None,
@@ -51,7 +52,7 @@ PvalueOpt = Annotated[
         "--max-pvalue",
         min=0.0,
         max=1.0,
-        help="Largest t-test p-value for a change point to be kept [default: 0.001].",
+        help="Largest t-test p-value for a change point to be kept (default 0.001).",
     ),
 ]
 PerRunOpt = Annotated[
@@ -85,7 +86,8 @@ def history(
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Each case's throughput and CPU per bit over the runs of one machine, in time order (or commit order, when
-    runs name their commits), with the median and CI per point and the change points (E-divisive split, t-test).
+    runs name their commits), with the median and CI per point and the change points (Hunter's windowed split and
+    t-test merge, docs/history.md).
 
     Only runs with status done count; the others are left out and counted. Each change point says when it
     happened (run, time), between which commits, its size with a CI, and whether it is a regression (lower
@@ -163,3 +165,26 @@ def _points_table(s: Series) -> Table:
             str(sm.n),
         )
     return t
+
+
+def history_report(
+    output: Path | None,
+    machine: str | None,
+    db: Path,
+) -> None:
+    """`tunbench report --history`: the HTML page of the history (report/history_html.py)."""
+    from tunbench.cli.checks import check_output_path, write_output
+    from tunbench.report import history as hist
+    from tunbench.report.history_html import render
+
+    if output is not None:
+        check_output_path(output, "-o")
+    h = hist.build(hist.load(db), machine=machine)
+    page = render(h)
+    if output is None:
+        import sys
+
+        sys.stdout.write(page)
+        return
+    write_output(output, page, "-o")
+    err_console.print(f"history report written to {output.resolve()}", highlight=False)

@@ -110,7 +110,7 @@ def run(
         str | None,
         typer.Option(
             help="The commit of the build under test, recorded in the run's provenance for `tunbench history` "
-            "(per tunnel: NAME[commit=SHA,...]).",
+            "(per tunnel: commit=SHA among the tunnel's parameters).",
         ),
     ] = None,
     branch: Annotated[str | None, typer.Option(help="The branch of that build, recorded with the commit.")] = None,
