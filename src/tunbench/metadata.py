@@ -1,11 +1,16 @@
-"""Provenance captured once per run: host, kernel, CPU, tool and tunnel versions.
+"""Provenance captured once per run: host, kernel, CPU, tool and tunnel versions, and the machine's identity.
 
 Each collector is a small function that returns {} when its source is missing (pyperf-style), so a
 missing file never fails a run.
+
+The machine identity (``machine``: host name, CPU model, kernel release and a key derived from them) keys
+`tunbench history`: numbers measured on different machines are never put in one series. A run recorded
+before the identity was stored gets the same key from its ``host`` and ``cpu`` facts (``machine_of``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import re
@@ -78,5 +83,28 @@ COLLECTORS: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
+def machine_identity(hostname: str, cpu_model: str, kernel: str) -> dict[str, str]:
+    """The machine a run measured on: its facts and a stable 12-hex-digit key derived from them (the same
+    three facts always give the same key; a new kernel or CPU is a new machine for history's purposes)."""
+    text = "\0".join((hostname, cpu_model, kernel))
+    return {
+        "id": hashlib.sha256(text.encode()).hexdigest()[:12],
+        "hostname": hostname,
+        "cpu_model": cpu_model,
+        "kernel": kernel,
+    }
+
+
+def machine_of(provenance: dict[str, Any]) -> dict[str, str]:
+    """The machine identity stored with a run, or the one its host and CPU facts give (older runs)."""
+    stored = provenance.get("machine")
+    if isinstance(stored, dict) and stored.get("id"):
+        return {k: str(stored.get(k) or "") for k in ("id", "hostname", "cpu_model", "kernel")}
+    host, cpu = provenance.get("host") or {}, provenance.get("cpu") or {}
+    return machine_identity(str(host.get("hostname") or ""), str(cpu.get("model") or ""), str(host.get("kernel") or ""))
+
+
 def collect() -> dict[str, Any]:
-    return {name: fn() for name, fn in COLLECTORS.items()}
+    out = {name: fn() for name, fn in COLLECTORS.items()}
+    out["machine"] = machine_of(out)
+    return out

@@ -178,6 +178,8 @@ class RunPlan:
     notes: list[str]  # what a dry run could not check (missing programs)
     flamegraphs: bool = False
     link_factory: LinkFactory | None = None  # None: no profile is emulated
+    commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
+    branch: str = ""  # its branch (`--branch`)
 
     @property
     def total_s(self) -> float:
@@ -251,6 +253,11 @@ def describe(plan: RunPlan) -> list[str]:
         f"{len(plan.cases)} cases × {scenario.run.repeat} repetitions = {len(plan.trials)} trials, "
         f"about {minutes(plan.total_s)} (seed {scenario.run.seed})",
     ]
+    builds = [f"commit {plan.commit}"] if plan.commit else []
+    builds += [f"branch {plan.branch}"] if plan.branch else []
+    builds += [f"{r.label} at commit {r.commit}" for r in plan.refs if r.commit]
+    if builds:
+        lines.append("build: " + ", ".join(builds))
     return lines
 
 
@@ -269,7 +276,8 @@ class RunObserver(TrialObserver, Protocol):
 
 
 def provenance(plan: RunPlan) -> dict[str, Any]:
-    """The host, the tools and each tunnel's adapter, version and parameters, stored with the run."""
+    """The host and its machine identity, the tools, the build (commit, branch) when given, and each tunnel's
+    adapter, version, parameters and, when given (`commit=`), its build's commit; stored with the run."""
     out: dict[str, Any] = metadata.collect()
     out["tunnels"] = {
         r.label: {
@@ -277,9 +285,11 @@ def provenance(plan: RunPlan) -> dict[str, Any]:
             "version": tunnel_version(r),
             "source": r.adapter.source,
             "params": r.merged_params(),
+            **({"commit": r.commit} if r.commit else {}),
         }
         for r in plan.refs
     }
+    out["build"] = {k: v for k, v in (("commit", plan.commit), ("branch", plan.branch)) if v}
     out["seed"] = plan.scenario.run.seed
     return out
 

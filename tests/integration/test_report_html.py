@@ -2,7 +2,8 @@
 
 One run (direct + socat, 1 and 2 flows, upload, 2 x 1 s), then `tunbench report -o report.html`, then Chromium
 twice: --dump-dom (the DOM after the scripts ran, console messages on stderr) and --screenshot. About 30 s.
-Set TUNBENCH_SCREENSHOT=/path.png to keep the screenshot.
+Set TUNBENCH_SCREENSHOT=/path.png to keep the screenshot. The history page (`tunbench report --history`) of a
+synthetic store is opened the same way: every series drew its CI band and its change point.
 """
 
 from __future__ import annotations
@@ -98,3 +99,35 @@ def test_screenshot(report: Path, tmp_path: Path) -> None:
     assert shot.exists(), proc.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 100_000  # a blank page compresses to a few kB
+
+
+@pytest.fixture(scope="module")
+def history_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tunbench report --history` of a store with a known history (tests/unit/history_data.py: 37 runs, a -6 %
+    step), built with the Store API: no run needed."""
+    from tests.unit.history_data import make_store
+
+    tmp = tmp_path_factory.mktemp("history")
+    db = make_store(tmp / "history.db")
+    out = tmp / "history.html"
+    proc = tunbench("report", "--history", "-o", str(out), "--db", str(db))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_history_page_renders_bands_and_change_points(history_page: Path) -> None:
+    proc = chromium("--enable-logging=stderr", "--v=0", "--dump-dom", history_page.as_uri())
+    dom = proc.stdout
+    assert "</html>" in dom, proc.stderr[-2000:]
+    charts = re.findall(r'<div id="([^"]+)" class="[^"]*plotly-graph-div[^"]*"', dom)
+    assert charts == ["h0-0", "h0-1", "h0-2"]
+    starts = [m.start() for m in re.finditer(r'<div id="[^"]+" class="[^"]*plotly-graph-div', dom)] + [len(dom)]
+    for chart_id, a, b in zip(charts, starts, starts[1:], strict=False):
+        svg = dom[a:b]
+        assert 'class="main-svg"' in svg, f"chart {chart_id} did not render"
+        assert 'class="fills"' in svg, f"chart {chart_id}: no CI band drawn"
+        assert 'class="shapelayer"' in svg and "rgb(214, 39, 40)" in svg, f"chart {chart_id}: no change point line"
+        assert "regression" in svg, f"chart {chart_id}: the change point is not labelled"
+    page_messages = [m.group(1) for m in CONSOLE.finditer(proc.stderr) if m.group(2).startswith("file:")]
+    assert page_messages == [], page_messages
+    assert 'id="js-errors"></div>' in dom

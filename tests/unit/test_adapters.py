@@ -62,7 +62,7 @@ def test_params_and_label() -> None:
 
 
 def test_unknown_param_is_named() -> None:
-    with pytest.raises(ConfigError, match="no parameter 'cipher'.*known: bin, buffer, label"):
+    with pytest.raises(ConfigError, match="no parameter 'cipher'.*known: bin, buffer, commit, label"):
         parse_ref("socat[cipher=x]")
 
 

@@ -54,9 +54,38 @@ def report(
             "--format", "-f", help="html, md, csv, bmf (bencher.dev) or json; default: from -o's suffix, else html."
         ),
     ] = None,
+    history: Annotated[
+        bool,
+        typer.Option(
+            "--history",
+            help="Instead of runs: the history of one machine as an HTML page, each case's series with its CI band "
+            "and change points (see `tunbench history`).",
+        ),
+    ] = False,
+    machine: Annotated[
+        str | None,
+        typer.Option("--machine", help="With --history: the machine (default: that of the latest finished run)."),
+    ] = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Write a report of one or more runs: a self-contained HTML page with plots, Markdown tables, CSV, BMF or JSON."""
+    """Write a report of one or more runs: a self-contained HTML page with plots, Markdown tables, CSV, BMF or JSON.
+
+    With --history: an HTML page of the history of one machine instead (no RUN arguments).
+    """
+    if history:
+        from tunbench.cli.history import history_report
+        from tunbench.report.history import HistoryError
+
+        if runs:
+            raise HistoryError("--history draws every run of one machine: give no RUN arguments")
+        if fmt not in (None, "html") or (output is not None and output.suffix.lower() not in (".html", ".htm", "")):
+            raise HistoryError("--history writes HTML only (--format html, -o FILE.html)")
+        history_report(output, machine, db)
+        return
+    if machine is not None:
+        from tunbench.report.history import HistoryError
+
+        raise HistoryError("--machine applies to --history only")
     write_report(runs or [], fmt, output, db)
 
 

@@ -44,6 +44,15 @@ def _split_tunnels(values: list[str] | None) -> list[str] | None:
     return out
 
 
+def _build_id(value: str | None, flag: str) -> str:
+    """A commit or branch as given, or "" when not given; refused if empty or with whitespace."""
+    if value is None:
+        return ""
+    if not value.strip() or any(ch.isspace() for ch in value):
+        raise typer.BadParameter(f"{value!r}: expected one word (no spaces)", param_hint=flag)
+    return value
+
+
 _INLINE_ITEM = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_.]*\s*=")
 
 
@@ -97,6 +106,14 @@ def run(
     mtu: Annotated[int | None, typer.Option(help="Link MTU.")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for trial order and emulated impairments.")] = None,
     name: Annotated[str | None, typer.Option(help="A name for this run (usable in show/export/compare).")] = None,
+    commit: Annotated[
+        str | None,
+        typer.Option(
+            help="The commit of the build under test, recorded in the run's provenance for `tunbench history` "
+            "(per tunnel: commit=SHA among the tunnel's parameters).",
+        ),
+    ] = None,
+    branch: Annotated[str | None, typer.Option(help="The branch of that build, recorded with the commit.")] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the JSON export here.")] = None,
     flamegraph: Annotated[
         bool,
@@ -163,7 +180,9 @@ def run(
     if flamegraph:
         check_output_dir(flamegraph_dir, "--flamegraph-dir")
     ref_text = text if tunnel is None and profile is None else ""  # errors in run.tunnels name the file's line
+    build = _build_id(commit, "--commit"), _build_id(branch, "--branch")
     plan = session.prepare(sc, source, dry_run=dry_run, text=ref_text, flamegraphs=flamegraph)
+    plan.commit, plan.branch = build
     if dry_run:
         console.print(f"dry run of {source}: nothing was created", highlight=False)
         for line in session.describe(plan):

@@ -1,5 +1,9 @@
 """Finding adapters: built-ins shipped in tunnels/builtin/, user files given by path, and the
-`name[key=value,...]` syntax that overrides parameters (binary, cipher, label...)."""
+`name[key=value,...]` syntax that overrides parameters (binary, cipher, label...).
+
+Two keys are the reference's own, not the adapter's: `label` (the name the tunnel's cases go by) and `commit`
+(the commit the tunnel's build was made from, recorded in the run's provenance for `tunbench history`; it
+is never passed to the adapter's templates)."""
 
 from __future__ import annotations
 
@@ -17,11 +21,12 @@ _REF = re.compile(r"^(?P<name>[^\[\]]+?)(?:\[(?P<params>[^\]]*)\])?$")
 
 @dataclass(frozen=True)
 class TunnelRef:
-    """A tunnel as the user named it: adapter + parameter overrides + a unique label."""
+    """A tunnel as the user named it: adapter + parameter overrides + a unique label (+ the build's commit)."""
 
     adapter: LoadedAdapter
     params: dict[str, str] = field(default_factory=dict)
     label: str = ""
+    commit: str = ""
 
     @property
     def name(self) -> str:
@@ -57,7 +62,7 @@ def parse_ref(text: str, source: str = "--tunnel") -> TunnelRef:
         raise ConfigError(f"cannot parse tunnel {text!r}: expected NAME or NAME[key=value,...]", source=source)
     adapter = find_adapter(m.group("name").strip(), source)
     params: dict[str, str] = {}
-    label = ""
+    label = commit = ""
     raw = m.group("params")
     if raw:
         for item in raw.split(","):
@@ -67,16 +72,20 @@ def parse_ref(text: str, source: str = "--tunnel") -> TunnelRef:
                 raise ConfigError(f"parameter {item!r} in {text!r} is not key=value", source=source)
             if key == "label":
                 label = value
+            elif key == "commit":
+                if not value:
+                    raise ConfigError(f"commit= in {text!r} is empty", source=source)
+                commit = value
             elif key not in adapter.spec.params:
-                known = ", ".join(sorted([*adapter.spec.params, "label"]))
+                known = ", ".join(sorted([*adapter.spec.params, "commit", "label"]))
                 raise ConfigError(
                     f"tunnel {adapter.spec.name!r} has no parameter {key!r} (known: {known})", source=source
                 )
             else:
                 params[key] = value
-    if not label:
+    if not label:  # the commit is left out: one label's history runs across commits
         label = adapter.spec.name + (f"[{','.join(f'{k}={v}' for k, v in params.items())}]" if params else "")
-    return TunnelRef(adapter=adapter, params=params, label=label)
+    return TunnelRef(adapter=adapter, params=params, label=label, commit=commit)
 
 
 def missing_binaries(ref: TunnelRef) -> list[str]:

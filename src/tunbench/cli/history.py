@@ -1,0 +1,190 @@
+"""`tunbench history`: each case's metrics over the runs of one machine, with change points; a CI gate with
+--fail-on-regression-since (report/history.py does the work)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from tunbench.cli.console import console, err_console
+from tunbench.cli.options import DEFAULT_DB, DbOpt
+
+if TYPE_CHECKING:
+    from tunbench.report.history import History, Series
+
+MachineOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--machine",
+        help="Machine id (or a unique prefix of it, or its host name); default: the machine of the latest "
+        "finished run. Runs of other machines are never mixed in.",
+    ),
+]
+TunnelOpt = Annotated[
+    list[str] | None, typer.Option("--tunnel", "-t", help="Only this tunnel label (repeat for more).")
+]
+MetricOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--metric",
+        "-m",
+        help="throughput_bps, cpu_s_per_bit.client, cpu_s_per_bit.server, a latency.*_ms metric, or a kind "
+        "(throughput, cpu, latency); repeat for more. Default: throughput and CPU per bit of client and server.",
+    ),
+]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option("--since", help="Only runs from this run (id, uid or name), commit or ISO date (YYYY-MM-DD) on."),
+]
+# the defaults are stats/changepoints.py's (not imported here: `tunbench --help` stays free of numpy and scipy)
+WindowOpt = Annotated[
+    int | None,
+    typer.Option("--window", min=6, help="Points per sliding window of the change-point detection (default 50)."),
+]
+PvalueOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--max-pvalue",
+        min=0.0,
+        max=1.0,
+        help="Largest t-test p-value for a change point to be kept (default 0.001).",
+    ),
+]
+PerRunOpt = Annotated[
+    bool,
+    typer.Option(
+        "--per-run", help="One point per run even when runs name commits (default: the runs of one commit pooled)."
+    ),
+]
+
+
+def history(
+    machine: MachineOpt = None,
+    tunnel: TunnelOpt = None,
+    metric: MetricOpt = None,
+    since: SinceOpt = None,
+    window: WindowOpt = None,
+    max_pvalue: PvalueOpt = None,
+    per_run: PerRunOpt = False,
+    changes_only: Annotated[
+        bool, typer.Option("--changes-only", help="Print the change points only, not every point.")
+    ] = False,
+    fail_on_regression_since: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on-regression-since",
+            metavar="REF",
+            help="Exit 1 if a regression change point lies after REF: a run (id, uid or name), a commit or an "
+            "ISO date.",
+        ),
+    ] = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Each case's throughput and CPU per bit over the runs of one machine, in time order (or commit order, when
+    runs name their commits), with the median and CI per point and the change points (Hunter's windowed split and
+    t-test merge, docs/history.md).
+
+    Only runs with status done count; the others are left out and counted. Each change point says when it
+    happened (run, time), between which commits, its size with a CI, and whether it is a regression (lower
+    throughput, higher CPU per bit).
+
+    Exit status: 0 = no regression change point after --fail-on-regression-since's REF (or no REF given);
+    1 = at least one; 2 = no store, an unknown REF or machine, or a bad option.
+    """
+    from tunbench.report import history as hist
+
+    runs = hist.load(db)
+    h = hist.build(
+        runs,
+        machine=machine,
+        tunnels=tunnel,
+        metrics=metric,
+        since=since,
+        per_run=per_run,
+        window=window,
+        max_pvalue=max_pvalue,
+    )
+    print_history(h, changes_only=changes_only)
+    if fail_on_regression_since is None:
+        return
+    what, found = hist.regressions_after(h, fail_on_regression_since, runs)
+    if found:
+        err_console.print(
+            f"[red]{len(found)} regression change point(s) after {escape(what)}[/]", highlight=False, soft_wrap=True
+        )
+        raise typer.Exit(hist.EXIT_REGRESSED)
+    console.print(f"no regression change point after {escape(what)}", highlight=False, soft_wrap=True)
+
+
+def print_history(h: History, *, changes_only: bool = False) -> None:
+    console.print(h.header(), markup=False, highlight=False, soft_wrap=True)
+    if not h.series:
+        console.print("no series: no finished run measured these cases and metrics", highlight=False)
+        return
+    quiet = 0
+    for s in h.series:
+        if changes_only and not s.changes:
+            quiet += 1
+            continue
+        order = "commit" if s.by_commit else "run"
+        head = f"{s.title}: {len(s.points)} point(s) by {order}, {len(s.changes)} change point(s)"
+        console.print(f"\n[bold]{escape(head)}[/]", highlight=False, soft_wrap=True)
+        if not changes_only:
+            console.print(_points_table(s))
+        for c in s.changes:
+            style = "red" if c.regression else "green"
+            console.print(f"  [{style}]{escape(s.change_text(c))}[/]", highlight=False, soft_wrap=True)
+    if quiet:
+        console.print(f"\nno change point in {quiet} other series", highlight=False)
+
+
+def _points_table(s: Series) -> Table:
+    starts = {c.point.index for c in s.changes}
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for col in ("#", "run(s)", "started", "commit", "median", "CI of the median", "n"):
+        t.add_column(col, justify="right" if col in ("#", "n") else "left")
+    fmt = s.metric.fmt
+    for i, p in enumerate(s.points):
+        sm = p.summary
+        ci = f"[{fmt(sm.ci_low)}, {fmt(sm.ci_high)}]" if math.isfinite(sm.ci_low) else "–"
+        if math.isfinite(sm.ci_coverage):
+            ci += f" {sm.ci_coverage:.0%}"
+        mark = "▶" if i in starts else ""
+        t.add_row(
+            f"{mark}{i + 1}",
+            ", ".join(r.text for r in p.runs),
+            p.time,
+            p.commit[:12] or "–",
+            fmt(sm.median),
+            ci,
+            str(sm.n),
+        )
+    return t
+
+
+def history_report(
+    output: Path | None,
+    machine: str | None,
+    db: str,
+) -> None:
+    """`tunbench report --history`: the HTML page of the history (report/history_html.py)."""
+    from tunbench.cli.checks import check_output_path, write_output
+    from tunbench.report import history as hist
+    from tunbench.report.history_html import render
+
+    if output is not None:
+        check_output_path(output, "-o")
+    h = hist.build(hist.load(db), machine=machine)
+    page = render(h)
+    if output is None:
+        import sys
+
+        sys.stdout.write(page)
+        return
+    write_output(output, page, "-o")
+    err_console.print(f"history report written to {output.resolve()}", highlight=False)

@@ -1,0 +1,402 @@
+"""`tunbench history`: each case's metrics across the runs of one machine, and where they changed.
+
+A series is one case (label, profile, workload, flows, direction, clients, variant) and one metric
+(throughput, CPU per bit of the client and of the server, or a latency metric: ``report.compare``'s
+catalogue) over the runs of one machine. A point is one run, or one commit: when every run of the series
+names the commit its build came from (``tunbench run --commit`` or the tunnel's ``commit=``), the runs of one
+commit are pooled into one point, placed where that commit was first measured (tunbench does not read git:
+the order is the order the commits were benchmarked in). A point's figure is the median of its trials with
+the CI of the median that ``tunbench report`` shows (``stats.summarize``).
+
+Only runs whose status is ``done`` count; any other status (running, interrupted, failed, killed...) is
+left out and counted. Runs of other machines (``metadata.machine_of``: host name, CPU model, kernel) are
+never mixed in: the history is of one machine, by default the machine of the latest finished run.
+
+Change points are ``stats.change_points`` of the points' medians; a change is a regression when it goes the
+metric's wrong way (lower throughput, higher CPU per bit or latency).
+
+Only ``load`` reads (the store, through its public read API); the rest is pure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tunbench.errors import TunbenchError
+from tunbench.metadata import machine_of
+from tunbench.report.common import case_text
+from tunbench.report.compare import METRIC_KINDS, Metric, metrics_for
+from tunbench.results import CaseKey, RunRecord, TrialRecord
+from tunbench.stats import Summary, summarize
+from tunbench.stats.changepoints import DEFAULT_MAX_PVALUE, DEFAULT_WINDOW, ChangePoint, change_points, is_worse
+
+EXIT_REGRESSED = 1
+"""Exit status of `tunbench history --fail-on-regression-since` when a regression lies after the reference."""
+
+DEFAULT_METRICS = ("throughput_bps", "cpu_s_per_bit.client", "cpu_s_per_bit.server")
+
+
+class HistoryError(TunbenchError):
+    """A bad option, an unknown reference or machine, or no store: exit status 2, so 1 means "regressed"."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Machine:
+    id: str
+    hostname: str
+    cpu_model: str
+    kernel: str
+
+    @property
+    def text(self) -> str:
+        return f"{self.hostname or '?'} · {self.cpu_model or '?'} · Linux {self.kernel or '?'} [{self.id}]"
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: int
+    uid: str
+    name: str
+    started_at: str
+    status: str
+    commit: str  # the run's build commit (--commit), "" if not given
+    branch: str
+    tunnel_commits: dict[str, str]  # label -> the commit= of that tunnel
+
+    @property
+    def text(self) -> str:
+        return f"#{self.id} {self.uid}" + (f" ({self.name})" if self.name else "")
+
+    def commit_of(self, label: str) -> str:
+        return self.tunnel_commits.get(label) or self.commit
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run (or one commit's runs) of a series: the median of its trials with the CI of the median."""
+
+    key: str
+    runs: tuple[RunInfo, ...]
+    commit: str
+    branch: str
+    summary: Summary
+
+    @property
+    def time(self) -> str:
+        return self.runs[0].started_at
+
+    @property
+    def text(self) -> str:
+        runs = ", ".join(r.text for r in self.runs)
+        return f"{self.commit[:12]} ({runs})" if self.commit else runs
+
+
+@dataclass(frozen=True)
+class Change:
+    point: ChangePoint
+    regression: bool
+
+
+@dataclass(frozen=True)
+class Series:
+    case: CaseKey
+    metric: Metric
+    points: tuple[Point, ...]
+    changes: tuple[Change, ...]
+    by_commit: bool
+
+    @property
+    def title(self) -> str:
+        return f"{case_text(self.case)} — {self.metric.title}"
+
+    def change_text(self, c: Change) -> str:
+        """One line: when, which commits, the size with its CI, and whether it is a regression."""
+        cp = c.point
+        at, prev = self.points[cp.index], self.points[cp.index - 1]
+        kind = "REGRESSION" if c.regression else "improvement"
+        fmt = self.metric.fmt
+        if cp.absolute:
+            size = f"{_signed(cp.change, fmt)} [{_signed(cp.ci_low, fmt)}, {_signed(cp.ci_high, fmt)}]"
+        else:
+            size = f"{cp.change:+.1%} [{cp.ci_low:+.1%}, {cp.ci_high:+.1%}]"
+        commits = f"commits {prev.commit[:12]}..{at.commit[:12]}" if at.commit and prev.commit else ""
+        when = f"at point {cp.index + 1}/{len(self.points)}: {', '.join(r.text for r in at.runs)} ({at.time})"
+        cov = f"{cp.ci_coverage:.0%} CI" if math.isfinite(cp.ci_coverage) else "no CI"
+        return (
+            f"{kind} {when}" + (f", {commits}" if commits else "") + f": {fmt(cp.median_before)} → "
+            f"{fmt(cp.median_after)}, {size} ({cov}), t-test p={cp.pvalue:.2g}"
+        )
+
+
+@dataclass
+class History:
+    machine: Machine
+    series: list[Series]
+    runs: list[RunInfo]  # the machine's runs that count (status done), in time order
+    excluded: dict[str, int] = field(default_factory=dict)  # status -> runs of this machine left out
+    other_machines: dict[str, int] = field(default_factory=dict)  # machine id -> runs not shown
+    window: int = DEFAULT_WINDOW
+    max_pvalue: float = DEFAULT_MAX_PVALUE
+
+    @property
+    def n_excluded(self) -> int:
+        return sum(self.excluded.values())
+
+    def header(self) -> str:
+        parts = [f"machine {self.machine.text}: {len(self.runs)} run(s) with status done"]
+        if self.excluded:
+            why = ", ".join(f"{n} {status}" for status, n in sorted(self.excluded.items()))
+            parts.append(f"{self.n_excluded} left out (status not done: {why})")
+        if self.other_machines:
+            n = sum(self.other_machines.values())
+            parts.append(f"{n} run(s) of {len(self.other_machines)} other machine(s) not shown (see --machine)")
+        return "; ".join(parts)
+
+
+# ---- reading --------------------------------------------------------------------------------------------
+
+
+def run_info(run: RunRecord) -> RunInfo:
+    p = run.provenance
+    build = p.get("build") or {}
+    tunnels = p.get("tunnels") or {}
+    return RunInfo(
+        id=run.id,
+        uid=run.uid,
+        name=run.name,
+        started_at=run.started_at,
+        status=run.status,
+        commit=str(build.get("commit") or ""),
+        branch=str(build.get("branch") or ""),
+        tunnel_commits={
+            str(label): str(info["commit"])
+            for label, info in tunnels.items()
+            if isinstance(info, dict) and info.get("commit")
+        },
+    )
+
+
+def load(db: str | Path) -> list[RunRecord]:
+    """Every run of the store (an SQLite file or a PostgreSQL URL) with its trials (no per-second series:
+    history needs none)."""
+    from tunbench.store.db import Store, store_exists
+
+    if not store_exists(db):
+        raise HistoryError(f"no result store at {db} (run `tunbench run` first, or pass --db PATH or URL)")
+    with Store(db) as store:
+        runs = store.runs()
+        for r in runs:
+            if r.status == "done":
+                r.trials = store.trials(r.id, with_series=False)
+    return runs
+
+
+# ---- building (pure) ------------------------------------------------------------------------------------
+
+
+def _machine(run: RunRecord) -> Machine:
+    m = machine_of(run.provenance)
+    return Machine(m["id"], m["hostname"], m["cpu_model"], m["kernel"])
+
+
+def pick_machine(runs: Sequence[RunRecord], wanted: str | None) -> Machine:
+    """The machine ``wanted`` names (an id, a unique id prefix or a host name), or that of the latest done run."""
+    machines: dict[str, Machine] = {}
+    for r in runs:
+        m = _machine(r)
+        machines.setdefault(m.id, m)
+    if not machines:
+        raise HistoryError("no runs in the store yet: `tunbench run` first")
+    if wanted is None:
+        done = [r for r in runs if r.status == "done"] or list(runs)
+        return _machine(max(done, key=lambda r: run_key(r.started_at, r.id)))
+    hits = [m for m in machines.values() if m.id.startswith(wanted) or m.hostname == wanted]
+    if len(hits) == 1:
+        return hits[0]
+    known = "; ".join(m.text for m in machines.values())
+    if not hits:
+        raise HistoryError(f"--machine {wanted!r}: no such machine in the store (machines: {known})")
+    raise HistoryError(f"--machine {wanted!r} names {len(hits)} machines; give more of the id (machines: {known})")
+
+
+def _time(text: str) -> datetime:
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        return datetime.min.replace(tzinfo=UTC)
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ][\d:]+([.]\d+)?)?([+-]\d{2}:\d{2}|Z)?$")
+
+
+RunKey = tuple[datetime, int]
+"""Where a run stands in a history: its start time, then its id (runs started in the same second)."""
+
+
+def run_key(started_at: str, run_id: int) -> RunKey:
+    return (_time(started_at), run_id)
+
+
+def resolve_ref(ref: str, runs: Sequence[RunRecord], flag: str) -> tuple[RunKey, str]:
+    """Where ``ref`` stands: a run (id, uid or name), a commit (or a prefix of one, 4+ characters: the first
+    run that measured it) or an ISO date (before any run started at that time); and a description of it."""
+    by_id = [r for r in runs if ref.isdigit() and r.id == int(ref)]
+    named = by_id or [r for r in runs if ref in (r.uid, r.name)]
+    if named:
+        r = max(named, key=lambda r: r.id)
+        return run_key(r.started_at, r.id), f"run #{r.id} {r.uid} ({r.started_at})"
+    if len(ref) >= 4:
+        with_commit = [r for r in runs if any(c.startswith(ref) for c in _commits(run_info(r)))]
+        if with_commit:
+            first = min(with_commit, key=lambda r: run_key(r.started_at, r.id))
+            key = run_key(first.started_at, first.id)
+            return key, f"commit {ref} (first measured in run #{first.id} {first.uid}, {first.started_at})"
+    if _DATE.match(ref):
+        return (_time(ref.replace("Z", "+00:00")), 0), ref
+    raise HistoryError(f"{flag} {ref!r}: no run (id, uid or name), commit or ISO date (YYYY-MM-DD) by that name")
+
+
+def _commits(info: RunInfo) -> list[str]:
+    return [c for c in (info.commit, *info.tunnel_commits.values()) if c]
+
+
+def pick_metrics(names: Sequence[str] | None, trials: Sequence[TrialRecord]) -> list[Metric]:
+    """``--metric``: metric names of ``tunbench compare``'s catalogue, or kinds (throughput, cpu, latency)."""
+    catalogue = {m.name: m for m in metrics_for(list(trials), METRIC_KINDS)}
+    if not names:
+        return [catalogue[n] for n in DEFAULT_METRICS if n in catalogue]
+    out: list[Metric] = []
+    for name in names:
+        if name in METRIC_KINDS:
+            out += [m for m in catalogue.values() if m.kind == name and m not in out]
+        elif name in catalogue:
+            if catalogue[name] not in out:
+                out.append(catalogue[name])
+        else:
+            known = ", ".join([*METRIC_KINDS, *catalogue])
+            raise HistoryError(f"--metric {name!r}: choose from {known}")
+    return out
+
+
+def build(
+    runs: Sequence[RunRecord],
+    *,
+    machine: str | None = None,
+    tunnels: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    since: str | None = None,
+    per_run: bool = False,
+    window: int | None = None,
+    max_pvalue: float | None = None,
+) -> History:
+    """The history of one machine (see the module docstring); ``runs`` with their trials (``load``).
+    ``window`` and ``max_pvalue``: the change-point detection's (None: ``stats.changepoints``' defaults)."""
+    window = DEFAULT_WINDOW if window is None else window
+    max_pvalue = DEFAULT_MAX_PVALUE if max_pvalue is None else max_pvalue
+    if window < 6:
+        raise HistoryError(f"--window {window}: at least 6 points (3 on each side of a change)")
+    if not 0.0 < max_pvalue < 1.0:
+        raise HistoryError(f"--max-pvalue {max_pvalue}: must be between 0 and 1")
+    m = pick_machine(runs, machine)
+    mine = [r for r in runs if _machine(r).id == m.id]
+    others: dict[str, int] = defaultdict(int)
+    for r in runs:
+        if _machine(r).id != m.id:
+            others[_machine(r).id] += 1
+    excluded: dict[str, int] = defaultdict(int)
+    for r in mine:
+        if r.status != "done":
+            excluded[r.status or "?"] += 1
+    done = sorted((r for r in mine if r.status == "done"), key=lambda r: run_key(r.started_at, r.id))
+    if since is not None:
+        start, _ = resolve_ref(since, runs, "--since")
+        done = [r for r in done if run_key(r.started_at, r.id) >= start]
+    trials = [t for r in done for t in r.trials]
+    chosen = pick_metrics(metrics, trials)
+    infos = {r.id: run_info(r) for r in done}
+    per_case: dict[CaseKey, list[tuple[RunInfo, list[TrialRecord]]]] = defaultdict(list)
+    for r in done:
+        by_case: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
+        for t in r.trials:
+            if tunnels and t.label not in tunnels:
+                continue
+            by_case[t.case].append(t)
+        for case, ts in by_case.items():
+            per_case[case].append((infos[r.id], ts))
+    series: list[Series] = []
+    for case in sorted(per_case, key=_case_order):
+        for metric in chosen:
+            s = _series(case, metric, per_case[case], per_run=per_run, window=window, max_pvalue=max_pvalue)
+            if s is not None:
+                series.append(s)
+    return History(m, series, [infos[r.id] for r in done], dict(excluded), dict(others), window, max_pvalue)
+
+
+def _case_order(c: CaseKey) -> tuple[str, str, str, str, int, int, str]:
+    return (c.label, c.profile, c.workload, c.direction, c.flows, c.clients, c.variant)
+
+
+def _series(
+    case: CaseKey,
+    metric: Metric,
+    runs: list[tuple[RunInfo, list[TrialRecord]]],
+    *,
+    per_run: bool,
+    window: int,
+    max_pvalue: float,
+) -> Series | None:
+    by_commit = not per_run and all(info.commit_of(case.label) for info, _ in runs)
+    groups: dict[str, list[tuple[RunInfo, list[float]]]] = {}
+    for info, trials in runs:
+        values = [
+            v for v in (metric.value(t) for t in trials if t.status == "ok") if v is not None and math.isfinite(v)
+        ]
+        if not values:
+            continue
+        key = info.commit_of(case.label) if by_commit else f"run {info.id}"
+        groups.setdefault(key, []).append((info, values))
+    if not groups:
+        return None
+    points = []
+    for key, members in groups.items():  # insertion order: the first run of each key, in time order
+        values = [v for _, vs in members for v in vs]
+        first = members[0][0]
+        points.append(
+            Point(
+                key=key,
+                runs=tuple(info for info, _ in members),
+                commit=first.commit_of(case.label),
+                branch=first.branch,
+                summary=summarize(values, seed=0, resamples=2000),
+            )
+        )
+    medians = [p.summary.median for p in points]
+    found = change_points(medians, window=window, max_pvalue=max_pvalue, absolute=True if metric.absolute else None)
+    changes = tuple(Change(cp, is_worse(cp, higher_is_better=metric.higher_is_better)) for cp in found)
+    return Series(case, metric, tuple(points), changes, by_commit)
+
+
+def regressions_after(history: History, ref: str, runs: Sequence[RunRecord]) -> tuple[str, list[tuple[Series, Change]]]:
+    """The regression change points whose first point of the new level was measured after ``ref``."""
+    when, what = resolve_ref(ref, runs, "--fail-on-regression-since")
+    out = []
+    for s in history.series:
+        for c in s.changes:
+            first = s.points[c.point.index].runs[0]
+            if c.regression and run_key(first.started_at, first.id) > when:
+                out.append((s, c))
+    return what, out
+
+
+def _signed(x: float, fmt: object) -> str:
+    text = fmt(abs(x)) if callable(fmt) else f"{abs(x):.3g}"
+    return ("+" if x >= 0 else "-") + str(text)

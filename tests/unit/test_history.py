@@ -1,0 +1,165 @@
+"""`tunbench history`: change points of known series, the series of a real store, the regression gate, and the
+provenance it keys on (machine identity, --commit, a tunnel's commit=)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tests.unit.history_data import N_RUNS, STEP_AT, make_store
+from tunbench.cli import app
+from tunbench.report.history import EXIT_REGRESSED, HistoryError, build, load
+from tunbench.stats.changepoints import ChangePoint, change_points, is_worse
+
+
+def _noisy(n: int, seed: int, *, cv: float = 0.02, step_at: int | None = None, step: float = 0.0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    level = np.where(np.arange(n) >= (step_at if step_at is not None else n), 1.0 + step, 1.0) * 1e9
+    return list(level * (1.0 + cv * rng.standard_normal(n)))
+
+
+# ---- known answers ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_five_percent_step_is_found_where_it_is_with_its_size(seed: int) -> None:
+    values = _noisy(40, seed, step_at=22, step=0.05)
+    (cp,) = change_points(values)
+    assert abs(cp.index - 22) <= 1
+    assert cp.change > 0 and not cp.absolute
+    assert cp.ci_low <= 0.05 <= cp.ci_high and cp.ci_coverage >= 0.95
+    assert cp.pvalue < 0.001
+    assert cp.before == (0, cp.index) and cp.after == (cp.index, 40)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_flat_noise_has_no_change_point(seed: int) -> None:
+    assert change_points(_noisy(40, seed)) == []
+
+
+def test_rates_over_many_noisy_series() -> None:
+    """What the single series above stand for, over 200 seeds each. A +5 % step in 2 % noise is 2.5 standard
+    deviations per point, so its place is itself uncertain: about 88 % of series put it within +-1 (a
+    likelihood-optimal estimate cannot do much better at that size), nearly all within +-3. The CI of the
+    change covers the true +5 % at about its stated 95 %. The t-test after a search for the best split is
+    optimistic, so flat noise gives a change point in about 3-4 % of series at --max-pvalue 0.001."""
+    n = 200
+    one = near = close = covered = false = 0
+    for seed in range(n):
+        found = change_points(_noisy(40, 1000 + seed, step_at=22, step=0.05))
+        if len(found) == 1 and found[0].change > 0:
+            one += 1
+            near += abs(found[0].index - 22) <= 1
+            close += abs(found[0].index - 22) <= 3
+            covered += found[0].ci_low <= 0.05 <= found[0].ci_high
+        false += bool(change_points(_noisy(40, 2000 + seed)))
+    assert one >= 0.92 * n and near >= 0.83 * n and close >= 0.92 * n
+    assert covered >= 0.92 * one
+    assert false <= 0.06 * n
+
+
+def test_a_step_down_in_a_long_series_with_small_windows() -> None:
+    values = _noisy(90, 3, step_at=60, step=-0.05)
+    (cp,) = change_points(values, window=20)
+    assert abs(cp.index - 60) <= 1 and cp.change < 0
+    assert is_worse(cp, higher_is_better=True) and not is_worse(cp, higher_is_better=False)
+
+
+def test_short_series_and_bad_options() -> None:
+    assert change_points([1.0, 2.0, 3.0, 4.0, 5.0]) == []
+    with pytest.raises(ValueError, match="window"):
+        change_points([1.0] * 10, window=4)
+    with pytest.raises(ValueError, match="max_pvalue"):
+        change_points([1.0] * 10, max_pvalue=0.0)
+
+
+def test_signed_data_is_sized_as_a_difference() -> None:
+    rng = np.random.default_rng(1)
+    values = list(np.concatenate([rng.normal(0.0, 0.1, 20), rng.normal(2.0, 0.1, 20)]))
+    (cp,) = change_points(values)
+    assert cp.absolute and cp.index == 20 and cp.ci_low < cp.change - 0 < cp.ci_high
+    assert 1.8 < cp.change < 2.2
+
+
+def test_direction_of_a_regression() -> None:
+    def cp(change: float) -> ChangePoint:
+        return ChangePoint(5, (0, 5), (5, 10), 1.0, 1.0 + change, change, change, change, 0.95, 0.95, 1e-5, False)
+
+    assert is_worse(cp(-0.05), higher_is_better=True)  # lower throughput
+    assert is_worse(cp(+0.05), higher_is_better=False)  # more CPU per bit
+    assert not is_worse(cp(+0.05), higher_is_better=True) and not is_worse(cp(0.0), higher_is_better=False)
+
+
+# ---- a real store through the CLI ------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> Path:
+    return make_store(tmp_path / "h.db")
+
+
+def test_history_of_a_store(store: Path) -> None:
+    h = build(load(store), tunnels=["socat"])
+    assert h.machine.hostname == "bench-1" and h.excluded == {"interrupted": 1, "killed": 1}
+    assert sum(h.other_machines.values()) == 1 and len(h.runs) == N_RUNS + 1
+    names = [s.metric.name for s in h.series]
+    assert names == ["throughput_bps", "cpu_s_per_bit.client", "cpu_s_per_bit.server"]
+    thr, cpu = h.series[0], h.series[1]
+    assert thr.by_commit and len(thr.points) == N_RUNS + 1 and thr.points[STEP_AT].commit == f"c{STEP_AT:03d}"
+    assert all(p.summary.n == 3 and p.summary.ci_low <= p.summary.median <= p.summary.ci_high for p in thr.points)
+    (c,) = thr.changes
+    assert c.point.index == STEP_AT and c.regression and c.point.ci_low <= -0.06 <= c.point.ci_high
+    (c2,) = cpu.changes
+    assert c2.point.index == STEP_AT and c2.regression and c2.point.change > 0  # more CPU per bit: worse
+    other = build(load(store), machine="bench-2")
+    assert len(other.runs) == 1 and not any(s.changes for s in other.series)
+
+
+def test_cli_prints_the_change_point_and_gates(store: Path) -> None:
+    runner = CliRunner()
+    res = runner.invoke(app, ["history", "--db", str(store), "--metric", "throughput", "--changes-only"])
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "2 left out (status not done: 1 interrupted, 1 killed)" in out
+    assert f"REGRESSION at point {STEP_AT + 1}/{N_RUNS + 1}: #{STEP_AT + 3} tb0000{STEP_AT}" in out
+    assert f"commits c{STEP_AT - 1:03d}..c{STEP_AT:03d}" in out and "→" in out and "t-test p=" in out
+    assert "1 other machine(s) not shown" in out
+    full = runner.invoke(app, ["history", "--db", str(store), "-m", "throughput_bps", "--per-run"])
+    assert full.exit_code == 0 and "by run" in full.output and "CI of the median" in full.output
+
+    def gate(ref: str) -> int:
+        r = runner.invoke(app, ["history", "--db", str(store), "--fail-on-regression-since", ref])
+        return r.exit_code if r.exception is None or isinstance(r.exception, SystemExit) else r.exception.exit_code
+
+    assert gate("c010") == EXIT_REGRESSED == 1  # the step (c024) is after c010
+    assert gate("tb000005") == 1 and gate("3") == 1  # a run uid, a run id
+    assert gate(f"c{STEP_AT:03d}") == 0  # not after the commit that regressed
+    assert gate("tb000030") == 0
+    assert gate("2000-01-01") == 1
+    assert gate("no-such-ref") == 2
+
+
+def test_cli_errors_exit_2(store: Path, tmp_path: Path) -> None:
+    runner = CliRunner()
+    for args in (["--machine", "nope"], ["--metric", "bogus"], ["--since", "zzzz-not-a-ref"]):
+        res = runner.invoke(app, ["history", "--db", str(store), *args])
+        assert isinstance(res.exception, HistoryError) and res.exception.exit_code == 2, args
+    missing = runner.invoke(app, ["history", "--db", str(tmp_path / "none.db")])
+    assert isinstance(missing.exception, HistoryError)
+
+
+def test_since_keeps_the_later_runs(store: Path) -> None:
+    h = build(load(store), since="c030", metrics=["throughput"])
+    assert h.series[0].points[0].commit == "c030" and len(h.series[0].points) == N_RUNS + 1 - 30
+
+
+def test_help_states_the_real_defaults() -> None:
+    from tunbench.stats.changepoints import DEFAULT_MAX_PVALUE, DEFAULT_WINDOW
+
+    res = CliRunner().invoke(app, ["history", "--help"])
+    text = " ".join(res.output.translate(str.maketrans("│╭╮╰╯─", "      ")).split())  # rich's boxes out
+    assert f"(default {DEFAULT_WINDOW})" in text and f"(default {DEFAULT_MAX_PVALUE:g})" in text
+    assert "Exit status: 0 =" in text and "1 = at least one; 2 =" in text
