@@ -101,3 +101,29 @@ def test_postgresql_gone_mid_run_spools_the_rest(tmp_path: Path) -> None:
         assert raw_sql(url, "SELECT status FROM runs") == [("done",)]
     finally:
         server.remove()
+
+
+def test_two_runs_write_to_one_postgresql_at_once(tmp_path: Path, pg_url: str) -> None:
+    """Two real `tunbench run`s, started together, store into one database: both runs whole, each with
+    its own trials, nothing lost or mixed (each run measures its own label)."""
+    uids = {}
+    procs = []
+    for label in ("first", "second"):
+        proc, uid = start_run(pg_url, tmp_path, "-t", f"socat[label={label}]", *RUN_ARGS[2:], "--repeat", "2",
+                              "--name", label)  # fmt: skip
+        uids[label] = uid
+        procs.append(proc)
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out
+    rows = raw_sql(
+        pg_url, "SELECT r.name, r.uid, r.status, t.label, t.status FROM runs r JOIN trials t ON t.run_id = r.id"
+    )
+    by_run: dict[str, list[tuple[object, ...]]] = {}
+    for row in rows:
+        by_run.setdefault(str(row[0]), []).append(row)
+    assert set(by_run) == {"first", "second"}
+    for name, trials in by_run.items():
+        assert len(trials) == 2, trials
+        assert {t[1] for t in trials} == {uids[name]} and {t[2] for t in trials} == {"done"}
+        assert {t[3] for t in trials} == {name} and {t[4] for t in trials} == {"ok"}
