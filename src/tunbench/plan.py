@@ -1,7 +1,12 @@
 """The matrix of cases and the order trials run in (pure).
 
-Trials are interleaved: every repetition visits every case once, in a freshly shuffled order (seeded), so
-drift, heat and background noise spread over all tunnels instead of biasing the ones measured last.
+Trials are interleaved: every repetition (a round) visits every case once, in a freshly shuffled order
+(seeded), so drift, heat and background noise spread over all tunnels instead of biasing the ones measured
+last. By default a round is made of blocks: the cases that differ only in their tunnel (same profile,
+workload, flows, direction, clients, variant) run next to each other, in an order shuffled per block
+(AB in one round, BA in another), and the blocks' order is shuffled too. The tunnels of one block are
+then measured seconds apart, under the same host conditions: compare pairs them by round (a paired
+design), so slow drift cancels instead of widening the comparison.
 """
 
 from __future__ import annotations
@@ -93,11 +98,30 @@ def skipped(tunnels: list[TunnelRef], kinds: Sequence[str]) -> list[tuple[str, s
     return out
 
 
-def interleave(cases: list[Case], repeat: int, seed: int) -> list[PlannedTrial]:
+def block_key(case: Case) -> tuple[object, ...]:
+    """What a case shares with the cases it is paired with: everything but its tunnel."""
+    return (case.profile.name, case.workload, case.flows, case.direction, case.clients, case.variant)
+
+
+def interleave(cases: list[Case], repeat: int, seed: int, *, blocks: bool = True) -> list[PlannedTrial]:
+    """`repeat` rounds of every case. blocks=True: each round is the blocks of block_key in a shuffled
+    order, each block's tunnels shuffled; blocks=False: each round one shuffle of all cases."""
     rng = random.Random(seed)
     out: list[PlannedTrial] = []
     for rep in range(1, repeat + 1):
-        order = list(cases)
-        rng.shuffle(order)
+        if blocks:
+            groups: dict[tuple[object, ...], list[Case]] = {}
+            for c in cases:
+                groups.setdefault(block_key(c), []).append(c)
+            keys = list(groups)
+            rng.shuffle(keys)
+            order = []
+            for k in keys:
+                block = list(groups[k])
+                rng.shuffle(block)
+                order += block
+        else:
+            order = list(cases)
+            rng.shuffle(order)
         out.extend(PlannedTrial(len(out) + 1, c, rep) for c in order)
     return out

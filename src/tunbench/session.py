@@ -208,7 +208,7 @@ def prepare(
             source=source,
             key="run.tunnels",
         )
-    trials = interleave(cases, scenario.run.repeat, scenario.run.seed)
+    trials = interleave(cases, scenario.run.repeat, scenario.run.seed, blocks=scenario.run.order == "blocks")
     expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
     link_factory: LinkFactory | None = None
     if any(p.emulated for p in profiles):

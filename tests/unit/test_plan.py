@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 from tunbench.link.profile import find_profile
@@ -36,3 +37,18 @@ def test_interleave_is_deterministic_per_seed() -> None:
     b = [t.case for t in interleave(cs, 3, seed=1)]
     c = [t.case for t in interleave(cs, 3, seed=2)]
     assert a == b and a != c
+
+
+def test_blocks_keep_a_cases_tunnels_together_in_shuffled_orders() -> None:
+    cs = cases()
+    trials = interleave(cs, 6, seed=3)
+    orders = set()
+    for rep in range(1, 7):
+        rnd = [t.case for t in trials if t.repetition == rep]
+        # each block of 3 tunnels is contiguous: (flows, direction) changes exactly 3 times per round
+        keys = [(c.flows, c.direction) for c in rnd]
+        assert sum(a != b for a, b in itertools.pairwise(keys)) == 3
+        orders.add(tuple(c.tunnel.label for c in rnd[:3]))
+    assert len(orders) > 1  # the order inside a block is shuffled per round
+    shuffled = interleave(cs, 6, seed=3, blocks=False)
+    assert [t.case for t in shuffled] != [t.case for t in trials]
