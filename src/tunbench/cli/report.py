@@ -142,10 +142,11 @@ def compare(
     every comparison that gates: at most a 5% chance of any false regression in the whole comparison.
 
     Analysis: two runs are compared unpaired (Mann-Whitney U, Hodges-Lehmann shift CI). Two labels of ONE
-    run (A alone, or A = B, with --label-a/--label-b) are compared paired: trials of the same case and repetition are pairs
-    (a pair whose partner failed is dropped and counted); Wilcoxon signed-rank test, Hodges-Lehmann CI of
-    the within-pair log ratio (difference for signed metrics), MDE from its spread; at least 6 pairs are
-    needed to reach p < 0.05. A case with fewer than 3 pairs falls back to unpaired. The caption says which.
+    run (A alone, or A = B, with --label-a/--label-b) are compared paired: trials of the same case and
+    repetition are pairs (a pair whose partner failed is dropped and counted); Wilcoxon signed-rank test,
+    Hodges-Lehmann CI of the within-pair log ratio (difference for signed metrics), MDE from its spread; at
+    least 6 pairs are needed to reach p < 0.05. A case with fewer than 3 pairs falls back to unpaired. The
+    caption says which.
 
     Exit status: 0 = no regression, 1 = some case regressed beyond the threshold (significantly worse),
     2 = A or B could not be loaded or matched. Cases of the direct baseline are shown but do not gate.
