@@ -607,6 +607,17 @@ def test_one_run_with_too_few_pairs_falls_back_to_unpaired() -> None:
     assert any("compared unpaired" in n for n in res.notes)
 
 
+def test_cases_with_and_without_pairs_in_one_run_are_mixed() -> None:
+    r = _paired_run("tb000001")
+    extra = [trial(100 + i, lab, 4e9 + i * 1e7, tunnel="socat", flows=2) for i, lab in enumerate(["old", "new"] * 4)]
+    r.trials += extra  # a second case whose trials all say repetition 1: one pair only
+    res = compare_runs(r, r, label_a="old", label_b="new")
+    assert res.analysis == "mixed" and "unpaired" in res.analysis_reason
+    by_flows = {row.case_a.flows: row.result.analysis for row in res.rows if row.metric.name == "throughput_bps"}
+    assert by_flows == {1: "paired", 2: "unpaired"}
+    assert "paired where possible" in " ".join(_render(res).split())
+
+
 def test_cli_compare_says_paired_for_labels_of_one_run_and_unpaired_for_two_runs(tmp_path: Path) -> None:
     db = tmp_path / "paired.db"
     _store_with(db, _paired_run("tbaaaaaa"), "pr")
