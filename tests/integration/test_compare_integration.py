@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from tunbench.report.compare import EXIT_REGRESSED, compare_runs, load_run
-from tunbench.stats import min_attainable_p
 
 pytestmark = [
     pytest.mark.integration,
@@ -93,7 +92,7 @@ def test_bad_reference_exits_2(store: Path) -> None:
     assert proc.stderr.startswith("Error: no run 'no-such-run'")
 
 
-AA_REPEAT = 6  # 6 vs 6: the exact rank test's floor, 0.002, is below alpha / (gated comparisons) for Holm
+AA_REPEAT = 8  # one run, two labels: paired; 8 pairs: the signed-rank floor, 2 / 2**8 = 0.008, is below alpha / m
 
 
 def test_a_a_same_tunnel_under_two_labels_reports_no_regression(tmp_path: Path) -> None:
@@ -114,7 +113,8 @@ def test_a_a_same_tunnel_under_two_labels_reports_no_regression(tmp_path: Path) 
         assert {r.metric.kind for r in res.rows} >= {"throughput", "cpu"}  # the default metrics were compared
         # not vacuous: with this many comparisons a real difference could have been called significant
         m = gated[0].family_size
-        assert m == len(gated) and min_attainable_p(AA_REPEAT, AA_REPEAT) < 0.05 / m
+        assert m == len(gated) and all(g.analysis == "paired" for g in gated)
+        assert gated[0].p_floor < 0.05 / m
         assert not res.regressions
     finally:
         assert leftovers(load_run("aa", db).uid) == []

@@ -176,12 +176,14 @@ def test_very_noisy_cpu_with_small_threshold_does_not_crash() -> None:
 
 
 def test_labels_within_one_run() -> None:
-    old = [trial(i + 1, "old", v, tunnel="socat", repetition=i + 1) for i, v in enumerate(samples(4e9, 5, 0.01, 1))]
-    new = [trial(i + 9, "new", v, tunnel="socat", repetition=i + 1) for i, v in enumerate(samples(3e9, 5, 0.01, 2))]
+    # 6 repetitions: one run, two labels, paired by repetition (5 pairs could not reach p < 0.05: 2/2**5)
+    old = [trial(i + 1, "old", v, tunnel="socat", repetition=i + 1) for i, v in enumerate(samples(4e9, 6, 0.01, 1))]
+    new = [trial(i + 9, "new", v, tunnel="socat", repetition=i + 1) for i, v in enumerate(samples(3e9, 6, 0.01, 2))]
     r = run(old + new)
     res = compare_runs(r, r, label_a="old", label_b="new", threshold=0.03)
     thr = rows_by_metric(res)["throughput_bps"]
     assert thr.result.change < -0.2
+    assert thr.result.analysis == "paired" and thr.result.n_pairs == 6
     assert "old → new" in thr.case_label
     assert res.exit_code == EXIT_REGRESSED
 
@@ -562,3 +564,77 @@ def test_cli_threshold_ms_applies_to_absolute_metrics(tmp_path: Path) -> None:
     assert calm.exit_code == 0, calm.output
     assert "1 ms for absolute ms changes" in calm.output
     assert "--threshold-ms" in runner.invoke(app, ["compare", "--help"]).output
+
+
+# ---- paired: two labels of one run, by repetition -------------------------------------------------------
+
+
+def _paired_run(uid: str, *, reps: int = 10, slower: float = 0.05, fail_rep: int | None = None) -> RunRecord:
+    """old and new in one run, each repetition round measuring both seconds apart: a shared drift per round
+    (CV 5 %) and 1 % noise per trial; new is `slower` slower. `fail_rep`: new's trial of that round failed."""
+    rng = np.random.default_rng(11)
+    trials = []
+    for rep in range(1, reps + 1):
+        drift = 4e9 * rng.lognormal(0.0, 0.05)
+        for label, level in (("old", 1.0), ("new", 1.0 - slower)):
+            status = "failed" if label == "new" and rep == fail_rep else "ok"
+            bps = drift * level * rng.lognormal(0.0, 0.01)
+            trials.append(
+                trial(len(trials) + 1, label, bps, tunnel="socat", repetition=rep, cpu_client_s=1.0, status=status)
+            )
+    return run(trials, uid=uid)
+
+
+def test_labels_of_one_run_are_compared_paired_and_failed_partners_dropped() -> None:
+    r = _paired_run("tb000001", fail_rep=3)
+    res = compare_runs(r, r, label_a="old", label_b="new", threshold=0.03)
+    thr = rows_by_metric(res)["throughput_bps"].result
+    assert res.analysis == "paired" and res.dropped_pairs == 1
+    assert thr.analysis == "paired" and thr.n_pairs == 9
+    assert thr.change == pytest.approx(-0.05, abs=0.02)
+    assert res.exit_code == EXIT_REGRESSED
+    assert any("1 repetition(s) dropped" in n for n in res.notes)
+    assert "9 pairs" in _render(res)
+
+
+def test_one_run_with_too_few_pairs_falls_back_to_unpaired() -> None:
+    old = [trial(i + 1, "old", v, tunnel="socat") for i, v in enumerate(samples(4e9, 5, 0.01, 1))]  # all rep 1
+    new = [trial(i + 9, "new", v, tunnel="socat") for i, v in enumerate(samples(3e9, 5, 0.01, 2))]
+    r = run(old + new)
+    res = compare_runs(r, r, label_a="old", label_b="new")
+    assert res.analysis == "unpaired" and "fewer than 3 pairs" in res.analysis_reason
+    assert rows_by_metric(res)["throughput_bps"].result.analysis == "unpaired"
+    assert any("compared unpaired" in n for n in res.notes)
+
+
+def test_cases_with_and_without_pairs_in_one_run_are_mixed() -> None:
+    r = _paired_run("tb000001")
+    extra = [trial(100 + i, lab, 4e9 + i * 1e7, tunnel="socat", flows=2) for i, lab in enumerate(["old", "new"] * 4)]
+    r.trials += extra  # a second case whose trials all say repetition 1: one pair only
+    res = compare_runs(r, r, label_a="old", label_b="new")
+    assert res.analysis == "mixed" and "unpaired" in res.analysis_reason
+    by_flows = {row.case_a.flows: row.result.analysis for row in res.rows if row.metric.name == "throughput_bps"}
+    assert by_flows == {1: "paired", 2: "unpaired"}
+    assert "paired where possible" in " ".join(_render(res).split())
+
+
+def test_cli_compare_says_paired_for_labels_of_one_run_and_unpaired_for_two_runs(tmp_path: Path) -> None:
+    db = tmp_path / "paired.db"
+    _store_with(db, _paired_run("tbaaaaaa"), "pr")
+    _store_with(db, one_case("old", samples(4e9, 10, 0.02, seed=1), rid=0, uid="tbbbbbbb", tunnel="socat"), "base")
+    runner = CliRunner()
+    paired = runner.invoke(
+        app, ["compare", "pr", "--label-a", "old", "--label-b", "new", "--threshold", "3%", "--db", str(db)]
+    )
+    assert paired.exit_code == EXIT_REGRESSED, paired.output
+    text = " ".join(paired.output.split())
+    assert "paired: 10 pairs of the same run, by repetition" in text
+    assert "Wilcoxon signed-rank" in text and "regression(s) beyond the threshold" in text
+    assert "slower" in text
+    two = runner.invoke(
+        app, ["compare", "base", "pr", "--label-a", "old", "--label-b", "new", "--threshold", "3%", "--db", str(db)]
+    )
+    assert two.exit_code in (0, EXIT_REGRESSED), two.output
+    text = " ".join(two.output.split())
+    assert "unpaired: A and B are different runs" in text and "Mann-Whitney" in text
+    assert "Wilcoxon" not in text

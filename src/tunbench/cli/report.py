@@ -101,7 +101,10 @@ def compare(
     a: Annotated[str, typer.Argument(metavar="A", help="Baseline: run id, uid or name, or a JSON export file.")],
     b: Annotated[
         str | None,
-        typer.Argument(metavar="[B]", help="Candidate: run or JSON file (default: A itself, with --label-a/-b)."),
+        typer.Argument(
+            metavar="[B]",
+            help="Candidate: run or JSON file (default: A itself, with --label-a/-b: paired by repetition).",
+        ),
     ] = None,
     label_a: Annotated[
         str | None, typer.Option("--label-a", help="Compare only this tunnel label on the A side.")
@@ -137,6 +140,13 @@ def compare(
     load) and data with a value <= 0: those are absolute, median(B) - median(A) in the metric's unit, and
     take --threshold-ms instead of the relative --threshold. Verdicts use p-values Holm-adjusted across
     every comparison that gates: at most a 5% chance of any false regression in the whole comparison.
+
+    Analysis: two runs are compared unpaired (Mann-Whitney U, Hodges-Lehmann shift CI). Two labels of ONE
+    run (A alone, or A = B, with --label-a/--label-b) are compared paired: trials of the same case and
+    repetition are pairs (a pair whose partner failed is dropped and counted); Wilcoxon signed-rank test,
+    Hodges-Lehmann CI of the within-pair log ratio (difference for signed metrics), MDE from its spread; at
+    least 6 pairs are needed to reach p < 0.05. A case with fewer than 3 pairs falls back to unpaired. The
+    caption says which.
 
     Exit status: 0 = no regression, 1 = some case regressed beyond the threshold (significantly worse),
     2 = A or B could not be loaded or matched. Cases of the direct baseline are shown but do not gate.

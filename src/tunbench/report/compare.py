@@ -24,6 +24,16 @@ Multiple comparisons. Every comparison that can fail the gate (all but the direc
 family, Holm-adjusted (``tunbench.stats.multiple``: family-wise error <= alpha, the property a pass/fail
 gate needs); the direct rows are a family of their own. Verdicts use the adjusted p-value.
 
+Paired or unpaired. When A and B are two labels of ONE run, the trials of a case under the two labels with
+the same repetition number ran in the same repetition round (seconds apart): they are pairs, and the
+comparison is paired (``tunbench.stats.compare_paired``: Wilcoxon signed-rank test, Hodges-Lehmann CI of
+the within-pair log ratio, or of the difference for absolute metrics, MDE from the SD of those). Pairs are
+the ok trials of both labels with the same repetition; a repetition whose partner failed (or is missing) is
+dropped, and a note says how many. A case (or metric) with fewer than ``MIN_PAIRS`` (3) pairs falls back to
+the unpaired analysis, and a note says so. Two different runs are always compared unpaired (Mann-Whitney,
+``tunbench.stats.compare``): their trials are not pairs. ``CompareResult.analysis`` says which was used and
+why, and the table's caption prints it.
+
 Cases of the ``direct`` baseline are compared and shown but never gate: a change there measures the
 host, not the tunnel (it is a reason to distrust the other verdicts, and a warning says so).
 
@@ -49,7 +59,16 @@ from tunbench.report.common import case_text, fmt_bps
 from tunbench.report.json_export import JSON_SCHEMA
 from tunbench.report.summary import BASELINE, ROLES, per_trial_role
 from tunbench.results import CaseKey, RunRecord, TrialRecord
-from tunbench.stats import Comparison, StabilityWarning, adjust, compare, min_attainable_p
+from tunbench.stats import (
+    MIN_PAIRS,
+    Comparison,
+    StabilityWarning,
+    adjust,
+    compare,
+    compare_paired,
+    min_attainable_p,
+    min_attainable_p_paired,
+)
 
 EXIT_REGRESSED = 1
 """Exit status of `tunbench compare` when a gated case regressed beyond the threshold (errors exit 2)."""
@@ -194,6 +213,10 @@ class CompareResult:
     notes: tuple[str, ...] = field(default_factory=tuple)
     threshold_abs: dict[str, float] = field(default_factory=dict)
     settings: tuple[str, ...] = field(default_factory=tuple)
+    analysis: str = "unpaired"
+    """"paired" (every row), "unpaired" (every row) or "mixed"; ``analysis_reason`` says why, in one line."""
+    analysis_reason: str = "A and B are different runs"
+    dropped_pairs: int = 0
 
     @property
     def regressions(self) -> list[CaseComparison]:
@@ -345,6 +368,34 @@ def _values(trials: list[TrialRecord], metric: Metric) -> list[float]:
     return [float(v) for v in vals if v is not None and math.isfinite(v)]
 
 
+def _by_repetition(trials: list[TrialRecord]) -> dict[int, TrialRecord]:
+    """The ok trial of each repetition (the last one by seq if a repetition has several)."""
+    out: dict[int, TrialRecord] = {}
+    for t in sorted(trials, key=lambda t: t.seq):
+        if t.status == "ok":
+            out[t.repetition] = t
+    return out
+
+
+def pair_trials(ta: list[TrialRecord], tb: list[TrialRecord]) -> tuple[list[tuple[TrialRecord, TrialRecord]], int]:
+    """A's and B's ok trials of one case matched by repetition, and how many repetitions were dropped
+    because only one side has an ok trial (the partner failed or is missing)."""
+    ra, rb = _by_repetition(ta), _by_repetition(tb)
+    pairs = [(ra[k], rb[k]) for k in sorted(ra.keys() & rb.keys())]
+    return pairs, len(ra.keys() ^ rb.keys())
+
+
+def _pair_values(pairs: list[tuple[TrialRecord, TrialRecord]], metric: Metric) -> tuple[list[float], list[float]]:
+    va: list[float] = []
+    vb: list[float] = []
+    for x, y in pairs:
+        a, b = metric.value(x), metric.value(y)
+        if a is not None and b is not None and math.isfinite(a) and math.isfinite(b):
+            va.append(float(a))
+            vb.append(float(b))
+    return va, vb
+
+
 def _match(
     a: dict[CaseKey, list[TrialRecord]],
     b: dict[CaseKey, list[TrialRecord]],
@@ -373,12 +424,14 @@ def _compare(
     confidence: float,
     seed: int,
     label: str,
+    paired: bool = False,
 ) -> Comparison:
     # Absolute when the catalogue says so, and whenever a value is <= 0: never a change relative to a
     # median <= 0. Values are compared in the metric's unit, so an absolute change reads "+7.0 ms".
+    # paired: va[k] and vb[k] are partners (same repetition of one run).
     absolute = metric.absolute or any(v <= 0.0 for v in va + vb)
     limit = threshold_abs.get(metric.unit, 0.0) if absolute else threshold
-    return compare(
+    return (compare_paired if paired else compare)(
         [v * metric.scale for v in va],
         [v * metric.scale for v in vb],
         higher_is_better=metric.higher_is_better,
@@ -405,9 +458,12 @@ def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
             continue
         m = adjusted[0].family_size
         alpha = adjusted[0].alpha
-        floors = [min_attainable_p(r.baseline.n, r.candidate.n) for r in adjusted if r.baseline.n and r.candidate.n]
+        floors = [r.p_floor for r in adjusted if r.baseline.n and r.candidate.n]
         if m > 1 and floors and min(floors) >= alpha / m:
-            need = next(n for n in range(2, 1000) if min_attainable_p(n, n) < alpha / m)
+            if any(r.analysis == "paired" for r in adjusted):
+                need = next(n for n in range(2, 1000) if min_attainable_p_paired(n) < alpha / m)
+            else:
+                need = next(n for n in range(2, 1000) if min_attainable_p(n, n) < alpha / m)
             notes.append(
                 f"{m} gated comparisons, Holm-adjusted: the first significant one needs p < {alpha / m:.2g}, "
                 f"below the rank test's floor at these repetitions ({min(floors):.2g}), so nothing can be "
@@ -428,7 +484,10 @@ def compare_runs(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> CompareResult:
-    """Compare B (candidate) to A (baseline) per matching case and metric; Holm across the gate."""
+    """Compare B (candidate) to A (baseline) per matching case and metric; Holm across the gate.
+
+    Two labels of one run are compared paired (by repetition) where a case has >= ``MIN_PAIRS`` pairs,
+    two runs unpaired (see the module docstring)."""
     same_run = a.uid == b.uid and a.id == b.id
     if same_run and (label_a is None or label_b is None or label_a == label_b):
         raise CompareError(
@@ -447,20 +506,43 @@ def compare_runs(
     rows: list[CaseComparison] = []
     notes: list[str] = []
     metrics = metrics_for(a.trials + b.trials, kinds)
+    dropped = 0
+    too_few: list[str] = []
     for ka, kb in pairs:
         ta, tb = ga[ka], gb[kb]
         tunnel = ta[0].tunnel
         gated = not (tunnel == BASELINE and tb[0].tunnel == BASELINE)
+        trial_pairs: list[tuple[TrialRecord, TrialRecord]] = []
+        if same_run:
+            trial_pairs, lost = pair_trials(ta, tb)
+            dropped += lost
+            if lost:
+                notes.append(
+                    f"{case_text(ka)}: {lost} repetition(s) dropped from the pairs (partner failed or missing), "
+                    f"{len(trial_pairs)} pairs left"
+                )
         for metric in metrics:
             va, vb = _values(ta, metric), _values(tb, metric)
             if not va or not vb:
                 if metric.kind == "throughput":
                     notes.append(f"{case_text(ka)}: no successful trials on {'A' if not va else 'B'}; not compared")
                 continue
+            paired = False
+            if same_run:
+                pa, pb = _pair_values(trial_pairs, metric)
+                if len(pa) >= MIN_PAIRS:
+                    va, vb, paired = pa, pb, True
+                else:
+                    too_few.append(f"{case_text(ka)} {metric.title}")
+                    if metric.kind == "throughput" or len(too_few) == 1:
+                        notes.append(
+                            f"{case_text(ka)} {metric.title}: {len(pa)} pair(s) by repetition, fewer than "
+                            f"{MIN_PAIRS}: compared unpaired"
+                        )
             label = f"{case_text(ka)} {metric.title}"
             res = _compare(
                 va, vb, metric, threshold=threshold, threshold_abs=abs_limits, confidence=confidence, seed=seed,
-                label=label,
+                label=label, paired=paired,
             )  # fmt: skip
             rows.append(CaseComparison(ka, kb, tunnel, metric, res, gated))
     rows, family_notes = _holm(rows)
@@ -476,6 +558,7 @@ def compare_runs(
     matched_b = {kb for _, kb in pairs}
     scope_a = [k for k in ga if label_a is None or k.label == (label_a or label_b)]
     scope_b = [k for k in gb if label_b is None or k.label == (label_b or label_a)]
+    analysis, reason = _analysis(rows, same_run, dropped)
     return CompareResult(
         a_name=run_name(a) + (f" [{label_a}]" if label_a else ""),
         b_name=run_name(b) + (f" [{label_b}]" if label_b else ""),
@@ -486,7 +569,26 @@ def compare_runs(
         notes=tuple(dict.fromkeys(notes)),
         threshold_abs=abs_limits,
         settings=tuple(settings),
+        analysis=analysis,
+        analysis_reason=reason,
+        dropped_pairs=dropped,
     )
+
+
+def _analysis(rows: list[CaseComparison], same_run: bool, dropped: int) -> tuple[str, str]:
+    """("paired" | "unpaired" | "mixed", why) for the caption."""
+    if not same_run:
+        return "unpaired", "A and B are different runs, so their trials are not pairs"
+    n = sorted({r.result.n_pairs for r in rows if r.result.analysis == "paired"})
+    unpaired = sum(1 for r in rows if r.result.analysis != "paired")
+    lost = f", {dropped} dropped (partner failed or missing)" if dropped else ""
+    if not n:
+        return "unpaired", f"one run, but fewer than {MIN_PAIRS} pairs by repetition{lost}"
+    count = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
+    why = f"{count} pairs of the same run, by repetition{lost}"
+    if unpaired:
+        return "mixed", f"{why}; {unpaired} comparison(s) with fewer than {MIN_PAIRS} pairs unpaired"
+    return "paired", why
 
 
 # ---- network settings ------------------------------------------------------------------------------
@@ -621,14 +723,41 @@ def _threshold_text(result: CompareResult) -> str:
     return ", " + ", ".join(parts) if parts else ""
 
 
+_UNPAIRED_TEXT = (
+    "change = median(B) / median(A) - 1, or median(B) - median(A) in the metric's unit for signed metrics (and "
+    "whenever a value is <= 0); [CI] distribution-free (Hodges-Lehmann shift), then its exact coverage (nominal "
+    "from 50 per side); p: Mann-Whitney U"
+)
+_PAIRED_TEXT = (
+    "Wilcoxon signed-rank, HL CI of the within-pair log ratio: change = exp(HL) - 1 of ln(B/A) per pair, or HL "
+    "of B - A in the metric's unit for signed metrics (and whenever a value is <= 0); [CI] distribution-free "
+    "(Walsh averages), then its exact coverage (nominal from 50 pairs); p: Wilcoxon signed-rank"
+)
+
+
+def _caption(result: CompareResult, family: int) -> str:
+    if result.analysis == "paired":
+        method = f"paired: {result.analysis_reason}; {_PAIRED_TEXT}"
+    elif result.analysis == "mixed":
+        method = f"paired where possible: {result.analysis_reason}; paired rows (n shown as pairs): {_PAIRED_TEXT}; "
+        method += f"unpaired rows: {_UNPAIRED_TEXT}"
+    else:
+        method = f"unpaired: {result.analysis_reason}; {_UNPAIRED_TEXT}"
+    return (
+        f"{method}. A, B: medians (CPU/bit in CPU-seconds per Gbit); p Holm: adjusted over the {family} gated "
+        "comparisons (verdicts use it); MDE: change detectable with 80% power at Holm's level"
+    )
+
+
+def _n_text(c: Comparison) -> str:
+    return f"{c.n_pairs} pairs" if c.analysis == "paired" else f"{c.baseline.n}/{c.candidate.n}"
+
+
 def compare_table(result: CompareResult) -> Table:
     family = max((r.result.family_size for r in result.rows if r.gated), default=1)
     table = Table(
         title=escape(f"B {result.b_name} vs A {result.a_name}{_threshold_text(result)}"),
-        caption="A, B: medians (CPU/bit in CPU-seconds per Gbit); change = median(B) / median(A) - 1, or median(B) - "
-        "median(A) in the metric's unit for signed metrics (and whenever a value is <= 0); [CI] distribution-free "
-        "(Hodges-Lehmann), then its exact coverage (nominal from 50 per side); p: Mann-Whitney U; p Holm: adjusted "
-        f"over the {family} gated comparisons (verdicts use it); MDE: change detectable with 80% power at Holm's level",
+        caption=escape(_caption(result, family)),
         header_style="bold",
     )
     for col, justify in [
@@ -656,7 +785,7 @@ def compare_table(result: CompareResult) -> Table:
             r.metric.title,
             r.metric.fmt(c.baseline.median / r.metric.scale),
             r.metric.fmt(c.candidate.median / r.metric.scale),
-            f"{c.baseline.n}/{c.candidate.n}",
+            _n_text(c),
             _change(c),
             _p(c.p_value),
             _p(c.p_adjusted),

@@ -5,6 +5,8 @@
   CI and its real coverage.
 * ``compare`` / ``Comparison``: relative (or, for signed data, absolute) change, rank test, verdict and
   regression gate; ``adjust``: Holm's multiple-comparison adjustment of a family of comparisons.
+* ``compare_paired``: the same verdict from pairs (two labels of one run, same repetition): Wilcoxon
+  signed-rank test and the Hodges-Lehmann CI of the within-pair change (``tunbench.stats.paired``).
 * ``shift_interval`` / ``ratio_interval``: the Hodges-Lehmann / Mann-Whitney CI behind both;
   ``holm``: Holm-adjusted p-values.
 * ``jain_index``: fairness across concurrent flows.
@@ -13,10 +15,12 @@
 
 from tunbench.stats.checks import StabilityWarning, WarningCode, link_warnings, stability_warnings
 from tunbench.stats.compare import (
+    Analysis,
     Comparison,
     Verdict,
     adjust,
     compare,
+    compare_paired,
     min_attainable_p,
     min_detectable_effect,
     required_repetitions,
@@ -24,6 +28,15 @@ from tunbench.stats.compare import (
 from tunbench.stats.fairness import jain_index
 from tunbench.stats.multiple import holm
 from tunbench.stats.outliers import modified_z_scores, outliers
+from tunbench.stats.paired import (
+    MIN_PAIRS,
+    hodges_lehmann,
+    min_attainable_p_paired,
+    min_detectable_effect_paired,
+    paired_interval,
+    required_pairs,
+    signed_rank_p,
+)
 from tunbench.stats.shift import ShiftInterval, ratio_interval, shift_interval
 from tunbench.stats.summary import (
     CIMethod,
@@ -36,6 +49,8 @@ from tunbench.stats.summary import (
 )
 
 __all__ = [
+    "MIN_PAIRS",
+    "Analysis",
     "CIMethod",
     "Comparison",
     "Ratio",
@@ -46,19 +61,26 @@ __all__ = [
     "WarningCode",
     "adjust",
     "compare",
+    "compare_paired",
+    "hodges_lehmann",
     "holm",
     "jain_index",
     "link_warnings",
     "min_attainable_p",
+    "min_attainable_p_paired",
     "min_detectable_effect",
+    "min_detectable_effect_paired",
     "modified_z_scores",
     "order_statistic_interval",
     "outliers",
+    "paired_interval",
     "percentile",
     "ratio_interval",
     "ratio_of_medians",
+    "required_pairs",
     "required_repetitions",
     "shift_interval",
+    "signed_rank_p",
     "stability_warnings",
     "summarize",
 ]

@@ -46,6 +46,16 @@ Definitions (all exact, so that reports and gates agree):
   the strictest Holm level, alpha / family_size (the level the first rejection needs). It is
   approximate (the rank test has ~95 % of the t-test's efficiency on normal data) and is ``inf`` when
   rule 4 makes significance impossible, NaN when a spread is undefined (n < 2, or mean 0 for a CV).
+
+Paired analysis (``compare_paired``, ``analysis == "paired"``): when baseline[k] and candidate[k] were
+measured as a pair (same case and repetition of one run, seconds apart), the comparison is made on the
+within-pair differences d_k = ln(c_k / b_k) (relative) or c_k - b_k (absolute), see
+``tunbench.stats.paired``: ``change`` = exp(HL) - 1 (relative) or HL (absolute), HL the Hodges-Lehmann
+estimate of the centre of d; ``[ci_low, ci_high]`` from the order statistics of the Walsh averages, with
+their real coverage; ``p_value`` the two-sided Wilcoxon signed-rank test (``scipy.stats.wilcoxon``);
+rule 4 uses the signed-rank floor 2 / 2**n_pairs (at least 6 pairs at alpha = 0.05); the MDE is
+(t + t) * s_d / sqrt(n_pairs) at df = n_pairs - 1 with s_d the SD of d (``pair_sd``). Everything else
+(threshold, verdict, Holm in ``adjust``) is the same as for the unpaired analysis.
 """
 
 from __future__ import annotations
@@ -61,10 +71,19 @@ from scipy import stats as sps
 from tunbench.stats._common import FloatArray, Values, as_array, check_confidence
 from tunbench.stats.checks import StabilityWarning, pct, stability_warnings
 from tunbench.stats.multiple import holm
+from tunbench.stats.paired import (
+    hodges_lehmann,
+    min_attainable_p_paired,
+    min_detectable_effect_paired,
+    paired_interval,
+    required_pairs,
+    signed_rank_p,
+)
 from tunbench.stats.shift import shift_interval
 from tunbench.stats.summary import DEFAULT_RESAMPLES, Summary, ratio_of_medians, summarize
 
 Verdict: TypeAlias = Literal["better", "worse", "no significant change"]
+Analysis: TypeAlias = Literal["unpaired", "paired"]
 
 DEFAULT_POWER = 0.8
 _MAX_REPETITIONS = 100_000
@@ -75,6 +94,8 @@ class Comparison:
     """Result of ``compare``; see the module docstring for exact definitions.
 
     ``absolute``: change, CI, threshold and MDE are differences in ``unit`` (else fractions).
+    ``analysis``: "unpaired" (Mann-Whitney, two samples) or "paired" (signed rank on ``n_pairs`` within-pair
+    differences whose SD is ``pair_sd``: log ratios in relative mode, differences in ``unit`` in absolute mode).
     """
 
     baseline: Summary
@@ -95,10 +116,20 @@ class Comparison:
     unit: str = ""
     p_adjusted: float = float("nan")
     family_size: int = 1
+    analysis: Analysis = "unpaired"
+    n_pairs: int = 0
+    pair_sd: float = float("nan")
 
     @property
     def significant(self) -> bool:
         return self.verdict != "no significant change"
+
+    @property
+    def p_floor(self) -> float:
+        """The smallest p-value this comparison's exact test can give (rule 4)."""
+        if self.analysis == "paired":
+            return min_attainable_p_paired(self.n_pairs)
+        return min_attainable_p(self.baseline.n, self.candidate.n)
 
     @property
     def alpha(self) -> float:
@@ -202,7 +233,7 @@ def compare(
         change, lo, hi, coverage = ratio.value - 1.0, ratio.ci_low - 1.0, ratio.ci_high - 1.0, ratio.ci_coverage
         mde = min_detectable_effect(sb.cv, sb.n, sc.cv, sc.n, confidence=confidence)
     p = _mann_whitney_p(b, c)
-    verdict = _verdict(change, lo, hi, p, threshold, alpha, sb.n, sc.n, higher_is_better)
+    verdict = _verdict(change, lo, hi, p, threshold, alpha, min_attainable_p(sb.n, sc.n), higher_is_better)
     prefix = f"{label} " if label else ""
     warnings = [
         *stability_warnings(b, label=f"{prefix}baseline"),
@@ -231,6 +262,78 @@ def compare(
     )
 
 
+def compare_paired(
+    baseline: Values,
+    candidate: Values,
+    *,
+    higher_is_better: bool,
+    threshold: float = 0.0,
+    confidence: float = 0.95,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+    label: str = "",
+    absolute: bool | None = None,
+    unit: str = "",
+) -> Comparison:
+    """Compare candidate to baseline pair by pair: ``baseline[k]`` and ``candidate[k]`` are partners.
+
+    The paired analysis of the module docstring; arguments as for ``compare``. Needs equal lengths.
+    """
+    check_confidence(confidence)
+    if threshold < 0.0 or math.isnan(threshold):
+        raise ValueError(f"threshold must be >= 0, got {threshold}")
+    b = as_array(baseline, name="baseline")
+    c = as_array(candidate, name="candidate")
+    if b.size != c.size:
+        raise ValueError(f"paired comparison needs as many baseline as candidate values, got {b.size} and {c.size}")
+    if absolute is None:
+        absolute = bool(np.any(b <= 0.0) or np.any(c <= 0.0))
+    alpha = 1.0 - confidence
+    n = int(b.size)
+    sb = summarize(b, confidence=confidence, resamples=resamples, seed=seed)
+    sc = summarize(c, confidence=confidence, resamples=resamples, seed=seed)
+    d = c - b if absolute else np.log(c) - np.log(b)
+    hl = hodges_lehmann(d)
+    ci = paired_interval(d, confidence)
+    if absolute:
+        change, lo, hi = hl, ci.low, ci.high
+    else:
+        change, lo, hi = math.expm1(hl), math.expm1(ci.low), math.expm1(ci.high)
+    sd = float(np.std(d, ddof=1)) if n >= 2 else float("nan")
+    mde = min_detectable_effect_paired(sd, n, confidence=confidence)
+    p = signed_rank_p(d)
+    verdict = _verdict(change, lo, hi, p, threshold, alpha, min_attainable_p_paired(n), higher_is_better)
+    prefix = f"{label} " if label else ""
+    warnings = [
+        *stability_warnings(b, label=f"{prefix}baseline"),
+        *stability_warnings(c, label=f"{prefix}candidate"),
+        *_power_warnings_paired(n, sd, alpha, threshold, mde, label, absolute, unit),
+    ]
+    return Comparison(
+        baseline=sb,
+        candidate=sc,
+        change=change,
+        ci_low=lo,
+        ci_high=hi,
+        p_value=p,
+        confidence=confidence,
+        threshold=threshold,
+        higher_is_better=higher_is_better,
+        verdict=verdict,
+        regressed=verdict == "worse",
+        min_detectable_effect=mde,
+        warnings=tuple(warnings),
+        ci_coverage=ci.coverage,
+        absolute=absolute,
+        unit=unit,
+        p_adjusted=p,
+        family_size=1,
+        analysis="paired",
+        n_pairs=n,
+        pair_sd=sd,
+    )
+
+
 def adjust(comparisons: Sequence[Comparison], *, label: str = "") -> list[Comparison]:
     """The comparisons of one family (e.g. every comparison that can fail a gate), Holm-adjusted.
 
@@ -248,13 +351,17 @@ def adjust(comparisons: Sequence[Comparison], *, label: str = "") -> list[Compar
         sb, sc = c.baseline, c.candidate
         alpha = c.alpha
         verdict = _verdict(
-            c.change, c.ci_low, c.ci_high, float(p_adj), c.threshold, alpha, sb.n, sc.n, c.higher_is_better
+            c.change, c.ci_low, c.ci_high, float(p_adj), c.threshold, alpha, c.p_floor, c.higher_is_better
         )
         strict = 1.0 - alpha / m
-        spread = (sb.stdev, sc.stdev) if c.absolute else (sb.cv, sc.cv)
-        mde = min_detectable_effect(spread[0], sb.n, spread[1], sc.n, confidence=strict)
         kept = [w for w in c.warnings if w.code != "underpowered"]
-        power = _underpowered(sb, sc, alpha / m, c.threshold, mde, label, absolute=c.absolute, unit=c.unit)
+        if c.analysis == "paired":
+            mde = min_detectable_effect_paired(c.pair_sd, c.n_pairs, confidence=strict)
+            power = _underpowered_paired(c.n_pairs, c.pair_sd, alpha / m, c.threshold, mde, label, c.absolute, c.unit)
+        else:
+            spread = (sb.stdev, sc.stdev) if c.absolute else (sb.cv, sc.cv)
+            mde = min_detectable_effect(spread[0], sb.n, spread[1], sc.n, confidence=strict)
+            power = _underpowered(sb, sc, alpha / m, c.threshold, mde, label, absolute=c.absolute, unit=c.unit)
         out.append(
             replace(
                 c,
@@ -276,11 +383,10 @@ def _verdict(
     p: float,
     threshold: float,
     alpha: float,
-    n_b: int,
-    n_c: int,
+    p_floor: float,
     higher_is_better: bool,
 ) -> Verdict:
-    reachable = min_attainable_p(n_b, n_c) < alpha
+    reachable = p_floor < alpha
     significant = (lo > 0.0 or hi < 0.0) and p < alpha and abs(change) >= threshold and reachable
     if not significant:
         return "no significant change"
@@ -352,5 +458,44 @@ def _underpowered(
             f"{_amount(mde, absolute=absolute, unit=unit)} or more are reliably detected, above the "
             f"{_amount(threshold, absolute=absolute, unit=unit)} threshold",
             f"use --repeat {n} (or reduce noise: pin CPUs, quiet the host)",
+        )
+    ]
+
+
+def _power_warnings_paired(
+    n: int, sd: float, alpha: float, threshold: float, mde: float, label: str, absolute: bool, unit: str
+) -> list[StabilityWarning]:
+    prefix = f"{label}: " if label else ""
+    if n == 0:
+        return []
+    min_p = min_attainable_p_paired(n)
+    if min_p >= alpha:
+        need = next(k for k in range(1, 100) if min_attainable_p_paired(k) < alpha)
+        return [
+            StabilityWarning(
+                "cannot-reach-significance",
+                f"{prefix}with {n} pairs the signed-rank test's smallest possible p-value is "
+                f"{min_p:.3g} >= {alpha:.3g}: no change can be called significant",
+                f"use --repeat {need} or more (at least {need} pairs)",
+            )
+        ]
+    return _underpowered_paired(n, sd, alpha, threshold, mde, label, absolute, unit)
+
+
+def _underpowered_paired(
+    n: int, sd: float, alpha: float, threshold: float, mde: float, label: str, absolute: bool, unit: str
+) -> list[StabilityWarning]:
+    prefix = f"{label}: " if label else ""
+    if not (threshold > 0.0 and math.isfinite(mde) and mde > threshold):
+        return []
+    need = required_pairs(sd, threshold, confidence=1.0 - alpha)
+    noise = f"within-pair sd {sd:.3g} {unit}".rstrip() if absolute else f"within-pair sd {pct(sd)} (log ratio)"
+    return [
+        StabilityWarning(
+            "underpowered",
+            f"{prefix}at {noise} and {n} pairs only changes of about "
+            f"{_amount(mde, absolute=absolute, unit=unit)} or more are reliably detected, above the "
+            f"{_amount(threshold, absolute=absolute, unit=unit)} threshold",
+            f"use --repeat {need} (or reduce noise: pin CPUs, quiet the host)",
         )
     ]
