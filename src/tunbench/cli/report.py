@@ -131,6 +131,12 @@ def compare(
     metrics: Annotated[
         str, typer.Option("--metrics", help="Metric kinds to compare and gate on: throughput,cpu,latency.")
     ] = "throughput,cpu,latency",
+    unpaired: Annotated[
+        bool,
+        typer.Option(
+            "--unpaired", help="Compare two labels of one run as independent samples too (to see what pairing gains)."
+        ),
+    ] = False,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Compare B to A per matching case: change of the median with a distribution-free CI and its real
@@ -159,7 +165,7 @@ def compare(
     run_b = load_run(b, db) if b is not None else run_a
     result = compare_runs(
         run_a, run_b, label_a=label_a, label_b=label_b, threshold=limit, threshold_abs={"ms": threshold_ms},
-        kinds=kinds,
+        kinds=kinds, pairs=not unpaired,
     )  # fmt: skip
     table = compare_table(result)
     if console.is_terminal:
