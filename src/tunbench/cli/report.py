@@ -165,7 +165,7 @@ def compare(
     run_b = load_run(b, db) if b is not None else run_a
     result = compare_runs(
         run_a, run_b, label_a=label_a, label_b=label_b, threshold=limit, threshold_abs={"ms": threshold_ms},
-        kinds=kinds, pairs=not unpaired,
+        kinds=kinds, use_pairs=not unpaired,
     )  # fmt: skip
     table = compare_table(result)
     if console.is_terminal:

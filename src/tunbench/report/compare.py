@@ -483,12 +483,12 @@ def compare_runs(
     kinds: tuple[str, ...] = METRIC_KINDS,
     confidence: float = 0.95,
     seed: int = 0,
-    pairs: bool = True,
+    use_pairs: bool = True,
 ) -> CompareResult:
     """Compare B (candidate) to A (baseline) per matching case and metric; Holm across the gate.
 
     Two labels of one run are compared paired (by repetition) where a case has >= ``MIN_PAIRS`` pairs,
-    two runs unpaired (see the module docstring). pairs=False compares one run's labels unpaired too."""
+    two runs unpaired (see the module docstring). use_pairs=False compares one run's labels unpaired too."""
     same_run = a.uid == b.uid and a.id == b.id
     if same_run and (label_a is None or label_b is None or label_a == label_b):
         raise CompareError(
@@ -529,7 +529,7 @@ def compare_runs(
                     notes.append(f"{case_text(ka)}: no successful trials on {'A' if not va else 'B'}; not compared")
                 continue
             paired = False
-            if same_run and pairs:
+            if same_run and use_pairs:
                 pa, pb = _pair_values(trial_pairs, metric)
                 if len(pa) >= MIN_PAIRS:
                     va, vb, paired = pa, pb, True
@@ -560,7 +560,7 @@ def compare_runs(
     scope_a = [k for k in ga if label_a is None or k.label == (label_a or label_b)]
     scope_b = [k for k in gb if label_b is None or k.label == (label_b or label_a)]
     analysis, reason = _analysis(rows, same_run, dropped)
-    if same_run and not pairs:
+    if same_run and not use_pairs:
         analysis, reason = "unpaired", "one run's labels compared as independent samples (--unpaired)"
     return CompareResult(
         a_name=run_name(a) + (f" [{label_a}]" if label_a else ""),
