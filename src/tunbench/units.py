@@ -4,6 +4,10 @@ and the HTML report, and for each workload's own headline."""
 from __future__ import annotations
 
 import math
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 
 def mbit(bps: float | None) -> str:
@@ -35,3 +39,29 @@ def fmt(value: float | None, unit: str) -> str:
     if unit == "kb":
         return f"{value / 1024:,.0f} KiB"
     return f"{value:.2f}" if value < 100 else f"{value:,.1f}"
+
+
+_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(bit|bps|b)?(?:/s)?\s*$", re.I)
+_SCALE = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+
+
+def parse_rate(value: str | float) -> float:
+    """`500mbit`, `1.5gbit`, `200M`, `1e6` or a number -> bits per second (> 0)."""
+    if isinstance(value, int | float):
+        bps = float(value)
+    else:
+        m = _RATE.match(value)
+        if not m:
+            raise ValueError(f"{value!r} is not a rate (e.g. 500mbit, 1gbit, 200M)")
+        bps = float(m.group(1)) * _SCALE[m.group(2).lower()]
+    if not bps > 0 or math.isinf(bps):
+        raise ValueError(f"rate must be > 0 (got {value!r})")
+    return bps
+
+
+def _valid_rate(value: str) -> str:
+    parse_rate(value)  # raises ValueError with the reason
+    return value
+
+
+RateText = Annotated[str, AfterValidator(_valid_rate)]  # a rate as the user wrote it, e.g. "500mbit"

@@ -83,3 +83,16 @@ def test_bidir_streams_with_crossed_roles_are_detected() -> None:
     with pytest.raises(RetryTrial):
         iperf3.check_roles(iperf3.parse(load("iperf3-bidir-crossed.json"), "bidir"))
     iperf3.check_roles(iperf3.parse(load("iperf3-bidir-1flow.json"), "bidir"))
+
+
+def test_a_fixed_tcp_load_is_split_over_the_flows() -> None:
+    from pydantic import ValidationError
+
+    from tunbench.workloads.iperf3 import Iperf3Options, Iperf3Params, client_argv
+
+    argv = client_argv("198.18.0.2", 5201, Iperf3Params(flows=4, rate_bps=50e6))
+    assert argv[argv.index("-b") + 1] == "50000000" and "-u" not in argv
+    assert "-b" not in client_argv("198.18.0.2", 5201, Iperf3Params())
+    assert Iperf3Options(rate="200mbit").rate == "200mbit"
+    with pytest.raises(ValidationError, match="not a rate"):
+        Iperf3Options(rate="fast")

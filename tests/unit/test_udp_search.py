@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tunbench.errors import TrialError
-from tunbench.workloads.udp import StepOutcome, parse_rate, parse_udp, udp_client_argv, zero_loss_search
+from tunbench.units import parse_rate
+from tunbench.workloads.udp import StepOutcome, parse_udp, udp_client_argv, zero_loss_search
 
 DATA = Path(__file__).parent.parent / "data"
 

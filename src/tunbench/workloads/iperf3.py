@@ -11,9 +11,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from tunbench.errors import RetryTrial, TrialError
 from tunbench.host.proc import Daemon, run_cmd
+from tunbench.results import TrialRecord
 from tunbench.tunnels import probes
+from tunbench.units import mbit, parse_rate
 from tunbench.workloads.base import CaseAxes, Context, Measurement, Workload
 
 Direction = Literal["up", "down", "bidir"]
@@ -30,7 +34,9 @@ class Iperf3Params:
     omit_s: float = 1.0
     connect_timeout_ms: int = 3000
     protocol: Literal["tcp", "udp"] = "tcp"
-    rate_bps: float | None = None  # UDP: the offered rate (iperf3's default, 1 Mbit/s, is never used)
+    # UDP: the offered rate (iperf3's default, 1 Mbit/s, is never used); TCP: a fixed offered load per
+    # stream (-b), None = as fast as it goes
+    rate_bps: float | None = None
     length: int | None = None  # UDP: datagram payload bytes
     buffer: str = ""  # socket buffer at both ends (-w), e.g. "2M"
     interval_s: float | None = None  # per-interval reports
@@ -59,6 +65,8 @@ def client_argv(address: str, port: int, p: Iperf3Params) -> list[str]:
         if p.rate_bps is None or p.length is None:
             raise ValueError("a UDP test needs its rate and datagram length")
         argv += ["-u", "-b", str(int(p.rate_bps)), "-l", str(p.length)]
+    elif p.rate_bps is not None:
+        argv += ["-b", str(int(p.rate_bps))]
     argv += ["--connect-timeout", str(p.connect_timeout_ms)]
     if p.interval_s is not None:
         argv += ["-i", f"{p.interval_s:g}"]
@@ -238,23 +246,54 @@ def _retransmits(end: dict[str, Any]) -> int | None:
     return sum(nums) if nums else None
 
 
-class Iperf3Workload(Workload):
+class Iperf3Options(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    rate: str = Field(
+        default="",
+        description="a fixed offered load for all flows together (e.g. 200mbit): the tunnel's CPU cost at that "
+        "load, steadier than throughput at saturation ('' = as fast as it goes)",
+    )
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, v: str) -> str:
+        if v:
+            parse_rate(v)  # raises ValueError with the reason
+        return v
+
+
+class Iperf3Workload(Workload[Context, Iperf3Options]):
     """Bulk TCP with iperf3: a fresh one-test server per trial, receiver-side bytes as the headline."""
 
     kind = "iperf3"
-    description = "bulk TCP throughput (iperf3), flows x direction"
+    description = "bulk TCP throughput (iperf3), flows x direction; or its CPU cost at a fixed load (rate=)"
+    Options = Iperf3Options
 
     def title(self, case: CaseAxes) -> str:
         """The default workload goes unnamed: 'up · 4 flows'."""
         return super().title(case).removeprefix(f"{self.kind} · ")
 
     def params(self, ctx: Context) -> Iperf3Params:
+        rate = self.opts(ctx.options).rate
         return Iperf3Params(
             flows=ctx.flows,
             direction=ctx.direction,  # type: ignore[arg-type]
             duration_s=ctx.duration_s,
             omit_s=ctx.omit_s,
+            rate_bps=parse_rate(rate) / ctx.flows if rate else None,  # -b is per stream
         )
+
+    def headline(self, rec: TrialRecord) -> str:
+        """At a fixed load the cost is the result: CPU-seconds per GB on each side."""
+        m = rec.metrics
+        if rec.params.get("workload", {}).get("rate"):
+            per_gb = [m.get(f"cpu_s_per_bit.{role}") for role in ("client", "server")]
+            cost = " / ".join("–" if v is None else f"{v * 8e9:.2f}" for v in per_gb)
+            return (
+                f"{mbit(m.get('throughput_bps') or 0.0)} Mbit/s at a fixed load, CPU-s per GB {cost} (client / server)"
+            )
+        return super().headline(rec)
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         server = stack.enter_context(

@@ -10,44 +10,18 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import CommandFailed, TrialError
 from tunbench.host.proc import Daemon, run_cmd
 from tunbench.results import TrialRecord
-from tunbench.units import fmt, mbit
+from tunbench.units import RateText, fmt, mbit, parse_rate
 from tunbench.workloads import iperf3
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
-
-_RATE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([kmgt]?)(bit|bps|b)?(?:/s)?\s*$", re.I)
-_SCALE = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-
-
-def parse_rate(value: str | float) -> float:
-    """`500mbit`, `1.5gbit`, `200M`, `1e6` or a number -> bits per second (> 0)."""
-    if isinstance(value, int | float):
-        bps = float(value)
-    else:
-        m = _RATE.match(value)
-        if not m:
-            raise ValueError(f"{value!r} is not a rate (e.g. 500mbit, 1gbit, 200M)")
-        bps = float(m.group(1)) * _SCALE[m.group(2).lower()]
-    if not bps > 0 or math.isinf(bps):
-        raise ValueError(f"rate must be > 0 (got {value!r})")
-    return bps
-
-
-def _valid_rate(value: str) -> str:
-    parse_rate(value)  # raises ValueError with the reason
-    return value
-
-
-RateText = Annotated[str, AfterValidator(_valid_rate)]  # a rate as the user wrote it, e.g. "500mbit"
 
 
 def whole_seconds(duration_s: float) -> int:
