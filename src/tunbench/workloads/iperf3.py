@@ -288,11 +288,13 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
         """At a fixed load the cost is the result: CPU-seconds per GB on each side."""
         m = rec.metrics
         if rec.params.get("workload", {}).get("rate"):
-            per_gb = [m.get(f"cpu_s_per_bit.{role}") for role in ("client", "server")]
-            cost = " / ".join("–" if v is None else f"{v * 8e9:.2f}" for v in per_gb)
-            return (
-                f"{mbit(m.get('throughput_bps') or 0.0)} Mbit/s at a fixed load, CPU-s per GB {cost} (client / server)"
-            )
+            bps, window = m.get("throughput_bps"), m.get("window_s")
+            cost = []
+            for role in ("client", "server"):
+                user, sys_ = m.get(f"cpu.{role}.user_s"), m.get(f"cpu.{role}.sys_s")
+                gb = bps * window / 8e9 if bps and window else None
+                cost.append(f"{((user or 0.0) + (sys_ or 0.0)) / gb:.2f}" if gb and user is not None else "–")
+            return f"{mbit(bps or 0.0)} Mbit/s at a fixed load, CPU-s per GB {' / '.join(cost)} (client / server)"
         return super().headline(rec)
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
