@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,3 +75,162 @@ def checks() -> list[Check]:
         miss = missing_binaries(ref)
         out.append(Check(f"tunnel {name}", not miss, "ok" if not miss else "missing " + ", ".join(miss), APT_HINT))
     return out
+
+
+# ---- `tunbench doctor --noise`: how quiet this host is (cf. `pyperf system show`) ----------------------
+# Each function below is pure over what the machine says (file contents, numbers); noise_checks() reads.
+
+NOT_EXPOSED = "not exposed (usual on a VM: the hypervisor decides)"
+LOAD_WARN_PER_CPU = 0.25  # a 1-minute load above a quarter of the CPUs: something else is running
+
+
+def load_check(load: tuple[float, float, float], cpus: int) -> Check:
+    ok = load[0] <= LOAD_WARN_PER_CPU * max(1, cpus)
+    return Check(
+        "load average",
+        ok,
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (1, 5, 15 min) on {cpus} CPU(s)",
+        "something else is running: wait for it or stop it (top -o %CPU); a benchmark shares the CPUs with it",
+    )
+
+
+def governor_check(governors: dict[str, str]) -> Check:
+    """`governors`: CPU name -> the content of its cpufreq/scaling_governor."""
+    if not governors:
+        return Check("CPU frequency governor", True, NOT_EXPOSED)
+    kinds = sorted({g.strip() for g in governors.values()})
+    detail = ", ".join(f"{k} on {sum(g.strip() == k for g in governors.values())} CPU(s)" for k in kinds)
+    return Check(
+        "CPU frequency governor",
+        kinds == ["performance"],
+        detail,
+        "cpupower frequency-set -g performance (the clock then does not follow the load; undo afterwards)",
+    )
+
+
+def turbo_check(no_turbo: str | None, boost: str | None) -> Check:
+    """intel_pstate/no_turbo ("1": turbo off) or cpufreq/boost ("0": boost off); None where absent."""
+    fix = (
+        "turn turbo off for stable clocks: echo 1 > /sys/devices/system/cpu/intel_pstate/no_turbo "
+        "(or echo 0 > /sys/devices/system/cpu/cpufreq/boost)"
+    )
+    if no_turbo is not None:
+        off = no_turbo.strip() == "1"
+        return Check("turbo / boost", off, "intel_pstate turbo " + ("off" if off else "on"), fix)
+    if boost is not None:
+        off = boost.strip() == "0"
+        return Check("turbo / boost", off, "cpufreq boost " + ("off" if off else "on"), fix)
+    return Check("turbo / boost", True, NOT_EXPOSED)
+
+
+def smt_check(active: str | None) -> Check:
+    """/sys/devices/system/cpu/smt/active: "1" when sibling hardware threads share cores."""
+    if active is None:
+        return Check("SMT (hyper-threading)", True, NOT_EXPOSED)
+    on = active.strip() == "1"
+    return Check(
+        "SMT (hyper-threading)",
+        not on,
+        "active: sibling threads share a core's execution units" if on else "inactive",
+        "siblings slow each other down: pin the run to one thread per core, or "
+        "echo off > /sys/devices/system/cpu/smt/control (undo afterwards)",
+    )
+
+
+def steal_check(shares: dict[str, float], seconds: float) -> Check:
+    """`shares`: monitor.hostload.cpu_shares() over a short sample."""
+    from tunbench.stats.checks import STEAL_WARN_PCT
+
+    if not shares:
+        return Check("steal time", True, f"no CPU time counted over {seconds:g} s")
+    steal, busy = shares["steal_pct"], shares["busy_pct"]
+    return Check(
+        "steal time",
+        steal < STEAL_WARN_PCT,
+        f"{steal:.1f}% stolen, {busy:.0f}% busy of all CPUs over {seconds:g} s",
+        "a VM's neighbours take CPU: run on a quieter host (a dedicated or larger instance); trials with "
+        f"steal >= {STEAL_WARN_PCT:.0f}% are flagged in the report",
+    )
+
+
+def irqbalance_check(names: list[str]) -> Check:
+    """`names`: the running processes' names."""
+    on = "irqbalance" in names
+    return Check(
+        "irqbalance",
+        not on,
+        "running: it moves interrupts between CPUs during a run" if on else "not running",
+        "systemctl stop irqbalance for the run (start it again afterwards)",
+    )
+
+
+def thp_check(enabled: str | None) -> Check:
+    """/sys/kernel/mm/transparent_hugepage/enabled, e.g. "always [madvise] never"."""
+    if enabled is None:
+        return Check("transparent huge pages", True, "not exposed")
+    m = re.search(r"\[(\w+)\]", enabled)
+    mode = m.group(1) if m else enabled.strip()
+    return Check(
+        "transparent huge pages",
+        mode != "always",
+        mode,
+        "with `always`, khugepaged compacts memory behind the run: "
+        "echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
+    )
+
+
+def runs_check(ledgers: list[tuple[str, int | None, bool]], me: int) -> Check:
+    """`ledgers`: (prefix, owner pid, alive) for each ledger file under the state directory; `me`: this
+    process, left out (a run never reads its own noise)."""
+    live = [(p, pid) for p, pid, alive in ledgers if alive and pid != me]
+    dead = [p for p, _, alive in ledgers if not alive]
+    parts = [", ".join(f"{p} (pid {pid})" for p, pid in live) + " running" if live else "none running"]
+    if dead:
+        parts.append(f"{len(dead)} left by killed runs")
+    fix = (
+        "wait for them: two runs share the CPUs and measure each other"
+        if live
+        else "tunbench clean removes what killed runs left"
+    )
+    return Check("other tunbench runs", not live, "; ".join(parts), fix)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text()
+    except OSError:
+        return None
+
+
+def noise_checks(root: Path = Path("/"), *, sample_s: float = 1.0) -> list[Check]:
+    """What makes this host noisy, read from `root` (/ but in tests) and psutil; sleeps `sample_s`."""
+    import time
+
+    import psutil
+
+    from tunbench.host.ledger import all_ledgers, owner_alive
+    from tunbench.monitor.hostload import cpu_shares, cpu_times
+
+    cpu = root / "sys/devices/system/cpu"
+    governors = {
+        p.parent.parent.name: text
+        for p in sorted(cpu.glob("cpu[0-9]*/cpufreq/scaling_governor"))
+        if (text := _read(p)) is not None
+    }
+    names = [str(proc.info.get("name") or "") for proc in psutil.process_iter(["name"])]  # reading only
+    ledgers = [
+        (path.stem, led.owner_pid if led else None, led is not None and owner_alive(led)) for path, led in all_ledgers()
+    ]
+    before = cpu_times()
+    time.sleep(sample_s)
+    shares = cpu_shares(before, cpu_times())
+    return [
+        load_check(os.getloadavg(), os.cpu_count() or 1),
+        steal_check(shares, sample_s),
+        governor_check(governors),
+        turbo_check(_read(cpu / "intel_pstate/no_turbo"), _read(cpu / "cpufreq/boost")),
+        smt_check(_read(cpu / "smt/active")),
+        irqbalance_check(names),
+        thp_check(_read(root / "sys/kernel/mm/transparent_hugepage/enabled")),
+        runs_check(ledgers, os.getpid()),
+    ]

@@ -26,6 +26,7 @@ from tunbench.link.emulator import LinkEmulator, link_metrics
 from tunbench.monitor import crosscheck
 from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.counters import short_ifname
+from tunbench.monitor.hostload import host_load
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.plan import Case, PlannedTrial
 from tunbench.results import TrialRecord
@@ -233,7 +234,8 @@ class Runner:
                 omit_s=self.omit_s,
                 options=options,
             )
-            result = workload.measure(ctx)
+            with host_load(rec.metrics):  # no pair Context for the window hooks: the whole measure call
+                result = workload.measure(ctx)
         self._merge(rec, result)
         rec.metrics.update(env.metrics)
         rec.duration_s = float(rec.metrics.get("window_s") or 0.0)
@@ -263,8 +265,11 @@ class Runner:
             omit_s=self.omit_s,
             options=options,
         )
-        with watchdog(
-            workload.trial_timeout_s(case, options, self.duration_s, self.omit_s), f"the {workload.kind} trial"
+        with (
+            watchdog(
+                workload.trial_timeout_s(case, options, self.duration_s, self.omit_s), f"the {workload.kind} trial"
+            ),
+            host_load(rec.metrics),
         ):
             result = workload.measure(ctx)
         self._merge(rec, result)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from tunbench.cli.console import console
@@ -57,9 +59,19 @@ def profiles() -> None:
     console.print("Your own: `--profile ./my.toml` or inline `--profile 'name:delay=20ms,rate=50mbit'`.")
 
 
-def doctor() -> None:
-    """Check kernel features, permissions and tools, and say what to install."""
-    from tunbench.doctor import checks
+def doctor(
+    noise: Annotated[
+        bool,
+        typer.Option(
+            "--noise",
+            help="Also say how quiet the host is (load, steal over 1 s, governor, turbo, SMT, irqbalance, THP, "
+            "other tunbench runs), each with what to do. Advice only: it does not change the exit status.",
+        ),
+    ] = False,
+) -> None:
+    """Check kernel features, permissions and tools, and say what to install (exit 1 if something is
+    missing)."""
+    from tunbench.doctor import checks, noise_checks
 
     bad = 0
     for c in checks():
@@ -68,6 +80,13 @@ def doctor() -> None:
         if not c.ok:
             bad += 1
             if c.fix:
+                console.print(f"    fix: {c.fix}")
+    if noise:
+        console.print("\n[bold]host noise[/] (sampling 1 s)")
+        for c in noise_checks():
+            mark = "[green]✓[/]" if c.ok else "[yellow]![/]"
+            console.print(f"{mark} {c.name}: {c.detail}")
+            if not c.ok and c.fix:
                 console.print(f"    fix: {c.fix}")
     if bad:
         raise typer.Exit(1)

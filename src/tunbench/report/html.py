@@ -742,6 +742,7 @@ _CODE_TITLES = {
     "link-late": "the emulated link fell behind its schedule",
     "generator-bound": "the traffic generator was the bottleneck",
     "cross-check": "in-run cross-checks disagreed",
+    "steal": "a VM's neighbours took CPU (steal time)",
 }
 
 

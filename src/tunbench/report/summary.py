@@ -16,6 +16,7 @@ from tunbench.stats import (
     link_warnings,
     ratio_of_medians,
     stability_warnings,
+    steal_warnings,
     summarize,
 )
 
@@ -124,6 +125,7 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
                     tuple(stability_warnings([v / 1e6 for v in values], label=f"{key.label} Mbit/s")) if values else ()
                 )
                 + tuple(link_warnings(_link_late(ok), label=key.label))
+                + tuple(steal_warnings(_steal(ok), label=key.label))
                 + tuple(trial_warnings(ok, label=f"{key.label} {key.variant or key.direction}")),
                 errors=tuple(dict.fromkeys(t.error.splitlines()[0] for t in ts if t.status != "ok" and t.error)),
             )
@@ -165,6 +167,11 @@ def _link_late(ts: list[TrialRecord]) -> list[float]:
             if v is not None:
                 out.append(float(v))
     return out
+
+
+def _steal(ts: list[TrialRecord]) -> list[float]:
+    """The host's steal time (% of all CPUs' time) over each trial's window, where it was recorded."""
+    return [float(v) for t in ts if (v := t.metrics.get("host.steal_pct")) is not None]
 
 
 def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:

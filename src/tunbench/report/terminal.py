@@ -15,6 +15,7 @@ from tunbench.report.headlines import AXES, headline_tables, own_table
 from tunbench.report.summary import CaseSummary
 from tunbench.results import TrialRecord
 from tunbench.stats import StabilityWarning
+from tunbench.stats.checks import STEAL_WARN_PCT
 from tunbench.units import mbit
 
 
@@ -111,6 +112,12 @@ def _late_ms(w: StabilityWarning) -> str:
     return m.group(1) if m else "late"
 
 
+def _steal(w: StabilityWarning) -> tuple[str, int]:
+    """(the highest steal, how many trials) from a `steal` warning's message."""
+    m = re.search(r"up to ([0-9.]+%) of the CPU time in (\d+) of", w.message)
+    return (m.group(1), int(m.group(2))) if m else ("steal", 1)
+
+
 def warning_lines(summaries: list[CaseSummary]) -> list[str]:
     """Failed trials (one line per distinct error), then the stability warnings grouped by kind, so a
     noisy run gives two lines, not two per case."""
@@ -137,6 +144,13 @@ def warning_lines(summaries: list[CaseSummary]) -> list[str]:
         lines.append(
             f"[yellow]the WAN emulator fell behind its schedule (p99 lateness) in {escape(cases)}[/], so the link "
             f"was slower than the profile says — {escape(late[0][1].fix)}"
+        )
+    if stolen := grouped.get("steal"):
+        cases = ", ".join(f"{_case_name(s, show_profile)} (up to {_steal(w)[0]})" for s, w in stolen)
+        n = sum(_steal(w)[1] for _, w in stolen)
+        lines.append(
+            f"[yellow]steal time >= {STEAL_WARN_PCT:.0f}% of the CPU in {n} trial(s): {escape(cases)}[/] — "
+            f"{escape(stolen[0][1].fix)}"
         )
     for code in ("generator-bound", "cross-check"):
         for _, w in grouped.get(code, []):

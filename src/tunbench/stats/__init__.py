@@ -13,7 +13,7 @@
 * ``stability_warnings`` / ``StabilityWarning``, ``outliers``: reasons not to trust a number.
 """
 
-from tunbench.stats.checks import StabilityWarning, WarningCode, link_warnings, stability_warnings
+from tunbench.stats.checks import StabilityWarning, WarningCode, link_warnings, stability_warnings, steal_warnings
 from tunbench.stats.compare import (
     Analysis,
     Comparison,
@@ -82,5 +82,6 @@ __all__ = [
     "shift_interval",
     "signed_rank_p",
     "stability_warnings",
+    "steal_warnings",
     "summarize",
 ]

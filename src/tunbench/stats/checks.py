@@ -15,6 +15,9 @@ code                       fires when
                            the message names the MAD outliers (``outliers``) if any
 ``mostly-zero``            more than half of the values are exactly 0
 =========================  ====================================================================
+
+Checks on per-trial figures: ``link-late`` (the WAN emulator's p99 lateness above 1 ms, link_warnings) and
+``steal`` (the host's steal time >= 5 % of all CPUs' time over a trial's window, steal_warnings).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ __all__ = [
     "modified_z_scores",
     "outliers",
     "stability_warnings",
+    "steal_warnings",
 ]
 
 WarningCode: TypeAlias = Literal[
@@ -53,6 +57,7 @@ WarningCode: TypeAlias = Literal[
     "link-late",
     "generator-bound",
     "cross-check",
+    "steal",
 ]
 
 CV_WARN = 0.05
@@ -60,6 +65,7 @@ OUTLIER_REL = 0.30
 MIN_REPETITIONS = 3
 MIN_REPETITIONS_SIGNIFICANCE = 5
 MOSTLY_ZERO_FRACTION = 0.5
+STEAL_WARN_PCT = 5.0  # a trial whose window lost this much of all CPUs' time to steal is flagged
 LINK_LATE_WARN_US = 1000.0  # the emulator's own p99 lateness above this: its delay and rate were not the profile's
 
 
@@ -116,6 +122,24 @@ def link_warnings(late_p99_us: Values, *, label: str = "") -> list[StabilityWarn
             f"{prefix}the WAN emulator ran up to {x.max() / 1000:.1f} ms behind its schedule (p99), so the link "
             "was slower than the profile says",
             "the host is CPU-bound: use fewer clients or lower rates, or a host with more cores",
+        )
+    ]
+
+
+def steal_warnings(steal_pct: Values, *, label: str = "") -> list[StabilityWarning]:
+    """`host.steal_pct` per trial (monitor/hostload.py): on a VM, steal is CPU time the hypervisor gave to
+    someone else while the trial measured. Trials at or above STEAL_WARN_PCT are flagged, not voided."""
+    prefix = f"{label}: " if label else ""
+    x = np.asarray(steal_pct, dtype=np.float64).ravel()
+    x = x[np.isfinite(x)]
+    hit = x[x >= STEAL_WARN_PCT]
+    if hit.size == 0:
+        return []
+    return [
+        StabilityWarning(
+            "steal",
+            f"{prefix}steal time up to {hit.max():.1f}% of the CPU time in {hit.size} of {x.size} trial(s)",
+            "a VM's neighbours took CPU: re-run, or run on a quieter host (`tunbench doctor --noise`)",
         )
     ]
 
