@@ -6,7 +6,7 @@ that the caller seeds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 import numpy as np
@@ -64,3 +64,18 @@ def percentile_interval(samples: FloatArray, confidence: float) -> tuple[float, 
     alpha = 1.0 - confidence
     lo, hi = np.quantile(samples, [alpha / 2.0, 1.0 - alpha / 2.0])
     return (float(lo), float(hi))
+
+
+def first_n(detects: Callable[[int], bool], most: int) -> int:
+    """The smallest n in 2..most for which detects(n) holds, where detects is monotone in n (an MDE
+    shrinks as n grows): bisection; `most` when even that does not detect."""
+    lo, hi = 2, most
+    if not detects(hi):
+        return most
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if detects(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

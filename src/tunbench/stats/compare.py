@@ -63,12 +63,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 from scipy import stats as sps
 
-from tunbench.stats._common import FloatArray, Values, as_array, check_confidence
+from tunbench.stats._common import FloatArray, Values, as_array, check_confidence, first_n
 from tunbench.stats.checks import StabilityWarning, pct, stability_warnings
 from tunbench.stats.multiple import holm
 from tunbench.stats.paired import (
@@ -181,17 +181,7 @@ def required_repetitions(cv: float, effect: float, *, confidence: float = 0.95, 
     def detects(n: int) -> bool:
         return min_detectable_effect(cv, n, cv, n, confidence=confidence, power=power) <= effect
 
-    # the MDE shrinks as n grows, so bisect for the first n that detects the effect
-    lo, hi = 2, _MAX_REPETITIONS
-    if not detects(hi):
-        return _MAX_REPETITIONS
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if detects(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return first_n(detects, _MAX_REPETITIONS)  # the MDE shrinks as n grows
 
 
 def compare(
@@ -234,12 +224,42 @@ def compare(
         mde = min_detectable_effect(sb.cv, sb.n, sc.cv, sc.n, confidence=confidence)
     p = _mann_whitney_p(b, c)
     verdict = _verdict(change, lo, hi, p, threshold, alpha, min_attainable_p(sb.n, sc.n), higher_is_better)
+    power = _power_warnings(sb, sc, alpha, threshold, mde, label, absolute=absolute, unit=unit)
+    return _result(
+        b, c, sb, sc, (change, lo, hi, coverage), p, mde, verdict, power,
+        confidence=confidence, threshold=threshold, higher_is_better=higher_is_better, label=label,
+        absolute=absolute, unit=unit,
+    )  # fmt: skip
+
+
+def _result(
+    b: FloatArray,
+    c: FloatArray,
+    sb: Summary,
+    sc: Summary,
+    estimate: tuple[float, float, float, float],
+    p: float,
+    mde: float,
+    verdict: Verdict,
+    power: Sequence[StabilityWarning],
+    *,
+    confidence: float,
+    threshold: float,
+    higher_is_better: bool,
+    label: str,
+    absolute: bool,
+    unit: str,
+    **paired: Any,
+) -> Comparison:
+    """The Comparison both analyses return: (change, CI low, CI high, its coverage), the test's p, the MDE,
+    the verdict, each side's stability warnings and the power warnings; `paired` adds the paired fields."""
+    change, lo, hi, coverage = estimate
     prefix = f"{label} " if label else ""
-    warnings = [
+    warnings = (
         *stability_warnings(b, label=f"{prefix}baseline"),
         *stability_warnings(c, label=f"{prefix}candidate"),
-        *_power_warnings(sb, sc, alpha, threshold, mde, label, absolute=absolute, unit=unit),
-    ]
+        *power,
+    )
     return Comparison(
         baseline=sb,
         candidate=sc,
@@ -253,12 +273,13 @@ def compare(
         verdict=verdict,
         regressed=verdict == "worse",
         min_detectable_effect=mde,
-        warnings=tuple(warnings),
+        warnings=warnings,
         ci_coverage=coverage,
         absolute=absolute,
         unit=unit,
         p_adjusted=p,
         family_size=1,
+        **paired,
     )
 
 
@@ -303,35 +324,12 @@ def compare_paired(
     mde = min_detectable_effect_paired(sd, n, confidence=confidence)
     p = signed_rank_p(d)
     verdict = _verdict(change, lo, hi, p, threshold, alpha, min_attainable_p_paired(n), higher_is_better)
-    prefix = f"{label} " if label else ""
-    warnings = [
-        *stability_warnings(b, label=f"{prefix}baseline"),
-        *stability_warnings(c, label=f"{prefix}candidate"),
-        *_power_warnings_paired(n, sd, alpha, threshold, mde, label, absolute, unit),
-    ]
-    return Comparison(
-        baseline=sb,
-        candidate=sc,
-        change=change,
-        ci_low=lo,
-        ci_high=hi,
-        p_value=p,
-        confidence=confidence,
-        threshold=threshold,
-        higher_is_better=higher_is_better,
-        verdict=verdict,
-        regressed=verdict == "worse",
-        min_detectable_effect=mde,
-        warnings=tuple(warnings),
-        ci_coverage=ci.coverage,
-        absolute=absolute,
-        unit=unit,
-        p_adjusted=p,
-        family_size=1,
-        analysis="paired",
-        n_pairs=n,
-        pair_sd=sd,
-    )
+    power = _power_warnings_paired(n, sd, alpha, threshold, mde, label, absolute, unit)
+    return _result(
+        b, c, sb, sc, (change, lo, hi, ci.coverage), p, mde, verdict, power,
+        confidence=confidence, threshold=threshold, higher_is_better=higher_is_better, label=label,
+        absolute=absolute, unit=unit, analysis="paired", n_pairs=n, pair_sd=sd,
+    )  # fmt: skip
 
 
 def adjust(comparisons: Sequence[Comparison], *, label: str = "") -> list[Comparison]:

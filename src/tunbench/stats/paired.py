@@ -40,7 +40,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from tunbench.stats._common import FloatArray, check_confidence
+from tunbench.stats._common import FloatArray, check_confidence, first_n
 from tunbench.stats.shift import ShiftInterval
 
 EXACT_MAX_N = 50
@@ -167,13 +167,4 @@ def required_pairs(sd: float, effect: float, *, confidence: float = 0.95, power:
     def detects(n: int) -> bool:
         return min_detectable_effect_paired(sd, n, confidence=confidence, power=power) <= effect
 
-    lo, hi = 2, _MAX_PAIRS
-    if not detects(hi):
-        return _MAX_PAIRS
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if detects(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    return first_n(detects, _MAX_PAIRS)
