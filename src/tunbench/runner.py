@@ -25,7 +25,7 @@ from tunbench.host.workdir import workdir as host_workdir
 from tunbench.link.emulator import LinkEmulator, link_metrics
 from tunbench.monitor import crosscheck
 from tunbench.monitor.cost import cost_metrics
-from tunbench.monitor.counters import short_ifname
+from tunbench.monitor.counters import namespace_counters, short_ifname
 from tunbench.monitor.hostload import host_load
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.plan import Case, PlannedTrial
@@ -41,7 +41,7 @@ LinkFactory = Callable[[Case, Ledger, Path, int], LinkBuilder | None]
 
 
 class WindowHook(Protocol):
-    """Something that runs around the measured window (host counters, a profiler): entered just before the
+    """An optional add-on around the measured window (the perf profiler): entered just before the
     workload measures, exited right after; it may add metrics and artifacts to the trial record."""
 
     def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]: ...
@@ -234,7 +234,7 @@ class Runner:
                 omit_s=self.omit_s,
                 options=options,
             )
-            with host_load(rec.metrics):  # no pair Context for the window hooks: the whole measure call
+            with host_load(rec.metrics):
                 result = workload.measure(ctx)
         self._merge(rec, result)
         rec.metrics.update(env.metrics)
@@ -322,6 +322,9 @@ class Runner:
             if link_pid:
                 roles["link"] = ((lambda: [link_pid]), None)
             with contextlib.ExitStack() as window:
+                namespaces = {"client": topo.client.name, "server": topo.server.name}
+                window.enter_context(namespace_counters(namespaces, rec.metrics, prefix=topo.prefix))
+                window.enter_context(host_load(rec.metrics))
                 for hook in self.hooks:
                     window.enter_context(hook(ctx, tunnel, rec))
                 with Sampler(roles) as sampler, watchdog(workload.timeout_s(ctx), f"the {workload.kind} workload"):

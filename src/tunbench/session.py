@@ -26,8 +26,6 @@ from tunbench.errors import ConfigError, DependencyMissing, TunbenchError
 from tunbench.host import HOST_TOOLS
 from tunbench.host.scope import run_scope
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
-from tunbench.monitor.counters import HostCounters
-from tunbench.monitor.hostload import HostLoad
 from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
 from tunbench.results import TrialRecord
 from tunbench.runner import LinkFactory, Runner, TrialObserver, WindowHook
@@ -318,7 +316,7 @@ def execute(
         outcome = RunOutcome(run_id=run_id, uid=ledger.prefix, status="failed")
         try:
             observer.run_started(run_id, ledger.prefix, plan)
-            hooks: list[WindowHook] = [HostCounters(), HostLoad()]  # cheap: always on
+            hooks: list[WindowHook] = []
             if plan.flamegraphs and flamegraph_dir is not None:
                 from tunbench.profiling.perf import Flamegraphs
 

@@ -15,15 +15,9 @@ import itertools
 import logging
 import re
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
 
 from tunbench.errors import CommandFailed
 from tunbench.host.proc import run_cmd
-from tunbench.results import TrialRecord
-
-if TYPE_CHECKING:  # the multi-client trial imports this module, and the workloads import that
-    from tunbench.tunnels.adapter import Tunnel
-    from tunbench.workloads.base import Context
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +122,3 @@ def namespace_counters(
             metrics.update({key_prefix + k: v for k, v in got.items()})
     except CommandFailed as e:
         log.warning("host counters unavailable after the window: %s", e)
-
-
-class HostCounters:
-    """A runner WindowHook: counter deltas over the measured window, in both namespaces."""
-
-    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]:
-        roles = {"client": ctx.topo.client.name, "server": ctx.topo.server.name}
-        return namespace_counters(roles, rec.metrics, prefix=ctx.topo.prefix)

@@ -17,15 +17,8 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING
 
 import psutil
-
-from tunbench.results import TrialRecord
-
-if TYPE_CHECKING:
-    from tunbench.tunnels.adapter import Tunnel
-    from tunbench.workloads.base import Context
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +84,3 @@ def host_load(metrics: dict[str, float | None]) -> Iterator[None]:
     metrics.update({f"host.{k}": v for k, v in cpu_shares(before, after).items()})
     metrics["host.load1_start"] = l0
     metrics["host.load1_end"] = l1
-
-
-class HostLoad:
-    """A runner WindowHook: the host's CPU time shares (steal included) and load over the measured window."""
-
-    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]:
-        return host_load(rec.metrics)
