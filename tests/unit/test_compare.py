@@ -597,6 +597,15 @@ def test_labels_of_one_run_are_compared_paired_and_failed_partners_dropped() -> 
     assert "9 pairs" in _render(res)
 
 
+def test_unpaired_switch_compares_one_runs_labels_as_independent_samples() -> None:
+    r = _paired_run("tb000001", fail_rep=3)
+    res = compare_runs(r, r, label_a="old", label_b="new", threshold=0.03, use_pairs=False)
+    thr = rows_by_metric(res)["throughput_bps"].result
+    assert res.analysis == "unpaired" and "--unpaired" in res.analysis_reason
+    assert thr.analysis == "unpaired" and res.dropped_pairs == 0
+    assert not any("dropped" in n for n in res.notes)
+
+
 def test_one_run_with_too_few_pairs_falls_back_to_unpaired() -> None:
     old = [trial(i + 1, "old", v, tunnel="socat") for i, v in enumerate(samples(4e9, 5, 0.01, 1))]  # all rep 1
     new = [trial(i + 9, "new", v, tunnel="socat") for i, v in enumerate(samples(3e9, 5, 0.01, 2))]

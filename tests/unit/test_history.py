@@ -114,7 +114,7 @@ def test_history_of_a_store(store: Path) -> None:
     assert c.point.index == STEP_AT and c.regression and c.point.ci_low <= -0.06 <= c.point.ci_high
     (c2,) = cpu.changes
     assert c2.point.index == STEP_AT and c2.regression and c2.point.change > 0  # more CPU per bit: worse
-    other = build(load(store), machine="bench-2")
+    other = build(load(store, "bench-2"), machine="bench-2")
     assert len(other.runs) == 1 and not any(s.changes for s in other.series)
 
 

@@ -28,6 +28,7 @@ def _figure(page: str, div_id: str) -> dict:  # type: ignore[type-arg]
 def test_series_with_ci_band_and_change_points(tmp_path: Path) -> None:
     page = render(build(load(make_store(tmp_path / "h.db"))))
     assert page.startswith("<!DOCTYPE html>") and "cdn.plot.ly" not in page.replace("https://cdn.plot.ly", "")
+    assert "<script src=" not in page  # plotly.js is embedded: the page works offline
     ids = chart_ids(page)
     assert ids == ["h0-0", "h0-1", "h0-2"]  # one case: throughput, CPU per bit of client and of server
     assert page.count("Plotly.newPlot") == len(ids) and len(re.findall(r"plotly\.js v\d", page)) == 1
@@ -48,7 +49,7 @@ def test_series_with_ci_band_and_change_points(tmp_path: Path) -> None:
 
 
 def test_no_change_point_and_escaping(tmp_path: Path) -> None:
-    h = build(load(make_store(tmp_path / "h.db")), machine="bench-2")
+    h = build(load(make_store(tmp_path / "h.db"), "bench-2"), machine="bench-2")
     page = render(h)
     assert "No change point in any series." in page and len(chart_ids(page)) == 3
     h.machine = type(h.machine)("x", "<script>alert(1)</script>", "cpu", "6.1")

@@ -98,7 +98,7 @@ def history(
     """
     from tunbench.report import history as hist
 
-    runs = hist.load(db)
+    runs = hist.load(db, machine)
     h = hist.build(
         runs,
         machine=machine,
@@ -179,7 +179,7 @@ def history_report(
 
     if output is not None:
         check_output_path(output, "-o")
-    h = hist.build(hist.load(db), machine=machine)
+    h = hist.build(hist.load(db, machine), machine=machine)
     page = render(h)
     if output is None:
         import sys

@@ -490,6 +490,7 @@ def compare_runs(
     Two labels of one run are compared paired (by repetition) where a case has >= ``MIN_PAIRS`` pairs,
     two runs unpaired (see the module docstring). use_pairs=False compares one run's labels unpaired too."""
     same_run = a.uid == b.uid and a.id == b.id
+    paired_design = same_run and use_pairs
     if same_run and (label_a is None or label_b is None or label_a == label_b):
         raise CompareError(
             f"A and B are the same {run_name(a)}: give two runs, or two labels with --label-a X --label-b Y"
@@ -514,7 +515,7 @@ def compare_runs(
         tunnel = ta[0].tunnel
         gated = not (tunnel == BASELINE and tb[0].tunnel == BASELINE)
         trial_pairs: list[tuple[TrialRecord, TrialRecord]] = []
-        if same_run:
+        if paired_design:
             trial_pairs, lost = pair_trials(ta, tb)
             dropped += lost
             if lost:
@@ -529,7 +530,7 @@ def compare_runs(
                     notes.append(f"{case_text(ka)}: no successful trials on {'A' if not va else 'B'}; not compared")
                 continue
             paired = False
-            if same_run and use_pairs:
+            if paired_design:
                 pa, pb = _pair_values(trial_pairs, metric)
                 if len(pa) >= MIN_PAIRS:
                     va, vb, paired = pa, pb, True
@@ -559,9 +560,7 @@ def compare_runs(
     matched_b = {kb for _, kb in pairs}
     scope_a = [k for k in ga if label_a is None or k.label == (label_a or label_b)]
     scope_b = [k for k in gb if label_b is None or k.label == (label_b or label_a)]
-    analysis, reason = _analysis(rows, same_run, dropped)
-    if same_run and not use_pairs:
-        analysis, reason = "unpaired", "one run's labels compared as independent samples (--unpaired)"
+    analysis, reason = _analysis(rows, same_run, use_pairs, dropped)
     return CompareResult(
         a_name=run_name(a) + (f" [{label_a}]" if label_a else ""),
         b_name=run_name(b) + (f" [{label_b}]" if label_b else ""),
@@ -578,10 +577,12 @@ def compare_runs(
     )
 
 
-def _analysis(rows: list[CaseComparison], same_run: bool, dropped: int) -> tuple[str, str]:
+def _analysis(rows: list[CaseComparison], same_run: bool, use_pairs: bool, dropped: int) -> tuple[str, str]:
     """("paired" | "unpaired" | "mixed", why) for the caption."""
     if not same_run:
         return "unpaired", "A and B are different runs, so their trials are not pairs"
+    if not use_pairs:
+        return "unpaired", "one run's labels compared as independent samples (--unpaired)"
     n = sorted({r.result.n_pairs for r in rows if r.result.analysis == "paired"})
     unpaired = sum(1 for r in rows if r.result.analysis != "paired")
     lost = f", {dropped} dropped (partner failed or missing)" if dropped else ""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -117,16 +117,20 @@ class Series:
     def title(self) -> str:
         return f"{case_text(self.case)} — {self.metric.title}"
 
+    def size_text(self, c: Change) -> str:
+        """The change and its CI: relative (+5.0% [...]) or, for absolute changes, in the metric's unit."""
+        cp, fmt = c.point, self.metric.fmt
+        if cp.absolute:
+            return f"{_signed(cp.change, fmt)} [{_signed(cp.ci_low, fmt)}, {_signed(cp.ci_high, fmt)}]"
+        return f"{cp.change:+.1%} [{cp.ci_low:+.1%}, {cp.ci_high:+.1%}]"
+
     def change_text(self, c: Change) -> str:
         """One line: when, which commits, the size with its CI, and whether it is a regression."""
         cp = c.point
         at, prev = self.points[cp.index], self.points[cp.index - 1]
         kind = "REGRESSION" if c.regression else "improvement"
         fmt = self.metric.fmt
-        if cp.absolute:
-            size = f"{_signed(cp.change, fmt)} [{_signed(cp.ci_low, fmt)}, {_signed(cp.ci_high, fmt)}]"
-        else:
-            size = f"{cp.change:+.1%} [{cp.ci_low:+.1%}, {cp.ci_high:+.1%}]"
+        size = self.size_text(c)
         commits = f"commits {prev.commit[:12]}..{at.commit[:12]}" if at.commit and prev.commit else ""
         when = f"at point {cp.index + 1}/{len(self.points)}: {', '.join(r.text for r in at.runs)} ({at.time})"
         cov = f"{cp.ci_coverage:.0%} CI" if math.isfinite(cp.ci_coverage) else "no CI"
@@ -184,18 +188,26 @@ def run_info(run: RunRecord) -> RunInfo:
     )
 
 
-def load(db: str | Path) -> list[RunRecord]:
-    """Every run of the store (an SQLite file or a PostgreSQL URL) with its trials (no per-second series:
-    history needs none)."""
+def load(db: str | Path, machine: str | None = None) -> list[RunRecord]:
+    """Every run of the store (an SQLite file or a PostgreSQL URL); the finished runs of the machine
+    ``build`` will draw (``machine``, as pick_machine reads it) with their trials, without per-second
+    series (history needs none). Any store error is a HistoryError: exit status 2, never "regressed"."""
     from tunbench.store.db import Store, store_exists
 
     if not store_exists(db):
         raise HistoryError(f"no result store at {db} (run `tunbench run` first, or pass --db PATH or URL)")
-    with Store(db) as store:
-        runs = store.runs()
-        for r in runs:
-            if r.status == "done":
-                r.trials = store.trials(r.id, with_series=False)
+    try:
+        with Store(db) as store:
+            runs = store.runs()
+            if runs:
+                wanted = pick_machine(runs, machine).id
+                for r in runs:
+                    if r.status == "done" and _machine(r).id == wanted:
+                        r.trials = store.trials(r.id, with_series=False)
+    except HistoryError:
+        raise
+    except TunbenchError as e:
+        raise HistoryError(str(e)) from e
     return runs
 
 
@@ -307,11 +319,12 @@ def build(
     if not 0.0 < max_pvalue < 1.0:
         raise HistoryError(f"--max-pvalue {max_pvalue}: must be between 0 and 1")
     m = pick_machine(runs, machine)
-    mine = [r for r in runs if _machine(r).id == m.id]
+    machine_id = {r.id: _machine(r).id for r in runs}
+    mine = [r for r in runs if machine_id[r.id] == m.id]
     others: dict[str, int] = defaultdict(int)
     for r in runs:
-        if _machine(r).id != m.id:
-            others[_machine(r).id] += 1
+        if machine_id[r.id] != m.id:
+            others[machine_id[r.id]] += 1
     excluded: dict[str, int] = defaultdict(int)
     for r in mine:
         if r.status != "done":
@@ -397,6 +410,5 @@ def regressions_after(history: History, ref: str, runs: Sequence[RunRecord]) -> 
     return what, out
 
 
-def _signed(x: float, fmt: object) -> str:
-    text = fmt(abs(x)) if callable(fmt) else f"{abs(x):.3g}"
-    return ("+" if x >= 0 else "-") + str(text)
+def _signed(x: float, fmt: Callable[[float], str]) -> str:
+    return ("+" if x >= 0 else "-") + fmt(abs(x))

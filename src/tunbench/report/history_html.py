@@ -39,13 +39,6 @@ def _cov(coverage: float) -> str:
     return f"{coverage:.0%}" if math.isfinite(coverage) else "–"
 
 
-def _size(s: Series, i: int) -> str:
-    cp = s.changes[i].point
-    if cp.absolute:
-        return f"{cp.change:+.3g} [{cp.ci_low:+.3g}, {cp.ci_high:+.3g}] {s.metric.unit}".rstrip()
-    return f"{cp.change:+.1%} [{cp.ci_low:+.1%}, {cp.ci_high:+.1%}]"
-
-
 def fig_series(s: Series) -> go.Figure:
     """The series: median per point, its CI as a band, change points as vertical lines."""
     scale = s.metric.scale
@@ -96,7 +89,7 @@ def fig_series(s: Series) -> go.Figure:
         fig.add_vline(
             x=c.point.index + 0.5,  # between the last point of the old level and the first of the new
             line={"color": color, "dash": "dash", "width": 2},
-            annotation_text=f"{word} {_e(_size(s, i))}",
+            annotation_text=f"{word} {_e(s.size_text(s.changes[i]))}",
             annotation_font_color=color,
             annotation_position="top left" if i % 2 else "top right",
         )

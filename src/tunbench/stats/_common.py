@@ -6,11 +6,14 @@ that the caller seeds.
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
 import numpy as np
 import numpy.typing as npt
+from scipy import stats as sps
 
 FloatArray: TypeAlias = npt.NDArray[np.float64]
 Values: TypeAlias = Sequence[float] | FloatArray
@@ -79,3 +82,25 @@ def first_n(detects: Callable[[int], bool], most: int) -> int:
         else:
             lo = mid + 1
     return lo
+
+
+def null_cdf(counts: Sequence[int], total: int) -> tuple[float, ...]:
+    """A rank statistic's null CDF from the number of arrangements giving each value (P(S <= s))."""
+    return tuple(c / total for c in itertools.accumulate(counts))
+
+
+def order_statistic_k(cdf: Sequence[float] | None, count: int, sd: float, confidence: float) -> tuple[int, float, bool]:
+    """The 1-based k of the interval [x_(k), x_(count-k+1)] over `count` sorted estimates (pairwise
+    differences, Walsh averages) whose rank statistic has this null CDF: the narrowest interval covering
+    at least `confidence`, with its exact coverage (True). Without a CDF (large samples): the normal
+    approximation with a continuity correction, as R's wilcox.test does, at the nominal coverage (False)."""
+    if cdf is not None:
+        best_k, best_cov = 1, 1.0 - 2.0 * cdf[0]
+        for k in range(2, count // 2 + 1):
+            cov = 1.0 - 2.0 * cdf[k - 1]
+            if cov < confidence:
+                break
+            best_k, best_cov = k, cov
+        return best_k, best_cov, True
+    z = float(sps.norm.ppf(0.5 + confidence / 2.0))
+    return max(1, math.floor(count / 2.0 - z * sd - 0.5) + 1), confidence, False

@@ -40,7 +40,7 @@ import math
 import numpy as np
 from scipy import stats as sps
 
-from tunbench.stats._common import FloatArray, check_confidence, first_n
+from tunbench.stats._common import FloatArray, check_confidence, first_n, null_cdf, order_statistic_k
 from tunbench.stats.shift import ShiftInterval
 
 EXACT_MAX_N = 50
@@ -69,32 +69,14 @@ def signed_rank_null_cdf(n: int) -> tuple[float, ...]:
         top += i
         for t in range(top, i - 1, -1):
             counts[t] += counts[t - i]
-    total = 2**n
-    cdf: list[float] = []
-    running = 0
-    for c in counts:
-        running += c
-        cdf.append(running / total)
-    return tuple(cdf)
+    return null_cdf(counts, 2**n)
 
 
 @functools.lru_cache(maxsize=256)
 def _critical(n: int, confidence: float) -> tuple[int, float, bool]:
     """1-based k of the interval [W_(k), W_(N-k+1)] and its coverage (see the module docstring)."""
-    big_n = n * (n + 1) // 2
-    if n < EXACT_MAX_N:
-        cdf = signed_rank_null_cdf(n)
-        best_k, best_cov = 1, 1.0 - 2.0 * cdf[0]
-        for k in range(2, big_n // 2 + 1):
-            cov = 1.0 - 2.0 * cdf[k - 1]
-            if cov < confidence:
-                break
-            best_k, best_cov = k, cov
-        return best_k, best_cov, True
-    z = float(sps.norm.ppf(0.5 + confidence / 2.0))
-    sd = math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0)
-    k = max(1, math.floor(big_n / 2.0 - z * sd - 0.5) + 1)
-    return k, confidence, False
+    cdf = signed_rank_null_cdf(n) if n < EXACT_MAX_N else None
+    return order_statistic_k(cdf, n * (n + 1) // 2, math.sqrt(n * (n + 1) * (2 * n + 1) / 24.0), confidence)
 
 
 def walsh_averages(d: FloatArray) -> FloatArray:

@@ -40,9 +40,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
-from tunbench.stats._common import FloatArray, check_confidence
+from tunbench.stats._common import FloatArray, check_confidence, null_cdf, order_statistic_k
 
 EXACT_MAX_N = 50
 """Exact null distribution of U when both sides have fewer values than this; normal approximation above."""
@@ -81,33 +80,16 @@ def mann_whitney_null_cdf(n: int, m: int) -> tuple[float, ...]:
             counts[u] -= counts[u - shift]
         for u in range(i, size):
             counts[u] += counts[u - i]
-    total = math.comb(n + m, n)
-    cdf: list[float] = []
-    running = 0
-    for c in counts:
-        running += c
-        cdf.append(running / total)
-    return tuple(cdf)
+    return null_cdf(counts, math.comb(n + m, n))
 
 
 @functools.lru_cache(maxsize=512)
 def _critical(n: int, m: int, confidence: float) -> tuple[int, float, bool]:
     """1-based k of the interval [d_(k), d_(nm-k+1)] and its coverage (see the module docstring)."""
     nm = n * m
-    if n < EXACT_MAX_N and m < EXACT_MAX_N:
-        cdf = mann_whitney_null_cdf(n, m)
-        best_k, best_cov = 1, 1.0 - 2.0 * cdf[0]
-        for k in range(2, nm // 2 + 1):
-            cov = 1.0 - 2.0 * cdf[k - 1]
-            if cov < confidence:
-                break
-            best_k, best_cov = k, cov
-        return best_k, best_cov, True
-    # Normal approximation of U with a continuity correction, as R's wilcox.test does for large samples.
-    z = float(sps.norm.ppf(0.5 + confidence / 2.0))
-    sd = math.sqrt(nm * (n + m + 1) / 12.0)
-    k = max(1, math.floor(nm / 2.0 - z * sd - 0.5) + 1)
-    return k, confidence, False
+    exact = n < EXACT_MAX_N and m < EXACT_MAX_N
+    cdf = mann_whitney_null_cdf(n, m) if exact else None
+    return order_statistic_k(cdf, nm, math.sqrt(nm * (n + m + 1) / 12.0), confidence)
 
 
 def shift_interval(baseline: FloatArray, candidate: FloatArray, confidence: float) -> ShiftInterval:
