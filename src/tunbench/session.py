@@ -140,9 +140,10 @@ def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tu
             if shutil.which(tool) is None:
                 problems.append(f"the workload {kind} needs {tool}")
     if any(p.emulated for p in profiles):
-        from tunbench.link.binary import find_link_binary
+        from tunbench.link.binary import link_binary_or_none
 
-        find_link_binary()  # raises DependencyMissing with a hint
+        if link_binary_or_none() is None:
+            problems.append("emulated profiles need tunbench-link (`make build`, or set TUNBENCH_LINK)")
     if problems:
         raise DependencyMissing(
             "missing programs: " + "; ".join(problems) + " (run `make deps` or `tunbench doctor` for what to install)"

@@ -175,6 +175,7 @@ def test_one_schema_two_dialects(pg_url: str) -> None:
     assert types[("artifacts", "data")] == "bytea"
     assert set(PG_DDL) == {"INTEGER PRIMARY KEY", "BLOB", "REAL"}
     assert redact("postgresql://u:secret@h/db") == "postgresql://u:***@h/db"
+    assert redact("postgresql://h/db?user=u&password=secret") == "postgresql://h/db?user=u&password=***"
 
 
 WRITER = textwrap.dedent(

@@ -42,10 +42,10 @@ def redact(db: str | Path) -> str:
     if not is_url(db):
         return str(db)
     parts = urlsplit(str(db))
-    if parts.password is None:
-        return str(db)
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.password is not None:
+        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
+    query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", parts.query)  # the rest stays as written
+    return urlunsplit(parts._replace(query=query))
 
 
 class BackendError(Exception):

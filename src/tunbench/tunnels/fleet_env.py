@@ -53,14 +53,6 @@ def kernel_mem_bytes() -> int:
     return m.get("SUnreclaim", 0) + m.get("Percpu", 0)
 
 
-def host_cpu_busy() -> tuple[float, float]:
-    """(busy, total) jiffies of the whole host (/proc/stat): the difference over a phase says whether the
-    host itself was saturated (everything on it, not only the tunnel's processes)."""
-    fields = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
-    return sum(fields) - idle, sum(fields)
-
-
 def rss_of(pids: list[int]) -> list[int]:
     out = []
     for pid in pids:

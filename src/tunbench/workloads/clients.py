@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from tunbench.errors import TrialError
 from tunbench.host.proc import Daemon
 from tunbench.monitor.cost import cost_metrics, cumulative_cpu
+from tunbench.monitor.hostload import cpu_shares, cpu_times
 from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
 from tunbench.stats.fairness import jain_index
@@ -29,7 +30,6 @@ from tunbench.tunnels import probes
 from tunbench.tunnels.fleet_env import (
     PER_CLIENT_SETUP_S,
     FleetEnv,
-    host_cpu_busy,
     rss_of,
 )
 from tunbench.units import fmt, mbit
@@ -167,7 +167,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
                 for i in lay.indices()
             ]
             self._wait_listening(lay.server_ns, {PORT_BASE + i for i in lay.indices()}, servers)
-            busy0 = host_cpu_busy()
+            busy0 = cpu_times()
             with mt.counters(rec.metrics, "" if headline else f"clients.{proto}."), Sampler(mt.roles()) as sampler:
                 s0 = time.monotonic()
                 launched: dict[int, float] = {}
@@ -208,8 +208,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
                         if i not in ended and c.proc.poll() is not None:
                             ended[i] = time.monotonic() - s0  # the exit anchors the client's intervals
                     time.sleep(0.02)
-        busy1 = host_cpu_busy()
-        host_pct = 100.0 * (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1])
+        host_pct = cpu_shares(busy0, cpu_times()).get("busy_pct", 0.0)
         rec.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
         rec.metrics[f"clients.{proto}.host_cpu_saturated"] = 1.0 if host_pct > 90.0 else 0.0
         timing = Timing(launched, ended, warmup, ctx.duration_s, pad)
