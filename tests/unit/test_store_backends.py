@@ -191,6 +191,10 @@ WRITER = textwrap.dedent(
         rid = s.create_run(uid=f"tbc0ffe{who}", name=f"w{who}", tunbench_version="0", provenance={},
                            scenario_text="", scenario_hash="", scenario={})
         for seq in range(1, 41):
+            if seq == 2:  # a barrier: go on only once the other writer has its run, so the writes overlap
+                deadline = time.monotonic() + 60
+                while len(s.runs()) < 2 and time.monotonic() < deadline:
+                    time.sleep(0.01)
             s.add_trial(rid, TrialRecord(seq=seq, tunnel=f"t{who}", label=f"t{who}", profile="lan",
                 workload="iperf3", flows=1, direction="up", repetition=1, params={"who": who}, started_at="t",
                 metrics={"who": float(who), "seq": float(seq)},
