@@ -89,6 +89,11 @@ def finish_ledger(ledger: Ledger) -> None:
     """At the end of a run, after its own teardown: remove anything an interrupted teardown missed (an
     interrupt can land between recording an object and handing it to its owner), then forget the ledger."""
     clean_ledger(ledger)
+    # wireguard-go removes its UAPI socket when it exits cleanly; one killed by the escalation to SIGKILL
+    # leaves it: the run's own sockets go with the run (its processes are gone by now)
+    if WG_SOCKETS.is_dir():
+        for sock in WG_SOCKETS.glob(f"{ledger.prefix}-*"):
+            sock.unlink(missing_ok=True)
     ledger.netns.clear()
     ledger.procs.clear()
     ledger.paths.clear()
