@@ -21,6 +21,7 @@ from tunbench import workloads
 from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
+from tunbench.host.place import LocalPlace, Place
 from tunbench.host.workdir import workdir as host_workdir
 from tunbench.link.emulator import LinkEmulator, link_metrics
 from tunbench.monitor import crosscheck
@@ -29,10 +30,12 @@ from tunbench.monitor.counters import namespace_counters, short_ifname
 from tunbench.monitor.hostload import host_load
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.plan import Case, PlannedTrial
+from tunbench.remote.hosts import HostRun, HostsTopology
+from tunbench.remote.place import RemotePlace
 from tunbench.results import TrialRecord
 from tunbench.store.db import Store, now_iso
 from tunbench.topology.build import LinkBuilder, Topology, TopologySpec
-from tunbench.tunnels.adapter import IPERF_PORT, Tunnel
+from tunbench.tunnels.adapter import IPERF_PORT, ROLES, Tunnel
 from tunbench.tunnels.fleet_env import FleetEnv
 from tunbench.watchdog import watchdog
 from tunbench.workloads.base import BringupContext, Context, FleetContext, Measurement, Workload
@@ -78,6 +81,7 @@ class Runner:
         observer: TrialObserver | None = None,
         stop_on_error: bool = False,
         hooks: list[WindowHook] | None = None,
+        hosts: HostRun | None = None,
     ) -> None:
         self.ledger = ledger
         self.store = store
@@ -91,6 +95,7 @@ class Runner:
         self.observer = observer
         self.stop_on_error = stop_on_error
         self.hooks = hooks or []
+        self.hosts = hosts  # roles on remote hosts (--hosts); None: namespaces of this machine
 
     def run(self, trials: list[PlannedTrial]) -> list[TrialRecord]:
         records = []
@@ -102,6 +107,12 @@ class Runner:
             records.append(rec)
             if self.observer:
                 self.observer.trial_done(pt, rec)
+            lost = [c.name for c in self.hosts.conns.values() if c.lost] if self.hosts is not None else []
+            if lost:
+                raise StopRun(
+                    f"the connection to {', '.join(lost)} was lost: the run stops here (its agent removes what it "
+                    "started when the connection ends; `tunbench clean --hosts` checks)"
+                )
             if self.stop_on_error and rec.status != "ok":
                 first = (rec.error.splitlines() or ["failed"])[0]
                 raise StopRun(f"stopping at the first failed trial (stop_on_error): {first}")
@@ -284,17 +295,25 @@ class Runner:
         rec.artifacts.update(result.artifacts)
 
     def _measure_pair(self, t: _Trial) -> None:
-        """The client/server pair: topology, role cgroups and the tunnel, then the workload inside the
-        sampled window, its cost, the emulator's counters and the byte cross-checks."""
+        """The client/server pair: topology (namespaces here, or the run's hosts), role cgroups and the
+        tunnel, then the workload inside the sampled window, its cost, the emulator's counters and the byte
+        cross-checks."""
         case, workload, options, rec, workdir = t.case, t.workload, t.options, t.rec, t.workdir
-        link = self.link_factory(case, self.ledger, workdir, t.link_seed) if self.link_factory else None
         with contextlib.ExitStack() as stack:
-            topo = stack.enter_context(Topology(self.ledger, t.tag, t.spec, link_builder=link))
-            rec.params["sysctls"] = topo.sysctls_applied.get(topo.client.name, {})
-            cgroups = {
-                role: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{t.tag}-{role}", self.ledger))
-                for role in ("client", "server")
-            }
+            topo: Topology | HostsTopology
+            cgroups: dict[str, RoleCgroup] = {}
+            if self.hosts is not None:
+                topo = stack.enter_context(HostsTopology(self.hosts, self.ledger.prefix, t.tag, t.spec))
+                places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
+            else:
+                link = self.link_factory(case, self.ledger, workdir, t.link_seed) if self.link_factory else None
+                topo = stack.enter_context(Topology(self.ledger, t.tag, t.spec, link_builder=link))
+                cgroups = {
+                    role: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{t.tag}-{role}", self.ledger))
+                    for role in ROLES
+                }
+                places = {role: LocalPlace(topo.ns_name(role), self.ledger, workdir) for role in ROLES}
+            rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
             tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, workdir, cgroups))
             assert tunnel.target is not None
             rec.metrics["setup_s"] = tunnel.setup_s
@@ -310,35 +329,70 @@ class Runner:
                 duration_s=self.duration_s,
                 omit_s=self.omit_s,
                 options=options,
+                client=places["client"],
+                server=places["server"],
                 server_port=IPERF_PORT,
                 layer=case.tunnel.adapter.spec.layer,
             )
             workload.prepare(ctx, stack)
-            roles: dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]] = {
-                role: (functools.partial(tunnel.pids, role), cgroups[role]) for role in ("client", "server")
-            }
             emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
-            link_pid = emulator.pid if emulator is not None else None
-            if link_pid:
-                roles["link"] = ((lambda: [link_pid]), None)
             with contextlib.ExitStack() as window:
-                namespaces = {"client": topo.client.name, "server": topo.server.name}
-                window.enter_context(namespace_counters(namespaces, rec.metrics, prefix=topo.prefix))
+                if isinstance(topo, Topology):
+                    namespaces = {"client": topo.client.name, "server": topo.server.name}
+                    window.enter_context(namespace_counters(namespaces, rec.metrics, prefix=topo.prefix))
                 window.enter_context(host_load(rec.metrics))
                 for hook in self.hooks:
                     window.enter_context(hook(ctx, tunnel, rec))
-                with Sampler(roles) as sampler, watchdog(workload.timeout_s(ctx), f"the {workload.kind} workload"):
+                with (
+                    Sampler(_local_roles(tunnel, cgroups, places, emulator)) as sampler,
+                    remote_sampling(tunnel, places, sampler) as remote_costs,
+                    watchdog(workload.timeout_s(ctx), f"the {workload.kind} workload"),
+                ):
                     result = workload.measure(ctx)
             tunnel.check_alive()
         self._merge(rec, result)
         measured = None
         if result.window is not None:
             measured = (result.window[0] - sampler.t0, result.window[1] - sampler.t0)
-        _cost_metrics(rec, sampler.results, sampler.wall_s, measured)
+        _cost_metrics(rec, {**sampler.results, **remote_costs}, sampler.wall_s, measured)
         rec.duration_s = float(rec.metrics["window_s"] or 0.0)
         rec.metrics.update(link_metrics(emulator.stats if emulator is not None else None))
-        underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
-        rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))
+        if isinstance(topo, Topology):
+            underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
+            rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))
+
+
+def _local_roles(
+    tunnel: Tunnel, cgroups: dict[str, RoleCgroup], places: dict[str, Place], emulator: LinkEmulator | None
+) -> dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]]:
+    """The roles this machine samples: those in its namespaces, and the emulator."""
+    roles: dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]] = {
+        role: (functools.partial(tunnel.pids, role), cgroups.get(role))
+        for role in ROLES
+        if isinstance(places[role], LocalPlace)
+    }
+    link_pid = emulator.pid if emulator is not None else None
+    if link_pid:
+        roles["link"] = ((lambda: [link_pid]), None)
+    return roles
+
+
+@contextlib.contextmanager
+def remote_sampling(tunnel: Tunnel, places: dict[str, Place], sampler: Sampler) -> Iterator[dict[str, RoleCost]]:
+    """Each remote role sampled by its host's agent over the same window; on exit the yielded dict holds
+    their costs on this machine's sampler clock (the clock offset measured at connect maps them)."""
+    started = []
+    for role in ROLES:
+        place = places[role]
+        if isinstance(place, RemotePlace):
+            d = tunnel.daemons.get(role)
+            started.append((role, place, place.sample_start(role, [d] if d else [])))
+    out: dict[str, RoleCost] = {}
+    try:
+        yield out
+    finally:
+        for role, place, key in started:
+            out[role] = place.sample_stop(key, sampler.t0)
 
 
 @dataclass(frozen=True)

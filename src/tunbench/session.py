@@ -9,6 +9,7 @@ when the run and each trial start and end.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -25,15 +26,18 @@ from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError, DependencyMissing, TunbenchError
 from tunbench.host import HOST_TOOLS
 from tunbench.host.scope import run_scope
+from tunbench.host.workdir import workdir
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
 from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
+from tunbench.remote.hosts import HostRun, role_hosts
+from tunbench.remote.inventory import Inventory
 from tunbench.results import TrialRecord
 from tunbench.runner import LinkFactory, Runner, TrialObserver, WindowHook
 from tunbench.store.db import Store
 from tunbench.tomlfile import locate
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import tunnel_version
-from tunbench.tunnels.registry import TunnelRef, missing_binaries, parse_ref
+from tunbench.tunnels.registry import TunnelRef, missing_binaries, parse_ref, required_programs
 from tunbench.workloads import get as get_workload
 
 T = TypeVar("T")
@@ -178,6 +182,7 @@ class RunPlan:
     notes: list[str]  # what a dry run could not check (missing programs)
     flamegraphs: bool = False
     link_factory: LinkFactory | None = None  # None: no profile is emulated
+    inventory: Inventory | None = None  # --hosts: roles on those machines instead of local namespaces
     commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
     branch: str = ""  # its branch (`--branch`)
 
@@ -187,7 +192,13 @@ class RunPlan:
 
 
 def prepare(
-    scenario: Scenario, source: str, *, dry_run: bool = False, text: str = "", flamegraphs: bool = False
+    scenario: Scenario,
+    source: str,
+    *,
+    dry_run: bool = False,
+    text: str = "",
+    flamegraphs: bool = False,
+    inventory: Inventory | None = None,
 ) -> RunPlan:
     """Resolve tunnels, profiles and workload options, expand the trials and run the preflight checks
     (root, the programs every tunnel and workload needs, perf for flamegraphs). Creates nothing. A dry
@@ -214,7 +225,9 @@ def prepare(
     if any(p.emulated for p in profiles):
         from tunbench.link.emulator import link_factory
     plan = RunPlan(scenario, source, refs, profiles, options, cases, trials, expected, skip, notes)
-    plan.flamegraphs, plan.link_factory = flamegraphs, link_factory
+    plan.flamegraphs, plan.link_factory, plan.inventory = flamegraphs, link_factory, inventory
+    if inventory is not None:
+        check_placeable(plan, inventory)
     if dry_run:
         try:
             check_dependencies(refs, profiles, tuple(wl.kind))
@@ -222,7 +235,8 @@ def prepare(
             notes.append(str(e))
         return plan
     need_root()
-    check_dependencies(refs, profiles, tuple(wl.kind))
+    if inventory is None:  # with --hosts, each host's programs are checked once connected
+        check_dependencies(refs, profiles, tuple(wl.kind))
     if flamegraphs:
         from tunbench.profiling.perf import check_tools
 
@@ -275,6 +289,37 @@ class RunObserver(TrialObserver, Protocol):
     def run_started(self, run_id: int, uid: str, plan: RunPlan) -> None: ...
 
 
+def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
+    """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
+    role_hosts(inventory)
+    emulated = [p.name for p in plan.profiles if p.emulated]
+    if emulated:
+        raise ConfigError(
+            f"profile(s) {', '.join(emulated)} emulate a link, and emulation across hosts is not supported yet: "
+            "run --hosts with --profile lan (the real network between the hosts)",
+            source=plan.source,
+            key="run.profiles",
+        )
+    for kind in plan.scenario.workload.kind:
+        w = get_workload(kind)
+        if w.fleet or w.owns_bringup:
+            raise ConfigError(
+                f"workload {kind!r} is not placed on hosts yet (it brings up many clients or its own tunnels): "
+                "with --hosts use iperf3, latency, rrul or udp",
+                source=plan.source,
+                key="workload.kind",
+            )
+    if plan.flamegraphs:
+        raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
+
+
+def host_programs(plan: RunPlan) -> dict[str, list[str]]:
+    """What each role's host must have: the tunnels' programs and the workloads' tools."""
+    progs = sorted({p for r in plan.refs for p in required_programs(r)} | set(HOST_TOOLS))
+    tools = sorted({t for kind in plan.scenario.workload.kind for t in get_workload(kind).requires})
+    return {"client": [*progs, *tools], "server": [*progs, *tools]}
+
+
 def provenance(plan: RunPlan) -> dict[str, Any]:
     """The host and its machine identity, the tools, the build (commit, branch) when given, and each tunnel's
     adapter, version, parameters and, when given (`commit=`), its build's commit; stored with the run."""
@@ -304,7 +349,15 @@ def execute(
     scenario = plan.scenario
     wl = scenario.workload
     prov = provenance(plan)
-    with Store(db_path) as store, run_scope() as ledger:
+    with Store(db_path) as store, run_scope() as ledger, contextlib.ExitStack() as remote:
+        hosts = None
+        if plan.inventory is not None:
+            logdir = remote.enter_context(workdir(ledger, "ssh"))
+            hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir))
+            missing = hosts.tools_missing(host_programs(plan))
+            if missing:
+                raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
+            prov["hosts"] = hosts.provenance()
         run_id = store.create_run(
             uid=ledger.prefix,
             name=scenario.run.name,
@@ -340,6 +393,7 @@ def execute(
                 observer=observer,
                 stop_on_error=scenario.run.stop_on_error,
                 hooks=hooks,
+                hosts=hosts,
             )
             try:
                 outcome.records = runner.run(plan.trials)

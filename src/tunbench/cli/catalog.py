@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from tunbench.cli.console import console
+from tunbench.cli.hosts import HostsOpt, doctor_hosts
 
 
 def tunnels() -> None:
@@ -68,9 +69,10 @@ def doctor(
             "other tunbench runs), each with what to do. Advice only: it does not change the exit status.",
         ),
     ] = False,
+    hosts: HostsOpt = None,
 ) -> None:
     """Check kernel features, permissions and tools, and say what to install (exit 1 if something is
-    missing)."""
+    missing). With --hosts, check each host of the inventory over ssh as well."""
     from tunbench.doctor import checks, noise_checks
 
     bad = 0
@@ -88,5 +90,8 @@ def doctor(
             console.print(f"{mark} {c.name}: {c.detail}")
             if not c.ok and c.fix:
                 console.print(f"    fix: {c.fix}")
+    if hosts is not None:
+        console.print("\n[bold]hosts[/]")
+        bad += doctor_hosts(hosts)
     if bad:
         raise typer.Exit(1)

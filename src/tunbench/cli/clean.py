@@ -7,19 +7,22 @@ from typing import Annotated
 import typer
 
 from tunbench.cli.console import console, err_console
+from tunbench.cli.hosts import HostsOpt, clean_hosts
 from tunbench.cli.options import DEFAULT_DB, DbOpt
 
 
 def clean(
     force: Annotated[bool, typer.Option("--force", help="Also remove objects of runs that are still alive.")] = False,
     db: DbOpt = DEFAULT_DB,
+    hosts: HostsOpt = None,
 ) -> None:
     """Remove namespaces, processes, cgroups and temp dirs left behind by crashed or killed runs, and mark
     the runs in the --db store whose process on this host is gone as `killed` (any command that opens the
-    store does that too)."""
+    store does that too). With --hosts, every host of the inventory is cleaned too (over ssh)."""
     from tunbench.host.clean import clean as do_clean
     from tunbench.store.db import Store, StoreError, store_exists
 
+    failed_hosts = clean_hosts(hosts) if hosts is not None else 0
     rep = do_clean(force=force)
     if rep.empty():
         console.print("nothing to clean")
@@ -39,3 +42,5 @@ def clean(
             return
         for uid in killed:
             console.print(f"run {uid}: its process is gone, marked killed in {store.where}", highlight=False)
+    if failed_hosts:
+        raise typer.Exit(1)

@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from tunbench.cli.console import console, err_console
+from tunbench.cli.hosts import HostsOpt
 from tunbench.cli.options import DEFAULT_DB, DbOpt
 from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED
 
@@ -136,10 +137,12 @@ def run(
         ),
     ] = False,
     db: DbOpt = DEFAULT_DB,
+    hosts: HostsOpt = None,
 ) -> None:
     """Measure tunnels: build namespaces, start each tunnel, push iperf3 traffic through it, record cost.
 
-    Needs root (namespaces, cgroups), except with --dry-run.
+    Needs root (namespaces, cgroups), except with --dry-run. With --hosts, the client and server roles run on
+    the inventory's hosts (reached with `ssh`, each running `tunbench agent`) instead of local namespaces.
 
     Exit status: 0 = every trial ok; 1 = an error stopped the run (not root, store, ...); 2 = invalid
     scenario, adapter, profile or flag; 3 = a program it needs is missing; 4 = the run finished but some
@@ -181,7 +184,12 @@ def run(
         check_output_dir(flamegraph_dir, "--flamegraph-dir")
     ref_text = text if tunnel is None and profile is None else ""  # errors in run.tunnels name the file's line
     build = _build_id(commit, "--commit"), _build_id(branch, "--branch")
-    plan = session.prepare(sc, source, dry_run=dry_run, text=ref_text, flamegraphs=flamegraph)
+    inventory = None
+    if hosts is not None:
+        from tunbench.remote.inventory import load_inventory
+
+        inventory = load_inventory(hosts)
+    plan = session.prepare(sc, source, dry_run=dry_run, text=ref_text, flamegraphs=flamegraph, inventory=inventory)
     plan.commit, plan.branch = build
     if dry_run:
         console.print(f"dry run of {source}: nothing was created", highlight=False)

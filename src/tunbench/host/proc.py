@@ -174,6 +174,10 @@ class Daemon:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def returncode(self) -> int | None:
+        """The leader's exit status, None while it runs."""
+        return self.proc.poll()
+
     def log_tail(self, lines: int = 20) -> str:
         try:
             text = self.log_path.read_text(errors="replace")

@@ -88,6 +88,13 @@ class Topology:
             raise ValueError(f"interface name too long: {name}")
         return name
 
+    def ns_name(self, role: str) -> str:
+        return {"client": self.client.name, "server": self.server.name}[role]
+
+    def place(self, role: str) -> None:
+        """Both roles are namespaces of this machine (tunnels.adapter.Placed)."""
+        return None
+
     def __enter__(self) -> Topology:
         try:
             self._stack.enter_context(self.client)

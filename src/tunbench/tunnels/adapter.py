@@ -10,12 +10,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
 from tunbench.errors import TunbenchError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
-from tunbench.host.proc import Daemon, run_cmd
-from tunbench.topology.build import Topology
+from tunbench.host.place import Place, Proc
+from tunbench.host.proc import run_cmd
+from tunbench.topology.addresses import AddressPlan
+from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.registry import TunnelRef
 from tunbench.tunnels.spec import (
     Probe,
@@ -37,13 +40,30 @@ class Target:
     port: int
 
 
-def base_variables(topo: Topology, workdir: Path) -> dict[str, str]:
+class Placed(Protocol):
+    """What a tunnel needs from its topology: the run prefix, addresses, device names, the link's MTU, and
+    the place of each role (a namespace here, or a host reached over SSH)."""
+
+    prefix: str
+    addr: AddressPlan
+    spec: TopologySpec
+
+    def ifname(self, suffix: str) -> str: ...
+
+    def place(self, role: str) -> Place | None:
+        """A role's remote place, or None: the namespace `ns_name(role)` of this machine."""
+        ...
+
+    def ns_name(self, role: str) -> str: ...
+
+
+def base_variables(topo: Placed, workdir: Path) -> dict[str, str]:
     a = topo.addr
     return {
         "tmp": str(workdir),
         "prefix": topo.prefix,
-        "client_ns": topo.client.name,
-        "server_ns": topo.server.name,
+        "client_ns": topo.ns_name("client"),
+        "server_ns": topo.ns_name("server"),
         "client_addr": a.client,
         "server_addr": a.server,
         "client_addr6": a.client6,
@@ -65,7 +85,7 @@ class Tunnel:
     def __init__(
         self,
         ref: TunnelRef,
-        topo: Topology,
+        topo: Placed,
         ledger: Ledger,
         workdir: Path,
         cgroups: dict[str, RoleCgroup],
@@ -77,8 +97,10 @@ class Tunnel:
         self.workdir = workdir
         self.cgroups = cgroups
         self.steps = Steps(self.spec, self.source, workdir, ledger, cgroups)
+        self._host = self.steps.local(None)
+        self._places: dict[str, Place] = {}
         self._stack = contextlib.ExitStack()
-        self.daemons: dict[str, Daemon] = {}
+        self.daemons: dict[str, Proc] = {}
         self.vars: dict[str, str] = {**base_variables(topo, workdir), **ref.merged_params(), "label": ref.label}
         self.setup_s: float | None = None
         self.target: Target | None = None
@@ -91,9 +113,12 @@ class Tunnel:
                 self.vars[step.name] = self.steps.key(step, self.vars, f"keys[{i}]")
             for i, f in enumerate(self.spec.files):
                 self.steps.write(f.path, f.content, f.mode, self.vars, f"files[{i}]")
+            files = self.steps.files()
+            for role in ROLES:
+                self._place(role).put_files(files)
             for role in ROLES:
                 self._role_up(role, getattr(self.spec, role))
-            self._wait(self.spec.ready, "ready")
+            self._wait(self.spec.ready, "ready", self._place("client"))
             self.target = Target(
                 self.steps.render(self.spec.target.address, self.vars, "target.address"),
                 int(self.steps.render(self.spec.target.port, self.vars, "target.port")),
@@ -111,27 +136,38 @@ class Tunnel:
 
     def pids(self, role: str) -> list[int]:
         d = self.daemons.get(role)
-        return self.steps.pids(role, [d] if d else [])
+        return self._place(role).pids(role, [d] if d else [])
 
     def check_alive(self) -> None:
         for role, d in self.daemons.items():
             if not d.alive():
-                raise TunnelError(f"{self.ref.label}: {role} process exited (code {d.proc.returncode}){self._logs()}")
+                raise TunnelError(f"{self.ref.label}: {role} process exited (code {d.returncode()}){self._logs()}")
 
     # ---- steps -----------------------------------------------------------------------------------
-    def _ns(self, role: str) -> str | None:
-        return {"client": self.topo.client.name, "server": self.topo.server.name}.get(role)
+    def _place(self, role: str) -> Place:
+        """Where a role's commands and probes run: its place; "host" (and anything else) is this machine."""
+        if role not in ROLES:
+            return self._host
+        if role not in self._places:
+            self._places[role] = self.topo.place(role) or self.steps.local(self.topo.ns_name(role))
+        return self._places[role]
+
+    def _vars(self, place: Place) -> dict[str, str]:
+        """The variables as a place sees them: `{tmp}` is its own copy of the trial's directory."""
+        return {**self.vars, "tmp": str(place.workdir)}
 
     def _role_up(self, role: str, rs: RoleSpec) -> None:
-        self.steps.commands(rs.before, self.vars, self._ns(role), f"{role}.before")
+        place = self._place(role)
+        v = self._vars(place)
+        self.steps.commands(rs.before, v, place, f"{role}.before")
         if rs.daemon:
-            d = self.steps.spawn(rs, self.vars, self._ns(role), role, role, role)
+            d = self.steps.spawn(rs, v, place, role, role, role)
             self._stack.callback(d.stop)
             self.daemons[role] = d
-        self._wait(rs.ready, f"{role}.ready")
-        self.steps.commands(rs.after, self.vars, self._ns(role), f"{role}.after")
+        self._wait(rs.ready, f"{role}.ready", place)
+        self.steps.commands(rs.after, v, place, f"{role}.after")
 
-    def _wait(self, plist: list[Probe], key: str) -> None:
+    def _wait(self, plist: list[Probe], key: str, here: Place) -> None:
         timeout = self.spec.ready_timeout_s
 
         def timed_out(n: int, probe: Probe) -> Exception:
@@ -142,8 +178,9 @@ class Tunnel:
 
         self.steps.wait(
             plist,
-            self.vars,
-            ns_of=self._ns,
+            self._vars(here),
+            place_of=self._place,
+            here=here,
             daemon_of=self.daemons.get,
             key=key,
             deadline=time.monotonic() + timeout,
@@ -156,7 +193,7 @@ class Tunnel:
         for role, d in self.daemons.items():
             tail = d.log_tail(15)
             if tail:
-                parts.append(f"\n--- {role} log ({d.log_path}) ---\n{tail}")
+                parts.append(f"\n--- {role} log ({self._place(role).label}) ---\n{tail}")
         return "".join(parts)
 
 

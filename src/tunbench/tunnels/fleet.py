@@ -21,6 +21,7 @@ from types import TracebackType
 from tunbench.errors import ConfigError, TunbenchError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
+from tunbench.host.place import Place, Proc
 from tunbench.host.proc import Daemon, stop_daemons
 from tunbench.topology.layout import Layout, client_addr, client_inner
 from tunbench.tunnels.adapter import IPERF_PORT
@@ -92,6 +93,7 @@ class Fleet:
         self.workdir = workdir
         self.cgroups = cgroups
         self.steps = Steps(self.spec, self.source, workdir, ledger, cgroups)
+        self._host = self.steps.local(None)
         self.vars: dict[str, str] = {
             **shared_variables(layout, workdir),
             **ref.merged_params(),
@@ -163,8 +165,10 @@ class Fleet:
         key: str,
         timeout_s: float,
     ) -> None:
-        def ns_of(role: str) -> str | None:
-            return {"client": netns, "server": self.layout.server_ns}.get(role)
+        here = self.steps.local(netns)
+
+        def place_of(role: str) -> Place:
+            return {"client": here, "server": self.steps.local(self.layout.server_ns)}.get(role) or self._host
 
         def check() -> None:
             if daemon is not None and not daemon.alive():
@@ -177,7 +181,8 @@ class Fleet:
         self.steps.wait(
             plist,
             variables,
-            ns_of=ns_of,
+            place_of=place_of,
+            here=here,
             daemon_of=lambda role: daemon,
             key=f"{key}.ready",
             deadline=time.monotonic() + timeout_s,
@@ -190,11 +195,12 @@ class Fleet:
         t0 = time.monotonic()
         rs, ns = self.multi.server, self.layout.server_ns
         try:
-            self.steps.commands(rs.before, self.vars, ns, "multi.server.before")
+            place = self.steps.local(ns)
+            self.steps.commands(rs.before, self.vars, place, "multi.server.before")
             if rs.daemon:
-                self.server = self.steps.spawn(rs, self.vars, ns, "server", "server", "multi.server")
+                self.server = _daemon(self.steps.spawn(rs, self.vars, place, "server", "server", "multi.server"))
             self._wait(rs.ready, self.vars, self.server, ns, "multi.server", self.spec.ready_timeout_s)
-            self.steps.commands(rs.after, self.vars, ns, "multi.server.after")
+            self.steps.commands(rs.after, self.vars, place, "multi.server.after")
         except TunbenchError as e:
             if isinstance(e, TunnelError):
                 raise TunnelError(f"{self.ref.label}: server: {e}") from e
@@ -207,18 +213,18 @@ class Fleet:
 
     def launch(self, i: int) -> None:
         """Spawn client i's daemon (its `before` commands first). Raises on failure to spawn."""
-        rs, v, ns = self.multi.client, self.client_vars[i], self.layout.client_ns(i)
-        self.steps.commands(rs.before, v, ns, f"multi.client[{i}].before")
+        rs, v, place = self.multi.client, self.client_vars[i], self.steps.local(self.layout.client_ns(i))
+        self.steps.commands(rs.before, v, place, f"multi.client[{i}].before")
         self.launched_at[i] = time.monotonic()
         if rs.daemon:
-            self.clients[i] = self.steps.spawn(rs, v, ns, "clients", f"client{i}", f"multi.client[{i}]")
+            self.clients[i] = _daemon(self.steps.spawn(rs, v, place, "clients", f"client{i}", f"multi.client[{i}]"))
 
     def settle(self, i: int, timeout_s: float) -> str | None:
         """Wait for client i's own ready probes, then run its `after` commands. Returns an error or None."""
         rs, v, ns = self.multi.client, self.client_vars[i], self.layout.client_ns(i)
         try:
             self._wait(rs.ready, v, self.clients.get(i), ns, f"client {i}", timeout_s)
-            self.steps.commands(rs.after, v, ns, f"multi.client[{i}].after")
+            self.steps.commands(rs.after, v, self.steps.local(ns), f"multi.client[{i}].after")
         except TunbenchError as e:
             return str(e)
         return None
@@ -285,7 +291,7 @@ class Fleet:
 
     def pids(self, role: str) -> list[int]:
         daemons = ([self.server] if self.server else []) if role == "server" else list(self.clients.values())
-        return self.steps.pids(role, daemons)
+        return self._host.pids(role, daemons)
 
     def check_server(self) -> None:
         if self.server is not None and not self.server.alive():
@@ -302,3 +308,9 @@ class Fleet:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+def _daemon(proc: Proc) -> Daemon:
+    """A fleet's places are namespaces of this machine: their daemons are local processes."""
+    assert isinstance(proc, Daemon)
+    return proc

@@ -5,34 +5,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from tunbench.host.place import TCP_LISTEN, parse_proc_net
+from tunbench.host.place import listening_ports as _ports_in
 from tunbench.host.proc import run_cmd
 
-TCP_LISTEN = "0A"
-UDP_UNCONN = "07"
-
-
-def parse_proc_net(text: str, state: str | None) -> set[int]:
-    """Local ports in /proc/net/{tcp,tcp6,udp,udp6} text, optionally only sockets in `state` (hex)."""
-    ports: set[int] = set()
-    for line in text.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 4 or ":" not in fields[1]:
-            continue
-        if state is not None and fields[3] != state:
-            continue
-        ports.add(int(fields[1].rsplit(":", 1)[1], 16))
-    return ports
+__all__ = ["TCP_LISTEN", "cmd_ok", "listening_ports", "log_matches", "parse_proc_net", "ping_ok", "port_open"]
 
 
 def listening_ports(netns: str, proto: str = "tcp") -> set[int]:
-    files = [f"/proc/net/{proto}", f"/proc/net/{proto}6"]
-    res = run_cmd(["cat", *files], netns=netns, check=False, timeout_s=5)
-    state = TCP_LISTEN if proto == "tcp" else None
-    ports: set[int] = set()
-    # the two files are concatenated: each begins with its own header line
-    for chunk in re.split(r"(?m)^(?=\s*sl\s)", res.stdout):
-        ports |= parse_proc_net(chunk, state)
-    return ports
+    res = run_cmd(["cat", f"/proc/net/{proto}", f"/proc/net/{proto}6"], netns=netns, check=False, timeout_s=5)
+    return _ports_in(res.stdout, proto)
 
 
 def port_open(netns: str, port: int, proto: str = "tcp") -> bool:

@@ -88,14 +88,14 @@ def parse_ref(text: str, source: str = "--tunnel") -> TunnelRef:
     return TunnelRef(adapter=adapter, params=params, label=label, commit=commit)
 
 
-def missing_binaries(ref: TunnelRef) -> list[str]:
-    """Required programs not on PATH (the `bin` parameter, when present, is checked as given)."""
+def required_programs(ref: TunnelRef) -> list[str]:
+    """The programs an adapter needs (`requires`, templated with its parameters: `{bin}` as given)."""
     from tunbench.tunnels.template import render
 
     params = ref.merged_params()
-    missing = []
-    for req in ref.adapter.spec.requires:
-        prog = render(req, params, source=ref.adapter.source, key="requires")
-        if shutil.which(prog) is None:
-            missing.append(prog)
-    return missing
+    return [render(req, params, source=ref.adapter.source, key="requires") for req in ref.adapter.spec.requires]
+
+
+def missing_binaries(ref: TunnelRef) -> list[str]:
+    """Required programs not on PATH (the `bin` parameter, when present, is checked as given)."""
+    return [prog for prog in required_programs(ref) if shutil.which(prog) is None]

@@ -9,6 +9,7 @@ rate); every error names the adapter file and the key whose template failed.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -17,8 +18,8 @@ from pathlib import Path
 from tunbench.errors import ConfigError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
-from tunbench.host.proc import Daemon, run_cmd, tree_pids
-from tunbench.tunnels import probes
+from tunbench.host.place import LocalPlace, Place, Proc
+from tunbench.host.proc import run_cmd
 from tunbench.tunnels.spec import (
     AdapterSpec,
     CmdProbe,
@@ -33,16 +34,8 @@ from tunbench.tunnels.spec import (
 from tunbench.tunnels.template import render, render_argv
 
 Vars = dict[str, str]
-# which namespace a probe's or command's role ("client", "server", "host") runs in; None: the host's
-NsOf = Callable[[str], str | None]
-
-
-def ns_command(argv: list[str], netns: str | None) -> tuple[list[str], str | None]:
-    """`ip ...` inside a namespace runs as `ip -n NS ...` (no `ip netns exec` mount set-up: several times
-    cheaper, which matters x500); anything else keeps running through `ip netns exec`."""
-    if netns and argv and argv[0] == "ip" and len(argv) > 1 and argv[1] not in ("netns", "-n", "-netns"):
-        return ["ip", "-n", netns, *argv[1:]], None
-    return argv, netns
+# the place a probe's or command's role ("client", "server", "host") runs in
+PlaceOf = Callable[[str], Place]
 
 
 class Steps:
@@ -57,6 +50,18 @@ class Steps:
         self.workdir = workdir
         self.ledger = ledger
         self.cgroups = cgroups
+
+    def local(self, netns: str | None) -> LocalPlace:
+        """A namespace of this machine as a place, with the trial's directory and the role cgroups."""
+        return LocalPlace(netns, self.ledger, self.workdir, self.cgroups)
+
+    def files(self) -> dict[str, tuple[bytes, int]]:
+        """Every file the key and file steps left in the trial's directory (to ship to a remote place)."""
+        out = {}
+        for path in sorted(self.workdir.rglob("*")):
+            if path.is_file() and not path.name.endswith(".log"):
+                out[str(path.relative_to(self.workdir))] = (path.read_bytes(), path.stat().st_mode & 0o777)
+        return out
 
     # ---- templates and one-shot steps ----------------------------------------------------------------
     def render(self, text: str, variables: Vars, key: str) -> str:
@@ -82,56 +87,48 @@ class Steps:
         with os.fdopen(fd, "w") as out:
             out.write(self.render(content_t, variables, f"{key}.content"))
 
-    def commands(self, commands: Sequence[str], variables: Vars, netns: str | None, key: str) -> None:
-        """A role's `before` or `after` commands, in order, inside its namespace."""
+    def commands(self, commands: Sequence[str], variables: Vars, place: Place, key: str) -> None:
+        """A role's `before` or `after` commands, in order, at its place."""
         for n, cmd in enumerate(commands):
-            argv, ns = ns_command(self.argv(cmd, variables, f"{key}[{n}]"), netns)
-            run_cmd(argv, netns=ns, cwd=self.workdir, what=f"{self.spec.name} {key}")
+            place.run(self.argv(cmd, variables, f"{key}[{n}]"), what=f"{self.spec.name} {key}")
 
     # ---- daemons -----------------------------------------------------------------------------------
-    def spawn(self, rs: RoleSpec, variables: Vars, netns: str | None, role: str, name: str, key: str) -> Daemon:
-        """Start a role's daemon in its namespace, its own process group and the role's cgroup; its output
-        goes to `<name>.log` in the trial's directory."""
+    def spawn(self, rs: RoleSpec, variables: Vars, place: Place, role: str, name: str, key: str) -> Proc:
+        """Start a role's daemon at its place, in its own process group and the role's cgroup; its output
+        goes to `<name>.log` in the place's trial directory."""
         assert rs.daemon is not None
         argv = self.argv(rs.daemon, variables, f"{key}.daemon")
         env = {k: self.render(v, variables, f"{key}.env.{k}") for k, v in rs.env.items()}
-        cg = self.cgroups.get(role)
-        return Daemon(
-            argv,
-            ledger=self.ledger,
-            log_path=self.workdir / f"{name}.log",
-            what=f"{self.spec.name} {name}",
-            netns=netns,
-            env=env,
-            cwd=self.workdir,
-            cgroup_procs=cg.procs_file if cg is not None and cg.available else None,
-        )
-
-    def pids(self, role: str, daemons: Sequence[Daemon]) -> list[int]:
-        """Every process of a role: its cgroup's members, or else the daemons' process trees."""
-        cg = self.cgroups.get(role)
-        if cg is not None and cg.available:
-            return cg.pids()
-        return tree_pids([d.pid for d in daemons])
+        return place.spawn(argv, what=f"{self.spec.name} {name}", log_name=f"{name}.log", env=env, role=role)
 
     # ---- readiness -----------------------------------------------------------------------------------
     def probe_ok(
-        self, probe: Probe, variables: Vars, *, ns_of: NsOf, daemon_of: Callable[[str], Daemon | None], key: str
+        self,
+        probe: Probe,
+        variables: Vars,
+        *,
+        place_of: PlaceOf,
+        here: Place,
+        daemon_of: Callable[[str], Proc | None],
+        key: str,
     ) -> bool:
+        """One poll of a probe; `here` is the place of the role being readied (where a file probe looks)."""
         match probe:
             case LogProbe():
                 d = daemon_of(probe.role)
-                return d is not None and probes.log_matches(d.log_path, probe.pattern)
+                return d is not None and re.search(probe.pattern, d.log_tail(1_000_000)) is not None
             case PortProbe():
                 port = int(self.render(probe.port, variables, f"{key}.port"))
-                return probes.port_open(ns_of(probe.ns) or "", port, probe.proto)
+                return place_of(probe.ns).port_open(port, probe.proto)
             case PingProbe():
-                return probes.ping_ok(ns_of(probe.ns) or "", self.render(probe.address, variables, f"{key}.address"))
+                address = self.render(probe.address, variables, f"{key}.address")
+                argv = ["ping", "-n", "-q", "-c", "1", "-W", "1", address]
+                return place_of(probe.ns).run(argv, check=False, timeout_s=3).returncode == 0
             case FileProbe():
-                return Path(self.render(probe.path, variables, f"{key}.path")).exists()
+                return here.exists(self.render(probe.path, variables, f"{key}.path"))
             case CmdProbe():
                 argv = self.argv(probe.run, variables, f"{key}.run")
-                return probes.cmd_ok(argv, ns_of(probe.ns), self.workdir)
+                return place_of(probe.ns).run(argv, check=False, timeout_s=5).returncode == 0
         return False
 
     def wait(
@@ -139,8 +136,9 @@ class Steps:
         plist: Sequence[Probe],
         variables: Vars,
         *,
-        ns_of: NsOf,
-        daemon_of: Callable[[str], Daemon | None],
+        place_of: PlaceOf,
+        here: Place,
+        daemon_of: Callable[[str], Proc | None],
         key: str,
         deadline: float,
         check: Callable[[], None] = lambda: None,
@@ -152,7 +150,9 @@ class Steps:
         a set `cancel` event gives up at once."""
         for n, probe in enumerate(plist):
             delay = 0.01
-            while not self.probe_ok(probe, variables, ns_of=ns_of, daemon_of=daemon_of, key=f"{key}[{n}]"):
+            while not self.probe_ok(
+                probe, variables, place_of=place_of, here=here, daemon_of=daemon_of, key=f"{key}[{n}]"
+            ):
                 if cancel is not None and cancel.is_set():
                     raise TunnelError(f"{key}: abandoned")
                 check()

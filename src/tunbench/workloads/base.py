@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict
 from typing_extensions import TypeVar
 
 from tunbench.host.ledger import Ledger
+from tunbench.host.place import Place
 from tunbench.results import TrialRecord
-from tunbench.topology.build import Topology
-from tunbench.tunnels.adapter import Target, Tunnel
+from tunbench.tunnels.adapter import Placed, Target, Tunnel
 from tunbench.tunnels.fleet_env import FleetEnv
 from tunbench.units import fmt, mbit
 
@@ -73,7 +73,7 @@ class Column:
 class Context:
     """Everything a workload may use during one trial."""
 
-    topo: Topology
+    topo: Placed
     target: Target
     ledger: Ledger
     workdir: Path
@@ -83,6 +83,8 @@ class Context:
     duration_s: float
     omit_s: float
     options: BaseModel
+    client: Place  # where the workload's client runs (the tunnel client's namespace or host)
+    server: Place  # where its server runs
     server_port: int = 5201  # where the workload's server listens in the server namespace ({iperf_port})
     layer: str = "l3"  # the tunnel's layer: UDP workloads need an L3 tunnel (or direct)
 

@@ -14,9 +14,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import RetryTrial, TrialError
-from tunbench.host.proc import Daemon, run_cmd
+from tunbench.host.place import Place, Proc
 from tunbench.results import TrialRecord
-from tunbench.tunnels import probes
 from tunbench.units import mbit, parse_rate
 from tunbench.workloads.base import CaseAxes, Context, Measurement, Workload
 
@@ -298,23 +297,15 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
         return super().headline(rec)
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
-        server = stack.enter_context(
-            Daemon(
-                server_argv(ctx.server_port),
-                ledger=ctx.ledger,
-                log_path=ctx.workdir / "iperf3-server.log",
-                what="iperf3 server",
-                netns=ctx.topo.server.name,
-            )
-        )
-        wait_listening(ctx.topo.server.name, ctx.server_port, server)
+        server = ctx.server.spawn(server_argv(ctx.server_port), what="iperf3 server", log_name="iperf3-server.log")
+        stack.callback(server.stop)
+        wait_listening(ctx.server, ctx.server_port, server)
 
     def measure(self, ctx: Context) -> Measurement:
         p = self.params(ctx)
         launched = time.monotonic()
-        res = run_cmd(
+        res = ctx.client.run(
             client_argv(ctx.target.address, ctx.target.port, p),
-            netns=ctx.topo.client.name,
             timeout_s=p.timeout_s,
             check=False,
             what=f"iperf3 client ({ctx.title})",
@@ -382,10 +373,10 @@ def generator_metrics(r: Iperf3Result) -> dict[str, float | None]:
 GENERATOR_BOUND_PCT = 90.0
 
 
-def wait_listening(netns: str, port: int, server: Daemon, timeout_s: float = 10.0, proto: str = "tcp") -> None:
-    """Until `server` listens on `port` in `netns` (it is a trial error if it dies or never does)."""
+def wait_listening(place: Place, port: int, server: Proc, timeout_s: float = 10.0, proto: str = "tcp") -> None:
+    """Until `server` listens on `port` at its place (it is a trial error if it dies or never does)."""
     deadline = time.monotonic() + timeout_s
-    while not probes.port_open(netns, port, proto):
+    while not place.port_open(port, proto):
         if not server.alive():
             raise TrialError(f"{server.what} exited: {server.log_tail(5)}")
         if time.monotonic() > deadline:

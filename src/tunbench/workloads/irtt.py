@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunbench.errors import TrialError
-from tunbench.host.proc import Daemon, run_cmd
+from tunbench.host.place import Proc
 from tunbench.stats import percentile
 from tunbench.workloads.base import Context
 from tunbench.workloads.iperf3 import wait_listening
@@ -138,18 +138,12 @@ class IrttServer(contextlib.AbstractContextManager["IrttServer"]):
     def __init__(self, ctx: Context, port: int = IRTT_PORT) -> None:
         self.ctx = ctx
         self.port = port
-        self.daemon: Daemon | None = None
+        self.daemon: Proc | None = None
 
     def __enter__(self) -> IrttServer:
-        self.daemon = Daemon(
-            server_argv(self.port),
-            ledger=self.ctx.ledger,
-            log_path=self.ctx.workdir / "irtt-server.log",
-            what="irtt server",
-            netns=self.ctx.topo.server.name,
-        )
+        self.daemon = self.ctx.server.spawn(server_argv(self.port), what="irtt server", log_name="irtt-server.log")
         try:
-            wait_listening(self.ctx.topo.server.name, self.port, self.daemon, proto="udp")
+            wait_listening(self.ctx.server, self.port, self.daemon, proto="udp")
         except BaseException:
             self.daemon.stop()
             raise
@@ -162,17 +156,16 @@ class IrttServer(contextlib.AbstractContextManager["IrttServer"]):
 
 def run_client(ctx: Context, duration_s: float, name: str, interval: str = INTERVAL) -> tuple[IrttResult, bytes]:
     """One irtt client run from the client namespace to the target; returns the result and the raw JSON."""
-    out = ctx.workdir / f"{name}.json"
-    res = run_cmd(
-        client_argv(ctx.target.address, duration_s, out, interval=interval),
-        netns=ctx.topo.client.name,
+    out = f"{name}.json"
+    res = ctx.client.run(
+        client_argv(ctx.target.address, duration_s, ctx.client.workdir / out, interval=interval),
         timeout_s=duration_s + 30.0,  # open timeouts (1+2+4+8 s) + the wait for late replies
         check=False,
         what=f"irtt client ({ctx.title})",
     )
-    if res.returncode != 0 or not out.exists():
+    raw = ctx.client.read(out) if res.returncode == 0 else None
+    if raw is None:
         raise TrialError(f"irtt client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
-    raw = out.read_bytes()
     return parse(raw.decode()), raw
 
 

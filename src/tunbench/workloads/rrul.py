@@ -10,12 +10,11 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tunbench.errors import TrialError
-from tunbench.host.proc import Daemon
+from tunbench.host.place import Place, Proc
 from tunbench.results import TrialRecord
 from tunbench.stats import percentile
 from tunbench.units import fmt, mbit
@@ -86,16 +85,11 @@ class RrulWorkload(Workload[Context, RrulOptions]):
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         stack.enter_context(irtt.IrttServer(ctx))
-        server = stack.enter_context(
-            Daemon(
-                iperf3.server_argv(ctx.server_port),
-                ledger=ctx.ledger,
-                log_path=ctx.workdir / "iperf3-server.log",
-                what="iperf3 server",
-                netns=ctx.topo.server.name,
-            )
+        server = ctx.server.spawn(
+            iperf3.server_argv(ctx.server_port), what="iperf3 server", log_name="iperf3-server.log"
         )
-        iperf3.wait_listening(ctx.topo.server.name, ctx.server_port, server)
+        stack.callback(server.stop)
+        iperf3.wait_listening(ctx.server, ctx.server_port, server)
 
     def measure(self, ctx: Context) -> Measurement:
         idle_s = self.opts(ctx.options).idle_s
@@ -108,15 +102,18 @@ class RrulWorkload(Workload[Context, RrulOptions]):
             duration_s=math.ceil(ctx.duration_s + LOAD_SLACK_S),
             omit_s=ramp_s,
         )
-        json_path = ctx.workdir / "iperf3-load.json"
+        json_name = "iperf3-load.json"
         t_load = time.monotonic()
-        with Daemon(
-            [*iperf3.client_argv(ctx.target.address, ctx.target.port, params), "--logfile", str(json_path)],
-            ledger=ctx.ledger,
-            log_path=ctx.workdir / "iperf3-client.log",
+        load = ctx.client.spawn(
+            [
+                *iperf3.client_argv(ctx.target.address, ctx.target.port, params),
+                "--logfile",
+                str(ctx.client.workdir / json_name),
+            ],
             what="iperf3 load",
-            netns=ctx.topo.client.name,
-        ) as load:
+            log_name="iperf3-client.log",
+        )
+        try:
             # irtt starts once the flows have ramped up (the --omit period) and stops before they do
             ramp_end = t_load + ramp_s
             while (left := ramp_end - time.monotonic()) > 0:
@@ -124,11 +121,13 @@ class RrulWorkload(Workload[Context, RrulOptions]):
                     break
                 time.sleep(min(left, 0.05))
             if not load.alive():
-                raise TrialError(f"iperf3 load exited early: {_tail(json_path, load)}")
+                raise TrialError(f"iperf3 load exited early: {_tail(ctx.client, json_name, load)}")
             loaded, raw_loaded = irtt.run_client(ctx, ctx.duration_s, "irtt-loaded")
-            if not load.wait(params.timeout_s):
+            if not _wait(load, params.timeout_s):
                 raise TrialError(f"iperf3 load did not finish within {params.timeout_s:g} s")
-        text = json_path.read_text(errors="replace") if json_path.exists() else ""
+        finally:
+            load.stop()
+        text = (ctx.client.read(json_name) or b"").decode(errors="replace")
         load_res = iperf3.parse(text, "bidir")
         iperf3.check_roles(load_res)  # a crossed load leaves one direction unloaded: the latency under load is void
         after, raw_after = irtt.run_client(ctx, idle_s, "irtt-idle-after")
@@ -154,6 +153,16 @@ class RrulWorkload(Workload[Context, RrulOptions]):
         return 2 * self.opts(options).idle_s + duration_s + omit_s + TRIAL_SETUP_S
 
 
-def _tail(path: Path, d: Daemon) -> str:
-    text = path.read_text(errors="replace") if path.exists() else ""
+def _tail(place: Place, name: str, d: Proc) -> str:
+    text = (place.read(name) or b"").decode(errors="replace")
     return (text[-400:] or d.log_tail(5)).strip()
+
+
+def _wait(proc: Proc, timeout_s: float) -> bool:
+    """Until the process exits (True), or False after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while proc.alive():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

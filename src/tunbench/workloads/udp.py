@@ -17,7 +17,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import CommandFailed, TrialError
-from tunbench.host.proc import Daemon, run_cmd
 from tunbench.results import TrialRecord
 from tunbench.units import RateText, fmt, mbit, parse_rate
 from tunbench.workloads import iperf3
@@ -96,15 +95,10 @@ def _run_udp(
     """One UDP test against a fresh one-test iperf3 server (a wedged server cannot poison the next step)."""
     if ctx.direction == "bidir":
         raise TrialError("UDP workloads measure one direction at a time: use --direction up and/or down")
-    with Daemon(
-        iperf3.server_argv(ctx.server_port),
-        ledger=ctx.ledger,
-        log_path=ctx.workdir / "iperf3-server.log",
-        what="iperf3 server",
-        netns=ctx.topo.server.name,
-    ) as server:
-        iperf3.wait_listening(ctx.topo.server.name, ctx.server_port, server)
-        res = run_cmd(
+    server = ctx.server.spawn(iperf3.server_argv(ctx.server_port), what="iperf3 server", log_name="iperf3-server.log")
+    try:
+        iperf3.wait_listening(ctx.server, ctx.server_port, server)
+        res = ctx.client.run(
             udp_client_argv(
                 ctx.target.address,
                 ctx.target.port,
@@ -114,11 +108,12 @@ def _run_udp(
                 reverse=ctx.direction == "down",
                 buffer=buffer,
             ),
-            netns=ctx.topo.client.name,
             timeout_s=whole_seconds(duration_s) + 15.0,
             check=False,
             what=f"iperf3 UDP client ({ctx.title}, {tag})",
         )
+    finally:
+        server.stop()
     if res.returncode != 0 and not res.stdout.strip().startswith("{"):
         raise TrialError(f"iperf3 UDP client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
     return parse_udp(res.stdout), res.stdout

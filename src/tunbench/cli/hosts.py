@@ -1,0 +1,140 @@
+"""The multi-host commands: `tunbench agent` (what `--hosts` starts over SSH on each host), and the
+`--hosts` side of `clean` and `doctor`."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from tunbench.cli.console import console, err_console
+
+HostsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--hosts",
+        help="An Ansible-style inventory (INI or YAML) naming the client and server hosts: roles run there, "
+        "reached with the system `ssh` (docs/multi-host.md).",
+    ),
+]
+
+
+def agent() -> None:
+    """Serve one controller over stdin/stdout (JSON lines). Started by `tunbench run --hosts` through ssh;
+    everything it starts is removed when its input closes."""
+    from tunbench.remote.agent import main
+
+    raise typer.Exit(main())
+
+
+@contextlib.contextmanager
+def connected(path: Path) -> Iterator[list[tuple[str, Any]]]:
+    """Connect to every host of an inventory: (name, AgentConnection or the error that stopped it)."""
+    from tunbench.errors import TunbenchError
+    from tunbench.host.scope import run_scope
+    from tunbench.host.workdir import workdir
+    from tunbench.remote.connection import AgentConnection
+    from tunbench.remote.inventory import load_inventory
+
+    inv = load_inventory(path)
+    with run_scope() as ledger, workdir(ledger, "ssh") as logdir, contextlib.ExitStack() as stack:
+        out: list[tuple[str, Any]] = []
+        for h in inv.hosts:
+            try:
+                out.append((h.name, stack.enter_context(AgentConnection(h, ledger, logdir, inv.ssh_config))))
+            except TunbenchError as e:
+                out.append((h.name, e))
+        yield out
+
+
+def clean_hosts(path: Path) -> int:
+    """`tunbench clean --hosts`: each host removes what killed runs left there. Returns the hosts that
+    could not be cleaned."""
+    from tunbench.errors import TunbenchError
+
+    failed = 0
+    with connected(path) as conns:
+        for name, conn in conns:
+            if isinstance(conn, Exception):
+                err_console.print(f"[red]{name}: not cleaned: {conn}[/]", highlight=False)
+                failed += 1
+                continue
+            try:
+                rep = conn.call("clean", wait_s=120.0)
+            except TunbenchError as e:
+                err_console.print(f"[red]{name}: not cleaned: {e}[/]", highlight=False)
+                failed += 1
+                continue
+            what = (
+                f"{len(rep['runs'])} run ledger(s), {rep['processes']} process(es), {len(rep['namespaces'])} "
+                f"namespace(s), {len(rep['cgroups'])} cgroup(s), {len(rep['paths'])} path(s)"
+            )
+            empty = not (rep["runs"] or rep["processes"] or rep["namespaces"] or rep["cgroups"] or rep["paths"])
+            console.print(f"{name}: " + ("nothing to clean" if empty else f"removed {what}"), highlight=False)
+    return failed
+
+
+def doctor_hosts(path: Path) -> int:
+    """`tunbench doctor --hosts`: per host, a verdict on each thing a run needs there. Returns the count of
+    failed checks."""
+    from tunbench import workloads
+    from tunbench.errors import TunbenchError
+    from tunbench.host import HOST_TOOLS
+    from tunbench.tunnels.registry import builtin_names, parse_ref, required_programs
+
+    needs: dict[str, list[str]] = {"tunbench": list(HOST_TOOLS)}
+    for w in workloads.REGISTRY.values():
+        needs[f"workload {w.kind}"] = list(w.requires)
+    for tname in builtin_names():
+        needs[f"tunnel {tname}"] = required_programs(parse_ref(tname))
+
+    bad = 0
+
+    def say(ok: bool, name: str, text: str, fix: str = "") -> None:
+        nonlocal bad
+        console.print(f"  {'[green]✓[/]' if ok else '[red]✗[/]'} {name}: {text}", highlight=False)
+        if not ok:
+            bad += 1
+            if fix:
+                console.print(f"      fix: {fix}", highlight=False)
+
+    with connected(path) as conns:
+        for name, conn in conns:
+            console.print(f"[bold]{name}[/]")
+            if isinstance(conn, Exception):
+                say(False, "reachable", str(conn))
+                continue
+            say(True, "reachable", f"tunbench {conn.info.version} (build {conn.info.build}), same as here")
+            clock = conn.clock
+            say(True, "clock", f"offset {clock.wall_s * 1e3:+.3f} ms ± {clock.uncertainty_s * 1e3:.3f} ms")
+            try:
+                caps = conn.call("capabilities")
+                have = conn.call("tools", programs=sorted({p for ps in needs.values() for p in ps}))
+            except TunbenchError as e:
+                say(False, "agent", str(e))
+                continue
+            say(caps["root"], "root", "yes" if caps["root"] else "no", "connect as root")
+            say(caps["tun"], "TUN device", "/dev/net/tun" if caps["tun"] else "missing", "modprobe tun")
+            say(
+                bool(caps["cgroup"]),
+                "cgroup CPU accounting",
+                caps["cgroup"] or "none (CPU is then sampled only)",
+                "mount cgroup2 or cpuacct",
+            )
+            for what, progs in needs.items():
+                missing = [p for p in progs if not have.get(p)]
+                if missing:
+                    say(False, what, "missing " + ", ".join(missing), "install it there (`make deps` in a checkout)")
+            if all(have.values()):
+                say(True, "programs", "every tunnel's and workload's programs are there")
+            emul = [w for w, ok in (("tunbench-link", caps["tunbench_link"]), ("netem", caps["netem"])) if ok]
+            console.print(
+                "  · link emulation: "
+                + (", ".join(emul) + " available" if emul else "neither tunbench-link nor netem")
+                + "; runs with --hosts use the real network (profile lan) for now",
+                highlight=False,
+            )
+    return bad

@@ -1,0 +1,1 @@
+"""Multi-host runs: roles placed on machines reached over SSH (docs/multi-host.md)."""

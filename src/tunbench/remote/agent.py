@@ -1,0 +1,244 @@
+"""`tunbench agent`: the remote end of a multi-host run, started by the controller over `ssh`.
+
+It reads one JSON request per line on stdin and writes one JSON answer per line on stdout (protocol.py);
+there is no port of its own and it is silent unless asked. Every request is answered with the same host/
+owners a local run uses: a `LocalPlace` per role (a namespace, or this host's own), the role's cgroup, the
+Daemon process groups, the sampler, all under one run scope and ledger. When stdin closes (the controller
+ended, was killed, or its SSH connection dropped), everything the agent started is torn down and it exits.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict
+from typing import IO, Any
+
+from tunbench.errors import TunbenchError
+from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.ledger import Ledger
+from tunbench.host.place import LocalPlace
+from tunbench.host.proc import Daemon
+from tunbench.host.scope import run_scope
+from tunbench.host.workdir import workdir
+from tunbench.monitor.sampler import Sampler
+from tunbench.remote import facts
+from tunbench.remote.protocol import build_id, error_answer
+
+
+class _PlaceState:
+    def __init__(self, place: LocalPlace, stack: contextlib.ExitStack, link_prefix: str) -> None:
+        self.place = place
+        self.stack = stack
+        self.link_prefix = link_prefix
+
+
+class Agent:
+    def __init__(self, ledger: Ledger, stack: contextlib.ExitStack) -> None:
+        self.ledger = ledger
+        self.stack = stack
+        self.places: dict[str, _PlaceState] = {}
+        self.procs: dict[str, Daemon] = {}
+        self.samplers: dict[str, Sampler] = {}
+        self._n = 0
+
+    # ---- requests ---------------------------------------------------------------------------------
+    def handle(self, op: str, args: dict[str, Any]) -> Any:
+        fn: Callable[..., Any] | None = getattr(self, f"op_{op}", None)
+        if fn is None:
+            raise TunbenchError(f"unknown request {op!r} (is the agent the same version?)")
+        return fn(**args)
+
+    def op_hello(self) -> dict[str, Any]:
+        from tunbench import __version__
+
+        return {
+            "version": __version__,
+            "build": build_id(),
+            "pid": os.getpid(),
+            "prefix": self.ledger.prefix,
+        }
+
+    def op_clock(self) -> dict[str, float]:
+        return {"mono": time.monotonic(), "wall": time.time()}
+
+    def op_facts(self, address: str | None = None) -> dict[str, Any]:
+        return facts.host_facts(address)
+
+    def op_tools(self, programs: list[str]) -> dict[str, bool]:
+        return facts.tools(programs)
+
+    def op_capabilities(self) -> dict[str, Any]:
+        return facts.capabilities()
+
+    def op_place_open(self, tag: str, netns: str | None, roles: list[str], link_prefix: str) -> dict[str, str]:
+        stack = contextlib.ExitStack()
+        try:
+            wd = stack.enter_context(workdir(self.ledger, tag))
+            cgroups = {
+                r: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{tag}-{r}", self.ledger)) for r in roles
+            }
+        except BaseException:
+            stack.close()
+            raise
+        pid = self._id("p")
+        place = LocalPlace(netns, self.ledger, wd, cgroups)
+        self.places[pid] = _PlaceState(place, stack, link_prefix)
+        # the run's own links at this place (a tunnel's devices, named with the run's prefix) go with it
+        stack.callback(facts.remove_links, netns, link_prefix)
+        return {"place": pid, "workdir": str(wd)}
+
+    def op_place_close(self, place: str) -> None:
+        st = self.places.pop(place, None)
+        if st is None:
+            return
+        for key in [k for k, d in self.procs.items() if getattr(d, "_place", None) == place]:
+            self.procs.pop(key).stop()
+        st.stack.close()
+
+    def op_run(self, place: str, argv: list[str], stdin: str | None, timeout_s: float, check: bool, what: str,
+               env: dict[str, str] | None) -> dict[str, Any]:  # fmt: skip
+        res = self._place(place).run(argv, stdin=stdin, timeout_s=timeout_s, check=check, what=what, env=env)
+        return {"returncode": res.returncode, "stdout": res.stdout, "stderr": res.stderr}
+
+    def op_spawn(self, place: str, argv: list[str], what: str, log_name: str, env: dict[str, str] | None,
+                 role: str) -> dict[str, Any]:  # fmt: skip
+        d = self._place(place).spawn(argv, what=what, log_name=log_name, env=env, role=role)
+        d._place = place  # type: ignore[attr-defined]
+        key = self._id("d")
+        self.procs[key] = d
+        return {"proc": key, "pid": d.pid}
+
+    def op_proc_state(self, proc: str, lines: int = 0) -> dict[str, Any]:
+        d = self.procs[proc]
+        return {"alive": d.alive(), "returncode": d.returncode(), "log": d.log_tail(lines) if lines else ""}
+
+    def op_proc_stop(self, proc: str) -> None:
+        d = self.procs.pop(proc, None)
+        if d is not None:
+            d.stop()
+
+    def op_port_open(self, place: str, port: int, proto: str) -> bool:
+        return self._place(place).port_open(port, proto)
+
+    def op_exists(self, place: str, path: str) -> bool:
+        return self._place(place).exists(path)
+
+    def op_put_files(self, place: str, files: dict[str, list[Any]]) -> None:
+        self._place(place).put_files({k: (base64.b64decode(v[0]), int(v[1])) for k, v in files.items()})
+
+    def op_read(self, place: str, rel: str) -> str | None:
+        data = self._place(place).read(rel)
+        return None if data is None else base64.b64encode(data).decode()
+
+    def op_pids(self, place: str, role: str, procs: list[str]) -> list[int]:
+        return self._place(place).pids(role, [self.procs[p] for p in procs if p in self.procs])
+
+    def op_sample_start(self, place: str, role: str, procs: list[str]) -> dict[str, Any]:
+        pl = self._place(place)
+        daemons = [self.procs[p] for p in procs if p in self.procs]
+        sampler = Sampler({role: (lambda: pl.pids(role, daemons), pl.cgroups.get(role))})
+        sampler.__enter__()
+        key = self._id("s")
+        self.samplers[key] = sampler
+        self.stack.callback(self._stop_sampler, key)
+        return {"sampler": key, "t0": sampler.t0}
+
+    def op_sample_stop(self, sampler: str) -> dict[str, Any]:
+        s = self._stop_sampler(sampler)
+        if s is None:
+            raise TunbenchError(f"no sampler {sampler}")
+        return {"t0": s.t0, "wall_s": s.wall_s, "results": {r: asdict(c) for r, c in s.results.items()}}
+
+    def op_clean(self) -> dict[str, Any]:
+        """What killed runs left on this host (this agent's own run is alive, so it is left alone)."""
+        from tunbench.host.clean import clean
+
+        return asdict(clean())
+
+    # ---- helpers ----------------------------------------------------------------------------------
+    def _stop_sampler(self, key: str) -> Sampler | None:
+        s = self.samplers.pop(key, None)
+        if s is not None:
+            s.__exit__(None, None, None)
+        return s
+
+    def _place(self, key: str) -> LocalPlace:
+        try:
+            return self.places[key].place
+        except KeyError:
+            raise TunbenchError(f"no place {key} on this host (closed already?)") from None
+
+    def _id(self, kind: str) -> str:
+        self._n += 1
+        return f"{kind}{self._n}"
+
+    def close(self) -> None:
+        for key in list(self.procs):
+            self.procs.pop(key).stop()
+        for key in list(self.places):
+            self.op_place_close(key)
+
+
+def serve(inp: IO[str], out: IO[str]) -> None:
+    """Answer requests until stdin closes; then tear down everything and return."""
+
+    if os.geteuid() != 0:
+        for line in _lines(inp):
+            req_id = json.loads(line).get("id") if line.lstrip().startswith("{") else None
+            why = (
+                f"tunbench agent runs as uid {os.geteuid()} there and needs root (namespaces, cgroups, tunnel "
+                "devices): connect as root (ansible_user=root), or set tunbench_command='sudo -n tunbench' "
+                "with passwordless sudo for it"
+            )
+            out.write(json.dumps(error_answer(req_id, TunbenchError(why))) + "\n")
+            out.flush()
+            return
+        return
+    with run_scope() as ledger, contextlib.ExitStack() as stack:
+        agent = Agent(ledger, stack)
+        stack.callback(agent.close)
+        for line in _lines(inp):
+            try:
+                req = json.loads(line)
+            except json.JSONDecodeError as e:
+                out.write(json.dumps(error_answer(None, TunbenchError(f"not a JSON request: {e}"))) + "\n")
+                out.flush()
+                continue
+            try:
+                answer = {"id": req.get("id"), "ok": True, "result": agent.handle(req["op"], req.get("args") or {})}
+            except Exception as e:  # every failure goes back to the controller, which decides
+                answer = error_answer(req.get("id"), e)
+            out.write(json.dumps(answer) + "\n")
+            out.flush()
+
+
+def _lines(inp: IO[str]) -> Iterator[str]:
+    while True:
+        line = inp.readline()
+        if not line:
+            return
+        if line.strip():
+            yield line
+
+
+def main() -> int:
+    def _term(signum: int, frame: object) -> None:  # SIGTERM or a hung-up terminal: tear down as on EOF
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _term)
+    signal.signal(signal.SIGHUP, _term)
+    # our stdout is the protocol: anything a library prints goes to stderr instead
+    proto_out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    try:
+        serve(sys.stdin, proto_out)
+    except SystemExit as e:
+        return int(e.code or 0)
+    return 0

@@ -1,0 +1,123 @@
+"""The controller's end of one host: `ssh HOST tunbench agent` with the system OpenSSH client, so the
+user's ~/.ssh/config, agent, jump hosts and ControlMaster work as they do for ssh itself.
+
+`AgentConnection` sends requests and waits for their answers with a deadline; an ended channel (EOF,
+the ssh client exited, or no answer in time) raises HostLost naming the host and ssh's own last words.
+On connect it checks the agent's version and measures the clock offset between the hosts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tunbench import __version__
+from tunbench.errors import TunbenchError
+from tunbench.host.channel import ChannelClosed, LineChannel
+from tunbench.host.ledger import Ledger
+from tunbench.remote.clock import ClockOffset, estimate_offset
+from tunbench.remote.inventory import Host
+from tunbench.remote.protocol import HostLost, build_id, error_from
+
+CONNECT_TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = 60.0
+
+
+class VersionMismatch(TunbenchError):
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class AgentInfo:
+    version: str
+    build: str
+    pid: int
+    prefix: str
+
+
+class AgentConnection:
+    """`with AgentConnection(host, ledger, logdir) as conn:` an agent runs on the host until the block ends."""
+
+    def __init__(self, host: Host, ledger: Ledger, logdir: Path, ssh_config: str | None = None) -> None:
+        self.host = host
+        self.name = host.name
+        self._ledger = ledger
+        self._argv = [*host.ssh_argv(ssh_config), f"{host.command} agent"]
+        self._err_path = logdir / f"ssh-{host.name}.log"
+        self._chan: LineChannel | None = None
+        self._next = 0
+        self.info: AgentInfo | None = None
+        self.clock: ClockOffset | None = None
+        self.lost = False  # the channel ended: every later request fails, so the run stops
+
+    # ---- lifecycle ----------------------------------------------------------------------------------
+    def __enter__(self) -> AgentConnection:
+        self._chan = LineChannel(self._argv, ledger=self._ledger, err_path=self._err_path, what=f"ssh {self.name}")
+        try:
+            hello = self.call("hello", wait_s=CONNECT_TIMEOUT_S)
+            self.info = AgentInfo(hello["version"], hello["build"], int(hello["pid"]), hello["prefix"])
+            self._check_version(self.info)
+            self.clock = estimate_offset(lambda: self.call("clock", wait_s=10.0))
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the agent's stdin (it tears down what it started and exits), then end ssh."""
+        chan, self._chan = self._chan, None
+        if chan is not None:
+            chan.close()
+
+    def _check_version(self, info: AgentInfo) -> None:
+        if info.version == __version__ and info.build == build_id():
+            return
+        raise VersionMismatch(
+            f"{self.name} runs tunbench {info.version} (build {info.build}); this is {__version__} "
+            f"(build {build_id()}). Install the same version there, e.g. copy this checkout and run "
+            f"`make venv` in it, then point tunbench_command at it, or `pip install tunbench=={__version__}` "
+            f"from the same commit."
+        )
+
+    # ---- requests -----------------------------------------------------------------------------------
+    def call(self, op: str, *, wait_s: float = CALL_TIMEOUT_S, **args: Any) -> Any:
+        chan = self._chan
+        if chan is None:
+            raise HostLost(f"{self.name}: not connected")
+        self._next += 1
+        req_id = self._next
+        try:
+            chan.send(json.dumps({"id": req_id, "op": op, "args": args}).encode())
+            deadline = time.monotonic() + wait_s
+            while True:
+                answer = json.loads(chan.readline(deadline))
+                if answer.get("id") == req_id:
+                    break  # (an answer to a request given up on earlier is skipped)
+        except ChannelClosed as e:
+            raise self._lost(str(e)) from None
+        if answer.get("ok"):
+            return answer.get("result")
+        raise error_from(answer.get("error") or {}, self.name)
+
+    def _lost(self, why: str) -> HostLost:
+        self.lost = True
+        tail = ""
+        with contextlib.suppress(OSError):
+            lines = self._err_path.read_text(errors="replace").strip().splitlines()
+            tail = "; ssh said: " + " / ".join(lines[-3:]) if lines else ""
+        hint = ""
+        if "Permission denied" in tail:
+            hint = " (the key was refused: check ansible_user / ansible_ssh_private_key_file or your ssh agent)"
+        elif "command not found" in tail or "No such file" in tail:
+            hint = f" (is tunbench installed there? the inventory says to run `{self.host.command}`)"
+        cmd = shlex.join(self._argv)
+        return HostLost(f"{self.name}: {why}{tail}{hint} [{cmd}]")

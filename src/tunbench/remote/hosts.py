@@ -1,0 +1,163 @@
+"""A run's hosts: one agent connection per host, opened once for the run, and the per-trial topology that
+places the client and server roles on them.
+
+Underlay addresses come from the inventory (the hosts' real interfaces); the tunnel's inner addresses stay
+tunbench's own. A role runs in its host's own namespace, next to the real NIC.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from tunbench.errors import ConfigError, TunbenchError
+from tunbench.host.ledger import Ledger
+from tunbench.remote.connection import AgentConnection
+from tunbench.remote.inventory import Host, Inventory
+from tunbench.remote.place import RemotePlace
+from tunbench.topology.addresses import AddressPlan, assert_bench_address
+from tunbench.topology.build import TopologySpec
+
+ROLES = ("client", "server")
+
+
+@dataclass(frozen=True)
+class HostAddressPlan(AddressPlan):
+    """The underlay addresses are the hosts' own (from the inventory); only the inner ones are tunbench's."""
+
+    def __post_init__(self) -> None:
+        for name in ("inner_client", "inner_server"):
+            assert_bench_address(getattr(self, name))
+
+
+def role_hosts(inv: Inventory) -> dict[str, Host]:
+    """The host of each role; one host carrying both roles is refused (a later version places the roles in
+    two namespaces of it)."""
+    hosts = {role: inv.for_role(role) for role in ROLES}
+    if hosts["client"].name == hosts["server"].name:
+        raise ConfigError(
+            f"host {hosts['client'].name} carries both the client and the server role: give each role a host "
+            "of its own (one host with both roles is not supported yet)",
+            source=inv.source,
+            key="roles",
+        )
+    for role, h in hosts.items():
+        if not h.address:
+            raise ConfigError(
+                f"host {h.name} ({role}) has no underlay address: set tunbench_address= (the address the other "
+                "host reaches it on) or an IP literal in ansible_host",
+                source=h.source,
+                key="tunbench_address",
+            )
+    return hosts
+
+
+class HostRun:
+    """`with HostRun(inventory, ledger, logdir) as hosts:` every host has an agent until the block ends."""
+
+    def __init__(self, inventory: Inventory, ledger: Ledger, logdir: Path) -> None:
+        self.inventory = inventory
+        self.roles = role_hosts(inventory)
+        self._ledger = ledger
+        self._logdir = logdir
+        self._stack = contextlib.ExitStack()
+        self.conns: dict[str, AgentConnection] = {}
+
+    def __enter__(self) -> HostRun:
+        try:
+            for h in self.roles.values():
+                conn = AgentConnection(h, self._ledger, self._logdir, self.inventory.ssh_config)
+                self.conns[h.name] = self._stack.enter_context(conn)
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self._stack.close()
+
+    def conn(self, role: str) -> AgentConnection:
+        return self.conns[self.roles[role].name]
+
+    def provenance(self) -> dict[str, Any]:
+        """Per host: its roles, the agent's version, the clock offset and its uncertainty, and the host's
+        kernel, CPU, governor and the NIC carrying its underlay address (driver, offloads, MTU)."""
+        out: dict[str, Any] = {}
+        for role, h in self.roles.items():
+            conn = self.conn(role)
+            facts = conn.call("facts", address=h.address)
+            out[h.name] = {
+                "role": role,
+                "address": h.address,
+                "agent": asdict(conn.info) if conn.info else None,
+                "clock": asdict(conn.clock) if conn.clock else None,
+                **facts,
+            }
+        return out
+
+    def tools_missing(self, programs: dict[str, list[str]]) -> list[str]:
+        """`programs`: role -> programs it needs; what each role's host lacks, one line per host."""
+        lines = []
+        for role, progs in programs.items():
+            have = self.conn(role).call("tools", programs=sorted(set(progs)))
+            missing = sorted(p for p, ok in have.items() if not ok)
+            if missing:
+                lines.append(f"{self.roles[role].name} ({role}): missing {', '.join(missing)}")
+        return lines
+
+
+class HostsTopology:
+    """One trial's roles on the run's hosts (tunnels.adapter.Placed): a place per role, opened on enter and
+    closed (processes, cgroup, trial directory, the run's links) on exit."""
+
+    def __init__(self, hosts: HostRun, prefix: str, tag: str, spec: TopologySpec) -> None:
+        self.hosts = hosts
+        self.prefix = prefix
+        self.tag = tag
+        self.spec = spec
+        self.link = None
+        self.sysctls_applied: dict[str, dict[str, str]] = {}
+        r = hosts.roles
+        self.addr: AddressPlan = HostAddressPlan(client=r["client"].address or "", server=r["server"].address or "")
+        self._places: dict[str, RemotePlace] = {}
+
+    def __enter__(self) -> HostsTopology:
+        try:
+            for role in ROLES:
+                conn = self.hosts.conn(role)
+                r = conn.call(
+                    "place_open", tag=f"{self.tag}{role[0]}", netns=None, roles=[role], link_prefix=self.prefix
+                )
+                self._places[role] = RemotePlace(conn, str(r["place"]), str(r["workdir"]), None)
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        for role in reversed(ROLES):
+            place = self._places.pop(role, None)
+            if place is not None:
+                with contextlib.suppress(TunbenchError):  # a lost host tears down on its own (EOF)
+                    place.conn.call("place_close", place=place.key)
+
+    def place(self, role: str) -> RemotePlace:
+        return self._places[role]
+
+    def ns_name(self, role: str) -> str:
+        return ""  # the host's own namespace
+
+    def ifname(self, suffix: str) -> str:
+        name = f"{self.prefix}-{suffix}"
+        if len(name) > 15:
+            raise ValueError(f"interface name too long: {name}")
+        return name
+
+    def effective_settings(self) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,134 @@
+"""A role placed on a remote host: the Place protocol (host/place.py) answered by that host's agent, and
+the role's cost sampled there and mapped onto the controller's clock."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tunbench.host.cgroup import CpuUsage
+from tunbench.host.place import Completed, Proc, completed
+from tunbench.monitor.sampler import RoleCost, RoleSample
+from tunbench.remote.connection import AgentConnection
+from tunbench.remote.protocol import HostLost
+
+
+class RemoteProc:
+    def __init__(self, conn: AgentConnection, key: str, pid: int, what: str) -> None:
+        self._conn = conn
+        self.key = key
+        self._pid = pid
+        self.what = what
+        self._stopped = False
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    def _state(self, lines: int = 0) -> dict[str, Any]:
+        return dict(self._conn.call("proc_state", proc=self.key, lines=lines))
+
+    def alive(self) -> bool:
+        return bool(self._state()["alive"])
+
+    def returncode(self) -> int | None:
+        rc = self._state()["returncode"]
+        return None if rc is None else int(rc)
+
+    def log_tail(self, lines: int = 20) -> str:
+        return str(self._state(lines)["log"])
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            with contextlib.suppress(HostLost):  # a lost agent ends its processes on its own (EOF)
+                self._conn.call("proc_stop", proc=self.key)
+
+
+class RemotePlace:
+    """One role's place on a host: its namespace there (None: the host's own) and trial directory."""
+
+    def __init__(self, conn: AgentConnection, key: str, workdir: str, netns: str | None) -> None:
+        self.conn = conn
+        self.key = key
+        self.workdir = Path(workdir)
+        self.netns = netns
+        self.label = f"host {conn.name}" + (f", namespace {netns}" if netns else "")
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        timeout_s: float = 30.0,
+        check: bool = True,
+        what: str = "",
+        env: Mapping[str, str] | None = None,
+    ) -> Completed:
+        r = self.conn.call(
+            "run",
+            wait_s=timeout_s + 30.0,
+            place=self.key,
+            argv=list(argv),
+            stdin=stdin,
+            timeout_s=timeout_s,
+            check=check,
+            what=what,
+            env=dict(env) if env else None,
+        )
+        return completed(argv, int(r["returncode"]), r["stdout"], r["stderr"])
+
+    def spawn(
+        self, argv: Sequence[str], *, what: str, log_name: str, env: Mapping[str, str] | None = None, role: str = ""
+    ) -> RemoteProc:
+        r = self.conn.call(
+            "spawn", place=self.key, argv=list(argv), what=what, log_name=log_name, env=dict(env or {}), role=role
+        )
+        return RemoteProc(self.conn, str(r["proc"]), int(r["pid"]), what)
+
+    def port_open(self, port: int, proto: str = "tcp") -> bool:
+        return bool(self.conn.call("port_open", place=self.key, port=port, proto=proto))
+
+    def exists(self, path: str) -> bool:
+        return bool(self.conn.call("exists", place=self.key, path=path))
+
+    def put_files(self, files: Mapping[str, tuple[bytes, int]]) -> None:
+        enc = {k: [base64.b64encode(data).decode(), mode] for k, (data, mode) in files.items()}
+        self.conn.call("put_files", place=self.key, files=enc)
+
+    def read(self, rel: str) -> bytes | None:
+        r = self.conn.call("read", place=self.key, rel=rel)
+        return None if r is None else base64.b64decode(r)
+
+    def pids(self, role: str, procs: Sequence[Proc]) -> list[int]:
+        keys = [p.key for p in procs if isinstance(p, RemoteProc)]
+        return [int(p) for p in self.conn.call("pids", place=self.key, role=role, procs=keys)]
+
+    # ---- cost ---------------------------------------------------------------------------------------
+    def sample_start(self, role: str, procs: Sequence[Proc]) -> str:
+        keys = [p.key for p in procs if isinstance(p, RemoteProc)]
+        return str(self.conn.call("sample_start", place=self.key, role=role, procs=keys)["sampler"])
+
+    def sample_stop(self, sampler: str, local_t0: float) -> RoleCost:
+        """The role's cost, its series moved onto the controller's sampler clock (origin `local_t0`, a
+        time.monotonic() here) with the measured clock offset."""
+        r = self.conn.call("sample_stop", sampler=sampler)
+        assert self.conn.clock is not None
+        shift = self.conn.clock.to_local_mono(float(r["t0"])) - local_t0
+        (cost,) = (role_cost(c, shift) for c in r["results"].values())
+        return cost
+
+
+def role_cost(d: Mapping[str, Any], shift_s: float) -> RoleCost:
+    """A RoleCost from its JSON form (dataclasses.asdict), sample times shifted by `shift_s`."""
+    cg = d.get("cgroup_cpu")
+    return RoleCost(
+        cpu=CpuUsage(**d["cpu"]),
+        rss_peak_bytes=int(d["rss_peak_bytes"]),
+        processes=int(d["processes"]),
+        cgroup_cpu=CpuUsage(**cg) if cg else None,
+        series=[RoleSample(**{**s, "t_s": float(s["t_s"]) + shift_s}) for s in d.get("series", [])],
+    )
