@@ -1,6 +1,7 @@
 """The second set of built-in tunnels (issue 13, part A) carries real iperf3 traffic through real namespaces,
 with its cost measured: boringtun and ssh -w (a daemon per side), and the kernel's own tunnels (vxlan,
-gre, ipip, wireguard-kernel: no process at all). boringtun also serves several clients at once ([multi]).
+gre, ipip, wireguard-kernel: no process at all). boringtun also serves several clients at once ([multi]:
+the clients and storm workloads).
 
 A kernel tunnel whose module this kernel lacks is skipped with the module's name; those tests are the
 ones tests/conftest.py ALLOWED_SKIPS lets CI skip. Every other skip fails under CI=true."""
@@ -136,3 +137,31 @@ udp_rate_bps = {rate:.0f}
     assert m["clients.udp.failed_clients"] == 0
     assert m["clients.udp.server_cpu_s"] > 0
     assert m["clients.client_rss_bytes_mean"] > 1e6
+
+
+def test_boringtun_storm_connects_and_reconnects_every_client(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text(
+        """
+[run]
+tunnels = ["boringtun"]
+repeat = 1
+direct = false
+[workload]
+kind = ["storm"]
+[workload.storm]
+clients = [10]
+variants = ["connect", "reconnect"]
+timeout_s = 30
+"""
+    )
+    res, doc = run_json(tmp_path, str(path), timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert {t["variant"] for t in doc["trials"]} == {"connect", "reconnect"}
+    for t in doc["trials"]:
+        assert t["status"] == "ok", t["error"]
+        m = t["metrics"]
+        assert m["clients.success_ratio"] == 1.0, (t["variant"], m.get("clients.failed_count"))
+        assert 0 < m["clients.ready_p50_s"] <= m["clients.ready_max_s"] < 30
+        if t["variant"] == "reconnect":
+            assert m["clients.connect.success_ratio"] == 1.0
