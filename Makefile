@@ -11,6 +11,9 @@ APT_PACKAGES := iperf3 iputils-ping iproute2 procps openssl \
 	nftables chromium linux-perf postgresql postgresql-client
 
 INFERNO := $(HOME)/.cargo/bin/inferno-flamegraph
+BORINGTUN := $(HOME)/.cargo/bin/boringtun-cli
+# the tools `make tools` installs with cargo are found by the tunbench commands run from here (demo, tests)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 .PHONY: help deps tools venv build demo test unit integration lint clean-results
 
@@ -36,12 +39,16 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# Flamegraph renderer for `tunbench run --flamegraph` (perf itself is linux-perf in APT_PACKAGES):
-# installed into ~/.cargo/bin once; skipped when it is there already.
-tools: $(INFERNO)
+# Flamegraph renderer for `tunbench run --flamegraph` (perf itself is linux-perf in APT_PACKAGES), and
+# boringtun-cli for the `boringtun` tunnel (Debian has no package): installed into ~/.cargo/bin once each;
+# skipped when there already.
+tools: $(INFERNO) $(BORINGTUN)
 
 $(INFERNO):
 	$(CARGO) install inferno --locked --quiet
+
+$(BORINGTUN):
+	$(CARGO) install boringtun-cli --locked --quiet
 
 build: link/target/release/tunbench-link tools
 

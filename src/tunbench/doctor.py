@@ -11,7 +11,7 @@ from pathlib import Path
 from tunbench import workloads
 from tunbench.host import HOST_TOOLS
 from tunbench.host.cgroup import cgroup_root
-from tunbench.tunnels.registry import builtin_names, missing_binaries, parse_ref
+from tunbench.tunnels.registry import KERNEL_MODULE, builtin_names, missing_requirements, missing_text, parse_ref
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,22 @@ APT_HINT = (
     "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends iperf3 iputils-ping "
     "iproute2 wireguard-go wireguard-tools openvpn openssl openssh-server openssh-client socat stunnel4 irtt"
 )
+
+
+CARGO_HINT = "`make tools` for those built with cargo (into ~/.cargo/bin, which must be on PATH)"
+
+
+def tunnel_fix(missing: list[str]) -> str:
+    """What to do about a tunnel's missing requirements (registry.missing_requirements)."""
+    mods = [m.removeprefix(KERNEL_MODULE) for m in missing if m.startswith(KERNEL_MODULE)]
+    progs = [m for m in missing if not m.startswith(KERNEL_MODULE)]
+    fixes = [f"{APT_HINT}; {CARGO_HINT}"] if progs else []
+    if mods:
+        fixes.append(
+            f"this kernel has no {', '.join(mods)}: install its module (modprobe {mods[0]}) "
+            "or run on a kernel built with it"
+        )
+    return "; ".join(fixes)
 
 
 def checks() -> list[Check]:
@@ -72,8 +88,8 @@ def checks() -> list[Check]:
     )
     for name in builtin_names():
         ref = parse_ref(name)
-        miss = missing_binaries(ref)
-        out.append(Check(f"tunnel {name}", not miss, "ok" if not miss else "missing " + ", ".join(miss), APT_HINT))
+        miss = missing_requirements(ref)
+        out.append(Check(f"tunnel {name}", not miss, "ok" if not miss else missing_text(miss), tunnel_fix(miss)))
     return out
 
 

@@ -37,7 +37,7 @@ from tunbench.store.db import Store
 from tunbench.tomlfile import locate
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import tunnel_version
-from tunbench.tunnels.registry import TunnelRef, missing_binaries, parse_ref, required_programs
+from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
 from tunbench.workloads import get as get_workload
 
 T = TypeVar("T")
@@ -133,7 +133,7 @@ def need_root() -> None:
 def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tuple[str, ...] = ()) -> None:
     problems = []
     for r in refs:
-        miss = missing_binaries(r)
+        miss = missing_requirements(r)
         if miss:
             problems.append(f"{r.label} needs {', '.join(miss)}")
     for tool in HOST_TOOLS:
@@ -150,7 +150,9 @@ def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tu
             problems.append("emulated profiles need tunbench-link (`make build`, or set TUNBENCH_LINK)")
     if problems:
         raise DependencyMissing(
-            "missing programs: " + "; ".join(problems) + " (run `make deps` or `tunbench doctor` for what to install)"
+            "missing requirements: "
+            + "; ".join(problems)
+            + " (run `make deps` or `tunbench doctor` for what to install)"
         )
 
 

@@ -21,6 +21,7 @@ TOOLS = {
     "tunbench-link",
     "iperf3",
     "wireguard-go",
+    "boringtun-cli",
     "openvpn",
     "stunnel",
     "stunnel4",

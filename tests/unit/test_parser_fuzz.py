@@ -34,7 +34,7 @@ from tunbench.link.profile import Profile, find_profile
 from tunbench.plan import expand
 from tunbench.session import expected_s, resolve_profiles, resolve_tunnels
 from tunbench.tomlfile import locate
-from tunbench.tunnels.registry import missing_binaries, parse_ref
+from tunbench.tunnels.registry import missing_requirements, parse_ref
 from tunbench.tunnels.spec import AdapterSpec
 
 EXAMPLES = int(os.environ.get("TUNBENCH_FUZZ_EXAMPLES", "300"))  # per test: 7 tests, 2,100 inputs, ~8 s
@@ -216,7 +216,7 @@ def _scenario_pipeline(path: Path) -> None:
 
 def _adapter_pipeline(path: Path) -> None:
     ref = parse_ref(str(path))
-    missing_binaries(ref)  # renders the `requires` templates
+    missing_requirements(ref)  # renders the `requires` templates
 
 
 def _profile_pipeline(path: Path) -> None:

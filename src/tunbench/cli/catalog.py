@@ -15,13 +15,13 @@ def tunnels() -> None:
     from rich.table import Table
 
     from tunbench.tunnels.adapter import tunnel_version
-    from tunbench.tunnels.registry import builtin_names, missing_binaries, parse_ref
+    from tunbench.tunnels.registry import builtin_names, missing_requirements, missing_text, parse_ref
 
     table = Table("tunnel", "layer", "status", "version", "parameters", "description", header_style="bold")
     for name in builtin_names():
         ref = parse_ref(name)
-        miss = missing_binaries(ref)
-        status = "[green]ready[/]" if not miss else f"[red]missing {', '.join(miss)}[/]"
+        miss = missing_requirements(ref)
+        status = "[green]ready[/]" if not miss else f"[red]{missing_text(miss)}[/]"
         version = tunnel_version(ref) if not miss else ""
         params = ", ".join(f"{k}={v}" for k, v in ref.adapter.spec.params.items())
         table.add_row(name, ref.adapter.spec.layer, status, version, params, ref.adapter.spec.description)

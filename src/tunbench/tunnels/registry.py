@@ -7,6 +7,7 @@ is never passed to the adapter's templates)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -96,6 +97,50 @@ def required_programs(ref: TunnelRef) -> list[str]:
     return [render(req, params, source=ref.adapter.source, key="requires") for req in ref.adapter.spec.requires]
 
 
-def missing_binaries(ref: TunnelRef) -> list[str]:
+def missing_programs(ref: TunnelRef) -> list[str]:
     """Required programs not on PATH (the `bin` parameter, when present, is checked as given)."""
     return [prog for prog in required_programs(ref) if shutil.which(prog) is None]
+
+
+def _module_name(name: str) -> str:
+    """The kernel treats - and _ in module names alike; a modules.dep path ends in NAME.ko[.xz|.zst|.gz]."""
+    return name.rsplit("/", 1)[-1].split(".ko", 1)[0].replace("-", "_")
+
+
+def kernel_module_available(name: str, root: Path = Path("/")) -> bool:
+    """Whether the running kernel has the module `name`, reading only (nothing is loaded): loaded or built in
+    with a /sys/module entry, listed in modules.builtin, or loadable (listed in modules.dep; `ip link add`
+    loads such a module on demand). `root` is / but in tests."""
+    want = _module_name(name)
+    if (root / "sys/module" / want).is_dir():
+        return True
+    release = os.uname().release
+    for base in ("lib/modules", "usr/lib/modules"):
+        for listing in ("modules.builtin", "modules.dep"):
+            try:
+                text = (root / base / release / listing).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if any(_module_name(line.split(":", 1)[0].strip()) == want for line in text.splitlines() if line.strip()):
+                return True
+    return False
+
+
+KERNEL_MODULE = "kernel module "  # how a missing kernel module is named among missing requirements
+
+
+def missing_requirements(ref: TunnelRef) -> list[str]:
+    """What the tunnel needs and this machine lacks: programs by name, kernel modules as "kernel module NAME"
+    (the adapter's `requires` and `requires_kernel`)."""
+    mods = [m for m in ref.adapter.spec.requires_kernel if not kernel_module_available(m)]
+    return missing_programs(ref) + [KERNEL_MODULE + m for m in mods]
+
+
+def missing_text(missing: list[str]) -> str:
+    """`missing wg; kernel module missing: wireguard` for `tunbench tunnels` and `doctor`."""
+    progs = [m for m in missing if not m.startswith(KERNEL_MODULE)]
+    mods = [m.removeprefix(KERNEL_MODULE) for m in missing if m.startswith(KERNEL_MODULE)]
+    parts = (["missing " + ", ".join(progs)] if progs else []) + (
+        ["kernel module missing: " + ", ".join(mods)] if mods else []
+    )
+    return "; ".join(parts)

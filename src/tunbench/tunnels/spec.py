@@ -122,6 +122,8 @@ class AdapterSpec(_Strict):
     description: str = ""
     layer: Literal["l3", "l4"]
     requires: list[str] = []
+    # kernel modules (or built-in kernel features) the tunnel needs, by module name: "wireguard", "ip_gre"
+    requires_kernel: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]] = []
     version: str | None = None
     version_regex: str | None = None
     params: dict[str, str] = {}
@@ -155,7 +157,7 @@ class LoadedAdapter(BaseModel):
 
 # values that are not `{name}` templates: names, regexes, enums, file modes; params are the variables' values
 _NOT_TEMPLATES = {"name", "description", "version_regex", "pattern", "mode", "layer", "kind", "role", "ns", "proto",
-                  "params"}  # fmt: skip
+                  "params", "requires_kernel"}  # fmt: skip
 
 
 def _templates(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
