@@ -150,9 +150,7 @@ def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tu
             problems.append("emulated profiles need tunbench-link (`make build`, or set TUNBENCH_LINK)")
     if problems:
         raise DependencyMissing(
-            "missing requirements: "
-            + "; ".join(problems)
-            + " (run `make deps` or `tunbench doctor` for what to install)"
+            "missing programs: " + "; ".join(problems) + " (run `make deps` or `tunbench doctor` for what to install)"
         )
 
 
