@@ -348,7 +348,7 @@ def _depths(p: _Parsed) -> dict[str, int]:
     def visit(name: str, path: tuple[str, ...]) -> int:
         if name in path:
             line = p.groups[name].children.get(path[-1])
-            raise p.error(f"group cycle: {' -> '.join([*path[path.index(name) :], name])}", line, name)
+            raise p.error(f"group cycle: {' -> '.join([*path[path.index(name) :], name])}", line, path[-1])
         if name not in depth:
             ups = parents[name] - {"all"}
             depth[name] = 0 if name == "all" else 1 + max((visit(u, (*path, name)) for u in ups), default=0)

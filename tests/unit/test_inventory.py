@@ -1,0 +1,269 @@
+"""remote/inventory.py: Ansible-style INI and YAML inventories and the scenario's [hosts] table, with errors
+that name file, line and key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tunbench.errors import ConfigError
+from tunbench.remote.inventory import Host, inventory_from_table, load_inventory
+
+INI = """\
+# the lab
+gw0 ansible_host=192.0.2.254
+
+[all:vars]
+ansible_user=admin
+tunbench_ssh_config=lab_ssh_config
+
+[client]
+bench1 ansible_host=192.0.2.1 ansible_port=2222 tunbench_address=198.18.0.1
+
+[server]
+bench2.lab ansible_ssh_common_args='-o ProxyJump=gw0' ansible_ssh_extra_args="-o Compression=no"  # a comment
+
+[lab:children]
+client
+server
+
+[lab:vars]
+ansible_user=bench
+ansible_ssh_private_key_file=~/.ssh/lab
+tunbench_command="/opt/tb/bin/tunbench"
+
+[server:vars]
+ansible_user=root
+tunbench_address6=2001:db8::2
+"""
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_ini_inventory(tmp_path: Path) -> None:
+    inv = load_inventory(write(tmp_path, "lab.ini", INI))
+    assert [h.name for h in inv.hosts] == ["gw0", "bench1", "bench2.lab"]
+    assert inv.ssh_config == str(tmp_path / "lab_ssh_config")  # relative to the inventory's directory
+    client, server = inv.for_role("client"), inv.for_role("server")
+    assert client.name == "bench1" and client.ssh_host == "192.0.2.1" and client.port == 2222
+    assert client.address == "198.18.0.1" and client.roles == {"client"}
+    assert client.user == "bench"  # the child group lab overrides all
+    assert client.identity_file == str(Path("~/.ssh/lab").expanduser())
+    assert client.command == "/opt/tb/bin/tunbench"
+    assert client.source == f"{tmp_path / 'lab.ini'}:9"
+    # server: both `lab` (parent) and `server` (child) set ansible_user: the child wins
+    assert server.user == "root" and server.ssh_host == "bench2.lab" and server.port is None
+    assert server.ssh_args == ("-o", "ProxyJump=gw0", "-o", "Compression=no")
+    assert server.address is None and server.address6 == "2001:db8::2"
+    gw = inv.host("gw0")
+    assert gw.roles == frozenset() and gw.user == "admin" and gw.address == "192.0.2.254"
+    assert gw.command == "tunbench"
+
+
+def test_ssh_argv_has_only_set_options_and_batch_mode() -> None:
+    full = Host("h", "10.0.0.1", "root", 2222, "/k", ("-o", "X=y"), None, None, frozenset(), "tunbench", "f:1")
+    assert full.ssh_argv("/cfg") == [
+        "ssh",
+        "-o",
+        "BatchMode=yes",
+        "-F",
+        "/cfg",
+        "-p",
+        "2222",
+        "-i",
+        "/k",
+        "-l",
+        "root",
+        "-o",
+        "X=y",
+        "10.0.0.1",
+    ]
+    bare = Host("h", "h", None, None, None, (), None, None, frozenset(), "tunbench", "f:1")
+    assert bare.ssh_argv() == ["ssh", "-o", "BatchMode=yes", "h"]
+
+
+def test_host_host_vars_beat_group_vars_and_roles_union(tmp_path: Path) -> None:
+    text = "[client]\nh1 ansible_user=me\n[server]\nh1\n[all:vars]\nansible_user=other\n"
+    inv = load_inventory(write(tmp_path, "hosts", text))  # no suffix: INI
+    (h,) = inv.hosts
+    assert h.roles == {"client", "server"} and h.user == "me"
+    assert inv.for_role("client") is inv.for_role("server")
+
+
+def test_tunbench_roles_var_and_host_port_and_ranges(tmp_path: Path) -> None:
+    text = "[bench]\nbox[1:3] tunbench_roles=middle\nsrv:2200 tunbench_roles=client,server\n"
+    inv = load_inventory(write(tmp_path, "x.cfg", text))
+    assert [h.name for h in inv.hosts] == ["box1", "box2", "box3", "srv"]
+    assert inv.host("srv").port == 2200 and inv.host("srv").roles == {"client", "server"}
+    assert all(inv.host(f"box{i}").roles == {"middle"} for i in (1, 2, 3))
+    with pytest.raises(ConfigError, match="'middle' is on 3 hosts"):
+        inv.for_role("middle")
+
+
+YAML = """\
+all:
+  vars:
+    tunbench_ssh_config: /etc/tb/ssh_config
+    ansible_user: admin
+  hosts:
+    gw0:
+  children:
+    client:
+      hosts:
+        bench1:
+          ansible_host: 192.0.2.1
+          ansible_port: 2222
+    server:
+      vars:
+        ansible_user: root
+      hosts:
+        bench2:
+          tunbench_address: 198.18.0.2
+          tunbench_roles: [server, middle]
+          ansible_ssh_common_args: -o ProxyJump=gw0
+"""
+
+
+def test_yaml_inventory(tmp_path: Path) -> None:
+    path = write(tmp_path, "lab.yml", YAML)
+    inv = load_inventory(path)
+    assert inv.ssh_config == "/etc/tb/ssh_config"
+    client, server = inv.for_role("client"), inv.for_role("server")
+    assert (client.name, client.ssh_host, client.port, client.user) == ("bench1", "192.0.2.1", 2222, "admin")
+    assert client.address == "192.0.2.1"  # ansible_host is an IPv4 literal
+    assert server.user == "root" and server.roles == {"server", "middle"} and server.address == "198.18.0.2"
+    assert server.ssh_args == ("-o", "ProxyJump=gw0")
+    assert client.source == f"{path}:10" and server.source == f"{path}:17"
+    assert inv.host("gw0").roles == frozenset()
+
+
+def test_unknown_suffix_tries_yaml_then_ini(tmp_path: Path) -> None:
+    assert load_inventory(write(tmp_path, "lab.inv", YAML)).for_role("client").name == "bench1"
+    assert load_inventory(write(tmp_path, "lab.txt", "[client]\nh1\n")).for_role("client").name == "h1"
+
+
+def test_table_hosts() -> None:
+    inv = inventory_from_table(
+        {
+            "ssh_config": "/cfg",
+            "client": {"ssh": "root@bench1", "address": "192.0.2.1", "ssh_args": "-o ProxyJump=gw"},
+            "server": {"ssh": "ssh://bench@[2001:db8::2]:2200", "address": "192.0.2.2", "command": "/opt/tunbench"},
+        },
+        "s.toml",
+    )
+    assert inv.ssh_config == "/cfg"
+    c, s = inv.for_role("client"), inv.for_role("server")
+    assert (c.name, c.ssh_host, c.user, c.port, c.ssh_args) == (
+        "bench1",
+        "bench1",
+        "root",
+        None,
+        ("-o", "ProxyJump=gw"),
+    )
+    assert (s.ssh_host, s.user, s.port, s.address, s.address6) == (
+        "2001:db8::2",
+        "bench",
+        2200,
+        "192.0.2.2",
+        "2001:db8::2",
+    )
+    assert s.command == "/opt/tunbench" and c.command == "tunbench"
+    both = inventory_from_table({"client": {"ssh": "10.0.0.1"}, "server": {"ssh": "10.0.0.1"}}, "s.toml")
+    assert len(both.hosts) == 1 and both.hosts[0].roles == {"client", "server"} and both.hosts[0].address == "10.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key", "msg"),
+    [
+        ("[client]\nh1 ansible_port=99999\n", 2, "ansible_port", "bad port"),
+        ("[client]\nh1\n[client:vars]\nansible_port=ssh\n", 4, "ansible_port", "bad port"),
+        ("[x]\nh1 tunbench_roles=client,boss\n", 2, "tunbench_roles", "unknown role 'boss'"),
+        ("[client]\nh1 tunbench_adress=1.2.3.4\n", 2, "tunbench_adress", "unknown tunbench variable"),
+        ("[client]\nh1 tunbench_address=fe80::1\n", 2, "tunbench_address", "IPv4"),
+        ("[client]\nh1 tunbench_address6=10.0.0.1\n", 2, "tunbench_address6", "IPv6"),
+        ("[client]\nh1 ansible_port\n", 2, "h1", "key=value"),
+        ("[client]\nh1 x='unclosed\n", 2, "", "cannot split"),
+        ("[client:kids]\nh1\n", 1, "[client:kids]", "unknown section type"),
+        ("[client]\n-oProxyCommand=x\n", 2, "-oProxyCommand=x", "invalid host name"),
+        ("[client]\nh1\n[client:vars]\ntunbench_ssh_config=x\n", 4, "tunbench_ssh_config", "on `all`"),
+        ("[client]\nh1 ansible_connection=local\n", 2, "ansible_connection", "only with ssh"),
+        ("[a:children]\nb\n[b:children]\na\n[a]\nh1\n", 2, "b", "group cycle: a -> b -> a"),
+        ("[a]\nh[3:1]\n", 2, "h[3:1]", "empty range"),
+        ("# nothing\n", None, "", "no hosts"),
+    ],
+)
+def test_ini_errors_name_file_line_key(tmp_path: Path, text: str, line: int | None, key: str, msg: str) -> None:
+    path = write(tmp_path, "bad.ini", text)
+    with pytest.raises(ConfigError) as exc:
+        load_inventory(path)
+    e = exc.value
+    assert (e.source, e.line, e.key) == (str(path), line, key), str(e)
+    assert msg in str(e)
+    assert str(e).startswith(str(path) + (f":{line}" if line else ""))
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "key", "msg"),
+    [
+        ("all:\n  hosts:\n    h1:\n      ansible_port: 0\n", 4, "ansible_port", "bad port"),
+        ("all:\n  children:\n    client:\n      hostz:\n        h1:\n", 4, "client.hostz", "unknown key"),
+        ("all:\n  hosts: [h1, h2]\n", 2, "all.hosts", "expected a mapping"),
+        ("all:\n  hosts:\n    h1:\n      tunbench_roles: [client, db]\n", 4, "tunbench_roles", "unknown role 'db'"),
+        ("all:\n  hosts:\n    h1: {ansible_host: [1]}\n", 3, "ansible_host", "expected a string"),
+        ("all:\n  hosts:\n   h1:\n  - x\n", 4, "", "YAML syntax error"),
+    ],
+)
+def test_yaml_errors_name_file_line_key(tmp_path: Path, text: str, line: int, key: str, msg: str) -> None:
+    path = write(tmp_path, "bad.yaml", text)
+    with pytest.raises(ConfigError) as exc:
+        load_inventory(path)
+    e = exc.value
+    assert (e.source, e.line, e.key) == (str(path), line, key), str(e)
+    assert msg in str(e)
+
+
+def test_for_role_errors_name_the_file(tmp_path: Path) -> None:
+    path = write(tmp_path, "lab.ini", "[client]\na\nb\n")
+    inv = load_inventory(path)
+    with pytest.raises(ConfigError) as exc:
+        inv.for_role("client")
+    assert exc.value.source == str(path) and f"a ({path}:2), b ({path}:3)" in str(exc.value)
+    with pytest.raises(ConfigError, match=r"no host takes the role 'server'.*\[server\] group") as exc:
+        inv.for_role("server")
+    assert exc.value.source == str(path)
+    with pytest.raises(ConfigError, match="unknown role 'db'"):
+        inv.for_role("db")
+
+
+def test_missing_file() -> None:
+    with pytest.raises(ConfigError, match="cannot read") as exc:
+        load_inventory(Path("/nonexistent/hosts.ini"))
+    assert exc.value.source == "/nonexistent/hosts.ini"
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "msg"),
+    [
+        ({"client": {"address": "1.2.3.4"}}, "hosts.client.ssh", "required key is missing"),
+        ({"boss": {"ssh": "h"}}, "hosts.boss", "unknown role"),
+        ({"client": {"ssh": "h", "prot": 22}}, "hosts.client.prot", "unknown key"),
+        ({"client": {"ssh": "h", "port": 0}}, "hosts.client.port", "bad port"),
+        ({"client": {"ssh": "h", "address": "h2"}}, "hosts.client.address", "IPv4"),
+        ({"client": {"ssh": "-oProxyCommand=x"}}, "hosts.client.ssh", "bad destination"),
+        ({"client": {"ssh": "h", "ssh_args": [1]}}, "hosts.client.ssh_args", "list of strings"),
+        ({"client": {"ssh": "h"}, "server": {"ssh": "h", "port": 2}}, "hosts.server", "different settings"),
+        ({}, "hosts", "no hosts"),
+    ],
+)
+def test_table_errors(table: dict[str, object], key: str, msg: str) -> None:
+    text = "[hosts.client]\nssh = 'h'\n[hosts.server]\nssh = 'h'\n"
+    with pytest.raises(ConfigError) as exc:
+        inventory_from_table(table, "s.toml", text=text)
+    assert exc.value.key == key and exc.value.source == "s.toml" and msg in str(exc.value)
+    if key.startswith("hosts.client"):
+        assert exc.value.line in (1, 2)
