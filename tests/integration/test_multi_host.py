@@ -1,0 +1,239 @@
+"""`tunbench run --hosts`: roles placed on real SSH hosts (network namespaces, each with its own sshd,
+reached only through `ssh`; tests/sshhosts.py). Real tunnels and iperf3 on the hosts, the agent over the
+SSH channel, and nothing left on any host after success, a cut connection or a SIGKILLed controller."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import RUN_LINE, STARTED, leftovers, tunbench
+from tests.sshhosts import SRC_DIR, SshHosts, ssh_hosts
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshHosts]:
+    for tool in ("sshd", "ssh", "socat"):
+        if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+            pytest.skip(f"{tool} is not installed (make deps)")
+    with ssh_hosts(tmp_path_factory.mktemp("hosts")) as h:
+        yield h
+
+
+def nothing_left(hosts: SshHosts, agent_prefixes: list[str] = ()) -> None:  # type: ignore[assignment]
+    for name in hosts.hosts:
+        assert hosts.leftovers(name) == [], f"{name} kept things"
+    for prefix in agent_prefixes:  # the agents' cgroups and trial directories (the hosts share /sys and /tmp)
+        assert leftovers(prefix) == [], f"agent {prefix} left things"
+
+
+def agent_prefixes(doc: dict) -> list[str]:  # type: ignore[type-arg]
+    return [h["agent"]["prefix"] for h in doc["run"]["provenance"]["hosts"].values()]
+
+
+def run_hosts(tmp: Path, inventory: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
+    out = tmp / "out.json"
+    res = tunbench("run", "--hosts", str(inventory), "--db", str(tmp / "r.db"), "--json", str(out), *args)
+    return res, (json.loads(out.read_text()) if out.exists() else {})
+
+
+def test_tunnels_and_latency_on_two_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    res, doc = run_hosts(
+        tmp_path,
+        hosts.inventory,
+        *("-t", "wireguard-go", "-t", "openvpn-udp", "-w", "iperf3,latency"),
+        *("--direction", "up,down", "--duration", "1", "--omit", "1", "--repeat", "1"),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    trials = doc["trials"]
+    assert {(t["label"], t["workload"]) for t in trials} >= {
+        ("direct", "iperf3"),
+        ("wireguard-go", "iperf3"),
+        ("openvpn-udp", "iperf3"),
+        ("wireguard-go", "latency"),
+    }
+    for t in trials:
+        assert t["status"] == "ok", t["error"]
+        if t["workload"] == "iperf3":
+            assert t["throughput_bps"] > 1e6
+        if t["label"] != "direct":
+            for role in ("client", "server"):  # the remote agents' cgroups and samplers
+                cpu = t["cpu"][role]
+                assert cpu["user_s"] + cpu["sys_s"] > 0, f"{t['label']} {role} CPU not measured"
+                assert t["rss_peak_bytes"][role] > 1_000_000
+    lat = [t for t in trials if t["workload"] == "latency" and t["label"] == "wireguard-go"]
+    assert lat and lat[0]["metrics"]["rtt_p50_ms"] > 0
+    prov = doc["run"]["provenance"]["hosts"]
+    assert {prov[n]["role"] for n in prov} == {"client", "server"}
+    for h in prov.values():
+        clock = h["clock"]
+        # the hosts share this machine's clock: the method must find ~0 within its stated bound
+        assert abs(clock["wall_s"]) <= clock["uncertainty_s"] + 1e-4
+        assert 0 < clock["uncertainty_s"] < 0.05
+        assert h["nic"]["device"] == "eth0" and h["nic"]["mtu"] == 1500
+        assert h["host"]["kernel"] and h["cpu"]["cores"] >= 1
+    nothing_left(hosts, agent_prefixes(doc))
+
+
+def test_the_same_scenario_runs_locally_and_on_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    sc = tmp_path / "sc.toml"
+    sc.write_text(
+        '[run]\ntunnels = ["socat"]\nrepeat = 1\n[workload]\nduration_s = 1\nomit_s = 0\ndirections = ["up"]\n'
+    )
+    local = tunbench("run", str(sc), "--db", str(tmp_path / "l.db"), "--json", str(tmp_path / "l.json"))
+    assert local.returncode == 0, local.stdout + local.stderr
+    remote, doc = run_hosts(tmp_path, hosts.inventory, str(sc))
+    assert remote.returncode == 0, remote.stdout + remote.stderr
+    cases = lambda d: sorted((t["label"], t["workload"], t["direction"], t["flows"]) for t in d["trials"])  # noqa: E731
+    assert cases(json.loads((tmp_path / "l.json").read_text())) == cases(doc)
+    assert "hosts" not in json.loads((tmp_path / "l.json").read_text())["run"]["provenance"]
+    nothing_left(hosts, agent_prefixes(doc))
+
+
+def start(tmp: Path, inventory: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunbench", "run", "--hosts", str(inventory), "--db", str(tmp / "r.db"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    m = RUN_LINE.search(line)
+    assert m, f"no run line: {line!r}"
+    STARTED.add(m.group(1))
+    return proc, m.group(1)
+
+
+def wait_for_tunnel(hosts: SshHosts, prefix: str, timeout_s: float = 30) -> None:
+    """Until the trial's wireguard-go runs on the server host (its device carries the run's prefix)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if hosts.sh("h2", f"ip -o link show | grep -q ' {prefix}-ts'").returncode == 0:
+            time.sleep(1.0)  # into the measured window
+            return
+        time.sleep(0.1)
+    raise AssertionError("the remote trial never started")
+
+
+def trial_rows(db: Path) -> list[tuple[str, str]]:
+    con = sqlite3.connect(db)
+    try:
+        return [(r[0], r[1]) for r in con.execute("SELECT status, error FROM trials ORDER BY seq")]
+    finally:
+        con.close()
+
+
+def test_sigkill_of_the_controller_then_clean_hosts_leaves_nothing(hosts: SshHosts, tmp_path: Path) -> None:
+    proc, prefix = start(tmp_path, hosts.inventory, "-t", "wireguard-go", "--no-direct", "--duration", "20")
+    try:
+        wait_for_tunnel(hosts, prefix)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    # the ssh clients lose their writer: each agent sees EOF and tears down; clean --hosts confirms and sweeps
+    res = tunbench("clean", "--hosts", str(hosts.inventory), "--db", str(tmp_path / "r.db"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "h1:" in res.stdout and "h2:" in res.stdout
+    deadline = time.monotonic() + 15
+    while any(hosts.leftovers(n) for n in hosts.hosts) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    nothing_left(hosts)
+    assert leftovers(prefix) == []
+
+
+def test_a_cut_connection_fails_the_trial_and_stops_the_run_cleanly(hosts: SshHosts, tmp_path: Path) -> None:
+    proc, prefix = start(
+        tmp_path, hosts.inventory, "-t", "wireguard-go", "--no-direct", "--duration", "8", "--repeat", "3"
+    )
+    try:
+        wait_for_tunnel(hosts, prefix)
+        assert hosts.cut("h1") > 0
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode not in (0, None), out
+    assert "h1" in out and "lost" in out, out
+    rows = trial_rows(tmp_path / "r.db")
+    assert rows and rows[0][0] == "failed" and "h1" in rows[0][1], rows
+    assert len(rows) == 1, "the run stops at the lost host instead of failing every later trial"
+    deadline = time.monotonic() + 15
+    while any(hosts.leftovers(n) for n in hosts.hosts) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    nothing_left(hosts)
+
+
+def write_inventory(hosts: SshHosts, tmp: Path, **overrides: str) -> Path:
+    """The fixture's inventory with some host lines' extra variables (`h2="tunbench_command='...'"`)."""
+    lines = []
+    for line in hosts.inventory.read_text().splitlines():
+        name = line.split(" ", 1)[0]
+        lines.append(f"{line} {overrides[name]}" if name in overrides and " " in line else line)
+    path = tmp / "hosts.ini"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def other_version_tree(tmp: Path) -> Path:
+    """A copy of tunbench's sources that calls itself another version."""
+    tree = tmp / "other" / "src"
+    shutil.copytree(SRC_DIR / "tunbench", tree / "tunbench", ignore=shutil.ignore_patterns("__pycache__"))
+    init = tree / "tunbench" / "__init__.py"
+    init.write_text(init.read_text().replace('__version__ = "', '__version__ = "9.9.9-'))
+    return tree
+
+
+def test_a_version_mismatch_says_how_to_install_the_same_version(hosts: SshHosts, tmp_path: Path) -> None:
+    cmd = f"env PYTHONPATH={other_version_tree(tmp_path)} {sys.executable} -m tunbench"
+    inv = write_inventory(hosts, tmp_path, h2=f"tunbench_command='{cmd}'")
+    res, _ = run_hosts(tmp_path, inv, "-t", "direct", "--duration", "1", "--omit", "0", "--repeat", "1")
+    assert res.returncode == 2, res.stdout + res.stderr
+    text = res.stdout + res.stderr
+    assert "h2 runs tunbench 9.9.9-" in text and "Install the same version there" in text, text
+    nothing_left(hosts)
+
+
+def test_doctor_hosts_verdicts(hosts: SshHosts, tmp_path: Path) -> None:
+    ok = tunbench("doctor", "--hosts", str(hosts.inventory))
+    assert "h1" in ok.stdout and "h2" in ok.stdout
+    assert ok.stdout.count("✓ reachable") == 2 and "✓ programs" in ok.stdout, ok.stdout
+    assert "✓ root" in ok.stdout and "clock: offset" in ok.stdout
+    assert "link emulation" in ok.stdout
+
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    nobody = (
+        "setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=+dac_read_search "
+        f"--ambient-caps=+dac_read_search env PYTHONPATH={SRC_DIR} {sys.executable} -m tunbench"
+    )
+    wrong_key = tmp_path / "wrong_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(wrong_key)], check=True)
+    cases = {
+        "tunbench_command": (f"tunbench_command='env PATH={empty} {sys.executable} -m tunbench'", "missing"),
+        "nobody": (f"tunbench_command='{nobody}'", "needs root"),
+        "version": (
+            f"tunbench_command='env PYTHONPATH={other_version_tree(tmp_path)} {sys.executable} -m tunbench'",
+            "runs tunbench 9.9.9-",
+        ),
+        "key": (f"ansible_ssh_private_key_file={wrong_key} ansible_ssh_common_args='-o IdentitiesOnly=yes'", "✗"),
+    }
+    for what, (var, expect) in cases.items():
+        inv = write_inventory(hosts, tmp_path, h2=var)
+        res = tunbench("doctor", "--hosts", str(inv))
+        host2 = res.stdout[res.stdout.index("h2") :]
+        assert res.returncode == 1, f"{what}: {res.stdout}"
+        assert expect in host2, f"{what}: {host2}"
+        assert "✓ reachable" in res.stdout[: res.stdout.index("h2")], f"{what}: h1 should still pass"
+    nothing_left(hosts)
