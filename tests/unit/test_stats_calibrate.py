@@ -27,6 +27,8 @@ def test_noise_is_the_sd_of_the_within_pair_log_ratios_and_the_mde_is_compares()
     assert nb.mde == pytest.approx(min_detectable_effect_paired(nb.pair_sd, 10, confidence=1 - 0.05 / 3))
     # the shared drift (CV 5 %) is in a single trial's CV, not in the within-pair noise
     assert nb.trial_cv > nb.pair_sd
+    lo, hi = nb.pair_sd_ci  # chi-square with 9 df: 0.688x to 1.826x
+    assert lo / nb.pair_sd == pytest.approx(0.688, abs=0.001) and hi / nb.pair_sd == pytest.approx(1.826, abs=0.001)
 
 
 def test_a_budget_buys_whole_pairs_after_the_overhead_and_the_mde_falls_as_one_over_sqrt_pairs() -> None:
@@ -50,6 +52,7 @@ def test_too_few_pairs_for_the_level_give_an_infinite_mde_but_a_projection() -> 
 def test_one_pair_has_no_noise_estimate() -> None:
     nb = noise_budget([4e9], [4.1e9], pair_s=5.0)
     assert math.isnan(nb.pair_sd) and math.isnan(nb.mde) and math.isnan(nb.trial_cv)
+    assert all(math.isnan(x) for x in nb.pair_sd_ci)
     assert nb.target_pairs == 0 and math.isnan(nb.target_s)
     assert all(math.isnan(p.mde) for p in nb.projections)
 

@@ -425,7 +425,8 @@ def pair_trials(ta: list[TrialRecord], tb: list[TrialRecord]) -> tuple[list[tupl
     return pairs, len(ra.keys() ^ rb.keys())
 
 
-def _pair_values(pairs: list[tuple[TrialRecord, TrialRecord]], metric: Metric) -> tuple[list[float], list[float]]:
+def pair_values(pairs: list[tuple[TrialRecord, TrialRecord]], metric: Metric) -> tuple[list[float], list[float]]:
+    """The metric's values of both partners, for the pairs where both have a finite one (A's, B's)."""
     va: list[float] = []
     vb: list[float] = []
     for x, y in pairs:
@@ -575,7 +576,7 @@ def compare_runs(
                 continue
             paired = False
             if paired_design:
-                pa, pb = _pair_values(trial_pairs, metric)
+                pa, pb = pair_values(trial_pairs, metric)
                 if len(pa) >= MIN_PAIRS:
                     va, vb, paired = pa, pb, True
                 else:

@@ -18,7 +18,8 @@ measured now, so it falls about as ``1 / sqrt(pairs)``. That assumes what the ca
 
 ``level`` is the significance level the comparison will use: ``alpha / family`` for Holm's first rejection
 over ``family`` gated comparisons (compare's MDE column is computed at that level too). The SD from a few
-pairs is itself uncertain (with 8 pairs its 95% CI spans about 0.66x to 2.0x), so the projection is a guide.
+pairs is itself uncertain: ``pair_sd_ci`` is its normal-theory (chi-square) interval at ``confidence``, with
+8 pairs about 0.66x to 2.0x the estimate, and the projected MDEs are uncertain by the same factor.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
 
 from tunbench.stats._common import Values, as_array, check_confidence
 from tunbench.stats.compare import DEFAULT_POWER
@@ -51,15 +53,16 @@ class Projection:
 class NoiseBudget:
     """One metric's A/A noise and what it means for a budget (see the module docstring).
 
-    ``n_pairs``: pairs measured; ``pair_sd``: SD of their log ratios; ``trial_cv``: the CV of single trials,
-    both labels pooled (each around its own label's mean); ``mde``: the MDE at the pairs measured;
-    ``projections``: the MDE per budget; ``target``/``target_pairs``/``target_s``: the pairs and seconds
-    (overhead included) a comparison needs to detect a change of ``target`` (``target_pairs`` 0 when the
+    ``n_pairs``: pairs measured; ``pair_sd``: SD of their log ratios; ``pair_sd_ci``: its interval;
+    ``trial_cv``: the CV of single trials, both labels pooled (each around its own label's mean); ``mde``: the
+    MDE at the pairs measured; ``projections``: the MDE per budget; ``target_pairs``, ``target_s``: the pairs
+    and seconds (overhead included) a comparison needs to detect a change of ``target`` (0 and NaN when the
     noise is undefined).
     """
 
     n_pairs: int
     pair_sd: float
+    pair_sd_ci: tuple[float, float]
     trial_cv: float
     pair_s: float
     level: float
@@ -116,6 +119,7 @@ def noise_budget(
     return NoiseBudget(
         n_pairs=n,
         pair_sd=sd,
+        pair_sd_ci=_sd_interval(sd, n, confidence),
         trial_cv=_pooled_cv(a, b),
         pair_s=pair_s,
         level=level,
@@ -125,6 +129,16 @@ def noise_budget(
         target_pairs=need,
         target_s=need * pair_s + overhead_s if need else math.nan,
     )
+
+
+def _sd_interval(sd: float, n: int, confidence: float) -> tuple[float, float]:
+    """The chi-square interval of a normal sample's SD from n values (NaN below 2)."""
+    if n < 2 or math.isnan(sd):
+        return (math.nan, math.nan)
+    df = n - 1
+    tail = (1.0 - confidence) / 2.0
+    hi_q, lo_q = float(sps.chi2.ppf(1.0 - tail, df)), float(sps.chi2.ppf(tail, df))
+    return (sd * math.sqrt(df / hi_q), sd * math.sqrt(df / lo_q))
 
 
 def _pooled_cv(a: np.ndarray, b: np.ndarray) -> float:
