@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -670,7 +671,7 @@ def _default_like(uid: str, seed: int, reps: int = 3) -> RunRecord:
 def _plain(res: CompareResult) -> list[str]:
     from rich.console import Console
 
-    console = Console(width=10_000, record=True)
+    console = Console(width=10_000, record=True, file=io.StringIO())
     for line in compare_lines(res):
         console.print(line, soft_wrap=True)
     return console.export_text().splitlines()
