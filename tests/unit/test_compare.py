@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -156,7 +157,7 @@ def test_three_repetitions_cannot_reach_significance_and_say_so() -> None:
     res = compare_runs(a, b, threshold=0.03)
     assert rows_by_metric(res)["throughput_bps"].result.verdict == "no significant change"
     assert res.exit_code == 0
-    assert any(w.code == "cannot-reach-significance" for w in res.warnings())
+    assert any(f.warning.code == "cannot-reach-significance" for f in res.warnings())
     assert math.isinf(rows_by_metric(res)["throughput_bps"].result.min_detectable_effect)
 
 
@@ -647,3 +648,110 @@ def test_cli_compare_says_paired_for_labels_of_one_run_and_unpaired_for_two_runs
     text = " ".join(two.output.split())
     assert "unpaired: A and B are different runs" in text and "Mann-Whitney" in text
     assert "Wilcoxon" not in text
+
+
+# ---- a result usable for a decision: warnings grouped by cause, one verdict line -------------------------
+
+
+def _default_like(uid: str, seed: int, reps: int = 3) -> RunRecord:
+    """A `make demo`-shaped run: 7 tunnels (direct included) x up/down, `reps` repetitions, CV ~8 %."""
+    rng = np.random.default_rng(seed)
+    trials = []
+    for rep in range(1, reps + 1):
+        for t in ("direct", "wireguard-go", "openvpn-udp", "openvpn-tcp", "ssh-forward", "socat", "stunnel"):
+            for d in ("up", "down"):
+                cpu = None if t == "direct" else float(rng.lognormal(0.0, 0.1))
+                bps = 4e9 * float(rng.lognormal(0.0, 0.08))
+                trials.append(
+                    trial(len(trials) + 1, t, bps, direction=d, repetition=rep, cpu_client_s=cpu, cpu_server_s=cpu)
+                )
+    return run(trials, uid=uid)
+
+
+def _plain(res: CompareResult) -> list[str]:
+    from rich.console import Console
+
+    console = Console(width=10_000, record=True, file=io.StringIO())
+    for line in compare_lines(res):
+        console.print(line, soft_wrap=True)
+    return console.export_text().splitlines()
+
+
+def test_warnings_of_two_default_runs_are_one_line_per_cause_with_a_count() -> None:
+    res = compare_runs(_default_like("tbaaaaaa", 1), _default_like("tbbbbbbb", 2), threshold=0.03)
+    assert len(res.rows) == 38  # 2 direct throughput rows + 12 tunnel cases x 3 metrics
+    lines = _plain(res)
+    warnings = [ln for ln in lines if ln.startswith("warning:") and "settings" not in ln]
+    causes = [ln.split(" in ", 1)[0] for ln in warnings]
+    assert len(causes) == len(set(causes)), warnings  # one line per cause
+    assert len(lines) <= 10, lines  # before: more than 100 lines
+    assert any(
+        "too few repetitions for any change to be called significant in all 38 comparison(s)" in ln for ln in lines
+    )
+    noisy = next(ln for ln in warnings if ln.startswith("warning: noisy (CV >= 5%) in "))
+    count = int(re.search(r"in (\d+) comparison\(s\)", noisy).group(1))  # type: ignore[union-attr]
+    flagged = {f.subject for f in res.warnings() if f.warning.code == "high-cv"}
+    assert count == len(flagged) > 4 and f"and {count - 4} more" in noisy  # 4 named, the rest counted
+    assert lines[-1].startswith("verdict: 0 regressed, 0 improved, 0 unchanged, 36 undecided (")
+    assert "no change is detectable at these repetitions: use --repeat 7 or more" in lines[-1]
+
+
+def _case(label: str, median: float, cv: float, seed: int, reps: int = 8) -> list[float]:
+    return samples(median, reps, cv, seed)
+
+
+def _four_outcomes(threshold: float = 0.03) -> CompareResult:
+    """Four tunnels: `slow` 20 % slower, `fast` 20 % faster, `same` steady (CV 0.3 %), `noisy` (CV 15 %)."""
+    shape = {
+        "slow": (4e9, 3.2e9, 0.003),
+        "fast": (4e9, 4.8e9, 0.003),
+        "same": (4e9, 4e9, 0.003),
+        "noisy": (4e9, 4e9, 0.15),
+    }
+    ta: list = []
+    tb: list = []
+    for k, (label, (ma, mb, cv)) in enumerate(shape.items()):
+        for side, median, out in (("a", ma, ta), ("b", mb, tb)):
+            for i, v in enumerate(_case(label, median, cv, seed=10 * k + (side == "b"))):
+                out.append(trial(len(out) + 1, label, v, tunnel="socat", repetition=i + 1, cpu_client_s=1.0))
+    return compare_runs(run(ta, rid=1, uid="tba"), run(tb, rid=2, uid="tbb"), threshold=threshold)
+
+
+def test_verdict_counts_each_gated_comparison_once_and_matches_the_exit_status() -> None:
+    res = _four_outcomes()
+    by_label = {(r.case_a.label, r.metric.kind): res.outcome(r) for r in res.rows}
+    assert by_label == {
+        ("slow", "throughput"): "regressed", ("slow", "cpu"): "regressed",
+        ("fast", "throughput"): "improved", ("fast", "cpu"): "improved",
+        ("same", "throughput"): "unchanged", ("same", "cpu"): "unchanged",
+        ("noisy", "throughput"): "undecided", ("noisy", "cpu"): "undecided",
+    }  # fmt: skip
+    assert res.tally() == {"regressed": 2, "improved": 2, "unchanged": 2, "undecided": 2}
+    assert res.exit_code == EXIT_REGRESSED
+    last = _plain(res)[-1]
+    assert last.startswith("verdict: 2 regressed, 2 improved, 2 unchanged, 2 undecided (unpaired Mann-Whitney U, ")
+    assert "Holm over 8 at alpha 0.05, threshold 3.0%; smallest detectable change ±" in last
+    assert last.endswith(f"→ exit {EXIT_REGRESSED}, regression")
+
+
+def test_without_a_threshold_a_finite_mde_is_enough_for_unchanged() -> None:
+    res = _four_outcomes(threshold=0.0)
+    assert res.tally()["undecided"] == 0 and res.tally()["unchanged"] == 4
+    mdes = sorted(r.result.min_detectable_effect for r in res.rows)
+    assert f"smallest detectable change ±{mdes[0]:.1%} to ±{mdes[-1]:.1%}" in _plain(res)[-1]
+
+
+def test_verdict_without_regression_exits_0_and_names_the_paired_analysis() -> None:
+    r = _paired_run("tb000001", slower=0.0)
+    res = compare_runs(r, r, label_a="old", label_b="new")
+    assert res.exit_code == 0 and res.tally()["regressed"] == 0
+    last = _plain(res)[-1]
+    assert last.startswith("verdict: 0 regressed, ") and "(paired Wilcoxon signed-rank, " in last
+    assert last.endswith("→ exit 0, no regression")
+
+
+def test_cli_compare_ends_with_the_verdict_line(ab_store: Path) -> None:
+    slow = CliRunner().invoke(app, ["compare", "fast", "slow", "--db", str(ab_store), "--threshold", "3%"])
+    assert slow.exit_code == EXIT_REGRESSED
+    last = " ".join(slow.output.strip().splitlines()[-3:])  # the terminal may wrap it
+    assert re.search(r"verdict: 2 regressed, 0 improved, 0 unchanged, 0 undecided .*→ exit 1, regression$", last)

@@ -7,6 +7,7 @@ checks.py     output paths and the store checked before work starts
 run.py        tunbench run
 show.py       tunbench show (and the tables `run` prints at its end)
 report.py     tunbench report, export (= report --format json), compare
+calibrate.py  tunbench calibrate (a short A/A: this host's noise and the MDE per budget)
 catalog.py    tunbench tunnels, workloads, profiles, doctor
 clean.py      tunbench clean
 db.py         tunbench db migrate | import | export (the result store itself)

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from tunbench import __version__
-from tunbench.cli import catalog, clean, history, hosts, report, run, show
+from tunbench.cli import calibrate, catalog, clean, history, hosts, report, run, show
 from tunbench.cli.console import console, err_console
 from tunbench.cli.db import db_app
 from tunbench.cli.link import link_app
@@ -34,6 +34,7 @@ app.command("profiles")(catalog.profiles)
 app.command("doctor")(catalog.doctor)
 app.command("clean")(clean.clean)
 app.command("compare")(report.compare)
+app.command("calibrate")(calibrate.calibrate)
 app.command("report")(report.report)
 app.command("history")(history.history)
 app.command("agent")(hosts.agent)

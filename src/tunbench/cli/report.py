@@ -154,8 +154,14 @@ def compare(
     least 6 pairs are needed to reach p < 0.05. A case with fewer than 3 pairs falls back to unpaired. The
     caption says which.
 
-    Exit status: 0 = no regression, 1 = some case regressed beyond the threshold (significantly worse),
-    2 = A or B could not be loaded or matched. Cases of the direct baseline are shown but do not gate.
+    Warnings come grouped, one line per cause with a count. The last line is the verdict: how many gated
+    comparisons regressed, improved, are unchanged (no significant change, and the MDE is finite and at
+    most the threshold) or undecided (a change of the threshold's size could have gone unseen), the
+    analysis, and the smallest detectable change.
+
+    Exit status: 0 = no regression (some comparisons may be undecided: the verdict line says how many),
+    1 = some case regressed beyond the threshold (significantly worse), 2 = A or B could not be loaded or
+    matched. Cases of the direct baseline are shown but do not gate.
     """
     from tunbench.report.compare import compare_lines, compare_runs, compare_table, load_run, parse_threshold
 

@@ -49,7 +49,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from rich.markup import escape
 from rich.table import Table
@@ -58,11 +58,11 @@ from tunbench.errors import TunbenchError
 from tunbench.report.common import case_text, fmt_bps
 from tunbench.report.json_export import JSON_SCHEMA
 from tunbench.report.summary import BASELINE, ROLES, per_trial_role
+from tunbench.report.terminal import Flagged, grouped_lines
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats import (
     MIN_PAIRS,
     Comparison,
-    StabilityWarning,
     adjust,
     compare,
     compare_paired,
@@ -74,6 +74,15 @@ EXIT_REGRESSED = 1
 """Exit status of `tunbench compare` when a gated case regressed beyond the threshold (errors exit 2)."""
 
 METRIC_KINDS = ("throughput", "cpu", "latency")
+
+Outcome: TypeAlias = Literal["regressed", "improved", "unchanged", "undecided"]
+"""What a gated comparison says, for the verdict line. regressed / improved: significantly worse / better
+(Holm-adjusted, beyond the threshold). unchanged: no significant change, and the comparison could have seen
+one of the size that matters: its MDE is finite and, when a threshold is set, at most the threshold.
+undecided: no significant change, but one that matters could have gone unseen (the MDE is infinite, e.g.
+too few repetitions for the rank test to reach alpha at all, undefined, or above the threshold)."""
+
+OUTCOMES: tuple[Outcome, ...] = ("regressed", "improved", "unchanged", "undecided")
 
 
 class CompareError(TunbenchError):
@@ -226,15 +235,46 @@ class CompareResult:
     def exit_code(self) -> int:
         return EXIT_REGRESSED if self.regressions else 0
 
-    def warnings(self) -> list[StabilityWarning]:
-        """Unique warnings, in row order: every power/count warning, spread warnings of throughput only
-        (CPU and latency spread is usually larger and would bury the rest; their verdicts account for it)."""
-        seen: dict[str, StabilityWarning] = {}
+    def warnings(self) -> list[Flagged]:
+        """Each comparison's warnings, one per (cause, comparison), in row order, for ``grouped_lines``: every
+        power/count warning, spread warnings of throughput only (CPU and latency spread is usually larger and
+        would bury the rest; their verdicts account for it). The subject is the comparison; the detail, for a
+        spread warning, the CV of A and B."""
+        seen: dict[tuple[str, str], Flagged] = {}
         for r in self.rows:
+            subject = f"{r.case_label} {r.metric.title}"
             for w in r.result.warnings:
-                if w.code not in _SPREAD_CODES or r.metric.kind == "throughput":
-                    seen.setdefault(w.message, w)
+                if w.code in _SPREAD_CODES and r.metric.kind != "throughput":
+                    continue
+                detail = ""
+                if w.code == "high-cv":
+                    detail = f"{_cv(r.result.baseline.cv)}/{_cv(r.result.candidate.cv)}"
+                seen.setdefault((w.code, subject), Flagged(subject, w, detail))
         return list(seen.values())
+
+    def outcome(self, row: CaseComparison) -> Outcome:
+        """What one comparison says (see ``Outcome``)."""
+        c = row.result
+        if c.verdict == "worse":
+            return "regressed"
+        if c.verdict == "better":
+            return "improved"
+        mde = c.min_detectable_effect
+        if math.isfinite(mde) and (c.threshold <= 0.0 or mde <= c.threshold):
+            return "unchanged"
+        return "undecided"
+
+    def tally(self) -> dict[Outcome, int]:
+        """How many gated comparisons (the direct baseline's are not) ended in each outcome."""
+        out: dict[Outcome, int] = dict.fromkeys(OUTCOMES, 0)
+        for r in self.rows:
+            if r.gated:
+                out[self.outcome(r)] += 1
+        return out
+
+
+def _cv(x: float) -> str:
+    return f"{x:.0%}" if math.isfinite(x) else "–"
 
 
 _SPREAD_CODES = ("high-cv", "outlier")
@@ -385,7 +425,8 @@ def pair_trials(ta: list[TrialRecord], tb: list[TrialRecord]) -> tuple[list[tupl
     return pairs, len(ra.keys() ^ rb.keys())
 
 
-def _pair_values(pairs: list[tuple[TrialRecord, TrialRecord]], metric: Metric) -> tuple[list[float], list[float]]:
+def pair_values(pairs: list[tuple[TrialRecord, TrialRecord]], metric: Metric) -> tuple[list[float], list[float]]:
+    """The metric's values of both partners, for the pairs where both have a finite one (A's, B's)."""
     va: list[float] = []
     vb: list[float] = []
     for x, y in pairs:
@@ -460,16 +501,20 @@ def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
         alpha = adjusted[0].alpha
         floors = [r.p_floor for r in adjusted if r.baseline.n and r.candidate.n]
         if m > 1 and floors and min(floors) >= alpha / m:
-            if any(r.analysis == "paired" for r in adjusted):
-                need = next(n for n in range(2, 1000) if min_attainable_p_paired(n) < alpha / m)
-            else:
-                need = next(n for n in range(2, 1000) if min_attainable_p(n, n) < alpha / m)
+            need = _repetitions_for(alpha / m, paired=any(r.analysis == "paired" for r in adjusted))
             notes.append(
                 f"{m} gated comparisons, Holm-adjusted: the first significant one needs p < {alpha / m:.2g}, "
                 f"below the rank test's floor at these repetitions ({min(floors):.2g}), so nothing can be "
                 f"called significant; use --repeat {need} or more, or fewer metrics (--metrics)"
             )
     return out, notes
+
+
+def _repetitions_for(level: float, *, paired: bool) -> int:
+    """The fewest repetitions (pairs, or per side) with which the exact rank test can reach p < level."""
+    if paired:
+        return next(n for n in range(2, 1000) if min_attainable_p_paired(n) < level)
+    return next(n for n in range(2, 1000) if min_attainable_p(n, n) < level)
 
 
 def compare_runs(
@@ -531,7 +576,7 @@ def compare_runs(
                 continue
             paired = False
             if paired_design:
-                pa, pb = _pair_values(trial_pairs, metric)
+                pa, pb = pair_values(trial_pairs, metric)
                 if len(pa) >= MIN_PAIRS:
                     va, vb, paired = pa, pb, True
                 else:
@@ -800,26 +845,76 @@ def compare_table(result: CompareResult) -> Table:
 
 
 def compare_lines(result: CompareResult) -> list[str]:
-    """Notes, warnings and the final verdict line (rich markup; data is escaped), in that order."""
+    """Notes, settings, unmatched cases, the warnings grouped by cause (one line each, with a count), the
+    regressions by name, and last the verdict line (rich markup; data is escaped), in that order."""
     lines = [f"[yellow]note: {escape(n)}[/]" for n in result.notes]
     lines += [f"[yellow]warning: {escape(s)}[/]" for s in result.settings]
     for k in result.unmatched_a:
         lines.append(f"[dim]only in A: {escape(case_text(k))}[/]")
     for k in result.unmatched_b:
         lines.append(f"[dim]only in B: {escape(case_text(k))}[/]")
-    for w in result.warnings():
-        lines.append(f"[yellow]warning: {escape(w.message)}[/] — {escape(w.fix)}")
+    lines += [
+        f"[yellow]warning:[/] {line}"
+        for line in grouped_lines(result.warnings(), unit="comparison(s)", most=4, of=len(result.rows))
+    ]
     regs = result.regressions
     if regs:
         worst = ", ".join(f"{r.case_label} {r.metric.title} {fmt_change(r.result)}" for r in regs)
-        lines.append(
-            f"[bold red]{len(regs)} regression(s) beyond the threshold: {escape(worst)}[/] (exit {EXIT_REGRESSED})"
-        )
-    else:
-        better = sum(1 for r in result.rows if r.result.verdict == "better")
-        lines.append(
-            f"[bold green]no regression[/] ({len(result.rows)} comparisons, {better} significantly better)"
-            if better
-            else f"[bold green]no regression[/]: no significant change in {len(result.rows)} comparisons"
-        )
+        lines.append(f"[bold red]{len(regs)} regression(s) beyond the threshold: {escape(worst)}[/]")
+    lines.append(verdict_line(result))
     return lines
+
+
+_METHOD = {
+    "paired": "paired Wilcoxon signed-rank",
+    "unpaired": "unpaired Mann-Whitney U",
+    "mixed": "paired Wilcoxon signed-rank where there are pairs, else unpaired Mann-Whitney U",
+}
+
+
+def verdict_line(result: CompareResult) -> str:
+    """The last line of `tunbench compare`, for a human and a CI log: how many gated comparisons regressed,
+    improved, stayed unchanged or could not decide (``Outcome``), the analysis, its level, and the smallest
+    change these data could detect (the range of the gated comparisons' MDEs), then the exit status::
+
+        verdict: 2 regressed, 1 improved, 33 unchanged, 0 undecided (paired Wilcoxon signed-rank, Holm over
+        36 at alpha 0.05; smallest detectable change ±4.1% to ±9.0%) -> exit 1, regression
+    """
+    tally = result.tally()
+    gated = [r for r in result.rows if r.gated]
+    code = result.exit_code
+    end = f"→ exit {code}, " + ("regression" if code else "no regression")
+    if not gated:
+        return f"[bold]verdict:[/] nothing gated (only the direct baseline was compared) {end}"
+    counts = ", ".join(f"{tally[o]} {o}" for o in OUTCOMES)
+    first = gated[0].result
+    family = first.family_size
+    level = f"Holm over {family} at alpha {first.alpha:.2g}" if family > 1 else f"alpha {first.alpha:.2g}"
+    limits = _threshold_text(result).removeprefix(", ")
+    how = f"{_METHOD[result.analysis]}, {level}" + (f", {limits}" if limits else "")
+    style = "bold red" if code else "bold yellow" if tally["undecided"] else "bold green"
+    return f"[{style}]verdict: {counts}[/] ({escape(how)}; {escape(_detectable(result, gated))}) {end}"
+
+
+def _detectable(result: CompareResult, gated: list[CaseComparison]) -> str:
+    """The range of the gated comparisons' MDEs (relative ones; absolute ones when there are only those, in
+    their unit), or, when none is finite, how many repetitions would let the test decide anything."""
+    relative = [r.result.min_detectable_effect for r in gated if not r.result.absolute]
+    finite = sorted(x for x in relative if math.isfinite(x))
+    if finite:
+        lo, hi = finite[0], finite[-1]
+        span = f"±{lo:.1%}" if f"{lo:.1%}" == f"{hi:.1%}" else f"±{lo:.1%} to ±{hi:.1%}"
+        return f"smallest detectable change {span}"
+    absolute = [r.result for r in gated if r.result.absolute and math.isfinite(r.result.min_detectable_effect)]
+    units = {c.unit for c in absolute}
+    if absolute and len(units) == 1:
+        xs = sorted(c.min_detectable_effect for c in absolute)
+        unit = units.pop()
+        span = f"±{xs[0]:.3g} {unit}" if len(xs) == 1 else f"±{xs[0]:.3g} to ±{xs[-1]:.3g} {unit}"
+        return f"smallest detectable change {span.replace(' ' + unit + ' to', ' to')}".rstrip()
+    first = gated[0].result
+    if any(math.isinf(r.result.min_detectable_effect) for r in gated):
+        paired = any(r.result.analysis == "paired" for r in gated)
+        need = _repetitions_for(first.alpha / first.family_size, paired=paired)
+        return f"no change is detectable at these repetitions: use --repeat {need} or more"
+    return "no detectable change could be computed (spread undefined)"

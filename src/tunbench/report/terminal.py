@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich import box
 from rich.markup import escape
@@ -15,7 +17,13 @@ from tunbench.report.headlines import AXES, headline_tables, own_table
 from tunbench.report.summary import CaseSummary
 from tunbench.results import TrialRecord
 from tunbench.stats import StabilityWarning
-from tunbench.stats.checks import STEAL_WARN_PCT
+from tunbench.stats.checks import (
+    CV_WARN,
+    MIN_REPETITIONS,
+    MIN_REPETITIONS_SIGNIFICANCE,
+    OUTLIER_REL,
+    STEAL_WARN_PCT,
+)
 from tunbench.units import mbit
 
 
@@ -118,46 +126,98 @@ def _steal(w: StabilityWarning) -> tuple[str, int]:
     return (m.group(1), int(m.group(2))) if m else ("steal", 1)
 
 
+@dataclass(frozen=True)
+class Flagged:
+    """One warning about one subject (a case; for `compare`, a case's metric), with the short detail listed
+    beside the subject in its group's line (a CV, a lateness) and how many `unit`s it stands for (trials
+    with steal; else 1)."""
+
+    subject: str
+    warning: StabilityWarning
+    detail: str = ""
+    count: int = 1
+
+
+CAUSES: dict[str, str] = {
+    "no-data": "no measurements",
+    "non-finite": "failed repetitions (NaN or inf)",
+    "mostly-zero": "more than half of the repetitions measured 0",
+    "high-cv": f"noisy (CV >= {CV_WARN:.0%})",
+    "outlier": f"min or max > {OUTLIER_REL:.0%} from the median",
+    "link-late": "the WAN emulator fell behind its schedule (p99 lateness), so the link was slower than the "
+    "profile says,",
+    "steal": f"steal time >= {STEAL_WARN_PCT:.0f}% of the CPU",
+    "generator-bound": "",
+    "cross-check": "",
+    "too-few-repetitions": f"fewer than {MIN_REPETITIONS} good repetitions",
+    "few-for-significance": f"{MIN_REPETITIONS}-{MIN_REPETITIONS_SIGNIFICANCE - 1} repetitions, too few for a "
+    "reliable significance test,",
+    "cannot-reach-significance": "too few repetitions for any change to be called significant",
+    "underpowered": "a change of the threshold's size can go undetected (MDE above the threshold)",
+}
+"""The cause each warning code stands for, as its group's line says it, in the order the lines come. An
+empty cause: each warning is its own line (its message says what and where)."""
+
+_UNITS = {"steal": "trial(s)"}
+
+
+def grouped_lines(
+    flags: Sequence[Flagged], *, unit: str = "case(s)", most: int = 8, of: int | None = None
+) -> list[str]:
+    """One line per cause (rich markup, data escaped): "{cause} in {n} {unit}: subject (detail), ... and k
+    more — {fix}" (the first warning's fix), at most `most` subjects named; causes in CAUSES' order. `of`:
+    how many subjects there are in all; a cause that hits every one of them says "in all {of}" instead of
+    naming them."""
+    by_code: dict[str, list[Flagged]] = defaultdict(list)
+    for f in flags:
+        by_code[f.warning.code].append(f)
+    lines = []
+    for code in [*CAUSES, *(c for c in by_code if c not in CAUSES)]:
+        group = by_code.get(code)
+        if not group:
+            continue
+        cause = CAUSES.get(code, code)
+        if not cause:
+            lines += [f"[yellow]{escape(f.warning.message)}[/] — {escape(f.warning.fix)}" for f in group]
+            continue
+        fix = escape(group[0].warning.fix)
+        if of is not None and len({f.subject for f in group}) >= of and code not in _UNITS:
+            lines.append(f"[yellow]{escape(cause)} in all {of} {unit}[/] — {fix}")
+            continue
+        named = [f"{f.subject} ({f.detail})" if f.detail else f.subject for f in group[:most]]
+        more = f" and {len(group) - most} more" if len(group) > most else ""
+        total = sum(f.count for f in group)
+        lines.append(
+            f"[yellow]{escape(cause)} in {total} {_UNITS.get(code, unit)}: {escape(', '.join(named))}{more}[/] — {fix}"
+        )
+    return lines
+
+
+_RUN_CODES = ("high-cv", "outlier", "link-late", "steal", "generator-bound", "cross-check", "too-few-repetitions")
+
+
+def _run_flag(s: CaseSummary, w: StabilityWarning, show_profile: bool) -> Flagged:
+    name = _case_name(s, show_profile)
+    if w.code == "high-cv":
+        return Flagged(name, w, f"{s.throughput.cv:.0%}")
+    if w.code == "link-late":
+        return Flagged(name, w, _late_ms(w))
+    if w.code == "steal":
+        top, trials = _steal(w)
+        return Flagged(name, w, f"up to {top}", trials)
+    return Flagged(name, w)
+
+
 def warning_lines(summaries: list[CaseSummary]) -> list[str]:
-    """Failed trials (one line per distinct error), then the stability warnings grouped by kind, so a
-    noisy run gives two lines, not two per case."""
+    """Failed trials (one line per distinct error), then the stability warnings grouped by cause
+    (grouped_lines), so a noisy run gives two lines, not two per case."""
     show_profile = len({s.case.profile for s in summaries}) > 1
     lines = []
     for s in summaries:
         for e in s.errors:
             lines.append(f"[red]✗ {escape(_case_name(s, show_profile))}: {escape(e)}[/]")
-    grouped: dict[str, list[tuple[CaseSummary, StabilityWarning]]] = defaultdict(list)
-    for s in summaries:
-        for w in s.warnings:
-            grouped[w.code].append((s, w))
-    if noisy := grouped.get("high-cv"):
-        cases = ", ".join(f"{_case_name(s, show_profile)} {s.throughput.cv:.0%}" for s, _ in noisy)
-        lines.append(f"[yellow]noisy (CV >= 5%): {escape(cases)}[/] — {escape(noisy[0][1].fix)}")
-    if odd := grouped.get("outlier"):
-        cases = ", ".join(_case_name(s, show_profile) for s, _ in odd)
-        lines.append(
-            f"[yellow]min or max > 30% from the median: {escape(cases)}[/] — re-run, or look for "
-            "interference (other load, CPU frequency)"
-        )
-    if late := grouped.get("link-late"):
-        cases = ", ".join(f"{_case_name(s, show_profile)} ({_late_ms(w)})" for s, w in late)
-        lines.append(
-            f"[yellow]the WAN emulator fell behind its schedule (p99 lateness) in {escape(cases)}[/], so the link "
-            f"was slower than the profile says — {escape(late[0][1].fix)}"
-        )
-    if stolen := grouped.get("steal"):
-        cases = ", ".join(f"{_case_name(s, show_profile)} (up to {_steal(w)[0]})" for s, w in stolen)
-        n = sum(_steal(w)[1] for _, w in stolen)
-        lines.append(
-            f"[yellow]steal time >= {STEAL_WARN_PCT:.0f}% of the CPU in {n} trial(s): {escape(cases)}[/] — "
-            f"{escape(stolen[0][1].fix)}"
-        )
-    for code in ("generator-bound", "cross-check"):
-        for _, w in grouped.get(code, []):
-            lines.append(f"[yellow]{escape(w.message)}[/] — {escape(w.fix)}")
-    if few := grouped.get("too-few-repetitions"):
-        lines.append(f"[yellow]{len(few)} case(s) with fewer than 3 good repetitions[/] — {escape(few[0][1].fix)}")
-    return lines
+    flags = [_run_flag(s, w, show_profile) for s in summaries for w in s.warnings if w.code in _RUN_CODES]
+    return lines + grouped_lines(flags)
 
 
 # ---- non-throughput workloads ------------------------------------------------------------------------

@@ -9,10 +9,13 @@
   signed-rank test and the Hodges-Lehmann CI of the within-pair change (``tunbench.stats.paired``).
 * ``shift_interval`` / ``ratio_interval``: the Hodges-Lehmann / Mann-Whitney CI behind both;
   ``holm``: Holm-adjusted p-values.
+* ``noise_budget`` / ``NoiseBudget``: an A/A calibration's noise and the MDE to expect per budget
+  (``tunbench.stats.calibrate``).
 * ``jain_index``: fairness across concurrent flows.
 * ``stability_warnings`` / ``StabilityWarning``, ``outliers``: reasons not to trust a number.
 """
 
+from tunbench.stats.calibrate import NoiseBudget, Projection, noise_budget
 from tunbench.stats.checks import StabilityWarning, WarningCode, link_warnings, stability_warnings, steal_warnings
 from tunbench.stats.compare import (
     Analysis,
@@ -53,6 +56,8 @@ __all__ = [
     "Analysis",
     "CIMethod",
     "Comparison",
+    "NoiseBudget",
+    "Projection",
     "Ratio",
     "ShiftInterval",
     "StabilityWarning",
@@ -71,6 +76,7 @@ __all__ = [
     "min_detectable_effect",
     "min_detectable_effect_paired",
     "modified_z_scores",
+    "noise_budget",
     "order_statistic_interval",
     "outliers",
     "paired_interval",

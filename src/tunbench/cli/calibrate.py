@@ -1,0 +1,307 @@
+"""`tunbench calibrate -t TUNNEL`: a short A/A run, then this host's noise per metric and the MDE a paired
+comparison can expect per minute of budget (the statistics: tunbench.stats.calibrate).
+
+The A/A is an ordinary run, stored like any other (named calibrate-<tunnel>): the tunnel twice, as labels
+`a` and `b`, in paired blocks (`[run] order = "blocks"`), one iperf3 case of short trials. `compare` can read
+it again (`tunbench compare calibrate-wireguard-go --label-a a --label-b b`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+import time
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from tunbench.cli.console import console, err_console
+from tunbench.cli.options import DEFAULT_DB, DbOpt
+from tunbench.cli.progress import RunProgress
+from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED, ConfigError
+
+if TYPE_CHECKING:
+    from tunbench.config.schema import Scenario
+    from tunbench.plan import PlannedTrial
+    from tunbench.report.compare import Metric
+    from tunbench.results import RunRecord, TrialRecord
+    from tunbench.stats import NoiseBudget
+
+LABELS = ("a", "b")
+MIN_PAIRS = 2  # the fewest pairs that give a spread at all
+_BUDGET = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|sec|m|min|h)?\s*$", re.I)
+
+
+def parse_budget(text: str) -> float:
+    """'60s', '2m', '1.5min', '90' (seconds) -> seconds (> 0)."""
+    m = _BUDGET.match(text)
+    if not m or float(m.group(1)) <= 0.0:
+        raise typer.BadParameter(f"{text!r}: expected a time such as 60s, 2m or 1.5min", param_hint="--budget")
+    scale = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[(m.group(2) or "").lower()]
+    return float(m.group(1)) * scale
+
+
+def labelled(ref: str, label: str) -> str:
+    """`wireguard-go` -> `wireguard-go[label=a]`; `x[mtu=1400]` -> `x[mtu=1400,label=a]`."""
+    ref = ref.strip()
+    if re.search(r"[\[,]\s*label\s*=", ref):
+        raise typer.BadParameter(f"{ref!r}: calibrate labels the two sides a and b itself", param_hint="--tunnel")
+    return f"{ref[:-1]},label={label}]" if ref.endswith("]") else f"{ref}[label={label}]"
+
+
+class _Clocked(RunProgress):
+    """The progress display, and when the first trial started and the last one ended (monotonic seconds):
+    what the pairs cost, apart from what the run costs around them."""
+
+    first_start: float | None = None
+    last_done: float | None = None
+
+    def trial_started(self, pt: PlannedTrial) -> None:
+        if self.first_start is None:
+            self.first_start = time.monotonic()
+        super().trial_started(pt)
+
+    def trial_done(self, pt: PlannedTrial, rec: TrialRecord) -> None:
+        self.last_done = time.monotonic()
+        super().trial_done(pt, rec)
+
+
+def calibrate(
+    tunnel: Annotated[
+        str,
+        typer.Option("--tunnel", "-t", help="The tunnel to calibrate: NAME, NAME\\[key=value,...] or ./adapter.toml."),
+    ],
+    budget: Annotated[
+        str,
+        typer.Option(help="Wall time for the A/A, e.g. 60s, 2m: as many pairs as fit (at least 2)."),
+    ] = "60s",
+    pairs: Annotated[
+        int | None, typer.Option(min=MIN_PAIRS, help="Measure this many pairs instead (overrides --budget).")
+    ] = None,
+    duration: Annotated[int, typer.Option(min=1, help="Seconds measured per trial.")] = 2,
+    omit: Annotated[int, typer.Option(min=0, help="Warm-up seconds excluded from each trial.")] = 1,
+    direction: Annotated[str, typer.Option(help="up, down or bidir.")] = "up",
+    flows: Annotated[int, typer.Option(min=1, max=128, help="Parallel TCP flows.")] = 1,
+    profile: Annotated[str, typer.Option(help="WAN profile (see `tunbench profiles`).")] = "lan",
+    target: Annotated[
+        str, typer.Option(help="A change you want to detect, e.g. 3%: the output says what budget finds it.")
+    ] = "3%",
+    name: Annotated[str | None, typer.Option(help="The run's name (default: calibrate-<tunnel>).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for the order within each pair.")] = None,
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
+
+    Runs TUNNEL twice, as labels a and b of one run, in paired blocks (each pair: a and b back to back, in a
+    shuffled order), with short iperf3 trials (--duration 2 --omit 1) for --budget (60s). The run is stored
+    like any other, named calibrate-<tunnel>.
+
+    Then, per metric (throughput, CPU per bit of client and server): the CV of one trial, the SD of the
+    within-pair log ratio ln(b/a) (the noise a paired `compare` sees through), the MDE at the pairs
+    measured, and the MDE projected to 1, 2, 5 and 10 minutes, with the budget that detects --target (3%).
+    MDE: the change a paired comparison detects with 80% power at Holm's level over the metrics. The
+    projection assumes the within-pair noise stays as measured and pairs cost what they cost here, so it
+    falls as about 1/sqrt(pairs) (4x the budget, half the MDE).
+
+    Needs root. Exit status as for `tunbench run`.
+    """
+    from tunbench import session
+    from tunbench.cli.checks import check_store_path
+    from tunbench.cli.progress import graceful_signals
+    from tunbench.config.load import load_scenario, with_overrides
+    from tunbench.report.compare import parse_threshold
+    from tunbench.store.backend import redact
+    from tunbench.store.db import Store
+    from tunbench.tunnels.registry import parse_ref
+
+    started = time.monotonic()  # the run's cost besides its pairs counts from here
+    budget_s = parse_budget(budget)
+    goal = parse_threshold(target)
+    if goal <= 0.0:
+        raise typer.BadParameter("must be above 0%", param_hint="--target")
+    refs = [labelled(tunnel, label) for label in LABELS]
+    adapter = parse_ref(refs[0]).name
+    sc, _, source = load_scenario(None)
+    overrides: dict[str, dict[str, object]] = {
+        "run": {
+            "tunnels": refs,
+            "profiles": [profile],
+            "repeat": 1,
+            "direct": False,
+            "seed": seed,
+            "name": name or f"calibrate-{adapter}",
+            "order": "blocks",
+        },
+        "workload": {
+            "kind": ["iperf3"],
+            "flows": [flows],
+            "directions": [direction],
+            "duration_s": duration,
+            "omit_s": omit,
+        },
+    }
+    sc = with_overrides(sc, overrides)
+    check_store_path(db, connect=True)
+    per_pair = session.prepare(sc, source, dry_run=True).total_s
+    n = pairs if pairs is not None else math.floor(budget_s / per_pair)
+    if n < MIN_PAIRS:
+        raise ConfigError(
+            f"--budget {budget}: a pair of these trials takes about {per_pair:.0f} s, so {n} pair(s) fit; "
+            f"calibrate needs at least {MIN_PAIRS} (--budget {math.ceil(MIN_PAIRS * per_pair)}s)",
+            source="command line",
+            key="budget",
+        )
+    sc = with_overrides(sc, {"run": {"repeat": n}})
+    text = equivalent_run(sc)
+    plan = session.prepare(sc, source)
+    clock = _Clocked(console, db)
+    with graceful_signals(console), clock:
+        outcome = session.execute(plan, clock, scenario_text=text, db_path=db)
+    total_s = time.monotonic() - started
+    with Store(db) as store:
+        run_rec = store.find_run(str(outcome.run_id))
+    span = (clock.last_done or started) - (clock.first_start or started)
+    pair_s = span / n if span > 0 else per_pair
+    for line in calibration_lines(run_rec, pair_s=pair_s, overhead_s=max(0.0, total_s - span), target=goal):
+        console.print(line)
+    console.print(
+        f"stored in {redact(db)} as run #{outcome.run_id} ({outcome.uid}, {escape(run_rec.name)}); "
+        f"`tunbench compare {escape(run_rec.name)} --label-a a --label-b b` compares it again"
+    )
+    _exit(outcome.status, run_rec)
+
+
+def equivalent_run(sc: Scenario) -> str:
+    """The `tunbench run` command that measures the same A/A (stored as the run's scenario text: calibrate has
+    no scenario file; the resolved scenario is stored beside it, as for every run)."""
+    r, w = sc.run, sc.workload
+    tunnels = " ".join(f"-t {shlex.quote(t)}" for t in r.tunnels)
+    return (
+        "# tunbench calibrate, the same as:\n"
+        f"# tunbench run {tunnels} --no-direct --profile {shlex.quote(r.profiles[0])} "
+        f"--direction {w.directions[0]} --flows {w.flows[0]} --duration {w.duration_s} --omit {w.omit_s} "
+        f"--repeat {r.repeat} --seed {r.seed} --name {shlex.quote(r.name)}\n"
+    )
+
+
+def _exit(status: str, run_rec: RunRecord) -> None:
+    if status == "interrupted":
+        err_console.print("[yellow]interrupted: finished trials are kept in the store[/]")
+        raise typer.Exit(EXIT_INTERRUPTED)
+    failed = sum(1 for t in run_rec.trials if t.status != "ok")
+    if run_rec.trials and failed == len(run_rec.trials):
+        err_console.print(f"[red]nothing measured: all {failed} trial(s) failed[/]")
+        raise typer.Exit(EXIT_NOTHING_MEASURED)
+    if failed:
+        err_console.print(f"[yellow]{failed} trial(s) failed (of {len(run_rec.trials)}); their pairs are left out[/]")
+        raise typer.Exit(EXIT_TRIALS_FAILED)
+
+
+# ---- the calibration, from a stored A/A run (pure) -----------------------------------------------------
+
+
+def noise_per_metric(
+    run_rec: RunRecord, *, pair_s: float, overhead_s: float, target: float
+) -> list[tuple[Metric, NoiseBudget]]:
+    """Per metric with at least 2 pairs of values > 0: its noise and MDE per budget, at Holm's level over those
+    metrics (as `compare` of the same run would gate them)."""
+    from tunbench.report.compare import metrics_for, pair_trials, pair_values
+    from tunbench.stats import noise_budget
+
+    a = [t for t in run_rec.trials if t.label == LABELS[0]]
+    b = [t for t in run_rec.trials if t.label == LABELS[1]]
+    trial_pairs, _ = pair_trials(a, b)
+    values = []
+    for metric in metrics_for(run_rec.trials, ("throughput", "cpu")):
+        va, vb = pair_values(trial_pairs, metric)
+        if len(va) >= MIN_PAIRS and min(va + vb) > 0.0:
+            values.append((metric, va, vb))
+    family = max(1, len(values))
+    return [
+        (m, noise_budget(va, vb, pair_s, overhead_s=overhead_s, family=family, target=target)) for m, va, vb in values
+    ]
+
+
+def _mde(x: float) -> str:
+    return "–" if math.isnan(x) else "∞" if math.isinf(x) else f"±{x:.1%}"
+
+
+def _pct(x: float) -> str:
+    return "–" if math.isnan(x) else f"{x:.1%}"
+
+
+def _minutes(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+def _budget(s: float) -> str:
+    return f"{s / 60:g} min" if s >= 60 and (s / 60).is_integer() else _minutes(s)
+
+
+def calibration_table(noise: list[tuple[Metric, NoiseBudget]]) -> Table:
+    first = noise[0][1]
+    level = f"alpha {first.level:.2g}" + (f" (0.05, Holm over {len(noise)} metrics)" if len(noise) > 1 else "")
+    table = Table(
+        title=f"noise and MDE per budget (paired, {first.n_pairs} pairs measured, {first.pair_s:.1f} s per pair)",
+        header_style="bold",
+        caption="trial CV: one trial's spread (both labels); pair sd: SD of ln(b/a) over the pairs [95% CI]; "
+        f"MDE: the change a paired comparison detects with 80% power at {level}; (n): the pairs a budget buys",
+        caption_justify="left",
+    )
+    table.add_column("metric")
+    table.add_column("trial CV", justify="right")
+    table.add_column("pair sd [CI]", justify="right")
+    table.add_column("MDE now", justify="right")
+    for p in first.projections:
+        table.add_column(_budget(p.budget_s), justify="right")
+    table.add_column(f"for ±{first.target:.0%}".replace(".0%", "%"), justify="right")
+    for metric, nb in noise:
+        lo, hi = nb.pair_sd_ci
+        need = f"{nb.target_pairs} pairs, {_minutes(nb.target_s)}" if nb.target_pairs else "–"
+        table.add_row(
+            metric.title,
+            _pct(nb.trial_cv),
+            f"{_pct(nb.pair_sd)} [{_pct(lo)}, {_pct(hi)}]".replace("[–, –]", "").strip(),
+            _mde(nb.mde),
+            *(f"{_mde(p.mde)} ({p.pairs})" for p in nb.projections),
+            need,
+        )
+    return table
+
+
+ASSUMPTION = (
+    "assumption: the projected MDEs fall as about 1/sqrt(pairs) because they take the within-pair noise "
+    "measured here as the noise of any longer run on this host (same load, pairs independent, same trials "
+    "and set-up per pair); the pair sd is itself an estimate (its CI), and so are they"
+)
+
+
+def calibration_lines(run_rec: RunRecord, *, pair_s: float, overhead_s: float, target: float) -> list[object]:
+    """What calibrate prints after its run: what it measured, the table (or why there is none), the
+    assumption, and compare's verdict on the A/A."""
+    from tunbench.report.common import case_text
+    from tunbench.report.compare import CompareError, compare_runs, verdict_line
+
+    noise = noise_per_metric(run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target)
+    cases = sorted({f"{t.tunnel} · " + case_text(t.case).removeprefix(f"{t.label} · ") for t in run_rec.trials})
+    pairs = max((nb.n_pairs for _, nb in noise), default=0)
+    head = (
+        f"calibration: A/A of {escape(', '.join(cases))} as labels a and b, {pairs} ok pair(s); "
+        f"{pair_s:.1f} s per pair, {overhead_s:.0f} s per run besides"
+    )
+    if not noise:
+        return [
+            head,
+            f"[red]no metric has {MIN_PAIRS} pairs of ok trials: nothing to calibrate (see the errors above)[/]",
+        ]
+    out: list[object] = [head, calibration_table(noise), f"[dim]{ASSUMPTION}[/]"]
+    try:
+        res = compare_runs(run_rec, run_rec, label_a=LABELS[0], label_b=LABELS[1], kinds=("throughput", "cpu"))
+    except CompareError as e:
+        return [*out, f"[yellow]A/A check: not compared ({escape(str(e))})[/]"]
+    out.append("A/A check (the same tunnel on both sides; a regressed or improved comparison here is a false one):")
+    out.append(verdict_line(res))
+    return out

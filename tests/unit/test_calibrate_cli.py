@@ -1,0 +1,91 @@
+"""`tunbench calibrate` without root: its flags, and what it prints from a stored A/A run (cli/calibrate.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from rich.console import Console
+from typer.testing import CliRunner
+
+from tests.unit.report_data import run, trial
+from tunbench.cli import app
+from tunbench.cli.calibrate import calibration_lines, labelled, noise_per_metric, parse_budget
+from tunbench.errors import ConfigError
+from tunbench.results import RunRecord
+
+
+@pytest.mark.parametrize(("text", "want"), [("60s", 60.0), ("2m", 120.0), ("1.5min", 90.0), ("90", 90.0), ("1h", 3600)])
+def test_budget_takes_seconds_minutes_and_hours(text: str, want: float) -> None:
+    assert parse_budget(text) == want
+
+
+@pytest.mark.parametrize("text", ["", "abc", "0s", "-5s", "2 weeks"])
+def test_bad_budget_is_refused(text: str) -> None:
+    with pytest.raises(typer.BadParameter, match="--budget|60s"):
+        parse_budget(text)
+
+
+def test_the_two_sides_are_labelled_a_and_b() -> None:
+    assert labelled("wireguard-go", "a") == "wireguard-go[label=a]"
+    assert labelled("openvpn-udp[cipher=AES-128-GCM]", "b") == "openvpn-udp[cipher=AES-128-GCM,label=b]"
+    with pytest.raises(typer.BadParameter, match="labels"):
+        labelled("socat[label=x]", "a")
+
+
+def _aa_run(pairs: int = 8, seed: int = 3) -> RunRecord:
+    """socat as labels a and b in paired blocks: a drift per pair (CV 5 %) and 2 % noise per trial."""
+    rng = np.random.default_rng(seed)
+    trials = []
+    for rep in range(1, pairs + 1):
+        drift = 4e9 * rng.lognormal(0.0, 0.05)
+        for label in ("b", "a") if rep % 2 else ("a", "b"):
+            bps = drift * rng.lognormal(0.0, 0.02)
+            cpu = float(rng.lognormal(0.0, 0.03))
+            trials.append(trial(len(trials) + 1, label, bps, tunnel="socat", repetition=rep, cpu_client_s=cpu))
+    return run(trials, name="calibrate-socat")
+
+
+def _text(lines: list[object]) -> str:
+    console = Console(width=250, record=True)
+    for line in lines:
+        console.print(line)
+    return console.export_text()
+
+
+def test_noise_per_metric_pairs_by_repetition_at_holms_level_over_the_metrics() -> None:
+    noise = noise_per_metric(_aa_run(), pair_s=8.0, overhead_s=5.0, target=0.03)
+    assert [m.title for m, _ in noise] == ["throughput", "CPU/bit client"]  # no server CPU in this run
+    for _, nb in noise:
+        assert nb.n_pairs == 8 and nb.level == pytest.approx(0.025)
+        assert 0.005 < nb.pair_sd < 0.1 and math.isfinite(nb.mde)
+        assert [p.pairs for p in nb.projections] == [6, 14, 36, 74]  # (budget - 5 s) / 8 s
+
+
+def test_calibration_prints_the_noise_the_mde_per_budget_the_assumption_and_the_aa_verdict() -> None:
+    text = _text(calibration_lines(_aa_run(), pair_s=8.0, overhead_s=5.0, target=0.03))
+    assert "calibration: A/A of socat · lan · up · 1 flow as labels a and b, 8 ok pair(s); 8.0 s per pair" in text
+    header = next(line for line in text.splitlines() if "metric" in line and "trial CV" in line)
+    for col in ("pair sd [CI]", "MDE now", "1 min", "2 min", "5 min", "10 min", "for ±3%"):
+        assert col in header
+    row = next(line for line in text.splitlines() if "throughput" in line and "±" in line)
+    assert "(14)" in row and "pairs," in row
+    assert "1/sqrt(pairs)" in " ".join(text.split())
+    assert "verdict: 0 regressed" in text
+
+
+def test_too_few_pairs_say_so() -> None:
+    r = _aa_run(pairs=1)
+    assert "nothing to calibrate" in _text(calibration_lines(r, pair_s=8.0, overhead_s=5.0, target=0.03))
+
+
+def test_help_states_the_assumption_and_a_too_small_budget_is_refused(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = " ".join(runner.invoke(app, ["calibrate", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert "--budget" in out and "1/sqrt(pairs)" in out and "calibrate-<tunnel>" in out
+    res = runner.invoke(app, ["calibrate", "-t", "direct", "--budget", "3s", "--db", str(tmp_path / "c.db")])
+    assert isinstance(res.exception, ConfigError) and res.exception.exit_code == 2
+    assert "at least 2" in str(res.exception)
