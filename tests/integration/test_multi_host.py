@@ -72,7 +72,7 @@ def test_tunnels_and_latency_on_two_hosts(hosts: SshHosts, tmp_path: Path) -> No
                 assert cpu["user_s"] + cpu["sys_s"] > 0, f"{t['label']} {role} CPU not measured"
                 assert t["rss_peak_bytes"][role] > 1_000_000
     lat = [t for t in trials if t["workload"] == "latency" and t["label"] == "wireguard-go"]
-    assert lat and lat[0]["metrics"]["rtt_p50_ms"] > 0
+    assert lat and lat[0]["metrics"]["latency.p50_ms"] > 0
     prov = doc["run"]["provenance"]["hosts"]
     assert {prov[n]["role"] for n in prov} == {"client", "server"}
     for h in prov.values():
@@ -175,11 +175,14 @@ def test_a_cut_connection_fails_the_trial_and_stops_the_run_cleanly(hosts: SshHo
     nothing_left(hosts)
 
 
-def write_inventory(hosts: SshHosts, tmp: Path, **overrides: str) -> Path:
-    """The fixture's inventory with some host lines' extra variables (`h2="tunbench_command='...'"`)."""
+def write_inventory(hosts: SshHosts, tmp: Path, ssh_config: Path | None = None, **overrides: str) -> Path:
+    """The fixture's inventory with some host lines' extra variables (`h2="tunbench_command='...'"`), and
+    optionally another ssh_config."""
     lines = []
     for line in hosts.inventory.read_text().splitlines():
         name = line.split(" ", 1)[0]
+        if ssh_config is not None and line.startswith("tunbench_ssh_config="):
+            line = f"tunbench_ssh_config={ssh_config}"
         lines.append(f"{line} {overrides[name]}" if name in overrides and " " in line else line)
     path = tmp / "hosts.ini"
     path.write_text("\n".join(lines) + "\n")
@@ -227,10 +230,22 @@ def test_doctor_hosts_verdicts(hosts: SshHosts, tmp_path: Path) -> None:
             f"tunbench_command='env PYTHONPATH={other_version_tree(tmp_path)} {sys.executable} -m tunbench'",
             "runs tunbench 9.9.9-",
         ),
-        "key": (f"ansible_ssh_private_key_file={wrong_key} ansible_ssh_common_args='-o IdentitiesOnly=yes'", "✗"),
+        "key": ("", "Permission denied"),
     }
+    # the wrong key: an ssh_config whose h2 block names a key the host does not accept
+    cfg, block = [], ""
+    for line in hosts.ssh_config.read_text().splitlines():
+        if line.startswith("Host "):
+            block = line.split()[1]
+        if block == "h2" and line.strip().startswith("IdentityFile"):
+            line = f"  IdentityFile {wrong_key}"
+        if block == "h2" and line.strip().startswith(("ControlMaster", "ControlPath", "ControlPersist")):
+            continue  # a master h2 still has open would authenticate for the wrong key
+        cfg.append(line)
+    bad_cfg = tmp_path / "ssh_config_wrong_key"
+    bad_cfg.write_text("\n".join(cfg) + "\n")
     for what, (var, expect) in cases.items():
-        inv = write_inventory(hosts, tmp_path, h2=var)
+        inv = write_inventory(hosts, tmp_path, bad_cfg if what == "key" else None, h2=var)
         res = tunbench("doctor", "--hosts", str(inv))
         host2 = res.stdout[res.stdout.index("h2") :]
         assert res.returncode == 1, f"{what}: {res.stdout}"

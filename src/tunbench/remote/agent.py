@@ -13,8 +13,10 @@ import base64
 import contextlib
 import json
 import os
+import queue
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
@@ -186,8 +188,11 @@ class Agent:
             self.op_place_close(key)
 
 
-def serve(inp: IO[str], out: IO[str]) -> None:
-    """Answer requests until stdin closes; then tear down everything and return."""
+def serve(inp: IO[str], out: IO[str], on_eof_while_busy: Callable[[], None] | None = None) -> None:
+    """Answer requests until stdin closes; then tear down everything and return. Input is read by a thread
+    of its own, so an end of input is seen at once even while a request runs (a 20 s iperf3 client): then
+    `on_eof_while_busy` is called (main() makes it a SIGTERM to itself, which ends the request and tears
+    down as an end of input between requests does)."""
 
     if os.geteuid() != 0:
         for line in _lines(inp):
@@ -204,17 +209,31 @@ def serve(inp: IO[str], out: IO[str]) -> None:
     with run_scope() as ledger, contextlib.ExitStack() as stack:
         agent = Agent(ledger, stack)
         stack.callback(agent.close)
-        for line in _lines(inp):
+        busy = threading.Event()
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def read() -> None:
+            for ln in _lines(inp):
+                lines.put(ln)
+            lines.put(None)
+            if busy.is_set() and on_eof_while_busy is not None:
+                on_eof_while_busy()
+
+        threading.Thread(target=read, name="tunbench-agent-input", daemon=True).start()
+        while (text := lines.get()) is not None:
             try:
-                req = json.loads(line)
+                req = json.loads(text)
             except json.JSONDecodeError as e:
                 out.write(json.dumps(error_answer(None, TunbenchError(f"not a JSON request: {e}"))) + "\n")
                 out.flush()
                 continue
+            busy.set()
             try:
                 answer = {"id": req.get("id"), "ok": True, "result": agent.handle(req["op"], req.get("args") or {})}
             except Exception as e:  # every failure goes back to the controller, which decides
                 answer = error_answer(req.get("id"), e)
+            finally:
+                busy.clear()
             out.write(json.dumps(answer) + "\n")
             out.flush()
 
@@ -238,7 +257,7 @@ def main() -> int:
     proto_out = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     try:
-        serve(sys.stdin, proto_out)
+        serve(sys.stdin, proto_out, on_eof_while_busy=lambda: os.kill(os.getpid(), signal.SIGTERM))
     except SystemExit as e:
         return int(e.code or 0)
     return 0
