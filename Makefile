@@ -10,7 +10,7 @@ APT_PACKAGES := iperf3 iputils-ping iproute2 procps openssl \
 	wireguard-go wireguard-tools openvpn openssh-server openssh-client socat stunnel4 irtt \
 	nftables chromium linux-perf postgresql postgresql-client \
 	strongswan-charon strongswan-swanctl libstrongswan-standard-plugins libstrongswan-extra-plugins \
-	libcharon-extra-plugins fastd
+	libcharon-extra-plugins fastd ethtool
 
 INFERNO := $(HOME)/.cargo/bin/inferno-flamegraph
 BORINGTUN := $(HOME)/.cargo/bin/boringtun-cli

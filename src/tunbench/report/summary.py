@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from statistics import median
 
 from tunbench.monitor.crosscheck import failed_checks
@@ -13,6 +13,7 @@ from tunbench.stats import (
     Ratio,
     StabilityWarning,
     Summary,
+    common_limit_warning,
     link_warnings,
     ratio_of_medians,
     stability_warnings,
@@ -130,6 +131,7 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
                 errors=tuple(dict.fromkeys(t.error.splitlines()[0] for t in ts if t.status != "ok" and t.error)),
             )
         )
+    out = _with_common_limits(out, trials)
     out.sort(
         key=lambda s: (
             s.case.profile,
@@ -143,6 +145,34 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
         )
     )
     return out
+
+
+def _with_common_limits(out: list[CaseSummary], trials: list[TrialRecord]) -> list[CaseSummary]:
+    """The `common-limit` warning, once per case group on its direct baseline (stats.checks). Groups whose
+    profile or workload sets a rate are left out: there the common limit is the one asked for."""
+    rated = {t.case for t in trials if _rated(t)}
+    groups: dict[tuple[str, str, int, str, int, str], list[CaseSummary]] = defaultdict(list)
+    for s in out:
+        if s.n and s.case not in rated:
+            groups[_baseline_key(s.case)].append(s)
+    extra: dict[CaseKey, StabilityWarning] = {}
+    for members in groups.values():
+        base = [s for s in members if s.tunnel == BASELINE]
+        if not base:
+            continue
+        k = base[0].case
+        label = f"{k.profile} {k.workload} {k.variant or k.direction} {k.flows} flow(s)"
+        w = common_limit_warning({s.case.label: s.throughput.median for s in members}, label=label)
+        if w is not None:
+            extra[k] = w
+    return [replace(s, warnings=(*s.warnings, extra[s.case])) if s.case in extra else s for s in out]
+
+
+def _rated(t: TrialRecord) -> bool:
+    prof = t.params.get("profile") or {}
+    return bool(
+        (t.params.get("workload") or {}).get("rate") or any("rate" in (prof.get(d) or {}) for d in ("up", "down"))
+    )
 
 
 def _baseline_key(key: CaseKey) -> tuple[str, str, int, str, int, str]:

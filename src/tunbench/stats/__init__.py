@@ -16,7 +16,14 @@
 """
 
 from tunbench.stats.calibrate import NoiseBudget, Projection, noise_budget
-from tunbench.stats.checks import StabilityWarning, WarningCode, link_warnings, stability_warnings, steal_warnings
+from tunbench.stats.checks import (
+    StabilityWarning,
+    WarningCode,
+    common_limit_warning,
+    link_warnings,
+    stability_warnings,
+    steal_warnings,
+)
 from tunbench.stats.compare import (
     Analysis,
     Comparison,
@@ -65,6 +72,7 @@ __all__ = [
     "Verdict",
     "WarningCode",
     "adjust",
+    "common_limit_warning",
     "compare",
     "compare_paired",
     "hodges_lehmann",

@@ -31,12 +31,14 @@ from tunbench.stats._common import FloatArray, Values
 from tunbench.stats.outliers import modified_z_scores, outliers
 
 __all__ = [
+    "COMMON_LIMIT_REL",
     "CV_WARN",
     "MIN_REPETITIONS",
     "MIN_REPETITIONS_SIGNIFICANCE",
     "OUTLIER_REL",
     "StabilityWarning",
     "WarningCode",
+    "common_limit_warning",
     "link_warnings",
     "modified_z_scores",
     "outliers",
@@ -58,6 +60,7 @@ WarningCode: TypeAlias = Literal[
     "generator-bound",
     "cross-check",
     "steal",
+    "common-limit",
 ]
 
 CV_WARN = 0.05
@@ -66,6 +69,7 @@ MIN_REPETITIONS = 3
 MIN_REPETITIONS_SIGNIFICANCE = 5
 MOSTLY_ZERO_FRACTION = 0.5
 STEAL_WARN_PCT = 5.0  # a trial whose window lost this much of all CPUs' time to steal is flagged
+COMMON_LIMIT_REL = 0.03  # direct and >= 2 tunnels whose medians all lie this close measured one outside limit
 LINK_LATE_WARN_US = 1000.0  # the emulator's own p99 lateness above this: its delay and rate were not the profile's
 
 
@@ -142,6 +146,27 @@ def steal_warnings(steal_pct: Values, *, label: str = "") -> list[StabilityWarni
             "a VM's neighbours took CPU: re-run, or run on a quieter host (`tunbench doctor --noise`)",
         )
     ]
+
+
+def common_limit_warning(medians: dict[str, float], *, label: str = "") -> StabilityWarning | None:
+    """`medians`: label -> median throughput (bit/s) of one case's direct baseline and tunnels. When the
+    baseline and at least two tunnels all lie within COMMON_LIMIT_REL of each other, what was measured is a
+    limit none of them owns (a link's rate, a cloud network's per-flow cap, the traffic generator): tunnels
+    that differ in cost and design do not tie by chance."""
+    vals = [v for v in medians.values() if v > 0 and np.isfinite(v)]
+    if len(vals) < 3 or len(vals) < len(medians):
+        return None
+    lo, hi = min(vals), max(vals)
+    if hi / lo - 1.0 > COMMON_LIMIT_REL:
+        return None
+    prefix = f"{label}: " if label else ""
+    return StabilityWarning(
+        "common-limit",
+        f"{prefix}direct and {len(vals) - 1} tunnels all measured {lo / 1e6:,.0f}–{hi / 1e6:,.0f} Mbit/s (within "
+        f"{COMMON_LIMIT_REL:.0%}): suspiciously identical, so a limit outside the tunnels was measured",
+        "check the network between the hosts (a per-flow cap or rate limit) and the traffic generator (iperf3 "
+        "CPU); compare the tunnels' CPU per bit instead, or use more flows",
+    )
 
 
 def _count_warnings(n: int, prefix: str) -> list[StabilityWarning]:
