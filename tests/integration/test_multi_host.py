@@ -98,6 +98,18 @@ def test_the_same_scenario_runs_locally_and_on_hosts(hosts: SshHosts, tmp_path: 
     assert cases(json.loads((tmp_path / "l.json").read_text())) == cases(doc)
     assert "hosts" not in json.loads((tmp_path / "l.json").read_text())["run"]["provenance"]
     nothing_left(hosts, agent_prefixes(doc))
+    # the same hosts as a [hosts] table in the scenario itself
+    command = f"env PYTHONPATH={SRC_DIR} {sys.executable} -m tunbench"
+    table = f'[hosts]\nssh_config = "{hosts.ssh_config}"\n'
+    for role, name in (("client", "h1"), ("server", "h2")):
+        table += f'[hosts.{role}]\nssh = "{name}"\naddress = "{hosts.address(name)}"\ncommand = "{command}"\n'
+    sc2 = tmp_path / "sc-hosts.toml"
+    sc2.write_text(sc.read_text() + table)
+    res = tunbench("run", str(sc2), "--db", str(tmp_path / "t.db"), "--json", str(tmp_path / "t.json"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc2 = json.loads((tmp_path / "t.json").read_text())
+    assert cases(doc2) == cases(doc) and set(doc2["run"]["provenance"]["hosts"]) == {"h1", "h2"}
+    nothing_left(hosts, agent_prefixes(doc2))
 
 
 def start(tmp: Path, inventory: Path, *args: str) -> tuple[subprocess.Popen[str], str]:

@@ -29,7 +29,10 @@ from tunbench.host import ledger as state
 ROOT = Path(__file__).parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 # the user's own adapter the docs refer to, stood in for by the worked example of docs/adapters.md
-FIXTURES = {"my-vpn.toml": ROOT / "examples" / "adapters" / "socat-tls.toml"}
+FIXTURES = {
+    "my-vpn.toml": ROOT / "examples" / "adapters" / "socat-tls.toml",
+    "lab.ini": ROOT / "examples" / "hosts" / "lab.ini",
+}
 
 
 def _commands(path: Path) -> list[tuple[str, str]]:

@@ -185,10 +185,14 @@ def run(
     ref_text = text if tunnel is None and profile is None else ""  # errors in run.tunnels name the file's line
     build = _build_id(commit, "--commit"), _build_id(branch, "--branch")
     inventory = None
-    if hosts is not None:
+    if hosts is not None:  # --hosts wins over a scenario's [hosts] table
         from tunbench.remote.inventory import load_inventory
 
         inventory = load_inventory(hosts)
+    elif sc.hosts:
+        from tunbench.remote.inventory import inventory_from_table
+
+        inventory = inventory_from_table(sc.hosts, source, text=text)
     plan = session.prepare(sc, source, dry_run=dry_run, text=ref_text, flamegraphs=flamegraph, inventory=inventory)
     plan.commit, plan.branch = build
     if dry_run:

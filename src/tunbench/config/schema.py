@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
@@ -89,3 +89,5 @@ class Scenario(_Strict):
     workload: WorkloadSection = WorkloadSection()
     topology: TopologySection = TopologySection()
     sysctl: dict[SysctlKey, SysctlValue] = {}
+    # roles on remote hosts (docs/multi-host.md); checked by tunbench.remote.inventory.inventory_from_table
+    hosts: dict[str, Any] | None = None

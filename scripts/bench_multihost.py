@@ -1,0 +1,81 @@
+"""Remote placement against local namespaces, side by side on this machine: the same `tunbench run` with
+and without `--hosts`, alternating (the order swapped every round), the hosts being the namespaced sshd
+hosts of the integration tests (tests/sshhosts.py, reached only through ssh). Prints, per mode: wall time
+per trial (the run's wall time over its trials, so the per-run SSH connect is included), the tunnel's
+set-up time, the median throughput of direct and wireguard-go, and the clock offsets the agents measured.
+
+Usage (as root, alone on the machine): .venv/bin/python scripts/bench_multihost.py [ROUNDS]"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.sshhosts import ssh_hosts  # noqa: E402
+
+ARGS = ["-t", "wireguard-go", "--direction", "up", "--duration", "3", "--omit", "1", "--repeat", "3"]
+
+
+def one(tmp: Path, tag: str, extra: list[str]) -> tuple[float, dict]:  # type: ignore[type-arg]
+    out = tmp / f"{tag}.json"
+    t0 = time.monotonic()
+    res = subprocess.run(
+        [sys.executable, "-m", "tunbench", "run", "--db", str(tmp / f"{tag}.db"), "--json", str(out), *ARGS, *extra],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    wall = time.monotonic() - t0
+    if res.returncode != 0:
+        raise SystemExit(f"{tag} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return wall, json.loads(out.read_text())
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    rows: dict[str, dict[str, list[float]]] = {"local": {}, "hosts": {}}
+    clocks: list[tuple[float, float]] = []
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        (tmp / "h").mkdir()
+        with ssh_hosts(tmp / "h") as hosts:
+            for r in range(rounds):
+                order = ["local", "hosts"] if r % 2 == 0 else ["hosts", "local"]
+                for mode in order:
+                    extra = ["--hosts", str(hosts.inventory)] if mode == "hosts" else []
+                    wall, doc = one(tmp, f"{mode}{r}", extra)
+                    trials = doc["trials"]
+                    acc = rows[mode]
+                    acc.setdefault("wall_per_trial_s", []).append(wall / len(trials))
+                    for t in trials:
+                        acc.setdefault(f"{t['label']}_mbit", []).append(t["throughput_bps"] / 1e6)
+                        if t["label"] != "direct":
+                            acc.setdefault("setup_s", []).append(t["setup_s"])
+                    for h in (doc["run"]["provenance"].get("hosts") or {}).values():
+                        clocks.append((h["clock"]["wall_s"], h["clock"]["uncertainty_s"]))
+    keys = ["wall_per_trial_s", "setup_s", "direct_mbit", "wireguard-go_mbit"]
+    print(f"{'metric':<20} {'local':>12} {'hosts':>12} {'hosts/local':>12}   (medians over {rounds} rounds)")
+    for k in keys:
+        a, b = statistics.median(rows["local"][k]), statistics.median(rows["hosts"][k])
+        print(f"{k:<20} {a:>12.3f} {b:>12.3f} {b / a:>12.3f}")
+    dw = statistics.median(rows["hosts"]["wall_per_trial_s"]) - statistics.median(rows["local"]["wall_per_trial_s"])
+    print(f"extra wall time per trial with --hosts: {dw:+.3f} s")
+    offs = [abs(o) * 1e6 for o, _ in clocks]
+    unc = [u * 1e6 for _, u in clocks]
+    print(
+        f"clock offsets over {len(clocks)} host connections: |offset| median {statistics.median(offs):.1f} µs "
+        f"(max {max(offs):.1f}), stated uncertainty median {statistics.median(unc):.1f} µs (max {max(unc):.1f}); "
+        f"every |offset| <= its uncertainty: {all(abs(o) <= u for o, u in clocks)}"
+    )
+
+
+if __name__ == "__main__":
+    main()
