@@ -4,7 +4,11 @@ hosts of the integration tests (tests/sshhosts.py, reached only through ssh). Pr
 per trial (the run's wall time over its trials, so the per-run SSH connect is included), the tunnel's
 set-up time, the median throughput of direct and wireguard-go, and the clock offsets the agents measured.
 
-Usage (as root, alone on the machine): .venv/bin/python scripts/bench_multihost.py [ROUNDS]"""
+With `connect`, it times instead how long the controller takes to reach both hosts (ssh, the agent's
+start, version check, clock exchanges): one host after the other against both at once (HostRun),
+alternating, and one request's round trip.
+
+Usage (as root, alone on the machine): .venv/bin/python scripts/bench_multihost.py [ROUNDS | connect [ROUNDS]]"""
 
 from __future__ import annotations
 
@@ -39,7 +43,59 @@ def one(tmp: Path, tag: str, extra: list[str]) -> tuple[float, dict]:  # type: i
     return wall, json.loads(out.read_text())
 
 
+def connect_times(rounds: int) -> None:
+    from tunbench.host.scope import run_scope
+    from tunbench.host.workdir import workdir
+    from tunbench.remote.connection import AgentConnection
+    from tunbench.remote.hosts import HostRun
+    from tunbench.remote.inventory import load_inventory
+
+    seq: list[float] = []
+    par: list[float] = []
+    cli: list[float] = []
+    rtt: list[float] = []
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "h").mkdir()
+        with ssh_hosts(Path(d) / "h") as hosts, run_scope() as ledger, workdir(ledger, "ssh") as logdir:
+            inv = load_inventory(hosts.inventory)
+            # the same agent started through the whole CLI (how `tunbench agent` started before its fast path)
+            slow = Path(d) / "slow.ini"
+            slow.write_text(
+                hosts.inventory.read_text().replace("-m tunbench", '-c "from tunbench.cli import main; main()"')
+            )
+            inv_cli = load_inventory(slow)
+            for r in range(rounds):
+                modes = ["seq", "par", "cli"]
+                for mode in modes[r % 3 :] + modes[: r % 3]:
+                    t0 = time.monotonic()
+                    if mode == "cli":
+                        with HostRun(inv_cli, ledger, logdir):
+                            cli.append(time.monotonic() - t0)
+                    elif mode == "par":
+                        with HostRun(inv, ledger, logdir) as hr:
+                            par.append(time.monotonic() - t0)
+                            conn = hr.conn("client")
+                            t1 = time.monotonic()
+                            for _ in range(50):
+                                conn.call("clock")
+                            rtt.append((time.monotonic() - t1) / 50)
+                    else:
+                        conns = [AgentConnection(h, ledger, logdir, inv.ssh_config) for h in inv.hosts]
+                        for c in conns:
+                            c.__enter__()
+                        seq.append(time.monotonic() - t0)
+                        for c in conns:
+                            c.close()
+    a, b, c = statistics.median(seq), statistics.median(par), statistics.median(cli)
+    print(f"connect both hosts, one after the other: {a:.3f} s; both at once: {b:.3f} s; ratio {b / a:.3f}")
+    print(f"both at once, the agent started through the whole CLI: {c:.3f} s; the fast path's ratio {b / c:.3f}")
+    print(f"one request's round trip over the SSH channel: {statistics.median(rtt) * 1e3:.2f} ms")
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "connect":
+        connect_times(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+        return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     rows: dict[str, dict[str, list[float]]] = {"local": {}, "hosts": {}}
     clocks: list[tuple[float, float]] = []

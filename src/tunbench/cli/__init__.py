@@ -10,6 +10,7 @@ report.py     tunbench report, export (= report --format json), compare
 calibrate.py  tunbench calibrate (a short A/A: this host's noise and the MDE per budget)
 catalog.py    tunbench tunnels, workloads, profiles, doctor
 clean.py      tunbench clean
+hosts.py      tunbench agent, and clean / doctor --hosts (docs/multi-host.md)
 db.py         tunbench db migrate | import | export (the result store itself)
 link/         tunbench link shell | selftest (the emulator on its own: shell.py, selftest.py)
 """

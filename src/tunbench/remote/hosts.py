@@ -8,6 +8,7 @@ tunbench's own. A role runs in its host's own namespace, next to the real NIC.
 from __future__ import annotations
 
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
@@ -31,6 +32,14 @@ class HostAddressPlan(AddressPlan):
     def __post_init__(self) -> None:
         for name in ("inner_client", "inner_server"):
             assert_bench_address(getattr(self, name))
+
+
+def _enter(conn: AgentConnection) -> BaseException | None:
+    try:
+        conn.__enter__()
+    except BaseException as e:  # re-raised by the caller, after the other connections are closed
+        return e
+    return None
 
 
 def role_hosts(inv: Inventory) -> dict[str, Host]:
@@ -67,13 +76,18 @@ class HostRun:
         self.conns: dict[str, AgentConnection] = {}
 
     def __enter__(self) -> HostRun:
-        try:
-            for h in self.roles.values():
-                conn = AgentConnection(h, self._ledger, self._logdir, self.inventory.ssh_config)
-                self.conns[h.name] = self._stack.enter_context(conn)
-        except BaseException:
+        """Connect to every host at once (ssh and the agent's start take about a second each here)."""
+        conns = [AgentConnection(h, self._ledger, self._logdir, self.inventory.ssh_config) for h in self.roles.values()]
+        with ThreadPoolExecutor(max_workers=len(conns)) as pool:
+            results = list(pool.map(_enter, conns))
+        for conn, err in zip(conns, results, strict=True):
+            if err is None:
+                self.conns[conn.name] = conn
+                self._stack.callback(conn.close)
+        errors = [e for e in results if e is not None]
+        if errors:
             self._stack.close()
-            raise
+            raise errors[0]
         return self
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
