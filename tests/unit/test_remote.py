@@ -75,3 +75,31 @@ def test_agent_answers_each_line_and_survives_bad_requests() -> None:
     assert not answers[2]["ok"] and "unknown request" in answers[2]["error"]["message"]
     assert answers[3]["result"] == {"sh": True, "surely-not-a-program": False}
     assert not answers[4]["ok"] and "not a JSON request" in answers[4]["error"]["message"]
+
+
+def test_host_lines_show_role_nic_and_clock() -> None:
+    from tunbench.report.common import host_lines
+
+    prov = {
+        "hosts": {
+            "h1": {
+                "role": "client",
+                "address": "10.10.0.1",
+                "host": {"kernel": "6.1"},
+                "cpu": {"model": "EPYC", "cores": 8, "governor": "performance"},
+                "nic": {
+                    "device": "eth0",
+                    "driver": "mlx5_core",
+                    "mtu": 9000,
+                    "offloads": {"tcp-segmentation-offload": "on"},
+                },
+                "clock": {"wall_s": 0.000012, "uncertainty_s": 0.00008},
+            }
+        }
+    }
+    (line,) = host_lines(prov)
+    assert line == (
+        "h1 (client): 10.10.0.1, kernel 6.1, EPYC × 8 (performance), eth0 (mlx5_core) MTU 9000, offloads on: tcp, "
+        "clock +0.012 ms ± 0.080 ms"
+    )
+    assert host_lines({}) == []

@@ -16,14 +16,9 @@ if TYPE_CHECKING:
 
 def print_run(run: RunRecord, title: str) -> None:
     """The run's summary table (when it has throughput cases), each workload's own table, and the warnings."""
+    from tunbench.report.common import host_lines
     from tunbench.report.summary import summarize_trials
-    from tunbench.report.terminal import (
-        has_throughput_cases,
-        host_lines,
-        summary_table,
-        warning_lines,
-        workload_tables,
-    )
+    from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
 
     summaries = summarize_trials(run.trials)
     for line in host_lines(run.provenance):

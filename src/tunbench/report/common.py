@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from statistics import median
+from typing import Any
 
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.stats import jain_index
@@ -85,3 +86,28 @@ def trial_jain(t: TrialRecord) -> float | None:
 def median_or_none(xs: list[float | None]) -> float | None:
     vals = [x for x in xs if x is not None and math.isfinite(x)]
     return float(median(vals)) if vals else None
+
+
+def host_lines(provenance: dict[str, Any]) -> list[str]:
+    """One line per host of a multi-host run (`run --hosts`): its role, kernel, CPU and governor, the NIC
+    carrying its underlay (driver, MTU, offloads) and its clock offset with the offset's uncertainty."""
+    out = []
+    for name, h in sorted((provenance.get("hosts") or {}).items()):
+        cpu, nic, clock = h.get("cpu") or {}, h.get("nic") or {}, h.get("clock") or {}
+        offl = nic.get("offloads") or {}
+        on = [k.split("-")[0] for k, v in offl.items() if v == "on"]
+        nic_text = f"{nic.get('device') or '?'}"
+        if nic.get("driver"):
+            nic_text += f" ({nic['driver']})"
+        nic_text += f" MTU {nic.get('mtu') or '?'}" + (f", offloads on: {' '.join(on)}" if offl else "")
+        clock_text = (
+            f"clock {clock['wall_s'] * 1e3:+.3f} ms ± {clock['uncertainty_s'] * 1e3:.3f} ms"
+            if "wall_s" in clock
+            else "clock not measured"
+        )
+        kernel = (h.get("host") or {}).get("kernel", "?")
+        out.append(
+            f"{name} ({h.get('role', '?')}): {h.get('address', '')}, kernel {kernel}, "
+            f"{cpu.get('model', '?')} × {cpu.get('cores', '?')} ({cpu.get('governor', '?')}), {nic_text}, {clock_text}"
+        )
+    return out

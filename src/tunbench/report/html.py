@@ -32,6 +32,7 @@ from tunbench.report.common import (
     flows_text,
     fmt_bps,
     fmt_num,
+    host_lines,
     is_num,
     median_or_none,
     trial_jain,
@@ -819,6 +820,9 @@ def provenance_html(run: RunRecord, trials: list[TrialRecord]) -> str:
     for label, info in sorted((p.get("tunnels") or {}).items()):
         params = ", ".join(f"{k}={v}" for k, v in (info.get("params") or {}).items())
         items.append((f"tunnel {label}", f"{info.get('adapter', label)} {info.get('version') or ''} {params}".strip()))
+    for line in host_lines(p):
+        name, _, rest = line.partition(": ")
+        items.append((f"host {name}", rest))
     if "seed" in p:
         items.append(("seed", str(p["seed"])))
     sysctls = next((t.params.get("sysctls") for t in trials if isinstance(t.params.get("sysctls"), dict)), None)

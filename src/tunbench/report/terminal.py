@@ -7,7 +7,6 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rich import box
 from rich.markup import escape
@@ -279,28 +278,3 @@ def trial_headline(rec: TrialRecord) -> str:
     """One trial's result in a few words, for the progress lines (its workload's own headline)."""
     w = workloads.REGISTRY.get(rec.workload)
     return w.headline(rec) if w is not None else f"{mbit(rec.metrics.get('throughput_bps') or 0.0)} Mbit/s"
-
-
-def host_lines(provenance: dict[str, Any]) -> list[str]:
-    """One line per host of a multi-host run (`run --hosts`): its role, kernel, CPU and governor, the NIC
-    carrying its underlay (driver, MTU, offloads) and its clock offset with the offset's uncertainty."""
-    out = []
-    for name, h in sorted((provenance.get("hosts") or {}).items()):
-        cpu, nic, clock = h.get("cpu") or {}, h.get("nic") or {}, h.get("clock") or {}
-        offl = nic.get("offloads") or {}
-        on = [k.split("-")[0] for k, v in offl.items() if v == "on"]
-        nic_text = f"{nic.get('device') or '?'}"
-        if nic.get("driver"):
-            nic_text += f" ({nic['driver']})"
-        nic_text += f" MTU {nic.get('mtu') or '?'}" + (f", offloads on: {' '.join(on)}" if offl else "")
-        clock_text = (
-            f"clock {clock['wall_s'] * 1e3:+.3f} ms ± {clock['uncertainty_s'] * 1e3:.3f} ms"
-            if "wall_s" in clock
-            else "clock not measured"
-        )
-        kernel = (h.get("host") or {}).get("kernel", "?")
-        out.append(
-            f"{name} ({h.get('role', '?')}): {h.get('address', '')}, kernel {kernel}, "
-            f"{cpu.get('model', '?')} × {cpu.get('cores', '?')} ({cpu.get('governor', '?')}), {nic_text}, {clock_text}"
-        )
-    return out
