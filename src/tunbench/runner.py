@@ -303,7 +303,9 @@ class Runner:
             topo: Topology | HostsTopology
             cgroups: dict[str, RoleCgroup] = {}
             if self.hosts is not None:
-                topo = stack.enter_context(HostsTopology(self.hosts, self.ledger.prefix, t.tag, t.spec))
+                topo = stack.enter_context(
+                    HostsTopology(self.hosts, self.ledger.prefix, t.tag, t.spec, case.profile, t.link_seed)
+                )
                 places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
             else:
                 link = self.link_factory(case, self.ledger, workdir, t.link_seed) if self.link_factory else None
@@ -356,7 +358,8 @@ class Runner:
             measured = (result.window[0] - sampler.t0, result.window[1] - sampler.t0)
         _cost_metrics(rec, {**sampler.results, **remote_costs}, sampler.wall_s, measured)
         rec.duration_s = float(rec.metrics["window_s"] or 0.0)
-        rec.metrics.update(link_metrics(emulator.stats if emulator is not None else None))
+        stats = emulator.stats if emulator is not None else None
+        rec.metrics.update(link_metrics(topo.link_stats if isinstance(topo, HostsTopology) else stats))
         if isinstance(topo, Topology):
             underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))

@@ -291,12 +291,13 @@ class RunObserver(TrialObserver, Protocol):
 
 def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
     """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
-    role_hosts(inventory)
+    hosts = role_hosts(inventory)
     emulated = [p.name for p in plan.profiles if p.emulated]
-    if emulated:
+    if emulated and hosts["client"].name != hosts["server"].name:
         raise ConfigError(
-            f"profile(s) {', '.join(emulated)} emulate a link, and emulation across hosts is not supported yet: "
-            "run --hosts with --profile lan (the real network between the hosts)",
+            f"profile(s) {', '.join(emulated)} emulate a link, and emulation between two hosts is not supported "
+            "yet: run --hosts with --profile lan (the real network between the hosts), or give both roles to "
+            "one host (the emulator then joins two namespaces there, as in a local run)",
             source=plan.source,
             key="run.profiles",
         )
@@ -355,6 +356,13 @@ def execute(
             logdir = remote.enter_context(workdir(ledger, "ssh"))
             hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir))
             missing = hosts.tools_missing(host_programs(plan))
+            if (
+                any(p.emulated for p in plan.profiles)
+                and not hosts.conn("client").call("capabilities")["tunbench_link"]
+            ):
+                missing.append(
+                    f"{hosts.roles['client'].name}: tunbench-link (`make build` there) for the emulated profiles"
+                )
             if missing:
                 raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
             prov["hosts"] = hosts.provenance()

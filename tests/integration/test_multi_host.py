@@ -264,3 +264,27 @@ def test_doctor_hosts_verdicts(hosts: SshHosts, tmp_path: Path) -> None:
         assert expect in host2, f"{what}: {host2}"
         assert "✓ reachable" in res.stdout[: res.stdout.index("h2")], f"{what}: h1 should still pass"
     nothing_left(hosts)
+
+
+def test_both_roles_on_one_host_with_an_emulated_link(hosts: SshHosts, tmp_path: Path) -> None:
+    lines = hosts.inventory.read_text().splitlines()
+    head = [ln for ln in lines if ln.startswith("tunbench_ssh_config=")]
+    (h1,) = [ln for ln in lines if ln.startswith("h1 ")]
+    inv = tmp_path / "one.ini"
+    inv.write_text("\n".join(["[all:vars]", *head, "[client]", h1, "[server]", "h1", ""]))
+    res, doc = run_hosts(
+        tmp_path,
+        inv,
+        *("-t", "wireguard-go", "-w", "iperf3,latency", "--profile", "d20:delay=20ms"),
+        *("--direction", "up", "--duration", "1", "--omit", "1", "--repeat", "1"),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert set(doc["run"]["provenance"]["hosts"]) == {"h1"}
+    for t in doc["trials"]:
+        assert t["status"] == "ok", t["error"]
+        assert t["metrics"].get("link.up.forwarded", 0) > 0 or any(k.startswith("link.up.") for k in t["metrics"])
+        if t["workload"] == "latency":
+            assert 39.0 < t["metrics"]["latency.p50_ms"] < 80.0, "the emulator's 20 ms each way"
+        if t["label"] == "wireguard-go":
+            assert all(t["cpu"][r]["user_s"] + t["cpu"][r]["sys_s"] > 0 for r in ("client", "server"))
+    nothing_left(hosts, agent_prefixes(doc))

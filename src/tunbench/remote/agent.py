@@ -29,9 +29,12 @@ from tunbench.host.place import LocalPlace
 from tunbench.host.proc import Daemon
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
+from tunbench.link.emulator import LinkEmulator, profile_link_builder
+from tunbench.link.profile import Profile
 from tunbench.monitor.sampler import Sampler
 from tunbench.remote import facts
 from tunbench.remote.protocol import build_id, error_answer
+from tunbench.topology.build import Topology, TopologySpec
 
 
 class _PlaceState:
@@ -48,6 +51,7 @@ class Agent:
         self.places: dict[str, _PlaceState] = {}
         self.procs: dict[str, Daemon] = {}
         self.samplers: dict[str, Sampler] = {}
+        self.links: dict[str, LinkEmulator] = {}  # a pair's emulator, by its client place
         self._n = 0
 
     # ---- requests ---------------------------------------------------------------------------------
@@ -96,13 +100,43 @@ class Agent:
         stack.callback(facts.remove_links, netns, link_prefix)
         return {"place": pid, "workdir": str(wd)}
 
-    def op_place_close(self, place: str) -> None:
+    def op_pair_open(self, tag: str, spec: dict[str, Any], profile: dict[str, Any] | None, seed: int) -> dict[str, Any]:
+        """Both roles on this host: a client and a server namespace joined by a veth, or by the WAN emulator
+        for an emulated profile (the same Topology a local run builds), each a place with its role's cgroup.
+        The pair goes when its client place is closed."""
+        stack = contextlib.ExitStack()
+        try:
+            wd = stack.enter_context(workdir(self.ledger, tag))
+            builder = profile_link_builder(Profile(**profile), self.ledger, wd, seed) if profile else None
+            topo = stack.enter_context(Topology(self.ledger, tag, TopologySpec(**spec), link_builder=builder))
+            cgroups = {
+                r: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{tag}-{r}", self.ledger))
+                for r in ("client", "server")
+            }
+        except BaseException:
+            stack.close()
+            raise
+        out: dict[str, Any] = {"workdir": str(wd), "addr": asdict(topo.addr), "sysctls": topo.sysctls_applied}
+        for role in ("server", "client"):
+            key = self._id("p")
+            place = LocalPlace(topo.ns_name(role), self.ledger, wd, cgroups)
+            # the client's entry owns the pair; the server's closes only its own processes
+            self.places[key] = _PlaceState(place, stack if role == "client" else contextlib.ExitStack(), "")
+            out[role] = {"place": key, "netns": topo.ns_name(role)}
+        emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
+        if emulator is not None:
+            self.links[out["client"]["place"]] = emulator
+        return out
+
+    def op_place_close(self, place: str) -> dict[str, Any]:
         st = self.places.pop(place, None)
         if st is None:
-            return
+            return {"link": None}
         for key in [k for k, d in self.procs.items() if getattr(d, "_place", None) == place]:
             self.procs.pop(key).stop()
         st.stack.close()
+        emulator = self.links.pop(place, None)
+        return {"link": emulator.stats if emulator is not None else None}
 
     def op_run(self, place: str, argv: list[str], stdin: str | None, timeout_s: float, check: bool, what: str,
                env: dict[str, str] | None) -> dict[str, Any]:  # fmt: skip
@@ -248,7 +282,17 @@ def _lines(inp: IO[str]) -> Iterator[str]:
 
 
 def main() -> int:
+    main_pid = os.getpid()
+    hit = {"once": False}
+
     def _term(signum: int, frame: object) -> None:  # SIGTERM or a hung-up terminal: tear down as on EOF
+        if os.getpid() != main_pid:
+            # a forked helper (pyroute2 forks to create a namespace, and stops it with SIGTERM) must die,
+            # never unwind our stack: that would run this agent's teardown in the child
+            os._exit(128 + signum)
+        if hit["once"]:
+            return  # teardown is running: let it finish
+        hit["once"] = True
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, _term)

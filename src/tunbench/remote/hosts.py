@@ -16,6 +16,7 @@ from typing import Any
 
 from tunbench.errors import ConfigError, TunbenchError
 from tunbench.host.ledger import Ledger
+from tunbench.link.profile import Profile
 from tunbench.remote.connection import AgentConnection
 from tunbench.remote.inventory import Host, Inventory
 from tunbench.remote.place import RemotePlace
@@ -43,16 +44,11 @@ def _enter(conn: AgentConnection) -> BaseException | None:
 
 
 def role_hosts(inv: Inventory) -> dict[str, Host]:
-    """The host of each role; one host carrying both roles is refused (a later version places the roles in
-    two namespaces of it)."""
+    """The host of each role. One host may carry both: the roles then run in two namespaces of it, joined as
+    in a local run (a veth, or the WAN emulator); two hosts need each other's underlay address."""
     hosts = {role: inv.for_role(role) for role in ROLES}
     if hosts["client"].name == hosts["server"].name:
-        raise ConfigError(
-            f"host {hosts['client'].name} carries both the client and the server role: give each role a host "
-            "of its own (one host with both roles is not supported yet)",
-            source=inv.source,
-            key="roles",
-        )
+        return hosts
     for role, h in hosts.items():
         if not h.address:
             raise ConfigError(
@@ -77,7 +73,8 @@ class HostRun:
 
     def __enter__(self) -> HostRun:
         """Connect to every host at once (ssh and the agent's start take about a second each here)."""
-        conns = [AgentConnection(h, self._ledger, self._logdir, self.inventory.ssh_config) for h in self.roles.values()]
+        distinct = {h.name: h for h in self.roles.values()}  # one connection per host, whatever its roles
+        conns = [AgentConnection(h, self._ledger, self._logdir, self.inventory.ssh_config) for h in distinct.values()]
         with ThreadPoolExecutor(max_workers=len(conns)) as pool:
             results = list(pool.map(_enter, conns))
         for conn, err in zip(conns, results, strict=True):
@@ -127,19 +124,32 @@ class HostsTopology:
     """One trial's roles on the run's hosts (tunnels.adapter.Placed): a place per role, opened on enter and
     closed (processes, cgroup, trial directory, the run's links) on exit."""
 
-    def __init__(self, hosts: HostRun, prefix: str, tag: str, spec: TopologySpec) -> None:
+    def __init__(
+        self, hosts: HostRun, prefix: str, tag: str, spec: TopologySpec, profile: Profile | None = None, seed: int = 0
+    ) -> None:
         self.hosts = hosts
+        self.profile = profile
+        self.seed = seed
+        self.shared = hosts.roles["client"].name == hosts.roles["server"].name
+        self.link_stats: dict[str, Any] | None = None
         self.prefix = prefix
         self.tag = tag
         self.spec = spec
         self.link = None
         self.sysctls_applied: dict[str, dict[str, str]] = {}
         r = hosts.roles
-        self.addr: AddressPlan = HostAddressPlan(client=r["client"].address or "", server=r["server"].address or "")
+        self.addr: AddressPlan = (
+            AddressPlan()
+            if self.shared
+            else HostAddressPlan(client=r["client"].address or "", server=r["server"].address or "")
+        )
         self._places: dict[str, RemotePlace] = {}
 
     def __enter__(self) -> HostsTopology:
         try:
+            if self.shared:
+                self._open_pair()
+                return self
             for role in ROLES:
                 conn = self.hosts.conn(role)
                 r = conn.call(
@@ -154,18 +164,32 @@ class HostsTopology:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self._close()
 
+    def _open_pair(self) -> None:
+        """Both roles on one host: its agent builds the two namespaces and their link (tunnels' variables then
+        name those namespaces and tunbench's own underlay addresses, as in a local run)."""
+        conn = self.hosts.conn("client")
+        spec = {**asdict(self.spec), "sysctls": dict(self.spec.sysctls)}
+        profile = self.profile.model_dump() if self.profile is not None and self.profile.emulated else None
+        r = conn.call("pair_open", tag=self.tag, spec=spec, profile=profile, seed=self.seed)
+        self.addr = AddressPlan(**r["addr"])
+        self.sysctls_applied = r["sysctls"]
+        for role in ROLES:
+            self._places[role] = RemotePlace(conn, r[role]["place"], r["workdir"], r[role]["netns"])
+
     def _close(self) -> None:
         for role in reversed(ROLES):
             place = self._places.pop(role, None)
             if place is not None:
                 with contextlib.suppress(TunbenchError):  # a lost host tears down on its own (EOF)
-                    place.conn.call("place_close", place=place.key)
+                    out = place.conn.call("place_close", place=place.key)
+                    if out and out.get("link") is not None:
+                        self.link_stats = out["link"]
 
     def place(self, role: str) -> RemotePlace:
         return self._places[role]
 
     def ns_name(self, role: str) -> str:
-        return ""  # the host's own namespace
+        return self._places[role].netns or ""  # "": the host's own namespace
 
     def ifname(self, suffix: str) -> str:
         name = f"{self.prefix}-{suffix}"

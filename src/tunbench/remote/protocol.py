@@ -8,6 +8,7 @@ type across the channel, so a remote failure fails a trial exactly as the same f
 from __future__ import annotations
 
 import hashlib
+import traceback
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -38,9 +39,13 @@ class HostLost(errors.TrialError):
 
 def error_answer(req_id: object, e: BaseException) -> dict[str, Any]:
     kind = type(e).__name__
+    message = str(e)
     if isinstance(e, errors.CommandFailed):
         kind = "TrialError"  # its argv/output are in the message already
-    return {"id": req_id, "ok": False, "error": {"type": kind, "message": str(e)}}
+    elif not isinstance(e, errors.TunbenchError):  # a bug or an OS error: where it happened, for the report
+        where = traceback.format_exception(e)[-6:-1]
+        message = f"{type(e).__name__}: {e}\n" + "".join(where)
+    return {"id": req_id, "ok": False, "error": {"type": kind, "message": message}}
 
 
 def error_from(err: dict[str, Any], host: str) -> errors.TunbenchError:
