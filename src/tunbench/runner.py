@@ -335,6 +335,7 @@ class Runner:
                 server=places["server"],
                 server_port=IPERF_PORT,
                 layer=case.tunnel.adapter.spec.layer,
+                clock_skew=topo.clock_skew() if isinstance(topo, HostsTopology) else None,
             )
             workload.prepare(ctx, stack)
             emulator = topo.link if isinstance(topo.link, LinkEmulator) else None

@@ -103,3 +103,18 @@ def test_host_lines_show_role_nic_and_clock() -> None:
         "clock +0.012 ms ± 0.080 ms"
     )
     assert host_lines({}) == []
+
+
+def test_one_way_delays_are_corrected_by_the_clock_skew_or_withheld() -> None:
+    from tunbench.workloads.irtt import IrttResult, rtt_metrics
+
+    # the server's clock runs 3 ms ahead: irtt sees 13 ms up and 7 ms down for a true 10 / 10
+    r = IrttResult(
+        rtt_ms=[20.0] * 5, t_s=[0.0] * 5, send_ms=[13.0] * 5, receive_ms=[7.0] * 5, packets_sent=5, packets_received=5
+    )
+    m = rtt_metrics(r, clock_skew=(0.003, 0.0002))
+    assert m["latency.send_p50_ms"] == pytest.approx(10.0) and m["latency.receive_p50_ms"] == pytest.approx(10.0)
+    assert m["latency.clock_skew_ms"] == pytest.approx(3.0)
+    vague = rtt_metrics(r, clock_skew=(0.003, 0.002))  # ±2 ms on a 10 ms delay: not shown
+    assert vague["latency.one_way_withheld"] == 1.0 and "latency.send_p50_ms" not in vague
+    assert rtt_metrics(r)["latency.send_p50_ms"] == 13.0  # one host: irtt's own figures

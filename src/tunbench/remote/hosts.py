@@ -185,6 +185,15 @@ class HostsTopology:
                     if out and out.get("link") is not None:
                         self.link_stats = out["link"]
 
+    def clock_skew(self) -> tuple[float, float] | None:
+        """(server's wall clock - client's, uncertainty) in seconds, from each host's offset to this machine;
+        None when one host carries both roles (one clock)."""
+        if self.shared:
+            return None
+        c, s = self.hosts.conn("client").clock, self.hosts.conn("server").clock
+        assert c is not None and s is not None
+        return s.wall_s - c.wall_s, s.uncertainty_s + c.uncertainty_s
+
     def place(self, role: str) -> RemotePlace:
         return self._places[role]
 

@@ -87,6 +87,8 @@ class Context:
     server: Place  # where its server runs
     server_port: int = 5201  # where the workload's server listens in the server namespace ({iperf_port})
     layer: str = "l3"  # the tunnel's layer: UDP workloads need an L3 tunnel (or direct)
+    # (server clock - client clock, its uncertainty) in seconds when the two are different hosts, else None
+    clock_skew: tuple[float, float] | None = None
 
 
 @dataclass

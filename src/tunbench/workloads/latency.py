@@ -49,7 +49,7 @@ class LatencyWorkload(Workload[Context, LatencyOptions]):
         interval = f"{self.opts(ctx.options).interval_ms:g}ms"
         r, raw = irtt.run_client(ctx, ctx.duration_s, "irtt", interval=interval)
         m = Measurement(artifacts={"irtt.json": raw})
-        m.metrics.update(irtt.rtt_metrics(r))
+        m.metrics.update(irtt.rtt_metrics(r, clock_skew=ctx.clock_skew))
         m.series["latency_ms"] = irtt.rtt_series(r)
         return m
 
