@@ -76,6 +76,8 @@ def expand(
                     continue
                 if "clients" in w.axes and t.adapter.spec.multi is None:
                     continue
+                if ip_refusal(t, w.fleet):
+                    continue
                 out.extend(Case(t, p, f, d, kind, clients=c, variant=v) for f in fs for d in ds for c in cs for v in vs)
     return out
 
@@ -92,10 +94,19 @@ def skipped(tunnels: list[TunnelRef], kinds: Sequence[str]) -> list[tuple[str, s
             if t.adapter.spec.layer not in w.layers:
                 why = f"{kind} needs an L3 tunnel (an L4 proxy forwards TCP connections only: no UDP)"
                 out.append((t.label, kind, why))
-            elif "clients" in w.axes and t.adapter.spec.multi is None and t.name != "direct":
-                # (the direct baseline has no many-client form: not worth a note in every such run)
-                out.append((t.label, kind, "the adapter has no [multi] table (one server, many clients)"))
+            elif "clients" in w.axes and t.adapter.spec.multi is None:
+                if t.name != "direct":  # (the direct baseline has no many-client form: not worth a note)
+                    out.append((t.label, kind, "the adapter has no [multi] table (one server, many clients)"))
+            elif refusal := ip_refusal(t, w.fleet):
+                out.append((t.label, kind, refusal))
     return out
+
+
+def ip_refusal(t: TunnelRef, fleet: bool) -> str | None:
+    """Why the tunnel cannot run this workload with the run's IP families (underlay / overlay), or None."""
+    if fleet and "ipv6" in (t.underlay, t.overlay):
+        return "the many-client workloads run over IPv4 only (underlay and overlay)"
+    return t.ip_refusal()
 
 
 def block_key(case: Case) -> tuple[object, ...]:

@@ -144,6 +144,7 @@ class Runner:
                 },
                 "profile": c.profile.model_dump(),
                 "mtu": self.topology.mtu,
+                "ip": c.tunnel.families(),  # underlay / overlay (docs/adapters.md, "IPv6")
             },
         )
 
@@ -319,6 +320,7 @@ class Runner:
             tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, workdir, cgroups))
             assert tunnel.target is not None
             rec.metrics["setup_s"] = tunnel.setup_s
+            rec.params["ip"]["target"] = "ipv6" if ":" in tunnel.target.address else "ipv4"  # what the traffic used
             rec.params["net"] = topo.effective_settings()  # what the kernel really used (docs: settings)
             ctx = Context(
                 topo=topo,

@@ -10,6 +10,7 @@ when the run and each trial start and end.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -79,7 +80,8 @@ def resolve_tunnels(scenario: Scenario, source: str, text: str = "") -> list[Tun
             line=locate(text, ["run", "tunnels"]) if text else None,
             key="run.tunnels",
         )
-    return refs
+    topo = scenario.topology  # every tunnel runs with the run's IP families (plan.ip_refusal checks them)
+    return [dataclasses.replace(r, underlay=topo.underlay, overlay=topo.overlay) for r in refs]
 
 
 def resolve_profiles(scenario: Scenario, source: str, notes: list[str] | None = None, text: str = "") -> list[Profile]:
@@ -292,6 +294,12 @@ class RunObserver(TrialObserver, Protocol):
 def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
     """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
     hosts = role_hosts(inventory)
+    if plan.scenario.topology.underlay == "ipv6":
+        raise ConfigError(
+            "underlay = 'ipv6' across hosts is not supported yet (the hosts' IPv6 addresses are not used)",
+            source=plan.source,
+            key="topology.underlay",
+        )
     emulated = [p.name for p in plan.profiles if p.emulated]
     if emulated and hosts["client"].name != hosts["server"].name:
         raise ConfigError(

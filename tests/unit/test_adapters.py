@@ -7,6 +7,9 @@ from pathlib import Path
 import pytest
 
 from tunbench.errors import ConfigError
+from tunbench.topology.addresses import AddressPlan
+from tunbench.topology.build import TopologySpec
+from tunbench.tunnels.adapter import base_variables
 from tunbench.tunnels.registry import builtin_names, parse_ref
 from tunbench.tunnels.spec import load_adapter
 from tunbench.tunnels.template import placeholders, render, render_argv
@@ -18,27 +21,27 @@ def test_all_required_builtins_exist() -> None:
     assert set(builtin_names()) >= REQUIRED
 
 
-@pytest.mark.parametrize("name", sorted(REQUIRED))
+class _Placed:
+    prefix = "tb000000"
+    addr = AddressPlan()
+    spec = TopologySpec()
+
+    def ifname(self, suffix: str) -> str:
+        return f"{self.prefix}-{suffix}"
+
+    def place(self, role: str) -> None:
+        return None
+
+    def ns_name(self, role: str) -> str:
+        return f"{self.prefix}-{role[0]}"
+
+
+@pytest.mark.parametrize("name", sorted(builtin_names()))
 def test_builtin_templates_only_use_known_variables(name: str) -> None:
     ref = parse_ref(name)
     spec = ref.adapter.spec
     known = {
-        "tmp",
-        "prefix",
-        "client_ns",
-        "server_ns",
-        "client_addr",
-        "server_addr",
-        "client_addr6",
-        "server_addr6",
-        "inner_client",
-        "inner_server",
-        "inner_prefixlen",
-        "dev_client",
-        "dev_server",
-        "iperf_port",
-        "proxy_port",
-        "link_mtu",
+        *base_variables(_Placed(), Path("/tmp/x")),
         "label",
         *spec.params,
         *(k.name for k in spec.keys),

@@ -54,6 +54,16 @@ def _build_id(value: str | None, flag: str) -> str:
     return value
 
 
+def _family(value: str | None, flag: str) -> str | None:
+    """`--ip 6` / `--overlay ipv6` -> "ipv6" (the scenario's [topology] underlay / overlay)."""
+    if value is None:
+        return None
+    family = {"4": "ipv4", "6": "ipv6", "ipv4": "ipv4", "ipv6": "ipv6"}.get(value.strip().lower())
+    if family is None:
+        raise typer.BadParameter(f"{value!r}: expected 4 or 6", param_hint=flag)
+    return family
+
+
 _INLINE_ITEM = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_.]*\s*=")
 
 
@@ -105,6 +115,14 @@ def run(
     full: Annotated[bool, typer.Option("--full", help="5 repetitions of 10 s (default: the scenario's).")] = False,
     no_direct: Annotated[bool, typer.Option("--no-direct", help="Do not measure the direct baseline.")] = False,
     mtu: Annotated[int | None, typer.Option(help="Link MTU.")] = None,
+    ip: Annotated[
+        str | None,
+        typer.Option("--ip", help="4 or 6: the IP family tunnels run over (the scenario's [topology] underlay)."),
+    ] = None,
+    overlay: Annotated[
+        str | None,
+        typer.Option(help="4 or 6: the IP family L3 tunnels carry inside ([topology] overlay)."),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for trial order and emulated impairments.")] = None,
     name: Annotated[str | None, typer.Option(help="A name for this run (usable in show/export/compare).")] = None,
     commit: Annotated[
@@ -173,7 +191,7 @@ def run(
             "duration_s": 10 if full and duration is None else duration,
             "omit_s": omit,
         },
-        "topology": {"mtu": mtu},
+        "topology": {"mtu": mtu, "underlay": _family(ip, "--ip"), "overlay": _family(overlay, "--overlay")},
     }
     sc = with_overrides(sc, overrides)
     # outputs are checked before the run starts, not when it ends

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tunbench.topology.addresses import Family
 from tunbench.topology.settings import check_congestion_control
 
 Direction = Literal["up", "down", "bidir"]
@@ -59,13 +60,22 @@ class WorkloadSection(BaseModel):
 
 class TopologySection(_Strict):
     mtu: int = Field(default=1500, ge=576, le=65535)
-    ipv6: bool = True
+    ipv6: bool = True  # the underlay link also gets its IPv6 addresses (2001:2::1, 2001:2::2)
     congestion_control: str | None = None  # pinned in tunbench's namespaces; None: the host's default
+    # the family tunnels run over (`--ip 6`), and the one L3 tunnels carry inside (docs/adapters.md)
+    underlay: Family = "ipv4"
+    overlay: Family = "ipv4"
 
     @field_validator("congestion_control")
     @classmethod
     def _cc(cls, v: str | None) -> str | None:
         return None if v is None else check_congestion_control(v)
+
+    @model_validator(mode="after")
+    def _v6_link(self) -> TopologySection:
+        if self.underlay == "ipv6" and not self.ipv6:
+            raise ValueError("underlay = 'ipv6' needs the link's IPv6 addresses: remove ipv6 = false")
+        return self
 
 
 def _sysctl_key(key: str) -> str:

@@ -1,6 +1,7 @@
 """The only addresses tunbench ever assigns: RFC 2544 (198.18.0.0/15) and RFC 5180 (2001:2::/48).
 
-198.18.0.0/24 is the underlay between client and server, 198.19.0.0/24 the tunnel's inner network.
+198.18.0.0/24 is the underlay between client and server, 198.19.0.0/24 the tunnel's inner network; in IPv6,
+2001:2::/64 the underlay and 2001:2:0:1::/64 the inner network (`[topology] underlay` / `overlay`).
 Every address lives inside tunbench's own namespaces, so runs never collide on addresses.
 """
 
@@ -8,6 +9,9 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import Literal
+
+Family = Literal["ipv4", "ipv6"]  # an IP family as scenarios and trial records name it
 
 BENCH_V4 = ipaddress.ip_network("198.18.0.0/15")
 BENCH_V6 = ipaddress.ip_network("2001:2::/48")
@@ -24,11 +28,14 @@ class AddressPlan:
     inner_client: str = "198.19.0.2"
     inner_server: str = "198.19.0.1"
     inner_prefixlen: int = 24
+    inner_client6: str = "2001:2:0:1::2"
+    inner_server6: str = "2001:2:0:1::1"
+    inner_prefixlen6: int = 64
 
     def __post_init__(self) -> None:
         for name in ("client", "server", "inner_client", "inner_server"):
             assert_bench_address(getattr(self, name))
-        for name in ("client6", "server6"):
+        for name in ("client6", "server6", "inner_client6", "inner_server6"):
             assert_bench_address(getattr(self, name))
 
 

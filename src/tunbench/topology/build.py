@@ -18,6 +18,10 @@ from tunbench.topology.veth import Endpoint, create_veth
 
 # A link builder joins the two namespaces (veth, or the WAN emulator) and returns a context manager that
 # owns whatever it created (or None when the namespaces' deletion removes it all).
+# Every namespace of a topology: an IPv6 address is usable the moment it is added (the underlay's, and the
+# ones tunnels give their devices), instead of "tentative" (unbindable) during duplicate address detection.
+NO_DAD = {"net.ipv6.conf.all.accept_dad": "0", "net.ipv6.conf.default.accept_dad": "0"}
+
 LinkBuilder = Callable[["Topology"], contextlib.AbstractContextManager[object] | None]
 
 
@@ -100,6 +104,7 @@ class Topology:
             self._stack.enter_context(self.client)
             self._stack.enter_context(self.server)
             for ns in (self.client, self.server):
+                sysctl.apply(ns.name, NO_DAD)
                 self.sysctls_applied[ns.name] = sysctl.apply(ns.name, self.spec.namespace_sysctls())
             link = self._link_builder(self)
             if link is not None:

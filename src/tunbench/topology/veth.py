@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyroute2 import IPRoute
+from pyroute2.netlink.rtnl.ifaddrmsg import IFA_F_NODAD
 
 from tunbench.host.netns import NetNamespace
 
@@ -26,7 +27,8 @@ def configure(ep: Endpoint, mtu: int) -> None:
         ipr.link("set", index=idx, mtu=mtu)
         ipr.addr("add", index=idx, address=ep.address, prefixlen=ep.prefixlen)
         if ep.address6:
-            ipr.addr("add", index=idx, address=ep.address6, prefixlen=ep.prefixlen6, flags=0x80)  # NODAD
+            # no duplicate address detection: usable at once (not "tentative" for a second or two)
+            ipr.addr("add", index=idx, address=ep.address6, prefixlen=ep.prefixlen6, flags=IFA_F_NODAD)
         ipr.link("set", index=idx, state="up")
 
 

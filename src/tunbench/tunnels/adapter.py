@@ -17,7 +17,7 @@ from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place, Proc
 from tunbench.host.proc import run_cmd
-from tunbench.topology.addresses import AddressPlan
+from tunbench.topology.addresses import AddressPlan, Family
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.registry import TunnelRef
 from tunbench.tunnels.spec import (
@@ -57,20 +57,40 @@ class Placed(Protocol):
     def ns_name(self, role: str) -> str: ...
 
 
-def base_variables(topo: Placed, workdir: Path) -> dict[str, str]:
+def base_variables(topo: Placed, workdir: Path, underlay: Family = "ipv4", overlay: Family = "ipv4") -> dict[str, str]:
+    """The variables every adapter gets (docs/adapters.md, "Variables"). `client_addr`/`server_addr` and the
+    `inner_*` addresses follow the run's families; the `*4`/`*6` names are always that family's."""
     a = topo.addr
+    v6, inner6 = underlay == "ipv6", overlay == "ipv6"
+    client, server = (a.client6, a.server6) if v6 else (a.client, a.server)
     return {
         "tmp": str(workdir),
         "prefix": topo.prefix,
         "client_ns": topo.ns_name("client"),
         "server_ns": topo.ns_name("server"),
-        "client_addr": a.client,
-        "server_addr": a.server,
+        "underlay": underlay,
+        "overlay": overlay,
+        "underlay_ip": "6" if v6 else "4",
+        "overlay_ip": "6" if inner6 else "4",
+        "client_addr": client,
+        "server_addr": server,
+        "client_endpoint": f"[{client}]" if v6 else client,
+        "server_endpoint": f"[{server}]" if v6 else server,
+        "underlay_prefixlen": str(a.prefixlen6 if v6 else a.prefixlen),
+        "client_addr4": a.client,
+        "server_addr4": a.server,
         "client_addr6": a.client6,
         "server_addr6": a.server6,
-        "inner_client": a.inner_client,
-        "inner_server": a.inner_server,
-        "inner_prefixlen": str(a.inner_prefixlen),
+        "inner_client": a.inner_client6 if inner6 else a.inner_client,
+        "inner_server": a.inner_server6 if inner6 else a.inner_server,
+        "inner_prefixlen": str(a.inner_prefixlen6 if inner6 else a.inner_prefixlen),
+        "inner_hostlen": "128" if inner6 else "32",
+        "inner_client4": a.inner_client,
+        "inner_server4": a.inner_server,
+        "inner_prefixlen4": str(a.inner_prefixlen),
+        "inner_client6": a.inner_client6,
+        "inner_server6": a.inner_server6,
+        "inner_prefixlen6": str(a.inner_prefixlen6),
         "dev_client": topo.ifname("tc"),
         "dev_server": topo.ifname("ts"),
         "iperf_port": str(IPERF_PORT),
@@ -101,7 +121,11 @@ class Tunnel:
         self._places: dict[str, Place] = {}
         self._stack = contextlib.ExitStack()
         self.daemons: dict[str, Proc] = {}
-        self.vars: dict[str, str] = {**base_variables(topo, workdir), **ref.merged_params(), "label": ref.label}
+        self.vars: dict[str, str] = {
+            **base_variables(topo, workdir, ref.underlay, ref.overlay),
+            **ref.merged_params(),
+            "label": ref.label,
+        }
         self.setup_s: float | None = None
         self.target: Target | None = None
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunbench.errors import ConfigError
+from tunbench.topology.addresses import Family
 from tunbench.tunnels.spec import LoadedAdapter, load_adapter
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -28,13 +29,34 @@ class TunnelRef:
     params: dict[str, str] = field(default_factory=dict)
     label: str = ""
     commit: str = ""
+    # the run's IP families ([topology] underlay / overlay), set by the session for every tunnel of a run
+    underlay: Family = "ipv4"
+    overlay: Family = "ipv4"
 
     @property
     def name(self) -> str:
         return self.adapter.spec.name
 
     def merged_params(self) -> dict[str, str]:
-        return {**self.adapter.spec.params, **self.params}
+        """The defaults (over an IPv6 underlay, `ipv6.underlay_params` first), then the reference's own."""
+        v6 = self.adapter.spec.ipv6.underlay_params if self.underlay == "ipv6" else {}
+        return {**self.adapter.spec.params, **v6, **self.params}
+
+    def families(self) -> dict[str, str | None]:
+        """What a trial records (`params.ip`): the underlay's family and, for an L3 tunnel, the overlay's (an
+        L4 proxy carries TCP streams, not packets: none)."""
+        return {"underlay": self.underlay, "overlay": self.overlay if self.adapter.spec.layer == "l3" else None}
+
+    def ip_refusal(self) -> str | None:
+        """Why this tunnel cannot run with the run's families (its adapter's `ipv6` table), or None."""
+        spec = self.adapter.spec
+        if self.underlay == "ipv6" and not spec.ipv6.underlay:
+            return "the adapter does not declare an IPv6 underlay (ipv6.underlay in its file)"
+        if self.overlay == "ipv6" and spec.layer == "l4":
+            return "overlay = ipv6 is for L3 tunnels (an L4 proxy has no inner network)"
+        if self.overlay == "ipv6" and not spec.ipv6.overlay:
+            return "the adapter does not declare an IPv6 overlay (ipv6.overlay in its file)"
+        return None
 
 
 def builtin_names() -> list[str]:

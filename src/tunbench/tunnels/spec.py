@@ -8,7 +8,7 @@ import string
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from tunbench.errors import ConfigError
 from tunbench.tomlfile import locate, read_toml, validate
@@ -117,6 +117,17 @@ class MultiSpec(_Strict):
     max_clients: int = Field(default=4000, ge=1, le=4000)
 
 
+class IPv6Spec(_Strict):
+    """What the adapter can do over IPv6 (docs/adapters.md, "IPv6"). Undeclared means no: an adapter written
+    before IPv6 runs existed may put `{server_addr}:{port}` in its templates, so a run over IPv6 refuses it
+    at plan time instead of failing its trials."""
+
+    underlay: StrictBool = False  # runs over the IPv6 underlay (`--ip 6`): {server_addr} is then 2001:2::2
+    overlay: StrictBool = False  # carries IPv6 inside (`overlay = "ipv6"`): {inner_server} is then 2001:2:0:1::1
+    # parameter defaults that differ over an IPv6 underlay (the 20 bytes more of outer header: `mtu`)
+    underlay_params: dict[str, str] = {}
+
+
 class AdapterSpec(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     description: str = ""
@@ -135,6 +146,7 @@ class AdapterSpec(_Strict):
     target: TargetSpec
     ready_timeout_s: float = Field(default=20.0, gt=0, le=600)
     multi: MultiSpec | None = None  # optional: how to run one server with many clients
+    ipv6: IPv6Spec = IPv6Spec()
 
     @field_validator("params")
     @classmethod
@@ -145,6 +157,17 @@ class AdapterSpec(_Strict):
             if k == "label":
                 raise ValueError("'label' is reserved (every adapter accepts it)")
         return v
+
+    @model_validator(mode="after")
+    def _ipv6(self) -> AdapterSpec:
+        if self.ipv6.overlay and self.layer == "l4":
+            raise ValueError("ipv6.overlay: an L4 proxy has no inner network (overlay is for L3 tunnels)")
+        unknown = sorted(set(self.ipv6.underlay_params) - set(self.params))
+        if unknown:
+            raise ValueError(f"ipv6.underlay_params: {unknown[0]!r} is not a parameter of the adapter")
+        if self.ipv6.underlay_params and not self.ipv6.underlay:
+            raise ValueError("ipv6.underlay_params without ipv6.underlay = true")
+        return self
 
 
 class LoadedAdapter(BaseModel):
@@ -157,7 +180,7 @@ class LoadedAdapter(BaseModel):
 
 # values that are not `{name}` templates: names, regexes, enums, file modes; params are the variables' values
 _NOT_TEMPLATES = {"name", "description", "version_regex", "pattern", "mode", "layer", "kind", "role", "ns", "proto",
-                  "params", "requires_kernel"}  # fmt: skip
+                  "params", "requires_kernel", "underlay_params"}  # fmt: skip
 
 
 def _templates(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
