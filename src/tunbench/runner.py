@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from tunbench import workloads
-from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunnelError
+from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunbenchError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace, Place
@@ -396,9 +396,13 @@ def remote_sampling(tunnel: Tunnel, places: dict[str, Place], sampler: Sampler) 
     out: dict[str, RoleCost] = {}
     try:
         yield out
-    finally:
-        for role, place, key in started:
-            out[role] = place.sample_stop(key, sampler.t0)
+    except BaseException:
+        for _, place, key in started:  # the measurement failed or was interrupted: its error is the one to see
+            with contextlib.suppress(TunbenchError):
+                place.sample_stop(key, sampler.t0)
+        raise
+    for role, place, key in started:
+        out[role] = place.sample_stop(key, sampler.t0)
 
 
 @dataclass(frozen=True)

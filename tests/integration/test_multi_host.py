@@ -288,3 +288,21 @@ def test_both_roles_on_one_host_with_an_emulated_link(hosts: SshHosts, tmp_path:
         if t["label"] == "wireguard-go":
             assert all(t["cpu"][r]["user_s"] + t["cpu"][r]["sys_s"] > 0 for r in ("client", "server"))
     nothing_left(hosts, agent_prefixes(doc))
+
+
+def test_ctrl_c_mid_trial_ends_at_once_and_leaves_nothing(hosts: SshHosts, tmp_path: Path) -> None:
+    proc, prefix = start(tmp_path, hosts.inventory, "-t", "wireguard-go", "--no-direct", "--duration", "20")
+    try:
+        wait_for_tunnel(hosts, prefix)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    # the agents are busy with the 20 s iperf3 client: closing their input ends it at once
+    assert time.monotonic() - t0 < 10, "the interrupt waited for the remote trial to end"
+    assert proc.returncode == 130, out
+    assert "interrupted" in out
+    nothing_left(hosts)
+    assert leftovers(prefix) == []

@@ -104,6 +104,11 @@ class AgentConnection:
                     break  # (an answer to a request given up on earlier is skipped)
         except ChannelClosed as e:
             raise self._lost(str(e)) from None
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM while the agent works on a request (a 20 s iperf3 client): the agent cannot
+            # take a teardown request before it ends, but it tears down at once when its input closes
+            self.close()
+            raise
         if answer.get("ok"):
             return answer.get("result")
         raise error_from(answer.get("error") or {}, self.name)
