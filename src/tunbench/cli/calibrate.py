@@ -169,7 +169,7 @@ def calibrate(
     total_s = time.monotonic() - started
     with Store(db) as store:
         run_rec = store.find_run(str(outcome.run_id))
-    ran = len({r.repetition for r in outcome.records}) or n
+    ran = len({t.repetition for t in run_rec.trials}) or n
     if outcome.stopped:
         console.print(f"stopped after {ran} of at most {n} pairs, at the budget ({budget}): {outcome.stopped}")
     span = (clock.last_done or started) - (clock.first_start or started)
