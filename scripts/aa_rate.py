@@ -94,7 +94,10 @@ def _mean_t(xs: list[float]) -> str:
 
 def analyse(args: argparse.Namespace) -> None:
     with Store(args.db) as store:
-        runs = [store.find_run(str(r.id)) for r in store.runs() if r.name.startswith(args.prefix)]
+        # finished runs only (a run still measuring, or interrupted, is left out)
+        runs = [
+            store.find_run(str(r.id)) for r in store.runs() if r.name.startswith(args.prefix) and r.status == "done"
+        ]
     if not runs:
         sys.exit(f"no run named {args.prefix}* in {args.db}")
     metrics = metrics_for([t for r in runs for t in r.trials], KINDS)
@@ -117,7 +120,12 @@ def analyse(args: argparse.Namespace) -> None:
         for title, o in outs.items():
             if o in ("regressed", "improved"):
                 verdicts[title][o] += 1
-        cells = "  ".join(f"{t}: {outs.get(t, '-')} (p {ps.get(t, math.nan):.2f})" for t in by_label)
+        wins = {
+            m.title: sum(1 for a, b in pairs if (m.value(b) or 0.0) > (m.value(a) or 0.0)) for m in metrics
+        }  # b's value above a's (faster, or costlier per bit)
+        cells = "  ".join(
+            f"{t}: {outs.get(t, '-')} (p {ps.get(t, math.nan):.2f}, b > a in {wins[t]})" for t in by_label
+        )
         print(f"{run.name}: {len(pairs)} pairs, a first in {n_afirst}; {cells}")
         for m in metrics:
             for a, b in pairs:
@@ -138,6 +146,11 @@ def analyse(args: argparse.Namespace) -> None:
         )
     lo, hi = _clopper_pearson(any_fp, compared)
     print(f"  any metric: {any_fp}/{compared} = {any_fp / compared:.0%} [95% CI {lo:.0%}, {hi:.0%}]")
+    trials = [t for r in runs for t in r.trials if t.status == "ok"]
+    for key in ("host.busy_pct", "host.steal_pct"):
+        v = sorted(float(x) for t in trials if (x := t.metrics.get(key)) is not None)
+        if v:
+            print(f"  {key} over {len(v)} trials: median {v[len(v) // 2]:.1f}, max {v[-1]:.1f}")
     print("\npooled within-pair log ratios (one-sample t over all pairs of all runs):")
     for title in by_label:
         print(f"  {title}")
