@@ -164,6 +164,8 @@ def calibrate(
     plan = session.prepare(sc, source)
     clock = _Clocked(console, db)
     deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=MIN_PAIRS)
+    if deadline is not None:
+        console.print(f"calibrate: pairs until the budget ({budget}) is spent, at most {n} (the plan below)")
     with graceful_signals(console), clock:
         outcome = session.execute(plan, clock, scenario_text=text, db_path=db, stop=deadline)
     total_s = time.monotonic() - started
