@@ -3,10 +3,16 @@
 Trials are interleaved: every repetition (a round) visits every case once, in a freshly shuffled order
 (seeded), so drift, heat and background noise spread over all tunnels instead of biasing the ones measured
 last. By default a round is made of blocks: the cases that differ only in their tunnel (same profile,
-workload, flows, direction, clients, variant) run next to each other, in an order shuffled per block
-(AB in one round, BA in another), and the blocks' order is shuffled too. The tunnels of one block are
-then measured seconds apart, under the same host conditions: compare pairs them by round (a paired
-design), so slow drift cancels instead of widening the comparison.
+workload, flows, direction, clients, variant) run next to each other, and the blocks' order is shuffled
+too. The tunnels of one block are then measured seconds apart, under the same host conditions: compare
+pairs them by round (a paired design), so slow drift cancels instead of widening the comparison.
+
+The order inside a block is counterbalanced, not drawn afresh each round: over every k rounds (k tunnels
+in the block) each tunnel runs once in each position (the k rotations of a shuffled order, in a shuffled
+sequence; for two tunnels AB and BA, in random order, every two rounds). An effect of the position in a
+block (the second trial of a block runs on warmer caches, or after the first one's teardown) then falls on
+every tunnel equally after each such cycle, and by at most one block's worth in between, instead of on
+whichever tunnel the coin put second more often.
 """
 
 from __future__ import annotations
@@ -46,6 +52,9 @@ class PlannedTrial:
     seq: int
     case: Case
     repetition: int
+    block: int = 0
+    """Consecutive trials with the same number form a block (the paired tunnels of one case in one round;
+    with order "shuffled", a whole round): a run may stop early only between blocks (Runner's stop check)."""
 
 
 def expand(
@@ -116,23 +125,37 @@ def block_key(case: Case) -> tuple[object, ...]:
 
 def interleave(cases: list[Case], repeat: int, seed: int, *, blocks: bool = True) -> list[PlannedTrial]:
     """`repeat` rounds of every case. blocks=True: each round is the blocks of block_key in a shuffled
-    order, each block's tunnels shuffled; blocks=False: each round one shuffle of all cases."""
+    order, each block's tunnels in a counterbalanced order (the module docstring); blocks=False: each round
+    one shuffle of all cases (and one block)."""
     rng = random.Random(seed)
     out: list[PlannedTrial] = []
+    groups: dict[tuple[object, ...], list[Case]] = {}
+    for c in cases:
+        groups.setdefault(block_key(c), []).append(c)
+    pending: dict[tuple[object, ...], list[list[Case]]] = {k: [] for k in groups}
+    block = 0
     for rep in range(1, repeat + 1):
-        if blocks:
-            groups: dict[tuple[object, ...], list[Case]] = {}
-            for c in cases:
-                groups.setdefault(block_key(c), []).append(c)
-            keys = list(groups)
-            rng.shuffle(keys)
-            order = []
-            for k in keys:
-                block = list(groups[k])
-                rng.shuffle(block)
-                order += block
-        else:
+        if not blocks:
             order = list(cases)
             rng.shuffle(order)
-        out.extend(PlannedTrial(len(out) + 1, c, rep) for c in order)
+            block += 1
+            out.extend(PlannedTrial(len(out) + 1, c, rep, block) for c in order)
+            continue
+        keys = list(groups)
+        rng.shuffle(keys)
+        for k in keys:
+            if not pending[k]:
+                pending[k] = counterbalanced(groups[k], rng)
+            block += 1
+            out.extend(PlannedTrial(len(out) + 1, c, rep, block) for c in pending[k].pop())
     return out
+
+
+def counterbalanced(block: list[Case], rng: random.Random) -> list[list[Case]]:
+    """The next len(block) orders of one block: the rotations of a shuffled order, shuffled, so each case
+    runs once in each position over them (AB and BA, in random order, for two cases)."""
+    first = list(block)
+    rng.shuffle(first)
+    orders = [first[i:] + first[:i] for i in range(len(first))]
+    rng.shuffle(orders)
+    return orders

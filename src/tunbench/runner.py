@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
+import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -62,6 +64,30 @@ class StopRun(TrialError):
     """The stop policy ended the run early (stop_on_error and a trial failed); what ran is stored."""
 
 
+StopCheck = Callable[[list[PlannedTrial], list[TrialRecord]], str]
+"""Asked between two blocks (PlannedTrial.block) with the next block's trials and the records so far: a
+reason to end the run there (it ends as done, with the blocks run so far complete), or "" to go on."""
+
+
+class Deadline:
+    """A StopCheck: stop before a block that would not end by `at` (time.monotonic()), at the pace the run's
+    trials have kept so far since this object was made; never before `min_blocks` blocks have run."""
+
+    def __init__(self, at: float, *, min_blocks: int = 1) -> None:
+        self.at = at
+        self.min_blocks = min_blocks
+        self.since = time.monotonic()
+        self.blocks = 0
+
+    def __call__(self, block: list[PlannedTrial], done: list[TrialRecord]) -> str:
+        self.blocks += 1  # asked once after each block but the last
+        now = time.monotonic()
+        need = (now - self.since) / max(1, len(done)) * len(block)
+        if self.blocks < self.min_blocks or now + need <= self.at:
+            return ""
+        return f"deadline: {max(0.0, self.at - now):.0f} s left, a block takes about {need:.0f} s"
+
+
 MAX_ATTEMPTS = 5  # a void measurement (RetryTrial) is tried this many times in all
 
 
@@ -82,6 +108,7 @@ class Runner:
         stop_on_error: bool = False,
         hooks: list[WindowHook] | None = None,
         hosts: HostRun | None = None,
+        stop: StopCheck | None = None,
     ) -> None:
         self.ledger = ledger
         self.store = store
@@ -96,10 +123,19 @@ class Runner:
         self.stop_on_error = stop_on_error
         self.hooks = hooks or []
         self.hosts = hosts  # roles on remote hosts (--hosts); None: namespaces of this machine
+        self.stop = stop
+        self.stopped = ""  # why `stop` ended the run before the plan's last trial ("": it did not)
 
     def run(self, trials: list[PlannedTrial]) -> list[TrialRecord]:
-        records = []
-        for pt in trials:
+        """The trials in order, each stored as it ends. `stop` is asked at each block boundary, so a run it
+        ends keeps only whole blocks (complete pairs)."""
+        records: list[TrialRecord] = []
+        for i, pt in enumerate(trials):
+            if self.stop is not None and i > 0 and pt.block != trials[i - 1].block:
+                block = list(itertools.takewhile(functools.partial(_same_block, pt.block), trials[i:]))
+                self.stopped = self.stop(block, records)
+                if self.stopped:
+                    break
             if self.observer:
                 self.observer.trial_started(pt)
             rec = self.run_trial(pt)
@@ -366,6 +402,10 @@ class Runner:
         if isinstance(topo, Topology):
             underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))
+
+
+def _same_block(block: int, pt: PlannedTrial) -> bool:
+    return pt.block == block
 
 
 def _local_roles(

@@ -33,7 +33,7 @@ from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
 from tunbench.remote.hosts import HostRun, role_hosts
 from tunbench.remote.inventory import Inventory
 from tunbench.results import TrialRecord
-from tunbench.runner import LinkFactory, Runner, TrialObserver, WindowHook
+from tunbench.runner import LinkFactory, Runner, StopCheck, TrialObserver, WindowHook
 from tunbench.store.db import Store
 from tunbench.tomlfile import locate
 from tunbench.topology.build import TopologySpec
@@ -283,6 +283,7 @@ class RunOutcome:
     uid: str
     status: str
     records: list[TrialRecord] = field(default_factory=list)
+    stopped: str = ""  # why execute's `stop` ended the run before the plan's last trial ("": it did not)
 
 
 class RunObserver(TrialObserver, Protocol):
@@ -349,12 +350,20 @@ def provenance(plan: RunPlan) -> dict[str, Any]:
 
 
 def execute(
-    plan: RunPlan, observer: RunObserver, *, scenario_text: str, db_path: str | Path, flamegraph_dir: Path | None = None
+    plan: RunPlan,
+    observer: RunObserver,
+    *,
+    scenario_text: str,
+    db_path: str | Path,
+    flamegraph_dir: Path | None = None,
+    stop: StopCheck | None = None,
 ) -> RunOutcome:
     """Run a prepared plan: the run is recorded in the store first (a bad --db leaves nothing behind), the
     trials run inside a run scope, and the run's end (done, interrupted, failed) is always recorded.
     Ctrl-C (KeyboardInterrupt) ends the run as `interrupted`, the trials measured so far kept.
-    `flamegraph_dir`: where perf flamegraphs of the tunnel processes go (with plan.flamegraphs)."""
+    `flamegraph_dir`: where perf flamegraphs of the tunnel processes go (with plan.flamegraphs).
+    `stop`: asked between blocks (runner.StopCheck, e.g. runner.Deadline); when it ends the run early, the
+    run is done with whole blocks, the plan's trials being the upper bound, and outcome.stopped says why."""
     scenario = plan.scenario
     wl = scenario.workload
     prov = provenance(plan)
@@ -410,10 +419,12 @@ def execute(
                 stop_on_error=scenario.run.stop_on_error,
                 hooks=hooks,
                 hosts=hosts,
+                stop=stop,
             )
             try:
                 outcome.records = runner.run(plan.trials)
                 outcome.status = "done"
+                outcome.stopped = runner.stopped
             except KeyboardInterrupt:
                 outcome.status = "interrupted"
         finally:

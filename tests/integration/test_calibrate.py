@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 from tests.integration.helpers import tunbench
@@ -33,3 +34,28 @@ def test_calibrate_prints_noise_and_mde_per_budget_and_stores_the_run(tmp_path: 
     assert all(t.status == "ok" for t in stored.trials)
     assert stored.scenario["run"]["order"] == "blocks" and not stored.scenario["run"]["direct"]
     assert "tunbench run -t 'direct[label=a]' -t 'direct[label=b]' --no-direct" in stored.scenario_text
+
+
+def test_budget_is_a_deadline_the_run_stops_between_pairs(tmp_path: Path) -> None:
+    """--budget 15s of 1 s direct trials: the plan allows up to 7 pairs (15 s / 2 s of measuring), a pair here
+    takes about 3 s, so the run stops at the budget with whole pairs, and says so."""
+    db = tmp_path / "cal.db"
+    t0 = time.monotonic()
+    res = tunbench(
+        "calibrate", "-t", "direct", "--budget", "15s", "--duration", "1", "--omit", "0", "--db", str(db), timeout=120
+    )
+    wall = time.monotonic() - t0
+    assert res.returncode == 0, res.stdout + res.stderr
+    stopped = re.search(r"stopped after (\d+) of at most 7 pairs, at the budget \(15s\): deadline", res.stdout)
+    assert stopped, res.stdout
+    pairs = int(stopped.group(1))
+    assert 2 <= pairs < 7
+    stored = load_run("calibrate-direct", db)
+    assert stored.status == "done"
+    assert sorted((t.label, t.repetition) for t in stored.trials) == sorted(
+        (label, rep) for label in "ab" for rep in range(1, pairs + 1)
+    )
+    firsts = [t.label for t in sorted(stored.trials, key=lambda t: t.seq)][::2]
+    assert abs(firsts.count("a") - firsts.count("b")) <= 1  # counterbalanced: ab and ba every two pairs
+    assert "upper bound" in stored.scenario_text
+    assert wall < 15 + 8  # the budget, and the table and compare after it (a Python start-up or two)

@@ -52,3 +52,44 @@ def test_blocks_keep_a_cases_tunnels_together_in_shuffled_orders() -> None:
     assert len(orders) > 1  # the order inside a block is shuffled per round
     shuffled = interleave(cs, 6, seed=3, blocks=False)
     assert [t.case for t in shuffled] != [t.case for t in trials]
+
+
+def _pair_cases():  # type: ignore[no-untyped-def]
+    tunnels = [parse_ref("socat[label=a]"), parse_ref("socat[label=b]")]
+    return expand(tunnels, [find_profile("lan")], [1], ["up"])
+
+
+def test_two_tunnels_are_counterbalanced_every_two_rounds() -> None:
+    # AB and BA equally often after every second round, for any seed (position in a block cannot lean on a label)
+    for seed in range(50):
+        trials = interleave(_pair_cases(), 13, seed=seed)
+        firsts = [t.case.tunnel.label for t in trials if t.seq % 2 == 1]
+        assert len(firsts) == 13
+        for rounds in range(2, 14, 2):
+            assert firsts[:rounds].count("a") == rounds // 2, (seed, firsts)
+    # and the order of AB and BA within each two rounds is still random
+    starts = {tuple(t.case.tunnel.label for t in interleave(_pair_cases(), 6, seed=s)[:2]) for s in range(20)}
+    assert starts == {("a", "b"), ("b", "a")}
+
+
+def test_each_tunnel_takes_each_position_once_per_cycle() -> None:
+    cs = cases()  # blocks of 3 tunnels: every 3 rounds each tunnel once first, once second, once third
+    trials = interleave(cs, 6, seed=11)
+    for key in {(c.flows, c.direction) for c in cs}:
+        for cycle in (range(1, 4), range(4, 7)):
+            positions = Counter()  # type: ignore[var-annotated]
+            for rep in cycle:
+                block = [t for t in trials if t.repetition == rep and (t.case.flows, t.case.direction) == key]
+                positions.update((t.case.tunnel.label, i) for i, t in enumerate(block))
+            assert set(positions.values()) == {1} and len(positions) == 9
+
+
+def test_blocks_are_numbered_consecutively() -> None:
+    cs = cases()
+    trials = interleave(cs, 3, seed=5)
+    assert [t.block for t in trials] == [b for b in range(1, 13) for _ in range(3)]
+    for b in range(1, 13):
+        block = [t for t in trials if t.block == b]
+        assert len({(t.case.flows, t.case.direction, t.repetition) for t in block}) == 1
+    shuffled = interleave(cs, 3, seed=5, blocks=False)
+    assert [t.block for t in shuffled] == [t.repetition for t in shuffled]

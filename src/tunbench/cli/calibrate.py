@@ -76,7 +76,7 @@ def calibrate(
     ],
     budget: Annotated[
         str,
-        typer.Option(help="Wall time for the A/A, e.g. 60s, 2m: as many pairs as fit (at least 2)."),
+        typer.Option(help="Wall time for the A/A, e.g. 60s, 2m: pairs until it is spent (at least 2)."),
     ] = "60s",
     pairs: Annotated[
         int | None, typer.Option(min=MIN_PAIRS, help="Measure this many pairs instead (overrides --budget).")
@@ -95,9 +95,10 @@ def calibrate(
 ) -> None:
     """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
 
-    Runs TUNNEL twice, as labels a and b of one run, in paired blocks (each pair: a and b back to back, in a
-    shuffled order), with short iperf3 trials (--duration 2 --omit 1) for --budget (60s). The run is stored
-    like any other, named calibrate-<tunnel>.
+    Runs TUNNEL twice, as labels a and b of one run, in paired blocks (each pair: a and b back to back, ab
+    and ba equally often), with short iperf3 trials (--duration 2 --omit 1) until --budget (60s) is spent:
+    a pair starts only if, at the pace so far, it ends within the budget. The run is stored like any other,
+    named calibrate-<tunnel>.
 
     Then, per metric (throughput, CPU per bit of client and server): the CV of one trial, the SD of the
     within-pair log ratio ln(b/a) (the noise a paired `compare` sees through), the MDE at the pairs
@@ -113,6 +114,7 @@ def calibrate(
     from tunbench.cli.progress import graceful_signals
     from tunbench.config.load import load_scenario, with_overrides
     from tunbench.report.compare import parse_threshold
+    from tunbench.runner import Deadline
     from tunbench.store.backend import redact
     from tunbench.store.db import Store
     from tunbench.tunnels.registry import parse_ref
@@ -146,25 +148,34 @@ def calibrate(
     sc = with_overrides(sc, overrides)
     check_store_path(db, connect=True)
     per_pair = session.prepare(sc, source, dry_run=True).total_s
-    n = pairs if pairs is not None else math.floor(budget_s / per_pair)
-    if n < MIN_PAIRS:
+    fit = math.floor(budget_s / per_pair)
+    if pairs is None and fit < MIN_PAIRS:
         raise ConfigError(
-            f"--budget {budget}: a pair of these trials takes about {per_pair:.0f} s, so {n} pair(s) fit; "
+            f"--budget {budget}: a pair of these trials takes about {per_pair:.0f} s, so {fit} pair(s) fit; "
             f"calibrate needs at least {MIN_PAIRS} (--budget {math.ceil(MIN_PAIRS * per_pair)}s)",
             source="command line",
             key="budget",
         )
+    # --budget: the plan holds as many pairs as the measured seconds alone allow (no pair can be faster), and
+    # the run stops at the deadline; --pairs: exactly that many
+    n = pairs if pairs is not None else max(fit, math.floor(budget_s / (2 * (duration + omit))))
     sc = with_overrides(sc, {"run": {"repeat": n}})
-    text = equivalent_run(sc)
+    text = equivalent_run(sc, budget=None if pairs is not None else budget)
     plan = session.prepare(sc, source)
     clock = _Clocked(console, db)
+    deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=MIN_PAIRS)
+    if deadline is not None:
+        console.print(f"calibrate: pairs until the budget ({budget}) is spent, at most {n} (the plan below)")
     with graceful_signals(console), clock:
-        outcome = session.execute(plan, clock, scenario_text=text, db_path=db)
+        outcome = session.execute(plan, clock, scenario_text=text, db_path=db, stop=deadline)
     total_s = time.monotonic() - started
     with Store(db) as store:
         run_rec = store.find_run(str(outcome.run_id))
+    ran = len({t.repetition for t in run_rec.trials}) or n
+    if outcome.stopped:
+        console.print(f"stopped after {ran} of at most {n} pairs, at the budget ({budget}): {outcome.stopped}")
     span = (clock.last_done or started) - (clock.first_start or started)
-    pair_s = span / n if span > 0 else per_pair
+    pair_s = span / ran if span > 0 else per_pair
     for line in calibration_lines(run_rec, pair_s=pair_s, overhead_s=max(0.0, total_s - span), target=goal):
         console.print(line)
     console.print(
@@ -174,16 +185,18 @@ def calibrate(
     _exit(outcome.status, run_rec)
 
 
-def equivalent_run(sc: Scenario) -> str:
+def equivalent_run(sc: Scenario, budget: str | None = None) -> str:
     """The `tunbench run` command that measures the same A/A (stored as the run's scenario text: calibrate has
-    no scenario file; the resolved scenario is stored beside it, as for every run)."""
+    no scenario file; the resolved scenario is stored beside it, as for every run). `budget`: the run stops
+    when it is spent, so --repeat is an upper bound."""
     r, w = sc.run, sc.workload
     tunnels = " ".join(f"-t {shlex.quote(t)}" for t in r.tunnels)
+    bound = f"# (--repeat is the upper bound: calibrate --budget {budget} stops between pairs when it is spent)\n"
     return (
         "# tunbench calibrate, the same as:\n"
         f"# tunbench run {tunnels} --no-direct --profile {shlex.quote(r.profiles[0])} "
         f"--direction {w.directions[0]} --flows {w.flows[0]} --duration {w.duration_s} --omit {w.omit_s} "
-        f"--repeat {r.repeat} --seed {r.seed} --name {shlex.quote(r.name)}\n"
+        f"--repeat {r.repeat} --seed {r.seed} --name {shlex.quote(r.name)}\n" + (bound if budget else "")
     )
 
 

@@ -26,7 +26,7 @@ class RunSection(_Strict):
     seed: int = Field(default=1, ge=0, le=2**63 - 1)  # tunbench-link takes seed + repetition as a u64
     name: str = ""
     stop_on_error: bool = False
-    # "blocks": each round runs a case's tunnels next to each other (shuffled per block), so compare can
+    # "blocks": each round runs a case's tunnels next to each other (counterbalanced per block), so compare can
     # pair them; "shuffled": each round one shuffle of every case (the order before blocks existed)
     order: Literal["blocks", "shuffled"] = "blocks"
 
