@@ -5,7 +5,6 @@ SSH channel, and nothing left on any host after success, a cut connection or a S
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import sqlite3
@@ -17,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.helpers import RUN_LINE, STARTED, leftovers, tunbench
+from tests.integration.helpers import leftovers, tunbench
+from tests.integration.test_lifecycle import start_run
 from tests.sshhosts import SRC_DIR, SshHosts, ssh_hosts
 
 
@@ -113,19 +113,7 @@ def test_the_same_scenario_runs_locally_and_on_hosts(hosts: SshHosts, tmp_path: 
 
 
 def start(tmp: Path, inventory: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tunbench", "run", "--hosts", str(inventory), "--db", str(tmp / "r.db"), *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    m = RUN_LINE.search(line)
-    assert m, f"no run line: {line!r}"
-    STARTED.add(m.group(1))
-    return proc, m.group(1)
+    return start_run(tmp / "r.db", "--hosts", str(inventory), *args)
 
 
 def wait_for_tunnel(hosts: SshHosts, prefix: str, timeout_s: float = 30) -> None:

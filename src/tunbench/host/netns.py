@@ -124,6 +124,23 @@ def delete_namespace(name: str) -> None:
         netns.remove(name)
 
 
+def remove_prefixed_links(netns: str | None, prefix: str) -> list[str]:
+    """Delete the links named `<prefix>-*` (a run's own devices) in a namespace (None: this process's own),
+    for a place that is not a namespace of ours and so is not deleted with its links. Nothing else is
+    touched. Returns the names removed."""
+    if not prefix:
+        return []
+    gone = []
+    with IPRoute(netns=netns) if netns else IPRoute() as ipr:
+        for link in ipr.get_links():
+            name = str(link.get_attr("IFLA_IFNAME") or "")
+            if name.startswith(f"{prefix}-"):
+                with contextlib.suppress(Exception):  # gone already (its process ended), or never ours to keep
+                    ipr.link("del", index=link["index"])
+                    gone.append(name)
+    return gone
+
+
 class NetNamespace:
     def __init__(self, name: str, ledger: Ledger) -> None:
         self.name = name

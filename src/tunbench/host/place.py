@@ -164,8 +164,6 @@ class LocalPlace:
     def put_files(self, files: Mapping[str, tuple[bytes, int]]) -> None:
         for rel, (data, mode) in files.items():
             path = self.workdir / rel
-            if path.exists():
-                continue  # the same trial directory (a local role): the file is there already
             path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             with os.fdopen(fd, "wb") as out:

@@ -8,6 +8,7 @@ sweeps whatever the ledger still lists and removes the ledger file.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -23,4 +24,6 @@ def run_scope() -> Iterator[Ledger]:
     try:
         yield ledger
     finally:
-        finish_ledger(ledger)
+        # a forked helper unwinding our stack (pyroute2 forks to create a namespace) must not tear the run down
+        if os.getpid() == ledger.owner_pid:
+            finish_ledger(ledger)

@@ -25,6 +25,7 @@ from typing import IO, Any
 from tunbench.errors import TunbenchError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
+from tunbench.host.netns import remove_prefixed_links
 from tunbench.host.place import LocalPlace
 from tunbench.host.proc import Daemon
 from tunbench.host.scope import run_scope
@@ -97,7 +98,7 @@ class Agent:
         place = LocalPlace(netns, self.ledger, wd, cgroups)
         self.places[pid] = _PlaceState(place, stack, link_prefix)
         # the run's own links at this place (a tunnel's devices, named with the run's prefix) go with it
-        stack.callback(facts.remove_links, netns, link_prefix)
+        stack.callback(remove_prefixed_links, netns, link_prefix)
         return {"place": pid, "workdir": str(wd)}
 
     def op_pair_open(self, tag: str, spec: dict[str, Any], profile: dict[str, Any] | None, seed: int) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """What an agent reports about its host: provenance (kernel, CPU, governor, the NIC that carries the
-underlay: driver, offloads, MTU), which programs it has, and the removal of the run's own links."""
+underlay: driver, offloads, MTU), which programs it has, and what its kernel offers a run."""
 
 from __future__ import annotations
 
@@ -56,20 +56,6 @@ def nic_facts(address: str) -> dict[str, Any]:
 
 def tools(programs: list[str]) -> dict[str, bool]:
     return {p: shutil.which(p) is not None for p in programs}
-
-
-def remove_links(netns: str | None, prefix: str) -> None:
-    """Delete the links named `<prefix>-*` (a tunnel's devices, named with the run's prefix) in a namespace
-    of this host (None: the agent's own). Nothing else is touched."""
-    if not prefix:
-        return
-    ns = ["-n", netns] if netns else []
-    res = run_cmd(["ip", *ns, "-j", "link", "show"], check=False, timeout_s=5)
-    with contextlib.suppress(ValueError):
-        for link in json.loads(res.stdout or "[]"):
-            name = str(link.get("ifname", ""))
-            if name.startswith(f"{prefix}-"):
-                run_cmd(["ip", *ns, "link", "del", name], check=False, timeout_s=5)
 
 
 def capabilities() -> dict[str, Any]:

@@ -98,6 +98,9 @@ class HostRun:
         kernel, CPU, governor and the NIC carrying its underlay address (driver, offloads, MTU)."""
         out: dict[str, Any] = {}
         for role, h in self.roles.items():
+            if h.name in out:  # one host with both roles
+                out[h.name]["role"] = "client, server"
+                continue
             conn = self.conn(role)
             facts = conn.call("facts", address=h.address)
             out[h.name] = {

@@ -137,9 +137,11 @@ class Tunnel:
                 self.vars[step.name] = self.steps.key(step, self.vars, f"keys[{i}]")
             for i, f in enumerate(self.spec.files):
                 self.steps.write(f.path, f.content, f.mode, self.vars, f"files[{i}]")
-            files = self.steps.files()
-            for role in ROLES:
-                self._place(role).put_files(files)
+            elsewhere = [p for p in map(self._place, ROLES) if p.workdir != self.workdir]
+            if elsewhere:  # a remote place: copy the keys and files there
+                files = self.steps.files()
+                for place in elsewhere:
+                    place.put_files(files)
             for role in ROLES:
                 self._role_up(role, getattr(self.spec, role))
             self._wait(self.spec.ready, "ready", self._place("client"))
