@@ -39,10 +39,10 @@ from tunbench.topology.build import Topology, TopologySpec
 
 
 class _PlaceState:
-    def __init__(self, place: LocalPlace, stack: contextlib.ExitStack, link_prefix: str) -> None:
+    def __init__(self, place: LocalPlace, stack: contextlib.ExitStack) -> None:
         self.place = place
         self.stack = stack
-        self.link_prefix = link_prefix
+        self.procs: set[str] = set()  # the daemons started at this place, stopped when it closes
 
 
 class Agent:
@@ -96,7 +96,7 @@ class Agent:
             raise
         pid = self._id("p")
         place = LocalPlace(netns, self.ledger, wd, cgroups)
-        self.places[pid] = _PlaceState(place, stack, link_prefix)
+        self.places[pid] = _PlaceState(place, stack)
         # the run's own links at this place (a tunnel's devices, named with the run's prefix) go with it
         stack.callback(remove_prefixed_links, netns, link_prefix)
         return {"place": pid, "workdir": str(wd)}
@@ -122,7 +122,7 @@ class Agent:
             key = self._id("p")
             place = LocalPlace(topo.ns_name(role), self.ledger, wd, cgroups)
             # the client's entry owns the pair; the server's closes only its own processes
-            self.places[key] = _PlaceState(place, stack if role == "client" else contextlib.ExitStack(), "")
+            self.places[key] = _PlaceState(place, stack if role == "client" else contextlib.ExitStack())
             out[role] = {"place": key, "netns": topo.ns_name(role)}
         emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
         if emulator is not None:
@@ -133,7 +133,7 @@ class Agent:
         st = self.places.pop(place, None)
         if st is None:
             return {"link": None}
-        for key in [k for k, d in self.procs.items() if getattr(d, "_place", None) == place]:
+        for key in st.procs & self.procs.keys():
             self.procs.pop(key).stop()
         st.stack.close()
         emulator = self.links.pop(place, None)
@@ -147,8 +147,8 @@ class Agent:
     def op_spawn(self, place: str, argv: list[str], what: str, log_name: str, env: dict[str, str] | None,
                  role: str) -> dict[str, Any]:  # fmt: skip
         d = self._place(place).spawn(argv, what=what, log_name=log_name, env=env, role=role)
-        d._place = place  # type: ignore[attr-defined]
         key = self._id("d")
+        self.places[place].procs.add(key)
         self.procs[key] = d
         return {"proc": key, "pid": d.pid}
 

@@ -459,16 +459,11 @@ def _host(p: _Parsed, h: _HostDef, groups: set[str], merged: dict[str, _Var]) ->
             except ValueError as e:
                 raise p.error(f"cannot split: {e}", var.line, key) from None
 
-    address = _ip(p, merged.get("tunbench_address"), "tunbench_address", 4)
-    address6 = _ip(p, merged.get("tunbench_address6"), "tunbench_address6", 6)
-    try:
-        literal = ipaddress.ip_address(ssh_host)
-    except ValueError:
-        literal = None
-    if address is None and literal is not None and literal.version == 4:
-        address = str(literal)
-    if address6 is None and literal is not None and literal.version == 6:
-        address6 = str(literal)
+    address, address6 = _with_literal(
+        ssh_host,
+        _ip(p, merged.get("tunbench_address"), "tunbench_address", 4),
+        _ip(p, merged.get("tunbench_address6"), "tunbench_address6", 6),
+    )
 
     roles = {g for g in groups if g in ROLES}
     var = merged.get("tunbench_roles")
@@ -517,6 +512,19 @@ def _ip(p: _Parsed, var: _Var | None, key: str, version: int) -> str | None:
 
 
 # --- entry points -----------------------------------------------------------------------------------------
+
+
+def _with_literal(ssh_host: str, address: str | None, address6: str | None) -> tuple[str | None, str | None]:
+    """The underlay addresses, each defaulting to the ssh destination when that is an IP literal of its family."""
+    try:
+        literal = ipaddress.ip_address(ssh_host)
+    except ValueError:
+        return address, address6
+    if address is None and literal.version == 4:
+        address = str(literal)
+    if address6 is None and literal.version == 6:
+        address6 = str(literal)
+    return address, address6
 
 
 def load_inventory(path: Path) -> Inventory:
@@ -668,15 +676,7 @@ def _table_host(
             raise error(f"expected an IPv{version} address, not {v!r}", role, key)
         return str(a)
 
-    address, address6 = ip("address", 4), ip("address6", 6)
-    try:
-        literal = ipaddress.ip_address(host)
-    except ValueError:
-        literal = None
-    if address is None and literal is not None and literal.version == 4:
-        address = str(literal)
-    if address6 is None and literal is not None and literal.version == 6:
-        address6 = str(literal)
+    address, address6 = _with_literal(host, ip("address", 4), ip("address6", 6))
     identity = string("identity_file")
     line = locate(text, [prefix, role] if prefix else [role]) if text else None
     return Host(
