@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -323,11 +323,13 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
 
 
-def host_programs(plan: RunPlan) -> dict[str, list[str]]:
-    """What each role's host must have: the tunnels' programs and the workloads' tools."""
-    progs = sorted({p for r in plan.refs for p in required_programs(r)} | set(HOST_TOOLS))
-    tools = sorted({t for kind in plan.scenario.workload.kind for t in get_workload(kind).requires})
-    return {"client": [*progs, *tools], "server": [*progs, *tools]}
+def program_needs(refs: list[TunnelRef], kinds: Iterable[str]) -> dict[str, list[str]]:
+    """Who needs which programs on a machine that runs its roles: tunbench itself, each tunnel (`requires`)
+    and each workload; what `--hosts` checks on every host and `doctor --hosts` lists per host."""
+    needs = {"tunbench": list(HOST_TOOLS)}
+    needs |= {f"tunnel {r.label}": required_programs(r) for r in refs}
+    needs |= {f"workload {kind}": list(get_workload(kind).requires) for kind in kinds}
+    return needs
 
 
 def provenance(plan: RunPlan) -> dict[str, Any]:
@@ -372,7 +374,7 @@ def execute(
         if plan.inventory is not None:
             logdir = remote.enter_context(workdir(ledger, "ssh"))
             hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir))
-            missing = hosts.tools_missing(host_programs(plan))
+            missing = hosts.tools_missing(program_needs(plan.refs, plan.scenario.workload.kind))
             if (
                 any(p.emulated for p in plan.profiles)
                 and not hosts.conn("client").call("capabilities")["tunbench_link"]

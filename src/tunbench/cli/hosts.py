@@ -82,14 +82,10 @@ def doctor_hosts(path: Path) -> int:
     failed checks."""
     from tunbench import workloads
     from tunbench.errors import TunbenchError
-    from tunbench.host import HOST_TOOLS
-    from tunbench.tunnels.registry import builtin_names, parse_ref, required_programs
+    from tunbench.session import program_needs
+    from tunbench.tunnels.registry import builtin_names, parse_ref
 
-    needs: dict[str, list[str]] = {"tunbench": list(HOST_TOOLS)}
-    for w in workloads.REGISTRY.values():
-        needs[f"workload {w.kind}"] = list(w.requires)
-    for tname in builtin_names():
-        needs[f"tunnel {tname}"] = required_programs(parse_ref(tname))
+    needs = program_needs([parse_ref(name) for name in builtin_names()], workloads.REGISTRY)
 
     bad = 0
 

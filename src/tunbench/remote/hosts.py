@@ -112,14 +112,17 @@ class HostRun:
             }
         return out
 
-    def tools_missing(self, programs: dict[str, list[str]]) -> list[str]:
-        """`programs`: role -> programs it needs; what each role's host lacks, one line per host."""
+    def tools_missing(self, needs: dict[str, list[str]]) -> list[str]:
+        """`needs`: who (a tunnel, a workload) -> the programs it needs on every host; what each host lacks,
+        one line per host and need."""
         lines = []
-        for role, progs in programs.items():
-            have = self.conn(role).call("tools", programs=sorted(set(progs)))
-            missing = sorted(p for p, ok in have.items() if not ok)
-            if missing:
-                lines.append(f"{self.roles[role].name} ({role}): missing {', '.join(missing)}")
+        programs = sorted({p for progs in needs.values() for p in progs})
+        for name, conn in self.conns.items():
+            have = conn.call("tools", programs=programs)
+            for who, progs in needs.items():
+                missing = [p for p in progs if not have.get(p)]
+                if missing:
+                    lines.append(f"{name}: {who} needs {', '.join(missing)}")
         return lines
 
 
