@@ -140,6 +140,20 @@ timeout_s = 30
             assert m["clients.connect.success_ratio"] == 1.0
 
 
+def test_strongswan_carries_ipv6_inside(tmp_path: Path, no_ipsec_leftovers: None) -> None:
+    """--overlay 6: the inner addresses and the traffic selectors are IPv6 (/128), over the IPv4 underlay;
+    libipsec's ESP runs in each side's charon, so each side's CPU is real."""
+    label = "strongswan[datapath=libipsec]"
+    res, doc = run_json(tmp_path, "-t", label, "--overlay", "6", "--no-direct", *SHORT, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    t = _check_costed(doc, label)
+    assert t["params"]["ip"] == {"underlay": "ipv4", "overlay": "ipv6", "target": "ipv6"}
+    for role in ("client", "server"):
+        assert t["cpu"][role]["user_s"] + t["cpu"][role]["sys_s"] > 0.05, (role, t["cpu"][role])
+    (s,) = doc["summary"]
+    assert s["bits_per_cpu_second"]["client"] > 0 and s["bits_per_cpu_second"]["server"] > 0
+
+
 @pytest.mark.skipif(not kernel_has_esp(), reason="kernel has no ESP (CONFIG_INET_ESP) or no rfc4106(gcm(aes))")
 def test_kernel_esp_carries_traffic(tmp_path: Path, no_ipsec_leftovers: None) -> None:
     """Where the kernel does ESP: static SAs (no process at all) and strongSwan with kernel ESP."""

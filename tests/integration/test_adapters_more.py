@@ -1,7 +1,7 @@
 """The second set of built-in tunnels (issue 13, part A) carries real iperf3 traffic through real namespaces,
 with its cost measured: boringtun and ssh -w (a daemon per side), and the kernel's own tunnels (vxlan,
-gre, ipip, wireguard-kernel: no process at all). boringtun also serves several clients at once ([multi]:
-the clients and storm workloads).
+gre, ipip, wireguard-kernel: no process at all). boringtun and fastd also serve several clients at once
+([multi]: the clients and storm workloads).
 
 A kernel tunnel whose module this kernel lacks is skipped with the module's name; those tests are the
 ones tests/conftest.py ALLOWED_SKIPS lets CI skip. Every other skip fails under CI=true."""
@@ -163,5 +163,35 @@ timeout_s = 30
         m = t["metrics"]
         assert m["clients.success_ratio"] == 1.0, (t["variant"], m.get("clients.failed_count"))
         assert 0 < m["clients.ready_p50_s"] <= m["clients.ready_max_s"] < 30
+        if t["variant"] == "reconnect":
+            assert m["clients.connect.success_ratio"] == 1.0
+
+
+def test_fastd_storm_connects_and_reconnects_every_client(tmp_path: Path) -> None:
+    """[multi]: one fastd with a peer (and a TUN interface) per client, one fastd per client namespace."""
+    path = tmp_path / "s.toml"
+    path.write_text(
+        """
+[run]
+tunnels = ["fastd"]
+repeat = 1
+direct = false
+[workload]
+kind = ["storm"]
+[workload.storm]
+clients = [10]
+variants = ["connect", "reconnect"]
+timeout_s = 30
+"""
+    )
+    res, doc = run_json(tmp_path, str(path), timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert {t["variant"] for t in doc["trials"]} == {"connect", "reconnect"}
+    for t in doc["trials"]:
+        assert t["status"] == "ok", t["error"]
+        m = t["metrics"]
+        assert m["clients.success_ratio"] == 1.0, (t["variant"], m.get("clients.failed_count"))
+        assert 0 < m["clients.ready_p50_s"] <= m["clients.ready_max_s"] < 30
+        assert m["clients.server_cpu_s"] > 0
         if t["variant"] == "reconnect":
             assert m["clients.connect.success_ratio"] == 1.0

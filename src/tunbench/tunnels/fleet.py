@@ -38,13 +38,21 @@ CLIENT_UID_BASE = 2_000_000_000  # concurrent per-client readiness waits + after
 
 
 def shared_variables(layout: Layout, workdir: Path, port_base: int = IPERF_PORT) -> dict[str, str]:
+    """Many clients run IPv4 inside and out, so the family variables of a one-client trial (`overlay`,
+    `inner_hostlen`, `server_endpoint`...) have their IPv4 values: a template both forms share renders."""
     return {
         "tmp": str(workdir),
         "prefix": layout.prefix,
         "server_ns": layout.server_ns,
+        "underlay": "ipv4",
+        "overlay": "ipv4",
+        "underlay_ip": "4",
+        "overlay_ip": "4",
         "server_addr": layout.server_addr,
+        "server_endpoint": layout.server_addr,
         "inner_server": layout.inner_server,
         "inner_prefixlen": str(layout.inner_prefixlen),
+        "inner_hostlen": "32",
         "inner_netmask": layout.inner_netmask,
         "inner_network": layout.inner_network,
         "dev_server": layout.server_dev,
@@ -59,6 +67,7 @@ def client_variables(layout: Layout, i: int) -> dict[str, str]:
         "i": str(i),
         "client_ns": layout.client_ns(i),
         "client_addr": client_addr(i),
+        "client_endpoint": client_addr(i),
         "client_inner": client_inner(i),
         "dev_client": layout.client_dev(i),
         "client_uid": str(CLIENT_UID_BASE + i),
