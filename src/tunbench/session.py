@@ -40,6 +40,7 @@ from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
 from tunbench.workloads import get as get_workload
+from tunbench.workloads.base import TRIAL_SETUP_S
 
 T = TypeVar("T")
 
@@ -161,7 +162,22 @@ def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], duration_s: f
     included), for the time announced before a run and the progress bar's ETA."""
     workload = get_workload(pt.case.workload)
     opts = options.get(workload.kind) or workload.options(None)
-    return workload.estimate(pt.case, opts, duration_s, omit_s)
+    full = workload.estimate(pt.case, opts, duration_s, omit_s)
+    if pt.window > 1:  # a later window of a warm block: no bring-up or tear-down of its own
+        return max(duration_s + omit_s, full - TRIAL_SETUP_S)
+    return full
+
+
+def warm_note(plan: RunPlan) -> str:
+    """How the run's warm blocks measure ("" when every trial is cold)."""
+    warm = [pt for pt in plan.trials if pt.window]
+    if not warm:
+        return ""
+    bringups = len({(pt.block, pt.case.tunnel.label) for pt in warm})
+    return (
+        f"warm: {len(warm)} trial(s) are windows on running tunnels, {plan.scenario.run.warm} per bring-up "
+        f"({bringups} bring-ups instead of {len(warm)})"
+    )
 
 
 def minutes(seconds: float) -> str:
@@ -221,7 +237,19 @@ def prepare(
             source=source,
             key="run.tunnels",
         )
-    trials = interleave(cases, scenario.run.repeat, scenario.run.seed, blocks=scenario.run.order == "blocks")
+    if scenario.run.warm > 1 and scenario.run.order != "blocks":
+        raise ConfigError(
+            "warm windows alternate the tunnels of a block: warm > 1 needs order = 'blocks'",
+            source=source,
+            key="run.warm",
+        )
+    trials = interleave(
+        cases,
+        scenario.run.repeat,
+        scenario.run.seed,
+        blocks=scenario.run.order == "blocks",
+        warm=scenario.run.warm,
+    )
     expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
     link_factory: LinkFactory | None = None
     if any(p.emulated for p in profiles):
@@ -269,6 +297,8 @@ def describe(plan: RunPlan) -> list[str]:
         f"{len(plan.cases)} cases × {scenario.run.repeat} repetitions = {len(plan.trials)} trials, "
         f"about {minutes(plan.total_s)} (seed {scenario.run.seed})",
     ]
+    if warm := warm_note(plan):
+        lines.append(warm)
     builds = [f"commit {plan.commit}"] if plan.commit else []
     builds += [f"branch {plan.branch}"] if plan.branch else []
     builds += [f"{r.label} at commit {r.commit}" for r in plan.refs if r.commit]
@@ -321,6 +351,13 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             )
     if plan.flamegraphs:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
+    if plan.scenario.run.warm > 1:
+        raise ConfigError(
+            "warm windows bring a block's tunnels up side by side, which two hosts' root namespaces cannot hold "
+            "yet: with --hosts use warm = 1",
+            source=plan.source,
+            key="run.warm",
+        )
 
 
 def program_needs(refs: list[TunnelRef], kinds: Iterable[str]) -> dict[str, list[str]]:

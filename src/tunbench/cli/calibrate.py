@@ -91,6 +91,15 @@ def calibrate(
     ] = "3%",
     name: Annotated[str | None, typer.Option(help="The run's name (default: calibrate-<tunnel>).")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for the order within each pair.")] = None,
+    warm: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=100,
+            help="Pairs per bring-up: the two tunnels come up once, side by side, for this many pairs of "
+            "measured windows (warm alternation, `tunbench run --warm`); 1 = a fresh bring-up per trial.",
+        ),
+    ] = 1,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
@@ -136,6 +145,7 @@ def calibrate(
             "seed": seed,
             "name": name or f"calibrate-{adapter}",
             "order": "blocks",
+            "warm": warm,
         },
         "workload": {
             "kind": ["iperf3"],
@@ -163,7 +173,7 @@ def calibrate(
     text = equivalent_run(sc, budget=None if pairs is not None else budget)
     plan = session.prepare(sc, source)
     clock = _Clocked(console, db)
-    deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=MIN_PAIRS)
+    deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=math.ceil(MIN_PAIRS / warm))
     if deadline is not None:
         console.print(f"calibrate: pairs until the budget ({budget}) is spent, at most {n} (the plan below)")
     with graceful_signals(console), clock:
@@ -196,7 +206,8 @@ def equivalent_run(sc: Scenario, budget: str | None = None) -> str:
         "# tunbench calibrate, the same as:\n"
         f"# tunbench run {tunnels} --no-direct --profile {shlex.quote(r.profiles[0])} "
         f"--direction {w.directions[0]} --flows {w.flows[0]} --duration {w.duration_s} --omit {w.omit_s} "
-        f"--repeat {r.repeat} --seed {r.seed} --name {shlex.quote(r.name)}\n" + (bound if budget else "")
+        f"--repeat {r.repeat}{f' --warm {r.warm}' if r.warm > 1 else ''} --seed {r.seed} --name {shlex.quote(r.name)}\n"
+        + (bound if budget else "")
     )
 
 

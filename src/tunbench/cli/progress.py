@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from tunbench.plan import PlannedTrial
 from tunbench.report.terminal import trial_headline
 from tunbench.results import TrialRecord
-from tunbench.session import RunPlan, minutes
+from tunbench.session import RunPlan, minutes, warm_note
 from tunbench.store.backend import redact
 
 
@@ -56,6 +56,8 @@ class RunProgress:
             f"run [bold]{uid}[/] (#{run_id}): {len(plan.cases)} cases × {plan.scenario.run.repeat} "
             f"repetitions = {len(plan.trials)} trials, about {minutes(plan.total_s)}; results in {redact(self.db_path)}"
         )
+        if warm := warm_note(plan):
+            self.console.print(warm)
         self.weight = {pt.seq: e for pt, e in zip(plan.trials, plan.expected, strict=True)}
         self.task = self.progress.add_task("starting", total=plan.total_s, done=0, trials=len(plan.trials))
 

@@ -112,6 +112,16 @@ def run(
     duration: Annotated[int | None, typer.Option(help="Seconds measured per trial (whole seconds).")] = None,
     omit: Annotated[int | None, typer.Option(help="Warm-up seconds excluded from the result.")] = None,
     repeat: Annotated[int | None, typer.Option(help="Repetitions per case (interleaved).")] = None,
+    warm: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=100,
+            help="Warm alternation: bring each block's tunnels up once for this many rounds and measure each "
+            "round as a window on the running tunnels (A B B A ..., no set-up between windows); 1 = a fresh "
+            "bring-up per trial ([run] warm).",
+        ),
+    ] = None,
     full: Annotated[bool, typer.Option("--full", help="5 repetitions of 10 s (default: the scenario's).")] = False,
     no_direct: Annotated[bool, typer.Option("--no-direct", help="Do not measure the direct baseline.")] = False,
     mtu: Annotated[int | None, typer.Option(help="Link MTU.")] = None,
@@ -183,6 +193,7 @@ def run(
             "direct": False if no_direct else None,
             "seed": seed,
             "name": name,
+            "warm": warm,
         },
         "workload": {
             "kind": _csv(workload),

@@ -29,6 +29,9 @@ class RunSection(_Strict):
     # "blocks": each round runs a case's tunnels next to each other (counterbalanced per block), so compare can
     # pair them; "shuffled": each round one shuffle of every case (the order before blocks existed)
     order: Literal["blocks", "shuffled"] = "blocks"
+    # warm alternation: this many consecutive rounds of a block share one bring-up of its tunnels, each round
+    # a measured window on the running tunnels (plan.py); 1: every trial brings its tunnel up (cold)
+    warm: int = Field(default=1, ge=1, le=100)
 
 
 class WorkloadSection(BaseModel):
