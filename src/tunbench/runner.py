@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from tunbench import workloads
 from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunbenchError, TunnelError
-from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.cgroup import CpuCap, RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace, Place
 from tunbench.host.workdir import workdir as host_workdir
@@ -188,8 +188,9 @@ class Runner:
                 rec = self._record(pt, first.options)
                 t = dataclasses.replace(first, rec=rec)
                 rec.params["warm"] = {"bringup": first.tag, "window": pt.window}
-                if "sysctls" in first.rec.params:
-                    rec.params["sysctls"] = first.rec.params["sysctls"]
+                for key in ("sysctls", "cpu_cap"):  # what the bring-up recorded holds for every window
+                    if key in first.rec.params:
+                        rec.params[key] = first.rec.params[key]
                 if isinstance(pair, str):
                     rec.status, rec.error = "failed", pair
                 else:
@@ -475,6 +476,11 @@ class Runner:
         rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
         tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, t.workdir, cgroups))
         assert tunnel.target is not None
+        for role, pct in case.tunnel.cpu_caps.items():  # client_cpu= / server_cpu=: the tunnel's processes only
+            cap = stack.enter_context(CpuCap(f"{self.ledger.prefix}-{t.tag}-{role}-cap", self.ledger))
+            cap.add(tunnel.pids(role))
+            cap.limit(pct)
+            rec.params.setdefault("cpu_cap", {})[role] = pct
         ctx = Context(
             topo=topo,
             target=tunnel.target,

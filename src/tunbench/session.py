@@ -351,6 +351,12 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             )
     if plan.flamegraphs:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
+    if capped := [r.label for r in plan.refs if r.cpu_caps]:
+        raise ConfigError(
+            f"client_cpu= / server_cpu= cap processes on this machine: not with --hosts ({', '.join(capped)})",
+            source=plan.source,
+            key="run.tunnels",
+        )
     if plan.scenario.run.warm > 1:
         raise ConfigError(
             "warm windows bring a block's tunnels up side by side, which two hosts' root namespaces cannot hold "

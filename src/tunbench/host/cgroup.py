@@ -142,7 +142,8 @@ def remove_cgroup(path: Path, timeout_s: float = 3.0) -> bool:
 
 
 class CpuCap:
-    """A cgroup-v1 `cpu` group whose CFS quota caps the tunnel server (the overload variant)."""
+    """A cgroup-v1 `cpu` group whose CFS quota caps a role's tunnel processes (the overload variant's server, a
+    tunnel reference's client_cpu= / server_cpu=)."""
 
     def __init__(self, name: str, ledger: Ledger) -> None:
         self.path = V1_CPU / name
@@ -155,7 +156,10 @@ class CpuCap:
 
     def __enter__(self) -> CpuCap:
         if not self.available():
-            raise TrialError("the overload variant needs the cgroup-v1 cpu controller (/sys/fs/cgroup/cpu)")
+            raise TrialError(
+                "a CPU cap (the storm's overload variant, client_cpu= / server_cpu=) needs the cgroup-v1 cpu "
+                "controller (/sys/fs/cgroup/cpu)"
+            )
         self._ledger.add_cgroup(str(self.path))
         self.path.mkdir(exist_ok=True)
         (self.path / "cpu.cfs_period_us").write_text(str(self.period_us))
