@@ -185,7 +185,9 @@ def calibrate(
     if outcome.stopped:
         console.print(f"stopped after {ran} of at most {n} pairs, at the budget ({budget}): {outcome.stopped}")
     span = (clock.last_done or started) - (clock.first_start or started)
-    pair_s = span / ran if span > 0 else per_pair
+    # the unit of the paired analysis: a pair of trials, or with --warm a pair of bring-ups (its windows' mean)
+    units = len({str(t.params["warm"]["bringup"]) for t in run_rec.trials if "warm" in t.params and t.label == "a"})
+    pair_s = span / (units or ran) if span > 0 else per_pair * warm
     for line in calibration_lines(run_rec, pair_s=pair_s, overhead_s=max(0.0, total_s - span), target=goal):
         console.print(line)
     console.print(
@@ -312,9 +314,11 @@ def calibration_lines(run_rec: RunRecord, *, pair_s: float, overhead_s: float, t
     noise = noise_per_metric(run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target)
     cases = sorted({f"{t.tunnel} · " + case_text(t.case).removeprefix(f"{t.label} · ") for t in run_rec.trials})
     pairs = max((nb.n_pairs for _, nb in noise), default=0)
+    warm = any("warm" in t.params for t in run_rec.trials)
     head = (
-        f"calibration: A/A of {escape(', '.join(cases))} as labels a and b, {pairs} ok pair(s); "
-        f"{pair_s:.1f} s per pair, {overhead_s:.0f} s per run besides"
+        f"calibration: A/A of {escape(', '.join(cases))} as labels a and b, {pairs} ok pair(s)"
+        + (" of warm bring-ups (each its windows' mean)" if warm else "")
+        + f"; {pair_s:.1f} s per pair, {overhead_s:.0f} s per run besides"
     )
     if not noise:
         return [
