@@ -3,6 +3,10 @@
 Per trial: topology -> link -> role cgroups -> tunnel up -> iperf3 server -> [sampler + iperf3 client]
 -> tunnel checked alive -> everything torn down in reverse order -> trial stored.
 A failed trial is stored with its error (and the tunnel logs) and the run goes on.
+
+A warm block (PlannedTrial.window, `--warm N`) brings each of its tunnels up once, side by side, and each of
+its trials is one measured window on its running tunnel (the same window and accounting as a cold trial's),
+stored as it ends; everything is torn down when the block ends.
 """
 
 from __future__ import annotations
