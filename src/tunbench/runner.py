@@ -184,7 +184,7 @@ class Runner:
             self._started(block[0])
             for pt in block:  # all up before the first window: every window runs beside the same tunnels
                 if pt.case.tunnel.label not in held:
-                    held[pt.case.tunnel.label] = self._warm_up(pt, stack)
+                    held[pt.case.tunnel.label] = self._warm_up(pt, stack, slot=str(len(held) or ""))
             for n, pt in enumerate(block):
                 if n:
                     self._started(pt)
@@ -205,7 +205,7 @@ class Runner:
                         held[pt.case.tunnel.label] = (first, error)
                 self._done(pt, rec, records)
 
-    def _warm_up(self, pt: PlannedTrial, stack: contextlib.ExitStack) -> tuple[_Trial, _Held | str]:
+    def _warm_up(self, pt: PlannedTrial, stack: contextlib.ExitStack, slot: str) -> tuple[_Trial, _Held | str]:
         """One tunnel of a warm block brought up on `stack`, or why it could not be (its logs kept)."""
         workload = workloads.get(pt.case.workload)
         options = self.options.get(workload.kind) or workload.options(None)
@@ -220,6 +220,7 @@ class Runner:
             tag,
             self._spec(pt.case),
             self.seed + pt.repetition,
+            slot,
         )
         own = contextlib.ExitStack()
         try:
@@ -471,7 +472,7 @@ class Runner:
             places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
         else:
             link = self.link_factory(case, self.ledger, t.workdir, t.link_seed) if self.link_factory else None
-            topo = stack.enter_context(Topology(self.ledger, t.tag, t.spec, link_builder=link))
+            topo = stack.enter_context(Topology(self.ledger, t.tag, t.spec, link_builder=link, slot=t.slot))
             cgroups = {
                 role: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{t.tag}-{role}", self.ledger))
                 for role in ROLES
@@ -618,6 +619,7 @@ class _Trial:
     tag: str  # the attempt's name among the run's host objects (t3, t3r2)
     spec: TopologySpec
     link_seed: int
+    slot: str = ""  # a warm block's k-th tunnel: "" for the first, "1", "2", ... (Topology's interface names)
 
 
 def underlay_devices(topo: Topology) -> dict[str, str]:
