@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunbench.cli.console import console, err_console
-from tunbench.cli.options import DEFAULT_DB, DbOpt
+from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_cpuset
 from tunbench.cli.progress import RunProgress
 from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED, ConfigError
 
@@ -91,6 +91,7 @@ def calibrate(
     ] = "3%",
     name: Annotated[str | None, typer.Option(help="The run's name (default: calibrate-<tunnel>).")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for the order within each pair.")] = None,
+    cpuset: CpusetOpt = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
@@ -136,6 +137,7 @@ def calibrate(
             "seed": seed,
             "name": name or f"calibrate-{adapter}",
             "order": "blocks",
+            "cpuset": parse_cpuset(cpuset),
         },
         "workload": {
             "kind": ["iperf3"],
@@ -196,8 +198,16 @@ def equivalent_run(sc: Scenario, budget: str | None = None) -> str:
         "# tunbench calibrate, the same as:\n"
         f"# tunbench run {tunnels} --no-direct --profile {shlex.quote(r.profiles[0])} "
         f"--direction {w.directions[0]} --flows {w.flows[0]} --duration {w.duration_s} --omit {w.omit_s} "
-        f"--repeat {r.repeat} --seed {r.seed} --name {shlex.quote(r.name)}\n" + (bound if budget else "")
+        f"--repeat {r.repeat} --seed {r.seed} --name {shlex.quote(r.name)}{_cpuset_flag(r.cpuset)}\n"
+        + (bound if budget else "")
     )
+
+
+def _cpuset_flag(cpuset: str | dict[str, str]) -> str:
+    if cpuset == "off":
+        return ""
+    text = cpuset if isinstance(cpuset, str) else ",".join(f"{k}={v}" for k, v in cpuset.items())
+    return f" --cpuset {shlex.quote(text)}"
 
 
 def _exit(status: str, run_rec: RunRecord) -> None:
