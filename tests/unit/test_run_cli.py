@@ -351,3 +351,24 @@ def test_a_target_plans_the_budget_as_the_upper_bound_and_shows_the_placement(
     assert "cpuset: client side on CPU 0, server side on CPU 1" in text
     code, out, err = main(["run", "--dry-run", *AA, "--target-mde", "3%", "--budget", "2m"], capsys, monkeypatch)
     assert code == 0 and "cpuset" not in out  # off by default: nothing shown, nothing changes
+
+
+def test_cpuset_split_names_the_shared_cpu_and_is_refused_with_hosts(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tunbench.host.cgroup.online_cpus", lambda: [0, 1])
+    code, out, err = main(
+        ["run", "--dry-run", "-t", "socat", "--profile", "wan-50ms", "--cpuset", "split"], capsys, monkeypatch
+    )
+    assert code == 0, out + err
+    assert (
+        "cpuset: client side on CPU 0, server side on CPU 1, emulator on CPU 1 (only 2 CPUs: the emulator shares "
+        "CPU 1 with the server side)" in " ".join(out.split())
+    )
+    code, out, err = main(["run", "--dry-run", "-t", "socat", "--cpuset", "client=0,server=7"], capsys, monkeypatch)
+    assert code == 2 and "CPU(s) 7 not available here" in " ".join(err.split())
+    hosts = Path(__file__).parents[2] / "examples" / "hosts" / "lab.ini"
+    code, out, err = main(
+        ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--cpuset", "split"], capsys, monkeypatch
+    )
+    assert code == 2 and "not with --hosts" in " ".join(err.split()), err
