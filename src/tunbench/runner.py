@@ -114,6 +114,7 @@ class Runner:
         hooks: list[WindowHook] | None = None,
         hosts: HostRun | None = None,
         stop: StopCheck | None = None,
+        cpuset: dict[str, str] | None = None,
     ) -> None:
         self.ledger = ledger
         self.store = store
@@ -130,6 +131,7 @@ class Runner:
         self.hosts = hosts  # roles on remote hosts (--hosts); None: namespaces of this machine
         self.stop = stop
         self.stopped = ""  # why `stop` ended the run before the plan's last trial ("": it did not)
+        self.cpuset = cpuset or {}  # role -> CPU list ([run] cpuset, host.cgroup); {}: not placed
 
     def run(self, trials: list[PlannedTrial]) -> list[TrialRecord]:
         """The trials in order, each stored as it ends. `stop` is asked at each block boundary, so a run it
@@ -192,7 +194,7 @@ class Runner:
                 rec = self._record(pt, first.options)
                 t = dataclasses.replace(first, rec=rec)
                 rec.params["warm"] = {"bringup": first.tag, "window": pt.window}
-                for key in ("sysctls", "cpu_cap"):  # what the bring-up recorded holds for every window
+                for key in ("sysctls", "cpu_cap", "cpuset"):  # what the bring-up recorded holds for every window
                     if key in first.rec.params:
                         rec.params[key] = first.rec.params[key]
                 if isinstance(pair, str):
@@ -472,12 +474,23 @@ class Runner:
             places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
         else:
             link = self.link_factory(case, self.ledger, t.workdir, t.link_seed) if self.link_factory else None
+            name = f"{self.ledger.prefix}-{t.tag}"  # the emulator's placement outlives it: entered first
+            link_cg = stack.enter_context(
+                RoleCgroup(f"{name}-link", self.ledger, cpus=self.cpuset.get("link", "") if link else "", account=False)
+            )
             topo = stack.enter_context(Topology(self.ledger, t.tag, t.spec, link_builder=link, slot=t.slot))
             cgroups = {
-                role: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{t.tag}-{role}", self.ledger))
+                role: stack.enter_context(RoleCgroup(f"{name}-{role}", self.ledger, cpus=self.cpuset.get(role, "")))
                 for role in ROLES
             }
-            places = {role: LocalPlace(topo.ns_name(role), self.ledger, t.workdir) for role in ROLES}
+            places = {
+                role: LocalPlace(topo.ns_name(role), self.ledger, t.workdir, placement=cgroups[role].placement_files)
+                for role in ROLES
+            }
+            if isinstance(topo.link, LinkEmulator) and topo.link.pid and link_cg.cpus:
+                link_cg.join(topo.link.pid)
+            if self.cpuset:
+                rec.params["cpuset"] = {r: c for r, c in self.cpuset.items() if r != "link" or link}
         rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
         tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, t.workdir, cgroups))
         assert tunnel.target is not None

@@ -203,6 +203,8 @@ class RunPlan:
     inventory: Inventory | None = None  # --hosts: roles on those machines instead of local namespaces
     commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
     branch: str = ""  # its branch (`--branch`)
+    cpuset: dict[str, str] = field(default_factory=dict)  # side -> CPU list ([run] cpuset); {}: off
+    cpuset_note: str = ""  # e.g. the emulator shares a CPU
 
     @property
     def total_s(self) -> float:
@@ -258,6 +260,7 @@ def prepare(
     plan.flamegraphs, plan.link_factory, plan.inventory = flamegraphs, link_factory, inventory
     if inventory is not None:
         check_placeable(plan, inventory)
+    plan.cpuset, plan.cpuset_note = resolve_cpuset(plan)
     if dry_run:
         try:
             check_dependencies(refs, profiles, tuple(wl.kind))
@@ -272,6 +275,62 @@ def prepare(
 
         check_tools()
     return plan
+
+
+def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
+    """`[run] cpuset` as the CPUs of each side on this host, and a note (a shared CPU); refused, naming the
+    key, where it cannot apply: --hosts (placement is local only), workloads that start many clients or their
+    own bring-ups, CPUs this host does not offer."""
+    from tunbench.host.cgroup import online_cpus, parse_cpu_list, split_placement
+
+    setting = plan.scenario.run.cpuset
+    if setting == "off":
+        return {}, ""
+    if plan.inventory is not None:
+        raise ConfigError(
+            "CPU placement is applied on this machine only: not with --hosts (pin the hosts' CPUs yourself, or "
+            "set cpuset = 'off')",
+            source=plan.source,
+            key="run.cpuset",
+        )
+    for kind in plan.scenario.workload.kind:
+        w = get_workload(kind)
+        if w.fleet or w.owns_bringup:
+            raise ConfigError(
+                f"CPU placement covers the client/server pair; workload {kind!r} brings up many clients or its "
+                "own tunnels: run it with cpuset = 'off'",
+                source=plan.source,
+                key="run.cpuset",
+            )
+    cpus = online_cpus()
+    note = ""
+    if setting == "split":
+        try:
+            placed, note = split_placement(cpus)
+        except ValueError as e:
+            raise ConfigError(str(e), source=plan.source, key="run.cpuset") from None
+    else:
+        placed = dict(setting)
+        for role, text in placed.items():
+            missing = sorted(set(parse_cpu_list(text)) - set(cpus))
+            if missing:
+                raise ConfigError(
+                    f"{role} = {text!r}: CPU(s) {', '.join(map(str, missing))} not available here "
+                    f"(this host offers {', '.join(map(str, cpus))})",
+                    source=plan.source,
+                    key="run.cpuset",
+                )
+    if not any(p.emulated for p in plan.profiles):
+        placed.pop("link", None)  # no emulator in this run, nothing shares
+        note = ""
+    return placed, note
+
+
+def placement_text(cpuset: Mapping[str, str], note: str = "") -> str:
+    """ "client side on CPU 0, server side on CPU 1, emulator on CPU 1 (note)", or "" when off."""
+    names = {"client": "client side", "server": "server side", "link": "emulator"}
+    parts = [f"{names.get(role, role)} on CPU {cpus}" for role, cpus in cpuset.items()]
+    return ", ".join(parts) + (f" ({note})" if note and parts else "")
 
 
 def skipped_lines(plan: RunPlan) -> list[str]:
@@ -299,6 +358,8 @@ def describe(plan: RunPlan) -> list[str]:
     ]
     if warm := warm_note(plan):
         lines.append(warm)
+    if plan.cpuset:
+        lines.append(f"cpuset: {placement_text(plan.cpuset, plan.cpuset_note)}")
     builds = [f"commit {plan.commit}"] if plan.commit else []
     builds += [f"branch {plan.branch}"] if plan.branch else []
     builds += [f"{r.label} at commit {r.commit}" for r in plan.refs if r.commit]
@@ -465,6 +526,7 @@ def execute(
                 hooks=hooks,
                 hosts=hosts,
                 stop=stop,
+                cpuset=plan.cpuset,
             )
             try:
                 outcome.records = runner.run(plan.trials)

@@ -783,3 +783,29 @@ def test_warm_windows_are_compared_as_one_pair_per_pair_of_bring_ups() -> None:
     for t in r.trials:
         del t.params["warm"]
     assert rows_by_metric(compare_runs(r, r, label_a="old", label_b="new"))["throughput_bps"].result.n_pairs == 12
+
+
+def test_cli_compare_target_says_the_mde_reached_and_what_reaches_the_target(tmp_path: Path) -> None:
+    from tunbench.report.precision import round_seconds
+
+    db = tmp_path / "paired.db"
+    r = _paired_run("tbaaaaaa")
+    for t in r.trials:  # one repetition round every 6.5 s
+        t.started_at = f"2026-01-01T00:{(t.repetition - 1) * 6.5 // 60:02.0f}:{(t.repetition - 1) * 6.5 % 60:04.1f}"
+    assert round_seconds(r) == pytest.approx(6.5)
+    _store_with(db, r, "pr")
+    runner = CliRunner()
+    base = ["compare", "pr", "--label-a", "old", "--label-b", "new", "--db", str(db)]
+    far = runner.invoke(app, [*base, "--target", "1%"])
+    text = " ".join(far.output.split())
+    assert re.search(r"MDE reached: ±[0-9.]+% \(the largest of 2 gated: ", text), text
+    m = re.search(
+        r"for ±1\.0% about (\d+) pairs in all, (\d+) more; at this run's pace \(6\.5 s per repetition\)", text
+    )
+    assert m and int(m.group(1)) - int(m.group(2)) == 10, text
+    assert "--target-mde 1.0% --budget" in text
+    near = runner.invoke(app, [*base, "--target", "50%"])
+    assert "the target ±50.0% is reached" in " ".join(near.output.split())
+    bad = runner.invoke(app, [*base, "--target", "0"])
+    assert isinstance(bad.exception, CompareError) and bad.exception.exit_code == 2
+    assert "--target '0': must be above 0%" in str(bad.exception)

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunbench.cli.console import console, err_console
-from tunbench.cli.options import DEFAULT_DB, DbOpt
+from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_cpuset
 from tunbench.cli.progress import RunProgress
 from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED, ConfigError
 
@@ -100,6 +100,7 @@ def calibrate(
             "measured windows (warm alternation, `tunbench run --warm`); 1 = a fresh bring-up per trial.",
         ),
     ] = 1,
+    cpuset: CpusetOpt = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
@@ -146,6 +147,7 @@ def calibrate(
             "name": name or f"calibrate-{adapter}",
             "order": "blocks",
             "warm": warm,
+            "cpuset": parse_cpuset(cpuset),
         },
         "workload": {
             "kind": ["iperf3"],
@@ -208,9 +210,16 @@ def equivalent_run(sc: Scenario, budget: str | None = None) -> str:
         "# tunbench calibrate, the same as:\n"
         f"# tunbench run {tunnels} --no-direct --profile {shlex.quote(r.profiles[0])} "
         f"--direction {w.directions[0]} --flows {w.flows[0]} --duration {w.duration_s} --omit {w.omit_s} "
-        f"--repeat {r.repeat}{f' --warm {r.warm}' if r.warm > 1 else ''} --seed {r.seed} --name {shlex.quote(r.name)}\n"
-        + (bound if budget else "")
+        f"--repeat {r.repeat}{f' --warm {r.warm}' if r.warm > 1 else ''} --seed {r.seed} --name {shlex.quote(r.name)}"
+        f"{_cpuset_flag(r.cpuset)}\n" + (bound if budget else "")
     )
+
+
+def _cpuset_flag(cpuset: str | dict[str, str]) -> str:
+    if cpuset == "off":
+        return ""
+    text = cpuset if isinstance(cpuset, str) else ",".join(f"{k}={v}" for k, v in cpuset.items())
+    return f" --cpuset {shlex.quote(text)}"
 
 
 def _exit(status: str, run_rec: RunRecord) -> None:
