@@ -463,7 +463,7 @@ class Runner:
         self._account(t, held, window, held.emulator.stats if held.emulator is not None else None)
 
     def _bring_up(self, t: _Trial, stack: contextlib.ExitStack) -> _Held:
-        """Topology, role cgroups, tunnel and the workload's server side, entered on `stack`."""
+        """Topology, role cgroups and the tunnel, entered on `stack`."""
         case, rec = t.case, t.rec
         topo: Topology | HostsTopology
         cgroups: dict[str, RoleCgroup] = {}
@@ -516,18 +516,18 @@ class Runner:
             layer=case.tunnel.adapter.spec.layer,
             clock_skew=topo.clock_skew() if isinstance(topo, HostsTopology) else None,
         )
-        t.workload.prepare(ctx, stack)
         emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
         return _Held(topo, cgroups, places, tunnel, ctx, emulator)
 
     def _window(self, t: _Trial, held: _Held) -> _Window:
-        """One measured window on a pair that is up: counters, host load, hooks and the role sampling
-        around the workload's measurement; the tunnel must still be alive after it."""
+        """One measured window on a pair that is up: the workload's servers, then counters, host load, hooks
+        and the role sampling around its measurement; the tunnel must still be alive after it."""
         rec, topo, tunnel = t.rec, held.topo, held.tunnel
         assert tunnel.target is not None
         rec.params["ip"]["target"] = "ipv6" if ":" in tunnel.target.address else "ipv4"  # what the traffic used
         rec.params["net"] = topo.effective_settings()  # what the kernel really used (docs: settings)
         with contextlib.ExitStack() as window:
+            t.workload.prepare(held.ctx, window)  # its servers, per window (iperf3 -s -1 serves one test)
             if isinstance(topo, Topology):
                 namespaces = {"client": topo.client.name, "server": topo.server.name}
                 window.enter_context(namespace_counters(namespaces, rec.metrics, prefix=topo.prefix))
