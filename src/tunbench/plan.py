@@ -13,6 +13,11 @@ sequence; for two tunnels AB and BA, in random order, every two rounds). An effe
 block (the second trial of a block runs on warmer caches, or after the first one's teardown) then falls on
 every tunnel equally after each such cycle, and by at most one block's worth in between, instead of on
 whichever tunnel the coin put second more often.
+
+Warm alternation (`warm` > 1 windows): a block then covers `warm` consecutive rounds of one block key, and
+its tunnels are brought up once, side by side, for the whole block (Runner): each trial of it is a measured
+window on running tunnels (PlannedTrial.window), A B B A ..., counterbalanced as above, with no set-up or
+tear-down between windows. Workloads that bring their tunnels up themselves or run many clients stay cold.
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ class PlannedTrial:
     block: int = 0
     """Consecutive trials with the same number form a block (the paired tunnels of one case in one round;
     with order "shuffled", a whole round): a run may stop early only between blocks (Runner's stop check)."""
+    window: int = 0
+    """0: a cold trial (its own bring-up); k >= 1: the k-th trial of a warm block, measured on tunnels the
+    block brought up once (one bring-up per tunnel per block)."""
 
 
 def expand(
@@ -123,10 +131,11 @@ def block_key(case: Case) -> tuple[object, ...]:
     return (case.profile.name, case.workload, case.flows, case.direction, case.clients, case.variant)
 
 
-def interleave(cases: list[Case], repeat: int, seed: int, *, blocks: bool = True) -> list[PlannedTrial]:
+def interleave(cases: list[Case], repeat: int, seed: int, *, blocks: bool = True, warm: int = 1) -> list[PlannedTrial]:
     """`repeat` rounds of every case. blocks=True: each round is the blocks of block_key in a shuffled
     order, each block's tunnels in a counterbalanced order (the module docstring); blocks=False: each round
-    one shuffle of all cases (and one block)."""
+    one shuffle of all cases (and one block). warm > 1 (with blocks): each block key's rounds are taken
+    `warm` at a time into one warm block (the module docstring), for the workloads that allow it."""
     rng = random.Random(seed)
     out: list[PlannedTrial] = []
     groups: dict[tuple[object, ...], list[Case]] = {}
@@ -134,21 +143,37 @@ def interleave(cases: list[Case], repeat: int, seed: int, *, blocks: bool = True
         groups.setdefault(block_key(c), []).append(c)
     pending: dict[tuple[object, ...], list[list[Case]]] = {k: [] for k in groups}
     block = 0
-    for rep in range(1, repeat + 1):
+    step = warm if blocks and warm > 1 else 1
+    for first in range(1, repeat + 1, step):
+        reps = range(first, min(repeat, first + step - 1) + 1)
         if not blocks:
             order = list(cases)
             rng.shuffle(order)
             block += 1
-            out.extend(PlannedTrial(len(out) + 1, c, rep, block) for c in order)
+            out.extend(PlannedTrial(len(out) + 1, c, first, block) for c in order)
             continue
         keys = list(groups)
         rng.shuffle(keys)
         for k in keys:
-            if not pending[k]:
-                pending[k] = counterbalanced(groups[k], rng)
-            block += 1
-            out.extend(PlannedTrial(len(out) + 1, c, rep, block) for c in pending[k].pop())
+            windows = step > 1 and warm_capable(groups[k][0])
+            for i, rep in enumerate(reps, start=1):
+                if not pending[k]:
+                    pending[k] = counterbalanced(groups[k], rng)
+                if i == 1 or not windows:
+                    block += 1
+                out.extend(
+                    PlannedTrial(len(out) + 1, c, rep, block, window=i if windows else 0) for c in pending[k].pop()
+                )
     return out
+
+
+def warm_capable(case: Case) -> bool:
+    """Whether a case can be measured in warm windows: a client/server pair workload (not one that brings
+    its tunnels up itself, nor a many-client one)."""
+    from tunbench import workloads
+
+    w = workloads.get(case.workload)
+    return not (w.fleet or w.owns_bringup)
 
 
 def counterbalanced(block: list[Case], rng: random.Random) -> list[list[Case]]:

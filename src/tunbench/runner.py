@@ -3,11 +3,16 @@
 Per trial: topology -> link -> role cgroups -> tunnel up -> iperf3 server -> [sampler + iperf3 client]
 -> tunnel checked alive -> everything torn down in reverse order -> trial stored.
 A failed trial is stored with its error (and the tunnel logs) and the run goes on.
+
+A warm block (PlannedTrial.window, `--warm N`) brings each of its tunnels up once, side by side, and each of
+its trials is one measured window on its running tunnel (the same window and accounting as a cold trial's),
+stored as it ends; everything is torn down when the block ends.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import time
@@ -21,7 +26,7 @@ from pydantic import BaseModel
 
 from tunbench import workloads
 from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunbenchError, TunnelError
-from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.cgroup import CpuCap, RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace, Place
 from tunbench.host.workdir import workdir as host_workdir
@@ -109,6 +114,7 @@ class Runner:
         hooks: list[WindowHook] | None = None,
         hosts: HostRun | None = None,
         stop: StopCheck | None = None,
+        cpuset: dict[str, str] | None = None,
     ) -> None:
         self.ledger = ledger
         self.store = store
@@ -125,34 +131,146 @@ class Runner:
         self.hosts = hosts  # roles on remote hosts (--hosts); None: namespaces of this machine
         self.stop = stop
         self.stopped = ""  # why `stop` ended the run before the plan's last trial ("": it did not)
+        self.cpuset = cpuset or {}  # role -> CPU list ([run] cpuset, host.cgroup); {}: not placed
 
     def run(self, trials: list[PlannedTrial]) -> list[TrialRecord]:
         """The trials in order, each stored as it ends. `stop` is asked at each block boundary, so a run it
-        ends keeps only whole blocks (complete pairs)."""
+        ends keeps only whole blocks (complete pairs). A warm block's trials are windows on tunnels the
+        block brings up once (_run_warm)."""
         records: list[TrialRecord] = []
-        for i, pt in enumerate(trials):
-            if self.stop is not None and i > 0 and pt.block != trials[i - 1].block:
-                block = list(itertools.takewhile(functools.partial(_same_block, pt.block), trials[i:]))
+        i = 0
+        while i < len(trials):
+            pt = trials[i]
+            block = list(itertools.takewhile(functools.partial(_same_block, pt.block), trials[i:]))
+            if self.stop is not None and i > 0:
                 self.stopped = self.stop(block, records)
                 if self.stopped:
                     break
-            if self.observer:
-                self.observer.trial_started(pt)
-            rec = self.run_trial(pt)
-            self.store.add_trial(self.run_id, rec)  # committed now: a later crash cannot lose it
-            records.append(rec)
-            if self.observer:
-                self.observer.trial_done(pt, rec)
-            lost = [c.name for c in self.hosts.conns.values() if c.lost] if self.hosts is not None else []
-            if lost:
-                raise StopRun(
-                    f"the connection to {', '.join(lost)} was lost: the run stops here (its agent removes what it "
-                    "started when the connection ends; `tunbench clean --hosts` checks)"
-                )
-            if self.stop_on_error and rec.status != "ok":
-                first = (rec.error.splitlines() or ["failed"])[0]
-                raise StopRun(f"stopping at the first failed trial (stop_on_error): {first}")
+            if pt.window:
+                self._run_warm(block, records)
+            else:
+                for bt in block:
+                    self._started(bt)
+                    self._done(bt, self.run_trial(bt), records)
+            i += len(block)
         return records
+
+    def _started(self, pt: PlannedTrial) -> None:
+        if self.observer:
+            self.observer.trial_started(pt)
+
+    def _done(self, pt: PlannedTrial, rec: TrialRecord, records: list[TrialRecord]) -> None:
+        """A trial ended: stored now (a later crash cannot lose it), shown, and the run's stop policies."""
+        self.store.add_trial(self.run_id, rec)
+        records.append(rec)
+        if self.observer:
+            self.observer.trial_done(pt, rec)
+        lost = [c.name for c in self.hosts.conns.values() if c.lost] if self.hosts is not None else []
+        if lost:
+            raise StopRun(
+                f"the connection to {', '.join(lost)} was lost: the run stops here (its agent removes what it "
+                "started when the connection ends; `tunbench clean --hosts` checks)"
+            )
+        if self.stop_on_error and rec.status != "ok":
+            first = (rec.error.splitlines() or ["failed"])[0]
+            raise StopRun(f"stopping at the first failed trial (stop_on_error): {first}")
+
+    def _run_warm(self, block: list[PlannedTrial], records: list[TrialRecord]) -> None:
+        """A warm block: each of its tunnels is brought up once (named after its first trial, `t7w`), all
+        side by side in their own namespaces, then each trial is one measured window on its running tunnel,
+        in the planned order; all are torn down when the block ends. A tunnel that fails to come up, or dies
+        in a window, fails its remaining windows of the block with that error; a void window is measured
+        again on the same tunnel."""
+        with contextlib.ExitStack() as stack:
+            held: dict[str, tuple[_Trial, _Held | str]] = {}  # by tunnel label: a block's cases differ in it only
+            self._started(block[0])
+            for pt in block:  # all up before the first window: every window runs beside the same tunnels
+                if pt.case.tunnel.label not in held:
+                    held[pt.case.tunnel.label] = self._warm_up(pt, stack, slot=str(len(held) or ""))
+            for n, pt in enumerate(block):
+                if n:
+                    self._started(pt)
+                first, pair = held[pt.case.tunnel.label]
+                rec = self._record(pt, first.options)
+                t = dataclasses.replace(first, rec=rec)
+                rec.params["warm"] = {"bringup": first.tag, "window": pt.window}
+                for key in ("sysctls", "cpu_cap", "cpuset"):  # what the bring-up recorded holds for every window
+                    if key in first.rec.params:
+                        rec.params[key] = first.rec.params[key]
+                if isinstance(pair, str):
+                    rec.status, rec.error = "failed", pair
+                else:
+                    error = self._warm_window(t, pair)
+                    if first.rec.seq == pt.seq:
+                        rec.metrics["setup_s"] = pair.tunnel.setup_s  # once per bring-up, with its first window
+                    if error:
+                        held[pt.case.tunnel.label] = (first, error)
+                self._done(pt, rec, records)
+
+    def _warm_up(self, pt: PlannedTrial, stack: contextlib.ExitStack, slot: str) -> tuple[_Trial, _Held | str]:
+        """One tunnel of a warm block brought up on `stack`, or why it could not be (its logs kept)."""
+        workload = workloads.get(pt.case.workload)
+        options = self.options.get(workload.kind) or workload.options(None)
+        tag = f"t{pt.seq}w"
+        workdir = stack.enter_context(host_workdir(self.ledger, tag))
+        t = _Trial(
+            pt.case,
+            workload,
+            options,
+            self._record(pt, options),
+            workdir,
+            tag,
+            self._spec(pt.case),
+            self.seed + pt.repetition,
+            slot,
+        )
+        own = contextlib.ExitStack()
+        try:
+            pair = self._bring_up(t, own)
+        except (TrialError, TunnelError, CommandFailed, DependencyMissing) as e:
+            own.close()
+            logs = "".join(
+                f"\n--- {p.name}:\n" + p.read_text(errors="replace")[-2000:] for p in sorted(workdir.glob("*.log"))
+            )
+            return t, f"the warm bring-up {tag} failed: {e}{logs}"
+        except BaseException:
+            own.close()
+            raise
+        stack.enter_context(own)
+        return t, pair
+
+    def _warm_window(self, t: _Trial, pair: _Held) -> str:
+        """One window of a warm block into t.rec, a void one measured again (at most MAX_ATTEMPTS in all).
+        Returns why the tunnel cannot serve the block's later windows ("" when it can)."""
+        rec, retried = t.rec, []
+        while True:
+            try:
+                window = self._window(t, pair)
+            except RetryTrial as e:
+                retried.append(str(e))
+                if len(retried) < MAX_ATTEMPTS:
+                    rec.metrics.clear()
+                    continue
+                rec.status, rec.error = "failed", str(e)
+                break
+            except TunnelError as e:
+                rec.status, rec.error = "failed", str(e)
+                return f"the tunnel of {t.tag} died in an earlier window: {e}"
+            except (TrialError, CommandFailed, DependencyMissing) as e:
+                rec.status, rec.error = "failed", str(e)
+                break
+            except Exception as e:  # a bug of ours must not lose the run: record it with its traceback
+                rec.status, rec.error = "failed", f"internal error: {type(e).__name__}: {e}"
+                rec.artifacts["traceback.txt"] = traceback.format_exc().encode()
+                break
+            self._account(t, pair, window, None)
+            break
+        if retried:
+            rec.params["retried"] = retried
+        if rec.status != "ok":
+            for log in sorted(t.workdir.glob("*.log")):
+                rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-65536:]
+        return ""
 
     def _record(self, pt: PlannedTrial, options: BaseModel) -> TrialRecord:
         c = pt.case
@@ -207,17 +325,20 @@ class Runner:
         rec = self._record(pt, options)
         tag = f"t{pt.seq}" + (f"r{attempt}" if attempt > 1 else "")
         case = pt.case
-        spec = TopologySpec(
-            mtu=case.profile.mtu or self.topology.mtu,
-            sysctls={**self.topology.sysctls, **case.profile.sysctl},
-            ipv6=self.topology.ipv6,
-            congestion_control=case.profile.congestion_control or self.topology.congestion_control,
-        )
+        spec = self._spec(case)
         link_seed = self.seed + pt.repetition  # reproducible, yet each repetition sees its own pattern
         rec.params["link_seed"] = link_seed
         with host_workdir(self.ledger, f"t{pt.seq}") as workdir:
             void = self._attempt_in(_Trial(case, workload, options, rec, workdir, tag, spec, link_seed))
         return rec, void
+
+    def _spec(self, case: Case) -> TopologySpec:
+        return TopologySpec(
+            mtu=case.profile.mtu or self.topology.mtu,
+            sysctls={**self.topology.sysctls, **case.profile.sysctl},
+            ipv6=self.topology.ipv6,
+            congestion_control=case.profile.congestion_control or self.topology.congestion_control,
+        )
 
     def _attempt_in(self, t: _Trial) -> bool:
         rec, workdir = t.rec, t.workdir
@@ -335,70 +456,105 @@ class Runner:
         """The client/server pair: topology (namespaces here, or the run's hosts), role cgroups and the
         tunnel, then the workload inside the sampled window, its cost, the emulator's counters and the byte
         cross-checks."""
-        case, workload, options, rec, workdir = t.case, t.workload, t.options, t.rec, t.workdir
         with contextlib.ExitStack() as stack:
-            topo: Topology | HostsTopology
-            cgroups: dict[str, RoleCgroup] = {}
-            if self.hosts is not None:
-                topo = stack.enter_context(
-                    HostsTopology(self.hosts, self.ledger.prefix, t.tag, t.spec, case.profile, t.link_seed)
-                )
-                places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
-            else:
-                link = self.link_factory(case, self.ledger, workdir, t.link_seed) if self.link_factory else None
-                topo = stack.enter_context(Topology(self.ledger, t.tag, t.spec, link_builder=link))
-                cgroups = {
-                    role: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{t.tag}-{role}", self.ledger))
-                    for role in ROLES
-                }
-                places = {role: LocalPlace(topo.ns_name(role), self.ledger, workdir) for role in ROLES}
-            rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
-            tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, workdir, cgroups))
-            assert tunnel.target is not None
-            rec.metrics["setup_s"] = tunnel.setup_s
-            rec.params["ip"]["target"] = "ipv6" if ":" in tunnel.target.address else "ipv4"  # what the traffic used
-            rec.params["net"] = topo.effective_settings()  # what the kernel really used (docs: settings)
-            ctx = Context(
-                topo=topo,
-                target=tunnel.target,
-                ledger=self.ledger,
-                workdir=workdir,
-                title=case.title,
-                flows=case.flows,
-                direction=case.direction,
-                duration_s=self.duration_s,
-                omit_s=self.omit_s,
-                options=options,
-                client=places["client"],
-                server=places["server"],
-                server_port=IPERF_PORT,
-                layer=case.tunnel.adapter.spec.layer,
-                clock_skew=topo.clock_skew() if isinstance(topo, HostsTopology) else None,
+            held = self._bring_up(t, stack)
+            t.rec.metrics["setup_s"] = held.tunnel.setup_s
+            window = self._window(t, held)
+        self._account(t, held, window, held.emulator.stats if held.emulator is not None else None)
+
+    def _bring_up(self, t: _Trial, stack: contextlib.ExitStack) -> _Held:
+        """Topology, role cgroups and the tunnel, entered on `stack`."""
+        case, rec = t.case, t.rec
+        topo: Topology | HostsTopology
+        cgroups: dict[str, RoleCgroup] = {}
+        if self.hosts is not None:
+            topo = stack.enter_context(
+                HostsTopology(self.hosts, self.ledger.prefix, t.tag, t.spec, case.profile, t.link_seed)
             )
-            workload.prepare(ctx, stack)
-            emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
-            with contextlib.ExitStack() as window:
-                if isinstance(topo, Topology):
-                    namespaces = {"client": topo.client.name, "server": topo.server.name}
-                    window.enter_context(namespace_counters(namespaces, rec.metrics, prefix=topo.prefix))
-                window.enter_context(host_load(rec.metrics))
-                for hook in self.hooks:
-                    window.enter_context(hook(ctx, tunnel, rec))
-                with (
-                    Sampler(_local_roles(tunnel, cgroups, places, emulator)) as sampler,
-                    remote_sampling(tunnel, places, sampler) as remote_costs,
-                    watchdog(workload.timeout_s(ctx), f"the {workload.kind} workload"),
-                ):
-                    result = workload.measure(ctx)
-            tunnel.check_alive()
-        self._merge(rec, result)
+            places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
+        else:
+            link = self.link_factory(case, self.ledger, t.workdir, t.link_seed) if self.link_factory else None
+            name = f"{self.ledger.prefix}-{t.tag}"  # the emulator's placement outlives it: entered first
+            link_cg = stack.enter_context(
+                RoleCgroup(f"{name}-link", self.ledger, cpus=self.cpuset.get("link", "") if link else "", account=False)
+            )
+            topo = stack.enter_context(Topology(self.ledger, t.tag, t.spec, link_builder=link, slot=t.slot))
+            cgroups = {
+                role: stack.enter_context(RoleCgroup(f"{name}-{role}", self.ledger, cpus=self.cpuset.get(role, "")))
+                for role in ROLES
+            }
+            places = {
+                role: LocalPlace(topo.ns_name(role), self.ledger, t.workdir, placement=cgroups[role].placement_files)
+                for role in ROLES
+            }
+            if isinstance(topo.link, LinkEmulator) and topo.link.pid and link_cg.cpus:
+                link_cg.join(topo.link.pid)
+            if self.cpuset:
+                rec.params["cpuset"] = {r: c for r, c in self.cpuset.items() if r != "link" or link}
+        rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
+        tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, t.workdir, cgroups))
+        assert tunnel.target is not None
+        for role, pct in case.tunnel.cpu_caps.items():  # client_cpu= / server_cpu=: the tunnel's processes only
+            cap = stack.enter_context(CpuCap(f"{self.ledger.prefix}-{t.tag}-{role}-cap", self.ledger))
+            cap.add(tunnel.pids(role))
+            cap.limit(pct)
+            rec.params.setdefault("cpu_cap", {})[role] = pct
+        ctx = Context(
+            topo=topo,
+            target=tunnel.target,
+            ledger=self.ledger,
+            workdir=t.workdir,
+            title=case.title,
+            flows=case.flows,
+            direction=case.direction,
+            duration_s=self.duration_s,
+            omit_s=self.omit_s,
+            options=t.options,
+            client=places["client"],
+            server=places["server"],
+            server_port=IPERF_PORT,
+            layer=case.tunnel.adapter.spec.layer,
+            clock_skew=topo.clock_skew() if isinstance(topo, HostsTopology) else None,
+        )
+        emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
+        return _Held(topo, cgroups, places, tunnel, ctx, emulator)
+
+    def _window(self, t: _Trial, held: _Held) -> _Window:
+        """One measured window on a pair that is up: the workload's servers, then counters, host load, hooks
+        and the role sampling around its measurement; the tunnel must still be alive after it."""
+        rec, topo, tunnel = t.rec, held.topo, held.tunnel
+        assert tunnel.target is not None
+        rec.params["ip"]["target"] = "ipv6" if ":" in tunnel.target.address else "ipv4"  # what the traffic used
+        rec.params["net"] = topo.effective_settings()  # what the kernel really used (docs: settings)
+        with contextlib.ExitStack() as window:
+            t.workload.prepare(held.ctx, window)  # its servers, per window (iperf3 -s -1 serves one test)
+            if isinstance(topo, Topology):
+                namespaces = {"client": topo.client.name, "server": topo.server.name}
+                window.enter_context(namespace_counters(namespaces, rec.metrics, prefix=topo.prefix))
+            window.enter_context(host_load(rec.metrics))
+            for hook in self.hooks:
+                window.enter_context(hook(held.ctx, tunnel, rec))
+            with (
+                Sampler(_local_roles(tunnel, held.cgroups, held.places, held.emulator)) as sampler,
+                remote_sampling(tunnel, held.places, sampler) as remote_costs,
+                watchdog(t.workload.timeout_s(held.ctx), f"the {t.workload.kind} workload"),
+            ):
+                result = t.workload.measure(held.ctx)
+        tunnel.check_alive()
+        return _Window(result, sampler, remote_costs)
+
+    def _account(self, t: _Trial, held: _Held, w: _Window, link_stats: dict[str, Any] | None) -> None:
+        """The record from a window: the workload's metrics, CPU over the measured window, the emulator's
+        counters (`link_stats`: known once the emulator has stopped; None in a warm window) and the byte
+        cross-checks."""
+        rec, topo = t.rec, held.topo
+        self._merge(rec, w.result)
         measured = None
-        if result.window is not None:
-            measured = (result.window[0] - sampler.t0, result.window[1] - sampler.t0)
-        _cost_metrics(rec, {**sampler.results, **remote_costs}, sampler.wall_s, measured)
+        if w.result.window is not None:
+            measured = (w.result.window[0] - w.sampler.t0, w.result.window[1] - w.sampler.t0)
+        _cost_metrics(rec, {**w.sampler.results, **w.remote_costs}, w.sampler.wall_s, measured)
         rec.duration_s = float(rec.metrics["window_s"] or 0.0)
-        stats = emulator.stats if emulator is not None else None
-        rec.metrics.update(link_metrics(topo.link_stats if isinstance(topo, HostsTopology) else stats))
+        rec.metrics.update(link_metrics(topo.link_stats if isinstance(topo, HostsTopology) else link_stats))
         if isinstance(topo, Topology):
             underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))
@@ -446,6 +602,25 @@ def remote_sampling(tunnel: Tunnel, places: dict[str, Place], sampler: Sampler) 
 
 
 @dataclass(frozen=True)
+class _Held:
+    """A client/server pair that is up: what a measured window needs."""
+
+    topo: Topology | HostsTopology
+    cgroups: dict[str, RoleCgroup]
+    places: dict[str, Place]
+    tunnel: Tunnel
+    ctx: Context
+    emulator: LinkEmulator | None
+
+
+@dataclass(frozen=True)
+class _Window:
+    result: Measurement
+    sampler: Sampler
+    remote_costs: dict[str, RoleCost]
+
+
+@dataclass(frozen=True)
 class _Trial:
     """One attempt of a trial as the three bring-up shapes (pair, fleet, bring-up-owning) receive it."""
 
@@ -457,6 +632,7 @@ class _Trial:
     tag: str  # the attempt's name among the run's host objects (t3, t3r2)
     spec: TopologySpec
     link_seed: int
+    slot: str = ""  # a warm block's k-th tunnel: "" for the first, "1", "2", ... (Topology's interface names)
 
 
 def underlay_devices(topo: Topology) -> dict[str, str]:

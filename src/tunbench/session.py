@@ -40,6 +40,7 @@ from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
 from tunbench.workloads import get as get_workload
+from tunbench.workloads.base import TRIAL_SETUP_S
 
 T = TypeVar("T")
 
@@ -161,7 +162,22 @@ def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], duration_s: f
     included), for the time announced before a run and the progress bar's ETA."""
     workload = get_workload(pt.case.workload)
     opts = options.get(workload.kind) or workload.options(None)
-    return workload.estimate(pt.case, opts, duration_s, omit_s)
+    full = workload.estimate(pt.case, opts, duration_s, omit_s)
+    if pt.window > 1:  # a later window of a warm block: no bring-up or tear-down of its own
+        return max(duration_s + omit_s, full - TRIAL_SETUP_S)
+    return full
+
+
+def warm_note(plan: RunPlan) -> str:
+    """How the run's warm blocks measure ("" when every trial is cold)."""
+    warm = [pt for pt in plan.trials if pt.window]
+    if not warm:
+        return ""
+    bringups = len({(pt.block, pt.case.tunnel.label) for pt in warm})
+    return (
+        f"warm: {len(warm)} trial(s) are windows on running tunnels, {plan.scenario.run.warm} per bring-up "
+        f"({bringups} bring-ups instead of {len(warm)})"
+    )
 
 
 def minutes(seconds: float) -> str:
@@ -187,6 +203,8 @@ class RunPlan:
     inventory: Inventory | None = None  # --hosts: roles on those machines instead of local namespaces
     commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
     branch: str = ""  # its branch (`--branch`)
+    cpuset: dict[str, str] = field(default_factory=dict)  # side -> CPU list ([run] cpuset); {}: off
+    cpuset_note: str = ""  # e.g. the emulator shares a CPU
 
     @property
     def total_s(self) -> float:
@@ -221,7 +239,19 @@ def prepare(
             source=source,
             key="run.tunnels",
         )
-    trials = interleave(cases, scenario.run.repeat, scenario.run.seed, blocks=scenario.run.order == "blocks")
+    if scenario.run.warm > 1 and scenario.run.order != "blocks":
+        raise ConfigError(
+            "warm windows alternate the tunnels of a block: warm > 1 needs order = 'blocks'",
+            source=source,
+            key="run.warm",
+        )
+    trials = interleave(
+        cases,
+        scenario.run.repeat,
+        scenario.run.seed,
+        blocks=scenario.run.order == "blocks",
+        warm=scenario.run.warm,
+    )
     expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
     link_factory: LinkFactory | None = None
     if any(p.emulated for p in profiles):
@@ -230,6 +260,7 @@ def prepare(
     plan.flamegraphs, plan.link_factory, plan.inventory = flamegraphs, link_factory, inventory
     if inventory is not None:
         check_placeable(plan, inventory)
+    plan.cpuset, plan.cpuset_note = resolve_cpuset(plan)
     if dry_run:
         try:
             check_dependencies(refs, profiles, tuple(wl.kind))
@@ -244,6 +275,62 @@ def prepare(
 
         check_tools()
     return plan
+
+
+def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
+    """`[run] cpuset` as the CPUs of each side on this host, and a note (a shared CPU); refused, naming the
+    key, where it cannot apply: --hosts (placement is local only), workloads that start many clients or their
+    own bring-ups, CPUs this host does not offer."""
+    from tunbench.host.cgroup import online_cpus, parse_cpu_list, split_placement
+
+    setting = plan.scenario.run.cpuset
+    if setting == "off":
+        return {}, ""
+    if plan.inventory is not None:
+        raise ConfigError(
+            "CPU placement is applied on this machine only: not with --hosts (pin the hosts' CPUs yourself, or "
+            "set cpuset = 'off')",
+            source=plan.source,
+            key="run.cpuset",
+        )
+    for kind in plan.scenario.workload.kind:
+        w = get_workload(kind)
+        if w.fleet or w.owns_bringup:
+            raise ConfigError(
+                f"CPU placement covers the client/server pair; workload {kind!r} brings up many clients or its "
+                "own tunnels: run it with cpuset = 'off'",
+                source=plan.source,
+                key="run.cpuset",
+            )
+    cpus = online_cpus()
+    note = ""
+    if setting == "split":
+        try:
+            placed, note = split_placement(cpus)
+        except ValueError as e:
+            raise ConfigError(str(e), source=plan.source, key="run.cpuset") from None
+    else:
+        placed = dict(setting)
+        for role, text in placed.items():
+            missing = sorted(set(parse_cpu_list(text)) - set(cpus))
+            if missing:
+                raise ConfigError(
+                    f"{role} = {text!r}: CPU(s) {', '.join(map(str, missing))} not available here "
+                    f"(this host offers {', '.join(map(str, cpus))})",
+                    source=plan.source,
+                    key="run.cpuset",
+                )
+    if not any(p.emulated for p in plan.profiles):
+        placed.pop("link", None)  # no emulator in this run, nothing shares
+        note = ""
+    return placed, note
+
+
+def placement_text(cpuset: Mapping[str, str], note: str = "") -> str:
+    """ "client side on CPU 0, server side on CPU 1, emulator on CPU 1 (note)", or "" when off."""
+    names = {"client": "client side", "server": "server side", "link": "emulator"}
+    parts = [f"{names.get(role, role)} on CPU {cpus}" for role, cpus in cpuset.items()]
+    return ", ".join(parts) + (f" ({note})" if note and parts else "")
 
 
 def skipped_lines(plan: RunPlan) -> list[str]:
@@ -269,6 +356,10 @@ def describe(plan: RunPlan) -> list[str]:
         f"{len(plan.cases)} cases × {scenario.run.repeat} repetitions = {len(plan.trials)} trials, "
         f"about {minutes(plan.total_s)} (seed {scenario.run.seed})",
     ]
+    if warm := warm_note(plan):
+        lines.append(warm)
+    if plan.cpuset:
+        lines.append(f"cpuset: {placement_text(plan.cpuset, plan.cpuset_note)}")
     builds = [f"commit {plan.commit}"] if plan.commit else []
     builds += [f"branch {plan.branch}"] if plan.branch else []
     builds += [f"{r.label} at commit {r.commit}" for r in plan.refs if r.commit]
@@ -321,6 +412,19 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             )
     if plan.flamegraphs:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
+    if capped := [r.label for r in plan.refs if r.cpu_caps]:
+        raise ConfigError(
+            f"client_cpu= / server_cpu= cap processes on this machine: not with --hosts ({', '.join(capped)})",
+            source=plan.source,
+            key="run.tunnels",
+        )
+    if plan.scenario.run.warm > 1:
+        raise ConfigError(
+            "warm windows bring a block's tunnels up side by side, which two hosts' root namespaces cannot hold "
+            "yet: with --hosts use warm = 1",
+            source=plan.source,
+            key="run.warm",
+        )
 
 
 def program_needs(refs: list[TunnelRef], kinds: Iterable[str]) -> dict[str, list[str]]:
@@ -422,6 +526,7 @@ def execute(
                 hooks=hooks,
                 hosts=hosts,
                 stop=stop,
+                cpuset=plan.cpuset,
             )
             try:
                 outcome.records = runner.run(plan.trials)

@@ -72,6 +72,7 @@ def leftovers(prefix: str | None = None) -> list[str]:
     for root in (
         Path("/sys/fs/cgroup/cpuacct"),
         Path("/sys/fs/cgroup/cpu"),
+        Path("/sys/fs/cgroup/cpuset"),
         Path("/sys/fs/cgroup/unified"),
         Path("/sys/fs/cgroup"),
     ):

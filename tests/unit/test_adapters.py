@@ -65,8 +65,19 @@ def test_params_and_label() -> None:
 
 
 def test_unknown_param_is_named() -> None:
-    with pytest.raises(ConfigError, match="no parameter 'cipher'.*known: bin, buffer, commit, label"):
+    with pytest.raises(ConfigError, match="no parameter 'cipher'.*known: bin, buffer, client_cpu, commit, label"):
         parse_ref("socat[cipher=x]")
+
+
+def test_cpu_caps_are_the_references_own() -> None:
+    ref = parse_ref("wireguard-go[client_cpu=74%,server_cpu=50]")
+    assert ref.cpu_caps == {"client": 74.0, "server": 50.0}
+    assert "client_cpu" not in ref.merged_params()  # never an adapter parameter
+    assert ref.label == "wireguard-go[client_cpu=74%,server_cpu=50%]"  # not the uncapped tunnel's label
+    assert parse_ref("wireguard-go[client_cpu=74%,label=slow]").label == "slow"
+    for bad in ("0", "-5%", "abc", "100000%"):
+        with pytest.raises(ConfigError, match=f"client_cpu='{bad}'.*share of one core"):
+            parse_ref(f"wireguard-go[client_cpu={bad}]")
 
 
 def test_unknown_tunnel() -> None:

@@ -26,6 +26,8 @@ from tunbench.report.compare import (
     compare_runs,
     compare_table,
     load_run,
+    pair_trials,
+    pair_values,
     parse_threshold,
     run_from_export,
 )
@@ -755,3 +757,55 @@ def test_cli_compare_ends_with_the_verdict_line(ab_store: Path) -> None:
     assert slow.exit_code == EXIT_REGRESSED
     last = " ".join(slow.output.strip().splitlines()[-3:])  # the terminal may wrap it
     assert re.search(r"verdict: 2 regressed, 0 improved, 0 unchanged, 0 undecided .*→ exit 1, regression$", last)
+
+
+def test_warm_windows_are_compared_as_one_pair_per_pair_of_bring_ups() -> None:
+    # 12 rounds on 3 pairs of bring-ups (4 windows each); each bring-up has its own luck, shared by its windows
+    rng = np.random.default_rng(5)
+    trials = []
+    for unit in range(3):
+        luck = {"old": rng.lognormal(0.0, 0.05), "new": rng.lognormal(0.0, 0.05)}
+        for w in range(4):
+            rep = unit * 4 + w + 1
+            for label in ("old", "new"):
+                t = trial(len(trials) + 1, label, 4e9 * luck[label], tunnel="socat", repetition=rep, cpu_client_s=1.0)
+                t.params["warm"] = {"bringup": f"t{unit}{label}w", "window": w + 1}
+                trials.append(t)
+    r = run(trials)
+    res = compare_runs(r, r, label_a="old", label_b="new")
+    thr = rows_by_metric(res)["throughput_bps"].result
+    assert thr.analysis == "paired" and thr.n_pairs == 3  # not 12: the windows of one bring-up are one unit
+    assert "warm windows as one pair per pair of bring-ups" in res.analysis_reason
+    # the unit's values are its windows' geometric mean (here the bring-up's luck x 4e9)
+    a, b = pair_values(pair_trials(r.trials[0::2], r.trials[1::2])[0], rows_by_metric(res)["throughput_bps"].metric)
+    assert len(a) == len(b) == 3
+    # cold trials of the same run stay one pair each
+    for t in r.trials:
+        del t.params["warm"]
+    assert rows_by_metric(compare_runs(r, r, label_a="old", label_b="new"))["throughput_bps"].result.n_pairs == 12
+
+
+def test_cli_compare_target_says_the_mde_reached_and_what_reaches_the_target(tmp_path: Path) -> None:
+    from tunbench.report.precision import round_seconds
+
+    db = tmp_path / "paired.db"
+    r = _paired_run("tbaaaaaa")
+    for t in r.trials:  # one repetition round every 6.5 s
+        t.started_at = f"2026-01-01T00:{(t.repetition - 1) * 6.5 // 60:02.0f}:{(t.repetition - 1) * 6.5 % 60:04.1f}"
+    assert round_seconds(r) == pytest.approx(6.5)
+    _store_with(db, r, "pr")
+    runner = CliRunner()
+    base = ["compare", "pr", "--label-a", "old", "--label-b", "new", "--db", str(db)]
+    far = runner.invoke(app, [*base, "--target", "1%"])
+    text = " ".join(far.output.split())
+    assert re.search(r"MDE reached: ±[0-9.]+% \(the largest of 2 gated: ", text), text
+    m = re.search(
+        r"for ±1\.0% about (\d+) pairs in all, (\d+) more; at this run's pace \(6\.5 s per repetition\)", text
+    )
+    assert m and int(m.group(1)) - int(m.group(2)) == 10, text
+    assert "--target-mde 1.0% --budget" in text
+    near = runner.invoke(app, [*base, "--target", "50%"])
+    assert "the target ±50.0% is reached" in " ".join(near.output.split())
+    bad = runner.invoke(app, [*base, "--target", "0"])
+    assert isinstance(bad.exception, CompareError) and bad.exception.exit_code == 2
+    assert "--target '0': must be above 0%" in str(bad.exception)

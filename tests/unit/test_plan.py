@@ -93,3 +93,40 @@ def test_blocks_are_numbered_consecutively() -> None:
         assert len({(t.case.flows, t.case.direction, t.repetition) for t in block}) == 1
     shuffled = interleave(cs, 3, seed=5, blocks=False)
     assert [t.block for t in shuffled] == [t.repetition for t in shuffled]
+
+
+def test_warm_one_is_the_cold_plan() -> None:
+    cs = cases()
+    cold, warm1 = interleave(cs, 5, seed=9), interleave(cs, 5, seed=9, warm=1)
+    assert [(t.case, t.block, t.repetition, t.window) for t in cold] == [
+        (t.case, t.block, t.repetition, t.window) for t in warm1
+    ]
+    assert all(t.window == 0 for t in cold)
+
+
+def test_warm_blocks_hold_consecutive_rounds_as_counterbalanced_windows() -> None:
+    trials = interleave(_pair_cases(), 10, seed=4, warm=4)  # blocks of 4, 4 and 2 rounds
+    assert [len([t for t in trials if t.block == b]) for b in (1, 2, 3)] == [8, 8, 4]
+    for b in (1, 2, 3):
+        block = [t for t in trials if t.block == b]
+        # one window per tunnel per round, numbered by the round's place in the block
+        assert [t.window for t in block] == [w for w in range(1, len(block) // 2 + 1) for _ in range(2)]
+        assert len({t.repetition for t in block}) == len(block) // 2
+        for rep in {t.repetition for t in block}:
+            assert sorted(t.case.tunnel.label for t in block if t.repetition == rep) == ["a", "b"]
+    # every repetition of every case exactly once, and ab/ba still balanced every two rounds
+    assert Counter((t.case.tunnel.label, t.repetition) for t in trials) == Counter(
+        (label, r) for label in "ab" for r in range(1, 11)
+    )
+    firsts = [t.case.tunnel.label for t in trials if t.seq % 2 == 1]
+    assert all(firsts[:n].count("a") == n // 2 for n in range(2, 11, 2))
+
+
+def test_warm_leaves_workloads_that_bring_up_their_own_tunnels_cold() -> None:
+    tunnels = [parse_ref("wireguard-go")]
+    cs = expand(tunnels, [find_profile("lan")], [1], ["up"], kinds=("iperf3", "storm"))
+    trials = interleave(cs, 4, seed=1, warm=2)
+    assert {t.window for t in trials if t.case.workload == "storm"} == {0}
+    assert {t.window for t in trials if t.case.workload == "iperf3"} == {1, 2}
+    storm_blocks = [t.block for t in trials if t.case.workload == "storm"]
+    assert len(set(storm_blocks)) == len(storm_blocks)  # a cold trial is a block of its own here

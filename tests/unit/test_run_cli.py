@@ -306,3 +306,69 @@ def test_l4_proxies_skipped_for_udp_are_listed(
     note = [ln for ln in out.splitlines() if ln.startswith("note: skipped")]
     assert len(note) == 1 and "socat × udp, stunnel × udp" in note[0] and "L4 proxy" in note[0]
     assert "wireguard-go · lan · udp · up" in out
+
+
+# ---- issue 12: --target-mde / --budget and --cpuset --------------------------------------------------------
+
+AA = ["-t", "wireguard-go[label=a]", "-t", "wireguard-go[label=b]", "--no-direct"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--target-mde", "0", "--budget", "2m", *AA], "--target-mde"),
+        (["--target-mde", "0%", "--budget", "2m", *AA], "must be above 0%"),
+        (["--target-mde", "abc", "--budget", "2m", *AA], "'abc': expected a percentage"),
+        (["--target-mde", "3%", *AA], "needs --budget"),
+        (["--target-mde", "3%", "--budget", "2m", "-t", "wireguard-go"], "needs exactly two tunnels"),
+        (["--target-mde", "3%", "--budget", "soon", *AA], "--budget"),
+        (["--cpuset", "half", *AA], "--cpuset"),
+        (["--cpuset", "client=0,router=1", *AA], "run.cpuset"),
+        (["--cpuset", "client=0-", *AA], "run.cpuset"),
+    ],
+)
+def test_bad_precision_and_placement_flags_name_the_flag(
+    args: list[str], says: str, sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = main(["run", "--dry-run", *args], capsys, monkeypatch)
+    assert code == 2, out + err
+    assert says in " ".join(err.split()), err
+    assert not (sandbox / "tunbench.db").exists() and not (sandbox / "state").exists()
+
+
+def test_a_target_plans_the_budget_as_the_upper_bound_and_shows_the_placement(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tunbench.host.cgroup.online_cpus", lambda: [0, 1])
+    code, out, err = main(
+        ["run", "--dry-run", *AA, "--direction", "up", "--duration", "2", "--omit", "1",
+         "--target-mde", "3%", "--budget", "2m", "--cpuset", "split"],
+        capsys, monkeypatch,
+    )  # fmt: skip
+    assert code == 0, out + err
+    text = " ".join(out.split())
+    assert "2 cases × 20 repetitions = 40 trials" in text  # 120 s / (2 cases × 3 s): no round can be faster
+    assert "cpuset: client side on CPU 0, server side on CPU 1" in text
+    code, out, err = main(["run", "--dry-run", *AA, "--target-mde", "3%", "--budget", "2m"], capsys, monkeypatch)
+    assert code == 0 and "cpuset" not in out  # off by default: nothing shown, nothing changes
+
+
+def test_cpuset_split_names_the_shared_cpu_and_is_refused_with_hosts(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("tunbench.host.cgroup.online_cpus", lambda: [0, 1])
+    code, out, err = main(
+        ["run", "--dry-run", "-t", "socat", "--profile", "wan-50ms", "--cpuset", "split"], capsys, monkeypatch
+    )
+    assert code == 0, out + err
+    assert (
+        "cpuset: client side on CPU 0, server side on CPU 1, emulator on CPU 1 (only 2 CPUs: the emulator shares "
+        "CPU 1 with the server side)" in " ".join(out.split())
+    )
+    code, out, err = main(["run", "--dry-run", "-t", "socat", "--cpuset", "client=0,server=7"], capsys, monkeypatch)
+    assert code == 2 and "CPU(s) 7 not available here" in " ".join(err.split())
+    hosts = Path(__file__).parents[2] / "examples" / "hosts" / "lab.ini"
+    code, out, err = main(
+        ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--cpuset", "split"], capsys, monkeypatch
+    )
+    assert code == 2 and "not with --hosts" in " ".join(err.split()), err

@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunbench.cli.console import console, err_console
-from tunbench.cli.options import DEFAULT_DB, DbOpt
+from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_cpuset
 from tunbench.cli.progress import RunProgress
 from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED, ConfigError
 
@@ -91,6 +91,16 @@ def calibrate(
     ] = "3%",
     name: Annotated[str | None, typer.Option(help="The run's name (default: calibrate-<tunnel>).")] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for the order within each pair.")] = None,
+    warm: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            max=100,
+            help="Pairs per bring-up: the two tunnels come up once, side by side, for this many pairs of "
+            "measured windows (warm alternation, `tunbench run --warm`); 1 = a fresh bring-up per trial.",
+        ),
+    ] = 1,
+    cpuset: CpusetOpt = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
@@ -136,6 +146,8 @@ def calibrate(
             "seed": seed,
             "name": name or f"calibrate-{adapter}",
             "order": "blocks",
+            "warm": warm,
+            "cpuset": parse_cpuset(cpuset),
         },
         "workload": {
             "kind": ["iperf3"],
@@ -163,7 +175,7 @@ def calibrate(
     text = equivalent_run(sc, budget=None if pairs is not None else budget)
     plan = session.prepare(sc, source)
     clock = _Clocked(console, db)
-    deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=MIN_PAIRS)
+    deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=math.ceil(MIN_PAIRS / warm))
     if deadline is not None:
         console.print(f"calibrate: pairs until the budget ({budget}) is spent, at most {n} (the plan below)")
     with graceful_signals(console), clock:
@@ -175,7 +187,9 @@ def calibrate(
     if outcome.stopped:
         console.print(f"stopped after {ran} of at most {n} pairs, at the budget ({budget}): {outcome.stopped}")
     span = (clock.last_done or started) - (clock.first_start or started)
-    pair_s = span / ran if span > 0 else per_pair
+    # the unit of the paired analysis: a pair of trials, or with --warm a pair of bring-ups (its windows' mean)
+    units = len({str(t.params["warm"]["bringup"]) for t in run_rec.trials if "warm" in t.params and t.label == "a"})
+    pair_s = span / (units or ran) if span > 0 else per_pair * warm
     for line in calibration_lines(run_rec, pair_s=pair_s, overhead_s=max(0.0, total_s - span), target=goal):
         console.print(line)
     console.print(
@@ -196,8 +210,16 @@ def equivalent_run(sc: Scenario, budget: str | None = None) -> str:
         "# tunbench calibrate, the same as:\n"
         f"# tunbench run {tunnels} --no-direct --profile {shlex.quote(r.profiles[0])} "
         f"--direction {w.directions[0]} --flows {w.flows[0]} --duration {w.duration_s} --omit {w.omit_s} "
-        f"--repeat {r.repeat} --seed {r.seed} --name {shlex.quote(r.name)}\n" + (bound if budget else "")
+        f"--repeat {r.repeat}{f' --warm {r.warm}' if r.warm > 1 else ''} --seed {r.seed} --name {shlex.quote(r.name)}"
+        f"{_cpuset_flag(r.cpuset)}\n" + (bound if budget else "")
     )
+
+
+def _cpuset_flag(cpuset: str | dict[str, str]) -> str:
+    if cpuset == "off":
+        return ""
+    text = cpuset if isinstance(cpuset, str) else ",".join(f"{k}={v}" for k, v in cpuset.items())
+    return f" --cpuset {shlex.quote(text)}"
 
 
 def _exit(status: str, run_rec: RunRecord) -> None:
@@ -301,9 +323,11 @@ def calibration_lines(run_rec: RunRecord, *, pair_s: float, overhead_s: float, t
     noise = noise_per_metric(run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target)
     cases = sorted({f"{t.tunnel} · " + case_text(t.case).removeprefix(f"{t.label} · ") for t in run_rec.trials})
     pairs = max((nb.n_pairs for _, nb in noise), default=0)
+    warm = any("warm" in t.params for t in run_rec.trials)
     head = (
-        f"calibration: A/A of {escape(', '.join(cases))} as labels a and b, {pairs} ok pair(s); "
-        f"{pair_s:.1f} s per pair, {overhead_s:.0f} s per run besides"
+        f"calibration: A/A of {escape(', '.join(cases))} as labels a and b, {pairs} ok pair(s)"
+        + (" of warm bring-ups (each its windows' mean)" if warm else "")
+        + f"; {pair_s:.1f} s per pair, {overhead_s:.0f} s per run besides"
     )
     if not noise:
         return [

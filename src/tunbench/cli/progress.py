@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from tunbench.plan import PlannedTrial
 from tunbench.report.terminal import trial_headline
 from tunbench.results import TrialRecord
-from tunbench.session import RunPlan, minutes
+from tunbench.session import RunPlan, minutes, placement_text, warm_note
 from tunbench.store.backend import redact
 
 
@@ -36,6 +36,7 @@ class RunProgress:
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[note]}"),
             console=console,
             transient=True,
             speed_estimate_period=7 * 24 * 3600.0,  # a trial can outlast rich's default 30 s: keep every sample
@@ -56,8 +57,19 @@ class RunProgress:
             f"run [bold]{uid}[/] (#{run_id}): {len(plan.cases)} cases × {plan.scenario.run.repeat} "
             f"repetitions = {len(plan.trials)} trials, about {minutes(plan.total_s)}; results in {redact(self.db_path)}"
         )
+        if warm := warm_note(plan):
+            self.console.print(warm)
+        if plan.cpuset:
+            self.console.print(f"cpuset: {escape(placement_text(plan.cpuset, plan.cpuset_note))}", highlight=False)
         self.weight = {pt.seq: e for pt, e in zip(plan.trials, plan.expected, strict=True)}
-        self.task = self.progress.add_task("starting", total=plan.total_s, done=0, trials=len(plan.trials))
+        self.task = self.progress.add_task("starting", total=plan.total_s, done=0, trials=len(plan.trials), note="")
+
+    def note(self, text: str) -> None:
+        """A status beside the bar (the precision reached and the budget left, `run --target-mde`), and the same
+        as a line, so a log without the bar keeps it."""
+        if self.task is not None:
+            self.progress.update(self.task, note=text)
+        self.console.print(f"  [dim]{escape(text)}[/]")
 
     def trial_started(self, pt: PlannedTrial) -> None:
         if self.task is not None:

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from tunbench.cli.console import console, err_console
 from tunbench.cli.options import DEFAULT_DB, DbOpt, RunArg
@@ -137,6 +138,14 @@ def compare(
             "--unpaired", help="Compare two labels of one run as independent samples too (to see what pairing gains)."
         ),
     ] = False,
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="The smallest change you need to detect, e.g. 3%: a line says the MDE reached and, when it is "
+            "above, about how many more pairs and how much time (at the run's pace) would reach it.",
+        ),
+    ] = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Compare B to A per matching case: change of the median with a distribution-free CI and its real
@@ -167,6 +176,7 @@ def compare(
 
     kinds = _kinds(metrics)
     limit = parse_threshold(threshold)
+    goal = _target(target)
     run_a = load_run(a, db)
     run_b = load_run(b, db) if b is not None else run_a
     result = compare_runs(
@@ -174,9 +184,14 @@ def compare(
         kinds=kinds, use_pairs=not unpaired,
     )  # fmt: skip
     table = compare_table(result)
+    lines: list[str] = compare_lines(result)
+    if goal is not None:
+        from tunbench.report.precision import target_lines
+
+        lines += [escape(line) for line in target_lines(result, [run_a, run_b], goal)]
     if console.is_terminal:
         console.print(table)
-        for line in compare_lines(result):
+        for line in lines:
             console.print(line)
     else:
         # Piped (CI logs, | tee): no terminal width to respect, and a table squeezed to 80 columns loses its
@@ -185,10 +200,24 @@ def compare(
         natural = console.measure(table, options=console.options.update(width=10_000)).maximum
         wide = Console(width=max(console.width, natural))
         wide.print(table)
-        for line in compare_lines(result):
+        for line in lines:
             wide.print(line, soft_wrap=True)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
+
+
+def _target(text: str | None) -> float | None:
+    from tunbench.report.compare import CompareError, parse_threshold
+
+    if text is None:
+        return None
+    try:
+        goal = parse_threshold(text)
+    except CompareError as e:
+        raise CompareError(str(e).replace("--threshold", "--target")) from None
+    if goal <= 0.0:
+        raise CompareError(f"--target {text!r}: must be above 0%, e.g. 3%")
+    return goal
 
 
 def _kinds(text: str) -> tuple[str, ...]:

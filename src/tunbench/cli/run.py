@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,7 +12,7 @@ from rich.markup import escape
 
 from tunbench.cli.console import console, err_console
 from tunbench.cli.hosts import HostsOpt
-from tunbench.cli.options import DEFAULT_DB, DbOpt
+from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_cpuset
 from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED
 
 
@@ -84,6 +85,83 @@ def _split_profiles(values: list[str] | None) -> list[str] | None:
     return out
 
 
+def _precision_flags(target: str | None, budget: str | None) -> tuple[float | None, float | None]:
+    """(--target-mde as a fraction, --budget in seconds), each None when not given; bad values name the flag."""
+    from tunbench.cli.calibrate import parse_budget
+    from tunbench.report.compare import CompareError, parse_threshold
+
+    budget_s = parse_budget(budget) if budget is not None else None
+    if target is None:
+        return None, budget_s
+    try:
+        goal = parse_threshold(target)
+    except CompareError as e:
+        raise typer.BadParameter(str(e).removeprefix("--threshold "), param_hint="--target-mde") from None
+    if goal <= 0.0:
+        raise typer.BadParameter(f"{target!r}: must be above 0%, e.g. 3%", param_hint="--target-mde")
+    if budget_s is None:
+        raise typer.BadParameter(
+            f"{target!r} needs --budget: the most wall time the run may take to reach it (e.g. --budget 2m)",
+            param_hint="--target-mde",
+        )
+    return goal, budget_s
+
+
+def _target_labels(plan: Any) -> tuple[str, str]:
+    """The two tunnel labels a --target-mde run compares (besides direct, which never gates)."""
+    labels = [r.label for r in plan.refs if r.name != "direct"]
+    if len(labels) != 2:
+        raise typer.BadParameter(
+            f"needs exactly two tunnels (labels) to compare as pairs, e.g. -t 'wireguard-go[label=a]' "
+            f"-t 'wireguard-go[label=b]'; this run has {len(labels)}: {', '.join(labels) or 'none'}",
+            param_hint="--target-mde",
+        )
+    return labels[0], labels[1]
+
+
+def _rounds_within(plan: Any, budget_s: float) -> int:
+    """The most repetitions a budget could hold: each round's measured seconds alone (no round can be faster);
+    the budget stops the run long before, at the pace it really keeps."""
+    wl = plan.scenario.workload
+    per_round = max(1.0, len(plan.cases) * float(wl.duration_s + wl.omit_s))
+    return max(2, min(1000, math.floor(budget_s / per_round)))
+
+
+def _stop_check(goal: float | None, labels: tuple[str, ...], budget_s: float | None, started: float) -> Any:
+    """--target-mde: a PrecisionStop with the budget as its fallback; --budget alone: the deadline."""
+    from tunbench.report.precision import PrecisionStop
+    from tunbench.runner import Deadline
+
+    if budget_s is None:
+        return None
+    deadline = Deadline(started + budget_s, min_blocks=2)
+    if goal is None:
+        return deadline
+    return PrecisionStop(labels[0], labels[1], goal, budget=deadline)
+
+
+def _stop_plan(goal: float | None, budget: str | None, plan: Any) -> str:
+    reps = plan.scenario.run.repeat
+    if goal is None:
+        return f"budget {budget}: repetitions until it is spent, at most {reps}"
+    return (
+        f"target ±{goal:.1%}".replace(".0%", "%") + f" within {budget}: pairs until the largest paired MDE of the "
+        f"gated comparisons is at most the target (never on significance), at most {reps}"
+    )
+
+
+def _precision_listener(progress: Any, budget_s: float | None, started: float) -> Any:
+    import time
+
+    from tunbench.report.precision import status_text
+
+    def show(p: Any) -> None:
+        left = max(0.0, (budget_s or 0.0) - (time.monotonic() - started))
+        progress.note(f"{status_text(p)} · {left:.0f} s of the budget left")
+
+    return show
+
+
 def run(
     scenario: Annotated[
         Path | None, typer.Argument(help="Scenario file (TOML). Default: the built-in scenario.")
@@ -112,6 +190,16 @@ def run(
     duration: Annotated[int | None, typer.Option(help="Seconds measured per trial (whole seconds).")] = None,
     omit: Annotated[int | None, typer.Option(help="Warm-up seconds excluded from the result.")] = None,
     repeat: Annotated[int | None, typer.Option(help="Repetitions per case (interleaved).")] = None,
+    warm: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=100,
+            help="Warm alternation: bring each block's tunnels up once for this many rounds and measure each "
+            "round as a window on the running tunnels (A B B A ..., no set-up between windows); 1 = a fresh "
+            "bring-up per trial ([run] warm).",
+        ),
+    ] = None,
     full: Annotated[bool, typer.Option("--full", help="5 repetitions of 10 s (default: the scenario's).")] = False,
     no_direct: Annotated[bool, typer.Option("--no-direct", help="Do not measure the direct baseline.")] = False,
     mtu: Annotated[int | None, typer.Option(help="Link MTU.")] = None,
@@ -154,6 +242,26 @@ def run(
             "creates nothing, needs no root; missing programs are reported, not required.",
         ),
     ] = False,
+    target_mde: Annotated[
+        str | None,
+        typer.Option(
+            "--target-mde",
+            help="Stop once the paired comparison of the run's two tunnel labels can detect this change, e.g. "
+            "3%: the largest MDE of the gated comparisons (throughput, CPU/bit client and server; Holm's level) "
+            "at most this. Needs --budget and exactly two tunnels (labels) besides direct; --repeat is then the "
+            "upper bound (default: as many pairs as the budget could hold). Stops on precision, never on "
+            "significance.",
+        ),
+    ] = None,
+    budget: Annotated[
+        str | None,
+        typer.Option(
+            "--budget",
+            help="Wall time for the whole run, e.g. 2m: a block (a pair) starts only if, at the pace so far, it "
+            "ends within it; the run then stops between blocks, done, with whole pairs.",
+        ),
+    ] = None,
+    cpuset: CpusetOpt = None,
     db: DbOpt = DEFAULT_DB,
     hosts: HostsOpt = None,
 ) -> None:
@@ -166,6 +274,8 @@ def run(
     scenario, adapter, profile or flag; 3 = a program it needs is missing; 4 = the run finished but some
     trials failed; 5 = no trial measured anything; 130 = interrupted (finished trials are kept).
     """
+    import time
+
     from tunbench import session
     from tunbench.cli.checks import check_output_dir, check_output_path, check_store_path
     from tunbench.cli.progress import RunProgress, graceful_signals
@@ -174,6 +284,8 @@ def run(
     from tunbench.store.backend import redact
     from tunbench.store.db import Store
 
+    started = time.monotonic()  # --budget counts from here
+    goal, budget_s = _precision_flags(target_mde, budget)
     sc, text, source = load_scenario(scenario)
     overrides: dict[str, dict[str, Any]] = {
         "run": {
@@ -183,6 +295,8 @@ def run(
             "direct": False if no_direct else None,
             "seed": seed,
             "name": name,
+            "warm": warm,
+            "cpuset": parse_cpuset(cpuset),
         },
         "workload": {
             "kind": _csv(workload),
@@ -212,6 +326,11 @@ def run(
 
         inventory = inventory_from_table(sc.hosts, source, text=text)
     plan = session.prepare(sc, source, dry_run=dry_run, text=ref_text, flamegraphs=flamegraph, inventory=inventory)
+    labels = _target_labels(plan) if goal is not None else ()
+    if budget_s is not None and repeat is None and not full:  # the plan is the upper bound: as many as could fit
+        rounds = _rounds_within(plan, budget_s)
+        sc = with_overrides(sc, {"run": {"repeat": rounds}})
+        plan = session.prepare(sc, source, dry_run=dry_run, text=ref_text, flamegraphs=flamegraph, inventory=inventory)
     plan.commit, plan.branch = build
     if dry_run:
         console.print(f"dry run of {source}: nothing was created", highlight=False)
@@ -224,9 +343,20 @@ def run(
         return
     for line in session.skipped_lines(plan):
         console.print(f"[yellow]{escape(line)}[/]")
+    stop = _stop_check(goal, labels, budget_s, started)
+    precise = stop if goal is not None else None  # a report.precision.PrecisionStop
+    if stop is not None:
+        console.print(_stop_plan(goal, budget, plan), highlight=False)
     with graceful_signals(console), RunProgress(console, db) as progress:
+        if precise is not None:
+            precise.listener = _precision_listener(progress, budget_s, started)
         outcome = session.execute(
-            plan, progress, scenario_text=text, db_path=db, flamegraph_dir=flamegraph_dir if flamegraph else None
+            plan,
+            progress,
+            scenario_text=text,
+            db_path=db,
+            flamegraph_dir=flamegraph_dir if flamegraph else None,
+            stop=stop,
         )
     with Store(db) as store:
         run_rec = store.find_run(str(outcome.run_id))
@@ -237,6 +367,14 @@ def run(
 
         write_output(json_out, exporters.get("json").render([run_rec]), "--json")
         console.print(f"JSON written to {json_out}")
+    if precise is not None and outcome.status == "done":
+        from tunbench.report.precision import stop_text
+
+        final = precise.measure(run_rec.trials)
+        by = "target" if final.reached else precise.by or "plan"
+        console.print(escape(stop_text(final, by)), highlight=False)
+    elif outcome.stopped:
+        console.print(f"stopped at the budget ({budget}): {escape(outcome.stopped)}", highlight=False)
     console.print(
         f"stored in {redact(db)} as run #{outcome.run_id} ({outcome.uid}); "
         f"`tunbench show {outcome.run_id}` prints this again"

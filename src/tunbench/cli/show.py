@@ -16,13 +16,16 @@ if TYPE_CHECKING:
 
 def print_run(run: RunRecord, title: str) -> None:
     """The run's summary table (when it has throughput cases), each workload's own table, and the warnings."""
-    from tunbench.report.common import host_lines
+    from tunbench.report.common import host_lines, placement_line
     from tunbench.report.summary import summarize_trials
     from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
 
     summaries = summarize_trials(run.trials)
     for line in host_lines(run.provenance):
         console.print(line, markup=False, highlight=False)
+    placed = placement_line(run.trials)
+    if placed:
+        console.print(placed, markup=False, highlight=False)
     if has_throughput_cases(summaries):
         console.print(summary_table(summaries, title=title))
     for table in workload_tables(run.trials):

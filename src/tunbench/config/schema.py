@@ -29,6 +29,26 @@ class RunSection(_Strict):
     # "blocks": each round runs a case's tunnels next to each other (counterbalanced per block), so compare can
     # pair them; "shuffled": each round one shuffle of every case (the order before blocks existed)
     order: Literal["blocks", "shuffled"] = "blocks"
+    # warm alternation: this many consecutive rounds of a block share one bring-up of its tunnels, each round
+    # a measured window on the running tunnels (plan.py); 1: every trial brings its tunnel up (cold)
+    warm: int = Field(default=1, ge=1, le=100)
+    # CPU placement of each side's processes (host.cgroup.RoleCgroup, docs/precision.md): "off"; "split" (client
+    # side, server side, emulator on CPUs of their own where there are enough); or a map of CPU lists
+    cpuset: Literal["off", "split"] | dict[str, str] = "off"
+
+    @field_validator("cpuset")
+    @classmethod
+    def _cpuset(cls, v: str | dict[str, str]) -> str | dict[str, str]:
+        if isinstance(v, str):
+            return v
+        from tunbench.host.cgroup import PLACED_ROLES, parse_cpu_list
+
+        unknown = sorted(set(v) - set(PLACED_ROLES))
+        if unknown or not v:
+            raise ValueError(f"cpuset names the sides {', '.join(PLACED_ROLES)} (got {', '.join(unknown) or 'none'})")
+        for cpus in v.values():
+            parse_cpu_list(cpus)
+        return {role: ",".join(str(c) for c in parse_cpu_list(cpus)) for role, cpus in v.items()}
 
 
 class WorkloadSection(BaseModel):

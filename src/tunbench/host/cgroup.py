@@ -1,7 +1,17 @@
-"""Per-role CPU accounting cgroups (v1 cpuacct where mounted, else the v2 hierarchy).
+"""Per-role CPU accounting cgroups (v1 cpuacct where mounted, else the v2 hierarchy), and the CPU
+placement (cpuset) a role's side may get.
 
 A role's processes join its cgroup before exec (see proc.Daemon), so the cgroup's counters are the exact
 CPU time of the role and all its descendants: the cross-check for the sampled per-process figures.
+
+Placement (`[run] cpuset`, docs/precision.md): a RoleCgroup given `cpus` also confines the role's side (the
+tunnel's processes and the side's other processes, e.g. iperf3, which are not accounted to the tunnel) to
+those CPUs. On cgroup v1 that is a cgroup of the cpuset hierarchy named like the accounting one, with
+cpuset.cpus and cpuset.mems written before any task joins; every process of the side joins it. On cgroup v2
+(one hierarchy, one cgroup per process) the accounting cgroup itself gets cpuset.cpus and the side's other
+processes join a sibling `<name>-load` with the same CPUs; both are children of the v2 root, which must
+already hand the cpuset controller to its children (its cgroup.subtree_control): tunbench never changes the
+root's settings, it refuses instead.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ log = logging.getLogger(__name__)
 
 V1_CPUACCT = Path("/sys/fs/cgroup/cpuacct")
 V1_CPU = Path("/sys/fs/cgroup/cpu")  # CPU caps (the storm workload's overload variant)
+V1_CPUSET = Path("/sys/fs/cgroup/cpuset")  # CPU placement ([run] cpuset)
 V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
 
 
@@ -48,6 +59,63 @@ def cgroup_root() -> tuple[str, Path] | None:
     return None
 
 
+def cpuset_root() -> tuple[str, Path] | None:
+    """Where a cpuset can be set: ("v1", the cpuset mount), or ("v2", the cgroup2 mount) when the accounting
+    cgroups are v2 and the root already hands the cpuset controller to its children; else None."""
+    if (V1_CPUSET / "cpuset.cpus").exists():
+        return "v1", V1_CPUSET
+    found = cgroup_root()
+    if found is not None and found[0] == "v2":
+        try:
+            if "cpuset" in (found[1] / "cgroup.subtree_control").read_text().split():
+                return found
+        except OSError:
+            return None
+    return None
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """The kernel's CPU list format, "0-2,4" -> [0, 1, 2, 4]; ValueError when malformed or empty."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        lo, sep, hi = part.strip().partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"{text!r} is not a CPU list such as 0, 0-1 or 0,2")
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first:
+            raise ValueError(f"{text!r}: {part.strip()} runs backwards")
+        cpus.update(range(first, last + 1))
+    return sorted(cpus)
+
+
+def online_cpus() -> list[int]:
+    """The CPUs tunbench may place roles on: the cpuset root's (v1) or this process's affinity."""
+    found = cpuset_root()
+    if found is not None:
+        name = "cpuset.effective_cpus" if found[0] == "v1" else "cpuset.cpus.effective"
+        with contextlib.suppress(OSError, ValueError):
+            return parse_cpu_list((found[1] / name).read_text())
+    return sorted(os.sched_getaffinity(0))
+
+
+PLACED_ROLES = ("client", "server", "link")
+"""The sides a placement names: the client's (tunnel client + traffic client), the server's, the emulator."""
+
+
+def split_placement(cpus: list[int]) -> tuple[dict[str, str], str]:
+    """`cpuset = "split"` on these CPUs: the client side on the first, the server side on the second, the
+    emulator on a third where there is one, else on the server's; and a note when it shares."""
+    if len(cpus) < 2:
+        raise ValueError(f"split placement needs 2 CPUs, this host offers {len(cpus)}")
+    place = {"client": str(cpus[0]), "server": str(cpus[1])}
+    if len(cpus) >= 3:
+        return {**place, "link": str(cpus[2])}, ""
+    return {
+        **place,
+        "link": str(cpus[1]),
+    }, f"only {len(cpus)} CPUs: the emulator shares CPU {cpus[1]} with the server side"
+
+
 def parse_v2_cpu_stat(text: str) -> CpuUsage:
     fields = dict(line.split() for line in text.splitlines() if line.strip())
     user, sys_ = int(fields.get("user_usec", 0)) / 1e6, int(fields.get("system_usec", 0)) / 1e6
@@ -69,21 +137,57 @@ def exact_split(total_s: float | None, user_s: float, sys_s: float) -> CpuUsage:
 
 
 class RoleCgroup:
-    """One cgroup per (trial, role), e.g. /sys/fs/cgroup/cpuacct/tb3fa91c-t4-server."""
+    """One cgroup per (trial, role), e.g. /sys/fs/cgroup/cpuacct/tb3fa91c-t4-server.
 
-    def __init__(self, name: str, ledger: Ledger) -> None:
+    `cpus` (a CPU list, "" for none): the role's side is confined to those CPUs (module docstring); the role's
+    own processes join `procs_files`, the side's other processes `placement_files`. `account=False`: no
+    accounting cgroup, the placement alone (the emulator's). Raises TrialError on entry when a placement is
+    asked for and the host has no cpuset controller tunbench may use.
+    """
+
+    def __init__(self, name: str, ledger: Ledger, *, cpus: str = "", account: bool = True) -> None:
         found = cgroup_root()
         self.kind, root = found if found else ("none", Path("/nonexistent"))
         self.path = root / name
+        self.account = account
+        self.cpus = cpus
         self._ledger = ledger
+        self._made: list[Path] = []
+        placed = cpuset_root() if cpus else None
+        self.cpuset_kind = placed[0] if placed else "none"
+        self.cpuset_path: Path | None = None  # the cgroup whose cpuset.cpus confines the side
+        self.load_path: Path | None = None  # where the side's other processes go
+        if placed is not None and placed[0] == "v1":
+            self.cpuset_path = self.load_path = placed[1] / name
+        elif placed is not None:  # v2: one cgroup per process; the accounting one is placed, the rest beside it
+            self.cpuset_path = self.path
+            self.load_path = self.path.with_name(f"{name}-load") if account else self.path
 
     @property
     def available(self) -> bool:
-        return self.kind != "none"
+        return self.kind != "none" and self.account
 
     @property
     def procs_file(self) -> Path | None:
         return self.path / "cgroup.procs" if self.available else None
+
+    @property
+    def procs_files(self) -> list[Path]:
+        """What a process of the role joins before exec: its accounting cgroup and, on v1, its cpuset."""
+        own = [self.path / "cgroup.procs"] if self.available else []
+        if self.cpuset_kind == "v1" and self.cpuset_path is not None:
+            own.append(self.cpuset_path / "cgroup.procs")
+        return own
+
+    @property
+    def placement_files(self) -> list[Path]:
+        """What the side's other processes (the traffic generator) join: the placement, never the accounting."""
+        return [self.load_path / "cgroup.procs"] if self.load_path is not None else []
+
+    def join(self, pid: int) -> None:
+        """Move a running process (all its threads) into the placement, e.g. the emulator once it runs."""
+        for procs in self.placement_files:
+            procs.write_text(str(pid))
 
     def usage(self) -> CpuUsage | None:
         try:
@@ -107,14 +211,53 @@ class RoleCgroup:
             return []
 
     def __enter__(self) -> RoleCgroup:
-        if self.available:
-            self._ledger.add_cgroup(str(self.path))
-            self.path.mkdir(exist_ok=True)
+        if self.cpus and self.cpuset_kind == "none":
+            raise TrialError(
+                f"cpuset {self.cpus}: no cpuset controller to use (neither a cgroup-v1 cpuset mount at {V1_CPUSET} "
+                "nor a cgroup v2 root that hands cpuset to its children; tunbench does not change the root's "
+                'cgroup.subtree_control): set [run] cpuset = "off"'
+            )
+        try:
+            if self.available:
+                self._make(self.path)
+            if self.cpuset_path is not None:
+                self._make(self.cpuset_path)
+                self._place(self.cpuset_path)
+            if self.load_path is not None and self.load_path != self.cpuset_path:
+                self._make(self.load_path)
+                self._place(self.load_path)
+        except BaseException:
+            self._remove()
+            raise
         return self
 
+    def _make(self, path: Path) -> None:
+        if path in self._made:
+            return
+        self._ledger.add_cgroup(str(path))  # recorded before it exists
+        path.mkdir(exist_ok=True)
+        self._made.append(path)
+
+    def _place(self, path: Path) -> None:
+        """cpuset.cpus (and on v1 cpuset.mems, the parent's) before any task joins: v1 refuses tasks in a
+        cpuset without both."""
+        try:
+            if self.cpuset_kind == "v1":
+                (path / "cpuset.cpus").write_text(self.cpus)
+                (path / "cpuset.mems").write_text((path.parent / "cpuset.mems").read_text().strip())
+            else:
+                (path / "cpuset.cpus").write_text(self.cpus)
+        except OSError as e:
+            raise TrialError(f"could not place {path.name} on CPU(s) {self.cpus}: {e}") from e
+
+    def _remove(self) -> None:
+        for path in reversed(self._made):
+            if remove_cgroup(path):
+                self._ledger.drop_cgroup(str(path))
+        self._made.clear()
+
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        if self.available and remove_cgroup(self.path):
-            self._ledger.drop_cgroup(str(self.path))
+        self._remove()
 
 
 def remove_cgroup(path: Path, timeout_s: float = 3.0) -> bool:
@@ -142,7 +285,8 @@ def remove_cgroup(path: Path, timeout_s: float = 3.0) -> bool:
 
 
 class CpuCap:
-    """A cgroup-v1 `cpu` group whose CFS quota caps the tunnel server (the overload variant)."""
+    """A cgroup-v1 `cpu` group whose CFS quota caps a role's tunnel processes (the overload variant's server, a
+    tunnel reference's client_cpu= / server_cpu=)."""
 
     def __init__(self, name: str, ledger: Ledger) -> None:
         self.path = V1_CPU / name
@@ -155,7 +299,10 @@ class CpuCap:
 
     def __enter__(self) -> CpuCap:
         if not self.available():
-            raise TrialError("the overload variant needs the cgroup-v1 cpu controller (/sys/fs/cgroup/cpu)")
+            raise TrialError(
+                "a CPU cap (the storm's overload variant, client_cpu= / server_cpu=) needs the cgroup-v1 cpu "
+                "controller (/sys/fs/cgroup/cpu)"
+            )
         self._ledger.add_cgroup(str(self.path))
         self.path.mkdir(exist_ok=True)
         (self.path / "cpu.cfs_period_us").write_text(str(self.period_us))

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 from pyroute2 import netns
 
-from tunbench.host.cgroup import V1_CPU, V1_CPUACCT, V2_CANDIDATES, remove_cgroup
+from tunbench.host.cgroup import V1_CPU, V1_CPUACCT, V1_CPUSET, V2_CANDIDATES, remove_cgroup
 from tunbench.host.ledger import NAME_RE, STATE_DIR, Ledger, all_ledgers, owner_alive
 from tunbench.host.netns import delete_namespace, pids_in_namespaces
 from tunbench.host.proc import stop_group
@@ -57,7 +57,7 @@ def _kill_recorded(ledger: Ledger) -> int:
 
 
 def _cgroup_dirs() -> list[Path]:
-    roots = [V1_CPUACCT, V1_CPU, *V2_CANDIDATES]
+    roots = [V1_CPUACCT, V1_CPU, V1_CPUSET, *V2_CANDIDATES]
     out: list[Path] = []
     for root in roots:
         if root.is_dir():

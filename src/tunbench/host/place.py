@@ -116,12 +116,20 @@ class LocalPlace:
     """A namespace of this machine (None: the namespace this process runs in) and a trial directory."""
 
     def __init__(
-        self, netns: str | None, ledger: Ledger, workdir: Path, cgroups: Mapping[str, RoleCgroup] | None = None
+        self,
+        netns: str | None,
+        ledger: Ledger,
+        workdir: Path,
+        cgroups: Mapping[str, RoleCgroup] | None = None,
+        placement: Sequence[Path] = (),
     ) -> None:
+        """`placement`: cgroup.procs files every program started here joins when it is not a role's own
+        (RoleCgroup.placement_files: the side's CPUs without the tunnel's accounting)."""
         self.netns = netns
         self.ledger = ledger
         self.workdir = workdir
         self.cgroups = dict(cgroups or {})
+        self.placement = list(placement)
         self.label = f"namespace {netns}" if netns else "this host"
 
     def run(
@@ -136,7 +144,15 @@ class LocalPlace:
     ) -> Completed:
         full, ns = ns_command(argv, self.netns)
         return run_cmd(
-            full, netns=ns, stdin=stdin, timeout_s=timeout_s, check=check, what=what, env=env, cwd=self.workdir
+            full,
+            netns=ns,
+            stdin=stdin,
+            timeout_s=timeout_s,
+            check=check,
+            what=what,
+            env=env,
+            cwd=self.workdir,
+            cgroup_procs=self.placement,
         )
 
     def spawn(
@@ -151,7 +167,7 @@ class LocalPlace:
             netns=self.netns,
             env=env,
             cwd=self.workdir,
-            cgroup_procs=cg.procs_file if cg is not None and cg.available else None,
+            cgroup_procs=cg.procs_files if cg is not None and cg.procs_files else self.placement,
         )
 
     def port_open(self, port: int, proto: str = "tcp") -> bool:

@@ -28,6 +28,16 @@ def ns_argv(netns: str | None, argv: Sequence[str]) -> list[str]:
     return ["ip", "netns", "exec", netns, *argv] if netns else list(argv)
 
 
+def joined_argv(cgroup_procs: Path | Sequence[Path] | None, argv: Sequence[str]) -> list[str]:
+    """argv started by a shell that first writes its pid into each cgroup.procs file, then execs it: the
+    program and every descendant are in those cgroups from their first instruction (accounting, placement)."""
+    files = [cgroup_procs] if isinstance(cgroup_procs, Path) else list(cgroup_procs or [])
+    if not files:
+        return list(argv)
+    script = 'n=$0; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 126; shift; n=$((n - 1)); done; exec "$@"'
+    return ["sh", "-c", script, str(len(files)), *(str(f) for f in files), *argv]
+
+
 def run_cmd(
     argv: Sequence[str],
     *,
@@ -38,9 +48,11 @@ def run_cmd(
     env: Mapping[str, str] | None = None,
     what: str = "",
     check: bool = True,
+    cgroup_procs: Sequence[Path] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run a command to completion; raise CommandFailed (with its output) on non-zero exit or timeout."""
-    full = ns_argv(netns, argv)
+    """Run a command to completion; raise CommandFailed (with its output) on non-zero exit or timeout.
+    `cgroup_procs`: cgroups it joins before exec (joined_argv)."""
+    full = joined_argv(cgroup_procs, ns_argv(netns, argv))
     merged_env = {**os.environ, **env} if env else None
     try:
         proc = subprocess.Popen(
@@ -140,17 +152,15 @@ class Daemon:
         netns: str | None = None,
         env: Mapping[str, str] | None = None,
         cwd: str | Path | None = None,
-        cgroup_procs: Path | None = None,
+        cgroup_procs: Path | Sequence[Path] | None = None,
         stdout_pipe: bool = False,
     ) -> None:
         self.argv = list(argv)
         self.what = what
         self.log_path = log_path
         self._ledger = ledger
-        full = ns_argv(netns, argv)
-        if cgroup_procs is not None:
-            # join the cgroup before exec, so every descendant is accounted from its first instruction
-            full = ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(cgroup_procs), *full]
+        # join the cgroups before exec, so every descendant is accounted (and placed) from its first instruction
+        full = joined_argv(cgroup_procs, ns_argv(netns, argv))
         self._log: IO[bytes] = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
         try:
             self.proc = subprocess.Popen(

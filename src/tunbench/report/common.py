@@ -111,3 +111,15 @@ def host_lines(provenance: dict[str, Any]) -> list[str]:
             f"{cpu.get('model', '?')} × {cpu.get('cores', '?')} ({cpu.get('governor', '?')}), {nic_text}, {clock_text}"
         )
     return out
+
+
+def placement_line(trials: list[TrialRecord]) -> str:
+    """The run's CPU placement (`[run] cpuset`, recorded in each trial's params.cpuset), or "" when off."""
+    names = {"client": "client side", "server": "server side", "link": "emulator"}
+    seen = {tuple(sorted((t.params.get("cpuset") or {}).items())) for t in trials}
+    placed = [dict(p) for p in seen if p]
+    if not placed:
+        return ""
+    if len(placed) > 1 or len(seen) > 1:
+        return "cpuset: differs between trials (see each trial's params.cpuset)"
+    return "cpuset: " + ", ".join(f"{name} on CPU {placed[0][r]}" for r, name in names.items() if r in placed[0])

@@ -426,15 +426,37 @@ def pair_trials(ta: list[TrialRecord], tb: list[TrialRecord]) -> tuple[list[tupl
 
 
 def pair_values(pairs: list[tuple[TrialRecord, TrialRecord]], metric: Metric) -> tuple[list[float], list[float]]:
-    """The metric's values of both partners, for the pairs where both have a finite one (A's, B's)."""
-    va: list[float] = []
-    vb: list[float] = []
+    """The metric's values of both partners (A's, B's), for the pairs where both have a finite one. Warm
+    windows (`--warm`) are not independent pairs: the windows of one bring-up share that bring-up's luck (how
+    the tunnel's threads were placed, its state), so the pairs of one pair of bring-ups are one unit, each
+    side its windows' mean (geometric, so the unit's log ratio is the mean of the windows' log ratios;
+    arithmetic where a value is <= 0). Cold trials are each their own unit."""
+    units: dict[object, tuple[list[float], list[float]]] = {}
     for x, y in pairs:
         a, b = metric.value(x), metric.value(y)
-        if a is not None and b is not None and math.isfinite(a) and math.isfinite(b):
-            va.append(float(a))
-            vb.append(float(b))
-    return va, vb
+        if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
+            continue
+        key = bringup_unit(x, y)
+        va, vb = units.setdefault(key if key is not None else ("pair", x.seq), ([], []))
+        va.append(float(a))
+        vb.append(float(b))
+    return [_mean(va) for va, _ in units.values()], [_mean(vb) for _, vb in units.values()]
+
+
+def bringup_unit(x: TrialRecord, y: TrialRecord) -> tuple[str, str] | None:
+    """The pair of warm bring-ups two partners were measured on, or None for cold trials."""
+    wx, wy = x.params.get("warm"), y.params.get("warm")
+    if not (isinstance(wx, dict) and isinstance(wy, dict)):
+        return None
+    return str(wx.get("bringup")), str(wy.get("bringup"))
+
+
+def _mean(values: list[float]) -> float:
+    if len(values) == 1:
+        return values[0]
+    if all(v > 0.0 for v in values):
+        return math.exp(math.fsum(math.log(v) for v in values) / len(values))
+    return math.fsum(values) / len(values)
 
 
 def _match(
@@ -555,6 +577,7 @@ def compare_runs(
     metrics = metrics_for(a.trials + b.trials, kinds)
     dropped = 0
     too_few: list[str] = []
+    warm = paired_design and any("warm" in t.params for t in a.trials)
     for ka, kb in pairs:
         ta, tb = ga[ka], gb[kb]
         tunnel = ta[0].tunnel
@@ -580,6 +603,8 @@ def compare_runs(
                 if len(pa) >= MIN_PAIRS:
                     va, vb, paired = pa, pb, True
                 else:
+                    if warm:  # windows of one bring-up are not independent samples either
+                        va, vb = pa, pb
                     too_few.append(f"{case_text(ka)} {metric.title}")
                     if metric.kind == "throughput" or len(too_few) == 1:
                         notes.append(
@@ -605,7 +630,7 @@ def compare_runs(
     matched_b = {kb for _, kb in pairs}
     scope_a = [k for k in ga if label_a is None or k.label == (label_a or label_b)]
     scope_b = [k for k in gb if label_b is None or k.label == (label_b or label_a)]
-    analysis, reason = _analysis(rows, same_run, use_pairs, dropped)
+    analysis, reason = _analysis(rows, same_run, use_pairs, dropped, warm)
     return CompareResult(
         a_name=run_name(a) + (f" [{label_a}]" if label_a else ""),
         b_name=run_name(b) + (f" [{label_b}]" if label_b else ""),
@@ -622,7 +647,9 @@ def compare_runs(
     )
 
 
-def _analysis(rows: list[CaseComparison], same_run: bool, use_pairs: bool, dropped: int) -> tuple[str, str]:
+def _analysis(
+    rows: list[CaseComparison], same_run: bool, use_pairs: bool, dropped: int, warm: bool = False
+) -> tuple[str, str]:
     """("paired" | "unpaired" | "mixed", why) for the caption."""
     if not same_run:
         return "unpaired", "A and B are different runs, so their trials are not pairs"
@@ -635,6 +662,8 @@ def _analysis(rows: list[CaseComparison], same_run: bool, use_pairs: bool, dropp
         return "unpaired", f"one run, but fewer than {MIN_PAIRS} pairs by repetition{lost}"
     count = f"{n[0]}" if len(n) == 1 else f"{n[0]}-{n[-1]}"
     why = f"{count} pairs of the same run, by repetition{lost}"
+    if warm:
+        why = f"{count} pairs of the same run, by repetition; warm windows as one pair per pair of bring-ups{lost}"
     if unpaired:
         return "mixed", f"{why}; {unpaired} comparison(s) with fewer than {MIN_PAIRS} pairs unpaired"
     return "paired", why

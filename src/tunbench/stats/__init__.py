@@ -11,6 +11,8 @@
   ``holm``: Holm-adjusted p-values.
 * ``noise_budget`` / ``NoiseBudget``: an A/A calibration's noise and the MDE to expect per budget
   (``tunbench.stats.calibrate``).
+* ``paired_precision`` / ``Precision``: whether a paired comparison's MDE has reached a target (the stop
+  rule of ``run --target-mde``; ``tunbench.stats.precision``).
 * ``jain_index``: fairness across concurrent flows.
 * ``stability_warnings`` / ``StabilityWarning``, ``outliers``: reasons not to trust a number.
 """
@@ -47,6 +49,7 @@ from tunbench.stats.paired import (
     required_pairs,
     signed_rank_p,
 )
+from tunbench.stats.precision import Precision, paired_precision
 from tunbench.stats.shift import ShiftInterval, ratio_interval, shift_interval
 from tunbench.stats.summary import (
     CIMethod,
@@ -64,6 +67,7 @@ __all__ = [
     "CIMethod",
     "Comparison",
     "NoiseBudget",
+    "Precision",
     "Projection",
     "Ratio",
     "ShiftInterval",
@@ -88,6 +92,7 @@ __all__ = [
     "order_statistic_interval",
     "outliers",
     "paired_interval",
+    "paired_precision",
     "percentile",
     "ratio_interval",
     "ratio_of_medians",

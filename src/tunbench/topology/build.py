@@ -72,9 +72,14 @@ class Topology:
         spec: TopologySpec,
         link_builder: LinkBuilder | None = None,
         addresses: AddressPlan | None = None,
+        slot: str = "",
     ) -> None:
         self.prefix = ledger.prefix
         self.tag = tag
+        # interface names are per namespace, but some tunnels key machine-wide things by them (wireguard-go's
+        # and boringtun's UAPI socket /var/run/wireguard/<dev>.sock): topologies up at the same time (a warm
+        # block) each get a slot of their own, appended to every name
+        self.slot = slot
         self.spec = spec
         self.addr = addresses or AddressPlan()
         self._ledger = ledger
@@ -87,7 +92,7 @@ class Topology:
 
     def ifname(self, suffix: str) -> str:
         """An interface name carrying the run prefix (<= 15 chars, the kernel's limit)."""
-        name = f"{self.prefix}-{suffix}"
+        name = f"{self.prefix}-{suffix}{self.slot}"
         if len(name) > 15:
             raise ValueError(f"interface name too long: {name}")
         return name

@@ -1,9 +1,10 @@
 """Finding adapters: built-ins shipped in tunnels/builtin/, user files given by path, and the
 `name[key=value,...]` syntax that overrides parameters (binary, cipher, label...).
 
-Two keys are the reference's own, not the adapter's: `label` (the name the tunnel's cases go by) and `commit`
+Some keys are the reference's own, not the adapter's: `label` (the name the tunnel's cases go by), `commit`
 (the commit the tunnel's build was made from, recorded in the run's provenance for `tunbench history`; it
-is never passed to the adapter's templates)."""
+is never passed to the adapter's templates), and `client_cpu` / `server_cpu` (a CPU cap on that role's tunnel
+processes, in % of one core: a slower machine, or a known slowdown to test a comparison's power)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class TunnelRef:
     params: dict[str, str] = field(default_factory=dict)
     label: str = ""
     commit: str = ""
+    cpu_caps: dict[str, float] = field(default_factory=dict)  # role -> % of one core (client_cpu=, server_cpu=)
     # the run's IP families ([topology] underlay / overlay), set by the session for every tunnel of a run
     underlay: Family = "ipv4"
     overlay: Family = "ipv4"
@@ -85,6 +87,7 @@ def parse_ref(text: str, source: str = "--tunnel") -> TunnelRef:
         raise ConfigError(f"cannot parse tunnel {text!r}: expected NAME or NAME[key=value,...]", source=source)
     adapter = find_adapter(m.group("name").strip(), source)
     params: dict[str, str] = {}
+    caps: dict[str, float] = {}
     label = commit = ""
     raw = m.group("params")
     if raw:
@@ -99,16 +102,37 @@ def parse_ref(text: str, source: str = "--tunnel") -> TunnelRef:
                 if not value:
                     raise ConfigError(f"commit= in {text!r} is empty", source=source)
                 commit = value
+            elif key in CAP_KEYS:
+                caps[CAP_KEYS[key]] = _cap(value, key, text, source)
             elif key not in adapter.spec.params:
-                known = ", ".join(sorted([*adapter.spec.params, "commit", "label"]))
+                known = ", ".join(sorted([*adapter.spec.params, "commit", "label", *CAP_KEYS]))
                 raise ConfigError(
                     f"tunnel {adapter.spec.name!r} has no parameter {key!r} (known: {known})", source=source
                 )
             else:
                 params[key] = value
     if not label:  # the commit is left out: one label's history runs across commits
-        label = adapter.spec.name + (f"[{','.join(f'{k}={v}' for k, v in params.items())}]" if params else "")
-    return TunnelRef(adapter=adapter, params=params, label=label, commit=commit)
+        shown = [f"{k}={v}" for k, v in params.items()] + [f"{r}_cpu={p:g}%" for r, p in caps.items()]
+        label = adapter.spec.name + (f"[{','.join(shown)}]" if shown else "")
+    return TunnelRef(adapter=adapter, params=params, label=label, commit=commit, cpu_caps=caps)
+
+
+CAP_KEYS = {"client_cpu": "client", "server_cpu": "server"}
+
+
+def _cap(value: str, key: str, text: str, source: str) -> float:
+    """`client_cpu=74%` (or `74`): a share of one core, above 0 and at most 100 x the CPUs."""
+    try:
+        pct = float(value.strip().removesuffix("%"))
+    except ValueError:
+        pct = -1.0
+    limit = 100.0 * (os.cpu_count() or 1)
+    if not 0 < pct <= limit:
+        raise ConfigError(
+            f"{key}={value!r} in {text!r}: expected a share of one core such as 74% (above 0, at most {limit:.0f}%)",
+            source=source,
+        )
+    return pct
 
 
 def required_programs(ref: TunnelRef) -> list[str]:

@@ -1,0 +1,171 @@
+"""Stopping a run on precision (`tunbench run --target-mde 3% --budget 2m`): a StopCheck for the runner.
+
+Asked at each block boundary (runner.StopCheck: the next block's trials and the records so far), it pairs
+the two labels' ok trials by repetition, as `compare --label-a A --label-b B` of the same run will, takes
+the gated metrics (throughput and CPU per bit of client and server) of every case the two labels share, and
+stops once the largest paired MDE at Holm's level over those comparisons is at most the target
+(`tunbench.stats.precision`: the width of the interval, never significance). Otherwise it asks the budget
+(runner.Deadline, passed in) and stops there when the next block would overrun it. `state` is the last
+answer, for the progress line and the final message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from tunbench.report.common import case_text
+from tunbench.report.compare import CompareResult, metrics_for, pair_trials, pair_values
+from tunbench.results import CaseKey, RunRecord, TrialRecord
+from tunbench.stats.compare import required_repetitions
+from tunbench.stats.paired import required_pairs
+from tunbench.stats.precision import Precision, fmt_mde, paired_precision
+
+GATED_KINDS = ("throughput", "cpu")
+Budget = Callable[[Any, list[TrialRecord]], str]  # runner.Deadline (its block: list[PlannedTrial])
+
+
+def gated_pairs(
+    trials: list[TrialRecord], label_a: str, label_b: str, kinds: tuple[str, ...] = GATED_KINDS
+) -> dict[str, tuple[list[float], list[float]]]:
+    """'case metric' -> (A's values, B's values) of the pairs by repetition, for every case both labels have
+    and every metric of `kinds` with a value in both partners (what compare gates for two labels)."""
+    by_case: dict[tuple[str, ...], dict[str, list[TrialRecord]]] = {}
+    for t in trials:
+        if t.label in (label_a, label_b):
+            by_case.setdefault(_rest(t.case), {}).setdefault(t.label, []).append(t)
+    out: dict[str, tuple[list[float], list[float]]] = {}
+    metrics = metrics_for(trials, kinds)
+    for sides in by_case.values():
+        if label_a not in sides or label_b not in sides:
+            continue
+        pairs, _ = pair_trials(sides[label_a], sides[label_b])
+        for metric in metrics:
+            va, vb = pair_values(pairs, metric)
+            if va:
+                out[f"{case_text(sides[label_a][0].case)} {metric.title}"] = (va, vb)
+    return out
+
+
+def _rest(case: CaseKey) -> tuple[str, ...]:
+    return (case.profile, case.workload, str(case.flows), case.direction, str(case.clients), case.variant)
+
+
+@dataclass
+class PrecisionStop:
+    """A runner.StopCheck: stop at the target MDE, else at the budget (`budget`, e.g. runner.Deadline)."""
+
+    label_a: str
+    label_b: str
+    target: float
+    budget: Budget | None = None
+    alpha: float = 0.05
+    state: Precision | None = None
+    by: str = ""  # "target" or "budget" once it stopped the run
+    listener: Callable[[Precision], None] | None = None
+
+    def measure(self, done: list[TrialRecord]) -> Precision:
+        return paired_precision(gated_pairs(done, self.label_a, self.label_b), target=self.target, alpha=self.alpha)
+
+    def __call__(self, block: Sequence[object], done: list[TrialRecord]) -> str:
+        self.state = self.measure(done)
+        if self.listener is not None:
+            self.listener(self.state)
+        if self.state.reached:
+            self.by = "target"
+            return stop_text(self.state, "target")
+        why = self.budget(block, done) if self.budget is not None else ""
+        if why:
+            self.by = "budget"
+        return why
+
+
+def status_text(p: Precision) -> str:
+    """The precision so far, for the progress line: 'MDE ±5.2% (target ±3%) after 8 pairs'."""
+    return f"MDE {fmt_mde(p.mde)} (target {fmt_mde(p.target)}) after {p.n_pairs} pair(s)"
+
+
+def stop_text(p: Precision, by: str) -> str:
+    """Why the run ended: at the target, at the budget, or (by == "plan") after the planned repetitions."""
+    if by == "target":
+        return f"stopped at the target: {fmt_mde(p.mde)} after {p.n_pairs} pairs ({_worst(p)})"
+    where = "at the budget" if by == "budget" else "after the planned repetitions (--repeat)"
+    need = (
+        f"{fmt_mde(p.target)} needs about {p.more_pairs} more pairs at this spread"
+        if p.more_pairs
+        else f"{fmt_mde(p.target)} cannot be projected yet (too few pairs)"
+        if not math.isfinite(p.mde)
+        else ""
+    )
+    reached = f"{fmt_mde(p.mde)} reached after {p.n_pairs} pairs ({_worst(p)})"
+    return f"stopped {where}: {reached}" + (f"; {need}" if need else "")
+
+
+def _worst(p: Precision) -> str:
+    if not p.worst:
+        return "nothing to compare"
+    return f"largest MDE: {p.worst}, Holm over {p.family} at alpha {p.level * p.family:.2g}"
+
+
+def target_lines(result: CompareResult, runs: Sequence[RunRecord], target: float) -> list[str]:
+    """What `compare --target 3%` adds under the verdict: the MDE reached (the largest of the gated
+    comparisons, at Holm's level, as the verdict line's range) and, when it is above the target, about how
+    many more pairs (repetitions per side, unpaired) and how much more time at the run's own pace would reach
+    it, assuming the spread stays as measured (as `calibrate` projects)."""
+    gated = [r for r in result.rows if r.gated and not r.result.absolute]
+    if not gated:
+        return [f"target {fmt_mde(target)}: no relative gated comparison to measure it on"]
+    worst = max(gated, key=lambda r: (math.isnan(r.result.min_detectable_effect), r.result.min_detectable_effect))
+    c = worst.result
+    where = f"{worst.case_label} {worst.metric.title}"
+    got = f"MDE reached: {fmt_mde(c.min_detectable_effect)} (the largest of {len(gated)} gated: {where})"
+    if math.isfinite(c.min_detectable_effect) and c.min_detectable_effect <= target:
+        return [f"{got}; the target {fmt_mde(target)} is reached"]
+    strict = 1.0 - c.alpha / max(1, c.family_size)
+    if c.analysis == "paired":
+        sds = [r.result.pair_sd for r in gated if math.isfinite(r.result.pair_sd)]
+        if not sds:
+            return [f"{got}; {fmt_mde(target)}: the spread is undefined, measure more pairs first"]
+        need = required_pairs(max(sds), target, confidence=strict)
+        have, unit = min(r.result.n_pairs for r in gated), "pairs"
+    else:
+        cvs = [max(r.result.baseline.cv, r.result.candidate.cv) for r in gated]
+        cvs = [x for x in cvs if math.isfinite(x)]
+        if not cvs:
+            return [f"{got}; {fmt_mde(target)}: the spread is undefined, measure more repetitions first"]
+        need = required_repetitions(max(cvs), target, confidence=strict)
+        have, unit = min(min(r.result.baseline.n, r.result.candidate.n) for r in gated), "repetitions per side"
+    more = max(0, need - have)
+    pace = round_seconds(runs[-1]) if c.analysis == "paired" else None
+    when = ""
+    if pace is not None:
+        when = (
+            f"; at this run's pace ({pace:.1f} s per repetition) about {_minutes(more * pace)} more, "
+            f"{_minutes(need * pace)} in all (`tunbench run ... --target-mde {fmt_mde(target).lstrip('±')} "
+            f"--budget {math.ceil(need * pace / 60)}m`)"
+        )
+    return [
+        f"{got}; for {fmt_mde(target)} about {need} {unit} in all, {more} more{when} (if the spread stays as measured)"
+    ]
+
+
+def round_seconds(run: RunRecord) -> float | None:
+    """The wall time of one repetition round of a run, from its trials' start times (None below 2 rounds)."""
+    starts: dict[int, float] = {}
+    for t in run.trials:
+        try:
+            at = datetime.fromisoformat(t.started_at).timestamp()
+        except ValueError:
+            continue
+        starts[t.repetition] = min(at, starts.get(t.repetition, at))
+    if len(starts) < 2:
+        return None
+    first, last = min(starts.values()), max(starts.values())
+    return (last - first) / (len(starts) - 1) if last > first else None
+
+
+def _minutes(s: float) -> str:
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"

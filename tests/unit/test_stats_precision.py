@@ -1,0 +1,121 @@
+"""The precision stop rule (`run --target-mde`, stats/precision.py + report/precision.py) on synthetic records:
+it stops once the largest paired MDE of the gated comparisons is at most the target and not before, it reads
+the spread and never the effect or its significance, and it falls back to the budget."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from tunbench.report.precision import PrecisionStop, gated_pairs, stop_text
+from tunbench.results import TrialRecord
+from tunbench.stats.paired import min_detectable_effect_paired
+from tunbench.stats.precision import paired_precision
+
+
+def trial(seq: int, label: str, rep: int, bps: float, cpu_s: float = 0.5) -> TrialRecord:
+    rec = TrialRecord(seq, "wireguard-go", label, "lan", "iperf3", 1, "up", rep, {})
+    rec.status = "ok"
+    rec.metrics = {
+        "processes.client": 1,
+        "processes.server": 1,
+        "throughput_bps": bps,
+        "window_s": 1.0,
+        "cpu.client.user_s": cpu_s / 2,
+        "cpu.client.sys_s": cpu_s / 2,
+        "cpu.server.user_s": cpu_s / 2,
+        "cpu.server.sys_s": cpu_s / 2,
+    }
+    return rec
+
+
+def records(ratios: list[float], effect: float = 1.0) -> list[TrialRecord]:
+    """Pairs a/b whose within-pair log ratios are ln(ratio * effect), for throughput and both CPU/bit."""
+    out: list[TrialRecord] = []
+    for k, r in enumerate(ratios, start=1):
+        out.append(trial(2 * k - 1, "a", k, 1e9))
+        out.append(trial(2 * k, "b", k, 1e9 * r * effect))  # CPU/bit: the same ratio, inverted
+    return out
+
+
+def noise(n: int, sd: float, seed: int = 1) -> list[float]:
+    return [math.exp(x) for x in np.random.default_rng(seed).normal(0.0, sd, n)]
+
+
+def test_the_gated_comparisons_are_throughput_and_both_cpu_per_bit() -> None:
+    pairs = gated_pairs(records(noise(4, 0.05)), "a", "b")
+    assert sorted(pairs) == sorted(
+        f"a · lan · up · 1 flow {m}" for m in ("throughput", "CPU/bit client", "CPU/bit server")
+    )
+    assert all(len(va) == len(vb) == 4 for va, vb in pairs.values())
+
+
+def test_the_mde_is_compares_paired_mde_at_holms_first_level() -> None:
+    ratios = noise(10, 0.05)
+    p = paired_precision(gated_pairs(records(ratios), "a", "b"), target=0.03)
+    sd = float(np.std(np.log(ratios), ddof=1))
+    assert p.family == 3
+    assert p.level == pytest.approx(0.05 / 3)
+    assert p.mde == pytest.approx(min_detectable_effect_paired(sd, 10, confidence=1 - 0.05 / 3), rel=1e-6)
+
+
+def test_it_stops_when_the_mde_falls_under_the_target_and_not_before() -> None:
+    ratios = noise(40, 0.04, seed=7)
+    done = records(ratios)
+    stop = PrecisionStop("a", "b", target=0.05)
+    first = None
+    for n in range(1, 41):
+        why = stop([], done[: 2 * n])
+        state = stop.state
+        assert state is not None
+        assert bool(why) == state.reached  # it stops exactly when the MDE is at most the target
+        if why:
+            first = n
+            break
+        assert not (math.isfinite(state.mde) and state.mde <= 0.05)
+    assert first is not None and first >= 7  # below 7 pairs the rank test cannot reach 0.05/3: MDE infinite
+    assert stop.by == "target"
+    assert why.startswith("stopped at the target: ±") and f"after {first} pairs" in why
+
+
+def test_it_never_stops_on_significance() -> None:
+    """The decision depends on the spread only: the same noise with a 30% effect stops at the same pair."""
+    ratios = noise(30, 0.04, seed=3)
+    when = []
+    for effect in (1.0, 1.3, 0.7):
+        stop = PrecisionStop("a", "b", target=0.05)
+        done = records(ratios, effect)
+        when.append(next((n for n in range(1, 31) if stop([], done[: 2 * n])), None))
+    assert when[0] is not None and when == [when[0]] * 3
+    # and a huge, very significant effect with a wide spread does not stop it
+    stop = PrecisionStop("a", "b", target=0.03)
+    loud = records([1.5 * r for r in noise(12, 0.2, seed=5)])
+    assert stop([], loud) == "" and not stop.state.reached  # type: ignore[union-attr]
+
+
+def test_it_falls_back_to_the_budget_and_says_how_far_it_got() -> None:
+    asked: list[int] = []
+
+    def budget(block: object, done: list[TrialRecord]) -> str:
+        asked.append(len(done))
+        return "deadline: 3 s left, a block takes about 7 s" if len(done) >= 16 else ""
+
+    stop = PrecisionStop("a", "b", target=0.01, budget=budget)
+    done = records(noise(20, 0.05))
+    reasons = [stop([], done[: 2 * n]) for n in range(1, 9)]
+    assert reasons[:-1] == [""] * 7 and reasons[-1].startswith("deadline")
+    assert asked == [2 * n for n in range(1, 9)]  # asked once per block, after the precision check
+    assert stop.by == "budget" and stop.state is not None
+    text = stop_text(stop.state, "budget")
+    assert re.match(r"stopped at the budget: ±[0-9.]+% reached after 8 pairs .*; ±1\.0% needs about \d+ more", text)
+    assert stop.state.more_pairs > 0
+
+
+def test_an_undefined_comparison_never_counts_as_reached() -> None:
+    p = paired_precision({"x": ([1.0, 2.0], [1.0, 0.0])}, target=0.5)
+    assert math.isnan(p.mde) and not p.reached
+    with pytest.raises(ValueError):
+        paired_precision({}, target=0.0)
