@@ -8,7 +8,8 @@ RUN: a warm A/A run of one case (labels a and b, e.g. `tunbench run -t 'wireguar
 Per metric (throughput, CPU per bit of client and server), from the window pairs' d = ln(b/a):
 - the within-bring-up SD (pooled SD of d around its bring-up pair's mean: what averaging windows removes),
 - the between-bring-up SD (the SD of the bring-up pairs' means, less the share the windows explain; the
-  one-way random-effects estimate), the ICC, and the lag-1 autocorrelation of d inside a bring-up;
+  one-way random-effects estimate), the ICC, and the lag-1 autocorrelation of d inside a bring-up (for
+  independent windows its estimate from W windows is biased to about -1/W, not 0);
 - then, for W windows per bring-up, the SD of one unit (a pair of bring-ups, its windows' mean):
   sqrt(between^2 + within^2 / W), the seconds a unit takes (a bring-up pair's fixed cost plus W window
   pairs, both measured in this run) and the paired MDE a budget gives at that many units (the calibrate
@@ -87,7 +88,8 @@ def main() -> None:
         print(
             f"\n{m.title}: within SD {within:.1%}, between SD {between:.1%} "
             f"(SD of unit means {math.sqrt(var_means):.1%}),"
-            f" ICC {icc:.2f}, lag-1 autocorrelation {np.mean(lag):+.2f} (mean over {len(lag)} bring-ups)"
+            f" ICC {icc:.2f}, lag-1 autocorrelation {np.mean(lag):+.2f} (mean over {len(lag)} bring-ups; "
+            f"about {-1 / w_mean:+.2f} for independent windows)"
         )
         for w in (1, 2, 3, 4, 6, 8, 10):
             sd = math.sqrt(between**2 + within**2 / w)
