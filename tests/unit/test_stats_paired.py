@@ -147,7 +147,7 @@ def _pairs(n: int, ratio: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return both[:, :, 0], both[:, :, 1] * ratio
 
 
-@pytest.mark.parametrize("n", [5, 8, 10, 15])
+@pytest.mark.parametrize("n", [5, 8, 10, 15, 20, 28])  # 18-28: the pairs a 2-minute comparison reaches here
 def test_paired_interval_has_the_coverage_it_states(n: int) -> None:
     ratio = math.exp(-0.03)
     a, b = _pairs(n, ratio, seed=300 + n)

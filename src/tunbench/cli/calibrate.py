@@ -9,6 +9,7 @@ it again (`tunbench compare calibrate-wireguard-go --label-a a --label-b b`).
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import time
@@ -19,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunbench.cli.console import console, err_console
-from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_cpuset
+from tunbench.cli.options import DEFAULT_DB, DbOpt, parse_cpuset
 from tunbench.cli.progress import RunProgress
 from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED, ConfigError
 
@@ -100,13 +101,21 @@ def calibrate(
             "measured windows (warm alternation, `tunbench run --warm`); 1 = a fresh bring-up per trial.",
         ),
     ] = 1,
-    cpuset: CpusetOpt = None,
+    cpuset: Annotated[
+        str | None,
+        typer.Option(
+            "--cpuset",
+            help="CPU placement of each side, as for `tunbench run --cpuset`, but split by default where the "
+            "host has 2 CPUs or more (it halved the CPU/bit noise here: BENCHMARKS §9); off to measure unplaced.",
+        ),
+    ] = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
 
     Runs TUNNEL twice, as labels a and b of one run, in paired blocks (each pair: a and b back to back, ab
-    and ba equally often), with short iperf3 trials (--duration 2 --omit 1) until --budget (60s) is spent:
+    and ba equally often), with short iperf3 trials (--duration 2 --omit 1) until --budget (60s) is spent,
+    each side on a CPU of its own (--cpuset split, where the host has two or more):
     a pair starts only if, at the pace so far, it ends within the budget. The run is stored like any other,
     named calibrate-<tunnel>.
 
@@ -147,7 +156,7 @@ def calibrate(
             "name": name or f"calibrate-{adapter}",
             "order": "blocks",
             "warm": warm,
-            "cpuset": parse_cpuset(cpuset),
+            "cpuset": parse_cpuset(cpuset if cpuset is not None else ("split" if (os.cpu_count() or 1) >= 2 else None)),
         },
         "workload": {
             "kind": ["iperf3"],
