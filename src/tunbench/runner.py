@@ -194,6 +194,7 @@ class Runner:
                 rec = self._record(pt, first.options)
                 t = dataclasses.replace(first, rec=rec)
                 rec.params["warm"] = {"bringup": first.tag, "window": pt.window}
+                rec.params["link_seed"] = first.link_seed
                 for key in ("sysctls", "cpu_cap", "cpuset"):  # what the bring-up recorded holds for every window
                     if key in first.rec.params:
                         rec.params[key] = first.rec.params[key]
@@ -233,6 +234,9 @@ class Runner:
                 f"\n--- {p.name}:\n" + p.read_text(errors="replace")[-2000:] for p in sorted(workdir.glob("*.log"))
             )
             return t, f"the warm bring-up {tag} failed: {e}{logs}"
+        except Exception as e:  # a bug of ours must not lose the run: its windows fail with it
+            own.close()
+            return t, f"internal error in the warm bring-up {tag}: {type(e).__name__}: {e}\n{traceback.format_exc()}"
         except BaseException:
             own.close()
             raise
@@ -258,12 +262,20 @@ class Runner:
                 return f"the tunnel of {t.tag} died in an earlier window: {e}"
             except (TrialError, CommandFailed, DependencyMissing) as e:
                 rec.status, rec.error = "failed", str(e)
+                try:  # a window can fail because the tunnel died: then the later ones must not run on it
+                    pair.tunnel.check_alive()
+                except TunnelError as dead:
+                    return f"the tunnel of {t.tag} died in an earlier window: {dead}"
                 break
             except Exception as e:  # a bug of ours must not lose the run: record it with its traceback
                 rec.status, rec.error = "failed", f"internal error: {type(e).__name__}: {e}"
                 rec.artifacts["traceback.txt"] = traceback.format_exc().encode()
                 break
-            self._account(t, pair, window, None)
+            try:
+                self._account(t, pair, window, None)
+            except Exception as e:
+                rec.status, rec.error = "failed", f"internal error: {type(e).__name__}: {e}"
+                rec.artifacts["traceback.txt"] = traceback.format_exc().encode()
             break
         if retried:
             rec.params["retried"] = retried
@@ -492,10 +504,15 @@ class Runner:
             if self.cpuset:
                 rec.params["cpuset"] = {r: c for r, c in self.cpuset.items() if r != "link" or link}
         rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
+        # client_cpu= / server_cpu=: the tunnel's processes only; entered before the tunnel, so the cap's
+        # cgroup is removed after the tunnel has stopped its processes (not by killing them first)
+        caps = {
+            role: (stack.enter_context(CpuCap(f"{self.ledger.prefix}-{t.tag}-{role}-cap", self.ledger)), pct)
+            for role, pct in case.tunnel.cpu_caps.items()
+        }
         tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, t.workdir, cgroups))
         assert tunnel.target is not None
-        for role, pct in case.tunnel.cpu_caps.items():  # client_cpu= / server_cpu=: the tunnel's processes only
-            cap = stack.enter_context(CpuCap(f"{self.ledger.prefix}-{t.tag}-{role}-cap", self.ledger))
+        for role, (cap, pct) in caps.items():
             cap.add(tunnel.pids(role))
             cap.limit(pct)
             rec.params.setdefault("cpu_cap", {})[role] = pct

@@ -261,6 +261,7 @@ def prepare(
     if inventory is not None:
         check_placeable(plan, inventory)
     plan.cpuset, plan.cpuset_note = resolve_cpuset(plan)
+    check_caps(plan)
     if dry_run:
         try:
             check_dependencies(refs, profiles, tuple(wl.kind))
@@ -275,6 +276,23 @@ def prepare(
 
         check_tools()
     return plan
+
+
+def check_caps(plan: RunPlan) -> None:
+    """client_cpu= / server_cpu= cap the pair's tunnel processes: refused with the workloads that bring up
+    many clients or their own tunnels, where it would silently not apply."""
+    capped = [r.label for r in plan.refs if r.cpu_caps]
+    if not capped:
+        return
+    for kind in plan.scenario.workload.kind:
+        w = get_workload(kind)
+        if w.fleet or w.owns_bringup:
+            raise ConfigError(
+                f"client_cpu= / server_cpu= ({', '.join(capped)}) cap the client/server pair's tunnel; workload "
+                f"{kind!r} brings up many clients or its own tunnels, where no cap applies",
+                source=plan.source,
+                key="run.tunnels",
+            )
 
 
 def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:

@@ -156,7 +156,7 @@ def calibrate(
             "name": name or f"calibrate-{adapter}",
             "order": "blocks",
             "warm": warm,
-            "cpuset": parse_cpuset(cpuset if cpuset is not None else ("split" if (os.cpu_count() or 1) >= 2 else None)),
+            "cpuset": parse_cpuset(cpuset if cpuset is not None else _default_cpuset()),
         },
         "workload": {
             "kind": ["iperf3"],
@@ -184,7 +184,7 @@ def calibrate(
     text = equivalent_run(sc, budget=None if pairs is not None else budget)
     plan = session.prepare(sc, source)
     clock = _Clocked(console, db)
-    deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=math.ceil(MIN_PAIRS / warm))
+    deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=MIN_PAIRS)
     if deadline is not None:
         console.print(f"calibrate: pairs until the budget ({budget}) is spent, at most {n} (the plan below)")
     with graceful_signals(console), clock:
@@ -206,6 +206,13 @@ def calibrate(
         f"`tunbench compare {escape(run_rec.name)} --label-a a --label-b b` compares it again"
     )
     _exit(outcome.status, run_rec)
+
+
+def _default_cpuset() -> str | None:
+    """split where this host can place (2+ CPUs and a cpuset hierarchy tunbench may use), else the run's."""
+    from tunbench.host.cgroup import cpuset_root
+
+    return "split" if (os.cpu_count() or 1) >= 2 and cpuset_root() is not None else None
 
 
 def equivalent_run(sc: Scenario, budget: str | None = None) -> str:

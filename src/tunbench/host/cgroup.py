@@ -298,6 +298,12 @@ class CpuCap:
         return (V1_CPU / "cpu.cfs_quota_us").exists()
 
     def __enter__(self) -> CpuCap:
+        if self.available() and V1_CPU.resolve() == V1_CPUACCT.resolve():
+            # co-mounted (cpu,cpuacct): joining the cap would take the processes out of their accounting cgroup
+            raise TrialError(
+                "a CPU cap needs cgroup v1's cpu controller mounted apart from cpuacct; here they share one "
+                f"hierarchy ({V1_CPU.resolve()}), so a capped process would leave its role's accounting cgroup"
+            )
         if not self.available():
             raise TrialError(
                 "a CPU cap (the storm's overload variant, client_cpu= / server_cpu=) needs the cgroup-v1 cpu "

@@ -603,7 +603,7 @@ def compare_runs(
                 if len(pa) >= MIN_PAIRS:
                     va, vb, paired = pa, pb, True
                 else:
-                    if warm:  # windows of one bring-up are not independent samples either
+                    if warm and pa:  # windows of one bring-up are not independent samples either
                         va, vb = pa, pb
                     too_few.append(f"{case_text(ka)} {metric.title}")
                     if metric.kind == "throughput" or len(too_few) == 1:
