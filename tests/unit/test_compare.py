@@ -809,3 +809,23 @@ def test_cli_compare_target_says_the_mde_reached_and_what_reaches_the_target(tmp
     bad = runner.invoke(app, [*base, "--target", "0"])
     assert isinstance(bad.exception, CompareError) and bad.exception.exit_code == 2
     assert "--target '0': must be above 0%" in str(bad.exception)
+
+
+def test_two_warm_runs_compare_bring_ups_not_windows() -> None:
+    # unpaired (two runs): each side's independent units are its bring-ups, each its windows' mean
+    def warm_run(uid: str, level: float) -> RunRecord:
+        trials = []
+        for unit in range(4):
+            for w in range(3):
+                t = trial(len(trials) + 1, "x", level * (1 + 0.01 * w), tunnel="socat", repetition=unit * 3 + w + 1)
+                t.params["warm"] = {"bringup": f"t{unit}w", "window": w + 1}
+                trials.append(t)
+        return run(trials, uid=uid)
+
+    res = compare_runs(warm_run("tb00000a", 4e9), warm_run("tb00000b", 3e9))
+    thr = rows_by_metric(res)["throughput_bps"].result
+    assert thr.analysis == "unpaired" and (thr.baseline.n, thr.candidate.n) == (4, 4)  # not 12 windows each
+    from tunbench.report.precision import windows_per_bringup
+
+    assert windows_per_bringup(warm_run("tb00000c", 1e9)) == 3.0
+    assert windows_per_bringup(run([trial(1, "x", 1e9)])) == 1.0

@@ -404,8 +404,17 @@ def _rest(case: CaseKey) -> tuple[str, str, int, str, int, str]:
 
 
 def _values(trials: list[TrialRecord], metric: Metric) -> list[float]:
-    vals = (metric.value(t) for t in trials if t.status == "ok")
-    return [float(v) for v in vals if v is not None and math.isfinite(v)]
+    """The metric's ok values, one per independent unit: a cold trial, or a warm bring-up (its windows'
+    mean, as pair_values takes them: the windows of one bring-up are not independent samples)."""
+    units: dict[object, list[float]] = {}
+    for t in trials:
+        v = metric.value(t) if t.status == "ok" else None
+        if v is None or not math.isfinite(v):
+            continue
+        warm = t.params.get("warm")
+        key = ("warm", str(warm.get("bringup"))) if isinstance(warm, dict) else ("trial", t.seq)
+        units.setdefault(key, []).append(float(v))
+    return [_mean(vs) for vs in units.values()]
 
 
 def _by_repetition(trials: list[TrialRecord]) -> dict[int, TrialRecord]:

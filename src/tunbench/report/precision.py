@@ -140,16 +140,30 @@ def target_lines(result: CompareResult, runs: Sequence[RunRecord], target: float
         have, unit = min(min(r.result.baseline.n, r.result.candidate.n) for r in gated), "repetitions per side"
     more = max(0, need - have)
     pace = round_seconds(runs[-1]) if c.analysis == "paired" else None
+    per = "repetition"
+    if pace is not None and (windows := windows_per_bringup(runs[-1])) > 1:
+        pace, per = pace * windows, "pair of warm bring-ups"  # the paired analysis' unit under --warm
     when = ""
     if pace is not None:
         when = (
-            f"; at this run's pace ({pace:.1f} s per repetition) about {_minutes(more * pace)} more, "
+            f"; at this run's pace ({pace:.1f} s per {per}) about {_minutes(more * pace)} more, "
             f"{_minutes(need * pace)} in all (`tunbench run ... --target-mde {fmt_mde(target).lstrip('±')} "
             f"--budget {math.ceil(need * pace / 60)}m`)"
         )
     return [
         f"{got}; for {fmt_mde(target)} about {need} {unit} in all, {more} more{when} (if the spread stays as measured)"
     ]
+
+
+def windows_per_bringup(run: RunRecord) -> float:
+    """The mean number of windows per warm bring-up of a run (1.0 for cold trials)."""
+    bringups: dict[str, int] = {}
+    for t in run.trials:
+        warm = t.params.get("warm")
+        if isinstance(warm, dict):
+            key = str(warm.get("bringup"))
+            bringups[key] = bringups.get(key, 0) + 1
+    return sum(bringups.values()) / len(bringups) if bringups else 1.0
 
 
 def round_seconds(run: RunRecord) -> float | None:
