@@ -172,8 +172,7 @@ def warm_capable(case: Case) -> bool:
     its tunnels up itself, nor a many-client one)."""
     from tunbench import workloads
 
-    w = workloads.get(case.workload)
-    return not (w.fleet or w.owns_bringup)
+    return workloads.get(case.workload).pair()
 
 
 def counterbalanced(block: list[Case], rng: random.Random) -> list[list[Case]]:

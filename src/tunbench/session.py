@@ -278,21 +278,24 @@ def prepare(
     return plan
 
 
+def not_pair(plan: RunPlan) -> str:
+    """The first workload of the run that is not measured on the client/server pair (Workload.pair), or ""."""
+    return next((kind for kind in plan.scenario.workload.kind if not get_workload(kind).pair()), "")
+
+
 def check_caps(plan: RunPlan) -> None:
     """client_cpu= / server_cpu= cap the pair's tunnel processes: refused with the workloads that bring up
     many clients or their own tunnels, where it would silently not apply."""
     capped = [r.label for r in plan.refs if r.cpu_caps]
     if not capped:
         return
-    for kind in plan.scenario.workload.kind:
-        w = get_workload(kind)
-        if w.fleet or w.owns_bringup:
-            raise ConfigError(
-                f"client_cpu= / server_cpu= ({', '.join(capped)}) cap the client/server pair's tunnel; workload "
-                f"{kind!r} brings up many clients or its own tunnels, where no cap applies",
-                source=plan.source,
-                key="run.tunnels",
-            )
+    if kind := not_pair(plan):
+        raise ConfigError(
+            f"client_cpu= / server_cpu= ({', '.join(capped)}) cap the client/server pair's tunnel; workload "
+            f"{kind!r} brings up many clients or its own tunnels, where no cap applies",
+            source=plan.source,
+            key="run.tunnels",
+        )
 
 
 def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
@@ -311,15 +314,13 @@ def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
             source=plan.source,
             key="run.cpuset",
         )
-    for kind in plan.scenario.workload.kind:
-        w = get_workload(kind)
-        if w.fleet or w.owns_bringup:
-            raise ConfigError(
-                f"CPU placement covers the client/server pair; workload {kind!r} brings up many clients or its "
-                "own tunnels: run it with cpuset = 'off'",
-                source=plan.source,
-                key="run.cpuset",
-            )
+    if kind := not_pair(plan):
+        raise ConfigError(
+            f"CPU placement covers the client/server pair; workload {kind!r} brings up many clients or its "
+            "own tunnels: run it with cpuset = 'off'",
+            source=plan.source,
+            key="run.cpuset",
+        )
     cpus = online_cpus()
     note = ""
     if setting == "split":
@@ -419,15 +420,13 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             source=plan.source,
             key="run.profiles",
         )
-    for kind in plan.scenario.workload.kind:
-        w = get_workload(kind)
-        if w.fleet or w.owns_bringup:
-            raise ConfigError(
-                f"workload {kind!r} is not placed on hosts yet (it brings up many clients or its own tunnels): "
-                "with --hosts use iperf3, latency, rrul or udp",
-                source=plan.source,
-                key="workload.kind",
-            )
+    if kind := not_pair(plan):
+        raise ConfigError(
+            f"workload {kind!r} is not placed on hosts yet (it brings up many clients or its own tunnels): "
+            "with --hosts use iperf3, latency, rrul or udp",
+            source=plan.source,
+            key="workload.kind",
+        )
     if plan.flamegraphs:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
     if capped := [r.label for r in plan.refs if r.cpu_caps]:

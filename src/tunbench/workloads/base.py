@@ -176,6 +176,12 @@ class Workload(ABC, Generic[C, Opt]):
     # the bring-up is what it measures: the runner hands it a BringupContext to bring tunnels up itself
     owns_bringup: ClassVar[bool] = False
 
+    @classmethod
+    def pair(cls) -> bool:
+        """Measured on the runner's one client/server pair (neither a fleet nor its own bring-ups): what warm
+        windows, CPU placement, CPU caps and --hosts apply to."""
+        return not (cls.fleet or cls.owns_bringup)
+
     # its own table (terminal and HTML): the headline metrics of its cases and a caption. Empty: a bulk
     # throughput workload, whose cases go in the throughput summary (Mbit/s, ×direct, CPU, Mbit/CPU-s)
     columns: ClassVar[tuple[Column, ...]] = ()
