@@ -195,9 +195,8 @@ class Runner:
                 t = dataclasses.replace(first, rec=rec)
                 rec.params["warm"] = {"bringup": first.tag, "window": pt.window}
                 rec.params["link_seed"] = first.link_seed
-                for key in ("sysctls", "cpu_cap", "cpuset"):  # what the bring-up recorded holds for every window
-                    if key in first.rec.params:
-                        rec.params[key] = first.rec.params[key]
+                for key, value in first.rec.params.items():  # what the bring-up recorded holds for every window
+                    rec.params.setdefault(key, value)
                 if isinstance(pair, str):
                     rec.status, rec.error = "failed", pair
                 else:

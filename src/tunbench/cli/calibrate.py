@@ -133,6 +133,7 @@ def calibrate(
     from tunbench.cli.progress import graceful_signals
     from tunbench.config.load import load_scenario, with_overrides
     from tunbench.report.compare import parse_threshold
+    from tunbench.report.precision import windows_per_bringup
     from tunbench.runner import Deadline
     from tunbench.store.backend import redact
     from tunbench.store.db import Store
@@ -197,8 +198,7 @@ def calibrate(
         console.print(f"stopped after {ran} of at most {n} pairs, at the budget ({budget}): {outcome.stopped}")
     span = (clock.last_done or started) - (clock.first_start or started)
     # the unit of the paired analysis: a pair of trials, or with --warm a pair of bring-ups (its windows' mean)
-    units = len({str(t.params["warm"]["bringup"]) for t in run_rec.trials if "warm" in t.params and t.label == "a"})
-    pair_s = span / (units or ran) if span > 0 else per_pair * warm
+    pair_s = span / ran * windows_per_bringup(run_rec) if span > 0 else per_pair * warm
     for line in calibration_lines(run_rec, pair_s=pair_s, overhead_s=max(0.0, total_s - span), target=goal):
         console.print(line)
     console.print(
