@@ -505,8 +505,9 @@ class Runner:
         rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
         # client_cpu= / server_cpu=: the tunnel's processes only; entered before the tunnel, so the cap's
         # cgroup is removed after the tunnel has stopped its processes (not by killing them first)
+        period_us = case.tunnel.cpu_period_us
         caps = {
-            role: (stack.enter_context(CpuCap(f"{self.ledger.prefix}-{t.tag}-{role}-cap", self.ledger)), pct)
+            role: (stack.enter_context(CpuCap(f"{self.ledger.prefix}-{t.tag}-{role}-cap", self.ledger, period_us)), pct)
             for role, pct in case.tunnel.cpu_caps.items()
         }
         tunnel = stack.enter_context(Tunnel(case.tunnel, topo, self.ledger, t.workdir, cgroups))
@@ -515,6 +516,8 @@ class Runner:
             cap.add(tunnel.pids(role))
             cap.limit(pct)
             rec.params.setdefault("cpu_cap", {})[role] = pct
+        if caps:
+            rec.params["cpu_cap_period_ms"] = period_us / 1000
         ctx = Context(
             topo=topo,
             target=tunnel.target,

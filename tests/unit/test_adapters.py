@@ -65,7 +65,7 @@ def test_params_and_label() -> None:
 
 
 def test_unknown_param_is_named() -> None:
-    with pytest.raises(ConfigError, match="no parameter 'cipher'.*known: bin, buffer, client_cpu, commit, label"):
+    with pytest.raises(ConfigError, match="no parameter .cipher.*known: bin, buffer, client_cpu, commit, cpu_period"):
         parse_ref("socat[cipher=x]")
 
 
@@ -78,6 +78,19 @@ def test_cpu_caps_are_the_references_own() -> None:
     for bad in ("0", "-5%", "abc", "100000%"):
         with pytest.raises(ConfigError, match=f"client_cpu='{bad}'.*share of one core"):
             parse_ref(f"wireguard-go[client_cpu={bad}]")
+
+
+def test_cpu_period_sets_the_caps_period() -> None:
+    ref = parse_ref("wireguard-go[client_cpu=64%,cpu_period=10ms]")
+    assert (ref.cpu_caps, ref.cpu_period_us) == ({"client": 64.0}, 10_000)
+    assert ref.label == "wireguard-go[client_cpu=64%,cpu_period=10ms]"
+    assert parse_ref("wireguard-go[client_cpu=64%]").cpu_period_us == 100_000  # the kernel's default
+    assert "cpu_period" not in ref.merged_params()
+    with pytest.raises(ConfigError, match="cpu_period=.*add client_cpu= or server_cpu="):
+        parse_ref("wireguard-go[cpu_period=10ms]")
+    for bad in ("0.5ms", "2000", "fast"):
+        with pytest.raises(ConfigError, match=f"cpu_period='{bad}'.*1 to 1000 ms"):
+            parse_ref(f"wireguard-go[client_cpu=50%,cpu_period={bad}]")
 
 
 def test_unknown_tunnel() -> None:

@@ -288,10 +288,10 @@ class CpuCap:
     """A cgroup-v1 `cpu` group whose CFS quota caps a role's tunnel processes (the overload variant's server, a
     tunnel reference's client_cpu= / server_cpu=)."""
 
-    def __init__(self, name: str, ledger: Ledger) -> None:
+    def __init__(self, name: str, ledger: Ledger, period_us: int = 100_000) -> None:
         self.path = V1_CPU / name
         self._ledger = ledger
-        self.period_us = 100_000
+        self.period_us = period_us  # the CFS period the quota is spent over (the kernel's default: 100 ms)
 
     @staticmethod
     def available() -> bool:

@@ -3,8 +3,10 @@
 
 Some keys are the reference's own, not the adapter's: `label` (the name the tunnel's cases go by), `commit`
 (the commit the tunnel's build was made from, recorded in the run's provenance for `tunbench history`; it
-is never passed to the adapter's templates), and `client_cpu` / `server_cpu` (a CPU cap on that role's tunnel
-processes, in % of one core: a slower machine, or a known slowdown to test a comparison's power)."""
+is never passed to the adapter's templates), `client_cpu` / `server_cpu` (a CPU cap on that role's tunnel
+processes, in % of one core: a slower machine, or a known slowdown to test a comparison's power) and
+`cpu_period` (the caps' CFS period: 100 ms, the kernel's default, throttles in 100 ms stalls; 10 ms spreads
+the same share evenly)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from tunbench.topology.addresses import Family
 from tunbench.tunnels.spec import LoadedAdapter, load_adapter
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
+DEFAULT_CPU_PERIOD_US = 100_000  # the kernel's own default CFS period
 _REF = re.compile(r"^(?P<name>[^\[\]]+?)(?:\[(?P<params>[^\]]*)\])?$")
 
 
@@ -31,6 +34,7 @@ class TunnelRef:
     label: str = ""
     commit: str = ""
     cpu_caps: dict[str, float] = field(default_factory=dict)  # role -> % of one core (client_cpu=, server_cpu=)
+    cpu_period_us: int = DEFAULT_CPU_PERIOD_US  # the caps' CFS period (cpu_period=)
     # the run's IP families ([topology] underlay / overlay), set by the session for every tunnel of a run
     underlay: Family = "ipv4"
     overlay: Family = "ipv4"
@@ -88,6 +92,7 @@ def parse_ref(text: str, source: str = "--tunnel") -> TunnelRef:
     adapter = find_adapter(m.group("name").strip(), source)
     params: dict[str, str] = {}
     caps: dict[str, float] = {}
+    period_us: int | None = None
     label = commit = ""
     raw = m.group("params")
     if raw:
@@ -104,17 +109,31 @@ def parse_ref(text: str, source: str = "--tunnel") -> TunnelRef:
                 commit = value
             elif key in CAP_KEYS:
                 caps[CAP_KEYS[key]] = _cap(value, key, text, source)
+            elif key == "cpu_period":
+                period_us = _period(value, text, source)
             elif key not in adapter.spec.params:
-                known = ", ".join(sorted([*adapter.spec.params, "commit", "label", *CAP_KEYS]))
+                known = ", ".join(sorted([*adapter.spec.params, "commit", "cpu_period", "label", *CAP_KEYS]))
                 raise ConfigError(
                     f"tunnel {adapter.spec.name!r} has no parameter {key!r} (known: {known})", source=source
                 )
             else:
                 params[key] = value
+    if period_us is not None and not caps:
+        raise ConfigError(f"cpu_period= in {text!r} sets the period of a CPU cap: add client_cpu= or server_cpu=",
+                          source=source)  # fmt: skip
     if not label:  # the commit is left out: one label's history runs across commits
         shown = [f"{k}={v}" for k, v in params.items()] + [f"{r}_cpu={p:g}%" for r, p in caps.items()]
+        if period_us is not None:
+            shown.append(f"cpu_period={period_us / 1000:g}ms")
         label = adapter.spec.name + (f"[{','.join(shown)}]" if shown else "")
-    return TunnelRef(adapter=adapter, params=params, label=label, commit=commit, cpu_caps=caps)
+    return TunnelRef(
+        adapter=adapter,
+        params=params,
+        label=label,
+        commit=commit,
+        cpu_caps=caps,
+        cpu_period_us=period_us or DEFAULT_CPU_PERIOD_US,
+    )
 
 
 CAP_KEYS = {"client_cpu": "client", "server_cpu": "server"}
@@ -133,6 +152,19 @@ def _cap(value: str, key: str, text: str, source: str) -> float:
             source=source,
         )
     return pct
+
+
+def _period(value: str, text: str, source: str) -> int:
+    """`cpu_period=10ms` (or `10`, in ms): the CFS period, 1 ms to 1 s as the kernel allows; in microseconds."""
+    try:
+        ms = float(value.strip().removesuffix("ms"))
+    except ValueError:
+        ms = -1.0
+    if not 1 <= ms <= 1000:
+        raise ConfigError(
+            f"cpu_period={value!r} in {text!r}: expected a CFS period such as 10ms (1 to 1000 ms)", source=source
+        )
+    return int(ms * 1000)
 
 
 def required_programs(ref: TunnelRef) -> list[str]:
