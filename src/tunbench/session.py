@@ -412,13 +412,14 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             key="topology.underlay",
         )
     emulated = [p.name for p in plan.profiles if p.emulated]
-    if emulated and hosts["client"].name != hosts["server"].name:
+    client = hosts["client"]
+    if emulated and client.name != hosts["server"].name and not client.egress_address:
         raise ConfigError(
-            f"profile(s) {', '.join(emulated)} emulate a link, and emulation between two hosts is not supported "
-            "yet: run --hosts with --profile lan (the real network between the hosts), or give both roles to "
-            "one host (the emulator then joins two namespaces there, as in a local run)",
-            source=plan.source,
-            key="run.profiles",
+            f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts runs on the client host's "
+            f"egress and needs a second, unused address of its network there: set tunbench_egress_address= on "
+            f"host {client.name} (docs/multi-host.md), or run --profile lan (the real network between the hosts)",
+            source=client.source,
+            key="tunbench_egress_address",
         )
     if kind := not_pair(plan):
         raise ConfigError(

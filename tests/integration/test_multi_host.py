@@ -18,7 +18,7 @@ import pytest
 
 from tests.integration.helpers import leftovers, tunbench
 from tests.integration.test_lifecycle import start_run
-from tests.sshhosts import SRC_DIR, SshHosts, ssh_hosts
+from tests.sshhosts import SRC_DIR, SUBNET4, SshHosts, ssh_hosts
 
 
 @pytest.fixture(scope="module")
@@ -275,6 +275,35 @@ def test_both_roles_on_one_host_with_an_emulated_link(hosts: SshHosts, tmp_path:
             assert 39.0 < t["metrics"]["latency.p50_ms"] < 80.0, "the emulator's 20 ms each way"
         if t["label"] == "wireguard-go":
             assert all(t["cpu"][r]["user_s"] + t["cpu"][r]["sys_s"] > 0 for r in ("client", "server"))
+    nothing_left(hosts, agent_prefixes(doc))
+
+
+def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    refused, _ = run_hosts(tmp_path, hosts.inventory, "-t", "wireguard-go", "--profile", "d20:delay=20ms", "--dry-run")
+    assert refused.returncode == 2 and "tunbench_egress_address" in refused.stderr, refused.stdout + refused.stderr
+    egress = f"{SUBNET4}.101"
+    inv = write_inventory(hosts, tmp_path, h1=f"tunbench_egress_address={egress}")
+    res, doc = run_hosts(
+        tmp_path,
+        inv,
+        *("-t", "wireguard-go", "-w", "iperf3,latency", "--profile", "d20:delay=20ms,rate=50mbit"),
+        *("--direction", "up,down", "--duration", "2", "--omit", "1", "--repeat", "1"),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert set(doc["run"]["provenance"]["hosts"]) == {"h1", "h2"}
+    seen = set()
+    for t in doc["trials"]:
+        assert t["status"] == "ok", t["error"]
+        seen.add((t["label"], t["workload"]))
+        # every trial crossed the emulator on h1, in both directions
+        assert t["metrics"]["link.up.delivered_packets"] > 0 and t["metrics"]["link.down.delivered_packets"] > 0
+        if t["workload"] == "latency":
+            assert 39.0 < t["metrics"]["latency.p50_ms"] < 80.0, "the emulator's 20 ms each way"
+        if t["workload"] == "iperf3":
+            assert 30e6 < t["throughput_bps"] <= 51e6, "the emulator's 50 Mbit/s"
+        if t["label"] == "wireguard-go":
+            assert all(t["cpu"][r]["user_s"] + t["cpu"][r]["sys_s"] > 0 for r in ("client", "server"))
+    assert seen >= {("direct", "iperf3"), ("wireguard-go", "iperf3"), ("wireguard-go", "latency")}
     nothing_left(hosts, agent_prefixes(doc))
 
 

@@ -60,6 +60,9 @@ def test_ini_inventory(tmp_path: Path) -> None:
     assert server.user == "root" and server.ssh_host == "bench2.lab" and server.port is None
     assert server.ssh_args == ("-o", "ProxyJump=gw0", "-o", "Compression=no")
     assert server.address is None and server.address6 == "2001:db8::2"
+    assert client.egress_address is None
+    lab = write(tmp_path, "e.ini", "[client]\nh1 tunbench_address=10.0.0.1 tunbench_egress_address=10.0.0.11\n")
+    assert load_inventory(lab).for_role("client").egress_address == "10.0.0.11"
     gw = inv.host("gw0")
     assert gw.roles == frozenset() and gw.user == "admin" and gw.address == "192.0.2.254"
     assert gw.command == "tunbench"
@@ -151,13 +154,19 @@ def test_table_hosts() -> None:
     inv = inventory_from_table(
         {
             "ssh_config": "/cfg",
-            "client": {"ssh": "root@bench1", "address": "192.0.2.1", "ssh_args": "-o ProxyJump=gw"},
+            "client": {
+                "ssh": "root@bench1",
+                "address": "192.0.2.1",
+                "ssh_args": "-o ProxyJump=gw",
+                "egress_address": "192.0.2.11",
+            },
             "server": {"ssh": "ssh://bench@[2001:db8::2]:2200", "address": "192.0.2.2", "command": "/opt/tunbench"},
         },
         "s.toml",
     )
     assert inv.ssh_config == "/cfg"
     c, s = inv.for_role("client"), inv.for_role("server")
+    assert (c.egress_address, s.egress_address) == ("192.0.2.11", None)
     assert (c.name, c.ssh_host, c.user, c.port, c.ssh_args) == (
         "bench1",
         "bench1",
@@ -186,6 +195,7 @@ def test_table_hosts() -> None:
         ("[client]\nh1 tunbench_adress=1.2.3.4\n", 2, "tunbench_adress", "unknown tunbench variable"),
         ("[client]\nh1 tunbench_address=fe80::1\n", 2, "tunbench_address", "IPv4"),
         ("[client]\nh1 tunbench_address6=10.0.0.1\n", 2, "tunbench_address6", "IPv6"),
+        ("[client]\nh1 tunbench_egress_address=eth0\n", 2, "tunbench_egress_address", "IPv4"),
         ("[client]\nh1 ansible_port\n", 2, "h1", "key=value"),
         ("[client]\nh1 x='unclosed\n", 2, "", "cannot split"),
         ("[client:kids]\nh1\n", 1, "[client:kids]", "unknown section type"),

@@ -34,6 +34,7 @@ from tunbench.link.emulator import LinkEmulator, profile_link_builder
 from tunbench.link.profile import Profile
 from tunbench.monitor.sampler import Sampler
 from tunbench.remote import facts
+from tunbench.remote.egress import EgressLink
 from tunbench.remote.protocol import build_id, error_answer
 from tunbench.topology.build import Topology, TopologySpec
 
@@ -128,6 +129,51 @@ class Agent:
         if emulator is not None:
             self.links[out["client"]["place"]] = emulator
         return out
+
+    def op_egress_open(
+        self,
+        tag: str,
+        spec: dict[str, Any],
+        profile: dict[str, Any],
+        seed: int,
+        address: str,
+        server: str,
+        link_prefix: str,
+    ) -> dict[str, Any]:
+        """The client role of a two-host run with an emulated profile: a namespace of its own whose way to the
+        server crosses tunbench-link (remote/egress.py), with the client role's cgroup. It goes when the place
+        is closed."""
+        stack = contextlib.ExitStack()
+        try:
+            wd = stack.enter_context(workdir(self.ledger, tag))
+            egress = stack.enter_context(
+                EgressLink(
+                    self.ledger,
+                    tag,
+                    link_prefix,
+                    TopologySpec(**spec),
+                    Profile(**profile),
+                    seed,
+                    wd,
+                    address=address,
+                    server=server,
+                )
+            )
+            cgroups = {"client": stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{tag}-client", self.ledger))}
+        except BaseException:
+            stack.close()
+            raise
+        key = self._id("p")
+        self.places[key] = _PlaceState(LocalPlace(egress.netns, self.ledger, wd, cgroups), stack)
+        if egress.emulator is not None:
+            self.links[key] = egress.emulator
+        return {
+            "place": key,
+            "workdir": str(wd),
+            "netns": egress.netns,
+            "sysctls": egress.sysctls_applied,
+            "egress": egress.device,
+        }
 
     def op_place_close(self, place: str) -> dict[str, Any]:
         st = self.places.pop(place, None)

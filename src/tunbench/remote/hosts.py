@@ -144,10 +144,11 @@ class HostsTopology:
         self.link = None
         self.sysctls_applied: dict[str, dict[str, str]] = {}
         r = hosts.roles
+        # two hosts: the hosts' own underlay addresses; with an emulated profile the client's is its host's
+        # egress address (the emulator's namespace sends from it)
+        client_addr = (r["client"].egress_address if self.emulated else None) or r["client"].address or ""
         self.addr: AddressPlan = (
-            AddressPlan()
-            if self.shared
-            else HostAddressPlan(client=r["client"].address or "", server=r["server"].address or "")
+            AddressPlan() if self.shared else HostAddressPlan(client=client_addr, server=r["server"].address or "")
         )
         self._places: dict[str, RemotePlace] = {}
 
@@ -157,6 +158,9 @@ class HostsTopology:
                 self._open_pair()
                 return self
             for role in ROLES:
+                if role == "client" and self.emulated:
+                    self._open_egress()
+                    continue
                 conn = self.hosts.conn(role)
                 r = conn.call(
                     "place_open", tag=f"{self.tag}{role[0]}", netns=None, roles=[role], link_prefix=self.prefix
@@ -169,6 +173,28 @@ class HostsTopology:
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self._close()
+
+    @property
+    def emulated(self) -> bool:
+        return self.profile is not None and self.profile.emulated
+
+    def _open_egress(self) -> None:
+        """Two hosts and an emulated profile: the client runs in a namespace of the client host whose traffic
+        to the server crosses tunbench-link, from the host's egress address (remote/egress.py)."""
+        assert self.profile is not None
+        conn, host = self.hosts.conn("client"), self.hosts.roles["client"]
+        r = conn.call(
+            "egress_open",
+            tag=f"{self.tag}c",
+            spec={**asdict(self.spec), "sysctls": dict(self.spec.sysctls)},
+            profile=self.profile.model_dump(),
+            seed=self.seed,
+            address=host.egress_address,
+            server=self.addr.server,
+            link_prefix=self.prefix,
+        )
+        self.sysctls_applied = {r["netns"]: r["sysctls"]}
+        self._places["client"] = RemotePlace(conn, str(r["place"]), str(r["workdir"]), str(r["netns"]))
 
     def _open_pair(self) -> None:
         """Both roles on one host: its agent builds the two namespaces and their link (tunnels' variables then

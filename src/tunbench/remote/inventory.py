@@ -32,7 +32,14 @@ ROLES = ("client", "server", "middle")
 DEFAULT_COMMAND = "tunbench"
 # tunbench's own variables; another tunbench_* name is a typo and an error
 TUNBENCH_VARS = frozenset(
-    {"tunbench_address", "tunbench_address6", "tunbench_roles", "tunbench_command", "tunbench_ssh_config"}
+    {
+        "tunbench_address",
+        "tunbench_address6",
+        "tunbench_egress_address",
+        "tunbench_roles",
+        "tunbench_command",
+        "tunbench_ssh_config",
+    }
 )
 # connection types that still mean "run ssh to the host" (anything else, e.g. `local`, is refused for a host
 # that takes a role: tunbench reaches its hosts only through ssh)
@@ -58,6 +65,9 @@ class Host:
     roles: frozenset[str]  # client, server, middle
     command: str  # tunbench_command: how to start tunbench there (a shell command line)
     source: str  # file:line where the host was first defined
+    # tunbench_egress_address: a second, unused IPv4 of the host's network, for an emulated profile between
+    # two hosts (the tunnel's client uses it from a namespace behind the emulator: topology/egress.py)
+    egress_address: str | None = None
 
     def ssh_argv(self, ssh_config: str | None = None) -> list[str]:
         """`ssh` with this host's options, ending with the destination (the caller appends the remote
@@ -495,6 +505,7 @@ def _host(p: _Parsed, h: _HostDef, groups: set[str], merged: dict[str, _Var]) ->
         roles=frozenset(roles),
         command=command,
         source=src,
+        egress_address=_ip(p, merged.get("tunbench_egress_address"), "tunbench_egress_address", 4),
     )
 
 
@@ -551,7 +562,9 @@ def load_inventory(path: Path) -> Inventory:
     return _build(parsed, path.parent)
 
 
-HOST_TABLE_KEYS = frozenset({"ssh", "name", "port", "identity_file", "ssh_args", "address", "address6", "command"})
+HOST_TABLE_KEYS = frozenset(
+    {"ssh", "name", "port", "identity_file", "ssh_args", "address", "address6", "egress_address", "command"}
+)
 
 
 def inventory_from_table(table: Mapping[str, Any], source: str, *, text: str = "", prefix: str = "hosts") -> Inventory:
@@ -569,6 +582,7 @@ def inventory_from_table(table: Mapping[str, Any], source: str, *, text: str = "
         ssh_args = ["-o", "ProxyJump=gw"]  # optional: a list, or one string split like a shell
         address = "192.0.2.2"
         address6 = "2001:db8::2"           # optional
+        egress_address = "192.0.2.11"      # optional: a second address, for emulated profiles (client host)
         command = "/opt/tunbench/bin/tunbench"   # optional: how to start tunbench there (default "tunbench")
 
     A role is `client`, `server` or `middle`. Two roles whose tables give the same `ssh` destination are one
@@ -601,15 +615,8 @@ def inventory_from_table(table: Mapping[str, Any], source: str, *, text: str = "
         host = _table_host(role, entry, error, source, text, prefix)
         same = hosts.get(host.ssh_host + "@" + (host.user or ""))
         if same is not None:
-            if (same.name, same.port, same.identity_file, same.ssh_args, same.address, same.address6, same.command) != (
-                host.name,
-                host.port,
-                host.identity_file,
-                host.ssh_args,
-                host.address,
-                host.address6,
-                host.command,
-            ):
+            fields = ("name", "port", "identity_file", "ssh_args", "address", "address6", "egress_address", "command")
+            if any(getattr(same, f) != getattr(host, f) for f in fields):
                 raise error(f"the same host as {'/'.join(sorted(same.roles))}, with different settings", role)
             host = dataclasses.replace(same, roles=same.roles | host.roles)
         hosts[host.ssh_host + "@" + (host.user or "")] = host
@@ -691,4 +698,5 @@ def _table_host(
         roles=frozenset({role}),
         command=string("command") or DEFAULT_COMMAND,
         source=f"{source}:{line}" if line else source,
+        egress_address=ip("egress_address", 4),
     )
