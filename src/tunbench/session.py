@@ -404,13 +404,7 @@ class RunObserver(TrialObserver, Protocol):
 
 def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
     """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
-    hosts = role_hosts(inventory)
-    if plan.scenario.topology.underlay == "ipv6":
-        raise ConfigError(
-            "underlay = 'ipv6' across hosts is not supported yet (the hosts' IPv6 addresses are not used)",
-            source=plan.source,
-            key="topology.underlay",
-        )
+    hosts = role_hosts(inventory, plan.scenario.topology.underlay)
     emulated = [p.name for p in plan.profiles if p.emulated]
     if emulated and hosts["client"].name != hosts["server"].name:
         raise ConfigError(
@@ -494,7 +488,7 @@ def execute(
         hosts = None
         if plan.inventory is not None:
             logdir = remote.enter_context(workdir(ledger, "ssh"))
-            hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir))
+            hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay))
             missing = hosts.tools_missing(program_needs(plan.refs, plan.scenario.workload.kind))
             if (
                 any(p.emulated for p in plan.profiles)

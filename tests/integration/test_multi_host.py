@@ -194,6 +194,45 @@ def test_sigkill_of_an_agent_then_clean_hosts_removes_its_links(hosts: SshHosts,
     assert leftovers(prefix) == []
 
 
+def test_ipv6_underlay_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    res, doc = run_hosts(
+        tmp_path,
+        hosts.inventory,
+        *("-t", "wireguard-go", "--ip", "6", "--direction", "up", "--duration", "1", "--omit", "1", "--repeat", "1"),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    trials = {t["label"]: t for t in doc["trials"]}
+    assert set(trials) == {"direct", "wireguard-go"}
+    for label, t in trials.items():
+        assert t["status"] == "ok", t["error"]
+        assert t["throughput_bps"] > 1e6, label
+        assert t["params"]["ip"]["underlay"] == "ipv6", label
+    assert trials["direct"]["params"]["ip"]["target"] == "ipv6"  # iperf3 straight to the server's IPv6 address
+    for role in ("client", "server"):
+        cpu = trials["wireguard-go"]["cpu"][role]
+        assert cpu["user_s"] + cpu["sys_s"] > 0, f"{role} CPU not measured"
+    prov = doc["run"]["provenance"]["hosts"]
+    for name, h in prov.items():  # the underlay each host used: its IPv6 address, found on its NIC
+        assert h["address"] == hosts.address6(name), h
+        assert h["nic"]["address"] == hosts.address6(name) and h["nic"]["device"] == "eth0", h["nic"]
+    nothing_left(hosts, agent_prefixes(doc))
+
+    # one host with both roles: its two namespaces get tunbench's own IPv6 underlay, as a local run's
+    one = one_host_inventory(hosts, tmp_path)
+    res, doc = run_hosts(
+        tmp_path,
+        one,
+        *("-t", "wireguard-go", "--ip", "6", "--direction", "up", "--duration", "1", "--omit", "0", "--repeat", "1"),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    for t in doc["trials"]:
+        assert t["status"] == "ok", t["error"]
+        assert t["params"]["ip"]["underlay"] == "ipv6"
+    (direct,) = (t for t in doc["trials"] if t["label"] == "direct")
+    assert direct["params"]["ip"]["target"] == "ipv6"
+    nothing_left(hosts, agent_prefixes(doc))
+
+
 def test_a_cut_connection_fails_the_trial_and_stops_the_run_cleanly(hosts: SshHosts, tmp_path: Path) -> None:
     proc, prefix = start(
         tmp_path, hosts.inventory, "-t", "wireguard-go", "--no-direct", "--duration", "8", "--repeat", "3"
@@ -295,12 +334,18 @@ def test_doctor_hosts_verdicts(hosts: SshHosts, tmp_path: Path) -> None:
     nothing_left(hosts)
 
 
-def test_both_roles_on_one_host_with_an_emulated_link(hosts: SshHosts, tmp_path: Path) -> None:
+def one_host_inventory(hosts: SshHosts, tmp: Path) -> Path:
+    """The fixture's inventory with both roles on h1."""
     lines = hosts.inventory.read_text().splitlines()
     head = [ln for ln in lines if ln.startswith("tunbench_ssh_config=")]
     (h1,) = [ln for ln in lines if ln.startswith("h1 ")]
-    inv = tmp_path / "one.ini"
+    inv = tmp / "one.ini"
     inv.write_text("\n".join(["[all:vars]", *head, "[client]", h1, "[server]", "h1", ""]))
+    return inv
+
+
+def test_both_roles_on_one_host_with_an_emulated_link(hosts: SshHosts, tmp_path: Path) -> None:
+    inv = one_host_inventory(hosts, tmp_path)
     res, doc = run_hosts(
         tmp_path,
         inv,
