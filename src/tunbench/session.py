@@ -404,15 +404,16 @@ class RunObserver(TrialObserver, Protocol):
 
 def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
     """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
-    hosts = role_hosts(inventory)
-    if plan.scenario.topology.underlay == "ipv6":
+    hosts = role_hosts(inventory, plan.scenario.topology.underlay)
+    emulated = [p.name for p in plan.profiles if p.emulated]
+    client = hosts["client"]
+    if emulated and client.name != hosts["server"].name and plan.scenario.topology.underlay == "ipv6":
         raise ConfigError(
-            "underlay = 'ipv6' across hosts is not supported yet (the hosts' IPv6 addresses are not used)",
+            f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts is IPv4 only for now (the "
+            "client host's egress address): run --ip 6 with --profile lan, or the emulated profile over IPv4",
             source=plan.source,
             key="topology.underlay",
         )
-    emulated = [p.name for p in plan.profiles if p.emulated]
-    client = hosts["client"]
     if emulated and client.name != hosts["server"].name and not client.egress_address:
         raise ConfigError(
             f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts runs on the client host's "
@@ -495,7 +496,7 @@ def execute(
         hosts = None
         if plan.inventory is not None:
             logdir = remote.enter_context(workdir(ledger, "ssh"))
-            hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir))
+            hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay))
             missing = hosts.tools_missing(program_needs(plan.refs, plan.scenario.workload.kind))
             if (
                 any(p.emulated for p in plan.profiles)

@@ -116,11 +116,12 @@ def start(tmp: Path, inventory: Path, *args: str) -> tuple[subprocess.Popen[str]
     return start_run(tmp / "r.db", "--hosts", str(inventory), *args)
 
 
-def wait_for_tunnel(hosts: SshHosts, prefix: str, timeout_s: float = 30) -> None:
-    """Until the trial's wireguard-go runs on the server host (its device carries the run's prefix)."""
+def wait_for_tunnel(hosts: SshHosts, prefix: str, timeout_s: float = 30, host: str = "h2", dev: str = "ts") -> None:
+    """Until the trial's tunnel device is up on a host (the server's, by default: its name carries the run's
+    prefix), and a second more."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if hosts.sh("h2", f"ip -o link show | grep -q ' {prefix}-ts'").returncode == 0:
+        if hosts.sh(host, f"ip -o link show | grep -q ' {prefix}-{dev}'").returncode == 0:
             time.sleep(1.0)  # into the measured window
             return
         time.sleep(0.1)
@@ -151,6 +152,85 @@ def test_sigkill_of_the_controller_then_clean_hosts_leaves_nothing(hosts: SshHos
         time.sleep(0.2)
     nothing_left(hosts)
     assert leftovers(prefix) == []
+
+
+def host_ledgers(hosts: SshHosts, name: str) -> list[dict]:  # type: ignore[type-arg]
+    """The run ledgers on host `name` (its own /run/tunbench), read through ssh."""
+    res = hosts.sh(name, 'for f in /run/tunbench/tb*.json; do [ -e "$f" ] && cat "$f" && echo; done; true')
+    assert res.returncode == 0, res.stderr
+    return [json.loads(line) for line in res.stdout.splitlines() if line.strip()]
+
+
+def test_sigkill_of_an_agent_then_clean_hosts_removes_its_links(hosts: SshHosts, tmp_path: Path) -> None:
+    """vxlan makes a kernel device in each host's own namespace, named with the controller's prefix; the
+    agent's ledger records those names before they exist, so a SIGKILLed agent's device is removed by
+    `clean --hosts`."""
+    proc, prefix = start(tmp_path, hosts.inventory, "-t", "vxlan", "--no-direct", "--duration", "8")
+    try:
+        wait_for_tunnel(hosts, prefix, host="h1", dev="tc")
+        ledgers = {name: host_ledgers(hosts, name) for name in hosts.hosts}
+        assert all(len(found) == 1 for found in ledgers.values()), ledgers  # each host: its agent's run
+        (agent,) = ledgers["h1"]
+        assert {"prefix": prefix, "netns": None} in agent["links"], agent  # recorded in the agent's ledger
+        kill = hosts.ssh("h1", "kill", "-9", str(agent["owner_pid"]))  # the client host's agent, by its pid
+        assert kill.returncode == 0, kill.stderr
+        out, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode not in (0, None), out
+    rows = trial_rows(tmp_path / "r.db")
+    assert len(rows) == 1 and rows[0][0] == "failed" and "h1" in rows[0][1], rows  # the run stops there
+    # nothing on h1 tore its device down: the agent that would have is gone
+    assert f"h1: link {prefix}-tc" in hosts.leftovers("h1")
+    res = tunbench("clean", "--hosts", str(hosts.inventory), "--db", str(tmp_path / "r.db"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "h1: removed" in res.stdout and "1 link(s)" in res.stdout, res.stdout
+    deadline = time.monotonic() + 15
+    while any(hosts.leftovers(n) for n in hosts.hosts) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    nothing_left(hosts, [found[0]["prefix"] for found in ledgers.values()])
+    assert leftovers(prefix) == []
+
+
+def test_ipv6_underlay_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    res, doc = run_hosts(
+        tmp_path,
+        hosts.inventory,
+        *("-t", "wireguard-go", "--ip", "6", "--direction", "up", "--duration", "1", "--omit", "1", "--repeat", "1"),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    trials = {t["label"]: t for t in doc["trials"]}
+    assert set(trials) == {"direct", "wireguard-go"}
+    for label, t in trials.items():
+        assert t["status"] == "ok", t["error"]
+        assert t["throughput_bps"] > 1e6, label
+        assert t["params"]["ip"]["underlay"] == "ipv6", label
+    assert trials["direct"]["params"]["ip"]["target"] == "ipv6"  # iperf3 straight to the server's IPv6 address
+    for role in ("client", "server"):
+        cpu = trials["wireguard-go"]["cpu"][role]
+        assert cpu["user_s"] + cpu["sys_s"] > 0, f"{role} CPU not measured"
+    prov = doc["run"]["provenance"]["hosts"]
+    for name, h in prov.items():  # the underlay each host used: its IPv6 address, found on its NIC
+        assert h["address"] == hosts.address6(name), h
+        assert h["nic"]["address"] == hosts.address6(name) and h["nic"]["device"] == "eth0", h["nic"]
+    nothing_left(hosts, agent_prefixes(doc))
+
+    # one host with both roles: its two namespaces get tunbench's own IPv6 underlay, as a local run's
+    one = one_host_inventory(hosts, tmp_path)
+    res, doc = run_hosts(
+        tmp_path,
+        one,
+        *("-t", "wireguard-go", "--ip", "6", "--direction", "up", "--duration", "1", "--omit", "0", "--repeat", "1"),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    for t in doc["trials"]:
+        assert t["status"] == "ok", t["error"]
+        assert t["params"]["ip"]["underlay"] == "ipv6"
+    (direct,) = (t for t in doc["trials"] if t["label"] == "direct")
+    assert direct["params"]["ip"]["target"] == "ipv6"
+    nothing_left(hosts, agent_prefixes(doc))
 
 
 def test_a_cut_connection_fails_the_trial_and_stops_the_run_cleanly(hosts: SshHosts, tmp_path: Path) -> None:
@@ -254,12 +334,18 @@ def test_doctor_hosts_verdicts(hosts: SshHosts, tmp_path: Path) -> None:
     nothing_left(hosts)
 
 
-def test_both_roles_on_one_host_with_an_emulated_link(hosts: SshHosts, tmp_path: Path) -> None:
+def one_host_inventory(hosts: SshHosts, tmp: Path) -> Path:
+    """The fixture's inventory with both roles on h1."""
     lines = hosts.inventory.read_text().splitlines()
     head = [ln for ln in lines if ln.startswith("tunbench_ssh_config=")]
     (h1,) = [ln for ln in lines if ln.startswith("h1 ")]
-    inv = tmp_path / "one.ini"
+    inv = tmp / "one.ini"
     inv.write_text("\n".join(["[all:vars]", *head, "[client]", h1, "[server]", "h1", ""]))
+    return inv
+
+
+def test_both_roles_on_one_host_with_an_emulated_link(hosts: SshHosts, tmp_path: Path) -> None:
+    inv = one_host_inventory(hosts, tmp_path)
     res, doc = run_hosts(
         tmp_path,
         inv,

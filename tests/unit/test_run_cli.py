@@ -372,3 +372,47 @@ def test_cpuset_split_names_the_shared_cpu_and_is_refused_with_hosts(
         ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--cpuset", "split"], capsys, monkeypatch
     )
     assert code == 2 and "not with --hosts" in " ".join(err.split()), err
+
+
+def test_ipv6_with_hosts_needs_each_hosts_ipv6_address(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab = Path(__file__).parents[2] / "examples" / "hosts" / "lab.ini"  # IPv4 underlay addresses only
+    code, out, err = main(
+        ["run", "--dry-run", "-t", "wireguard-go", "--hosts", str(lab), "--ip", "6"], capsys, monkeypatch
+    )
+    line = " ".join(one_error(err).split())
+    assert code == 2 and "host bench1 (client) has no IPv6 underlay address" in line and "tunbench_address6" in line
+    assert f"{lab}:9" in line, line  # the host's line
+    v6 = sandbox / "lab6.ini"
+    v6.write_text(
+        lab.read_text()
+        .replace("tunbench_address=10.10.0.1", "tunbench_address=10.10.0.1 tunbench_address6=2001:db8::1")
+        .replace("tunbench_address=10.10.0.2", "tunbench_address=10.10.0.2 tunbench_address6=2001:db8::2")
+    )
+    code, out, err = main(
+        ["run", "--dry-run", "-t", "wireguard-go", "--hosts", str(v6), "--ip", "6"], capsys, monkeypatch
+    )
+    assert code == 0, out + err
+
+
+def test_an_emulated_profile_between_two_hosts_needs_the_client_hosts_egress_address(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab = Path(__file__).parents[2] / "examples" / "hosts" / "lab.ini"
+    args = ["run", "--dry-run", "-t", "wireguard-go", "--profile", "wan-50ms"]
+    code, out, err = main([*args, "--hosts", str(lab)], capsys, monkeypatch)
+    line = " ".join(one_error(err).split())
+    assert code == 2 and "tunbench_egress_address" in line and "host bench1" in line, line
+    assert f"{lab}:9" in line, line  # the client host's line
+    egress = sandbox / "lab-egress.ini"
+    extra = "tunbench_address6=2001:db8::1 tunbench_egress_address=10.10.0.11"
+    egress.write_text(
+        lab.read_text()
+        .replace("tunbench_address=10.10.0.1", f"tunbench_address=10.10.0.1 {extra}")
+        .replace("tunbench_address=10.10.0.2", "tunbench_address=10.10.0.2 tunbench_address6=2001:db8::2")
+    )
+    code, out, err = main([*args, "--hosts", str(egress)], capsys, monkeypatch)
+    assert code == 0, out + err
+    code, out, err = main([*args, "--hosts", str(egress), "--ip", "6"], capsys, monkeypatch)
+    assert code == 2 and "IPv4 only" in " ".join(err.split()), err

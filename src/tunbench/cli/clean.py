@@ -16,7 +16,7 @@ def clean(
     db: DbOpt = DEFAULT_DB,
     hosts: HostsOpt = None,
 ) -> None:
-    """Remove namespaces, processes, cgroups and temp dirs left behind by crashed or killed runs, and mark
+    """Remove namespaces, processes, links, cgroups and temp dirs left behind by crashed or killed runs, and mark
     the runs in the --db store whose process on this host is gone as `killed` (any command that opens the
     store does that too). With --hosts, every host of the inventory is cleaned too (over ssh)."""
     from tunbench.host.clean import clean as do_clean
@@ -27,10 +27,7 @@ def clean(
     if rep.empty():
         console.print("nothing to clean")
     else:
-        console.print(
-            f"removed: {len(rep.runs)} run ledger(s), {rep.processes} process(es), "
-            f"{len(rep.namespaces)} namespace(s), {len(rep.cgroups)} cgroup(s), {len(rep.paths)} path(s)"
-        )
+        console.print(f"removed: {rep.summary()}")
     for uid in rep.skipped_live:
         console.print(f"[yellow]run {uid} is still running: left alone (use --force)[/]")
     if store_exists(db):

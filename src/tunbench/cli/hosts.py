@@ -54,6 +54,7 @@ def clean_hosts(path: Path) -> int:
     """`tunbench clean --hosts`: each host removes what killed runs left there. Returns the hosts that
     could not be cleaned."""
     from tunbench.errors import TunbenchError
+    from tunbench.host.clean import CleanReport
 
     failed = 0
     with connected(path) as conns:
@@ -68,12 +69,10 @@ def clean_hosts(path: Path) -> int:
                 err_console.print(f"[red]{name}: not cleaned: {e}[/]", highlight=False)
                 failed += 1
                 continue
-            what = (
-                f"{len(rep['runs'])} run ledger(s), {rep['processes']} process(es), {len(rep['namespaces'])} "
-                f"namespace(s), {len(rep['cgroups'])} cgroup(s), {len(rep['paths'])} path(s)"
+            done = CleanReport(**rep)
+            console.print(
+                f"{name}: " + ("nothing to clean" if done.empty() else f"removed {done.summary()}"), highlight=False
             )
-            empty = not (rep["runs"] or rep["processes"] or rep["namespaces"] or rep["cgroups"] or rep["paths"])
-            console.print(f"{name}: " + ("nothing to clean" if empty else f"removed {what}"), highlight=False)
     return failed
 
 

@@ -1,8 +1,10 @@
 """`tunbench clean`: remove what crashed or SIGKILLed runs left behind.
 
 Sources: the ledgers under /run/tunbench/ (namespaces, processes by pid + start time, temp dirs,
-cgroups), plus a sweep for objects named with a run prefix whose run is no longer alive (a crash can
-come between creating an object and writing its ledger). Live runs are never touched unless --force.
+cgroups, and the links named with a prefix in a namespace that is not the run's own, such as a host's own
+where an agent placed a role), plus a sweep for objects named with a run prefix whose run is no longer alive
+(a crash can come between creating an object and writing its ledger). Live runs are never touched unless
+--force.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pyroute2 import netns
 
 from tunbench.host.cgroup import V1_CPU, V1_CPUACCT, V1_CPUSET, V2_CANDIDATES, remove_cgroup
 from tunbench.host.ledger import NAME_RE, STATE_DIR, Ledger, all_ledgers, owner_alive
-from tunbench.host.netns import delete_namespace, pids_in_namespaces
+from tunbench.host.netns import delete_namespace, pids_in_namespaces, remove_prefixed_links
 from tunbench.host.proc import stop_group
 
 WG_SOCKETS = Path("/var/run/wireguard")
@@ -34,10 +36,18 @@ class CleanReport:
     namespaces: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)
+    links: list[str] = field(default_factory=list)
     skipped_live: list[str] = field(default_factory=list)
 
     def empty(self) -> bool:
-        return not (self.runs or self.processes or self.namespaces or self.paths or self.cgroups)
+        return not (self.runs or self.processes or self.namespaces or self.paths or self.cgroups or self.links)
+
+    def summary(self) -> str:
+        """What was removed, in one line (`tunbench clean`, and per host with --hosts)."""
+        return (
+            f"{len(self.runs)} run ledger(s), {self.processes} process(es), {len(self.namespaces)} namespace(s), "
+            f"{len(self.links)} link(s), {len(self.cgroups)} cgroup(s), {len(self.paths)} path(s)"
+        )
 
 
 def _kill_recorded(ledger: Ledger) -> int:
@@ -67,10 +77,13 @@ def _cgroup_dirs() -> list[Path]:
 
 def clean_ledger(ledger: Ledger, report: CleanReport | None = None) -> CleanReport:
     """Remove whatever the ledger lists that still exists: processes (by recorded pid and start time),
-    namespaces, paths and cgroups."""
+    links by prefix (in a namespace not its own: a host's), namespaces, paths and cgroups."""
     report = report or CleanReport()
     report.processes += _kill_recorded(ledger)
     existing = set(netns.listnetns())
+    for rec in ledger.links:  # after the processes: a TUN device goes with the process that holds it
+        if rec.netns is None or rec.netns in existing:
+            report.links += remove_prefixed_links(rec.netns, rec.prefix)
     for ns in ledger.netns:
         if ns in existing:
             delete_namespace(ns)
@@ -98,6 +111,7 @@ def finish_ledger(ledger: Ledger) -> None:
     ledger.procs.clear()
     ledger.paths.clear()
     ledger.cgroups.clear()
+    ledger.links.clear()
     ledger.close()
 
 

@@ -1,7 +1,9 @@
 """The run's ledger under /run/tunbench/: every kernel object and process a run creates is written here
 before (or right after) it exists, so `tunbench clean` can remove what a SIGKILLed run left behind.
 
-Names: every namespace, link, TUN device and cgroup carries the run prefix `tb<6 hex>-`.
+Names: every namespace, link, TUN device and cgroup carries the run prefix `tb<6 hex>-`. Links made in a
+namespace that is not the run's own (a remote host's: an agent places a role there) are recorded as a
+prefix and a namespace (`links`): everything named `<prefix>-*` there belongs to the run.
 """
 
 from __future__ import annotations
@@ -37,6 +39,16 @@ class ProcRecord:
 
 
 @dataclass
+class LinkRecord:
+    """Every link named `<prefix>-*` in namespace `netns` is the run's (None: the namespace the ledger's
+    owner runs in, a host's own). `prefix` may be another run's: an agent's tunnel devices carry the
+    controller's prefix."""
+
+    prefix: str
+    netns: str | None
+
+
+@dataclass
 class Ledger:
     """What one run owns. Mutations are written through to the state file at once."""
 
@@ -47,6 +59,7 @@ class Ledger:
     procs: list[ProcRecord] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)
+    links: list[LinkRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -118,9 +131,22 @@ class Ledger:
     def drop_cgroup(self, path: str) -> None:
         self._change("cgroups", path, False)
 
+    def add_links(self, prefix: str, netns: str | None) -> LinkRecord:
+        """Record, before any exists, that the links named `<prefix>-*` in `netns` are this run's (`prefix`
+        must be a run prefix: nothing else is ever claimed). Recorded once per holder: a second place at the
+        same namespace records it again, and each drops its own."""
+        if not PREFIX_RE.match(prefix):
+            raise ValueError(f"not a run prefix: {prefix!r}")
+        rec = LinkRecord(prefix=prefix, netns=netns)
+        self._change("links", rec, True)
+        return rec
+
+    def drop_links(self, rec: LinkRecord) -> None:
+        self._change("links", rec, False)
+
     def close(self) -> None:
         """Forget the ledger once everything it lists is gone (else `tunbench clean` still needs it)."""
-        if self.netns or self.procs or self.paths or self.cgroups:
+        if self.netns or self.procs or self.paths or self.cgroups or self.links:
             return
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
@@ -132,8 +158,10 @@ class Ledger:
 def load_ledger(path: Path) -> Ledger:
     data = json.loads(path.read_text())
     procs = [ProcRecord(**p) for p in data.pop("procs", [])]
+    links = [LinkRecord(**r) for r in data.pop("links", [])]
     ledger = Ledger(**data)
     ledger.procs = procs
+    ledger.links = links
     return ledger
 
 

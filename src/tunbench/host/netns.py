@@ -128,8 +128,8 @@ def remove_prefixed_links(netns: str | None, prefix: str) -> list[str]:
     """Delete the links named `<prefix>-*` (a run's own devices) in a namespace (None: this process's own),
     for a place that is not a namespace of ours and so is not deleted with its links. Nothing else is
     touched. Returns the names removed."""
-    if not prefix:
-        return []
+    if not prefix or (netns is not None and _netns_inode(netns) is None):
+        return []  # (opening a missing namespace would create it)
     gone = []
     with IPRoute(netns=netns) if netns else IPRoute() as ipr:
         for link in ipr.get_links():

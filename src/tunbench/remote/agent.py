@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from tunbench.errors import TunbenchError
 from tunbench.host.cgroup import RoleCgroup
-from tunbench.host.ledger import Ledger
+from tunbench.host.ledger import Ledger, LinkRecord
 from tunbench.host.netns import remove_prefixed_links
 from tunbench.host.place import LocalPlace
 from tunbench.host.proc import Daemon
@@ -86,8 +86,13 @@ class Agent:
         return facts.capabilities()
 
     def op_place_open(self, tag: str, netns: str | None, roles: list[str], link_prefix: str) -> dict[str, str]:
+        """A role's place in a namespace that is not ours (None: this host's own). The run's links there (a
+        tunnel's devices, named with the controller's run prefix `link_prefix`) are recorded in this agent's
+        ledger before any can exist, so `tunbench clean` removes them should this agent be killed, and go
+        when the place closes."""
         stack = contextlib.ExitStack()
         try:
+            stack.callback(self._remove_links, self.ledger.add_links(link_prefix, netns))
             wd = stack.enter_context(workdir(self.ledger, tag))
             cgroups = {
                 r: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{tag}-{r}", self.ledger)) for r in roles
@@ -98,8 +103,6 @@ class Agent:
         pid = self._id("p")
         place = LocalPlace(netns, self.ledger, wd, cgroups)
         self.places[pid] = _PlaceState(place, stack)
-        # the run's own links at this place (a tunnel's devices, named with the run's prefix) go with it
-        stack.callback(remove_prefixed_links, netns, link_prefix)
         return {"place": pid, "workdir": str(wd)}
 
     def op_pair_open(self, tag: str, spec: dict[str, Any], profile: dict[str, Any] | None, seed: int) -> dict[str, Any]:
@@ -246,6 +249,10 @@ class Agent:
         return asdict(clean())
 
     # ---- helpers ----------------------------------------------------------------------------------
+    def _remove_links(self, rec: LinkRecord) -> None:
+        remove_prefixed_links(rec.netns, rec.prefix)
+        self.ledger.drop_links(rec)  # only once they are gone (an error keeps the record for `clean`)
+
     def _stop_sampler(self, key: str) -> Sampler | None:
         s = self.samplers.pop(key, None)
         if s is not None:

@@ -4,6 +4,7 @@ underlay: driver, offloads, MTU), which programs it has, and what its kernel off
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import os
 import shutil
@@ -32,12 +33,30 @@ def host_facts(address: str | None) -> dict[str, Any]:
 
 
 def nic_facts(address: str) -> dict[str, Any]:
+    """The device that holds `address` (IPv4 or IPv6, in any spelling), its driver, offloads and MTU."""
     res = run_cmd(["ip", "-j", "addr", "show"], check=False, timeout_s=5)
-    dev = None
+    links: list[dict[str, Any]] = []
     with contextlib.suppress(ValueError):
-        for link in json.loads(res.stdout or "[]"):
-            if any(a.get("local") == address for a in link.get("addr_info", [])):
-                dev = link
+        links = json.loads(res.stdout or "[]")
+    return _nic(address, _holder(links, address))
+
+
+def _holder(links: list[dict[str, Any]], address: str) -> dict[str, Any] | None:
+    """The link of `ip -j addr show` whose addresses include `address` (compared as addresses, so
+    2001:2:0:c8::1 and 2001:2:0:c8:0:0:0:1 are one), or None."""
+    try:
+        want = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    for link in links:
+        for a in link.get("addr_info", []):
+            with contextlib.suppress(ValueError):
+                if ipaddress.ip_address(str(a.get("local", "")).split("%")[0]) == want:
+                    return link
+    return None
+
+
+def _nic(address: str, dev: dict[str, Any] | None) -> dict[str, Any]:
     if dev is None:
         return {"address": address, "device": None, "note": "the address is not on this host's interfaces"}
     name = dev["ifname"]

@@ -20,7 +20,7 @@ from tunbench.link.profile import Profile
 from tunbench.remote.connection import AgentConnection
 from tunbench.remote.inventory import Host, Inventory
 from tunbench.remote.place import RemotePlace
-from tunbench.topology.addresses import AddressPlan, assert_bench_address
+from tunbench.topology.addresses import AddressPlan, Family, assert_bench_address
 from tunbench.topology.build import TopologySpec
 
 ROLES = ("client", "server")
@@ -28,7 +28,8 @@ ROLES = ("client", "server")
 
 @dataclass(frozen=True)
 class HostAddressPlan(AddressPlan):
-    """The underlay addresses are the hosts' own (from the inventory); only the inner ones are tunbench's."""
+    """The underlay addresses are the hosts' own (from the inventory: tunbench_address, tunbench_address6; ""
+    where a host has none, and then the run's family is the other one); only the inner ones are tunbench's."""
 
     def __post_init__(self) -> None:
         for name in ("inner_client", "inner_server"):
@@ -43,29 +44,43 @@ def _enter(conn: AgentConnection) -> BaseException | None:
     return None
 
 
-def role_hosts(inv: Inventory) -> dict[str, Host]:
+def underlay_address(host: Host, underlay: Family) -> str | None:
+    """The host's underlay address of the run's family (the inventory's tunbench_address or
+    tunbench_address6), or None."""
+    return host.address6 if underlay == "ipv6" else host.address
+
+
+def role_hosts(inv: Inventory, underlay: Family = "ipv4") -> dict[str, Host]:
     """The host of each role. One host may carry both: the roles then run in two namespaces of it, joined as
-    in a local run (a veth, or the WAN emulator); two hosts need each other's underlay address."""
+    in a local run (a veth, or the WAN emulator); two hosts need each other's underlay address of the run's
+    family (`underlay`)."""
     hosts = {role: inv.for_role(role) for role in ROLES}
     if hosts["client"].name == hosts["server"].name:
         return hosts
+    var, family, literal = (
+        ("tunbench_address6", "IPv6", "an IPv6 literal")
+        if underlay == "ipv6"
+        else ("tunbench_address", "IPv4", "an IPv4 literal")
+    )
     for role, h in hosts.items():
-        if not h.address:
+        if not underlay_address(h, underlay):
             raise ConfigError(
-                f"host {h.name} ({role}) has no underlay address: set tunbench_address= (the address the other "
-                "host reaches it on) or an IP literal in ansible_host",
+                f"host {h.name} ({role}) has no {family} underlay address: set {var}= (the address the other "
+                f"host reaches it on) or {literal} in ansible_host",
                 source=h.source,
-                key="tunbench_address",
+                key=var,
             )
     return hosts
 
 
 class HostRun:
-    """`with HostRun(inventory, ledger, logdir) as hosts:` every host has an agent until the block ends."""
+    """`with HostRun(inventory, ledger, logdir) as hosts:` every host has an agent until the block ends.
+    `underlay`: the run's underlay family, which of each host's addresses the tunnels use."""
 
-    def __init__(self, inventory: Inventory, ledger: Ledger, logdir: Path) -> None:
+    def __init__(self, inventory: Inventory, ledger: Ledger, logdir: Path, underlay: Family = "ipv4") -> None:
         self.inventory = inventory
-        self.roles = role_hosts(inventory)
+        self.underlay = underlay
+        self.roles = role_hosts(inventory, underlay)
         self._ledger = ledger
         self._logdir = logdir
         self._stack = contextlib.ExitStack()
@@ -102,10 +117,11 @@ class HostRun:
                 out[h.name]["role"] = "client, server"
                 continue
             conn = self.conn(role)
-            facts = conn.call("facts", address=h.address)
+            address = underlay_address(h, self.underlay)
+            facts = conn.call("facts", address=address)
             out[h.name] = {
                 "role": role,
-                "address": h.address,
+                "address": address,
                 "agent": asdict(conn.info) if conn.info else None,
                 "clock": asdict(conn.clock) if conn.clock else None,
                 **facts,
@@ -148,7 +164,14 @@ class HostsTopology:
         # egress address (the emulator's namespace sends from it)
         client_addr = (r["client"].egress_address if self.emulated else None) or r["client"].address or ""
         self.addr: AddressPlan = (
-            AddressPlan() if self.shared else HostAddressPlan(client=client_addr, server=r["server"].address or "")
+            AddressPlan()
+            if self.shared
+            else HostAddressPlan(
+                client=client_addr,
+                server=r["server"].address or "",
+                client6=r["client"].address6 or "",
+                server6=r["server"].address6 or "",
+            )
         )
         self._places: dict[str, RemotePlace] = {}
 

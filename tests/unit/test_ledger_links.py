@@ -1,0 +1,149 @@
+"""A run's links in a namespace that is not its own (a host's, where an agent placed a role): the ledger
+records them (a prefix and a namespace) before any exists, the agent drops the record only once they are
+removed, and `tunbench clean` removes them from a dead ledger."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunbench.host import clean as clean_mod
+from tunbench.host import ledger as state
+from tunbench.host import netns as netns_mod
+from tunbench.host.clean import CleanReport, clean_ledger
+from tunbench.host.ledger import LinkRecord, load_ledger
+from tunbench.remote import agent as agent_mod
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(state, "STATE_DIR", tmp_path / "state")
+    return tmp_path / "state"
+
+
+# ---- the ledger's link records -----------------------------------------------------------------------
+
+
+def test_links_are_recorded_before_they_exist_and_survive_a_reload(state_dir: Path) -> None:
+    ledger = state.Ledger.open("tbabc123")
+    rec = ledger.add_links("tbdef456", None)  # another run's prefix: the controller's
+    second = ledger.add_links("tbdef456", None)  # a second place at the same namespace records it again
+    named = ledger.add_links("tbdef456", "tbdef456-t1c")
+    on_disk = json.loads(ledger.path.read_text())
+    assert on_disk["links"] == [
+        {"prefix": "tbdef456", "netns": None},
+        {"prefix": "tbdef456", "netns": None},
+        {"prefix": "tbdef456", "netns": "tbdef456-t1c"},
+    ]
+    assert load_ledger(ledger.path).links == [rec, second, named]
+    ledger.drop_links(rec)
+    ledger.drop_links(named)
+    ledger.close()  # one record is left: the ledger stays for `tunbench clean`
+    assert load_ledger(ledger.path).links == [LinkRecord("tbdef456", None)]
+    ledger.drop_links(second)
+    ledger.close()
+    assert not ledger.path.exists()
+
+
+@pytest.mark.parametrize("prefix", ["", "eth", "tbabc12", "tbABC123", "tbabc123-x", "lo"])
+def test_only_a_run_prefix_can_be_claimed(state_dir: Path, prefix: str) -> None:
+    ledger = state.Ledger.open("tbabc123")
+    with pytest.raises(ValueError, match="not a run prefix"):
+        ledger.add_links(prefix, None)
+    assert json.loads(ledger.path.read_text())["links"] == []
+
+
+def test_a_ledger_written_before_link_records_still_loads(state_dir: Path) -> None:
+    state_dir.mkdir()
+    path = state_dir / "tbabc123.json"
+    path.write_text(json.dumps({"prefix": "tbabc123", "owner_pid": 1, "owner_create_time": 0.0, "netns": [],
+                                "procs": [], "paths": [], "cgroups": []}))  # fmt: skip
+    assert load_ledger(path).links == []
+
+
+# ---- clean ---------------------------------------------------------------------------------------------
+
+
+def test_clean_removes_the_recorded_links_of_a_dead_ledger(state_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ledger = state.Ledger.open("tbabc123")
+    ledger.add_links("tbdef456", None)
+    ledger.add_links("tbdef456", "elsewhere")  # a namespace that exists
+    ledger.add_links("tbdef456", "gone")  # one that does not: never opened (that would create it)
+    calls: list[tuple[str | None, str]] = []
+
+    def remove(ns: str | None, prefix: str) -> list[str]:
+        calls.append((ns, prefix))
+        return [f"{prefix}-tc"] if ns is None else []
+
+    monkeypatch.setattr(clean_mod, "remove_prefixed_links", remove)
+    monkeypatch.setattr(clean_mod.netns, "listnetns", lambda: ["elsewhere"])
+    monkeypatch.setattr(clean_mod, "_kill_recorded", lambda ledger: 0)
+    report = clean_ledger(ledger)
+    assert calls == [(None, "tbdef456"), ("elsewhere", "tbdef456")]
+    assert report.links == ["tbdef456-tc"] and not report.empty()
+    assert "1 link(s)" in report.summary()
+
+
+def test_a_report_with_links_only_is_not_empty_and_crosses_the_channel() -> None:
+    assert CleanReport().empty()
+    rep = CleanReport(links=["tbdef456-tc"])
+    assert not rep.empty()
+    assert CleanReport(**json.loads(json.dumps(asdict(rep)))) == rep  # what `clean --hosts` gets back
+
+
+def test_remove_prefixed_links_never_opens_a_missing_namespace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(netns_mod, "NETNS_DIR", tmp_path)
+
+    def no_netlink(*a: object, **k: object) -> None:
+        raise AssertionError("a netlink socket was opened")
+
+    monkeypatch.setattr(netns_mod, "IPRoute", no_netlink)
+    assert netns_mod.remove_prefixed_links("tbabc123-nothere", "tbabc123") == []
+    assert netns_mod.remove_prefixed_links(None, "") == []
+
+
+# ---- the agent records a place's links ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def fake_workdir(ledger: Any, tag: str) -> Iterator[Path]:
+    yield Path("/nonexistent") / tag
+
+
+def test_the_agent_records_a_places_links_first_and_drops_them_once_removed(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    removed: list[tuple[str | None, str]] = []
+    fail = {"now": False}
+
+    def remove(ns: str | None, prefix: str) -> list[str]:
+        if fail["now"]:
+            raise OSError("netlink said no")
+        removed.append((ns, prefix))
+        return []
+
+    monkeypatch.setattr(agent_mod, "workdir", fake_workdir)
+    monkeypatch.setattr(agent_mod, "remove_prefixed_links", remove)
+    ledger = state.Ledger.open("tbabc123")
+    with contextlib.ExitStack() as stack:
+        agent = agent_mod.Agent(ledger, stack)
+        place = agent.op_place_open(tag="t1c", netns=None, roles=[], link_prefix="tbdef456")["place"]
+        assert json.loads(ledger.path.read_text())["links"] == [{"prefix": "tbdef456", "netns": None}]
+        agent.op_place_close(place)
+        assert removed == [(None, "tbdef456")] and ledger.links == []
+        # a removal that fails keeps the record: `tunbench clean` tries again
+        place = agent.op_place_open(tag="t2c", netns=None, roles=[], link_prefix="tbdef456")["place"]
+        fail["now"] = True
+        with pytest.raises(OSError):
+            agent.op_place_close(place)
+        assert ledger.links == [LinkRecord("tbdef456", None)]
+        # the controller's prefix must be a run prefix: nothing else is claimed, nothing is opened
+        with pytest.raises(ValueError, match="not a run prefix"):
+            agent.op_place_open(tag="t3c", netns=None, roles=[], link_prefix="eth")
+    assert agent.places == {}
