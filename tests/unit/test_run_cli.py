@@ -374,6 +374,10 @@ def test_cpuset_split_names_the_shared_cpu_and_is_refused_with_hosts(
     assert code == 2 and "not with --hosts" in " ".join(err.split()), err
 
 
+def bench1_line(inventory: Path) -> int:
+    return [n for n, ln in enumerate(inventory.read_text().splitlines(), 1) if ln.startswith("bench1 ")][0]
+
+
 def test_ipv6_with_hosts_needs_each_hosts_ipv6_address(
     sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -383,7 +387,7 @@ def test_ipv6_with_hosts_needs_each_hosts_ipv6_address(
     )
     line = " ".join(one_error(err).split())
     assert code == 2 and "host bench1 (client) has no IPv6 underlay address" in line and "tunbench_address6" in line
-    assert f"{lab}:9" in line, line  # the host's line
+    assert f"{lab}:{bench1_line(lab)}" in line, line  # the host's line
     v6 = sandbox / "lab6.ini"
     v6.write_text(
         lab.read_text()
@@ -404,7 +408,7 @@ def test_an_emulated_profile_between_two_hosts_needs_the_client_hosts_egress_add
     code, out, err = main([*args, "--hosts", str(lab)], capsys, monkeypatch)
     line = " ".join(one_error(err).split())
     assert code == 2 and "tunbench_egress_address" in line and "host bench1" in line, line
-    assert f"{lab}:9" in line, line  # the client host's line
+    assert f"{lab}:{bench1_line(lab)}" in line, line  # the client host's line
     egress = sandbox / "lab-egress.ini"
     extra = "tunbench_address6=2001:db8::1 tunbench_egress_address=10.10.0.11"
     egress.write_text(
