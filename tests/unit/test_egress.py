@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tunbench.topology.egress import DOWN_TABLE, LOCAL_PREF, UP_TABLE, EgressLayout
+from tunbench.topology.sysctl import check
 
 
 def layout(**kw: object) -> EgressLayout:
@@ -46,11 +47,12 @@ def test_a_routed_server_goes_through_the_hosts_next_hop() -> None:
 def test_sysctls_forward_accept_our_own_source_and_answer_arp_by_proxy() -> None:
     s = layout().sysctls()
     assert s["net.ipv4.ip_forward"] == "1"
-    assert s["net.ipv4.conf.tb12ab34-le.accept_local"] == "1"
-    assert s["net.ipv4.conf.tb12ab34-ev.proxy_arp"] == "1"
-    assert s["net.ipv4.conf.tb12ab34-ev.rp_filter"] == "0"
+    assert s["net.ipv4.conf.all.accept_local"] == s["net.ipv4.conf.all.proxy_arp"] == "1"
+    assert s["net.ipv4.conf.all.rp_filter"] == s["net.ipv4.conf.default.rp_filter"] == "0"
     # a packet from the wire for our address must be routed (into the emulator), not demuxed to a socket
     assert s["net.ipv4.tcp_early_demux"] == s["net.ipv4.udp_early_demux"] == "0"
+    for key, value in s.items():  # every one passes the namespace sysctl check (no device names)
+        check(key, value)
 
 
 @pytest.mark.parametrize(

@@ -375,7 +375,7 @@ def test_cpuset_split_names_the_shared_cpu_and_is_refused_with_hosts(
 
 
 def bench1_line(inventory: Path) -> int:
-    return [n for n, ln in enumerate(inventory.read_text().splitlines(), 1) if ln.startswith("bench1 ")][0]
+    return next(n for n, ln in enumerate(inventory.read_text().splitlines(), 1) if ln.startswith("bench1 "))
 
 
 def test_ipv6_with_hosts_needs_each_hosts_ipv6_address(

@@ -6,6 +6,7 @@ namespace goes, and its devices with it."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from pathlib import Path
 from types import TracebackType
@@ -81,10 +82,10 @@ class EgressLink:
         nic, gateway = route_to(self.server)
         self._stack.enter_context(NetNamespace(self.netns, self.ledger))
         self.sysctls_applied = sysctl.apply(self.netns, self.spec.namespace_sysctls())
+        lay = EgressLayout(self.link_prefix, self.netns, nic, self.address, self.server, gateway, self.spec.mtu)
+        sysctl.apply(self.netns, lay.sysctls())  # before any device: each new one copies `default`
         for kind in ("ipvlan", "macvlan"):  # ipvlan where the kernel has it (see topology/egress.py)
-            lay = EgressLayout(
-                self.link_prefix, self.netns, nic, self.address, self.server, gateway, self.spec.mtu, kind
-            )
+            lay = dataclasses.replace(lay, kind=kind)
             try:
                 ip_batch(lay.create_script(), what=f"adding the egress device ({kind}) on {nic}")
                 break
@@ -96,7 +97,6 @@ class EgressLink:
 
         def route_through() -> None:
             ip_batch(lay.route_script(), netns=self.netns, what="routing the egress through the emulator")
-            sysctl.apply(self.netns, lay.sysctls())
 
         self.emulator = self._stack.enter_context(
             LinkEmulator(

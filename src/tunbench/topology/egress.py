@@ -97,21 +97,19 @@ class EgressLayout:
         ]
 
     def sysctls(self) -> dict[str, str]:
-        """Forwarding between the emulator and the wire; packets from the emulator carry our own address as
-        their source (accept_local), and the wire side answers ARP for it by proxy. Early demux is off: it
-        would hand a TCP or UDP packet from the wire to the tunnel's socket before routing (the address is
-        ours), and the kernel then drops it instead of forwarding it into the emulator."""
-        out = {
+        """Set before any device exists, namespace-wide (`all`, which the kernel ORs with each device's own, and
+        `default` for rp_filter, which each new device copies): forwarding between the emulator and the wire;
+        packets from the emulator carry our own address as their source (accept_local), and the wire side
+        answers ARP for it by proxy. Early demux is off: it would hand a TCP or UDP packet from the wire to
+        the tunnel's socket before routing (the address is ours), and the kernel then drops it instead of
+        forwarding it into the emulator."""
+        return {
             "net.ipv4.ip_forward": "1",
             "net.ipv4.conf.all.rp_filter": "0",
             "net.ipv4.conf.default.rp_filter": "0",
+            "net.ipv4.conf.all.accept_local": "1",
+            "net.ipv4.conf.all.proxy_arp": "1",
             "net.ipv4.ip_early_demux": "0",
             "net.ipv4.tcp_early_demux": "0",
             "net.ipv4.udp_early_demux": "0",
         }
-        for dev in (self.tunnel_side, self.wire_side, self.wire):
-            out[f"net.ipv4.conf.{dev}.rp_filter"] = "0"
-        for dev in (self.tunnel_side, self.wire_side):
-            out[f"net.ipv4.conf.{dev}.accept_local"] = "1"
-        out[f"net.ipv4.conf.{self.wire}.proxy_arp"] = "1"
-        return out
