@@ -8,7 +8,12 @@ With `connect`, it times instead how long the controller takes to reach both hos
 start, version check, clock exchanges): one host after the other against both at once (HostRun),
 alternating, and one request's round trip.
 
-Usage (as root, alone on the machine): .venv/bin/python scripts/bench_multihost.py [ROUNDS | connect [ROUNDS]]"""
+With `emulated`, it runs one emulated profile (20 ms each way, 50 Mbit/s) locally and between the two hosts
+(the emulator on the client host's egress, docs/multi-host.md), alternating, with iperf3 and the latency
+workload: how close the two placements' RTT and throughput are.
+
+Usage (as root, alone on the machine):
+  .venv/bin/python scripts/bench_multihost.py [ROUNDS | connect [ROUNDS] | emulated [ROUNDS]]"""
 
 from __future__ import annotations
 
@@ -92,9 +97,51 @@ def connect_times(rounds: int) -> None:
     print(f"one request's round trip over the SSH channel: {statistics.median(rtt) * 1e3:.2f} ms")
 
 
+EMULATED = ["-w", "iperf3,latency", "--profile", "d20:delay=20ms,rate=50mbit"]
+EGRESS = "198.18.200.101"  # h1's second address on the hosts' underlay (tests/sshhosts.py: 198.18.200.0/24)
+
+
+def emulated(rounds: int) -> None:
+    rows: dict[str, dict[str, list[float]]] = {"local": {}, "hosts": {}}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        (tmp / "h").mkdir()
+        with ssh_hosts(tmp / "h") as hosts:
+            inv = tmp / "egress.ini"
+            inv.write_text(
+                "\n".join(
+                    f"{ln} tunbench_egress_address={EGRESS}" if ln.startswith("h1 ") else ln
+                    for ln in hosts.inventory.read_text().splitlines()
+                )
+                + "\n"
+            )
+            for r in range(rounds):
+                for mode in ["local", "hosts"] if r % 2 == 0 else ["hosts", "local"]:
+                    extra = ["--hosts", str(inv)] if mode == "hosts" else []
+                    _, doc = one(tmp, f"e{mode}{r}", [*EMULATED, *extra])
+                    acc = rows[mode]
+                    for t in doc["trials"]:
+                        m = t["metrics"]
+                        if t["workload"] == "iperf3":
+                            acc.setdefault(f"{t['label']}_mbit", []).append(t["throughput_bps"] / 1e6)
+                        else:
+                            acc.setdefault(f"{t['label']}_rtt_p50_ms", []).append(m["latency.p50_ms"])
+                        for k in ("link.up.late_us_p50", "link.up.late_us_p99"):
+                            if m.get(k) is not None:
+                                acc.setdefault(k, []).append(m[k])
+    keys = sorted(set(rows["local"]) & set(rows["hosts"]))
+    print(f"{'metric':<26} {'local':>10} {'hosts':>10} {'hosts/local':>12}   (medians over {rounds} rounds)")
+    for k in keys:
+        a, b = statistics.median(rows["local"][k]), statistics.median(rows["hosts"][k])
+        print(f"{k:<26} {a:>10.3f} {b:>10.3f} {b / a:>12.3f}")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "connect":
         connect_times(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "emulated":
+        emulated(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
         return
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     rows: dict[str, dict[str, list[float]]] = {"local": {}, "hosts": {}}

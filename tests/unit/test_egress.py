@@ -31,7 +31,7 @@ def test_both_directions_cross_the_emulator_and_nothing_is_translated() -> None:
     # up: the tunnel's route to the server enters the emulator; what leaves it goes to the wire
     assert "route add 10.0.0.2/32 dev tb12ab34-lc src 10.0.0.11" in script
     assert f"rule add pref 10 iif tb12ab34-le lookup {UP_TABLE}" in script
-    assert f"route add 10.0.0.2/32 dev tb12ab34-ev onlink table {UP_TABLE}" in script
+    assert f"route add 10.0.0.2/32 dev tb12ab34-ev table {UP_TABLE}" in script
     # down: from the wire, our own address is routed into the emulator, and local delivery comes after
     assert f"rule add pref 20 iif tb12ab34-ev lookup {DOWN_TABLE}" in script
     assert f"route add 10.0.0.11/32 dev tb12ab34-le table {DOWN_TABLE}" in script
@@ -41,7 +41,8 @@ def test_both_directions_cross_the_emulator_and_nothing_is_translated() -> None:
 
 def test_a_routed_server_goes_through_the_hosts_next_hop() -> None:
     script = layout(server="192.0.2.7", gateway="10.0.0.1").route_script()
-    assert f"route add 192.0.2.7/32 via 10.0.0.1 dev tb12ab34-ev onlink table {UP_TABLE}" in script
+    assert f"route add 10.0.0.1/32 dev tb12ab34-ev table {UP_TABLE}" in script
+    assert f"route add 192.0.2.7/32 via 10.0.0.1 dev tb12ab34-ev table {UP_TABLE}" in script
 
 
 def test_sysctls_forward_accept_our_own_source_and_answer_arp_by_proxy() -> None:

@@ -83,13 +83,22 @@ class EgressLayout:
 
     def route_script(self) -> list[str]:
         """In our namespace, once tunbench-link's TUN devices exist: the two directions through it."""
-        via = f"via {self.gateway} " if self.gateway else ""
+        # a routed server: its next hop is on the link (a route of its own in the table, so the kernel accepts it
+        # as a gateway); else the server itself is
+        to_wire = (
+            [
+                f"route add {self.gateway}/32 dev {self.wire} table {UP_TABLE}",
+                f"route add {self.server}/32 via {self.gateway} dev {self.wire} table {UP_TABLE}",
+            ]
+            if self.gateway
+            else [f"route add {self.server}/32 dev {self.wire} table {UP_TABLE}"]
+        )
         return [
             f"link set {self.tunnel_side} mtu {self.mtu} up",
             f"link set {self.wire_side} mtu {self.mtu} up",
             f"route add {self.server}/32 dev {self.tunnel_side} src {self.address}",
             f"rule add pref 10 iif {self.wire_side} lookup {UP_TABLE}",
-            f"route add {self.server}/32 {via}dev {self.wire} onlink table {UP_TABLE}",
+            *to_wire,
             f"rule add pref 20 iif {self.wire} lookup {DOWN_TABLE}",
             f"route add {self.address}/32 dev {self.wire_side} table {DOWN_TABLE}",
             f"rule add pref {LOCAL_PREF} lookup local",
