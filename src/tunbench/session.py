@@ -404,21 +404,30 @@ class RunObserver(TrialObserver, Protocol):
 
 def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
     """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
-    hosts = role_hosts(inventory, plan.scenario.topology.underlay)
     emulated = [p.name for p in plan.profiles if p.emulated]
-    client = hosts["client"]
-    if emulated and client.name != hosts["server"].name and plan.scenario.topology.underlay == "ipv6":
+    two = inventory.for_role("client").name != inventory.for_role("server").name
+    if emulated and two and plan.scenario.topology.underlay == "ipv6":
         raise ConfigError(
             f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts is IPv4 only for now (the "
             "client host's egress address): run --ip 6 with --profile lan, or the emulated profile over IPv4",
             source=plan.source,
             key="topology.underlay",
         )
-    if emulated and client.name != hosts["server"].name and not client.egress_address:
+    hosts = role_hosts(inventory, plan.scenario.topology.underlay)
+    client = hosts["client"]
+    if emulated and two and not client.egress_address:
         raise ConfigError(
             f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts runs on the client host's "
             f"egress and needs a second, unused address of its network there: set tunbench_egress_address= on "
             f"host {client.name} (docs/multi-host.md), or run --profile lan (the real network between the hosts)",
+            source=client.source,
+            key="tunbench_egress_address",
+        )
+    taken = {client.address: f"{client.name}'s own", hosts["server"].address: f"the server {hosts['server'].name}'s"}
+    if emulated and two and client.egress_address in taken:
+        raise ConfigError(
+            f"tunbench_egress_address {client.egress_address} is {taken[client.egress_address]} underlay address: "
+            "it must be a second, unused address of the client host's network",
             source=client.source,
             key="tunbench_egress_address",
         )

@@ -88,6 +88,8 @@ def test_cpu_period_sets_the_caps_period() -> None:
     assert "cpu_period" not in ref.merged_params()
     with pytest.raises(ConfigError, match="cpu_period=.*add client_cpu= or server_cpu="):
         parse_ref("wireguard-go[cpu_period=10ms]")
+    with pytest.raises(ConfigError, match="client_cpu=50% of a 1 ms period.*1 ms minimum"):
+        parse_ref("wireguard-go[client_cpu=50%,cpu_period=1ms]")
     for bad in ("0.5ms", "2000", "fast"):
         with pytest.raises(ConfigError, match=f"cpu_period='{bad}'.*1 to 1000 ms"):
             parse_ref(f"wireguard-go[client_cpu=50%,cpu_period={bad}]")

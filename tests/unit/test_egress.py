@@ -36,7 +36,6 @@ def test_both_directions_cross_the_emulator_and_nothing_is_translated() -> None:
     assert f"rule add pref 20 iif tb12ab34-ev lookup {DOWN_TABLE}" in script
     assert f"route add 10.0.0.11/32 dev tb12ab34-le table {DOWN_TABLE}" in script
     assert script.index(f"rule add pref {LOCAL_PREF} lookup local") < script.index("rule del pref 0")
-    assert not any("nat" in line.lower() for line in script)
 
 
 def test_a_routed_server_goes_through_the_hosts_next_hop() -> None:
@@ -45,10 +44,18 @@ def test_a_routed_server_goes_through_the_hosts_next_hop() -> None:
     assert f"route add 192.0.2.7/32 via 10.0.0.1 dev tb12ab34-ev table {UP_TABLE}" in script
 
 
-def test_sysctls_forward_accept_our_own_source_and_answer_arp_by_proxy() -> None:
+def test_arp_is_answered_for_the_egress_address_only() -> None:
+    wire = layout().wire_script()
+    assert "neigh add proxy 10.0.0.11 dev tb12ab34-ev" in wire  # one proxy entry, at once
+    assert "ntable change name arp_cache dev tb12ab34-ev proxy_delay 0" in wire
+    assert not any("proxy_arp" in k for k in layout().sysctls())  # never for every address (the server's)
+    assert layout().delete_script() == ["link del tb12ab34-ev"]
+
+
+def test_sysctls_forward_and_accept_our_own_source() -> None:
     s = layout().sysctls()
     assert s["net.ipv4.ip_forward"] == "1"
-    assert s["net.ipv4.conf.all.accept_local"] == s["net.ipv4.conf.all.proxy_arp"] == "1"
+    assert s["net.ipv4.conf.all.accept_local"] == "1"
     assert s["net.ipv4.conf.all.rp_filter"] == s["net.ipv4.conf.default.rp_filter"] == "0"
     # a packet from the wire for our address must be routed (into the emulator), not demuxed to a socket
     assert s["net.ipv4.tcp_early_demux"] == s["net.ipv4.udp_early_demux"] == "0"

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tunbench.errors import TunbenchError
 from tunbench.host import clean as clean_mod
 from tunbench.host import ledger as state
 from tunbench.host import netns as netns_mod
@@ -123,13 +124,15 @@ def test_the_agent_records_a_places_links_first_and_drops_them_once_removed(
     fail = {"now": False}
 
     def remove(ns: str | None, prefix: str) -> list[str]:
-        if fail["now"]:
-            raise OSError("netlink said no")
         removed.append((ns, prefix))
         return []
 
+    def still_there(ns: str | None, prefix: str) -> list[str]:  # a link the kernel would not delete
+        return [f"{prefix}-tc"] if fail["now"] else []
+
     monkeypatch.setattr(agent_mod, "workdir", fake_workdir)
     monkeypatch.setattr(agent_mod, "remove_prefixed_links", remove)
+    monkeypatch.setattr(agent_mod, "prefixed_links", still_there)
     ledger = state.Ledger.open("tbabc123")
     with contextlib.ExitStack() as stack:
         agent = agent_mod.Agent(ledger, stack)
@@ -137,13 +140,21 @@ def test_the_agent_records_a_places_links_first_and_drops_them_once_removed(
         assert json.loads(ledger.path.read_text())["links"] == [{"prefix": "tbdef456", "netns": None}]
         agent.op_place_close(place)
         assert removed == [(None, "tbdef456")] and ledger.links == []
-        # a removal that fails keeps the record: `tunbench clean` tries again
+        # a link that survives its removal keeps the record: `tunbench clean` tries again
         place = agent.op_place_open(tag="t2c", netns=None, roles=[], link_prefix="tbdef456")["place"]
         fail["now"] = True
-        with pytest.raises(OSError):
+        with pytest.raises(TunbenchError, match="could not remove the run's links tbdef456-tc"):
             agent.op_place_close(place)
         assert ledger.links == [LinkRecord("tbdef456", None)]
         # the controller's prefix must be a run prefix: nothing else is claimed, nothing is opened
         with pytest.raises(ValueError, match="not a run prefix"):
             agent.op_place_open(tag="t3c", netns=None, roles=[], link_prefix="eth")
     assert agent.places == {}
+
+
+def test_a_ledger_without_links_reads_as_before_and_unknown_keys_are_ignored(state_dir: Path) -> None:
+    ledger = state.Ledger.open("tbabc124")
+    assert "links" not in json.loads(ledger.path.read_text())  # an older tunbench on the host still reads it
+    data = {**json.loads(ledger.path.read_text()), "from_a_later_version": [1]}
+    ledger.path.write_text(json.dumps(data))
+    assert load_ledger(ledger.path).prefix == "tbabc124"

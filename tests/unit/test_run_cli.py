@@ -420,3 +420,9 @@ def test_an_emulated_profile_between_two_hosts_needs_the_client_hosts_egress_add
     assert code == 0, out + err
     code, out, err = main([*args, "--hosts", str(egress), "--ip", "6"], capsys, monkeypatch)
     assert code == 2 and "IPv4 only" in " ".join(err.split()), err
+    same = sandbox / "lab-same.ini"
+    same.write_text(
+        egress.read_text().replace("tunbench_egress_address=10.10.0.11", "tunbench_egress_address=10.10.0.2")
+    )
+    code, out, err = main([*args, "--hosts", str(same)], capsys, monkeypatch)
+    assert code == 2 and "is the server bench2's underlay address" in " ".join(err.split()), err

@@ -77,6 +77,8 @@ class Ledger:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        if not data["links"]:  # absent when empty: a ledger an older tunbench on the same host can still read
+            del data["links"]
         return data
 
     def save(self) -> None:
@@ -155,11 +157,15 @@ class Ledger:
                 tmp.unlink()
 
 
+LEDGER_FIELDS = ("prefix", "owner_pid", "owner_create_time", "netns", "paths", "cgroups")
+
+
 def load_ledger(path: Path) -> Ledger:
+    """A ledger from its file; keys a later tunbench may add are ignored (what this version knows it cleans)."""
     data = json.loads(path.read_text())
-    procs = [ProcRecord(**p) for p in data.pop("procs", [])]
-    links = [LinkRecord(**r) for r in data.pop("links", [])]
-    ledger = Ledger(**data)
+    procs = [ProcRecord(**p) for p in data.get("procs", [])]
+    links = [LinkRecord(**r) for r in data.get("links", [])]
+    ledger = Ledger(**{k: data[k] for k in LEDGER_FIELDS if k in data})
     ledger.procs = procs
     ledger.links = links
     return ledger

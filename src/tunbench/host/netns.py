@@ -141,6 +141,15 @@ def remove_prefixed_links(netns: str | None, prefix: str) -> list[str]:
     return gone
 
 
+def prefixed_links(netns: str | None, prefix: str) -> list[str]:
+    """The links named `<prefix>-*` in a namespace (None: this process's own) that exist now."""
+    if not prefix or (netns is not None and _netns_inode(netns) is None):
+        return []
+    with IPRoute(netns=netns) if netns else IPRoute() as ipr:
+        names = [str(link.get_attr("IFLA_IFNAME") or "") for link in ipr.get_links()]
+    return [n for n in names if n.startswith(f"{prefix}-")]
+
+
 class NetNamespace:
     def __init__(self, name: str, ledger: Ledger) -> None:
         self.name = name

@@ -25,7 +25,7 @@ from typing import IO, Any
 from tunbench.errors import TunbenchError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger, LinkRecord
-from tunbench.host.netns import remove_prefixed_links
+from tunbench.host.netns import prefixed_links, remove_prefixed_links
 from tunbench.host.place import LocalPlace
 from tunbench.host.proc import Daemon
 from tunbench.host.scope import run_scope
@@ -251,7 +251,10 @@ class Agent:
     # ---- helpers ----------------------------------------------------------------------------------
     def _remove_links(self, rec: LinkRecord) -> None:
         remove_prefixed_links(rec.netns, rec.prefix)
-        self.ledger.drop_links(rec)  # only once they are gone (an error keeps the record for `clean`)
+        left = prefixed_links(rec.netns, rec.prefix)
+        if left:  # the record stays for `tunbench clean`
+            raise TunbenchError(f"could not remove the run's links {', '.join(left)} (`tunbench clean` retries)")
+        self.ledger.drop_links(rec)
 
     def _stop_sampler(self, key: str) -> Sampler | None:
         s = self.samplers.pop(key, None)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import ipaddress
 import json
+import logging
 from pathlib import Path
 from types import TracebackType
 
@@ -18,9 +20,37 @@ from tunbench.host.proc import run_cmd
 from tunbench.link.emulator import LinkEmulator, LinkEnd
 from tunbench.link.profile import Profile
 from tunbench.topology import sysctl
-from tunbench.topology.build import TopologySpec
+from tunbench.topology.build import NO_DAD, TopologySpec
 from tunbench.topology.egress import EgressLayout
 from tunbench.topology.switched import ip_batch
+
+log = logging.getLogger(__name__)
+
+
+def check_egress_address(address: str, nic: str) -> None:
+    """The egress address must be free on this host (on a device of its own, the host's traffic to it, SSH
+    too, would go into the emulator) and inside a network of the NIC that routes to the server (else the
+    replies never find it)."""
+    res = run_cmd(["ip", "-j", "addr", "show"], what="reading this host's addresses", timeout_s=5)
+    want = ipaddress.ip_address(address)
+    nets = []
+    for link in json.loads(res.stdout or "[]"):
+        for a in link.get("addr_info", []):
+            if a.get("family") != "inet":
+                continue
+            if ipaddress.ip_address(a["local"]) == want:
+                raise ConfigError(
+                    f"the egress address {address} is already on this host's {link.get('ifname')}: it must be a "
+                    "second, unused address of the network (tunbench_egress_address)"
+                )
+            if link.get("ifname") == nic:
+                nets.append(ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False))
+    if not any(want in n for n in nets):
+        shown = ", ".join(map(str, nets)) or "none"
+        raise ConfigError(
+            f"the egress address {address} is not in a network of {nic}, the device that routes to the server "
+            f"(its networks: {shown}): pick an unused address there (tunbench_egress_address)"
+        )
 
 
 def route_to(server: str) -> tuple[str, str | None]:
@@ -34,6 +64,15 @@ def route_to(server: str) -> tuple[str, str | None]:
     if not dev or dev == "lo":
         raise ConfigError(f"this host has no route to the server's address {server} through a network device")
     return str(dev), route.get("gateway")
+
+
+NO_RA = {
+    **NO_DAD,
+    "net.ipv6.conf.all.accept_ra": "0",
+    "net.ipv6.conf.default.accept_ra": "0",
+    "net.ipv6.conf.all.autoconf": "0",
+    "net.ipv6.conf.default.autoconf": "0",
+}
 
 
 class EgressLink:
@@ -78,21 +117,32 @@ class EgressLink:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self._stack.close()
 
+    def _delete_device(self, lay: EgressLayout) -> None:
+        try:
+            ip_batch(lay.delete_script(), netns=self.netns, what="deleting the egress device")
+        except CommandFailed as e:  # the namespace's deletion removes it anyway, later
+            log.warning("%s", e)
+
     def _build(self) -> None:
         nic, gateway = route_to(self.server)
-        self._stack.enter_context(NetNamespace(self.netns, self.ledger))
-        self.sysctls_applied = sysctl.apply(self.netns, self.spec.namespace_sysctls())
+        check_egress_address(self.address, nic)
         lay = EgressLayout(self.link_prefix, self.netns, nic, self.address, self.server, gateway, self.spec.mtu)
-        sysctl.apply(self.netns, lay.sysctls())  # before any device: each new one copies `default`
+        self._stack.enter_context(NetNamespace(self.netns, self.ledger))
+        # before any device, which copies `default`: the egress's own, no IPv6 router advertisements or
+        # autoconfiguration on the wire side (IPv6 there would bypass the emulator), and addresses a tunnel
+        # gives its device usable at once (as in every namespace of a local run)
+        sysctl.apply(self.netns, {**lay.sysctls(), **(NO_RA if Path("/proc/sys/net/ipv6").exists() else {})})
+        self.sysctls_applied = sysctl.apply(self.netns, self.spec.namespace_sysctls())
         for kind in ("ipvlan", "macvlan"):  # ipvlan where the kernel has it (see topology/egress.py)
             lay = dataclasses.replace(lay, kind=kind)
             try:
                 ip_batch(lay.create_script(), what=f"adding the egress device ({kind}) on {nic}")
                 break
             except CommandFailed as e:
-                if kind == "macvlan" or "Unknown device type" not in str(e):
+                if kind == "macvlan" or not any(w in str(e) for w in ("Unknown device type", "not supported")):
                     raise
-        self.device = {"kind": lay.kind, "lower": nic, "gateway": gateway}
+        self._stack.callback(self._delete_device, lay)
+        self.device = {"kind": lay.kind, "lower": nic, "gateway": gateway, "address": self.address}
         ip_batch(lay.wire_script(), netns=self.netns, what="addressing the egress device")
 
         def route_through() -> None:

@@ -2,7 +2,9 @@
 places the client and server roles on them.
 
 Underlay addresses come from the inventory (the hosts' real interfaces); the tunnel's inner addresses stay
-tunbench's own. A role runs in its host's own namespace, next to the real NIC.
+tunbench's own. A role runs in its host's own namespace, next to the real NIC; with an emulated profile the
+client runs in a namespace of its host behind the emulator, from the host's egress address (egress.py);
+one host with both roles holds them in two namespaces, as a local run does.
 """
 
 from __future__ import annotations
@@ -174,6 +176,7 @@ class HostsTopology:
             )
         )
         self._places: dict[str, RemotePlace] = {}
+        self.egress: dict[str, Any] | None = None  # the client host's egress device, with an emulated profile
 
     def __enter__(self) -> HostsTopology:
         try:
@@ -217,6 +220,7 @@ class HostsTopology:
             link_prefix=self.prefix,
         )
         self.sysctls_applied = {r["netns"]: r["sysctls"]}
+        self.egress = r.get("egress")
         self._places["client"] = RemotePlace(conn, str(r["place"]), str(r["workdir"]), str(r["netns"]))
 
     def _open_pair(self) -> None:
@@ -262,4 +266,6 @@ class HostsTopology:
         return name
 
     def effective_settings(self) -> dict[str, Any]:
-        return {}
+        """What a trial records as params["net"]: the hosts keep their own settings (provenance has them);
+        with an emulated profile, the egress device the client sent through (kind, NIC, next hop)."""
+        return {"egress": self.egress} if self.egress else {}

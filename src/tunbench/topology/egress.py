@@ -13,8 +13,8 @@ address (`{client_addr}`), so adapters that name the peer's address work unchang
 gets nothing but the device's existence on its NIC (created in our namespace). ipvlan where the kernel has it,
 because it shares the NIC's MAC address (cloud networks drop frames from unknown MACs); else macvlan, with a
 MAC of its own (bare metal and bridges accept it). The namespace answers ARP for the egress address by proxy
-(the address is routed through the emulator, not delivered locally, for packets from the wire), and the local-
-table rule moves behind the two `iif` rules.
+(a proxy entry for that one address: for packets from the wire it is routed through the emulator, not delivered
+locally), and the local-table rule moves behind the two `iif` rules.
 """
 
 from __future__ import annotations
@@ -74,12 +74,21 @@ class EgressLayout:
         return [f"link add link {self.nic} name {self.wire} netns {self.netns} type {self.kind} {mode}"]
 
     def wire_script(self) -> list[str]:
-        """In our namespace, before the emulator starts: loopback, the egress address on the device."""
+        """In our namespace, before the emulator starts: loopback, the egress address on the device, and an
+        ARP proxy entry for that one address (answered at once, not after the default random proxy delay
+        of up to 0.8 s): the wire learns our MAC for the egress address and for nothing else."""
         return [
             "link set lo up",
             f"addr add {self.address}/32 dev {self.wire}",
+            f"neigh add proxy {self.address} dev {self.wire}",
+            f"ntable change name arp_cache dev {self.wire} proxy_delay 0",
             f"link set {self.wire} up",
         ]
+
+    def delete_script(self) -> list[str]:
+        """In our namespace, at teardown: the device goes now (a namespace's own devices go only when the
+        kernel gets to destroying it, and the next trial puts the same address on the same NIC)."""
+        return [f"link del {self.wire}"]
 
     def route_script(self) -> list[str]:
         """In our namespace, once tunbench-link's TUN devices exist: the two directions through it."""
@@ -107,9 +116,10 @@ class EgressLayout:
 
     def sysctls(self) -> dict[str, str]:
         """Set before any device exists, namespace-wide (`all`, which the kernel ORs with each device's own, and
-        `default` for rp_filter, which each new device copies): forwarding between the emulator and the wire;
-        packets from the emulator carry our own address as their source (accept_local), and the wire side
-        answers ARP for it by proxy. Early demux is off: it would hand a TCP or UDP packet from the wire to
+        `default` for rp_filter, which each new device copies): forwarding between the emulator and the wire
+        (which also makes the proxy entry of `wire_script` answer); packets from the emulator carry our own
+        address as their source (accept_local). No proxy_arp: it would answer for every address routed
+        elsewhere, the server's too. Early demux is off: it would hand a TCP or UDP packet from the wire to
         the tunnel's socket before routing (the address is ours), and the kernel then drops it instead of
         forwarding it into the emulator."""
         return {
@@ -117,7 +127,6 @@ class EgressLayout:
             "net.ipv4.conf.all.rp_filter": "0",
             "net.ipv4.conf.default.rp_filter": "0",
             "net.ipv4.conf.all.accept_local": "1",
-            "net.ipv4.conf.all.proxy_arp": "1",
             "net.ipv4.ip_early_demux": "0",
             "net.ipv4.tcp_early_demux": "0",
             "net.ipv4.udp_early_demux": "0",

@@ -22,6 +22,7 @@ from tunbench.tunnels.spec import LoadedAdapter, load_adapter
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 DEFAULT_CPU_PERIOD_US = 100_000  # the kernel's own default CFS period
+MIN_QUOTA_US = 1000  # the kernel's smallest CFS quota
 _REF = re.compile(r"^(?P<name>[^\[\]]+?)(?:\[(?P<params>[^\]]*)\])?$")
 
 
@@ -121,6 +122,14 @@ def parse_ref(text: str, source: str = "--tunnel") -> TunnelRef:
     if period_us is not None and not caps:
         raise ConfigError(f"cpu_period= in {text!r} sets the period of a CPU cap: add client_cpu= or server_cpu=",
                           source=source)  # fmt: skip
+    period = period_us or DEFAULT_CPU_PERIOD_US
+    for role, pct in caps.items():
+        if period * pct / 100 < MIN_QUOTA_US:  # the kernel's smallest quota: the cap would not hold
+            raise ConfigError(
+                f"{role}_cpu={pct:g}% of a {period / 1000:g} ms period in {text!r} is a quota under the kernel's "
+                f"1 ms minimum: use a longer cpu_period= or a larger share",
+                source=source,
+            )
     if not label:  # the commit is left out: one label's history runs across commits
         shown = [f"{k}={v}" for k, v in params.items()] + [f"{r}_cpu={p:g}%" for r, p in caps.items()]
         if period_us is not None:
