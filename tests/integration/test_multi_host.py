@@ -372,7 +372,7 @@ def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> 
     res, doc = run_hosts(
         tmp_path,
         inv,
-        *("-t", "wireguard-go", "-w", "iperf3,latency", "--profile", "d20:delay=20ms,rate=50mbit"),
+        *("-t", "wireguard-go", "-w", "iperf3,latency", "--profile", "lan,d20:delay=20ms,rate=50mbit"),
         *("--direction", "up,down", "--duration", "2", "--omit", "1", "--repeat", "1"),
     )
     assert res.returncode == 0, res.stdout + res.stderr
@@ -380,16 +380,31 @@ def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> 
     seen = set()
     for t in doc["trials"]:
         assert t["status"] == "ok", t["error"]
-        seen.add((t["label"], t["workload"]))
-        # every trial crossed the emulator on h1, in both directions
-        assert t["metrics"]["link.up.delivered_packets"] > 0 and t["metrics"]["link.down.delivered_packets"] > 0
+        seen.add((t["label"], t["workload"], t["profile"]))
+        m, emulated = t["metrics"], t["profile"] == "d20"
+        if not emulated:  # lan in the same run: the hosts' own network, no emulator, no egress
+            assert "link.up.delivered_packets" not in m and "egress" not in t["params"].get("net", {})
+            if t["workload"] == "latency":
+                assert m["latency.p50_ms"] < 10.0
+            continue
+        # every emulated trial crossed the emulator on h1, both ways, from the egress address
+        assert m["link.up.delivered_packets"] > 0 and m["link.down.delivered_packets"] > 0
+        assert t["params"]["net"]["egress"]["address"] == egress
         if t["workload"] == "latency":
-            assert 39.0 < t["metrics"]["latency.p50_ms"] < 80.0, "the emulator's 20 ms each way"
+            assert 39.0 < m["latency.p50_ms"] < 80.0, "the emulator's 20 ms each way"
         if t["workload"] == "iperf3":
             assert 30e6 < t["throughput_bps"] <= 51e6, "the emulator's 50 Mbit/s"
         if t["label"] == "wireguard-go":
             assert all(t["cpu"][r]["user_s"] + t["cpu"][r]["sys_s"] > 0 for r in ("client", "server"))
-    assert seen >= {("direct", "iperf3"), ("wireguard-go", "iperf3"), ("wireguard-go", "latency")}
+    assert {(label, w) for label, w, p in seen if p == "d20"} >= {
+        ("direct", "iperf3"),
+        ("wireguard-go", "iperf3"),
+        ("wireguard-go", "latency"),
+    }
+    # the egress answered ARP for its own address only: h1 still knows h2's address at h2's own MAC
+    mac2 = hosts.sh("h2", "cat /sys/class/net/eth0/address").stdout.strip()
+    neigh = hosts.sh("h1", f"ip -j neigh show {hosts.address('h2')}").stdout
+    assert all(n.get("lladdr") in (None, mac2) for n in json.loads(neigh or "[]")), (neigh, mac2)
     nothing_left(hosts, agent_prefixes(doc))
 
 
