@@ -204,6 +204,10 @@ class HostsTopology:
     def emulated(self) -> bool:
         return self.profile is not None and self.profile.emulated
 
+    def _spec_json(self) -> dict[str, Any]:
+        """The topology settings as the agent's TopologySpec takes them over the channel."""
+        return {**asdict(self.spec), "sysctls": dict(self.spec.sysctls)}
+
     def _open_egress(self) -> None:
         """Two hosts and an emulated profile: the client runs in a namespace of the client host whose traffic
         to the server crosses tunbench-link, from the host's egress address (remote/egress.py)."""
@@ -212,7 +216,7 @@ class HostsTopology:
         r = conn.call(
             "egress_open",
             tag=f"{self.tag}c",
-            spec={**asdict(self.spec), "sysctls": dict(self.spec.sysctls)},
+            spec=self._spec_json(),
             profile=self.profile.model_dump(),
             seed=self.seed,
             address=host.egress_address,
@@ -227,7 +231,7 @@ class HostsTopology:
         """Both roles on one host: its agent builds the two namespaces and their link (tunnels' variables then
         name those namespaces and tunbench's own underlay addresses, as in a local run)."""
         conn = self.hosts.conn("client")
-        spec = {**asdict(self.spec), "sysctls": dict(self.spec.sysctls)}
+        spec = self._spec_json()
         profile = self.profile.model_dump() if self.profile is not None and self.profile.emulated else None
         r = conn.call("pair_open", tag=self.tag, spec=spec, profile=profile, seed=self.seed)
         self.addr = AddressPlan(**r["addr"])
