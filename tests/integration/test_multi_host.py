@@ -198,10 +198,12 @@ def test_ipv6_underlay_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> Non
     res, doc = run_hosts(
         tmp_path,
         hosts.inventory,
-        *("-t", "wireguard-go", "--ip", "6", "--direction", "up", "--duration", "1", "--omit", "1", "--repeat", "1"),
+        *("-t", "wireguard-go", "--ip", "6", "--overlay", "6", "--direction", "up"),
+        *("--duration", "1", "--omit", "1", "--repeat", "1"),
     )
     assert res.returncode == 0, res.stdout + res.stderr
     trials = {t["label"]: t for t in doc["trials"]}
+    assert trials["wireguard-go"]["params"]["ip"]["overlay"] == "ipv6"  # tunbench's own inner IPv6 addresses
     assert set(trials) == {"direct", "wireguard-go"}
     for label, t in trials.items():
         assert t["status"] == "ok", t["error"]
