@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from tunbench.errors import ConfigError
+from tunbench.host.place import completed
+from tunbench.remote import egress as egress_mod
 from tunbench.topology.egress import DOWN_TABLE, LOCAL_PREF, UP_TABLE, EgressLayout
 from tunbench.topology.sysctl import check
 
@@ -76,3 +81,33 @@ def test_bad_layouts_are_refused(kw: dict[str, str], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         lay = layout(**kw)
         lay.create_script()
+
+
+ADDRS = [
+    {"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
+    {
+        "ifname": "eth0",
+        "addr_info": [
+            {"family": "inet", "local": "10.0.0.1", "prefixlen": 24},
+            {"family": "inet6", "local": "2001:db8::1", "prefixlen": 64},
+        ],
+    },
+    {"ifname": "eth1", "addr_info": [{"family": "inet", "local": "192.0.2.9", "prefixlen": 24}]},
+]
+
+
+@pytest.mark.parametrize(
+    ("address", "match"),
+    [
+        ("10.0.0.1", "already on this host's eth0"),  # the host's own: its SSH would go into the emulator
+        ("192.0.2.9", "already on this host's eth1"),
+        ("10.0.1.11", r"not in a network of eth0.*10\.0\.0\.0/24"),  # replies would never find it
+    ],
+)
+def test_an_egress_address_that_is_taken_or_off_the_nics_network_is_refused(
+    address: str, match: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(egress_mod, "run_cmd", lambda *a, **k: completed(["ip"], 0, json.dumps(ADDRS), ""))
+    with pytest.raises(ConfigError, match=match):
+        egress_mod.check_egress_address(address, "eth0")
+    egress_mod.check_egress_address("10.0.0.11", "eth0")  # free, on eth0's network: accepted
