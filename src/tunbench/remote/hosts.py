@@ -24,6 +24,7 @@ from tunbench.remote.inventory import Host, Inventory
 from tunbench.remote.place import RemotePlace
 from tunbench.topology.addresses import AddressPlan, Family, assert_bench_address
 from tunbench.topology.build import TopologySpec
+from tunbench.topology.layout import run_ifname
 
 ROLES = ("client", "server")
 
@@ -264,10 +265,7 @@ class HostsTopology:
         return self._places[role].netns or ""  # "": the host's own namespace
 
     def ifname(self, suffix: str) -> str:
-        name = f"{self.prefix}-{suffix}"
-        if len(name) > 15:
-            raise ValueError(f"interface name too long: {name}")
-        return name
+        return run_ifname(self.prefix, suffix)
 
     def effective_settings(self) -> dict[str, Any]:
         """What a trial records as params["net"]: the hosts keep their own settings (provenance has them);

@@ -14,6 +14,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.netns import NetNamespace
 from tunbench.topology import settings, sysctl
 from tunbench.topology.addresses import AddressPlan
+from tunbench.topology.layout import run_ifname
 from tunbench.topology.veth import Endpoint, create_veth
 
 # A link builder joins the two namespaces (veth, or the WAN emulator) and returns a context manager that
@@ -92,10 +93,7 @@ class Topology:
 
     def ifname(self, suffix: str) -> str:
         """An interface name carrying the run prefix (<= 15 chars, the kernel's limit)."""
-        name = f"{self.prefix}-{suffix}{self.slot}"
-        if len(name) > 15:
-            raise ValueError(f"interface name too long: {name}")
-        return name
+        return run_ifname(self.prefix, f"{suffix}{self.slot}")
 
     def ns_name(self, role: str) -> str:
         return {"client": self.client.name, "server": self.server.name}[role]

@@ -22,6 +22,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from tunbench.topology.layout import run_ifname
+
 UP_TABLE = 100  # packets leaving the emulator (iif le): to the wire
 DOWN_TABLE = 101  # packets from the wire (iif the ipvlan device): into the emulator
 LOCAL_PREF = 1000  # the local table's rule, moved behind ours
@@ -51,10 +53,7 @@ class EgressLayout:
             raise ValueError(f"the egress address {self.address} is the server's")
 
     def ifname(self, suffix: str) -> str:
-        name = f"{self.prefix}-{suffix}"
-        if len(name) > 15:
-            raise ValueError(f"interface name too long: {name}")
-        return name
+        return run_ifname(self.prefix, suffix)
 
     @property
     def wire(self) -> str:  # the ipvlan or macvlan device

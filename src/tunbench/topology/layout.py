@@ -35,6 +35,14 @@ def _nth(net: ipaddress.IPv4Network, n: int) -> str:
     return str(addr)
 
 
+def run_ifname(prefix: str, suffix: str) -> str:
+    """An interface name carrying the run prefix, within the kernel's limit (IFNAMSIZ - 1 = 15 characters)."""
+    name = f"{prefix}-{suffix}"
+    if len(name) > IFNAMSIZ:
+        raise ValueError(f"interface name too long: {name}")
+    return name
+
+
 def client_addr(i: int) -> str:
     """Underlay address of client i (1-based): 198.18.0.2, ... 198.18.1.0, ..."""
     return _nth(UNDERLAY, 1 + i)
@@ -78,10 +86,7 @@ class Layout:
 
     # ---- names ---------------------------------------------------------------------------------------
     def ifname(self, role: str, i: int | None = None) -> str:
-        name = f"{self.prefix}-{role}" + (f"{i:x}" if i is not None else "")
-        if len(name) > IFNAMSIZ:
-            raise ValueError(f"interface name too long: {name}")
-        return name
+        return run_ifname(self.prefix, role + (f"{i:x}" if i is not None else ""))
 
     def ns(self, role: str) -> str:
         return f"{self.prefix}-{self.tag}-{role}"
