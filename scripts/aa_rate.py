@@ -8,6 +8,8 @@
         --variant new=/tmp/new/src --variant old=/tmp/old/src
     # analyse every run of DB whose name starts with PREFIX
     scripts/aa_rate.py analyse DB --prefix aa
+    # with more run options, e.g. CPU placement
+    scripts/aa_rate.py measure DB --runs 30 --pairs 8 --prefix aac- --run-args '--cpuset split'
 
 `measure` runs, per comparison (seeds 1000+i unless --seed-base):
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -54,6 +57,7 @@ def measure(args: argparse.Namespace) -> None:
             "-t", f"{args.tunnel}[label=a]", "-t", f"{args.tunnel}[label=b]",
             "--no-direct", "--direction", "up", "--duration", str(args.duration), "--omit", str(args.omit),
             "--repeat", str(args.pairs), "--seed", str(seed), "--name", f"{prefix}-{seed}", "--db", args.db,
+            *shlex.split(args.run_args),
         ]  # fmt: skip
         if args.lock:
             cmd = ["flock", args.lock, *cmd]
@@ -178,6 +182,7 @@ def main() -> None:
         default=[],
         help="NAME=PYTHONPATH: run comparison i with the i-th variant (cyclically), named PREFIXNAME-SEED",
     )
+    m.add_argument("--run-args", default="", help="more options for each `tunbench run`, e.g. '--cpuset split'")
     m.add_argument("--lock", default="/tmp/tb-measure.lock", help="flock this file around each run ('' = none)")
     a = sub.add_parser("analyse")
     a.add_argument("db")

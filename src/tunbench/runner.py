@@ -46,6 +46,7 @@ from tunbench.tunnels.adapter import IPERF_PORT, ROLES, Tunnel
 from tunbench.tunnels.fleet_env import FleetEnv
 from tunbench.watchdog import watchdog
 from tunbench.workloads.base import BringupContext, Context, FleetContext, Measurement, Workload
+from tunbench.workloads.fleet_hosts import HostsFleetEnv
 
 LinkFactory = Callable[[Case, Ledger, Path, int], LinkBuilder | None]
 
@@ -386,20 +387,35 @@ class Runner:
         if case.variant:
             rec.params["workload"]["variant"] = case.variant
         limit = workload.trial_timeout_s(case, options, self.duration_s, self.omit_s)
-        env = FleetEnv(
-            self.ledger,
-            t.tag,
-            workdir,
-            case.tunnel,
-            case.profile,
-            t.spec,
-            t.link_seed,
-            case.clients,
-            cpu_cap=workload.cpu_cap(case),
-            probe_interval_s=workload.probe_interval_s(options),
-        )
+        env: FleetEnv | HostsFleetEnv
+        if self.hosts is not None:  # the server on the server host, the clients on the client host
+            env = HostsFleetEnv(
+                self.hosts,
+                self.ledger,
+                t.tag,
+                workdir,
+                case.tunnel,
+                t.spec,
+                case.clients,
+                probe_interval_s=workload.probe_interval_s(options),
+            )
+        else:
+            env = FleetEnv(
+                self.ledger,
+                t.tag,
+                workdir,
+                case.tunnel,
+                case.profile,
+                t.spec,
+                t.link_seed,
+                case.clients,
+                cpu_cap=workload.cpu_cap(case),
+                probe_interval_s=workload.probe_interval_s(options),
+            )
         with watchdog(limit, f"the {workload.kind} trial"), env:
             rec.params["sysctls"] = env.sysctls_applied
+            if isinstance(env, HostsFleetEnv):
+                rec.params["net"] = env.net
             ctx = FleetContext(
                 env=env,
                 ledger=self.ledger,

@@ -406,6 +406,16 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
     """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
     emulated = [p.name for p in plan.profiles if p.emulated]
     two = inventory.for_role("client").name != inventory.for_role("server").name
+    unplaced = [k for k in plan.scenario.workload.kind if not get_workload(k).pair() and k != "clients"]
+    if unplaced:
+        raise ConfigError(
+            f"workload {unplaced[0]!r} is not placed on hosts yet (it brings up its own tunnels, or a storm of "
+            "clients): with --hosts use iperf3, latency, rrul, udp or clients",
+            source=plan.source,
+            key="workload.kind",
+        )
+    if "clients" in plan.scenario.workload.kind:
+        check_clients_placeable(plan, inventory, emulated, two)
     if emulated and two and plan.scenario.topology.underlay == "ipv6":
         raise ConfigError(
             f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts is IPv4 only for now (the "
@@ -431,13 +441,6 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             source=client.source,
             key="tunbench_egress_address",
         )
-    if kind := not_pair(plan):
-        raise ConfigError(
-            f"workload {kind!r} is not placed on hosts yet (it brings up many clients or its own tunnels): "
-            "with --hosts use iperf3, latency, rrul or udp",
-            source=plan.source,
-            key="workload.kind",
-        )
     if plan.flamegraphs:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
     if capped := [r.label for r in plan.refs if r.cpu_caps]:
@@ -452,6 +455,39 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             "yet: with --hosts use warm = 1",
             source=plan.source,
             key="run.warm",
+        )
+
+
+def check_clients_placeable(plan: RunPlan, inventory: Inventory, emulated: list[str], two: bool) -> None:
+    """The `clients` workload between hosts: two hosts, IPv4, the real network (no emulated profile), and an
+    address of the client host's network per client (tunbench_client_addresses)."""
+    key = "workload.kind"
+    if not two:
+        raise ConfigError(
+            "the clients workload runs between two hosts (its clients on the client host, the server on the "
+            "server host); with one host for both roles, run it locally (without --hosts)",
+            source=inventory.source,
+            key="tunbench_roles",
+        )
+    if plan.scenario.topology.underlay == "ipv6":
+        raise ConfigError("the clients workload between hosts is IPv4 only: run it without --ip 6", key="--ip")
+    if emulated:
+        raise ConfigError(
+            f"profile(s) {', '.join(emulated)} emulate a link, which the clients workload between hosts does "
+            "not place yet (its clients reach the server over the hosts' own network): use --profile lan",
+            source=plan.source,
+            key=key,
+        )
+    most = max((c.clients for c in plan.cases if c.workload == "clients"), default=0)
+    client = inventory.for_role("client")
+    if len(client.client_pool(most)) < most:
+        have = f"has {len(client.client_pool(most))}" if client.client_addresses else "is not set"
+        raise ConfigError(
+            f"the clients workload brings up to {most} clients; between two hosts each needs an unused address "
+            f"of {client.name}'s network: its tunbench_client_addresses {have} (e.g. 192.0.2.100-192.0.2.163, "
+            "docs/multi-host.md)",
+            source=client.source,
+            key="tunbench_client_addresses",
         )
 
 

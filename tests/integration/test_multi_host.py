@@ -410,6 +410,50 @@ def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> 
     nothing_left(hosts, agent_prefixes(doc))
 
 
+def test_twenty_clients_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """The clients workload across hosts: the wireguard-go server on h2 (its own namespace and address), 20
+    clients on h1, each in a namespace with its own address of the hosts' network; the same workload code as
+    a local trial, through the agents."""
+    sc = tmp_path / "clients.toml"
+    rate = 4e6
+    sc.write_text(
+        f"""
+[run]
+tunnels = ["wireguard-go"]
+repeat = 1
+direct = false
+[workload]
+kind = ["clients"]
+duration_s = 2
+omit_s = 1
+[workload.clients]
+clients = [20]
+protocols = ["udp"]
+udp_rate_bps = {rate:.0f}
+"""
+    )
+    refused, _ = run_hosts(tmp_path, hosts.inventory, str(sc), "--dry-run")
+    assert refused.returncode == 2 and "tunbench_client_addresses" in refused.stderr, refused.stdout + refused.stderr
+    pool = [f"{SUBNET4}.{k}" for k in range(120, 140)]
+    inv = write_inventory(hosts, tmp_path, h1=f"tunbench_client_addresses={pool[0]}-{pool[-1]}")
+    res, doc = run_hosts(tmp_path, inv, str(sc))
+    assert res.returncode == 0, res.stdout + res.stderr
+    (t,) = doc["trials"]
+    assert t["status"] == "ok", t["error"]
+    m = t["metrics"]
+    assert t["clients"] == 20 and m["clients.connected"] == 20
+    assert m["clients.udp.aggregate_bps"] == pytest.approx(20 * rate, rel=0.1)
+    assert m["clients.udp.per_client_bps_min"] > 0.8 * rate
+    assert m["clients.udp.failed_clients"] == 0 and m["clients.udp.loss_pct"] < 5
+    assert m["clients.udp.window_s"] == pytest.approx(2.0, abs=0.3)
+    # the server's cost, sampled on h2; the clients' on h1
+    assert m["clients.udp.server_cpu_s"] > 0 and m["clients.udp.clients_cpu_s"] > 0
+    assert m["clients.server_rss_connected_bytes"] >= m["clients.server_rss_base_bytes"] > 1_000_000
+    assert t["params"]["net"]["clients"]["addresses"] == f"{pool[0]}-{pool[-1]}"
+    assert "clients.udp.host_cpu_pct" not in m  # two hosts: no one host's share
+    nothing_left(hosts, agent_prefixes(doc))
+
+
 def test_ctrl_c_mid_trial_ends_at_once_and_leaves_nothing(hosts: SshHosts, tmp_path: Path) -> None:
     proc, prefix = start(tmp_path, hosts.inventory, "-t", "wireguard-go", "--no-direct", "--duration", "20")
     try:

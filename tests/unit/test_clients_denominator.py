@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from tunbench.host.cgroup import CpuUsage
+from tunbench.host.ledger import Ledger
+from tunbench.host.place import LocalPlace
 from tunbench.monitor.sampler import RoleCost, RoleSample
 from tunbench.results import TrialRecord
 from tunbench.workloads.clients import ClientsWorkload, Timing
@@ -25,15 +27,18 @@ def _client_json(bytes_per_s: float) -> str:
 def test_a_failed_client_counts_as_zero(tmp_path: Path) -> None:
     n = 4
     for i in range(n - 1):  # client 3 left no output: its iperf3 failed
-        (tmp_path / f"c{i}.json").write_text(_client_json(1e6))
+        (tmp_path / f"iperf-tcp-c{i}.json").write_text(_client_json(1e6))
     server = RoleCost(CpuUsage(1, 1), 0, 1, None, series=[RoleSample(0, 0, 0, 0), RoleSample(20, 2, 2, 0)])
     sampler: Any = SimpleNamespace(
         results={"server": server, "clients": RoleCost(CpuUsage(0, 0), 0, 0, None)}, wall_s=20.0
     )
-    mt: Any = SimpleNamespace(layout=SimpleNamespace(clients=n))
+    place = LocalPlace(None, Ledger.__new__(Ledger), tmp_path)  # reads the reports from tmp_path
+    mt: Any = SimpleNamespace(
+        layout=SimpleNamespace(clients=n), fleet=SimpleNamespace(places=SimpleNamespace(client=lambda i: place))
+    )
     rec = TrialRecord(1, "wireguard-go", "wireguard-go", "lan", "clients", 1, "down", 0, {}, clients=n)
     timing = Timing({i: 0.0 for i in range(n)}, {i: 10.0 for i in range(n)}, 1.0, 5.0, 1.0)
-    ClientsWorkload()._summarize(mt, rec, ClientsOptions(), "tcp", "down", timing, tmp_path, sampler, True)
+    ClientsWorkload()._summarize(mt, rec, ClientsOptions(), "tcp", "down", timing, sampler, True)
     m = rec.metrics
     assert m["clients.tcp.failed_clients"] == 1.0
     assert m["throughput_bps"] == pytest.approx(3 * 8e6)

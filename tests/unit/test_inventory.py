@@ -196,6 +196,9 @@ def test_table_hosts() -> None:
         ("[client]\nh1 tunbench_address=fe80::1\n", 2, "tunbench_address", "IPv4"),
         ("[client]\nh1 tunbench_address6=10.0.0.1\n", 2, "tunbench_address6", "IPv6"),
         ("[client]\nh1 tunbench_egress_address=eth0\n", 2, "tunbench_egress_address", "IPv4"),
+        ("[client]\nh1 tunbench_client_addresses=10.0.0.9-10.0.0.1\n", 2, "tunbench_client_addresses", "below"),
+        ("[client]\nh1 tunbench_client_addresses=10.0.0.9\n", 2, "tunbench_client_addresses", "FIRST-LAST"),
+        ("[client]\nh1 tunbench_client_addresses=2001:db8::/64\n", 2, "tunbench_client_addresses", "IPv4"),
         ("[client]\nh1 ansible_port\n", 2, "h1", "key=value"),
         ("[client]\nh1 x='unclosed\n", 2, "", "cannot split"),
         ("[client:kids]\nh1\n", 1, "[client:kids]", "unknown section type"),
@@ -277,3 +280,19 @@ def test_table_errors(table: dict[str, object], key: str, msg: str) -> None:
     assert exc.value.key == key and exc.value.source == "s.toml" and msg in str(exc.value)
     if key.startswith("hosts.client"):
         assert exc.value.line in (1, 2)
+
+
+def test_client_addresses_are_a_range_or_a_block(tmp_path: Path) -> None:
+    lab = write(tmp_path, "c.ini", "[client]\nh1 tunbench_client_addresses=10.0.0.100-10.0.0.102\n")
+    h = load_inventory(lab).for_role("client")
+    assert h.client_addresses == ("10.0.0.100", "10.0.0.102")
+    assert h.client_pool(2) == ["10.0.0.100", "10.0.0.101"]
+    assert h.client_pool(5) == ["10.0.0.100", "10.0.0.101", "10.0.0.102"]  # fewer: the caller refuses
+    block = write(tmp_path, "b.ini", "[client]\nh1 tunbench_client_addresses=10.0.0.128/30\n")
+    assert load_inventory(block).for_role("client").client_pool(9) == [f"10.0.0.{k}" for k in range(128, 132)]
+    table = inventory_from_table(
+        {"client": {"ssh": "h1", "client_addresses": "192.0.2.10-192.0.2.29"}, "server": {"ssh": "h2"}}, "s.toml"
+    )
+    assert len(table.for_role("client").client_pool(100)) == 20
+    with pytest.raises(ConfigError, match="client_addresses"):
+        inventory_from_table({"client": {"ssh": "h1", "client_addresses": "x"}}, "s.toml")

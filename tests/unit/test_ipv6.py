@@ -81,8 +81,10 @@ L3 = 'name = "x"\nlayer = "l3"\n[params]\nmtu = "1400"\n[target]\naddress = "{in
 def test_bad_ipv6_tables_fail_at_load(tmp_path: Path, body: str, needle: str) -> None:
     p = tmp_path / "a.toml"
     p.write_text(body)
-    with pytest.raises(ConfigError, match=needle):
+    with pytest.raises(ConfigError, match=needle) as exc:
         load_adapter(p)
+    # the error points into the file (found by the fuzz test: a whole-model check named no key or line)
+    assert exc.value.key and exc.value.key.startswith("ipv6") and exc.value.line is not None, str(exc.value)
 
 
 def test_undeclared_means_no_ipv6(tmp_path: Path) -> None:

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from pathlib import Path
 
 import pytest
 
 from tunbench.host.ledger import NAME_RE
-from tunbench.topology.layout import MAX_CLIENTS, Layout, client_addr, client_inner, client_mac
+from tunbench.topology.hostclients import ClientWires
+from tunbench.topology.layout import MAX_CLIENTS, HostsLayout, Layout, client_addr, client_inner, client_mac
+from tunbench.tunnels.fleet import client_variables, shared_variables
 
 PREFIX = "tb3fa91c"
 
@@ -102,3 +105,46 @@ def test_an_emulated_uplink_puts_a_gateway_between_the_switch_and_the_server() -
     assert f"route add 198.18.0.0/16 dev {lay.uplink_dev_server} src {lay.server_addr}" in server
     for name in (lay.uplink_dev_gateway, lay.uplink_dev_server, lay.gateway_ns):
         assert NAME_RE.match(name)
+
+
+def test_clients_between_hosts_have_the_pools_addresses_and_the_agents_namespaces() -> None:
+    pool = tuple(f"192.0.2.{k}" for k in range(100, 120))
+    names = tuple(f"tb0a0b0c-t3cc{i:x}" for i in range(1, 21))
+    lay = HostsLayout("tb12ab34", "t3", 20, server_addr="192.0.2.2", pool=pool, namespaces=names)
+    assert (lay.client_address(1), lay.client_address(20)) == ("192.0.2.100", "192.0.2.119")
+    assert lay.client_ns(20) == "tb0a0b0c-t3cc14" and lay.server_ns == ""
+    assert lay.all_namespaces() == list(names)
+    v = client_variables(lay, 2)
+    assert (v["client_addr"], v["client_endpoint"], v["client_inner"]) == ("192.0.2.101", "192.0.2.101", "198.19.0.3")
+    assert shared_variables(lay, Path("/tmp/x"))["server_addr"] == "192.0.2.2"
+    with pytest.raises(ValueError, match="as many addresses"):
+        HostsLayout("tb12ab34", "t3", 21, server_addr="192.0.2.2", pool=pool, namespaces=names)
+    with pytest.raises(ValueError, match="in the clients' pool"):
+        HostsLayout("tb12ab34", "t3", 2, server_addr="192.0.2.100", pool=pool, namespaces=names)
+
+
+def test_client_wires_are_born_in_the_clients_namespaces_and_route_to_the_server() -> None:
+    w = ClientWires("tb12ab34", "eth0", "192.0.2.2")
+    assert w.wire(26) == "tb12ab34-v1a"
+    assert w.create_script(26, "ns26") == ["link add link eth0 name tb12ab34-v1a netns ns26 type ipvlan mode l2"]
+    assert (
+        ClientWires("tb12ab34", "eth0", "192.0.2.2", kind="macvlan")
+        .create_script(1, "n")[0]
+        .endswith("type macvlan mode bridge")
+    )
+    assert w.client_script(1, "192.0.2.100") == [
+        "link set lo up",
+        "addr add 192.0.2.100/32 dev tb12ab34-v1",
+        "link set tb12ab34-v1 up",
+        "route add 192.0.2.2/32 dev tb12ab34-v1",
+    ]
+    routed = ClientWires("tb12ab34", "eth0", "203.0.113.2", gateway="192.0.2.1")
+    assert routed.client_script(1, "192.0.2.100")[-2:] == [
+        "route add 192.0.2.1/32 dev tb12ab34-v1",
+        "route add 203.0.113.2/32 via 192.0.2.1 dev tb12ab34-v1",
+    ]
+    assert w.delete_script(3) == ["link del tb12ab34-v3"]
+    with pytest.raises(ValueError, match="other than the server's"):
+        w.client_script(1, "192.0.2.2")
+    with pytest.raises(ValueError, match="IPv4"):
+        ClientWires("tb12ab34", "eth0", "2001:db8::2")

@@ -12,11 +12,11 @@ from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError
 from tunbench.host.place import ns_command
+from tunbench.host.ready import checksum, echo_request, parse_reply
 from tunbench.link.profile import find_profile
 from tunbench.plan import expand
 from tunbench.topology.layout import Layout
 from tunbench.tunnels.fleet import client_variables, shared_variables
-from tunbench.tunnels.ready import checksum, echo_request, parse_reply
 from tunbench.tunnels.registry import parse_ref
 from tunbench.tunnels.template import placeholders, render
 from tunbench.workloads.fleet_options import ClientsOptions, StormOptions

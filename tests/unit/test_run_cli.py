@@ -426,3 +426,30 @@ def test_an_emulated_profile_between_two_hosts_needs_the_client_hosts_egress_add
     )
     code, out, err = main([*args, "--hosts", str(same)], capsys, monkeypatch)
     assert code == 2 and "is the server bench2's underlay address" in " ".join(err.split()), err
+
+
+def test_the_clients_workload_between_two_hosts_needs_an_address_per_client(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lab = Path(__file__).parents[2] / "examples" / "hosts" / "lab.ini"
+    args = ["run", "--dry-run", "-t", "wireguard-go", "-w", "clients", "--no-direct"]
+    code, out, err = main([*args, "--hosts", str(lab)], capsys, monkeypatch)
+    line = " ".join(one_error(err).split())
+    assert code == 2 and "tunbench_client_addresses is not set" in line and "up to 100 clients" in line, line
+    assert f"{lab}:{bench1_line(lab)}" in line, line  # the client host's line
+    few = sandbox / "lab-few.ini"
+    few.write_text(
+        lab.read_text().replace(
+            "tunbench_address=10.10.0.1", "tunbench_address=10.10.0.1 tunbench_client_addresses=10.10.0.100-10.10.0.149"
+        )
+    )
+    code, out, err = main([*args, "--hosts", str(few)], capsys, monkeypatch)
+    assert code == 2 and "has 50" in " ".join(err.split()), err
+    enough = sandbox / "lab-clients.ini"
+    enough.write_text(few.read_text().replace("10.10.0.149", "10.10.0.199"))
+    code, out, err = main([*args, "--hosts", str(enough)], capsys, monkeypatch)
+    assert code == 0, out + err
+    code, out, err = main([*args, "--hosts", str(enough), "--profile", "wan-50ms"], capsys, monkeypatch)
+    assert code == 2 and "use --profile lan" in " ".join(err.split()), err
+    code, out, err = main([*args[:-2], "storm", "--hosts", str(enough)], capsys, monkeypatch)
+    assert code == 2 and "workload 'storm' is not placed on hosts yet" in " ".join(err.split()), err

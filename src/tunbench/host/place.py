@@ -12,13 +12,14 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
-from tunbench.host.proc import Daemon, run_cmd, tree_pids
+from tunbench.host.proc import Daemon, rss_of, run_cmd, tree_pids
 
 TCP_LISTEN = "0A"
 Completed = subprocess.CompletedProcess[str]
@@ -69,6 +70,10 @@ class Place(Protocol):
 
     def port_open(self, port: int, proto: str = "tcp") -> bool: ...
 
+    def listening(self, proto: str = "tcp") -> set[int]:
+        """The ports listening (TCP) or bound (UDP) here: one read for many ports."""
+        ...
+
     def exists(self, path: str) -> bool: ...
 
     def put_files(self, files: Mapping[str, tuple[bytes, int]]) -> None: ...
@@ -78,6 +83,31 @@ class Place(Protocol):
         ...
 
     def pids(self, role: str, procs: Sequence[Proc]) -> list[int]: ...
+
+    def rss(self, role: str, procs: Sequence[Proc]) -> list[int]:
+        """The resident memory of each of the role's processes here (bytes)."""
+        ...
+
+    def wait_exits(self, procs: Sequence[Proc], timeout_s: float) -> list[float | None]:
+        """Wait until every one of `procs` (daemons started here) has exited, at most `timeout_s`; each one's
+        exit time on this machine's time.monotonic() clock, None for one still running."""
+        ...
+
+
+EXIT_POLL_S = 0.02
+
+
+def wait_exits(procs: Sequence[Daemon], timeout_s: float) -> list[float | None]:
+    """Poll local daemons every 20 ms until all have exited or `timeout_s` has passed: their exit times."""
+    deadline = time.monotonic() + timeout_s
+    ended: list[float | None] = [None] * len(procs)
+    while True:
+        for k, d in enumerate(procs):
+            if ended[k] is None and d.proc.poll() is not None:
+                ended[k] = time.monotonic()
+        if all(e is not None for e in ended) or time.monotonic() >= deadline:
+            return ended
+        time.sleep(EXIT_POLL_S)
 
 
 def ns_command(argv: Sequence[str], netns: str | None) -> tuple[list[str], str | None]:
@@ -171,8 +201,11 @@ class LocalPlace:
         )
 
     def port_open(self, port: int, proto: str = "tcp") -> bool:
+        return port in self.listening(proto)
+
+    def listening(self, proto: str = "tcp") -> set[int]:
         res = self.run(["cat", f"/proc/net/{proto}", f"/proc/net/{proto}6"], check=False, timeout_s=5)
-        return port in listening_ports(res.stdout, proto)
+        return listening_ports(res.stdout, proto)
 
     def exists(self, path: str) -> bool:
         return Path(path).exists()
@@ -197,3 +230,12 @@ class LocalPlace:
         if cg is not None and cg.available:
             return cg.pids()
         return tree_pids([p.pid for p in procs])
+
+    def rss(self, role: str, procs: Sequence[Proc]) -> list[int]:
+        return rss_of(self.pids(role, procs))
+
+    def wait_exits(self, procs: Sequence[Proc], timeout_s: float) -> list[float | None]:
+        daemons = [p for p in procs if isinstance(p, Daemon)]
+        if len(daemons) != len(procs):
+            raise TypeError("a local place waits for its own daemons only")
+        return wait_exits(daemons, timeout_s)

@@ -23,6 +23,15 @@ from tunbench.errors import CommandFailed, DependencyMissing
 from tunbench.host.ledger import Ledger, ProcRecord
 
 
+def rss_of(pids: list[int]) -> list[int]:
+    """The resident memory (bytes) of each of `pids` still alive."""
+    out = []
+    for pid in pids:
+        with contextlib.suppress(psutil.Error):
+            out.append(psutil.Process(pid).memory_info().rss)
+    return out
+
+
 def ns_argv(netns: str | None, argv: Sequence[str]) -> list[str]:
     """Prefix argv so it runs inside network namespace `netns` (`ip netns exec` execs, so the pid is kept)."""
     return ["ip", "netns", "exec", netns, *argv] if netns else list(argv)

@@ -28,12 +28,14 @@ from tunbench.host.ledger import Ledger, LinkRecord
 from tunbench.host.netns import prefixed_links, remove_prefixed_links
 from tunbench.host.place import LocalPlace
 from tunbench.host.proc import Daemon
+from tunbench.host.ready import ReadyProbe
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
 from tunbench.link.emulator import LinkEmulator, profile_link_builder
 from tunbench.link.profile import Profile
 from tunbench.monitor.sampler import Sampler
 from tunbench.remote import facts
+from tunbench.remote.clients import ClientNamespaces
 from tunbench.remote.egress import EgressLink
 from tunbench.remote.protocol import build_id, error_answer
 from tunbench.topology.build import Topology, TopologySpec
@@ -54,6 +56,7 @@ class Agent:
         self.procs: dict[str, Daemon] = {}
         self.samplers: dict[str, Sampler] = {}
         self.links: dict[str, LinkEmulator] = {}  # a pair's emulator, by its client place
+        self.probes: dict[str, ReadyProbe] = {}
         self._n = 0
 
     # ---- requests ---------------------------------------------------------------------------------
@@ -178,6 +181,58 @@ class Agent:
             "egress": egress.device,
         }
 
+    def op_clients_open(
+        self, tag: str, link_prefix: str, addresses: list[str], server: str, sysctls: dict[str, str]
+    ) -> dict[str, Any]:
+        """The clients of a `clients` trial between two hosts (remote/clients.py): a namespace per address,
+        one trial directory and one `clients` cgroup for all; a place per client. The first client's place
+        owns them all: close it last."""
+        stack = contextlib.ExitStack()
+        try:
+            wd = stack.enter_context(workdir(self.ledger, tag))
+            cn = stack.enter_context(ClientNamespaces(self.ledger, tag, link_prefix, addresses, server, sysctls))
+            cgroups = {"clients": stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{tag}-clients", self.ledger))}
+        except BaseException:
+            stack.close()
+            raise
+        places = []
+        for k, ns in enumerate(cn.netns):
+            key = self._id("p")
+            owner = stack if k == 0 else contextlib.ExitStack()
+            self.places[key] = _PlaceState(LocalPlace(ns, self.ledger, wd, cgroups), owner)
+            places.append(key)
+        return {
+            "places": places,
+            "netns": cn.netns,
+            "workdir": str(wd),
+            "sysctls": cn.sysctls_applied,
+            "device": cn.device,
+            "setup_s": cn.setup_s,
+        }
+
+    def op_probe_open(self, namespaces: dict[str, str], address: str, interval_s: float) -> str:
+        """Readiness through the tunnels (host/ready.py) from this host's client namespaces."""
+        probe = ReadyProbe({int(k): v for k, v in namespaces.items()}, address, interval_s)
+        probe.__enter__()
+        key = self._id("r")
+        self.probes[key] = probe
+        return key
+
+    def op_probe_watch(self, probe: str, keys: list[int]) -> None:
+        self.probes[probe].watch(keys)
+
+    def op_probe_wait(self, probe: str, keys: list[int], timeout_s: float) -> dict[str, float]:
+        """Wait until every key answered or `timeout_s` passed; the first answer of each (this host's
+        monotonic clock), by key."""
+        p = self.probes[probe]
+        p.wait(keys, time.monotonic() + timeout_s)
+        return {str(k): t for k, t in p.ready_at.items()}
+
+    def op_probe_close(self, probe: str) -> None:
+        p = self.probes.pop(probe, None)
+        if p is not None:
+            p.__exit__(None, None, None)
+
     def op_place_close(self, place: str) -> dict[str, Any]:
         st = self.places.pop(place, None)
         if st is None:
@@ -212,6 +267,16 @@ class Agent:
 
     def op_port_open(self, place: str, port: int, proto: str) -> bool:
         return self._place(place).port_open(port, proto)
+
+    def op_listening(self, place: str, proto: str) -> list[int]:
+        return sorted(self._place(place).listening(proto))
+
+    def op_rss(self, place: str, role: str, procs: list[str]) -> list[int]:
+        return self._place(place).rss(role, [self.procs[p] for p in procs if p in self.procs])
+
+    def op_wait_exits(self, place: str, procs: list[str], timeout_s: float) -> list[float | None]:
+        """Each daemon's exit time (this host's monotonic clock), None for one still running at the timeout."""
+        return self._place(place).wait_exits([self.procs[p] for p in procs], timeout_s)
 
     def op_exists(self, place: str, path: str) -> bool:
         return self._place(place).exists(path)
@@ -273,9 +338,11 @@ class Agent:
         return f"{kind}{self._n}"
 
     def close(self) -> None:
+        for key in list(self.probes):
+            self.op_probe_close(key)
         for key in list(self.procs):
             self.procs.pop(key).stop()
-        for key in list(self.places):
+        for key in reversed(list(self.places)):  # a group's owner (its first place) last
             self.op_place_close(key)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ class AgentConnection:
         self._err_path = logdir / f"ssh-{host.name}.log"
         self._chan: LineChannel | None = None
         self._next = 0
+        self._lock = threading.Lock()  # one request at a time (a fleet settles clients from a thread pool)
         self.info: AgentInfo | None = None
         self.clock: ClockOffset | None = None
         self.lost = False  # the channel ended: every later request fails, so the run stops
@@ -90,6 +92,12 @@ class AgentConnection:
 
     # ---- requests -----------------------------------------------------------------------------------
     def call(self, op: str, *, wait_s: float = CALL_TIMEOUT_S, **args: Any) -> Any:
+        """Send one request and wait for its answer; callers on several threads take turns (the agent
+        answers one request at a time anyway)."""
+        with self._lock:
+            return self._call(op, wait_s, args)
+
+    def _call(self, op: str, wait_s: float, args: dict[str, Any]) -> Any:
         chan = self._chan
         if chan is None:
             raise HostLost(f"{self.name}: not connected")

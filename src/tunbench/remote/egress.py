@@ -31,26 +31,35 @@ def check_egress_address(address: str, nic: str) -> None:
     """The egress address must be free on this host (on a device of its own, the host's traffic to it, SSH
     too, would go into the emulator) and inside a network of the NIC that routes to the server (else the
     replies never find it)."""
+    check_free_addresses([address], nic, "the egress address", "tunbench_egress_address")
+
+
+def check_free_addresses(addresses: list[str], nic: str, what: str, key: str) -> None:
+    """Each address must be free on this host and inside a network of `nic` (the device that routes to the
+    server); `what` and `key` (the inventory variable) name them in the error."""
     res = run_cmd(["ip", "-j", "addr", "show"], what="reading this host's addresses", timeout_s=5)
-    want = ipaddress.ip_address(address)
     nets = []
+    owned: dict[ipaddress.IPv4Address | ipaddress.IPv6Address, str] = {}
     for link in json.loads(res.stdout or "[]"):
         for a in link.get("addr_info", []):
             if a.get("family") != "inet":
                 continue
-            if ipaddress.ip_address(a["local"]) == want:
-                raise ConfigError(
-                    f"the egress address {address} is already on this host's {link.get('ifname')}: it must be a "
-                    "second, unused address of the network (tunbench_egress_address)"
-                )
+            owned[ipaddress.ip_address(a["local"])] = str(link.get("ifname"))
             if link.get("ifname") == nic:
                 nets.append(ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False))
-    if not any(want in n for n in nets):
-        shown = ", ".join(map(str, nets)) or "none"
-        raise ConfigError(
-            f"the egress address {address} is not in a network of {nic}, the device that routes to the server "
-            f"(its networks: {shown}): pick an unused address there (tunbench_egress_address)"
-        )
+    for address in addresses:
+        want = ipaddress.ip_address(address)
+        if want in owned:
+            raise ConfigError(
+                f"{what} {address} is already on this host's {owned[want]}: it must be an unused address of "
+                f"the network ({key})"
+            )
+        if not any(want in n for n in nets):
+            shown = ", ".join(map(str, nets)) or "none"
+            raise ConfigError(
+                f"{what} {address} is not in a network of {nic}, the device that routes to the server "
+                f"(its networks: {shown}): pick unused addresses there ({key})"
+            )
 
 
 def route_to(server: str) -> tuple[str, str | None]:

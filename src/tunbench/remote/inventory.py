@@ -36,6 +36,7 @@ TUNBENCH_VARS = frozenset(
         "tunbench_address",
         "tunbench_address6",
         "tunbench_egress_address",
+        "tunbench_client_addresses",
         "tunbench_roles",
         "tunbench_command",
         "tunbench_ssh_config",
@@ -68,6 +69,16 @@ class Host:
     # tunbench_egress_address: a second, unused IPv4 of the host's network, for an emulated profile between
     # two hosts (the tunnel's client uses it from a namespace behind the emulator: topology/egress.py)
     egress_address: str | None = None
+    # tunbench_client_addresses: unused IPv4 addresses of the host's network, one per client of a `clients`
+    # trial between two hosts (first and last, inclusive: remote/fleet.py gives client i the i-th)
+    client_addresses: tuple[str, str] | None = None
+
+    def client_pool(self, n: int) -> list[str]:
+        """The first `n` addresses of tunbench_client_addresses ([] without it; fewer when it is smaller)."""
+        if self.client_addresses is None:
+            return []
+        first, last = (ipaddress.IPv4Address(a) for a in self.client_addresses)
+        return [str(first + k) for k in range(min(n, int(last) - int(first) + 1))]
 
     def ssh_argv(self, ssh_config: str | None = None) -> list[str]:
         """`ssh` with this host's options, ending with the destination (the caller appends the remote
@@ -506,7 +517,37 @@ def _host(p: _Parsed, h: _HostDef, groups: set[str], merged: dict[str, _Var]) ->
         command=command,
         source=src,
         egress_address=_ip(p, merged.get("tunbench_egress_address"), "tunbench_egress_address", 4),
+        client_addresses=_pool(p, merged.get("tunbench_client_addresses"), "tunbench_client_addresses"),
     )
+
+
+def address_range(text: str) -> tuple[str, str]:
+    """`198.18.200.100-198.18.200.119` (first and last, inclusive) or a CIDR block `198.18.200.128/27` (every
+    address in it): (first, last). ValueError says what is wrong."""
+    if "/" in text:
+        net = ipaddress.ip_network(text, strict=False)
+        if net.version != 4:
+            raise ValueError(f"{text!r} is not an IPv4 block")
+        return str(net.network_address), str(net.broadcast_address)
+    first_t, dash, last_t = text.partition("-")
+    if not dash:
+        raise ValueError(f"{text!r}: expected FIRST-LAST (e.g. 192.0.2.100-192.0.2.119) or a CIDR block")
+    first, last = ipaddress.ip_address(first_t.strip()), ipaddress.ip_address(last_t.strip())
+    if first.version != 4 or last.version != 4:
+        raise ValueError(f"{text!r}: IPv4 addresses only")
+    if int(last) < int(first):
+        raise ValueError(f"{text!r}: the last address is below the first")
+    return str(first), str(last)
+
+
+def _pool(p: _Parsed, var: _Var | None, key: str) -> tuple[str, str] | None:
+    text = _text(p, key, var)
+    if text is None:
+        return None
+    try:
+        return address_range(text)
+    except ValueError as e:
+        raise p.error(str(e), var.line if var else None, key) from None
 
 
 def _ip(p: _Parsed, var: _Var | None, key: str, version: int) -> str | None:
@@ -563,7 +604,18 @@ def load_inventory(path: Path) -> Inventory:
 
 
 HOST_TABLE_KEYS = frozenset(
-    {"ssh", "name", "port", "identity_file", "ssh_args", "address", "address6", "egress_address", "command"}
+    {
+        "ssh",
+        "name",
+        "port",
+        "identity_file",
+        "ssh_args",
+        "address",
+        "address6",
+        "egress_address",
+        "client_addresses",
+        "command",
+    }
 )
 
 
@@ -583,6 +635,7 @@ def inventory_from_table(table: Mapping[str, Any], source: str, *, text: str = "
         address = "192.0.2.2"
         address6 = "2001:db8::2"           # optional
         egress_address = "192.0.2.11"      # optional: a second address, for emulated profiles (client host)
+        client_addresses = "192.0.2.100-192.0.2.119"   # optional: one per client of `clients` (client host)
         command = "/opt/tunbench/bin/tunbench"   # optional: how to start tunbench there (default "tunbench")
 
     A role is `client`, `server` or `middle`. Two roles whose tables give the same `ssh` destination are one
@@ -615,7 +668,17 @@ def inventory_from_table(table: Mapping[str, Any], source: str, *, text: str = "
         host = _table_host(role, entry, error, source, text, prefix)
         same = hosts.get(host.ssh_host + "@" + (host.user or ""))
         if same is not None:
-            fields = ("name", "port", "identity_file", "ssh_args", "address", "address6", "egress_address", "command")
+            fields = (
+                "name",
+                "port",
+                "identity_file",
+                "ssh_args",
+                "address",
+                "address6",
+                "egress_address",
+                "client_addresses",
+                "command",
+            )
             if any(getattr(same, f) != getattr(host, f) for f in fields):
                 raise error(f"the same host as {'/'.join(sorted(same.roles))}, with different settings", role)
             host = dataclasses.replace(same, roles=same.roles | host.roles)
@@ -683,6 +746,15 @@ def _table_host(
             raise error(f"expected an IPv{version} address, not {v!r}", role, key)
         return str(a)
 
+    def pool() -> tuple[str, str] | None:
+        v = string("client_addresses")
+        if v is None:
+            return None
+        try:
+            return address_range(v)
+        except ValueError as e:
+            raise error(str(e), role, "client_addresses") from None
+
     address, address6 = _with_literal(host, ip("address", 4), ip("address6", 6))
     identity = string("identity_file")
     line = locate(text, [prefix, role] if prefix else [role]) if text else None
@@ -699,4 +771,5 @@ def _table_host(
         command=string("command") or DEFAULT_COMMAND,
         source=f"{source}:{line}" if line else source,
         egress_address=ip("egress_address", 4),
+        client_addresses=pool(),
     )

@@ -92,6 +92,9 @@ class RemotePlace:
     def port_open(self, port: int, proto: str = "tcp") -> bool:
         return bool(self.conn.call("port_open", place=self.key, port=port, proto=proto))
 
+    def listening(self, proto: str = "tcp") -> set[int]:
+        return {int(p) for p in self.conn.call("listening", place=self.key, proto=proto)}
+
     def exists(self, path: str) -> bool:
         return bool(self.conn.call("exists", place=self.key, path=path))
 
@@ -106,6 +109,19 @@ class RemotePlace:
     def pids(self, role: str, procs: Sequence[Proc]) -> list[int]:
         keys = [p.key for p in procs if isinstance(p, RemoteProc)]
         return [int(p) for p in self.conn.call("pids", place=self.key, role=role, procs=keys)]
+
+    def rss(self, role: str, procs: Sequence[Proc]) -> list[int]:
+        keys = [p.key for p in procs if isinstance(p, RemoteProc)]
+        return [int(b) for b in self.conn.call("rss", place=self.key, role=role, procs=keys)]
+
+    def wait_exits(self, procs: Sequence[Proc], timeout_s: float) -> list[float | None]:
+        """The agent waits there; its exit times come back on this machine's monotonic clock."""
+        keys = [p.key for p in procs if isinstance(p, RemoteProc)]
+        if len(keys) != len(procs):
+            raise TypeError("a remote place waits for its own daemons only")
+        ended = self.conn.call("wait_exits", wait_s=timeout_s + 30.0, place=self.key, procs=keys, timeout_s=timeout_s)
+        assert self.conn.clock is not None
+        return [None if t is None else self.conn.clock.to_local_mono(float(t)) for t in ended]
 
     # ---- cost ---------------------------------------------------------------------------------------
     def sample_start(self, role: str, procs: Sequence[Proc]) -> str:

@@ -147,6 +147,10 @@ class Layout:
     def indices(self) -> range:
         return range(1, self.clients + 1)
 
+    def client_address(self, i: int) -> str:
+        """Client i's underlay address (its `{client_addr}`)."""
+        return client_addr(i)
+
     def all_namespaces(self) -> list[str]:
         gateway = [self.gateway_ns] if self.emulated_uplink else []
         return [self.bridge_ns, *gateway, self.server_ns, *(self.client_ns(i) for i in self.indices())]
@@ -215,3 +219,42 @@ class Layout:
             f"link set {c} mtu {self.mtu} up",
             f"neigh replace {self.server_addr} lladdr {SERVER_MAC} dev {c} nud permanent",
         ]
+
+
+@dataclass(frozen=True)
+class HostsLayout(Layout):
+    """The clients of a trial between two hosts (remote/fleet.py): the server is the server host itself (its
+    own namespace, its underlay address `server_addr`); client i is the namespace `namespaces[i - 1]` of the
+    client host, whose device on that host's NIC has the address `pool[i - 1]` (the inventory's
+    tunbench_client_addresses). The inner addresses stay tunbench's own, as in a local trial."""
+
+    pool: tuple[str, ...] = ()
+    namespaces: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.clients <= min(len(self.pool), MAX_CLIENTS):
+            raise ValueError(f"{self.clients} clients need as many addresses (the pool has {len(self.pool)})")
+        if len(self.namespaces) < self.clients:
+            raise ValueError(f"{self.clients} clients need as many namespaces (got {len(self.namespaces)})")
+        if self.server_addr in self.pool[: self.clients]:
+            raise ValueError(f"the server's address {self.server_addr} is in the clients' pool")
+        for a in (self.inner_server, client_inner(self.clients)):
+            assert_bench_address(a)
+        self.ifname("v", self.clients)  # every name fits
+
+    @property
+    def server_ns(self) -> str:
+        return ""  # the server host's own
+
+    def client_ns(self, i: int) -> str:
+        return self.namespaces[i - 1]
+
+    def client_address(self, i: int) -> str:
+        return self.pool[i - 1]
+
+    def client_wire(self, i: int) -> str:
+        """Client i's device on the client host's NIC (ipvlan or macvlan), born in its namespace."""
+        return self.ifname("v", i)
+
+    def all_namespaces(self) -> list[str]:
+        return list(self.namespaces[: self.clients])

@@ -17,13 +17,14 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
+from typing import Protocol
 
 from tunbench.errors import ConfigError, TunbenchError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place, Proc
 from tunbench.host.proc import Daemon, stop_daemons
-from tunbench.topology.layout import Layout, client_addr, client_inner
+from tunbench.topology.layout import Layout, client_inner
 from tunbench.tunnels.adapter import IPERF_PORT
 from tunbench.tunnels.registry import TunnelRef
 from tunbench.tunnels.spec import MultiSpec, Probe
@@ -66,12 +67,34 @@ def client_variables(layout: Layout, i: int) -> dict[str, str]:
     return {
         "i": str(i),
         "client_ns": layout.client_ns(i),
-        "client_addr": client_addr(i),
-        "client_endpoint": client_addr(i),
+        "client_addr": layout.client_address(i),
+        "client_endpoint": layout.client_address(i),
         "client_inner": client_inner(i),
         "dev_client": layout.client_dev(i),
         "client_uid": str(CLIENT_UID_BASE + i),
     }
+
+
+class FleetPlaces(Protocol):
+    """Where a fleet's roles run: the server's place, and each client's (namespaces of this machine, or a
+    server host and a client host's namespaces: remote/fleet.py)."""
+
+    @property
+    def server(self) -> Place: ...
+
+    def client(self, i: int) -> Place: ...
+
+
+class LocalFleetPlaces:
+    """The namespaces of a local switched topology (the layout's names), with the trial's directory and cgroups."""
+
+    def __init__(self, steps: Steps, layout: Layout) -> None:
+        self._steps = steps
+        self._layout = layout
+        self.server: Place = steps.local(layout.server_ns)
+
+    def client(self, i: int) -> Place:
+        return self._steps.local(self._layout.client_ns(i))
 
 
 class Fleet:
@@ -85,7 +108,10 @@ class Fleet:
         ledger: Ledger,
         workdir: Path,
         cgroups: dict[str, RoleCgroup],
+        places: FleetPlaces | None = None,
     ) -> None:
+        """`places`: where the roles run (default: the layout's namespaces on this machine); keys and files
+        are made here, in `workdir`, and copied to a place whose trial directory is elsewhere."""
         multi = ref.adapter.spec.multi
         if multi is None:
             raise ConfigError(
@@ -103,14 +129,15 @@ class Fleet:
         self.cgroups = cgroups
         self.steps = Steps(self.spec, self.source, workdir, ledger, cgroups)
         self._host = self.steps.local(None)
+        self.places: FleetPlaces = places or LocalFleetPlaces(self.steps, layout)
         self.vars: dict[str, str] = {
             **shared_variables(layout, workdir),
             **ref.merged_params(),
             "label": ref.label,
         }
         self.client_vars: dict[int, dict[str, str]] = {}
-        self.server: Daemon | None = None
-        self.clients: dict[int, Daemon] = {}
+        self.server: Proc | None = None
+        self.clients: dict[int, Proc] = {}
         self.launched_at: dict[int, float] = {}
         self.keys_s: float | None = None
         self._cancel = threading.Event()  # set when bringing clients up is abandoned (error, Ctrl-C)
@@ -163,25 +190,35 @@ class Fleet:
         self.vars["server_peers"] = "".join(peers)
         for n, mf in enumerate(self.multi.files):
             st.write(mf.path, mf.content, mf.mode, self.vars, f"multi.files[{n}]")
+        first = next(iter(self.layout.indices()))
+        elsewhere = {str(p.workdir): p for p in (self.places.server, self.places.client(first))}
+        elsewhere.pop(str(self.workdir), None)
+        if elsewhere:  # a remote place (the clients share one trial directory per host): copy them there
+            files = st.files()
+            for place in elsewhere.values():
+                place.put_files(files)
+
+    @staticmethod
+    def _at(variables: dict[str, str], place: Place) -> dict[str, str]:
+        """The variables as a place sees them: `{tmp}` is its own copy of the trial's directory."""
+        return {**variables, "tmp": str(place.workdir)}
 
     # ---- roles ----------------------------------------------------------------------------------------
     def _wait(
         self,
         plist: list[Probe],
         variables: dict[str, str],
-        daemon: Daemon | None,
-        netns: str,
+        daemon: Proc | None,
+        here: Place,
         key: str,
         timeout_s: float,
     ) -> None:
-        here = self.steps.local(netns)
-
         def place_of(role: str) -> Place:
-            return {"client": here, "server": self.steps.local(self.layout.server_ns)}.get(role) or self._host
+            return {"client": here, "server": self.places.server}.get(role) or self._host
 
         def check() -> None:
             if daemon is not None and not daemon.alive():
-                raise TunnelError(f"{key}: process exited (code {daemon.proc.returncode})\n{daemon.log_tail(10)}")
+                raise TunnelError(f"{key}: process exited (code {daemon.returncode()})\n{daemon.log_tail(10)}")
 
         def timed_out(n: int, probe: Probe) -> Exception:
             tail = daemon.log_tail(10) if daemon else ""
@@ -202,14 +239,14 @@ class Fleet:
 
     def start_server(self) -> None:
         t0 = time.monotonic()
-        rs, ns = self.multi.server, self.layout.server_ns
+        rs, place = self.multi.server, self.places.server
+        v = self._at(self.vars, place)
         try:
-            place = self.steps.local(ns)
-            self.steps.commands(rs.before, self.vars, place, "multi.server.before")
+            self.steps.commands(rs.before, v, place, "multi.server.before")
             if rs.daemon:
-                self.server = _daemon(self.steps.spawn(rs, self.vars, place, "server", "server", "multi.server"))
-            self._wait(rs.ready, self.vars, self.server, ns, "multi.server", self.spec.ready_timeout_s)
-            self.steps.commands(rs.after, self.vars, place, "multi.server.after")
+                self.server = self.steps.spawn(rs, v, place, "server", "server", "multi.server")
+            self._wait(rs.ready, v, self.server, place, "multi.server", self.spec.ready_timeout_s)
+            self.steps.commands(rs.after, v, place, "multi.server.after")
         except TunbenchError as e:
             if isinstance(e, TunnelError):
                 raise TunnelError(f"{self.ref.label}: server: {e}") from e
@@ -222,18 +259,20 @@ class Fleet:
 
     def launch(self, i: int) -> None:
         """Spawn client i's daemon (its `before` commands first). Raises on failure to spawn."""
-        rs, v, place = self.multi.client, self.client_vars[i], self.steps.local(self.layout.client_ns(i))
+        rs, place = self.multi.client, self.places.client(i)
+        v = self._at(self.client_vars[i], place)
         self.steps.commands(rs.before, v, place, f"multi.client[{i}].before")
         self.launched_at[i] = time.monotonic()
         if rs.daemon:
-            self.clients[i] = _daemon(self.steps.spawn(rs, v, place, "clients", f"client{i}", f"multi.client[{i}]"))
+            self.clients[i] = self.steps.spawn(rs, v, place, "clients", f"client{i}", f"multi.client[{i}]")
 
     def settle(self, i: int, timeout_s: float) -> str | None:
         """Wait for client i's own ready probes, then run its `after` commands. Returns an error or None."""
-        rs, v, ns = self.multi.client, self.client_vars[i], self.layout.client_ns(i)
+        rs, place = self.multi.client, self.places.client(i)
+        v = self._at(self.client_vars[i], place)
         try:
-            self._wait(rs.ready, v, self.clients.get(i), ns, f"client {i}", timeout_s)
-            self.steps.commands(rs.after, v, self.steps.local(ns), f"multi.client[{i}].after")
+            self._wait(rs.ready, v, self.clients.get(i), place, f"client {i}", timeout_s)
+            self.steps.commands(rs.after, v, place, f"multi.client[{i}].after")
         except TunbenchError as e:
             return str(e)
         return None
@@ -295,31 +334,38 @@ class Fleet:
         return err
 
     def stop_clients(self, indices: list[int]) -> None:
-        """End many clients at once: SIGTERM every process group, one wait, SIGKILL what is left."""
-        stop_daemons([self.clients.pop(i) for i in indices if i in self.clients])
+        """End many clients at once: SIGTERM every process group, one wait, SIGKILL what is left (a remote
+        place's daemons: one stop each, its agent does the same per process group)."""
+        procs = [self.clients.pop(i) for i in indices if i in self.clients]
+        local = [p for p in procs if isinstance(p, Daemon)]
+        stop_daemons(local)
+        for p in procs:
+            if not isinstance(p, Daemon):
+                p.stop()
 
     def pids(self, role: str) -> list[int]:
-        daemons = ([self.server] if self.server else []) if role == "server" else list(self.clients.values())
-        return self._host.pids(role, daemons)
+        """The role's processes on its place's host (for a remote place, pids there)."""
+        if role == "server":
+            return self.places.server.pids("server", [self.server] if self.server else [])
+        first = next(iter(self.layout.indices()))
+        return self.places.client(first).pids("clients", list(self.clients.values()))
+
+    def rss(self, role: str) -> list[int]:
+        """The resident memory of each of the role's processes, read on its place's host."""
+        if role == "server":
+            return self.places.server.rss("server", [self.server] if self.server else [])
+        first = next(iter(self.layout.indices()))
+        return self.places.client(first).rss("clients", list(self.clients.values()))
 
     def check_server(self) -> None:
         if self.server is not None and not self.server.alive():
-            raise TunnelError(
-                f"{self.ref.label}: server exited (code {self.server.proc.returncode}){self._server_log()}"
-            )
+            raise TunnelError(f"{self.ref.label}: server exited (code {self.server.returncode()}){self._server_log()}")
 
     def client_log_tail(self, i: int, lines: int = 8) -> str:
         d = self.clients.get(i)
         if d is not None:
             return d.log_tail(lines)
-        try:
-            text = (self.workdir / f"client{i}.log").read_text(errors="replace")
-        except OSError:
+        data = self.places.client(i).read(f"client{i}.log")
+        if data is None:
             return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-
-def _daemon(proc: Proc) -> Daemon:
-    """A fleet's places are namespaces of this machine: their daemons are local processes."""
-    assert isinstance(proc, Daemon)
-    return proc
+        return "\n".join(data.decode(errors="replace").splitlines()[-lines:])

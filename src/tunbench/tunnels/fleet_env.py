@@ -13,19 +13,18 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
 
-import psutil
-
 from tunbench.host.cgroup import CpuCap, RoleCgroup
 from tunbench.host.clean import WG_SOCKETS
 from tunbench.host.ledger import Ledger
+from tunbench.host.ready import ReadyProbe
 from tunbench.link.emulator import LinkEmulator, LinkEnd, link_metrics
 from tunbench.link.profile import Profile
 from tunbench.monitor.counters import namespace_counters
+from tunbench.monitor.sampler import Sampler
 from tunbench.topology.build import TopologySpec
 from tunbench.topology.layout import Layout
 from tunbench.topology.switched import SwitchedTopology, ip_batch
 from tunbench.tunnels.fleet import Fleet
-from tunbench.tunnels.ready import ReadyProbe
 from tunbench.tunnels.registry import TunnelRef
 
 log = logging.getLogger(__name__)
@@ -53,17 +52,11 @@ def kernel_mem_bytes() -> int:
     return m.get("SUnreclaim", 0) + m.get("Percpu", 0)
 
 
-def rss_of(pids: list[int]) -> list[int]:
-    out = []
-    for pid in pids:
-        with contextlib.suppress(psutil.Error):
-            out.append(psutil.Process(pid).memory_info().rss)
-    return out
-
-
 class FleetEnv:
     """`with FleetEnv(...) as env:` N client namespaces exist, the tunnel server runs, env.probe watches
     nothing yet; env.fleet.up(...) brings clients up."""
+
+    local = True  # every role on this machine: host-wide CPU shares and namespace counters are read
 
     def __init__(
         self,
@@ -179,6 +172,10 @@ class FleetEnv:
         lay = self.layout
         namespaces = {"server": lay.server_ns, **({"gateway": lay.gateway_ns} if lay.emulated_uplink else {})}
         return namespace_counters(namespaces, metrics, prefix=self.ledger.prefix, key_prefix=key_prefix)
+
+    def sampling(self) -> Sampler:
+        """One phase's cost sampling (`with env.sampling() as s:` ... `s.results`, `s.wall_s`)."""
+        return Sampler(self.roles())
 
     def roles(self) -> dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]]:
         """Sampler roles: the server per process (10 Hz) + its cgroup; the clients by cgroup totals only

@@ -8,7 +8,7 @@ import string
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
 from tunbench.errors import ConfigError
 from tunbench.tomlfile import locate, read_toml, validate
@@ -158,16 +158,18 @@ class AdapterSpec(_Strict):
                 raise ValueError("'label' is reserved (every adapter accepts it)")
         return v
 
-    @model_validator(mode="after")
-    def _ipv6(self) -> AdapterSpec:
-        if self.ipv6.overlay and self.layer == "l4":
+    @field_validator("ipv6")
+    @classmethod
+    def _ipv6(cls, v: IPv6Spec, info: ValidationInfo) -> IPv6Spec:
+        """Checked as the `ipv6` field (declared after `layer` and `params`), so an error names its key."""
+        if v.overlay and info.data.get("layer") == "l4":
             raise ValueError("ipv6.overlay: an L4 proxy has no inner network (overlay is for L3 tunnels)")
-        unknown = sorted(set(self.ipv6.underlay_params) - set(self.params))
+        unknown = sorted(set(v.underlay_params) - set(info.data.get("params") or {}))
         if unknown:
             raise ValueError(f"ipv6.underlay_params: {unknown[0]!r} is not a parameter of the adapter")
-        if self.ipv6.underlay_params and not self.ipv6.underlay:
+        if v.underlay_params and not v.underlay:
             raise ValueError("ipv6.underlay_params without ipv6.underlay = true")
-        return self
+        return v
 
 
 class LoadedAdapter(BaseModel):

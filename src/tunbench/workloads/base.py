@@ -24,6 +24,7 @@ from tunbench.results import TrialRecord
 from tunbench.tunnels.adapter import Placed, Target, Tunnel
 from tunbench.tunnels.fleet_env import FleetEnv
 from tunbench.units import fmt, mbit
+from tunbench.workloads.fleet_hosts import HostsFleetEnv
 
 TRIAL_SETUP_S = 1.5  # namespaces, tunnel bring-up and teardown of a typical trial on this kind of host
 
@@ -109,7 +110,7 @@ class FleetContext:
     topology, the cgroups and the tunnel server (`env`); the workload brings the clients up (`env.fleet`)
     at its own pace and measures."""
 
-    env: FleetEnv
+    env: FleetEnv | HostsFleetEnv  # this machine's namespaces, or the run's two hosts
     ledger: Ledger
     workdir: Path
     title: str

@@ -1,12 +1,15 @@
 """Workload `clients` (the OpenVPN MP-1..4 procedure): N clients connect, then each pushes traffic through
 its own tunnel (UDP at a fixed per-client rate, then TCP), all over one synchronized window.
 
-One iperf3 server per client (distinct ports) in the server namespace; every iperf3 client is launched at
+One iperf3 server per client (distinct ports) at the server's place; every iperf3 client is launched at
 once and runs long enough to cover the launch spread; each client's receiver-side per-second intervals are
 placed on the trial's clock (its launch time + the interval's offset) and only the interval where all N
 were active (after a warm-up) counts: no head/tail effect (late starters getting more bandwidth).
 Reported: aggregate and per-client throughput (distribution, Jain fairness), server CPU and RSS over
 time, and per-client cost (server CPU-seconds and RSS bytes per connected client).
+
+Every process runs at its role's place (host/place.py): namespaces of this machine, or the server host and
+the client host's namespaces of a run between two hosts (workloads/fleet_hosts.py); the same steps either way.
 """
 
 from __future__ import annotations
@@ -14,28 +17,23 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import ClassVar
 
 from pydantic import BaseModel
 
 from tunbench.errors import TrialError
-from tunbench.host.proc import Daemon
+from tunbench.host.place import Place, Proc
 from tunbench.monitor.cost import cost_metrics, cumulative_cpu
 from tunbench.monitor.hostload import cpu_shares, cpu_times
 from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
 from tunbench.stats.fairness import jain_index
-from tunbench.tunnels import probes
-from tunbench.tunnels.fleet_env import (
-    PER_CLIENT_SETUP_S,
-    FleetEnv,
-    rss_of,
-)
+from tunbench.tunnels.fleet_env import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.units import fmt, mbit
 from tunbench.workloads import iperf3
 from tunbench.workloads import window as W
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
+from tunbench.workloads.fleet_hosts import HostsFleetEnv, SampledCost
 from tunbench.workloads.fleet_options import ClientsOptions
 
 PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace
@@ -54,10 +52,17 @@ class Timing:
     pad_s: float
 
 
-def phase_pad_s(n: int) -> float:
-    """Extra run time of each client's traffic beyond warm-up + window: covers the launch spread (~5-20 ms
-    per process), so every client is still sending when the last one's window ends."""
-    return 1.0 + 0.02 * n
+def _report(proto: str, i: int) -> str:
+    """Client i's iperf3 JSON report, in its place's trial directory."""
+    return f"iperf-{proto}-c{i}.json"
+
+
+def phase_pad_s(n: int, per_launch_s: float = 0.0) -> float:
+    """Extra run time of each client's traffic beyond warm-up + window: covers the launch spread, so every
+    client is still sending when the last one's window ends. Per client at least 20 ms (a local process
+    starts in 5-20 ms), or 1.5 x `per_launch_s` as measured (a remote place's start takes a round trip to
+    its agent, on a loaded host 60 ms)."""
+    return 1.0 + max(0.02, 1.5 * per_launch_s) * n
 
 
 class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
@@ -112,7 +117,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
         mt = ctx.env
         lay = mt.layout
         assert mt.probe is not None
-        base_rss = sum(rss_of(mt.fleet.pids("server")))
+        base_rss = sum(mt.fleet.rss("server"))
         t0 = time.monotonic()
         mt.probe.watch(lay.indices())
         errors = mt.fleet.up(lay.indices(), timeout_s=opts.ready_timeout_s, retries=1)
@@ -123,8 +128,8 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
             raise TrialError(f"{late} of {n} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
         rec.metrics["clients.ready_s"] = max(mt.probe.ready_at.values()) - t0
         rec.metrics["clients.connected"] = float(n)
-        conn_rss = sum(rss_of(mt.fleet.pids("server")))
-        client_rss = rss_of(mt.fleet.pids("clients"))
+        conn_rss = sum(mt.fleet.rss("server"))
+        client_rss = mt.fleet.rss("clients")
         rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
         rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
         rec.metrics["clients.server_rss_bytes_per_client"] = (conn_rss - base_rss) / n
@@ -149,30 +154,30 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
         mt = ctx.env
         lay, n = mt.layout, mt.layout.clients
         warmup = opts.warmup_s if opts.warmup_s is not None else max(ctx.omit_s, 1.0)
-        pad = phase_pad_s(n)
-        run_s = warmup + ctx.duration_s + pad
-        outdir = ctx.workdir / f"iperf-{proto}"
-        outdir.mkdir(exist_ok=True)
+        places = mt.fleet.places
+        server_place = places.server
         with contextlib.ExitStack() as stack:
-            servers = [
-                stack.enter_context(
-                    Daemon(
-                        iperf3.server_argv(PORT_BASE + i, json=True),
-                        ledger=ctx.ledger,
-                        log_path=outdir / f"server{i}.log",
-                        what=f"iperf3 server {i}",
-                        netns=lay.server_ns,
-                    )
+            servers = []
+            t_servers = time.monotonic()
+            for i in lay.indices():
+                proc = server_place.spawn(
+                    iperf3.server_argv(PORT_BASE + i, json=True),
+                    what=f"iperf3 server {i}",
+                    log_name=f"iperf-{proto}-s{i}.out",
                 )
-                for i in lay.indices()
-            ]
-            self._wait_listening(lay.server_ns, {PORT_BASE + i for i in lay.indices()}, servers)
-            busy0 = cpu_times()
-            with mt.counters(rec.metrics, "" if headline else f"clients.{proto}."), Sampler(mt.roles()) as sampler:
+                stack.callback(proc.stop)
+                servers.append(proc)
+            # the clients start the same way as their servers did: the pace of these starts sizes the pad
+            pad = phase_pad_s(n, (time.monotonic() - t_servers) / n)
+            run_s = warmup + ctx.duration_s + pad
+            self._wait_listening(server_place, {PORT_BASE + i for i in lay.indices()}, servers)
+            busy0 = cpu_times() if mt.local else None
+            with mt.counters(rec.metrics, "" if headline else f"clients.{proto}."), mt.sampling() as sampler:
                 s0 = time.monotonic()
                 launched: dict[int, float] = {}
-                clients: dict[int, Daemon] = {}
+                clients: dict[int, Proc] = {}
                 for i in lay.indices():
+                    place = places.client(i)
                     argv = iperf3.client_argv(
                         lay.inner_server,
                         PORT_BASE + i,
@@ -186,38 +191,29 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
                             length=opts.udp_len_bytes,
                             interval_s=1,
                             server_output=True,
-                            logfile=str(outdir / f"c{i}.json"),
+                            logfile=str(place.workdir / _report(proto, i)),
                         ),
                     )
                     launched[i] = time.monotonic() - s0
-                    clients[i] = stack.enter_context(
-                        Daemon(
-                            argv,
-                            ledger=ctx.ledger,
-                            log_path=outdir / f"c{i}.stderr",
-                            what=f"iperf3 client {i}",
-                            netns=lay.client_ns(i),
-                        )
-                    )
+                    clients[i] = place.spawn(argv, what=f"iperf3 client {i}", log_name=f"iperf-{proto}-c{i}.out")
+                    stack.callback(clients[i].stop)
                 # a client still running well after its end is hung (e.g. its control connection starved
                 # by an overloaded tunnel): it is stopped when the stack closes and counts as failed
-                deadline = time.monotonic() + run_s + 15.0 + 0.05 * n
-                ended: dict[int, float] = {}
-                while len(ended) < len(clients) and time.monotonic() < deadline:
-                    for i, c in clients.items():
-                        if i not in ended and c.proc.poll() is not None:
-                            ended[i] = time.monotonic() - s0  # the exit anchors the client's intervals
-                    time.sleep(0.02)
-        host_pct = cpu_shares(busy0, cpu_times()).get("busy_pct", 0.0)
-        rec.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
-        rec.metrics[f"clients.{proto}.host_cpu_saturated"] = 1.0 if host_pct > 90.0 else 0.0
+                timeout = max(0.0, s0 + run_s + 15.0 + 0.05 * n - time.monotonic())
+                exits = places.client(1).wait_exits(list(clients.values()), timeout)
+                # the exit anchors the client's intervals
+                ended = {i: t - s0 for i, t in zip(clients, exits, strict=True) if t is not None}
+        if busy0 is not None:
+            host_pct = cpu_shares(busy0, cpu_times()).get("busy_pct", 0.0)
+            rec.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
+            rec.metrics[f"clients.{proto}.host_cpu_saturated"] = 1.0 if host_pct > 90.0 else 0.0
         timing = Timing(launched, ended, warmup, ctx.duration_s, pad)
-        self._summarize(mt, rec, opts, proto, direction, timing, outdir, sampler, headline)
+        self._summarize(mt, rec, opts, proto, direction, timing, sampler, headline)
 
     @staticmethod
-    def _wait_listening(netns: str, ports: set[int], servers: list[Daemon], timeout_s: float = 20.0) -> None:
+    def _wait_listening(place: Place, ports: set[int], servers: list[Proc], timeout_s: float = 20.0) -> None:
         deadline = time.monotonic() + timeout_s
-        while not ports <= probes.listening_ports(netns, "tcp"):
+        while not ports <= place.listening("tcp"):
             dead = [s for s in servers if not s.alive()]
             if dead:
                 raise TrialError(f"{dead[0].what} exited: {dead[0].log_tail(5)}")
@@ -227,14 +223,13 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
 
     def _summarize(
         self,
-        mt: FleetEnv,
+        mt: FleetEnv | HostsFleetEnv,
         rec: Measurement,
         opts: ClientsOptions,
         proto: str,
         direction: str,
         timing: Timing,
-        outdir: Path,
-        sampler: Sampler,
+        sampler: Sampler | SampledCost,
         headline: bool,
     ) -> None:
         n = mt.layout.clients
@@ -243,10 +238,13 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
         failed: list[str] = []
         starts: dict[int, float] = {}
         for i, launched in timing.launched.items():
+            data = mt.fleet.places.client(i).read(_report(proto, i))
+            if data is None:
+                failed.append(f"client {i}: no report {_report(proto, i)}")
+                continue
             try:
-                text = (outdir / f"c{i}.json").read_text()
-                ivs, _ = W.iperf3_intervals(text, receiver=receiver, offset_s=0.0)
-            except (OSError, TrialError) as e:
+                ivs, _ = W.iperf3_intervals(data.decode(errors="replace"), receiver=receiver, offset_s=0.0)
+            except TrialError as e:
                 failed.append(f"client {i}: {e}")
                 continue
             if not ivs:

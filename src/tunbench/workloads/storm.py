@@ -20,11 +20,12 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from tunbench.errors import TrialError
+from tunbench.host.proc import rss_of
 from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
 from tunbench.stats import percentile
-from tunbench.tunnels.fleet_env import PER_CLIENT_SETUP_S, FleetEnv, rss_of
+from tunbench.tunnels.fleet_env import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.units import fmt
 from tunbench.workloads import window as W
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
@@ -82,6 +83,8 @@ class StormWorkload(Workload[FleetContext, StormOptions]):
         n, variant = ctx.clients, _variant(ctx.variant)
         rec = Measurement()
         mt = ctx.env
+        if not isinstance(mt, FleetEnv):
+            raise TrialError("a storm runs on this machine only (session refuses it with --hosts)")
         base_rss = sum(rss_of(mt.fleet.pids("server")))
         if variant == "reconnect":
             self._storm(mt, opts, rec, "clients.connect.", measured=False)
