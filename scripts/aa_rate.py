@@ -10,6 +10,9 @@
     scripts/aa_rate.py analyse DB --prefix aa
     # with more run options, e.g. CPU placement
     scripts/aa_rate.py measure DB --runs 30 --pairs 8 --prefix aac- --run-args '--cpuset split'
+    # two placements alternated in one sitting
+    scripts/aa_rate.py measure DB --runs 40 --pairs 8 --prefix aap- --variant off=src --variant split=src \
+        --variant-args split='--cpuset split'
 
 `measure` runs, per comparison (seeds 1000+i unless --seed-base):
 
@@ -58,6 +61,7 @@ def measure(args: argparse.Namespace) -> None:
             "--no-direct", "--direction", "up", "--duration", str(args.duration), "--omit", str(args.omit),
             "--repeat", str(args.pairs), "--seed", str(seed), "--name", f"{prefix}-{seed}", "--db", args.db,
             *shlex.split(args.run_args),
+            *shlex.split(dict(v.split("=", 1) for v in args.variant_args).get(name, "")),
         ]  # fmt: skip
         if args.lock:
             cmd = ["flock", args.lock, *cmd]
@@ -181,6 +185,12 @@ def main() -> None:
         action="append",
         default=[],
         help="NAME=PYTHONPATH: run comparison i with the i-th variant (cyclically), named PREFIXNAME-SEED",
+    )
+    m.add_argument(
+        "--variant-args",
+        action="append",
+        default=[],
+        help="NAME=OPTIONS: more `tunbench run` options for one variant, e.g. split='--cpuset split'",
     )
     m.add_argument("--run-args", default="", help="more options for each `tunbench run`, e.g. '--cpuset split'")
     m.add_argument("--lock", default="/tmp/tb-measure.lock", help="flock this file around each run ('' = none)")

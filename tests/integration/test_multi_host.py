@@ -295,7 +295,21 @@ def test_doctor_hosts_verdicts(hosts: SshHosts, tmp_path: Path) -> None:
     assert "h1" in ok.stdout and "h2" in ok.stdout
     assert ok.stdout.count("✓ reachable") == 2 and "✓ programs" in ok.stdout, ok.stdout
     assert "✓ root" in ok.stdout and "clock: offset" in ok.stdout
-    assert "link emulation" in ok.stdout
+    assert "link emulation: tunbench-link" in ok.stdout
+    # a client host's addresses for emulated profiles and the clients workload: usable there, or why not
+    good = write_inventory(
+        hosts,
+        tmp_path,
+        h1=f"tunbench_egress_address={SUBNET4}.101 tunbench_client_addresses={SUBNET4}.120-{SUBNET4}.139",
+    )
+    res = tunbench("doctor", "--hosts", str(good))
+    assert "✓ tunbench_egress_address" in res.stdout, res.stdout  # (exit 1: this machine lacks gre, ipip...)
+    assert f"✓ tunbench_client_addresses: {SUBNET4}.120-{SUBNET4}.139 (20): free" in res.stdout, res.stdout
+    off = write_inventory(hosts, tmp_path, h1="tunbench_egress_address=198.18.201.5")
+    res = tunbench("doctor", "--hosts", str(off))
+    assert (
+        res.returncode == 1 and "✗ tunbench_egress_address" in res.stdout and "not in a network of eth0" in res.stdout
+    )
 
     empty = tmp_path / "empty-bin"
     empty.mkdir()

@@ -96,6 +96,9 @@ def doctor_hosts(path: Path) -> int:
             if fix:
                 console.print(f"      fix: {fix}", highlight=False)
 
+    from tunbench.remote.inventory import load_inventory
+
+    inv = load_inventory(path)
     with connected(path) as conns:
         for name, conn in conns:
             console.print(f"[bold]{name}[/]")
@@ -125,11 +128,45 @@ def doctor_hosts(path: Path) -> int:
                     say(False, what, "missing " + ", ".join(missing), "install it there (`make deps` in a checkout)")
             if all(have.values()):
                 say(True, "programs", "every tunnel's and workload's programs are there")
-            emul = [w for w, ok in (("tunbench-link", caps["tunbench_link"]), ("netem", caps["netem"])) if ok]
             console.print(
                 "  · link emulation: "
-                + (", ".join(emul) + " available" if emul else "neither tunbench-link nor netem")
-                + "; runs with --hosts use the real network (profile lan) for now",
+                + (
+                    "tunbench-link"
+                    if caps["tunbench_link"]
+                    else "no tunbench-link (`make build` there): an emulated profile with this host as the client "
+                    "is refused"
+                )
+                + ("; the kernel's netem is there too (unused)" if caps["netem"] else ""),
                 highlight=False,
             )
+            for line in _address_verdicts(conn, inv, name):
+                say(*line)
     return bad
+
+
+def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, str, str]]:
+    """On a client host of two: whether its egress address and its client addresses are usable there (free,
+    on the network of the NIC that routes to the server)."""
+    from tunbench.errors import ConfigError, TunbenchError
+
+    host = next(h for h in inv.hosts if h.name == name)
+    try:
+        server = inv.for_role("server")
+    except ConfigError:  # no single server host: nothing to route to
+        return []
+    if "client" not in host.roles or server.name == name or not server.address:
+        return []
+    out = []
+    for var, what, addresses in (
+        ("tunbench_egress_address", "the egress address", [host.egress_address] if host.egress_address else []),
+        ("tunbench_client_addresses", "the client address", host.client_pool(4000)),
+    ):
+        if not addresses:
+            continue
+        try:
+            why = conn.call("check_addresses", server=server.address, addresses=addresses, what=what, key=var)
+        except TunbenchError as e:
+            why = str(e)
+        shown = addresses[0] if len(addresses) == 1 else f"{addresses[0]}-{addresses[-1]} ({len(addresses)})"
+        out.append((not why, var, why or f"{shown}: free, on the network that routes to {server.name}", "pick others"))
+    return out

@@ -88,6 +88,19 @@ class Agent:
     def op_capabilities(self) -> dict[str, Any]:
         return facts.capabilities()
 
+    def op_check_addresses(self, server: str, addresses: list[str], what: str, key: str) -> str:
+        """ "" when every address is usable here (free, on the network of the NIC that routes to `server`),
+        else why not (for `doctor --hosts`)."""
+        from tunbench.errors import ConfigError
+        from tunbench.remote.egress import check_free_addresses, route_to
+
+        try:
+            nic, _ = route_to(server)
+            check_free_addresses(addresses, nic, what, key)
+        except ConfigError as e:
+            return str(e)
+        return ""
+
     def op_place_open(self, tag: str, netns: str | None, roles: list[str], link_prefix: str) -> dict[str, str]:
         """A role's place in a namespace that is not ours (None: this host's own). The run's links there (a
         tunnel's devices, named with the controller's run prefix `link_prefix`) are recorded in this agent's
