@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from tests.unit.report_data import run, trial
 from tunbench.cli import app
-from tunbench.cli.calibrate import calibration_lines, labelled, noise_per_metric, parse_budget
+from tunbench.cli.calibrate import calibration_lines, labelled, noise_per_metric, parse_budget, parse_until
 from tunbench.errors import ConfigError
 from tunbench.results import RunRecord
 
@@ -89,3 +89,15 @@ def test_help_states_the_assumption_and_a_too_small_budget_is_refused(tmp_path: 
     res = runner.invoke(app, ["calibrate", "-t", "direct", "--budget", "3s", "--db", str(tmp_path / "c.db")])
     assert isinstance(res.exception, ConfigError) and res.exception.exit_code == 2
     assert "at least 2" in str(res.exception)
+
+
+def test_until_is_the_next_time_the_clock_shows_it() -> None:
+    import datetime
+
+    now = datetime.datetime(2026, 11, 24, 13, 0, 0)
+    assert parse_until("14:30", now) == 5400.0
+    assert parse_until("9:05:30", now) == (20 * 3600 + 5 * 60 + 30)  # already past today: tomorrow
+    assert parse_until("2026-11-24T13:02", now) == 120.0
+    for bad in ("25:00", "14h30", "2026-11-24T12:00", "soon"):
+        with pytest.raises(typer.BadParameter):
+            parse_until(bad, now)

@@ -3,6 +3,7 @@ and bad inputs that must give one `Error: ...` line and leave nothing behind (no
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -322,6 +323,8 @@ AA = ["-t", "wireguard-go[label=a]", "-t", "wireguard-go[label=b]", "--no-direct
         (["--target-mde", "3%", *AA], "needs --budget"),
         (["--target-mde", "3%", "--budget", "2m", "-t", "wireguard-go"], "needs exactly two tunnels"),
         (["--target-mde", "3%", "--budget", "soon", *AA], "--budget"),
+        (["--target-mde", "3%", "--budget", "2m", "--until", "23:59", *AA], "--budget or --until, not both"),
+        (["--target-mde", "3%", "--until", "noon", *AA], "--until"),
         (["--cpuset", "half", *AA], "--cpuset"),
         (["--cpuset", "client=0,router=1", *AA], "run.cpuset"),
         (["--cpuset", "client=0-", *AA], "run.cpuset"),
@@ -334,6 +337,19 @@ def test_bad_precision_and_placement_flags_name_the_flag(
     assert code == 2, out + err
     assert says in " ".join(err.split()), err
     assert not (sandbox / "tunbench.db").exists() and not (sandbox / "state").exists()
+
+
+def test_until_is_a_budget_given_as_a_clock_time(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datetime
+
+    end = (datetime.datetime.now() + datetime.timedelta(minutes=3)).strftime("%H:%M")
+    code, out, err = main(["run", "--dry-run", *AA, "--target-mde", "3%", "--until", end], capsys, monkeypatch)
+    assert code == 0, out + err
+    # the plan's upper bound comes from the time left (2-3 minutes: at least 8 rounds of two 6 s trials)
+    reps = int(re.search(r"× (\d+) repetitions", out).group(1))  # type: ignore[union-attr]
+    assert reps >= 8, out
 
 
 def test_a_target_plans_the_budget_as_the_upper_bound_and_shows_the_placement(

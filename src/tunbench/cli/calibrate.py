@@ -8,6 +8,7 @@ it again (`tunbench compare calibrate-wireguard-go --label-a a --label-b b`).
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 import re
@@ -43,6 +44,30 @@ def parse_budget(text: str) -> float:
         raise typer.BadParameter(f"{text!r}: expected a time such as 60s, 2m or 1.5min", param_hint="--budget")
     scale = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[(m.group(2) or "").lower()]
     return float(m.group(1)) * scale
+
+
+def parse_until(text: str, now: datetime.datetime | None = None) -> float:
+    """'14:30', '14:30:15' (the next time the local clock shows it: today, or tomorrow if already past) or an
+    ISO date and time '2026-11-24T14:30' -> seconds from `now` until then (> 0)."""
+    now = now or datetime.datetime.now()
+    raw = text.strip()
+    try:
+        if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", raw):
+            hour, minute, *sec = (int(x) for x in raw.split(":"))
+            t = datetime.time(hour, minute, sec[0] if sec else 0)
+            at = datetime.datetime.combine(now.date(), t)
+            if at <= now:
+                at += datetime.timedelta(days=1)
+        else:
+            at = datetime.datetime.fromisoformat(raw)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: expected a local time such as 14:30 or 14:30:15, or 2026-11-24T14:30", param_hint="--until"
+        ) from None
+    left = (at - now).total_seconds()
+    if left <= 0:
+        raise typer.BadParameter(f"{text!r} is in the past", param_hint="--until")
+    return left
 
 
 def labelled(ref: str, label: str) -> str:

@@ -85,12 +85,17 @@ def _split_profiles(values: list[str] | None) -> list[str] | None:
     return out
 
 
-def _precision_flags(target: str | None, budget: str | None) -> tuple[float | None, float | None]:
-    """(--target-mde as a fraction, --budget in seconds), each None when not given; bad values name the flag."""
-    from tunbench.cli.calibrate import parse_budget
+def _precision_flags(
+    target: str | None, budget: str | None, until: str | None = None
+) -> tuple[float | None, float | None]:
+    """(--target-mde as a fraction, --budget (or the time left --until) in seconds), each None when not
+    given; bad values name the flag."""
+    from tunbench.cli.calibrate import parse_budget, parse_until
     from tunbench.report.compare import CompareError, parse_threshold
 
-    budget_s = parse_budget(budget) if budget is not None else None
+    if budget is not None and until is not None:
+        raise typer.BadParameter("give --budget or --until, not both", param_hint="--until")
+    budget_s = parse_budget(budget) if budget is not None else parse_until(until) if until is not None else None
     if target is None:
         return None, budget_s
     try:
@@ -101,7 +106,8 @@ def _precision_flags(target: str | None, budget: str | None) -> tuple[float | No
         raise typer.BadParameter(f"{target!r}: must be above 0%, e.g. 3%", param_hint="--target-mde")
     if budget_s is None:
         raise typer.BadParameter(
-            f"{target!r} needs --budget: the most wall time the run may take to reach it (e.g. --budget 2m)",
+            f"{target!r} needs --budget (or --until): the most wall time the run may take to reach it (e.g. "
+            "--budget 2m, or --until 14:30)",
             param_hint="--target-mde",
         )
     return goal, budget_s
@@ -261,6 +267,14 @@ def run(
             "ends within it; the run then stops between blocks, done, with whole pairs.",
         ),
     ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until",
+            help="As --budget, given as the local time the run must end by: 14:30 (the next 14:30) or "
+            "2026-11-24T14:30.",
+        ),
+    ] = None,
     cpuset: CpusetOpt = None,
     db: DbOpt = DEFAULT_DB,
     hosts: HostsOpt = None,
@@ -285,7 +299,9 @@ def run(
     from tunbench.store.db import Store
 
     started = time.monotonic()  # --budget counts from here
-    goal, budget_s = _precision_flags(target_mde, budget)
+    goal, budget_s = _precision_flags(target_mde, budget, until)
+    if until is not None:
+        budget = f"until {until}"  # how the plan and the stop name it
     sc, text, source = load_scenario(scenario)
     overrides: dict[str, dict[str, Any]] = {
         "run": {
