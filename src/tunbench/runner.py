@@ -571,7 +571,7 @@ class Runner:
                 window.enter_context(hook(held.ctx, tunnel, rec))
             with (
                 Sampler(_local_roles(tunnel, held.cgroups, held.places, held.emulator)) as sampler,
-                remote_sampling(tunnel, held.places, sampler) as remote_costs,
+                remote_sampling(tunnel, held.places, sampler, link=_remote_link(topo)) as remote_costs,
                 watchdog(t.workload.timeout_s(held.ctx), f"the {t.workload.kind} workload"),
             ):
                 result = t.workload.measure(held.ctx)
@@ -614,9 +614,19 @@ def _local_roles(
     return roles
 
 
+def _remote_link(topo: Topology | HostsTopology) -> RemotePlace | None:
+    """Where a run on hosts has its emulator (the client's place: its egress, or the pair on one host)."""
+    if isinstance(topo, HostsTopology) and topo.emulated:
+        return topo.place("client")
+    return None
+
+
 @contextlib.contextmanager
-def remote_sampling(tunnel: Tunnel, places: dict[str, Place], sampler: Sampler) -> Iterator[dict[str, RoleCost]]:
-    """Each remote role sampled by its host's agent over the same window; on exit the yielded dict holds
+def remote_sampling(
+    tunnel: Tunnel, places: dict[str, Place], sampler: Sampler, link: RemotePlace | None = None
+) -> Iterator[dict[str, RoleCost]]:
+    """Each remote role sampled by its host's agent over the same window, and the emulator where `link` is
+    the place that runs one (role "link", as a local run samples its own); on exit the yielded dict holds
     their costs on this machine's sampler clock (the clock offset measured at connect maps them)."""
     started = []
     for role in ROLES:
@@ -624,6 +634,8 @@ def remote_sampling(tunnel: Tunnel, places: dict[str, Place], sampler: Sampler) 
         if isinstance(place, RemotePlace):
             d = tunnel.daemons.get(role)
             started.append((role, place, place.sample_start(role, [d] if d else [])))
+    if link is not None:
+        started.append(("link", link, link.sample_start("link", [])))
     out: dict[str, RoleCost] = {}
     try:
         yield out

@@ -406,6 +406,8 @@ def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> 
         # every emulated trial crossed the emulator on h1, both ways, from the egress address
         assert m["link.up.delivered_packets"] > 0 and m["link.down.delivered_packets"] > 0
         assert t["params"]["net"]["egress"]["address"] == egress
+        # the emulator's own CPU, sampled on h1 (the "link CPU" column)
+        assert m["cpu.link.user_s"] + m["cpu.link.sys_s"] > 0, {k: v for k, v in m.items() if "link" in k}
         if t["workload"] == "latency":
             assert 39.0 < m["latency.p50_ms"] < 80.0, "the emulator's 20 ms each way"
         if t["workload"] == "iperf3":

@@ -305,9 +305,18 @@ class Agent:
         return self._place(place).pids(role, [self.procs[p] for p in procs if p in self.procs])
 
     def op_sample_start(self, place: str, role: str, procs: list[str]) -> dict[str, Any]:
+        """A role's sampler at a place; role "link" samples the emulator that place's trial runs (a pair's,
+        or the client's egress: its process, as a local run samples its own)."""
         pl = self._place(place)
         daemons = [self.procs[p] for p in procs if p in self.procs]
-        sampler = Sampler({role: (lambda: pl.pids(role, daemons), pl.cgroups.get(role))})
+        emulator = self.links.get(place)
+        if role == "link":
+            if emulator is None or not emulator.pid:
+                raise TunbenchError(f"no emulator runs at place {place}")
+            link_pid = emulator.pid
+            sampler = Sampler({role: (lambda: [link_pid], None)})
+        else:
+            sampler = Sampler({role: (lambda: pl.pids(role, daemons), pl.cgroups.get(role))})
         sampler.__enter__()
         key = self._id("s")
         self.samplers[key] = sampler
