@@ -116,7 +116,11 @@ class Runner:
         hosts: HostRun | None = None,
         stop: StopCheck | None = None,
         cpuset: dict[str, str] | None = None,
+        redo_steal_pct: float | None = None,
     ) -> None:
+        """`redo_steal_pct`: a pair's window that lost at least this share of the CPUs' time to steal is
+        void and measured again (RetryTrial), as a bidir race is; None: kept (and flagged by compare)."""
+        self.redo_steal_pct = redo_steal_pct
         self.ledger = ledger
         self.store = store
         self.run_id = run_id
@@ -576,6 +580,8 @@ class Runner:
             ):
                 result = t.workload.measure(held.ctx)
         tunnel.check_alive()
+        if why := steal_void(rec.metrics, self.redo_steal_pct):
+            raise RetryTrial(why)
         return _Window(result, sampler, remote_costs)
 
     def _account(self, t: _Trial, held: _Held, w: _Window, link_stats: dict[str, Any] | None) -> None:
@@ -593,6 +599,17 @@ class Runner:
         if isinstance(topo, Topology):
             underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))
+
+
+def steal_void(metrics: dict[str, float | None], redo_steal_pct: float | None) -> str:
+    """Why a window is void for its steal time (`host.steal_pct` at or above `redo_steal_pct`), or ""."""
+    steal = metrics.get("host.steal_pct")
+    if redo_steal_pct is None or steal is None or steal < redo_steal_pct:
+        return ""
+    return (
+        f"the hypervisor took {steal:.1f}% of the CPUs' time during the window (redo_steal_pct "
+        f"{redo_steal_pct:g}%): void, measured again"
+    )
 
 
 def _same_block(block: int, pt: PlannedTrial) -> bool:

@@ -591,6 +591,7 @@ def execute(
                 hosts=hosts,
                 stop=stop,
                 cpuset=plan.cpuset,
+                redo_steal_pct=scenario.run.redo_steal_pct,
             )
             try:
                 outcome.records = runner.run(plan.trials)

@@ -113,3 +113,13 @@ def test_a_hung_workload_fails_its_own_trial(tmp_path: Path, monkeypatch: pytest
     assert "still running after its 0.5 s limit" in rec.error
     # the hung tool's process group was ended with the trial
     assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "600"]]
+
+
+def test_a_window_that_lost_cpu_to_steal_is_void_only_when_asked() -> None:
+    from tunbench.runner import steal_void
+
+    assert steal_void({"host.steal_pct": 12.0}, None) == ""  # default: kept (compare flags it)
+    assert steal_void({"host.steal_pct": 4.9}, 5.0) == ""
+    assert steal_void({}, 5.0) == ""  # no steal figure (not a VM, or not read): nothing to judge
+    why = steal_void({"host.steal_pct": 5.0}, 5.0)
+    assert "5.0% of the CPUs' time" in why and "redo_steal_pct 5%" in why

@@ -113,6 +113,20 @@ def _precision_flags(
     return goal, budget_s
 
 
+def _percent(text: str | None, flag: str) -> float | None:
+    """'5%' or '5' -> 5.0 (percent), None when not given; a bad value names the flag."""
+    if text is None:
+        return None
+    raw = text.strip().removesuffix("%")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0.0 < value <= 100.0:
+        raise typer.BadParameter(f"{text!r}: expected a percentage above 0 and at most 100, e.g. 5%", param_hint=flag)
+    return value
+
+
 def _target_labels(plan: Any) -> tuple[str, str]:
     """The two tunnel labels a --target-mde run compares (besides direct, which never gates)."""
     labels = [r.label for r in plan.refs if r.name != "direct"]
@@ -204,6 +218,15 @@ def run(
             help="Warm alternation: bring each block's tunnels up once for this many rounds and measure each "
             "round as a window on the running tunnels (A B B A ..., no set-up between windows); 1 = a fresh "
             "bring-up per trial ([run] warm).",
+        ),
+    ] = None,
+    redo_steal: Annotated[
+        str | None,
+        typer.Option(
+            "--redo-steal",
+            help="Measure a trial again when the hypervisor took at least this share of the CPUs' time during "
+            "its window (steal), e.g. 5%; at most 5 attempts in all ([run] redo_steal_pct). Default: keep it, "
+            "flagged.",
         ),
     ] = None,
     full: Annotated[bool, typer.Option("--full", help="5 repetitions of 10 s (default: the scenario's).")] = False,
@@ -312,6 +335,7 @@ def run(
             "seed": seed,
             "name": name,
             "warm": warm,
+            "redo_steal_pct": _percent(redo_steal, "--redo-steal"),
             "cpuset": parse_cpuset(cpuset),
         },
         "workload": {

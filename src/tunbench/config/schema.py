@@ -35,6 +35,9 @@ class RunSection(_Strict):
     # CPU placement of each side's processes (host.cgroup.RoleCgroup, docs/precision.md): "off"; "split" (client
     # side, server side, emulator on CPUs of their own where there are enough); or a map of CPU lists
     cpuset: Literal["off", "split"] | dict[str, str] = "off"
+    # a trial whose measured window lost at least this share of all CPUs' time to steal (the hypervisor ran
+    # someone else: `host.steal_pct`) is void and measured again, at most 5 times in all; None: kept, flagged
+    redo_steal_pct: float | None = Field(default=None, gt=0, le=100)
 
     @field_validator("cpuset")
     @classmethod
