@@ -25,7 +25,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from tunbench import workloads
-from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunbenchError, TunnelError
+from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunnelError
 from tunbench.host.cgroup import CpuCap, RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace, Place
@@ -645,24 +645,29 @@ def remote_sampling(
     """Each remote role sampled by its host's agent over the same window, and the emulator where `link` is
     the place that runs one (role "link", as a local run samples its own); on exit the yielded dict holds
     their costs on this machine's sampler clock (the clock offset measured at connect maps them)."""
-    started = []
-    for role in ROLES:
-        place = places[role]
-        if isinstance(place, RemotePlace):
-            d = tunnel.daemons.get(role)
-            started.append((role, place, place.sample_start(role, [d] if d else [])))
-    if link is not None:
-        started.append(("link", link, link.sample_start("link", [])))
+    started: list[tuple[str, RemotePlace, str]] = []
     out: dict[str, RoleCost] = {}
     try:
+        for role in ROLES:
+            place = places[role]
+            if isinstance(place, RemotePlace):
+                d = tunnel.daemons.get(role)
+                started.append((role, place, place.sample_start(role, [d] if d else [])))
+        if link is not None:
+            started.append(("link", link, link.sample_start("link", [])))
         yield out
     except BaseException:
-        for _, place, key in started:  # the measurement failed or was interrupted: its error is the one to see
-            with contextlib.suppress(TunbenchError):
-                place.sample_stop(key, sampler.t0)
+        for _, place, key in started:  # a start or the measurement failed: its error is the one to see
+            place.sample_abandon(key)
         raise
-    for role, place, key in started:
-        out[role] = place.sample_stop(key, sampler.t0)
+    stopping = list(started)
+    try:
+        while stopping:  # each one stopped whatever happens to another
+            role, place, key = stopping.pop(0)
+            out[role] = place.sample_stop(key, sampler.t0)
+    finally:
+        for _, place, key in stopping:
+            place.sample_abandon(key)
 
 
 @dataclass(frozen=True)

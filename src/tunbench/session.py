@@ -461,7 +461,6 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
 def check_clients_placeable(plan: RunPlan, inventory: Inventory, emulated: list[str], two: bool) -> None:
     """The `clients` workload between hosts: two hosts, IPv4, the real network (no emulated profile), and an
     address of the client host's network per client (tunbench_client_addresses)."""
-    key = "workload.kind"
     if not two:
         raise ConfigError(
             "the clients workload runs between two hosts (its clients on the client host, the server on the "
@@ -470,13 +469,17 @@ def check_clients_placeable(plan: RunPlan, inventory: Inventory, emulated: list[
             key="tunbench_roles",
         )
     if plan.scenario.topology.underlay == "ipv6":
-        raise ConfigError("the clients workload between hosts is IPv4 only: run it without --ip 6", key="--ip")
+        raise ConfigError(
+            "the clients workload between hosts is IPv4 only: run it without --ip 6",
+            source=plan.source,
+            key="topology.underlay",
+        )
     if emulated:
         raise ConfigError(
             f"profile(s) {', '.join(emulated)} emulate a link, which the clients workload between hosts does "
             "not place yet (its clients reach the server over the hosts' own network): use --profile lan",
             source=plan.source,
-            key=key,
+            key="run.profiles",
         )
     most = max((c.clients for c in plan.cases if c.workload == "clients"), default=0)
     client = inventory.for_role("client")
@@ -486,6 +489,16 @@ def check_clients_placeable(plan: RunPlan, inventory: Inventory, emulated: list[
             f"the clients workload brings up to {most} clients; between two hosts each needs an unused address "
             f"of {client.name}'s network: its tunbench_client_addresses {have} (e.g. 192.0.2.100-192.0.2.163, "
             "docs/multi-host.md)",
+            source=client.source,
+            key="tunbench_client_addresses",
+        )
+    server = inventory.for_role("server")
+    taken = {client.address: f"{client.name}'s own", server.address: f"the server {server.name}'s"}
+    clash = next((a for a in client.client_pool(most) if a in taken), None)
+    if clash is not None:
+        raise ConfigError(
+            f"tunbench_client_addresses holds {clash}, {taken[clash]} underlay address: the clients need unused "
+            "addresses of the network",
             source=client.source,
             key="tunbench_client_addresses",
         )

@@ -85,6 +85,32 @@ def test_tunnels_and_latency_on_two_hosts(hosts: SshHosts, tmp_path: Path) -> No
     nothing_left(hosts, agent_prefixes(doc))
 
 
+def test_a_tunnel_whose_config_files_name_their_directory_runs_on_hosts(hosts: SshHosts, tmp_path: Path) -> None:
+    """strongSwan's config files name `{tmp}` (its vici socket, its credentials): each host gets them
+    rendered with its own trial directory, not the controller's."""
+    res, doc = run_hosts(
+        tmp_path,
+        hosts.inventory,
+        *(
+            "-t",
+            "strongswan[datapath=libipsec]",
+            "--no-direct",
+            "--direction",
+            "up",
+            "--duration",
+            "1",
+            "--omit",
+            "1",
+            "--repeat",
+            "1",
+        ),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    (t,) = doc["trials"]
+    assert t["status"] == "ok" and t["throughput_bps"] > 1e6, t["error"]
+    nothing_left(hosts, agent_prefixes(doc))
+
+
 def test_the_same_scenario_runs_locally_and_on_hosts(hosts: SshHosts, tmp_path: Path) -> None:
     sc = tmp_path / "sc.toml"
     sc.write_text(

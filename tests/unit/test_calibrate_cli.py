@@ -98,6 +98,8 @@ def test_until_is_the_next_time_the_clock_shows_it() -> None:
     assert parse_until("14:30", now) == 5400.0
     assert parse_until("9:05:30", now) == (20 * 3600 + 5 * 60 + 30)  # already past today: tomorrow
     assert parse_until("2026-11-24T13:02", now) == 120.0
+    aware = datetime.datetime(2026, 11, 24, 13, 2).astimezone().isoformat()  # this machine's offset, given
+    assert parse_until(aware, now) == 120.0
     for bad in ("25:00", "14h30", "2026-11-24T12:00", "soon"):
         with pytest.raises(typer.BadParameter):
             parse_until(bad, now)

@@ -468,6 +468,10 @@ def test_the_clients_workload_between_two_hosts_needs_an_address_per_client(
     code, out, err = main([*args, "--hosts", str(enough)], capsys, monkeypatch)
     assert code == 0, out + err
     code, out, err = main([*args, "--hosts", str(enough), "--profile", "wan-50ms"], capsys, monkeypatch)
-    assert code == 2 and "use --profile lan" in " ".join(err.split()), err
+    assert code == 2 and "use --profile lan" in " ".join(err.split()) and "run.profiles" in err, err
+    clash = sandbox / "lab-clash.ini"
+    clash.write_text(enough.read_text().replace("10.10.0.100-10.10.0.199", "10.10.0.1-10.10.0.100"))
+    code, out, err = main([*args, "--hosts", str(clash)], capsys, monkeypatch)
+    assert code == 2 and "holds 10.10.0.1, bench1's own underlay address" in " ".join(err.split()), err
     code, out, err = main([*args[:-2], "storm", "--hosts", str(enough)], capsys, monkeypatch)
     assert code == 2 and "workload 'storm' is not placed on hosts yet" in " ".join(err.split()), err

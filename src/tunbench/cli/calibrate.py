@@ -60,6 +60,8 @@ def parse_until(text: str, now: datetime.datetime | None = None) -> float:
                 at += datetime.timedelta(days=1)
         else:
             at = datetime.datetime.fromisoformat(raw)
+            if at.tzinfo is not None:  # an offset given: that instant on this machine's local clock
+                at = at.astimezone().replace(tzinfo=None)
     except ValueError:
         raise typer.BadParameter(
             f"{text!r}: expected a local time such as 14:30 or 14:30:15, or 2026-11-24T14:30", param_hint="--until"

@@ -42,9 +42,10 @@ from tunbench.topology.build import Topology, TopologySpec
 
 
 class _PlaceState:
-    def __init__(self, place: LocalPlace, stack: contextlib.ExitStack) -> None:
+    def __init__(self, place: LocalPlace, stack: contextlib.ExitStack, tag: str = "") -> None:
         self.place = place
         self.stack = stack
+        self.tag = tag  # the group it was opened in (op_close_tag)
         self.procs: set[str] = set()  # the daemons started at this place, stopped when it closes
 
 
@@ -212,7 +213,7 @@ class Agent:
         for k, ns in enumerate(cn.netns):
             key = self._id("p")
             owner = stack if k == 0 else contextlib.ExitStack()
-            self.places[key] = _PlaceState(LocalPlace(ns, self.ledger, wd, cgroups), owner)
+            self.places[key] = _PlaceState(LocalPlace(ns, self.ledger, wd, cgroups), owner, tag)
             places.append(key)
         return {
             "places": places,
@@ -222,6 +223,14 @@ class Agent:
             "device": cn.device,
             "setup_s": cn.setup_s,
         }
+
+    def op_close_tag(self, tag: str) -> int:
+        """Close every place opened under `tag`, newest first (a request the controller gave up on, e.g. at
+        a timeout, still opened them: nothing of it may hold the client addresses for the next trial)."""
+        keys = [k for k, st in self.places.items() if st.tag == tag]
+        for key in reversed(keys):
+            self.op_place_close(key)
+        return len(keys)
 
     def op_probe_open(self, namespaces: dict[str, str], address: str, interval_s: float) -> str:
         """Readiness through the tunnels (host/ready.py) from this host's client namespaces."""
@@ -304,9 +313,10 @@ class Agent:
     def op_pids(self, place: str, role: str, procs: list[str]) -> list[int]:
         return self._place(place).pids(role, [self.procs[p] for p in procs if p in self.procs])
 
-    def op_sample_start(self, place: str, role: str, procs: list[str]) -> dict[str, Any]:
+    def op_sample_start(self, place: str, role: str, procs: list[str], cgroup_only: bool = False) -> dict[str, Any]:
         """A role's sampler at a place; role "link" samples the emulator that place's trial runs (a pair's,
-        or the client's egress: its process, as a local run samples its own)."""
+        or the client's egress: its process, as a local run samples its own). `cgroup_only`: the role's
+        cgroup totals, no process sampled (hundreds of clients at 10 Hz would perturb the host)."""
         pl = self._place(place)
         daemons = [self.procs[p] for p in procs if p in self.procs]
         emulator = self.links.get(place)
@@ -315,6 +325,8 @@ class Agent:
                 raise TunbenchError(f"no emulator runs at place {place}")
             link_pid = emulator.pid
             sampler = Sampler({role: (lambda: [link_pid], None)})
+        elif cgroup_only:
+            sampler = Sampler({role: (lambda: [], pl.cgroups.get(role))})
         else:
             sampler = Sampler({role: (lambda: pl.pids(role, daemons), pl.cgroups.get(role))})
         sampler.__enter__()
@@ -364,7 +376,7 @@ class Agent:
             self.op_probe_close(key)
         for key in list(self.procs):
             self.procs.pop(key).stop()
-        for key in reversed(list(self.places)):  # a group's owner (its first place) last
+        for key in reversed(list(self.places)):  # newest first: a clients group's owner (its first place) last
             self.op_place_close(key)
 
 

@@ -70,7 +70,7 @@ class Host:
     # two hosts (the tunnel's client uses it from a namespace behind the emulator: topology/egress.py)
     egress_address: str | None = None
     # tunbench_client_addresses: unused IPv4 addresses of the host's network, one per client of a `clients`
-    # trial between two hosts (first and last, inclusive: remote/fleet.py gives client i the i-th)
+    # trial between two hosts (first and last, inclusive: workloads/fleet_hosts.py gives client i the i-th)
     client_addresses: tuple[str, str] | None = None
 
     def client_pool(self, n: int) -> list[str]:
@@ -522,13 +522,16 @@ def _host(p: _Parsed, h: _HostDef, groups: set[str], merged: dict[str, _Var]) ->
 
 
 def address_range(text: str) -> tuple[str, str]:
-    """`198.18.200.100-198.18.200.119` (first and last, inclusive) or a CIDR block `198.18.200.128/27` (every
-    address in it): (first, last). ValueError says what is wrong."""
+    """`198.18.200.100-198.18.200.119` (first and last, inclusive) or a CIDR block `198.18.200.128/27` (its
+    addresses but the first and the last, which on a network of that size would be its network and broadcast
+    addresses): (first, last). ValueError says what is wrong."""
     if "/" in text:
         net = ipaddress.ip_network(text, strict=False)
         if net.version != 4:
             raise ValueError(f"{text!r} is not an IPv4 block")
-        return str(net.network_address), str(net.broadcast_address)
+        if net.prefixlen >= 31:  # no network or broadcast address to leave out
+            return str(net.network_address), str(net.broadcast_address)
+        return str(net.network_address + 1), str(net.broadcast_address - 1)
     first_t, dash, last_t = text.partition("-")
     if not dash:
         raise ValueError(f"{text!r}: expected FIRST-LAST (e.g. 192.0.2.100-192.0.2.119) or a CIDR block")

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tunbench.errors import TunbenchError
 from tunbench.host.cgroup import CpuUsage
 from tunbench.host.place import Completed, Proc, completed
 from tunbench.monitor.sampler import RoleCost, RoleSample
@@ -124,9 +125,15 @@ class RemotePlace:
         return [None if t is None else self.conn.clock.to_local_mono(float(t)) for t in ended]
 
     # ---- cost ---------------------------------------------------------------------------------------
-    def sample_start(self, role: str, procs: Sequence[Proc]) -> str:
+    def sample_start(self, role: str, procs: Sequence[Proc], *, cgroup_only: bool = False) -> str:
         keys = [p.key for p in procs if isinstance(p, RemoteProc)]
-        return str(self.conn.call("sample_start", place=self.key, role=role, procs=keys)["sampler"])
+        r = self.conn.call("sample_start", place=self.key, role=role, procs=keys, cgroup_only=cgroup_only)
+        return str(r["sampler"])
+
+    def sample_abandon(self, sampler: str) -> None:
+        """Stop a sampler whose result is not wanted (the measurement failed); a lost host stopped it already."""
+        with contextlib.suppress(TunbenchError):
+            self.conn.call("sample_stop", sampler=sampler)
 
     def sample_stop(self, sampler: str, local_t0: float) -> RoleCost:
         """The role's cost, its series moved onto the controller's sampler clock (origin `local_t0`, a

@@ -138,10 +138,8 @@ class Tunnel:
             for i, f in enumerate(self.spec.files):
                 self.steps.write(f.path, f.content, f.mode, self.vars, f"files[{i}]")
             elsewhere = [p for p in map(self._place, ROLES) if p.workdir != self.workdir]
-            if elsewhere:  # a remote place: copy the keys and files there
-                files = self.steps.files()
-                for place in elsewhere:
-                    place.put_files(files)
+            for place in elsewhere:  # a remote place: the keys and files there, with its own `{tmp}`
+                place.put_files(self.steps.files_for(place.workdir))
             for role in ROLES:
                 self._role_up(role, getattr(self.spec, role))
             self._wait(self.spec.ready, "ready", self._place("client"))

@@ -77,7 +77,7 @@ def client_variables(layout: Layout, i: int) -> dict[str, str]:
 
 class FleetPlaces(Protocol):
     """Where a fleet's roles run: the server's place, and each client's (namespaces of this machine, or a
-    server host and a client host's namespaces: remote/fleet.py)."""
+    server host and a client host's namespaces: workloads/fleet_hosts.py)."""
 
     @property
     def server(self) -> Place: ...
@@ -193,10 +193,8 @@ class Fleet:
         first = next(iter(self.layout.indices()))
         elsewhere = {str(p.workdir): p for p in (self.places.server, self.places.client(first))}
         elsewhere.pop(str(self.workdir), None)
-        if elsewhere:  # a remote place (the clients share one trial directory per host): copy them there
-            files = st.files()
-            for place in elsewhere.values():
-                place.put_files(files)
+        for place in elsewhere.values():  # a remote place (the clients share one trial directory per host)
+            place.put_files(st.files_for(place.workdir))  # with its own `{tmp}`
 
     @staticmethod
     def _at(variables: dict[str, str], place: Place) -> dict[str, str]:

@@ -50,6 +50,7 @@ class Steps:
         self.workdir = workdir
         self.ledger = ledger
         self.cgroups = cgroups
+        self._templated: list[tuple[str, str, str, dict[str, str], str]] = []  # write()'s, for files_for()
 
     def local(self, netns: str | None) -> LocalPlace:
         """A namespace of this machine as a place, with the trial's directory and the role cgroups."""
@@ -77,15 +78,31 @@ class Steps:
         return run_cmd(argv, stdin=data, cwd=self.workdir, what=f"{self.spec.name} {key}").stdout.strip()
 
     def write(self, path_t: str, content_t: str, mode: str, variables: Vars, key: str) -> None:
-        """Write a templated file (path and content) inside the trial's directory, with its mode."""
-        rel = self.render(path_t, variables, f"{key}.path")
-        if rel.startswith("/") or ".." in rel.split("/"):
-            raise ConfigError(f"file path {rel!r} must stay in the trial's directory", source=self.source, key=key)
+        """Write a templated file (path and content) inside the trial's directory, with its mode; it is
+        remembered, so a remote place gets it rendered with its own `{tmp}` (files_for)."""
+        rel, data = self._rendered(path_t, content_t, variables, key)
+        self._templated.append((path_t, content_t, mode, dict(variables), key))
         path = self.workdir / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, int(mode, 8))
-        with os.fdopen(fd, "w") as out:
-            out.write(self.render(content_t, variables, f"{key}.content"))
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+
+    def _rendered(self, path_t: str, content_t: str, variables: Vars, key: str) -> tuple[str, bytes]:
+        rel = self.render(path_t, variables, f"{key}.path")
+        if rel.startswith("/") or ".." in rel.split("/"):
+            raise ConfigError(f"file path {rel!r} must stay in the trial's directory", source=self.source, key=key)
+        return rel, self.render(content_t, variables, f"{key}.content").encode()
+
+    def files_for(self, workdir: Path) -> dict[str, tuple[bytes, int]]:
+        """The trial's files as a place whose trial directory is `workdir` needs them: everything the key and
+        file steps left here, with each templated file rendered again with `{tmp}` = `workdir` (a config
+        that names `{tmp}/server.key` must name the path on that host)."""
+        out = self.files()
+        for path_t, content_t, mode, variables, key in self._templated:
+            rel, data = self._rendered(path_t, content_t, {**variables, "tmp": str(workdir)}, key)
+            out[rel] = (data, int(mode, 8))
+        return out
 
     def commands(self, commands: Sequence[str], variables: Vars, place: Place, key: str) -> None:
         """A role's `before` or `after` commands, in order, at its place."""

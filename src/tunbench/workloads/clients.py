@@ -57,11 +57,18 @@ def _report(proto: str, i: int) -> str:
     return f"iperf-{proto}-c{i}.json"
 
 
+def launch_pace(launched_at: dict[int, float]) -> float:
+    """Seconds per start, from when each of a fleet's clients was started (0 for fewer than two)."""
+    if len(launched_at) < 2:
+        return 0.0
+    return (max(launched_at.values()) - min(launched_at.values())) / (len(launched_at) - 1)
+
+
 def phase_pad_s(n: int, per_launch_s: float = 0.0) -> float:
     """Extra run time of each client's traffic beyond warm-up + window: covers the launch spread, so every
-    client is still sending when the last one's window ends. Per client at least 20 ms (a local process
-    starts in 5-20 ms), or 1.5 x `per_launch_s` as measured (a remote place's start takes a round trip to
-    its agent, on a loaded host 60 ms)."""
+    client is still sending when the last one's window ends. Per client 20 ms (a local process starts in
+    5-20 ms), or 1.5 x `per_launch_s` where that is more (between hosts each start is a request to the
+    client host's agent: the pace measured when the tunnel clients started)."""
     return 1.0 + max(0.02, 1.5 * per_launch_s) * n
 
 
@@ -158,7 +165,6 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
         server_place = places.server
         with contextlib.ExitStack() as stack:
             servers = []
-            t_servers = time.monotonic()
             for i in lay.indices():
                 proc = server_place.spawn(
                     iperf3.server_argv(PORT_BASE + i, json=True),
@@ -167,8 +173,9 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
                 )
                 stack.callback(proc.stop)
                 servers.append(proc)
-            # the clients start the same way as their servers did: the pace of these starts sizes the pad
-            pad = phase_pad_s(n, (time.monotonic() - t_servers) / n)
+            # between hosts each start is a request to the client host's agent: the pace its tunnel clients
+            # were started at sizes the pad (locally the fixed 20 ms per client, as it always was)
+            pad = phase_pad_s(n, 0.0 if mt.local else launch_pace(mt.fleet.launched_at))
             run_s = warmup + ctx.duration_s + pad
             self._wait_listening(server_place, {PORT_BASE + i for i in lay.indices()}, servers)
             busy0 = cpu_times() if mt.local else None
@@ -213,8 +220,11 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
     @staticmethod
     def _wait_listening(place: Place, ports: set[int], servers: list[Proc], timeout_s: float = 20.0) -> None:
         deadline = time.monotonic() + timeout_s
+        polls = 0
         while not ports <= place.listening("tcp"):
-            dead = [s for s in servers if not s.alive()]
+            polls += 1
+            # whether one exited: every 0.5 s (a remote place answers each check with a request)
+            dead = [s for s in servers if not s.alive()] if polls % 25 == 0 else []
             if dead:
                 raise TrialError(f"{dead[0].what} exited: {dead[0].log_tail(5)}")
             if time.monotonic() > deadline:

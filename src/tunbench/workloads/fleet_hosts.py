@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from tunbench.errors import ConfigError
+from tunbench.errors import ConfigError, TunbenchError
 from tunbench.host.ledger import Ledger
 from tunbench.monitor.sampler import RoleCost
 from tunbench.remote.connection import AgentConnection
@@ -161,15 +161,23 @@ class HostsFleetEnv:
         server = RemotePlace(sconn, str(r["place"]), str(r["workdir"]), None)
         self._stack.callback(self._close_place, server)
         t0 = time.monotonic()
-        c = cconn.call(
-            "clients_open",
-            wait_s=120.0 + 0.5 * n,
-            tag=f"{self.tag}c",
-            link_prefix=prefix,
-            addresses=pool,
-            server=server_addr,
-            sysctls=self.spec.namespace_sysctls(),
-        )
+        try:
+            c = cconn.call(
+                "clients_open",
+                wait_s=120.0 + 0.5 * n,
+                tag=f"{self.tag}c",
+                link_prefix=prefix,
+                addresses=pool,
+                server=server_addr,
+                sysctls=self.spec.namespace_sysctls(),
+            )
+        except BaseException:
+            # given up on (a timeout, the trial's watchdog, Ctrl-C): the agent may still finish it; closing
+            # the tag, which it reads after that request, frees the namespaces and addresses (a lost host
+            # tears down on its own)
+            with contextlib.suppress(TunbenchError):
+                cconn.call("close_tag", tag=f"{self.tag}c", wait_s=120.0 + 0.5 * n)
+            raise
         places = [
             RemotePlace(cconn, str(k), str(c["workdir"]), str(ns))
             for k, ns in zip(c["places"], c["netns"], strict=True)
@@ -211,14 +219,23 @@ class HostsFleetEnv:
         fleet = self.fleet
         server, first = fleet.places.server, fleet.places.client(1)
         assert isinstance(server, RemotePlace) and isinstance(first, RemotePlace)
-        t0 = time.monotonic()
         s_key = server.sample_start("server", [fleet.server] if fleet.server else [])
-        c_key = first.sample_start("clients", [])
+        try:
+            c_key = first.sample_start("clients", [], cgroup_only=True)
+        except BaseException:
+            server.sample_abandon(s_key)
+            raise
+        t0 = time.monotonic()  # the workload's phase clock starts right after: the series' origin
         try:
             yield out
-        finally:
-            out.wall_s = time.monotonic() - t0
+        except BaseException:
+            server.sample_abandon(s_key)
+            first.sample_abandon(c_key)
+            raise
+        out.wall_s = time.monotonic() - t0
+        try:
             out.results["server"] = server.sample_stop(s_key, t0)
+        finally:
             out.results["clients"] = first.sample_stop(c_key, t0)
 
     def failures_text(self, errors: dict[int, str], limit: int = 3) -> str:
