@@ -12,8 +12,12 @@ With `emulated`, it runs one emulated profile (20 ms each way, 50 Mbit/s) locall
 (the emulator on the client host's egress, docs/multi-host.md), alternating, with iperf3 and the latency
 workload: how close the two placements' RTT and throughput are.
 
+With `clients`, it runs the clients workload (20 wireguard-go clients, UDP at 4 Mbit/s each) locally and
+between the two hosts (the server on h2, the clients in namespaces of h1 with their own addresses),
+alternating: bring-up, rate, fairness and the server's cost per client in both placements.
+
 Usage (as root, alone on the machine):
-  .venv/bin/python scripts/bench_multihost.py [ROUNDS | connect [ROUNDS] | emulated [ROUNDS]]"""
+  .venv/bin/python scripts/bench_multihost.py [ROUNDS | connect [ROUNDS] | emulated [ROUNDS] | clients [ROUNDS]]"""
 
 from __future__ import annotations
 
@@ -33,11 +37,11 @@ from tests.sshhosts import ssh_hosts  # noqa: E402
 ARGS = ["-t", "wireguard-go", "--direction", "up", "--duration", "3", "--omit", "1", "--repeat", "3"]
 
 
-def one(tmp: Path, tag: str, extra: list[str]) -> tuple[float, dict]:  # type: ignore[type-arg]
+def one(tmp: Path, tag: str, extra: list[str], args: list[str] = ARGS) -> tuple[float, dict]:  # type: ignore[type-arg]
     out = tmp / f"{tag}.json"
     t0 = time.monotonic()
     res = subprocess.run(
-        [sys.executable, "-m", "tunbench", "run", "--db", str(tmp / f"{tag}.db"), "--json", str(out), *ARGS, *extra],
+        [sys.executable, "-m", "tunbench", "run", "--db", str(tmp / f"{tag}.db"), "--json", str(out), *args, *extra],
         capture_output=True,
         text=True,
         timeout=900,
@@ -136,7 +140,73 @@ def emulated(rounds: int) -> None:
         print(f"{k:<26} {a:>10.3f} {b:>10.3f} {b / a:>12.3f}")
 
 
+CLIENTS_TOML = """
+[run]
+tunnels = ["wireguard-go"]
+repeat = 1
+direct = false
+[workload]
+kind = ["clients"]
+duration_s = 3
+omit_s = 1
+[workload.clients]
+clients = [20]
+protocols = ["udp"]
+udp_rate_bps = 4000000
+"""
+POOL = "198.18.200.120-198.18.200.139"  # 20 unused addresses of the hosts' underlay
+
+
+def clients(rounds: int) -> None:
+    keys = (
+        "clients.topology_setup_s",
+        "clients.ready_s",
+        "clients.udp.start_spread_s",
+        "clients.udp.aggregate_bps",
+        "clients.udp.jain",
+        "clients.udp.loss_pct",
+        "clients.udp.server_cpu_s_per_client",
+        "clients.server_rss_bytes_per_client",
+        "clients.teardown_s",
+    )
+    rows: dict[str, dict[str, list[float]]] = {"local": {}, "hosts": {}}
+    walls: dict[str, list[float]] = {"local": [], "hosts": []}
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        (tmp / "h").mkdir()
+        sc = tmp / "clients.toml"
+        sc.write_text(CLIENTS_TOML)
+        with ssh_hosts(tmp / "h") as hosts:
+            inv = tmp / "clients.ini"
+            inv.write_text(
+                "\n".join(
+                    f"{ln} tunbench_client_addresses={POOL}" if ln.startswith("h1 ") else ln
+                    for ln in hosts.inventory.read_text().splitlines()
+                )
+                + "\n"
+            )
+            for r in range(rounds):
+                for mode in ["local", "hosts"] if r % 2 == 0 else ["hosts", "local"]:
+                    extra = ["--hosts", str(inv)] if mode == "hosts" else []
+                    wall, doc = one(tmp, f"c{mode}{r}", extra, [str(sc)])
+                    walls[mode].append(wall)
+                    (t,) = doc["trials"]
+                    for k in keys:
+                        if t["metrics"].get(k) is not None:
+                            rows[mode].setdefault(k, []).append(float(t["metrics"][k]))
+    print(f"{'metric':<38} {'local':>12} {'hosts':>12} {'hosts/local':>12}   (medians over {rounds} rounds)")
+    for k in ("run wall time (s)", *keys):
+        a_v = walls["local"] if k.startswith("run") else rows["local"].get(k, [])
+        b_v = walls["hosts"] if k.startswith("run") else rows["hosts"].get(k, [])
+        if a_v and b_v:
+            a, b = statistics.median(a_v), statistics.median(b_v)
+            print(f"{k:<38} {a:>12.4g} {b:>12.4g} {b / a if a else float('nan'):>12.3f}")
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "clients":
+        clients(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "connect":
         connect_times(int(sys.argv[2]) if len(sys.argv) > 2 else 5)
         return
