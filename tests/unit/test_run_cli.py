@@ -367,7 +367,16 @@ def test_a_target_plans_the_budget_as_the_upper_bound_and_shows_the_placement(
     text = " ".join(out.split())
     assert "2 cases × 20 repetitions = 40 trials" in text  # 120 s / (2 cases × 3 s): no round can be faster
     assert "cpuset: client side on CPU 0, server side on CPU 1" in text
+    # an A/B comparison with a target places its sides by default (A/A validity, docs/precision.md) ...
+    monkeypatch.setattr("tunbench.cli.calibrate.default_cpuset", lambda: "split")
     code, out, err = main(["run", "--dry-run", *AA, "--target-mde", "3%", "--budget", "2m"], capsys, monkeypatch)
+    assert code == 0 and "cpuset: client side on CPU 0, server side on CPU 1" in " ".join(out.split()), out
+    # ... unless told not to; and a run without a target keeps it off
+    code, out, err = main(
+        ["run", "--dry-run", *AA, "--target-mde", "3%", "--budget", "2m", "--cpuset", "off"], capsys, monkeypatch
+    )
+    assert code == 0 and "cpuset" not in out
+    code, out, err = main(["run", "--dry-run", *AA, "--budget", "2m"], capsys, monkeypatch)
     assert code == 0 and "cpuset" not in out  # off by default: nothing shown, nothing changes
 
 

@@ -184,7 +184,7 @@ def calibrate(
             "name": name or f"calibrate-{adapter}",
             "order": "blocks",
             "warm": warm,
-            "cpuset": parse_cpuset(cpuset if cpuset is not None else _default_cpuset()),
+            "cpuset": parse_cpuset(cpuset if cpuset is not None else default_cpuset()),
         },
         "workload": {
             "kind": ["iperf3"],
@@ -235,7 +235,7 @@ def calibrate(
     _exit(outcome.status, run_rec)
 
 
-def _default_cpuset() -> str | None:
+def default_cpuset() -> str | None:
     """split where this host can place (2+ CPUs and a cpuset hierarchy tunbench may use), else the run's."""
     from tunbench.host.cgroup import cpuset_root
 

@@ -279,7 +279,8 @@ def run(
             "3%: the largest MDE of the gated comparisons (throughput, CPU/bit client and server; Holm's level) "
             "at most this. Needs --budget and exactly two tunnels (labels) besides direct; --repeat is then the "
             "upper bound (default: as many pairs as the budget could hold). Stops on precision, never on "
-            "significance.",
+            "significance. Places each side on a CPU of its own (--cpuset split) unless --cpuset or the "
+            "scenario says otherwise.",
         ),
     ] = None,
     budget: Annotated[
@@ -326,6 +327,12 @@ def run(
     if until is not None:
         budget = f"until {until}"  # how the plan and the stop name it
     sc, text, source = load_scenario(scenario)
+    if goal is not None and cpuset is None and "cpuset" not in sc.run.model_fields_set and not (hosts or sc.hosts):
+        # an A/B comparison places its sides, as calibrate does: without it, A/A comparisons here gave false
+        # verdicts at 7.8% (7 of 90), with it 0 of 50 (docs/precision.md, BENCHMARKS §9); --cpuset off says no
+        from tunbench.cli.calibrate import default_cpuset
+
+        cpuset = default_cpuset()
     overrides: dict[str, dict[str, Any]] = {
         "run": {
             "tunnels": _split_tunnels(tunnel),
