@@ -329,7 +329,7 @@ def run(
     sc, text, source = load_scenario(scenario)
     if goal is not None and cpuset is None and "cpuset" not in sc.run.model_fields_set and not (hosts or sc.hosts):
         # an A/B comparison places its sides, as calibrate does: without it, A/A comparisons here gave false
-        # verdicts at 7.8% (7 of 90), with it 0 of 50 (docs/precision.md, BENCHMARKS §9); --cpuset off says no
+        # verdicts at 7.8% (7 of 90), with it 1.4% (1 of 72) (docs/precision.md, BENCHMARKS §9); --cpuset off
         from tunbench.cli.calibrate import default_cpuset
 
         cpuset = default_cpuset()
