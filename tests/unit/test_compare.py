@@ -189,6 +189,12 @@ def test_labels_within_one_run() -> None:
     assert thr.result.analysis == "paired" and thr.result.n_pairs == 6
     assert "old → new" in thr.case_label
     assert res.exit_code == EXIT_REGRESSED
+    # a paired verdict on unplaced pairs carries a caution; placed pairs do not (docs/precision.md)
+    assert any("without CPU placement" in n for n in res.notes), res.notes
+    for t in r.trials:
+        t.params["cpuset"] = {"client": "0", "server": "1"}
+    placed = compare_runs(r, r, label_a="old", label_b="new", threshold=0.03)
+    assert placed.exit_code == EXIT_REGRESSED and not any("without CPU placement" in n for n in placed.notes)
 
 
 def test_same_run_without_labels_is_an_error() -> None:

@@ -634,6 +634,8 @@ def compare_runs(
                 f"the direct baseline changed ({r.case_label}, {r.metric.title}: {fmt_change(r.result)}): "
                 "the host itself measured differently between A and B, so distrust the other verdicts"
             )
+    if not a.provenance.get("hosts") and (note := unplaced_note(rows, [t for ka, _ in pairs for t in ga[ka]])):
+        notes.append(note)
     settings = settings_differences([t for ka, _ in pairs for t in ga[ka]], [t for _, kb in pairs for t in gb[kb]])
     matched_a = {ka for ka, _ in pairs}
     matched_b = {kb for _, kb in pairs}
@@ -653,6 +655,21 @@ def compare_runs(
         analysis=analysis,
         analysis_reason=reason,
         dropped_pairs=dropped,
+    )
+
+
+def unplaced_note(rows: list[CaseComparison], trials: list[TrialRecord]) -> str:
+    """A caution when a paired verdict rests on pairs measured without CPU placement: there, a scheduler
+    state can outlast a trial, pairs are then not independent and the signed-rank test calls changes more
+    often than its level (A/A runs on a 2-CPU VM: BENCHMARKS §9, docs/precision.md). "" otherwise (and for a
+    run on hosts, which the caller leaves out: placement there is the hosts' own)."""
+    decided = [r for r in rows if r.gated and r.result.analysis == "paired" and r.result.significant]
+    if not decided or any(t.params.get("cpuset") for t in trials):
+        return ""
+    return (
+        "the pairs were measured without CPU placement, where A/A comparisons on a small host called changes "
+        "more often than the test's level (docs/precision.md): confirm this verdict with a second run, or "
+        "measure with --cpuset split"
     )
 
 
