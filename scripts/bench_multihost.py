@@ -52,6 +52,13 @@ def one(tmp: Path, tag: str, extra: list[str], args: list[str] = ARGS) -> tuple[
     return wall, json.loads(out.read_text())
 
 
+def with_h1(inventory: Path, out: Path, extra: str) -> Path:
+    """A copy of the hosts' inventory with `extra` variables on h1's line (the client host)."""
+    lines = inventory.read_text().splitlines()
+    out.write_text("\n".join(f"{ln} {extra}" if ln.startswith("h1 ") else ln for ln in lines) + "\n")
+    return out
+
+
 def connect_times(rounds: int) -> None:
     from tunbench.host.scope import run_scope
     from tunbench.host.workdir import workdir
@@ -111,14 +118,7 @@ def emulated(rounds: int) -> None:
         tmp = Path(d)
         (tmp / "h").mkdir()
         with ssh_hosts(tmp / "h") as hosts:
-            inv = tmp / "egress.ini"
-            inv.write_text(
-                "\n".join(
-                    f"{ln} tunbench_egress_address={EGRESS}" if ln.startswith("h1 ") else ln
-                    for ln in hosts.inventory.read_text().splitlines()
-                )
-                + "\n"
-            )
+            inv = with_h1(hosts.inventory, tmp / "egress.ini", f"tunbench_egress_address={EGRESS}")
             for r in range(rounds):
                 for mode in ["local", "hosts"] if r % 2 == 0 else ["hosts", "local"]:
                     extra = ["--hosts", str(inv)] if mode == "hosts" else []
@@ -177,14 +177,7 @@ def clients(rounds: int) -> None:
         sc = tmp / "clients.toml"
         sc.write_text(CLIENTS_TOML)
         with ssh_hosts(tmp / "h") as hosts:
-            inv = tmp / "clients.ini"
-            inv.write_text(
-                "\n".join(
-                    f"{ln} tunbench_client_addresses={POOL}" if ln.startswith("h1 ") else ln
-                    for ln in hosts.inventory.read_text().splitlines()
-                )
-                + "\n"
-            )
+            inv = with_h1(hosts.inventory, tmp / "clients.ini", f"tunbench_client_addresses={POOL}")
             for r in range(rounds):
                 for mode in ["local", "hosts"] if r % 2 == 0 else ["hosts", "local"]:
                     extra = ["--hosts", str(inv)] if mode == "hosts" else []

@@ -483,8 +483,9 @@ def check_clients_placeable(plan: RunPlan, inventory: Inventory, emulated: list[
         )
     most = max((c.clients for c in plan.cases if c.workload == "clients"), default=0)
     client = inventory.for_role("client")
-    if len(client.client_pool(most)) < most:
-        have = f"has {len(client.client_pool(most))}" if client.client_addresses else "is not set"
+    pool = client.client_pool(most)
+    if len(pool) < most:
+        have = f"has {len(pool)}" if client.client_addresses else "is not set"
         raise ConfigError(
             f"the clients workload brings up to {most} clients; between two hosts each needs an unused address "
             f"of {client.name}'s network: its tunbench_client_addresses {have} (e.g. 192.0.2.100-192.0.2.163, "
@@ -494,7 +495,7 @@ def check_clients_placeable(plan: RunPlan, inventory: Inventory, emulated: list[
         )
     server = inventory.for_role("server")
     taken = {client.address: f"{client.name}'s own", server.address: f"the server {server.name}'s"}
-    clash = next((a for a in client.client_pool(most) if a in taken), None)
+    clash = next((a for a in pool if a in taken), None)
     if clash is not None:
         raise ConfigError(
             f"tunbench_client_addresses holds {clash}, {taken[clash]} underlay address: the clients need unused "

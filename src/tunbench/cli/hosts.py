@@ -148,6 +148,7 @@ def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, s
     """On a client host of two: whether its egress address and its client addresses are usable there (free,
     on the network of the NIC that routes to the server)."""
     from tunbench.errors import ConfigError, TunbenchError
+    from tunbench.topology.layout import MAX_CLIENTS
 
     host = next(h for h in inv.hosts if h.name == name)
     try:
@@ -159,7 +160,7 @@ def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, s
     out = []
     for var, what, addresses in (
         ("tunbench_egress_address", "the egress address", [host.egress_address] if host.egress_address else []),
-        ("tunbench_client_addresses", "the client address", host.client_pool(4000)),
+        ("tunbench_client_addresses", "the client address", host.client_pool(MAX_CLIENTS)),
     ):
         if not addresses:
             continue

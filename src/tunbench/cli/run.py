@@ -114,17 +114,18 @@ def _precision_flags(
 
 
 def _percent(text: str | None, flag: str) -> float | None:
-    """'5%' or '5' -> 5.0 (percent), None when not given; a bad value names the flag."""
+    """'5%' (or the fraction 0.05) -> 5.0 percent, None when not given; a bad value names the flag."""
+    from tunbench.report.compare import CompareError, parse_threshold
+
     if text is None:
         return None
-    raw = text.strip().removesuffix("%")
     try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not 0.0 < value <= 100.0:
-        raise typer.BadParameter(f"{text!r}: expected a percentage above 0 and at most 100, e.g. 5%", param_hint=flag)
-    return value
+        fraction = parse_threshold(text)
+    except CompareError as e:
+        raise typer.BadParameter(str(e).removeprefix("--threshold "), param_hint=flag) from None
+    if fraction <= 0.0:
+        raise typer.BadParameter(f"{text!r}: must be above 0%, e.g. 5%", param_hint=flag)
+    return 100.0 * fraction
 
 
 def _target_labels(plan: Any) -> tuple[str, str]:

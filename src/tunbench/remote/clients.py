@@ -14,11 +14,10 @@ from types import TracebackType
 
 from tunbench.errors import CommandFailed
 from tunbench.host.ledger import Ledger
-from tunbench.host.netns import NETNS_DIR, kill_in_namespaces
-from tunbench.remote.egress import NO_RA, check_free_addresses, route_to
+from tunbench.remote.egress import NO_RA, add_lower_device, check_free_addresses, route_to
 from tunbench.topology import sysctl
 from tunbench.topology.hostclients import ClientWires
-from tunbench.topology.switched import POOL, ip_batch
+from tunbench.topology.switched import POOL, add_namespaces, ip_batch, remove_namespaces
 
 log = logging.getLogger(__name__)
 
@@ -64,13 +63,7 @@ class ClientNamespaces:
     def _build(self) -> None:
         nic, gateway = route_to(self.server)
         check_free_addresses(self.addresses, nic, "the client address", "tunbench_client_addresses")
-        for n in self.netns:
-            if (NETNS_DIR / n).exists():
-                raise CommandFailed(["ip", "netns", "add", n], 1, "namespace already exists", what="client namespaces")
-        for n in self.netns:
-            self.ledger.add_netns(n)  # recorded first: a crash in between still gets cleaned
-            self._created.append(n)
-        ip_batch((f"netns add {n}" for n in self.netns), what="creating the client namespaces")
+        add_namespaces(self.ledger, self.netns, self._created, what="client")
         # before any device, which copies `default`: no IPv6 router advertisements or autoconfiguration on the
         # wire, and the scenario's own settings
         settings = {**(NO_RA if Path("/proc/sys/net/ipv6").exists() else {}), **self.sysctls}
@@ -78,14 +71,10 @@ class ClientNamespaces:
             applied = list(pool.map(lambda ns: sysctl.apply(ns, settings), self.netns))
         self.sysctls_applied = {k: v for k, v in applied[0].items() if k in self.sysctls} if applied else {}
         wires = ClientWires(self.link_prefix, nic, self.server, gateway)
-        for kind in ("ipvlan", "macvlan"):  # ipvlan where the kernel has it (topology/egress.py says why)
-            wires = dataclasses.replace(wires, kind=kind)
-            try:
-                ip_batch(wires.create_script(1, self.netns[0]), what=f"adding client 1's device ({kind}) on {nic}")
-                break
-            except CommandFailed as e:
-                if kind == "macvlan" or not any(w in str(e) for w in ("Unknown device type", "not supported")):
-                    raise
+        kind = add_lower_device(
+            lambda k: dataclasses.replace(wires, kind=k).create_script(1, self.netns[0]), f"client 1's device on {nic}"
+        )
+        wires = dataclasses.replace(wires, kind=kind)
         self._wires = wires
         rest = [line for i in range(2, len(self.netns) + 1) for line in wires.create_script(i, self.netns[i - 1])]
         if rest:
@@ -100,24 +89,21 @@ class ClientNamespaces:
                 fut.result()
 
     def _teardown(self) -> None:
-        names = [n for n in self._created if (NETNS_DIR / n).exists()]
-        try:
-            left = kill_in_namespaces(names)
-            if left:
-                log.warning("%d processes would not die inside the client namespaces", left)
-            if self._wires is not None:
-                w = self._wires
-                for i, n in enumerate(self.netns, start=1):
-                    if n in names:
-                        try:
-                            ip_batch(w.delete_script(i), netns=n, what=f"deleting client {i}'s device")
-                        except CommandFailed as e:  # not made yet; or the namespace's deletion removes it later
-                            log.debug("%s", e)
-            if names:
-                ip_batch((f"netns del {n}" for n in names), what="deleting the client namespaces")
-        except Exception as e:  # teardown must never hide the original error
-            log.warning("client namespaces teardown: %s", e)
-        for n in list(self._created):
-            if not (NETNS_DIR / n).exists():
-                self.ledger.drop_netns(n)
-                self._created.remove(n)
+        remove_namespaces(self.ledger, self._created, what="client", before=self._delete_devices)
+
+    def _delete_devices(self, names: list[str]) -> None:
+        """The clients' devices go before their namespaces, on the pool of the build (the next trial puts the
+        same addresses on the same NIC)."""
+        w = self._wires
+        if w is None:
+            return
+
+        def one(i: int) -> None:
+            try:
+                ip_batch(w.delete_script(i), netns=self.netns[i - 1], what=f"deleting client {i}'s device")
+            except CommandFailed as e:  # not made yet; or the namespace's deletion removes it later
+                log.debug("%s", e)
+
+        alive = set(names)
+        with ThreadPoolExecutor(POOL) as pool:
+            list(pool.map(one, [i for i, n in enumerate(self.netns, start=1) if n in alive]))

@@ -10,6 +10,7 @@ import dataclasses
 import ipaddress
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -73,6 +74,19 @@ def route_to(server: str) -> tuple[str, str | None]:
     if not dev or dev == "lo":
         raise ConfigError(f"this host has no route to the server's address {server} through a network device")
     return str(dev), route.get("gateway")
+
+
+def add_lower_device(script: Callable[[str], list[str]], what: str) -> str:
+    """Run `script(kind)` for an ipvlan device where the kernel has ipvlan (it keeps the NIC's MAC address:
+    topology/egress.py says why), else for a macvlan one; the kind that was made."""
+    for kind in ("ipvlan", "macvlan"):
+        try:
+            ip_batch(script(kind), what=f"adding {what} ({kind})")
+            return kind
+        except CommandFailed as e:
+            if kind == "macvlan" or not any(w in str(e) for w in ("Unknown device type", "not supported")):
+                raise
+    raise AssertionError("unreachable")
 
 
 NO_RA = {
@@ -142,14 +156,10 @@ class EgressLink:
         # gives its device usable at once (as in every namespace of a local run)
         sysctl.apply(self.netns, {**lay.sysctls(), **(NO_RA if Path("/proc/sys/net/ipv6").exists() else {})})
         self.sysctls_applied = sysctl.apply(self.netns, self.spec.namespace_sysctls())
-        for kind in ("ipvlan", "macvlan"):  # ipvlan where the kernel has it (see topology/egress.py)
-            lay = dataclasses.replace(lay, kind=kind)
-            try:
-                ip_batch(lay.create_script(), what=f"adding the egress device ({kind}) on {nic}")
-                break
-            except CommandFailed as e:
-                if kind == "macvlan" or not any(w in str(e) for w in ("Unknown device type", "not supported")):
-                    raise
+        kind = add_lower_device(
+            lambda k: dataclasses.replace(lay, kind=k).create_script(), f"the egress device on {nic}"
+        )
+        lay = dataclasses.replace(lay, kind=kind)
         self._stack.callback(self._delete_device, lay)
         self.device = {"kind": lay.kind, "lower": nic, "gateway": gateway, "address": self.address}
         ip_batch(lay.wire_script(), netns=self.netns, what="addressing the egress device")

@@ -671,17 +671,7 @@ def inventory_from_table(table: Mapping[str, Any], source: str, *, text: str = "
         host = _table_host(role, entry, error, source, text, prefix)
         same = hosts.get(host.ssh_host + "@" + (host.user or ""))
         if same is not None:
-            fields = (
-                "name",
-                "port",
-                "identity_file",
-                "ssh_args",
-                "address",
-                "address6",
-                "egress_address",
-                "client_addresses",
-                "command",
-            )
+            fields = sorted(HOST_TABLE_KEYS - {"ssh"})  # every setting but the destination itself
             if any(getattr(same, f) != getattr(host, f) for f in fields):
                 raise error(f"the same host as {'/'.join(sorted(same.roles))}, with different settings", role)
             host = dataclasses.replace(same, roles=same.roles | host.roles)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 
@@ -33,6 +33,41 @@ def ip_batch(lines: Iterable[str], *, netns: str | None = None, what: str, timeo
     """Run `ip [-n ns] -batch -` on the given lines; fail loudly with ip's own message."""
     argv = ["ip", *(["-n", netns] if netns else []), "-batch", "-"]
     run_cmd(argv, stdin="\n".join(lines) + "\n", what=what, timeout_s=timeout_s)
+
+
+def add_namespaces(ledger: Ledger, names: list[str], created: list[str], *, what: str) -> None:
+    """Create many namespaces with one `ip -batch`, each recorded in the ledger (and in `created`) first, so a
+    crash in between still gets cleaned; refused if one exists already."""
+    for n in names:
+        if (NETNS_DIR / n).exists():
+            raise CommandFailed(["ip", "netns", "add", n], 1, "namespace already exists", what=what)
+    for n in names:
+        ledger.add_netns(n)
+        created.append(n)
+    ip_batch((f"netns add {n}" for n in names), what=f"creating namespaces ({what})")
+
+
+def remove_namespaces(
+    ledger: Ledger, created: list[str], *, what: str, before: Callable[[list[str]], None] | None = None
+) -> None:
+    """Undo add_namespaces: end every process left inside, `before(names)` (e.g. delete devices first), then
+    one `ip -batch` deletes them; a namespace that is gone leaves the ledger and `created`. Never raises
+    (teardown must not hide the original error)."""
+    names = [n for n in created if (NETNS_DIR / n).exists()]
+    try:
+        left = kill_in_namespaces(names)
+        if left:
+            log.warning("%d processes would not die inside the %s namespaces", left, what)
+        if before is not None:
+            before(names)
+        if names:
+            ip_batch((f"netns del {n}" for n in names), what=f"deleting namespaces ({what})")
+    except Exception as e:
+        log.warning("%s teardown: %s", what, e)
+    for n in list(created):
+        if not (NETNS_DIR / n).exists():
+            ledger.drop_netns(n)
+            created.remove(n)
 
 
 class SwitchedTopology:
@@ -63,14 +98,7 @@ class SwitchedTopology:
     # ---- build ---------------------------------------------------------------------------------------
     def _build(self) -> None:
         lay = self.layout
-        names = lay.all_namespaces()
-        for n in names:
-            if (NETNS_DIR / n).exists():
-                raise CommandFailed(["ip", "netns", "add", n], 1, "namespace already exists", what="multi topology")
-        for n in names:
-            self.ledger.add_netns(n)  # recorded first: a crash in between still gets cleaned
-            self._created.append(n)
-        ip_batch((f"netns add {n}" for n in names), what="creating namespaces")
+        add_namespaces(self.ledger, lay.all_namespaces(), self._created, what="multi topology")
         jobs: list[tuple[str, list[str]]] = [(lay.server_ns, lay.server_script())]
         if lay.emulated_uplink:
             jobs.append((lay.gateway_ns, lay.gateway_script()))
@@ -117,17 +145,5 @@ class SwitchedTopology:
     # ---- teardown ------------------------------------------------------------------------------------
     def _teardown(self) -> None:
         t0 = time.monotonic()
-        names = [n for n in self._created if (NETNS_DIR / n).exists()]
-        try:
-            left = kill_in_namespaces(names)
-            if left:
-                log.warning("%d processes would not die inside the multi-client namespaces", left)
-            if names:
-                ip_batch((f"netns del {n}" for n in names), what="deleting namespaces")
-        except Exception as e:  # teardown must never hide the original error
-            log.warning("multi-client teardown: %s", e)
-        for n in list(self._created):
-            if not (NETNS_DIR / n).exists():
-                self.ledger.drop_netns(n)
-                self._created.remove(n)
+        remove_namespaces(self.ledger, self._created, what="multi-client")
         self.teardown_s = time.monotonic() - t0

@@ -52,6 +52,15 @@ def kernel_mem_bytes() -> int:
     return m.get("SUnreclaim", 0) + m.get("Percpu", 0)
 
 
+def failures_text(fleet: Fleet, errors: dict[int, str], limit: int = 3) -> str:
+    """The first `limit` failed clients: each one's error and the tail of its log."""
+    parts = []
+    for i in sorted(errors)[:limit]:
+        tail = fleet.client_log_tail(i, 6)
+        parts.append(f"client {i}: {errors[i].splitlines()[0]}" + (f"\n{tail}" if tail else ""))
+    return "\n".join(parts)
+
+
 class FleetEnv:
     """`with FleetEnv(...) as env:` N client namespaces exist, the tunnel server runs, env.probe watches
     nothing yet; env.fleet.up(...) brings clients up."""
@@ -190,8 +199,4 @@ class FleetEnv:
         return roles
 
     def failures_text(self, errors: dict[int, str], limit: int = 3) -> str:
-        parts = []
-        for i in sorted(errors)[:limit]:
-            tail = self.fleet.client_log_tail(i, 6)
-            parts.append(f"client {i}: {errors[i].splitlines()[0]}" + (f"\n{tail}" if tail else ""))
-        return "\n".join(parts)
+        return failures_text(self.fleet, errors, limit)

@@ -26,6 +26,7 @@ from tunbench.remote.place import RemotePlace
 from tunbench.topology.build import TopologySpec
 from tunbench.topology.layout import HostsLayout
 from tunbench.tunnels.fleet import Fleet
+from tunbench.tunnels.fleet_env import failures_text
 from tunbench.tunnels.registry import TunnelRef
 
 
@@ -239,8 +240,4 @@ class HostsFleetEnv:
             out.results["clients"] = first.sample_stop(c_key, t0)
 
     def failures_text(self, errors: dict[int, str], limit: int = 3) -> str:
-        parts = []
-        for i in sorted(errors)[:limit]:
-            tail = self.fleet.client_log_tail(i, 6)
-            parts.append(f"client {i}: {errors[i].splitlines()[0]}" + (f"\n{tail}" if tail else ""))
-        return "\n".join(parts)
+        return failures_text(self.fleet, errors, limit)
