@@ -252,9 +252,5 @@ class HostsLayout(Layout):
     def client_address(self, i: int) -> str:
         return self.pool[i - 1]
 
-    def client_wire(self, i: int) -> str:
-        """Client i's device on the client host's NIC (ipvlan or macvlan), born in its namespace."""
-        return self.ifname("v", i)
-
     def all_namespaces(self) -> list[str]:
         return list(self.namespaces[: self.clients])
