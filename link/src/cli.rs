@@ -3,6 +3,7 @@
 //! the messages are ours.
 
 use crate::pipeline::Direction;
+use crate::schedule::{self, Step};
 use crate::spec::{self, DirSpec, SpecError};
 use lexopt::{Arg, Parser};
 use serde::Serialize;
@@ -14,14 +15,23 @@ pub const USAGE: &str = "\
 usage:
   tunbench-link run --netns-a /run/netns/NS_A --dev-a IFNAME_A --netns-b /run/netns/NS_B --dev-b IFNAME_B
                     [--mtu 1500] [--seed 1] [--stats-file PATH] [--a2b SPEC] [--b2a SPEC]
-  tunbench-link check [--json] [--a2b SPEC] [--b2a SPEC]
+                    [--a2b-events EVENTS] [--b2a-events EVENTS] [--events-start ready|signal]
+  tunbench-link check [--json] [--a2b SPEC] [--b2a SPEC] [--a2b-events EVENTS] [--b2a-events EVENTS]
   tunbench-link --version
 
 SPEC: comma-separated key=value (empty = no impairment):
   delay=50ms jitter=2ms jitter_dist=uniform|normal rate=100mbit queue=1000p|256KB|64KiB
   loss=0.1% ge_p=1% ge_r=30% ge_h=100% ge_k=0% reorder=1% reorder_gap=3 dup=0.5%
+  trace=FILE (instead of rate: mahimahi's packet-delivery format, one ms time per 1500-byte
+  opportunity per line, repeating; time 0 is the schedule's start)
+EVENTS: ';'-separated, each at=TIME and either SPEC keys (changed from then on; the
+  others keep their values) or outage=DURATION (packets entering the link are lost):
+  'at=5s,rate=10mbit,delay=40ms;at=8s,outage=3s'
+  TIME counts from the schedule's start: when the emulator is ready (--events-start
+  ready, the default) or when it first gets SIGUSR1 (--events-start signal).
 a = client side, b = server side; a2b = upload.
-check --json: {\"ok\":true}, or {\"ok\":false,\"errors\":[{direction, key, value, message}]} and exit 2.";
+check --json: {\"ok\":true}, or {\"ok\":false,\"errors\":[{direction, event, key, value, message}]}
+  and exit 2 (event: the 0-based index of a bad event, null for the SPEC).";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
@@ -34,6 +44,10 @@ pub struct RunConfig {
     pub stats_file: Option<PathBuf>,
     pub a2b: DirSpec,
     pub b2a: DirSpec,
+    pub a2b_steps: Vec<Step>,
+    pub b2a_steps: Vec<Step>,
+    /// Start the schedule on SIGUSR1 instead of at `ready`.
+    pub start_on_signal: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -54,8 +68,9 @@ pub enum Command {
 pub enum UsageError {
     /// The command line itself is wrong (unknown option, missing value...).
     Args(String),
-    /// A SPEC is invalid: one entry per direction that failed, a2b first.
-    Spec(Vec<(Direction, SpecError)>),
+    /// A SPEC or an event is invalid: one entry per direction that failed,
+    /// a2b first, with the bad event's index (`None`: the SPEC itself).
+    Spec(Vec<(Direction, Option<usize>, SpecError)>),
 }
 
 impl fmt::Display for UsageError {
@@ -64,7 +79,10 @@ impl fmt::Display for UsageError {
         match self {
             UsageError::Args(m) => f.write_str(m),
             UsageError::Spec(errs) => match errs.first() {
-                Some((dir, e)) => write!(f, "--{}: {e}", dir.as_str()),
+                Some((dir, None, e)) => write!(f, "--{}: {e}", dir.as_str()),
+                Some((dir, Some(i), e)) => {
+                    write!(f, "--{}-events: event {}: {e}", dir.as_str(), i + 1)
+                }
                 None => f.write_str("invalid spec"),
             },
         }
@@ -82,6 +100,8 @@ fn usage(msg: impl Into<String>) -> UsageError {
 pub struct Problem {
     /// "a2b" or "b2a"; null for command-line errors.
     pub direction: Option<&'static str>,
+    /// The bad event (0-based) of the direction's EVENTS; null: its SPEC.
+    pub event: Option<usize>,
     /// The SPEC key (`loss`), when the problem is about one key.
     pub key: Option<String>,
     pub value: Option<String>,
@@ -108,14 +128,16 @@ impl CheckResult {
         let errors = match e {
             UsageError::Args(m) => vec![Problem {
                 direction: None,
+                event: None,
                 key: None,
                 value: None,
                 message: m.clone(),
             }],
             UsageError::Spec(errs) => errs
                 .iter()
-                .map(|(dir, e)| Problem {
+                .map(|(dir, event, e)| Problem {
                     direction: Some(dir.as_str()),
+                    event: *event,
                     key: e.key.clone(),
                     value: e.value.clone(),
                     message: e.message.clone(),
@@ -143,7 +165,7 @@ pub fn wants_json(args: &[OsString]) -> bool {
         if a == "--" {
             return false;
         }
-        if a == "--a2b" || a == "--b2a" {
+        if VALUED_CHECK.contains(&a.to_str().unwrap_or("")) {
             rest.next();
         }
     }
@@ -202,16 +224,33 @@ fn get<'a>(opts: &'a [(String, String)], k: &str) -> Option<&'a str> {
     opts.iter().find(|(x, _)| x == k).map(|(_, v)| v.as_str())
 }
 
-/// Both directions' specs; every direction that fails is reported.
-fn specs(opts: &[(String, String)]) -> Result<(DirSpec, DirSpec), UsageError> {
-    let one = |k: &str| spec::parse(get(opts, k).unwrap_or(""));
-    match (one("--a2b"), one("--b2a")) {
+/// `check`'s options that take a value.
+const VALUED_CHECK: &[&str] = &["--a2b", "--b2a", "--a2b-events", "--b2a-events"];
+
+/// One direction's SPEC and the steps of its events.
+type DirConfig = (DirSpec, Vec<Step>);
+
+fn direction(
+    opts: &[(String, String)],
+    dir: Direction,
+) -> Result<DirConfig, (Direction, Option<usize>, SpecError)> {
+    let base = get(opts, &format!("--{}", dir.as_str())).unwrap_or("");
+    let spec = spec::parse(base).map_err(|e| (dir, None, e))?;
+    let events = get(opts, &format!("--{}-events", dir.as_str())).unwrap_or("");
+    let steps = schedule::parse(base, events).map_err(|e| (dir, Some(e.event), e.error))?;
+    Ok((spec, steps))
+}
+
+/// Both directions' specs and steps; every direction that fails is
+/// reported.
+fn specs(opts: &[(String, String)]) -> Result<(DirConfig, DirConfig), UsageError> {
+    match (
+        direction(opts, Direction::AtoB),
+        direction(opts, Direction::BtoA),
+    ) {
         (Ok(a2b), Ok(b2a)) => Ok((a2b, b2a)),
         (a2b, b2a) => Err(UsageError::Spec(
-            [(Direction::AtoB, a2b.err()), (Direction::BtoA, b2a.err())]
-                .into_iter()
-                .filter_map(|(d, e)| Some((d, e?)))
-                .collect(),
+            [a2b.err(), b2a.err()].into_iter().flatten().collect(),
         )),
     }
 }
@@ -253,8 +292,8 @@ where
         "version" => Ok(Command::Version),
         "help" => Ok(Command::Help),
         "check" => {
-            let opts = options(&mut p, &["--a2b", "--b2a"], &["--json"])?;
-            let (a2b, b2a) = specs(&opts)?;
+            let opts = options(&mut p, VALUED_CHECK, &["--json"])?;
+            let ((a2b, _), (b2a, _)) = specs(&opts)?;
             let json = get(&opts, "--json").is_some();
             Ok(Command::Check { a2b, b2a, json })
         }
@@ -271,6 +310,9 @@ where
                     "--stats-file",
                     "--a2b",
                     "--b2a",
+                    "--a2b-events",
+                    "--b2a-events",
+                    "--events-start",
                 ],
                 &[],
             )?;
@@ -304,7 +346,16 @@ where
             {
                 return Err(usage("--stats-file: empty path"));
             }
-            let (a2b, b2a) = specs(&opts)?;
+            let start_on_signal = match get(&opts, "--events-start") {
+                None | Some("ready") => false,
+                Some("signal") => true,
+                Some(v) => {
+                    return Err(usage(format!(
+                        "--events-start {v}: expected ready or signal"
+                    )))
+                }
+            };
+            let ((a2b, a2b_steps), (b2a, b2a_steps)) = specs(&opts)?;
             Ok(Command::Run(RunConfig {
                 netns_a,
                 dev_a,
@@ -315,6 +366,9 @@ where
                 stats_file,
                 a2b,
                 b2a,
+                a2b_steps,
+                b2a_steps,
+                start_on_signal,
             }))
         }
         other => Err(usage(format!(
@@ -400,6 +454,40 @@ mod tests {
     }
 
     #[test]
+    fn events_parse_and_errors_name_the_event() {
+        let a = format!(
+            "{BASE} --a2b rate=10mbit --a2b-events at=1s,rate=5mbit;at=2s,outage=1s --events-start signal"
+        );
+        let Command::Run(c) = parse_args(args(&a)).unwrap() else {
+            panic!()
+        };
+        assert_eq!(c.a2b_steps.len(), 3);
+        assert!(c.b2a_steps.is_empty() && c.start_on_signal);
+        let Command::Run(c) = parse_args(args(BASE)).unwrap() else {
+            panic!()
+        };
+        assert!(!c.start_on_signal);
+        let got = parse_args(args(&format!("{BASE} --events-start later")))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(got, "--events-start later: expected ready or signal");
+        let e = parse_args(args(
+            "check --json --b2a-events at=1s,delay=1ms;at=2s,loss=300%",
+        ))
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--b2a-events: event 2: loss=300%: must be between 0% and 100%"
+        );
+        assert_eq!(
+            crate::json::to_string(&CheckResult::failed(&e)),
+            r#"{"ok":false,"errors":[{"direction":"b2a","event":1,"key":"loss","value":"300%","message":"must be between 0% and 100%"}]}"#
+        );
+        assert!(wants_json(&os("check --a2b-events --json --json")));
+        assert!(!wants_json(&os("check --a2b-events --json")));
+    }
+
+    #[test]
     fn check_and_version() {
         assert_eq!(parse_args(args("--version")).unwrap(), Command::Version);
         assert_eq!(parse_args(args("-V")).unwrap(), Command::Version);
@@ -468,8 +556,8 @@ mod tests {
             crate::json::to_string(&CheckResult::failed(&e)),
             concat!(
                 r#"{"ok":false,"errors":["#,
-                r#"{"direction":"a2b","key":"loss","value":"200%","message":"must be between 0% and 100%"},"#,
-                r#"{"direction":"b2a","key":null,"value":null,"message":"ge_p needs ge_r"}]}"#
+                r#"{"direction":"a2b","event":null,"key":"loss","value":"200%","message":"must be between 0% and 100%"},"#,
+                r#"{"direction":"b2a","event":null,"key":null,"value":null,"message":"ge_p needs ge_r"}]}"#
             )
         );
         let e = parse_args(args("check --json --b2a delay")).unwrap_err();
@@ -481,7 +569,7 @@ mod tests {
         let e = parse_args(args("check --json --bogus 1")).unwrap_err();
         assert_eq!(
             crate::json::to_string(&CheckResult::failed(&e)),
-            r#"{"ok":false,"errors":[{"direction":null,"key":null,"value":null,"message":"unknown option '--bogus'"}]}"#
+            r#"{"ok":false,"errors":[{"direction":null,"event":null,"key":null,"value":null,"message":"unknown option '--bogus'"}]}"#
         );
     }
 }

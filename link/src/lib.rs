@@ -12,6 +12,7 @@ pub mod json;
 pub mod model;
 pub mod packet;
 pub mod pipeline;
+pub mod schedule;
 pub mod spec;
 pub mod stats;
 pub mod time;

@@ -10,13 +10,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use tunbench_link::cli::{self, CheckResult, Command, RunConfig};
-use tunbench_link::io::event_loop::{Forwarder, StopSignal, TunIo};
+use tunbench_link::io::event_loop::{Forwarder, ScheduleStart, StopSignal, TunIo};
 use tunbench_link::io::tun::{check_netns, TunDevice};
 use tunbench_link::io::{os_error, Error, Result};
 use tunbench_link::json;
 use tunbench_link::pipeline::{Direction, Pipeline};
+use tunbench_link::schedule;
 use tunbench_link::spec::Normalized;
-use tunbench_link::stats::{report_json, write_atomic, DirStats};
+use tunbench_link::stats::{report_json, write_atomic, DirStats, ScheduleReport};
 use tunbench_link::time::{Clock, Instant, Monotonic};
 
 /// Print one line to stdout and flush; a closed stdout is not an error.
@@ -109,6 +110,26 @@ impl Signals {
     }
 }
 
+/// `--events-start signal`: the first SIGUSR1 starts the schedule. A
+/// thread of its own waits for it (signal-hook writes a byte to a socket),
+/// so the start is taken within microseconds of the signal.
+fn start_on_sigusr1(start: &Arc<ScheduleStart>) -> Result<()> {
+    let (mut rx, tx) = UnixStream::pair().map_err(|e| os_error("socketpair", e))?;
+    signal_hook::low_level::pipe::register(signal_hook::consts::SIGUSR1, tx)
+        .map_err(|e| os_error("register SIGUSR1", e))?;
+    let start = Arc::clone(start);
+    std::thread::Builder::new()
+        .name("schedule".into())
+        .spawn(move || {
+            let mut b = [0u8; 1];
+            if rx.read(&mut b).is_ok_and(|n| n > 0) {
+                start.set(Monotonic.now());
+            }
+        })
+        .map_err(|e| Error(format!("spawn thread: {e}")))?;
+    Ok(())
+}
+
 /// The stats file's directory must exist before any device is created.
 fn check_stats_dir(p: &std::path::Path) -> Result<()> {
     let dir = match p.parent() {
@@ -128,6 +149,7 @@ fn check_stats_dir(p: &std::path::Path) -> Result<()> {
 
 struct DirRun {
     stats: Arc<DirStats>,
+    scheduled: bool,
     spec: Normalized,
     handle: Option<JoinHandle<Result<()>>>,
 }
@@ -139,18 +161,21 @@ fn spawn_dir(
     rx: &Arc<TunDevice>,
     tx: &Arc<TunDevice>,
     stop: &Arc<StopSignal>,
+    start: &Arc<ScheduleStart>,
 ) -> Result<DirRun> {
-    let spec = match dir {
-        Direction::AtoB => &cfg.a2b,
-        Direction::BtoA => &cfg.b2a,
+    let (spec, steps) = match dir {
+        Direction::AtoB => (&cfg.a2b, &cfg.a2b_steps),
+        Direction::BtoA => (&cfg.b2a, &cfg.b2a_steps),
     };
     let stats = Arc::new(DirStats::default());
+    let path = schedule::path(spec, steps);
     let fwd = Forwarder {
-        pipeline: Pipeline::build(spec, cfg.seed, dir),
-        path: spec.path(),
+        pipeline: Pipeline::build(spec, steps, cfg.seed, dir),
+        path,
         mtu: cfg.mtu,
         stats: Arc::clone(&stats),
         coalesce: true,
+        start: Arc::clone(start),
     };
     let io = TunIo {
         rx: Arc::clone(rx),
@@ -161,9 +186,13 @@ fn spawn_dir(
         .name(format!("fwd-{}", dir.as_str()))
         .spawn(move || fwd.run(io))
         .map_err(|e| Error(format!("spawn thread: {e}")))?;
+    let timed = !steps.is_empty() || spec.trace.is_some();
+    let mut spec = spec.normalized();
+    spec.path = path.as_str();
     Ok(DirRun {
         stats,
-        spec: spec.normalized(),
+        scheduled: timed,
+        spec,
         handle: Some(handle),
     })
 }
@@ -173,10 +202,21 @@ struct Reporter<'a> {
     cfg: &'a RunConfig,
     started: Instant,
     warned: bool,
+    schedule_start: Arc<ScheduleStart>,
 }
 
 impl Reporter<'_> {
     fn render(&self, event: Option<&str>, dirs: &[DirRun]) -> String {
+        let scheduled = dirs.iter().any(|d| d.scheduled);
+        let schedule = ScheduleReport {
+            start_ns: self
+                .schedule_start
+                .get()
+                .filter(|_| scheduled)
+                .map(|t| t.as_nanos()),
+            a2b: dirs[0].stats.events(),
+            b2a: dirs[1].stats.events(),
+        };
         report_json(
             event,
             self.cfg.seed,
@@ -184,6 +224,7 @@ impl Reporter<'_> {
             (&dirs[0].spec, &dirs[1].spec),
             &dirs[0].stats.snapshot(),
             &dirs[1].stats.snapshot(),
+            &schedule,
         )
     }
 
@@ -215,15 +256,22 @@ fn run(cfg: &RunConfig) -> Result<()> {
     let mut signals = Signals::register()?;
     let dev_a = Arc::new(TunDevice::create_in(&cfg.netns_a, &cfg.dev_a, cfg.mtu)?);
     let dev_b = Arc::new(TunDevice::create_in(&cfg.netns_b, &cfg.dev_b, cfg.mtu)?);
+    let start = Arc::new(ScheduleStart::default());
+    if cfg.start_on_signal {
+        start_on_sigusr1(&start)?;
+    } else {
+        start.set(Monotonic.now());
+    }
     let mut rep = Reporter {
         cfg,
         started: Monotonic.now(),
         warned: false,
+        schedule_start: Arc::clone(&start),
     };
     let stop = StopSignal::new()?;
     let mut dirs = vec![
-        spawn_dir(cfg, Direction::AtoB, &dev_a, &dev_b, &stop)?,
-        spawn_dir(cfg, Direction::BtoA, &dev_b, &dev_a, &stop)?,
+        spawn_dir(cfg, Direction::AtoB, &dev_a, &dev_b, &stop, &start)?,
+        spawn_dir(cfg, Direction::BtoA, &dev_b, &dev_a, &stop, &start)?,
     ];
     rep.write_periodic(&dirs);
     emit(&json::to_string(&Ready {

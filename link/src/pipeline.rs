@@ -2,16 +2,26 @@
 //! loss -> bottleneck (queue + rate) -> delay/jitter -> reorder -> duplicate.
 //! Absent impairments add no stage; an empty pipeline passes packets
 //! through unchanged at their arrival time.
+//!
+//! A schedule (see `schedule`) makes the chain the union of the stages its
+//! states need (plus the outage gate first), and retunes every stage at
+//! each step's time: packets that left a stage before the step saw its old
+//! parameters, packets entering it from then on the new. Steps count from
+//! the moment the pipeline is armed.
 
 use crate::model::delay::{Delay, DelaySampler};
 use crate::model::dup::Duplicate;
+use crate::model::gate::Gate;
 use crate::model::loss::Loss;
 use crate::model::rate::Bottleneck;
 use crate::model::reorder::Reorder;
+use crate::model::trace::TraceLink;
 use crate::model::{rng_for, Fifo, Stage, StageCounters};
 use crate::packet::Packet;
+use crate::schedule::{Step, StepKind};
 use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
+use std::sync::Arc;
 
 /// Direction index used to derive independent RNG streams.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -39,41 +49,135 @@ pub struct Pipeline {
     stages: Vec<Box<dyn Stage>>,
     /// Used only when there are no stages.
     passthrough: Fifo,
+    /// Whether anything here runs on the schedule's clock (steps, a trace).
+    timed: bool,
+    steps: Vec<Step>,
+    /// The next step to apply.
+    next_step: usize,
+    /// When the schedule started (`None`: not armed yet).
+    origin: Option<Instant>,
+    /// Packets that left the chain while a step was applied, before the
+    /// caller polled.
+    done: Fifo,
+    /// Steps applied and not yet taken by [`Pipeline::take_applied`].
+    applied: Vec<Applied>,
+}
+
+/// One step as it was applied.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    pub event: usize,
+    pub kind: StepKind,
+    /// The step's time since the schedule's start.
+    pub at: Duration,
+    /// How much later than that the event loop got to it.
+    pub late: Duration,
+}
+
+/// The first of `specs` that needs a stage, if any does.
+fn first<'a>(specs: &[&'a DirSpec], needs: impl Fn(&DirSpec) -> bool) -> Option<&'a DirSpec> {
+    specs.iter().copied().find(|s| needs(s))
 }
 
 impl Pipeline {
-    pub fn build(spec: &DirSpec, seed: u64, dir: Direction) -> Self {
+    /// The chain for `spec`, and for every state of `steps` (empty: no
+    /// schedule).
+    pub fn build(spec: &DirSpec, steps: &[Step], seed: u64, dir: Direction) -> Self {
         // stream = direction * 16 + stage: one RNG per (direction, stage)
         let rng = |stage: u64| rng_for(seed, dir.index() * 16 + stage);
+        let specs: Vec<&DirSpec> = std::iter::once(spec)
+            .chain(steps.iter().map(|s| &s.spec))
+            .collect();
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
-        if let Some(model) = spec.loss {
+        if steps.iter().any(|s| s.down) {
+            stages.push(Box::<Gate>::default());
+        }
+        if let Some(model) = first(&specs, |s| s.loss.is_some()).and_then(|s| s.loss) {
             stages.push(Box::new(Loss::new(model, rng(1))));
         }
-        if let Some(rate) = spec.rate_bps {
-            stages.push(Box::new(Bottleneck::new(rate, spec.queue)));
+        if let Some(trace) = &spec.trace {
+            // events cannot change a trace (schedule::parse), nor add a rate to it
+            stages.push(Box::new(TraceLink::new(Arc::clone(trace), spec.queue)));
+        } else if let Some(s) = first(&specs, |s| s.rate_bps.is_some()) {
+            stages.push(Box::new(Bottleneck::new(s.rate_bps.unwrap_or(1), s.queue)));
         }
-        if spec.delay > Duration::ZERO || spec.jitter > Duration::ZERO {
+        if let Some(s) = first(&specs, |s| {
+            s.delay > Duration::ZERO || s.jitter > Duration::ZERO
+        }) {
             stages.push(Box::new(Delay::new(DelaySampler::new(
-                spec.delay,
-                spec.jitter,
-                spec.jitter_dist,
+                s.delay,
+                s.jitter,
+                s.jitter_dist,
                 rng(3),
             ))));
         }
-        if spec.reorder > 0.0 {
-            stages.push(Box::new(Reorder::new(
-                spec.reorder,
-                spec.reorder_gap,
-                rng(4),
-            )));
+        if let Some(s) = first(&specs, |s| s.reorder > 0.0) {
+            stages.push(Box::new(Reorder::new(s.reorder, s.reorder_gap, rng(4))));
         }
-        if spec.dup > 0.0 {
-            stages.push(Box::new(Duplicate::new(spec.dup, rng(5))));
+        if let Some(s) = first(&specs, |s| s.dup > 0.0) {
+            stages.push(Box::new(Duplicate::new(s.dup, rng(5))));
+        }
+        for s in &mut stages {
+            s.retune(spec, false);
         }
         Pipeline {
             stages,
             passthrough: Fifo::default(),
+            timed: !steps.is_empty() || spec.trace.is_some(),
+            steps: steps.to_vec(),
+            next_step: 0,
+            origin: None,
+            done: Fifo::default(),
+            applied: Vec::new(),
         }
+    }
+
+    /// Start the schedule at `origin` (once; later calls do nothing).
+    pub fn arm(&mut self, origin: Instant) {
+        if self.origin.is_none() {
+            self.origin = Some(origin);
+            for s in &mut self.stages {
+                s.start(origin);
+            }
+        }
+    }
+
+    /// Whether the pipeline has a schedule (or a trace) that has not started
+    /// yet.
+    pub fn waiting_to_arm(&self) -> bool {
+        self.origin.is_none() && self.timed
+    }
+
+    /// When the next step is due (`None`: none left, or not armed).
+    fn step_due(&self) -> Option<Instant> {
+        Some(self.origin? + self.steps.get(self.next_step)?.at)
+    }
+
+    /// Apply every step due at or before `t`: first move what the chain
+    /// releases before the step's time on (into `done`), then retune.
+    fn apply_due(&mut self, t: Instant, now: Instant) {
+        while let Some(at) = self.step_due().filter(|at| *at <= t) {
+            let done = &mut self.done;
+            flow(&mut self.stages, &mut self.passthrough, at, |p| {
+                done.push(p)
+            });
+            let step = &self.steps[self.next_step];
+            for s in &mut self.stages {
+                s.retune(&step.spec, step.down);
+            }
+            self.applied.push(Applied {
+                event: step.event,
+                kind: step.kind,
+                at: step.at,
+                late: now.saturating_duration_since(at),
+            });
+            self.next_step += 1;
+        }
+    }
+
+    /// The steps applied since the last call.
+    pub fn take_applied(&mut self) -> Vec<Applied> {
+        std::mem::take(&mut self.applied)
     }
 
     pub fn stage_names(&self) -> Vec<&'static str> {
@@ -83,6 +187,7 @@ impl Pipeline {
     /// Hand a packet to the first stage; `pkt.t` is its arrival time.
     /// Call [`Pipeline::poll`] afterwards to collect what is due.
     pub fn push(&mut self, pkt: Packet, now: Instant) {
+        self.apply_due(pkt.t, now);
         match self.stages.first_mut() {
             Some(s) => s.push(pkt, now),
             None => self.passthrough.push(pkt),
@@ -92,37 +197,29 @@ impl Pipeline {
     /// Move every packet due at or before `now` through the chain and hand
     /// the ones leaving the last stage to `out`, in departure order.
     pub fn poll(&mut self, now: Instant, mut out: impl FnMut(Packet)) {
-        if self.stages.is_empty() {
-            while let Some(p) = self.passthrough.pop_ready(now) {
-                out(p);
-            }
-            return;
+        self.apply_due(now, now);
+        while let Some(p) = self.done.pop_ready(now) {
+            out(p);
         }
-        let n = self.stages.len();
-        for i in 0..n {
-            let (head, tail) = self.stages.split_at_mut(i + 1);
-            let s = &mut head[i];
-            while let Some(p) = s.pop_ready(now) {
-                match tail.first_mut() {
-                    Some(next) => next.push(p, now),
-                    None => out(p),
-                }
-            }
-        }
+        flow(&mut self.stages, &mut self.passthrough, now, out);
     }
 
-    /// Earliest time any stage has something to release.
+    /// Earliest time any stage has something to release, or a step is due.
     pub fn next_event(&self) -> Option<Instant> {
         self.stages
             .iter()
             .filter_map(|s| s.next_event())
             .chain(self.passthrough.next_event())
+            .chain(self.done.next_event())
+            .chain(self.step_due())
             .min()
     }
 
     /// Packets held in all stages.
     pub fn held(&self) -> usize {
-        self.stages.iter().map(|s| s.held()).sum::<usize>() + self.passthrough.len()
+        self.stages.iter().map(|s| s.held()).sum::<usize>()
+            + self.passthrough.len()
+            + self.done.len()
     }
 
     pub fn counters(&self) -> StageCounters {
@@ -131,6 +228,32 @@ impl Pipeline {
             c.add(&s.counters());
         }
         c
+    }
+}
+
+/// Move every packet due at or before `now` through the chain, handing the
+/// ones leaving the last stage to `out` in departure order.
+fn flow(
+    stages: &mut [Box<dyn Stage>],
+    passthrough: &mut Fifo,
+    now: Instant,
+    mut out: impl FnMut(Packet),
+) {
+    if stages.is_empty() {
+        while let Some(p) = passthrough.pop_ready(now) {
+            out(p);
+        }
+        return;
+    }
+    for i in 0..stages.len() {
+        let (head, tail) = stages.split_at_mut(i + 1);
+        let s = &mut head[i];
+        while let Some(p) = s.pop_ready(now) {
+            match tail.first_mut() {
+                Some(next) => next.push(p, now),
+                None => out(p),
+            }
+        }
     }
 }
 
@@ -143,6 +266,7 @@ mod tests {
     fn stage_order_follows_the_spec() {
         let p = Pipeline::build(
             &parse("dup=1%,reorder=1%,delay=1ms,rate=1mbit,loss=1%").unwrap(),
+            &[],
             1,
             Direction::AtoB,
         );
@@ -150,13 +274,53 @@ mod tests {
             p.stage_names(),
             vec!["loss", "rate", "delay", "reorder", "dup"]
         );
-        let p = Pipeline::build(&parse("").unwrap(), 1, Direction::AtoB);
+        let p = Pipeline::build(&parse("").unwrap(), &[], 1, Direction::AtoB);
         assert!(p.stage_names().is_empty());
     }
 
     #[test]
+    fn a_schedule_builds_every_stage_its_states_need_and_retunes_them() {
+        let steps = crate::schedule::parse("delay=1ms", "at=1s,loss=100%;at=2s,outage=1s").unwrap();
+        let mut p = Pipeline::build(&parse("delay=1ms").unwrap(), &steps, 1, Direction::AtoB);
+        assert_eq!(p.stage_names(), vec!["outage", "loss", "delay"]);
+        assert!(p.waiting_to_arm());
+        let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
+        // before the start no step is due, and the loss stage is off
+        let mut got = Vec::new();
+        p.push(Packet::synthetic(0, 100, ms(0)), ms(0));
+        p.poll(ms(0), |x| got.push(x.id));
+        assert_eq!(p.next_event(), Some(ms(1)));
+        p.arm(ms(10));
+        p.poll(ms(1), |x| got.push(x.id));
+        assert_eq!(got, vec![0]);
+        // from 1010 ms on every packet is lost (loss=100%), from 2010 ms the link is down too
+        assert_eq!(p.next_event(), Some(ms(1010)));
+        p.push(Packet::synthetic(1, 100, ms(1009)), ms(1009));
+        p.push(Packet::synthetic(2, 100, ms(1010)), ms(1010));
+        p.poll(ms(1011), |x| got.push(x.id));
+        assert_eq!(got, vec![0, 1]);
+        let applied = p.take_applied();
+        assert_eq!(applied.len(), 1);
+        assert_eq!(
+            (applied[0].kind, applied[0].late),
+            (StepKind::Set, Duration::ZERO)
+        );
+        p.poll(ms(4000), |x| got.push(x.id));
+        let kinds: Vec<_> = p.take_applied().iter().map(|a| (a.kind, a.late)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (StepKind::Down, Duration::from_millis(1990)),
+                (StepKind::Up, Duration::from_millis(990))
+            ]
+        );
+        assert_eq!(p.counters().dropped_loss, 1);
+        assert_eq!(p.next_event(), None);
+    }
+
+    #[test]
     fn empty_pipeline_passes_immediately() {
-        let mut p = Pipeline::build(&parse("").unwrap(), 1, Direction::AtoB);
+        let mut p = Pipeline::build(&parse("").unwrap(), &[], 1, Direction::AtoB);
         let t = Instant::from_nanos(5);
         p.push(Packet::synthetic(0, 100, t), t);
         let mut got = Vec::new();

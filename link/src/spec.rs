@@ -7,9 +7,11 @@ use crate::json::{self, Float};
 use crate::model::delay::JitterDist;
 use crate::model::loss::{GilbertElliott, LossModel};
 use crate::model::queue::QueueLimit;
+use crate::model::trace::Trace;
 use crate::time::Duration;
 use serde::Serialize;
 use std::fmt;
+use std::sync::Arc;
 
 /// Default bottleneck queue when `rate` is set without `queue`.
 pub const DEFAULT_QUEUE: QueueLimit = QueueLimit::Packets(1000);
@@ -24,7 +26,9 @@ pub struct DirSpec {
     pub jitter: Duration,
     pub jitter_dist: JitterDist,
     pub rate_bps: Option<u64>,
-    /// Meaningful only with `rate_bps`.
+    /// A packet-delivery trace in place of `rate_bps` (`model::trace`).
+    pub trace: Option<Arc<Trace>>,
+    /// Meaningful only with `rate_bps` or `trace`.
     pub queue: QueueLimit,
     pub loss: Option<LossModel>,
     pub reorder: f64,
@@ -39,6 +43,7 @@ impl Default for DirSpec {
             jitter: Duration::ZERO,
             jitter_dist: JitterDist::Uniform,
             rate_bps: None,
+            trace: None,
             queue: DEFAULT_QUEUE,
             loss: None,
             reorder: 0.0,
@@ -74,6 +79,7 @@ impl DirSpec {
     pub fn path(&self) -> Path {
         let per_packet = self.jitter > Duration::ZERO
             || self.rate_bps.is_some()
+            || self.trace.is_some()
             || self.loss.is_some()
             || self.reorder > 0.0
             || self.dup > 0.0;
@@ -89,10 +95,11 @@ impl DirSpec {
     /// Normalized form: durations in ns, rate in bit/s, probabilities as
     /// fractions, every key present (null when unused).
     pub fn normalized(&self) -> Normalized {
-        let (queue_packets, queue_bytes) = match (self.rate_bps, self.queue) {
-            (None, _) => (None, None),
-            (Some(_), QueueLimit::Packets(n)) => (Some(n), None),
-            (Some(_), QueueLimit::Bytes(b)) => (None, Some(b)),
+        let bottleneck = self.rate_bps.is_some() || self.trace.is_some();
+        let (queue_packets, queue_bytes) = match (bottleneck, self.queue) {
+            (false, _) => (None, None),
+            (true, QueueLimit::Packets(n)) => (Some(n), None),
+            (true, QueueLimit::Bytes(b)) => (None, Some(b)),
         };
         let (loss, ge) = match self.loss {
             None => (None, None),
@@ -113,6 +120,8 @@ impl DirSpec {
             jitter_ns: self.jitter.as_nanos(),
             jitter_dist: self.jitter_dist.as_str(),
             rate_bps: self.rate_bps,
+            trace: self.trace.as_ref().map(|t| t.path.clone()),
+            trace_mean_bps: self.trace.as_ref().map(|t| Float(t.mean_bps())),
             queue_packets,
             queue_bytes,
             loss,
@@ -138,6 +147,8 @@ pub struct Normalized {
     pub jitter_ns: u64,
     pub jitter_dist: &'static str,
     pub rate_bps: Option<u64>,
+    pub trace: Option<String>,
+    pub trace_mean_bps: Option<Float>,
     pub queue_packets: Option<u64>,
     pub queue_bytes: Option<u64>,
     pub loss: Option<Float>,
@@ -171,7 +182,7 @@ pub struct SpecError {
 }
 
 impl SpecError {
-    fn about(message: impl Into<String>) -> Self {
+    pub(crate) fn about(message: impl Into<String>) -> Self {
         SpecError {
             key: None,
             value: None,
@@ -192,7 +203,7 @@ impl fmt::Display for SpecError {
 
 impl std::error::Error for SpecError {}
 
-fn bad(key: &str, value: &str, why: impl fmt::Display) -> SpecError {
+pub(crate) fn bad(key: &str, value: &str, why: impl fmt::Display) -> SpecError {
     SpecError {
         key: Some(key.to_string()),
         value: Some(value.to_string()),
@@ -324,6 +335,7 @@ const KEYS: &[&str] = &[
     "jitter",
     "jitter_dist",
     "rate",
+    "trace",
     "queue",
     "loss",
     "ge_p",
@@ -367,6 +379,7 @@ pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
                 }
             }
             "rate" => s.rate_bps = Some(parse_rate(key, v)?),
+            "trace" => s.trace = Some(Arc::new(Trace::load(v).map_err(|e| bad(key, v, e))?)),
             "queue" => queue = Some((parse_queue(key, v)?, v)),
             "loss" => loss = Some(parse_percent(key, v)?),
             "ge_p" => ge_p = Some(parse_percent(key, v)?),
@@ -379,12 +392,17 @@ pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
             _ => unreachable!("key list and match agree"),
         }
     }
+    if s.rate_bps.is_some() && s.trace.is_some() {
+        return Err(SpecError::about(
+            "rate and trace: choose one (a trace is the link's rate over time)",
+        ));
+    }
     if let Some((q, v)) = queue {
-        if s.rate_bps.is_none() {
+        if s.rate_bps.is_none() && s.trace.is_none() {
             return Err(bad(
                 "queue",
                 v,
-                "needs rate (the queue is the rate's bottleneck buffer)",
+                "needs rate or trace (the queue is the bottleneck's buffer)",
             ));
         }
         s.queue = q;
@@ -582,14 +600,46 @@ mod tests {
     }
 
     #[test]
+    fn trace_replaces_rate_and_takes_a_queue() {
+        let dir = std::env::temp_dir().join(format!("tblk-spec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("t.mm");
+        std::fs::write(&f, "1\n2\n").unwrap();
+        let p = f.display().to_string();
+        let d = parse(&format!("trace={p},queue=50p,delay=5ms")).unwrap();
+        assert_eq!(d.trace.as_ref().map(|t| t.path.as_str()), Some(p.as_str()));
+        assert_eq!(d.queue, QueueLimit::Packets(50));
+        assert_eq!(d.path(), Path::Segmented);
+        let j = d.to_json();
+        assert!(
+            j.contains(r#""trace_mean_bps":12000000,"queue_packets":50"#),
+            "{j}"
+        );
+        assert!(err(&format!("trace={p},rate=1mbit")).starts_with("rate and trace: choose one"));
+        let missing = err("trace=/nonexistent/x.mm");
+        assert!(
+            missing.starts_with("trace=/nonexistent/x.mm: /nonexistent/x.mm: "),
+            "{missing}"
+        );
+        std::fs::write(&f, "3\n2\n").unwrap();
+        assert!(err(&format!("trace={p}")).contains(":2: 2 is earlier than the line before"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn normalized_json() {
         let j = parse("delay=50ms,rate=10mbit,loss=1%").unwrap().to_json();
         assert_eq!(
             j,
-            r#"{"delay_ns":50000000,"jitter_ns":0,"jitter_dist":"uniform","rate_bps":10000000,"queue_packets":1000,"queue_bytes":null,"loss":0.01,"ge":null,"reorder":0,"reorder_gap":3,"dup":0,"path":"segmented"}"#
+            r#"{"delay_ns":50000000,"jitter_ns":0,"jitter_dist":"uniform","rate_bps":10000000,"trace":null,"trace_mean_bps":null,"queue_packets":1000,"queue_bytes":null,"loss":0.01,"ge":null,"reorder":0,"reorder_gap":3,"dup":0,"path":"segmented"}"#
         );
         let j = parse("").unwrap().to_json();
-        assert!(j.contains(r#""rate_bps":null,"queue_packets":null"#), "{j}");
+        assert!(
+            j.contains(
+                r#""rate_bps":null,"trace":null,"trace_mean_bps":null,"queue_packets":null"#
+            ),
+            "{j}"
+        );
         assert!(j.contains(r#""path":"passthrough""#));
     }
 }

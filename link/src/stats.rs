@@ -4,10 +4,12 @@
 use crate::histogram::Histogram;
 use crate::json::{self, Float};
 use crate::model::StageCounters;
+use crate::pipeline::Applied;
 use crate::spec::Normalized;
 use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
 
 /// Units: "packets" are what the models see. On the passthrough and
 /// whole-delay paths a GSO super-packet counts as one packet; on the
@@ -22,6 +24,7 @@ pub struct DirStats {
     /// Copied from the model counters by the forwarding thread.
     pub dropped_loss: AtomicU64,
     pub dropped_queue: AtomicU64,
+    pub dropped_outage: AtomicU64,
     /// The emulator's own failures: TUN write errors, internal overflow,
     /// malformed super-packets. Never folded into the loss counters.
     pub dropped_emulator: AtomicU64,
@@ -42,6 +45,8 @@ pub struct DirStats {
     pub late_ns_max: AtomicU64,
     /// ... and their distribution (for percentiles).
     pub late_hist: Histogram,
+    /// The schedule's steps, as applied.
+    pub events: Mutex<Vec<Applied>>,
 }
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -52,6 +57,7 @@ pub struct Snapshot {
     pub delivered_bytes: u64,
     pub dropped_loss: u64,
     pub dropped_queue: u64,
+    pub dropped_outage: u64,
     pub dropped_emulator: u64,
     pub duplicated: u64,
     pub reordered: u64,
@@ -83,9 +89,30 @@ impl DirStats {
     pub fn publish_models(&self, c: &StageCounters, held: usize) {
         self.dropped_loss.store(c.dropped_loss, Relaxed);
         self.dropped_queue.store(c.dropped_queue, Relaxed);
+        self.dropped_outage.store(c.dropped_outage, Relaxed);
         self.duplicated.store(c.duplicated, Relaxed);
         self.reordered.store(c.reordered, Relaxed);
         self.held_packets.store(held as u64, Relaxed);
+    }
+
+    pub fn record_events(&self, applied: Vec<Applied>) {
+        if !applied.is_empty() {
+            let mut ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
+            ev.extend(applied);
+        }
+    }
+
+    /// The steps applied so far, as the stats document lists them.
+    pub fn events(&self) -> Vec<AppliedEvent> {
+        let ev = self.events.lock().unwrap_or_else(|e| e.into_inner());
+        ev.iter()
+            .map(|a| AppliedEvent {
+                event: a.event,
+                kind: a.kind.as_str(),
+                at_ns: a.at.as_nanos(),
+                late_ns: a.late.as_nanos(),
+            })
+            .collect()
     }
 
     pub fn snapshot(&self) -> Snapshot {
@@ -97,6 +124,7 @@ impl DirStats {
             delivered_bytes: self.delivered_bytes.load(Relaxed),
             dropped_loss: self.dropped_loss.load(Relaxed),
             dropped_queue: self.dropped_queue.load(Relaxed),
+            dropped_outage: self.dropped_outage.load(Relaxed),
             dropped_emulator: self.dropped_emulator.load(Relaxed),
             duplicated: self.duplicated.load(Relaxed),
             reordered: self.reordered.load(Relaxed),
@@ -128,13 +156,14 @@ impl Snapshot {
 /// The per-direction object of the stats document (key order as written).
 impl Serialize for Snapshot {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut o = s.serialize_struct("Snapshot", 18)?;
+        let mut o = s.serialize_struct("Snapshot", 19)?;
         o.serialize_field("packets_in", &self.packets_in)?;
         o.serialize_field("bytes_in", &self.bytes_in)?;
         o.serialize_field("delivered_packets", &self.delivered_packets)?;
         o.serialize_field("delivered_bytes", &self.delivered_bytes)?;
         o.serialize_field("dropped_loss", &self.dropped_loss)?;
         o.serialize_field("dropped_queue", &self.dropped_queue)?;
+        o.serialize_field("dropped_outage", &self.dropped_outage)?;
         o.serialize_field("dropped_emulator", &self.dropped_emulator)?;
         o.serialize_field("duplicated", &self.duplicated)?;
         o.serialize_field("reordered", &self.reordered)?;
@@ -167,6 +196,26 @@ struct Report<'a> {
     specs: Specs<'a>,
     a2b: &'a Snapshot,
     b2a: &'a Snapshot,
+    schedule: &'a ScheduleReport,
+}
+
+/// When the schedule started (`CLOCK_MONOTONIC` ns; null: not yet, or no
+/// schedule) and each direction's steps as applied.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ScheduleReport {
+    pub start_ns: Option<u64>,
+    pub a2b: Vec<AppliedEvent>,
+    pub b2a: Vec<AppliedEvent>,
+}
+
+/// One applied step: its event (0-based), `set`/`down`/`up`, its time
+/// since the schedule's start, and how late the event loop applied it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AppliedEvent {
+    pub event: usize,
+    pub kind: &'static str,
+    pub at_ns: u64,
+    pub late_ns: u64,
 }
 
 #[derive(Serialize)]
@@ -183,6 +232,7 @@ pub fn report_json(
     specs: (&Normalized, &Normalized),
     a2b: &Snapshot,
     b2a: &Snapshot,
+    schedule: &ScheduleReport,
 ) -> String {
     json::to_string(&Report {
         event,
@@ -195,6 +245,7 @@ pub fn report_json(
         },
         a2b,
         b2a,
+        schedule,
     })
 }
 
@@ -234,27 +285,38 @@ mod tests {
         let a2b = crate::spec::parse("delay=50ms,rate=10mbit,loss=1%").unwrap();
         let b2a = crate::spec::parse("ge_p=1%,ge_r=25%").unwrap();
         let specs = (&a2b.normalized(), &b2a.normalized());
-        let j = report_json(Some("stats"), 7, 1.23456, specs, &s, &empty);
+        let sched = ScheduleReport {
+            start_ns: Some(12),
+            a2b: vec![AppliedEvent {
+                event: 0,
+                kind: "down",
+                at_ns: 5,
+                late_ns: 1,
+            }],
+            b2a: vec![],
+        };
+        let j = report_json(Some("stats"), 7, 1.23456, specs, &s, &empty, &sched);
         let want = concat!(
             r#"{"event":"stats","version":1,"seed":7,"elapsed_s":1.235,"specs":{"#,
             r#""a2b":{"delay_ns":50000000,"jitter_ns":0,"jitter_dist":"uniform","rate_bps":10000000,"#,
-            r#""queue_packets":1000,"queue_bytes":null,"loss":0.01,"ge":null,"reorder":0,"#,
+            r#""trace":null,"trace_mean_bps":null,"queue_packets":1000,"queue_bytes":null,"loss":0.01,"ge":null,"reorder":0,"#,
             r#""reorder_gap":3,"dup":0,"path":"segmented"},"#,
             r#""b2a":{"delay_ns":0,"jitter_ns":0,"jitter_dist":"uniform","rate_bps":null,"#,
-            r#""queue_packets":null,"queue_bytes":null,"loss":null,"#,
+            r#""trace":null,"trace_mean_bps":null,"queue_packets":null,"queue_bytes":null,"loss":null,"#,
             r#""ge":{"p":0.01,"r":0.25,"h":1,"k":0,"stationary_loss":0.038461538461538464},"#,
             r#""reorder":0,"reorder_gap":3,"dup":0,"path":"segmented"}},"#,
             r#""a2b":{"packets_in":3,"bytes_in":4500,"delivered_packets":2,"delivered_bytes":3000,"#,
-            r#""dropped_loss":1,"dropped_queue":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
+            r#""dropped_loss":1,"dropped_queue":0,"dropped_outage":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
             r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,
             r#""late_us_mean":1.5,"late_us_max":2.5,"late_us_p50":2,"late_us_p99":3,"late_us_p999":3},"#,
             r#""b2a":{"packets_in":0,"bytes_in":0,"delivered_packets":0,"delivered_bytes":0,"#,
-            r#""dropped_loss":0,"dropped_queue":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
+            r#""dropped_loss":0,"dropped_queue":0,"dropped_outage":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
             r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,
-            r#""late_us_mean":0,"late_us_max":0,"late_us_p50":0,"late_us_p99":0,"late_us_p999":0}}"#,
+            r#""late_us_mean":0,"late_us_max":0,"late_us_p50":0,"late_us_p99":0,"late_us_p999":0},"#,
+            r#""schedule":{"start_ns":12,"a2b":[{"event":0,"kind":"down","at_ns":5,"late_ns":1}],"b2a":[]}}"#,
         );
         assert_eq!(j, want);
-        let file = report_json(None, 7, 1.23456, specs, &s, &empty);
+        let file = report_json(None, 7, 1.23456, specs, &s, &empty, &sched);
         assert_eq!(file, want.replacen(r#""event":"stats","#, "", 1));
     }
 

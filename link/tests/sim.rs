@@ -16,7 +16,7 @@ struct Run {
 }
 
 fn simulate(spec: &str, seed: u64, dir: Direction, arrivals: &[(u64, usize)]) -> Run {
-    let mut p = Pipeline::build(&parse(spec).unwrap(), seed, dir);
+    let mut p = Pipeline::build(&parse(spec).unwrap(), &[], seed, dir);
     let clock = Manual::new(Instant::ZERO);
     let mut departures = Vec::new();
     let mut i = 0;

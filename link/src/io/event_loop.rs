@@ -41,7 +41,7 @@ use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
 use rustix::fd::OwnedFd;
 use rustix::io::Errno;
 use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Busy-wait this close to a departure instead of sleeping (on top of the
@@ -54,6 +54,10 @@ const MAX_WAKE_MARGIN: Duration = Duration::from_micros(300);
 /// thread is awake anyway and wakes fast, and long spins there would steal
 /// the CPU the endpoints need (and delay reading the TUN queue).
 pub const SPARSE: Duration = Duration::from_millis(1);
+/// While a schedule waits for its start, the loop looks for it at least
+/// this often (the start time itself is exact: it is set by the thread that
+/// saw the signal).
+pub const ARM_POLL: Duration = Duration::from_millis(1);
 /// Scheduling priority of the forwarding threads (best effort).
 const FORWARDER_NICE: i32 = -10;
 /// Reads per loop iteration before the pipeline is serviced.
@@ -113,6 +117,28 @@ impl StopSignal {
     }
 }
 
+/// When the schedule starts: set once (by the main thread, at `ready` or on
+/// SIGUSR1), read by the forwarding threads.
+#[derive(Debug, Default)]
+pub struct ScheduleStart(AtomicU64);
+
+impl ScheduleStart {
+    /// Start at `t` unless already started.
+    pub fn set(&self, t: Instant) {
+        let stored = t.as_nanos() + 1; // 0 means "not yet"
+        let _ = self
+            .0
+            .compare_exchange(0, stored, Ordering::SeqCst, Ordering::SeqCst);
+    }
+
+    pub fn get(&self) -> Option<Instant> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            stored => Some(Instant::from_nanos(stored - 1)),
+        }
+    }
+}
+
 /// The production [`PacketIo`]: read `rx`, write `tx`, wake on `stop`.
 #[derive(Debug)]
 pub struct TunIo {
@@ -159,6 +185,8 @@ pub struct Forwarder {
     pub stats: Arc<DirStats>,
     /// Re-merge departing TCP segments into super-packets (segmented path).
     pub coalesce: bool,
+    /// When the pipeline's schedule starts (shared with the main thread).
+    pub start: Arc<ScheduleStart>,
 }
 
 impl Forwarder {
@@ -189,6 +217,7 @@ pub struct Loop<C: Clock, D: PacketIo> {
     oversleep_ns: u64,
     /// Segmented path only: re-merges departing segments (userspace GRO).
     coalescer: Option<Coalescer>,
+    start: Arc<ScheduleStart>,
 }
 
 impl<C: Clock, D: PacketIo> Loop<C, D> {
@@ -210,6 +239,7 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
             last_publish: Instant::ZERO,
             oversleep_ns: 0,
             coalescer,
+            start: f.start,
         }
     }
 
@@ -219,7 +249,12 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
             if self.poll()? {
                 continue; // a full batch: more input is probably waiting
             }
-            self.wait(self.pipeline.next_event())?;
+            let mut deadline = self.pipeline.next_event();
+            if self.pipeline.waiting_to_arm() {
+                let look = self.clock.now() + ARM_POLL;
+                deadline = Some(deadline.map_or(look, |d| d.min(look)));
+            }
+            self.wait(deadline)?;
         }
         let now = self.clock.now();
         self.publish(now);
@@ -231,12 +266,18 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
     /// now, publish the counters every [`PUBLISH_EVERY`]. True when the
     /// batch was full.
     pub fn poll(&mut self) -> Result<bool> {
+        if self.pipeline.waiting_to_arm() {
+            if let Some(t0) = self.start.get() {
+                self.pipeline.arm(t0);
+            }
+        }
         let mut buf = std::mem::take(&mut self.buf);
         let res = self.read_batch(&mut buf);
         self.buf = buf;
         let full = res?;
         let now = self.clock.now();
         self.drain(now);
+        self.stats.record_events(self.pipeline.take_applied());
         if now - self.last_publish >= PUBLISH_EVERY {
             self.publish(now);
         }
@@ -521,14 +562,23 @@ mod tests {
     }
 
     fn forwarder(spec: &str, coalesce: bool) -> (Forwarder, Arc<DirStats>) {
+        scheduled(spec, "", coalesce)
+    }
+
+    /// A forwarder whose schedule starts at time 0.
+    fn scheduled(spec: &str, events: &str, coalesce: bool) -> (Forwarder, Arc<DirStats>) {
+        let steps = crate::schedule::parse(spec, events).unwrap();
         let spec = crate::spec::parse(spec).unwrap();
         let stats = Arc::new(DirStats::default());
+        let start = Arc::new(ScheduleStart::default());
+        start.set(Instant::ZERO);
         let f = Forwarder {
-            pipeline: Pipeline::build(&spec, 1, Direction::AtoB),
-            path: spec.path(),
+            pipeline: Pipeline::build(&spec, &steps, 1, Direction::AtoB),
+            path: crate::schedule::path(&spec, &steps),
             mtu: 1500,
             stats: Arc::clone(&stats),
             coalesce,
+            start,
         };
         (f, stats)
     }
@@ -595,6 +645,105 @@ mod tests {
             (6, 6, 0)
         );
         assert_eq!(s.late_ns_max, 0, "a simulated clock is never late");
+    }
+
+    /// What a simulated run gives: the writes (ns, packet), the final counters and the applied steps.
+    type Simulated = (
+        Vec<(u64, Vec<u8>)>,
+        Snapshot,
+        Vec<crate::stats::AppliedEvent>,
+    );
+
+    /// Run a scheduled forwarder (its schedule starting at 0) over `input`.
+    fn simulate_scheduled(spec: &str, events: &str, input: Vec<(u64, Vec<u8>)>) -> Simulated {
+        let clock = Manual::new(Instant::ZERO);
+        let (f, stats) = scheduled(spec, events, true);
+        let mut l = Loop::new(&clock, MemIo::new(&clock, input), f);
+        l.run().unwrap();
+        let sent = l.io().sent.iter().map(|(t, p)| (t.as_nanos(), p.clone()));
+        (sent.collect(), stats.snapshot(), stats.events())
+    }
+
+    #[test]
+    fn a_rate_change_applies_to_packets_served_from_its_time_on() {
+        // 1000 B: 8 ms at 1 Mbit/s, 4 ms at 2 Mbit/s. The third packet is
+        // in service when the rate changes at 20 ms and finishes at the old
+        // rate (24 ms); the next two take 4 ms each.
+        let input: Vec<_> = (0..5).map(|i| (0, udp(1000, i))).collect();
+        let (sent, _, ev) = simulate_scheduled("rate=1mbit", "at=20ms,rate=2mbit", input);
+        let times: Vec<u64> = sent.iter().map(|(t, _)| *t).collect();
+        assert_eq!(times, [8, 16, 24, 28, 32].map(|m| m * MS));
+        assert_eq!(ev.len(), 1);
+        assert_eq!(
+            (ev[0].kind, ev[0].at_ns, ev[0].late_ns),
+            ("set", 20 * MS, 0)
+        );
+    }
+
+    #[test]
+    fn an_outage_loses_what_enters_while_down_and_delivers_what_was_inside() {
+        // A packet every 2 ms for 20 ms through a 10 ms delay; down from
+        // 5 ms to 15 ms: the packets entering at 6..14 ms are lost, the one
+        // that entered at 4 ms still arrives at 14 ms.
+        let input: Vec<_> = (0..=10).map(|i| (2 * i * MS, udp(100, i as u8))).collect();
+        let (sent, s, ev) = simulate_scheduled("delay=10ms", "at=5ms,outage=10ms", input);
+        let times: Vec<u64> = sent.iter().map(|(t, _)| *t / MS).collect();
+        assert_eq!(times, [10, 12, 14, 26, 28, 30]);
+        assert_eq!(
+            (s.dropped_outage, s.delivered_packets, s.packets_in),
+            (5, 6, 11)
+        );
+        let kinds: Vec<_> = ev
+            .iter()
+            .map(|e| (e.kind, e.at_ns / MS, e.late_ns))
+            .collect();
+        assert_eq!(kinds, [("down", 5, 0), ("up", 15, 0)]);
+    }
+
+    #[test]
+    fn a_delay_change_never_reorders_and_adds_stages_the_base_lacks() {
+        // No impairment at first, then 30 ms of delay, then 0 again: the
+        // packet after the drop back waits behind the delayed ones.
+        let input: Vec<_> = (0..6).map(|i| (10 * i * MS, udp(100, i as u8))).collect();
+        let (sent, s, _) = simulate_scheduled("", "at=15ms,delay=30ms;at=35ms,delay=0ms", input);
+        let times: Vec<u64> = sent.iter().map(|(t, _)| *t / MS).collect();
+        assert_eq!(times, [0, 10, 50, 60, 60, 60]);
+        let tags: Vec<u8> = sent.iter().map(|(_, p)| p[p.len() - 1]).collect();
+        assert_eq!(tags, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(s.delivered_packets, 6);
+    }
+
+    #[test]
+    fn a_schedule_waits_for_its_start() {
+        let clock = Manual::new(Instant::ZERO);
+        let steps = crate::schedule::parse("", "at=1ms,outage=1s").unwrap();
+        let spec = crate::spec::parse("").unwrap();
+        let stats = Arc::new(DirStats::default());
+        let f = Forwarder {
+            pipeline: Pipeline::build(&spec, &steps, 1, Direction::AtoB),
+            path: crate::schedule::path(&spec, &steps),
+            mtu: 1500,
+            stats: Arc::clone(&stats),
+            coalesce: true,
+            start: Arc::new(ScheduleStart::default()),
+        };
+        let input: Vec<_> = (0..5).map(|i| (10 * i * MS, udp(100, i as u8))).collect();
+        let mut l = Loop::new(&clock, MemIo::new(&clock, input), f);
+        for _ in 0..200 {
+            if l.io().stopped {
+                break;
+            }
+            l.poll().unwrap();
+            let d = l.poll_at();
+            assert!(d.is_none(), "no step is due before the start");
+            l.io_mut().wait(Some(ARM_POLL)).unwrap();
+        }
+        assert_eq!(
+            stats.snapshot().delivered_packets,
+            5,
+            "never armed, never down"
+        );
+        assert!(stats.events().is_empty());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 use super::{std_normal, uniform01, Rng, Stage};
 use crate::packet::Packet;
+use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
 use std::collections::VecDeque;
 
@@ -99,6 +100,13 @@ impl Stage for Delay {
     }
     fn name(&self) -> &'static str {
         "delay"
+    }
+    /// Packets already inside keep their departure times; later ones never
+    /// leave before them (a shorter delay does not reorder).
+    fn retune(&mut self, spec: &DirSpec, _down: bool) {
+        self.sampler.delay = spec.delay;
+        self.sampler.jitter = spec.jitter;
+        self.sampler.dist = spec.jitter_dist;
     }
 }
 

@@ -3,6 +3,7 @@
 
 use super::{chance, Fifo, Rng, Stage, StageCounters};
 use crate::packet::Packet;
+use crate::spec::DirSpec;
 use crate::time::Instant;
 
 #[derive(Debug)]
@@ -49,6 +50,9 @@ impl Stage for Duplicate {
     }
     fn name(&self) -> &'static str {
         "dup"
+    }
+    fn retune(&mut self, spec: &DirSpec, _down: bool) {
+        self.p = spec.dup;
     }
 }
 

@@ -2,6 +2,7 @@
 
 use super::{chance, Fifo, Rng, Stage, StageCounters};
 use crate::packet::Packet;
+use crate::spec::DirSpec;
 use crate::time::Instant;
 
 /// Gilbert-Elliott parameters (all probabilities are fractions in [0, 1]).
@@ -77,6 +78,8 @@ impl LossProcess {
 #[derive(Debug)]
 pub struct Loss {
     process: LossProcess,
+    /// False while a schedule has taken the loss away.
+    active: bool,
     out: Fifo,
     dropped: u64,
 }
@@ -85,6 +88,7 @@ impl Loss {
     pub fn new(model: LossModel, rng: Rng) -> Self {
         Loss {
             process: LossProcess::new(model, rng),
+            active: true,
             out: Fifo::default(),
             dropped: 0,
         }
@@ -93,7 +97,7 @@ impl Loss {
 
 impl Stage for Loss {
     fn push(&mut self, pkt: Packet, _now: Instant) {
-        if self.process.lose() {
+        if self.active && self.process.lose() {
             self.dropped += 1;
         } else {
             self.out.push(pkt);
@@ -116,6 +120,12 @@ impl Stage for Loss {
     }
     fn name(&self) -> &'static str {
         "loss"
+    }
+    fn retune(&mut self, spec: &DirSpec, _down: bool) {
+        self.active = spec.loss.is_some();
+        if let Some(m) = spec.loss {
+            self.process.model = m;
+        }
     }
 }
 

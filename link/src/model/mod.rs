@@ -11,12 +11,15 @@
 
 pub mod delay;
 pub mod dup;
+pub mod gate;
 pub mod loss;
 pub mod queue;
 pub mod rate;
 pub mod reorder;
+pub mod trace;
 
 use crate::packet::Packet;
+use crate::spec::DirSpec;
 use crate::time::Instant;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -26,6 +29,8 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 pub struct StageCounters {
     pub dropped_loss: u64,
     pub dropped_queue: u64,
+    /// Lost because the link was down (a scheduled outage).
+    pub dropped_outage: u64,
     pub duplicated: u64,
     pub reordered: u64,
 }
@@ -34,6 +39,7 @@ impl StageCounters {
     pub fn add(&mut self, o: &StageCounters) {
         self.dropped_loss += o.dropped_loss;
         self.dropped_queue += o.dropped_queue;
+        self.dropped_outage += o.dropped_outage;
         self.duplicated += o.duplicated;
         self.reordered += o.reordered;
     }
@@ -52,6 +58,12 @@ pub trait Stage: Send {
         StageCounters::default()
     }
     fn name(&self) -> &'static str;
+    /// Take the parameters of `spec` (and the link's up/down state) from
+    /// now on, keeping the packets held: a scheduled event. A stage whose
+    /// impairment `spec` lacks passes packets unchanged.
+    fn retune(&mut self, spec: &DirSpec, down: bool);
+    /// The schedule starts now (time 0 of a trace).
+    fn start(&mut self, _origin: Instant) {}
 }
 
 /// The PRNG every model uses.

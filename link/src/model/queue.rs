@@ -28,6 +28,10 @@ impl DropTailQueue {
         }
     }
 
+    pub fn set_limit(&mut self, limit: QueueLimit) {
+        self.limit = limit;
+    }
+
     /// Whether a packet of `len` bytes fits now.
     pub fn fits(&self, len: usize) -> bool {
         match self.limit {
@@ -44,6 +48,11 @@ impl DropTailQueue {
         self.bytes += p.len() as u64;
         self.q.push_back(p);
         Ok(())
+    }
+
+    /// Length of the packet at the head.
+    pub fn front_len(&self) -> Option<usize> {
+        self.q.front().map(|p| p.len())
     }
 
     pub fn dequeue(&mut self) -> Option<Packet> {

@@ -8,11 +8,13 @@
 use super::queue::{DropTailQueue, QueueLimit};
 use super::{Fifo, Stage, StageCounters};
 use crate::packet::Packet;
+use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
 
 #[derive(Debug)]
 pub struct Bottleneck {
-    rate_bps: u64,
+    /// `None`: a schedule took the rate limit away (no serialization time).
+    rate_bps: Option<u64>,
     queue: DropTailQueue,
     /// Packet on the wire and the instant its last bit leaves.
     in_service: Option<(Packet, Instant)>,
@@ -29,7 +31,7 @@ impl Bottleneck {
     pub fn new(rate_bps: u64, limit: QueueLimit) -> Self {
         assert!(rate_bps > 0, "rate must be positive");
         Bottleneck {
-            rate_bps,
+            rate_bps: Some(rate_bps),
             queue: DropTailQueue::new(limit),
             in_service: None,
             busy_until: Instant::ZERO,
@@ -40,8 +42,11 @@ impl Bottleneck {
     }
 
     fn tx_time(&mut self, len: usize) -> Duration {
+        let Some(r) = self.rate_bps else {
+            return Duration::ZERO;
+        };
         let num = len as u128 * 8 * 1_000_000_000 + self.carry as u128;
-        let r = self.rate_bps as u128;
+        let r = r as u128;
         self.carry = (num % r) as u64;
         Duration::from_nanos((num / r) as u64)
     }
@@ -102,6 +107,16 @@ impl Stage for Bottleneck {
     }
     fn name(&self) -> &'static str {
         "rate"
+    }
+    /// The packet being serialized finishes at the old rate; the next one
+    /// starts at the new. Packets already queued beyond a smaller queue
+    /// limit stay (only arrivals are refused).
+    fn retune(&mut self, spec: &DirSpec, _down: bool) {
+        if self.rate_bps != spec.rate_bps {
+            self.rate_bps = spec.rate_bps;
+            self.carry = 0;
+        }
+        self.queue.set_limit(spec.queue);
     }
 }
 

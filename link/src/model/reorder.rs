@@ -5,6 +5,7 @@
 
 use super::{chance, Fifo, Rng, Stage, StageCounters};
 use crate::packet::Packet;
+use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
 
 /// Longest a held packet waits for `gap` successors (keeps a quiet flow
@@ -102,6 +103,10 @@ impl Stage for Reorder {
     }
     fn name(&self) -> &'static str {
         "reorder"
+    }
+    fn retune(&mut self, spec: &DirSpec, _down: bool) {
+        self.p = spec.reorder;
+        self.gap = spec.reorder_gap;
     }
 }
 
