@@ -578,6 +578,8 @@ class Runner:
                 remote_sampling(tunnel, held.places, sampler, link=_remote_link(topo)) as remote_costs,
                 watchdog(t.workload.timeout_s(held.ctx), f"the {t.workload.kind} workload"),
             ):
+                if held.emulator is not None:  # the profile's events count from the workload's start
+                    held.emulator.start_schedule()
                 result = t.workload.measure(held.ctx)
         tunnel.check_alive()
         if why := steal_void(rec.metrics, self.redo_steal_pct):

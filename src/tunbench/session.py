@@ -111,12 +111,25 @@ def resolve_profiles(scenario: Scenario, source: str, notes: list[str] | None = 
     return profiles
 
 
+def key_path(key: str) -> list[str | int]:
+    """`events[2].rate` -> ["events", 2, "rate"] (for `locate`)."""
+    out: list[str | int] = []
+    for part in key.split("."):
+        name, _, index = part.partition("[")
+        out.append(name)
+        if index:
+            out.append(int(index.rstrip("]")))
+    return out
+
+
 def _link_error(e: ConfigError, ref: str, index: int, source: str, text: str) -> ConfigError:
     """tunbench-link refused a profile's value (`e.key` = up.delay...): point at where that value is."""
+    if e.line is not None:  # already placed (a timeline's row)
+        return e
     if ":" not in ref:  # a file (given, or a built-in)
         path = Path(ref) if "/" in ref or ref.endswith(".toml") else builtin_dir() / f"{ref}.toml"
         try:
-            line = locate(path.read_text(encoding="utf-8"), e.key.split(".")) if e.key else None
+            line = locate(path.read_text(encoding="utf-8"), key_path(e.key)) if e.key else None
         except (OSError, UnicodeDecodeError):
             line = None
         return ConfigError(e.detail, source=str(path), line=line, key=e.key)
@@ -262,6 +275,7 @@ def prepare(
         check_placeable(plan, inventory)
     plan.cpuset, plan.cpuset_note = resolve_cpuset(plan)
     check_caps(plan)
+    check_events(plan)
     if dry_run:
         try:
             check_dependencies(refs, profiles, tuple(wl.kind))
@@ -295,6 +309,39 @@ def check_caps(plan: RunPlan) -> None:
             f"{kind!r} brings up many clients or its own tunnels, where no cap applies",
             source=plan.source,
             key="run.tunnels",
+        )
+
+
+def check_events(plan: RunPlan) -> None:
+    """A profile's events start with the measured traffic of the client/server pair, once per bring-up:
+    refused where they would not (many clients, own bring-ups, --hosts, warm windows) instead of being
+    silently ignored."""
+    if "recovery" in plan.scenario.workload.kind:
+        calm = [p.name for p in plan.profiles if not any(e.outage for e in p.events)]
+        if calm:
+            raise ConfigError(
+                f"the recovery workload measures a tunnel through an outage, and profile(s) {', '.join(calm)} "
+                "have none: give it a profile with an [[events]] outage (docs/profiles.md, e.g. "
+                "the built-in profile outage-3s)",
+                source=plan.source,
+                key="run.profiles",
+            )
+    scheduled = [p.name for p in plan.profiles if p.timed()]
+    if not scheduled:
+        return
+    why = ""
+    if kind := not_pair(plan):
+        why = f"workload {kind!r} brings up many clients or its own tunnels"
+    elif plan.inventory is not None:
+        why = "with --hosts the emulator runs on a host, where the events are not started yet"
+    elif plan.scenario.run.warm > 1:
+        why = f"warm = {plan.scenario.run.warm} measures several windows per bring-up, and the events run once"
+    if why:
+        raise ConfigError(
+            f"profile(s) {', '.join(scheduled)} change over time (events, a trace), which start with the "
+            f"client/server pair's traffic: {why}; use a profile without events or traces there",
+            source=plan.source,
+            key="run.profiles",
         )
 
 

@@ -57,7 +57,10 @@ def profiles() -> None:
             p.name, "emulated" if p.emulated else "veth", p.spec("up") or "–", p.spec("down") or "–", p.description
         )
     console.print(table)
-    console.print("Your own: `--profile ./my.toml` or inline `--profile 'name:delay=20ms,rate=50mbit'`.")
+    console.print(
+        "Your own: `--profile ./my.toml` or inline `--profile 'name:delay=20ms,rate=50mbit'`; a file may add "
+        "[[events]] (an outage, a rate change at a time: docs/profiles.md, e.g. the built-in profile outage-3s)."
+    )
 
 
 def doctor(

@@ -37,9 +37,11 @@ def find_link_binary() -> Path:
 @dataclass(frozen=True)
 class Problem:
     """One complaint of `tunbench-link check --json`: the direction ("a2b"/"b2a", None for the command
-    line itself), the SPEC key and value it is about when it is about one, and the message."""
+    line itself), which of its events (None: its SPEC), the SPEC key and value it is about when it is
+    about one, and the message."""
 
     direction: str | None
+    event: int | None  # the direction's bad event (0-based), None: its SPEC
     key: str | None
     value: str | None
     message: str
@@ -57,6 +59,6 @@ def check(args: list[str]) -> list[Problem]:
     if answer.get("ok"):
         return []
     return [
-        Problem(p.get("direction"), p.get("key"), p.get("value"), str(p.get("message", "invalid")))
+        Problem(p.get("direction"), p.get("event"), p.get("key"), p.get("value"), str(p.get("message", "invalid")))
         for p in answer.get("errors", [])
-    ] or [Problem(None, None, None, "invalid")]
+    ] or [Problem(None, None, None, None, "invalid")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ class LinkEmulator:
         self.stats_path = workdir / stats_name
         self.stats: dict[str, Any] = {}
         self.daemon: Daemon | None = None
+        self.schedule_started = False
 
     def devices(self) -> dict[str, str]:
         """namespace name -> this link's TUN device in it (topology.build.EmulatedLink)."""
@@ -83,7 +85,15 @@ class LinkEmulator:
             "--stats-file",
             str(self.stats_path),
             *self.profile.link_args(),
+            *(["--events-start", "signal"] if self.profile.timed() else []),
         ]
+
+    def start_schedule(self) -> None:
+        """Start the profile's events and traces now (SIGUSR1 to the emulator this object started; once, and
+        only when the profile has some: without `--events-start signal` the signal would end the emulator)."""
+        if self.profile.timed() and not self.schedule_started and self.daemon is not None and self.daemon.alive():
+            self.daemon.signal(signal.SIGUSR1)
+            self.schedule_started = True
 
     @property
     def pid(self) -> int | None:
@@ -143,10 +153,14 @@ def link_metrics(stats: dict[str, Any] | None) -> dict[str, float]:
     """The emulator's final counters as trial metrics (`link.up.*` client->server, `link.down.*`): what its
     models dropped and what it dropped itself, kept apart."""
     out: dict[str, float] = {}
+    schedule = (stats or {}).get("schedule") or {}
     for wire, direction in (("a2b", "up"), ("b2a", "down")):
         for key, value in ((stats or {}).get(wire) or {}).items():
             if isinstance(value, int | float):
                 out[f"link.{direction}.{key}"] = float(value)
+        if applied := schedule.get(wire):  # the profile's events, as the emulator applied them
+            out[f"link.{direction}.events_applied"] = float(len(applied))
+            out[f"link.{direction}.event_late_us_max"] = max(float(e.get("late_ns", 0)) for e in applied) / 1e3
     return out
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from importlib import resources
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tunbench.errors import ConfigError
 from tunbench.tomlfile import read_toml, validate
@@ -14,10 +15,63 @@ from tunbench.topology import sysctl
 from tunbench.topology.settings import check_congestion_control
 
 _VALUE = re.compile(r"^[A-Za-z0-9_.%+-]+$")
+_PATH = re.compile(r"^[A-Za-z0-9_./+-]+$")  # `trace` names a file
+FILE_KEYS = ("trace",)
 
 
 def builtin_dir() -> Path:
     return Path(str(resources.files("tunbench.profiles")))
+
+
+def _check_items(items: dict[str, str]) -> None:
+    for key, value in items.items():
+        if not re.fullmatch(r"[a-z_]+", key):
+            raise ValueError(f"bad impairment name {key!r}")
+        if not (_PATH if key in FILE_KEYS else _VALUE).match(str(value)):
+            raise ValueError(f"{key}: bad value {value!r}")
+
+
+class ProfileEvent(BaseModel):
+    """One change of the link at `at` after the schedule's start (the start of the trial's traffic): either
+    impairment keys (`rate = "10mbit"`: those keys change, the others keep their values) or `outage = "3s"`
+    (the link is down: packets entering it are lost). `direction`: up, down or both (the default)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    at: str
+    direction: Literal["up", "down", "both"] = "both"
+    outage: str | None = None
+    origin: str | None = None  # where a timeline row came from (`file.csv:12`), for errors
+
+    @property
+    def origin_line(self) -> tuple[str, int] | None:
+        """The timeline file and line this event came from, if it came from one."""
+        if self.origin is None:
+            return None
+        file, _, line = self.origin.rpartition(":")
+        return file, int(line)
+
+    @model_validator(mode="after")
+    def _keys(self) -> ProfileEvent:
+        extra = {k: str(v) for k, v in (self.model_extra or {}).items()}
+        _check_items(extra)
+        if not _VALUE.match(self.at):
+            raise ValueError(f"at: bad value {self.at!r}")
+        if self.outage is not None and not _VALUE.match(self.outage):
+            raise ValueError(f"outage: bad value {self.outage!r}")
+        return self
+
+    def changes(self) -> dict[str, str]:
+        """The impairment keys this event sets."""
+        return {k: str(v) for k, v in (self.model_extra or {}).items()}
+
+    def spec(self) -> str:
+        """tunbench-link's form of the event: `at=5s,rate=10mbit` or `at=8s,outage=3s`."""
+        items = {"at": self.at, **({"outage": self.outage} if self.outage is not None else {}), **self.changes()}
+        return ",".join(f"{k}={v}" for k, v in items.items())
+
+    def applies_to(self, direction: str) -> bool:
+        return self.direction in ("both", direction)
 
 
 class Profile(BaseModel):
@@ -34,6 +88,8 @@ class Profile(BaseModel):
     mtu: int | None = Field(default=None, ge=576, le=65535)
     sysctl: dict[str, str] = {}
     congestion_control: str | None = None  # pinned in tunbench's namespaces; None: the scenario's or host's
+    events: list[ProfileEvent] = []  # a schedule of changes (docs/profiles.md, "Links that change")
+    timeline: str | None = None  # a CSV of changes over time, read into `events` when the file is loaded
 
     @field_validator("congestion_control")
     @classmethod
@@ -53,24 +109,44 @@ class Profile(BaseModel):
     @field_validator("up", "down")
     @classmethod
     def _values(cls, v: dict[str, str]) -> dict[str, str]:
-        for key, value in v.items():
-            if not re.fullmatch(r"[a-z_]+", key):
-                raise ValueError(f"bad impairment name {key!r}")
-            if not _VALUE.match(str(value)):
-                raise ValueError(f"{key}: bad value {value!r}")
+        _check_items(v)
         return v
+
+    @model_validator(mode="after")
+    def _events_need_the_emulator(self) -> Profile:
+        if (self.events or self.traced()) and not self.emulated:
+            raise ValueError("events and traces need the emulator (emulated = true)")
+        return self
+
+    def traced(self) -> bool:
+        """Whether a direction follows a packet-delivery trace."""
+        return "trace" in self.up or "trace" in self.down
+
+    def timed(self) -> bool:
+        """Whether the link changes over time (events or a trace): it starts with the workload's traffic."""
+        return bool(self.events) or self.traced()
 
     def spec(self, direction: str) -> str:
         """tunbench-link's SPEC for one direction: `delay=50ms,loss=0.1%`."""
         items = self.up if direction == "up" else self.down
         return ",".join(f"{k}={v}" for k, v in items.items())
 
+    def event_indexes(self, direction: str) -> list[int]:
+        """Which of `events` apply to one direction, in order (tunbench-link numbers them per direction)."""
+        return [i for i, e in enumerate(self.events) if e.applies_to(direction)]
+
+    def events_spec(self, direction: str) -> str:
+        """tunbench-link's EVENTS for one direction: `at=5s,rate=10mbit;at=8s,outage=3s`."""
+        return ";".join(self.events[i].spec() for i in self.event_indexes(direction))
+
     def link_args(self) -> list[str]:
+        """The SPEC and EVENTS arguments of `tunbench-link run` and `check`."""
         args = []
-        if self.up:
-            args += ["--a2b", self.spec("up")]
-        if self.down:
-            args += ["--b2a", self.spec("down")]
+        for direction, wire in (("up", "a2b"), ("down", "b2a")):
+            if spec := self.spec(direction):
+                args += [f"--{wire}", spec]
+            if events := self.events_spec(direction):
+                args += [f"--{wire}-events", events]
         return args
 
 
@@ -79,7 +155,34 @@ def builtin_names() -> list[str]:
 
 
 def load_profile_file(path: Path) -> Profile:
+    """A profile file; its `trace` and `timeline` paths are taken relative to it, and the timeline's rows
+    become events after the file's own."""
+    from tunbench.link.timeline import parse_timeline
+    from tunbench.tomlfile import locate
+
     data, text = read_toml(path)
+    for direction in ("up", "down"):
+        items = data.get(direction)
+        if isinstance(items, dict) and isinstance(items.get("trace"), str):
+            items["trace"] = (
+                str(path.parent / items["trace"]) if not Path(items["trace"]).is_absolute() else items["trace"]
+            )
+    if isinstance(data.get("timeline"), str):
+        csv = Path(data["timeline"])
+        csv = csv if csv.is_absolute() else path.parent / csv
+        data["timeline"] = str(csv)
+        try:
+            rows = parse_timeline(csv.read_text(encoding="utf-8"), str(csv))
+        except (OSError, ValueError) as e:  # ValueError: not UTF-8, or a NUL in the path
+            raise ConfigError(
+                f"cannot read the timeline {csv}: {getattr(e, 'strerror', None) or e}",
+                source=str(path),
+                line=locate(text, ["timeline"]),
+                key="timeline",
+            ) from None
+        events = data.get("events", [])
+        if isinstance(events, list):  # else the schema names what is wrong with it
+            data["events"] = [*events, *rows]
     return validate(Profile, data, text=text, source=str(path))
 
 
@@ -131,6 +234,13 @@ def validate_with_link(profile: Profile, source: str = "") -> None:
         return
     p = problems[0]
     side = {"a2b": "up", "b2a": "down"}.get(p.direction or "", "")
-    key = ".".join(k for k in (side, p.key or "") if k)
+    if p.event is not None and side:  # the direction's n-th event -> the profile's events[i]
+        index = profile.event_indexes(side)[p.event]
+        if where := profile.events[index].origin_line:  # a timeline row: name its file and line
+            msg = p.message if p.key or not p.value else f"{p.value}: {p.message}"
+            raise ConfigError(f"{msg} (see tunbench-link --help)", source=where[0], line=where[1], key=p.key or "")
+        key = ".".join(k for k in (f"events[{index}]", p.key or "") if k)
+    else:
+        key = ".".join(k for k in (side, p.key or "") if k)
     msg = p.message if p.key or not p.value else f"{p.value}: {p.message}"
     raise ConfigError(f"{msg} (see tunbench-link --help)", source=source or f"profile {profile.name}", key=key)

@@ -78,9 +78,17 @@ class Bench:
         return doc
 
     def probe(
-        self, topo: Topology, count: int, interval_us: float, size: int = 64, background: list[str] | None = None
+        self,
+        topo: Topology,
+        count: int,
+        interval_us: float,
+        size: int = 64,
+        background: list[str] | None = None,
+        before: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
-        """Send `count` probes client -> server; optionally with an iperf3 load running the same way."""
+        """Send `count` probes client -> server; optionally with an iperf3 load running the same way, and
+        `before` called right before the first probe. The receiver's seqs and one-way delays, and
+        `send_start_mono_ns`: probe `seq` left at that CLOCK_MONOTONIC time + seq x interval."""
         log = self.workdir / f"probe-{self.n}.log"
         recv = Daemon(
             [
@@ -122,7 +130,9 @@ class Bench:
                 )
                 stack.callback(bg.stop)
                 time.sleep(1.0)  # let the load reach its steady state before probing
-            run_cmd(
+            if before is not None:
+                before()
+            sent = run_cmd(
                 [
                     sys.executable,
                     "-m",
@@ -144,7 +154,9 @@ class Bench:
             )
             recv.proc.wait(timeout=30)
         lines = [ln for ln in log.read_text().splitlines() if ln.startswith("{")]
-        return dict(json.loads(lines[-1])) if lines else {"seqs": [], "owd_ns": []}
+        out = dict(json.loads(lines[-1])) if lines else {"seqs": [], "owd_ns": []}
+        out["send_start_mono_ns"] = json.loads(sent.stdout or "{}").get("start_mono_ns")
+        return out
 
 
 def _wait(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
