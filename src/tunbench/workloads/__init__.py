@@ -10,6 +10,7 @@ from tunbench.workloads.clients import ClientsWorkload
 from tunbench.workloads.connect import ConnectWorkload
 from tunbench.workloads.iperf3 import Iperf3Workload
 from tunbench.workloads.latency import LatencyWorkload
+from tunbench.workloads.recovery import RecoveryWorkload
 from tunbench.workloads.rrul import RrulWorkload
 from tunbench.workloads.storm import StormWorkload
 from tunbench.workloads.udp import UdpSearchWorkload, UdpWorkload
@@ -21,6 +22,7 @@ REGISTRY: dict[str, Workload[Any, Any]] = {
         Iperf3Workload(),
         LatencyWorkload(),
         RrulWorkload(),
+        RecoveryWorkload(),
         UdpWorkload(),
         UdpSearchWorkload(),
         ConnectWorkload(),

@@ -1,0 +1,240 @@
+"""Recovery from an outage: paced UDP probes through the tunnel (irtt, one every 10 ms) while the profile's
+events take the link down and up, then how the tunnel came back: how long after the link returned the
+first probe was sent that got through, the probes lost, the longest silence; with `tcp = true` an iperf3 flow runs alongside (up, 100 ms
+intervals), and the time until its throughput is back to 90% of its level before the outage, and whether
+its connection survived.
+
+The link's times come from the emulator itself (when it started the profile's schedule, and when it
+applied each event); the probes' from irtt's timestamps (the server's receive time, on this host's clock).
+The profile must take the link down (`outage`): `tunbench run -w recovery --profile PROFILE`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tunbench.errors import ConfigError, TrialError
+from tunbench.link.emulator import LinkEmulator
+from tunbench.results import TrialRecord
+from tunbench.units import fmt
+from tunbench.workloads import iperf3, irtt
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
+
+BACK_FRACTION = 0.9  # "recovered": throughput at 90% of its level before the outage
+TCP_INTERVAL_S = 0.1
+
+
+class RecoveryOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    interval_ms: float = Field(default=10.0, gt=0.1, le=1000.0, description="probe interval")
+    tcp: bool = Field(default=False, description="also run one TCP flow (iperf3, up) through the outage")
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe: when the client sent it and when the server got it (None: lost on the way up), wall ns."""
+
+    sent_ns: int
+    server_rx_ns: int | None
+    replied: bool
+
+
+def probes(doc: dict[str, Any]) -> list[Probe]:
+    """irtt's round trips (its JSON) as probes, in send order."""
+    out: list[Probe] = []
+    for rt in doc.get("round_trips") or []:
+        ts = rt.get("timestamps") or {}
+        sent = ((ts.get("client") or {}).get("send") or {}).get("wall")
+        if sent is None:
+            continue
+        rx = ((ts.get("server") or {}).get("receive") or {}).get("wall")
+        lost = str(rt.get("lost", "false"))
+        out.append(Probe(int(sent), int(rx) if rx and lost in ("false", "true_down") else None, lost == "false"))
+    return out
+
+
+def outages(schedule: dict[str, Any], start_wall_ns: int) -> list[tuple[int, int]]:
+    """The link's outages (wall ns, down to up) from the emulator's applied events, upload direction first
+    (an outage of both directions is one outage)."""
+    for wire in ("a2b", "b2a"):
+        events = schedule.get(wire) or []
+        downs = [e["at_ns"] for e in events if e.get("kind") == "down"]
+        ups = [e["at_ns"] for e in events if e.get("kind") == "up"]
+        if downs:
+            return [(start_wall_ns + d, start_wall_ns + u) for d, u in zip(downs, ups, strict=False)]
+    return []
+
+
+def tcp_intervals(doc: dict[str, Any]) -> list[tuple[float, float]]:
+    """iperf3's intervals as (end time since the flow's start in s, bit/s)."""
+    out = []
+    for iv in doc.get("intervals") or []:
+        s = iv.get("sum") or {}
+        if "end" in s and "bits_per_second" in s and not s.get("omitted"):
+            out.append((float(s["end"]), float(s["bits_per_second"])))
+    return out
+
+
+def recovery_metrics(
+    probe_list: list[Probe],
+    outage: tuple[int, int],
+    tcp: list[tuple[float, float]] | None = None,
+    tcp_start_ns: int | None = None,
+    tcp_error: str = "",
+) -> dict[str, float | None]:
+    """The recovery from one outage (pure): `recovery.first_after_ms` from the link's return to the sending
+    of the first probe that reached the server (the probes enter the link as they are sent: a tunnel that
+    needs a new handshake loses the probes sent meanwhile; with none, this is at most one probe interval),
+    `recovery.silence_ms` the longest time the server got no probe, the probes lost (in either direction),
+    and for a TCP flow the time after the return until an interval reached 90% of the mean throughput
+    before the outage, and whether the flow survived."""
+    down, up = outage
+    got = sorted(p.server_rx_ns for p in probe_list if p.server_rx_ns is not None)
+    after = sorted(p.sent_ns for p in probe_list if p.server_rx_ns is not None and p.sent_ns >= up)
+    gaps = [b - a for a, b in itertools.pairwise(got)]
+    m: dict[str, float | None] = {
+        "recovery.outage_ms": (up - down) / 1e6,
+        "recovery.probes_sent": float(len(probe_list)),
+        "recovery.probes_lost": float(sum(not p.replied for p in probe_list)),
+        "recovery.first_after_ms": (after[0] - up) / 1e6 if after else None,
+        "recovery.silence_ms": max(gaps) / 1e6 if gaps else None,
+    }
+    if tcp is not None and tcp_start_ns is not None:
+        m["recovery.tcp_survived"] = 0.0 if tcp_error else 1.0
+        rel_down, rel_up = (down - tcp_start_ns) / 1e9, (up - tcp_start_ns) / 1e9
+        before = [bps for end, bps in tcp if end <= rel_down]
+        level = sum(before) / len(before) if before else math.nan
+        m["recovery.tcp_before_bps"] = level if before else None
+        back = next((end for end, bps in tcp if end > rel_up and bps >= BACK_FRACTION * level), None)
+        m["recovery.tcp_90_ms"] = (back - rel_up) * 1e3 if back is not None and before else None
+    return m
+
+
+class RecoveryWorkload(Workload[Context, RecoveryOptions]):
+    kind = "recovery"
+    description = "recovery from an outage: UDP probes every 10 ms (irtt) [+ a TCP flow]; first packet after"
+    axes = ()
+    layers = ("l3",)
+    Options = RecoveryOptions
+    requires = ("irtt", "iperf3")
+    columns = (
+        Column("outage ms", "recovery.outage_ms", "ms"),
+        Column("first after ms", "recovery.first_after_ms", "ms"),
+        Column("silence ms", "recovery.silence_ms", "ms"),
+        Column("probes lost", "recovery.probes_lost", "n"),
+        Column("TCP 90% ms", "recovery.tcp_90_ms", "ms"),
+    )
+    caption = "after the link's return: the first probe through, the longest silence, TCP back to 90%"
+
+    def headline(self, rec: TrialRecord) -> str:
+        m = rec.metrics
+        return (
+            f"first probe {fmt(m.get('recovery.first_after_ms'), 'ms')} ms after the link returned, "
+            f"{fmt(m.get('recovery.probes_lost'), 'n')} lost"
+        )
+
+    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
+        _emulator(ctx)  # refused early: no outage to recover from
+        stack.enter_context(irtt.IrttServer(ctx))
+        if self.opts(ctx.options).tcp:
+            server = ctx.server.spawn(
+                iperf3.server_argv(ctx.server_port), what="iperf3 server", log_name="iperf3-server.log"
+            )
+            stack.callback(server.stop)
+            iperf3.wait_listening(ctx.server, ctx.server_port, server)
+
+    def measure(self, ctx: Context) -> Measurement:
+        opts = self.opts(ctx.options)
+        emu = _emulator(ctx)
+        wall_minus_mono = time.time_ns() - time.monotonic_ns()
+        flow, tcp_start = None, None
+        name = "iperf3-flow.json"
+        if opts.tcp:
+            params = iperf3.Iperf3Params(
+                duration_s=math.ceil(ctx.duration_s),
+                omit_s=0,
+                interval_s=TCP_INTERVAL_S,
+                logfile=str(ctx.client.workdir / name),
+            )
+            tcp_start = time.time_ns()
+            flow = ctx.client.spawn(
+                iperf3.client_argv(ctx.target.address, ctx.target.port, params),
+                what="iperf3 flow",
+                log_name="iperf3-client.log",
+            )
+        try:
+            _, raw = irtt.run_client(ctx, ctx.duration_s, "irtt", interval=f"{opts.interval_ms:g}ms")
+            if flow is not None:
+                deadline = time.monotonic() + ctx.duration_s + 30
+                while flow.alive() and time.monotonic() < deadline:
+                    time.sleep(0.05)
+        finally:
+            if flow is not None:
+                flow.stop()
+        schedule = _schedule(emu)
+        start_mono = schedule.get("start_ns")
+        if start_mono is None:
+            raise TrialError("the emulator never started the profile's schedule")
+        found = outages(schedule, int(start_mono) + wall_minus_mono)
+        if not found:
+            raise TrialError("no outage happened within the trial (is the outage's `at` within --duration?)")
+        m = Measurement(artifacts={"irtt.json": raw})
+        tcp, tcp_error = None, ""
+        if flow is not None:
+            text = (ctx.client.read(name) or b"").decode(errors="replace")
+            m.artifacts["iperf3.json"] = text.encode()
+            try:
+                doc = json.loads(text)
+                tcp, tcp_error = tcp_intervals(doc), str(doc.get("error") or "")
+            except json.JSONDecodeError:
+                tcp, tcp_error = [], "iperf3 wrote no JSON"
+        plist = probes(json.loads(raw))
+        m.metrics.update(recovery_metrics(plist, found[0], tcp, tcp_start, tcp_error))
+        first = min((p.sent_ns for p in plist), default=0)
+        m.series["recovery_rx_ms"] = [
+            ((p.sent_ns - first) / 1e9, 0.0 if p.server_rx_ns is None else (p.server_rx_ns - p.sent_ns) / 1e6)
+            for p in plist
+        ]
+        if tcp:
+            m.series["recovery_tcp_bps"] = tcp
+        return m
+
+    def timeout_s(self, ctx: Context) -> float:
+        return ctx.duration_s + 60.0
+
+    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+        return duration_s + 3.0 + TRIAL_SETUP_S  # irtt waits up to 3 s for late replies
+
+
+def _emulator(ctx: Context) -> LinkEmulator:
+    link = getattr(ctx.topo, "link", None)
+    if not isinstance(link, LinkEmulator) or not link.profile.events:
+        raise ConfigError(
+            "the recovery workload measures the tunnel through a profile's outage: use a profile with an "
+            "[[events]] outage (docs/profiles.md, e.g. the built-in profile outage-3s)",
+            key="workload.kind",
+        )
+    return link
+
+
+def _schedule(emu: LinkEmulator) -> dict[str, Any]:
+    """The schedule as the emulator reports it (its stats file, rewritten every second): waited for until
+    it lists the events its profile will have applied by now, at most 2 s."""
+    deadline = time.monotonic() + 2.5
+    doc: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            doc = json.loads(emu.stats_path.read_text()).get("schedule") or {}
+        if any(e.get("kind") == "up" for wire in ("a2b", "b2a") for e in doc.get(wire) or []):
+            break
+        time.sleep(0.2)
+    return doc
