@@ -87,6 +87,27 @@ impl Histogram {
     }
 }
 
+/// A histogram with its maximum: what a bottleneck records of each
+/// packet's time in it (its queue sojourn: waiting plus serialization),
+/// shared with the stats reader.
+#[derive(Debug, Default)]
+pub struct Durations {
+    pub hist: Histogram,
+    pub max_ns: AtomicU64,
+}
+
+impl Durations {
+    pub fn record(&self, ns: u64) {
+        self.hist.record(ns);
+        self.max_ns.fetch_max(ns, Relaxed);
+    }
+
+    /// The `q` quantile in µs (an upper bound; 0 when empty).
+    pub fn quantile_us(&self, q: f64) -> u64 {
+        self.hist.quantile_us(q, self.max_ns.load(Relaxed))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

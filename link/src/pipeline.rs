@@ -175,6 +175,13 @@ impl Pipeline {
         }
     }
 
+    /// Record every packet's time in the bottleneck (queue and serialization) into `to`.
+    pub fn record_sojourn(&mut self, to: &Arc<crate::histogram::Durations>) {
+        for s in &mut self.stages {
+            s.record_sojourn(Arc::clone(to));
+        }
+    }
+
     /// The steps applied since the last call.
     pub fn take_applied(&mut self) -> Vec<Applied> {
         std::mem::take(&mut self.applied)

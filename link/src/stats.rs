@@ -1,7 +1,7 @@
 //! Per-direction counters shared between a forwarding thread (writer) and
 //! the main thread (reader), and the stats JSON.
 
-use crate::histogram::Histogram;
+use crate::histogram::{Durations, Histogram};
 use crate::json::{self, Float};
 use crate::model::StageCounters;
 use crate::pipeline::Applied;
@@ -9,7 +9,7 @@ use crate::spec::Normalized;
 use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Units: "packets" are what the models see. On the passthrough and
 /// whole-delay paths a GSO super-packet counts as one packet; on the
@@ -47,6 +47,8 @@ pub struct DirStats {
     pub late_hist: Histogram,
     /// The schedule's steps, as applied.
     pub events: Mutex<Vec<Applied>>,
+    /// Each packet's time in the bottleneck (rate or trace): queue + serialization.
+    pub sojourn: Arc<Durations>,
 }
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -71,6 +73,11 @@ pub struct Snapshot {
     pub late_us_p50: u64,
     pub late_us_p99: u64,
     pub late_us_p999: u64,
+    /// Time in the bottleneck's queue (and serializer), µs upper bounds.
+    pub sojourn_us_p50: u64,
+    pub sojourn_us_p90: u64,
+    pub sojourn_us_p99: u64,
+    pub sojourn_us_max: u64,
 }
 
 impl DirStats {
@@ -137,6 +144,10 @@ impl DirStats {
             late_us_p50: self.late_hist.quantile_us(0.5, late_max),
             late_us_p99: self.late_hist.quantile_us(0.99, late_max),
             late_us_p999: self.late_hist.quantile_us(0.999, late_max),
+            sojourn_us_p50: self.sojourn.quantile_us(0.5),
+            sojourn_us_p90: self.sojourn.quantile_us(0.9),
+            sojourn_us_p99: self.sojourn.quantile_us(0.99),
+            sojourn_us_max: self.sojourn.max_ns.load(Relaxed).div_ceil(1000),
         }
     }
 }
@@ -156,7 +167,7 @@ impl Snapshot {
 /// The per-direction object of the stats document (key order as written).
 impl Serialize for Snapshot {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut o = s.serialize_struct("Snapshot", 19)?;
+        let mut o = s.serialize_struct("Snapshot", 23)?;
         o.serialize_field("packets_in", &self.packets_in)?;
         o.serialize_field("bytes_in", &self.bytes_in)?;
         o.serialize_field("delivered_packets", &self.delivered_packets)?;
@@ -176,6 +187,10 @@ impl Serialize for Snapshot {
         o.serialize_field("late_us_p50", &self.late_us_p50)?;
         o.serialize_field("late_us_p99", &self.late_us_p99)?;
         o.serialize_field("late_us_p999", &self.late_us_p999)?;
+        o.serialize_field("sojourn_us_p50", &self.sojourn_us_p50)?;
+        o.serialize_field("sojourn_us_p90", &self.sojourn_us_p90)?;
+        o.serialize_field("sojourn_us_p99", &self.sojourn_us_p99)?;
+        o.serialize_field("sojourn_us_max", &self.sojourn_us_max)?;
         o.end()
     }
 }
@@ -308,11 +323,13 @@ mod tests {
             r#""a2b":{"packets_in":3,"bytes_in":4500,"delivered_packets":2,"delivered_bytes":3000,"#,
             r#""dropped_loss":1,"dropped_queue":0,"dropped_outage":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
             r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,
-            r#""late_us_mean":1.5,"late_us_max":2.5,"late_us_p50":2,"late_us_p99":3,"late_us_p999":3},"#,
+            r#""late_us_mean":1.5,"late_us_max":2.5,"late_us_p50":2,"late_us_p99":3,"late_us_p999":3,"#,
+            r#""sojourn_us_p50":0,"sojourn_us_p90":0,"sojourn_us_p99":0,"sojourn_us_max":0},"#,
             r#""b2a":{"packets_in":0,"bytes_in":0,"delivered_packets":0,"delivered_bytes":0,"#,
             r#""dropped_loss":0,"dropped_queue":0,"dropped_outage":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
             r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,
-            r#""late_us_mean":0,"late_us_max":0,"late_us_p50":0,"late_us_p99":0,"late_us_p999":0},"#,
+            r#""late_us_mean":0,"late_us_max":0,"late_us_p50":0,"late_us_p99":0,"late_us_p999":0,"#,
+            r#""sojourn_us_p50":0,"sojourn_us_p90":0,"sojourn_us_p99":0,"sojourn_us_max":0},"#,
             r#""schedule":{"start_ns":12,"a2b":[{"event":0,"kind":"down","at_ns":5,"late_ns":1}],"b2a":[]}}"#,
         );
         assert_eq!(j, want);

@@ -598,6 +598,7 @@ class Runner:
         _cost_metrics(rec, {**w.sampler.results, **w.remote_costs}, w.sampler.wall_s, measured)
         rec.duration_s = float(rec.metrics["window_s"] or 0.0)
         rec.metrics.update(link_metrics(topo.link_stats if isinstance(topo, HostsTopology) else link_stats))
+        rec.metrics.update(crosscheck.rtt_checks(rec.metrics))
         if isinstance(topo, Topology):
             underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))

@@ -97,3 +97,20 @@ def test_case_warnings_for_a_bound_generator_and_a_failed_check() -> None:
     codes = {w.code: w for w in trial_warnings([calm, bound], "direct")}
     assert "93%" in codes["generator-bound"].message and "1 of 2" in codes["generator-bound"].message
     assert "check.bytes.up.dev" in codes["cross-check"].message
+
+
+def test_the_loaded_rtt_is_taken_apart_into_idle_queue_and_residual() -> None:
+    from tunbench.monitor.crosscheck import rtt_checks
+
+    m = {
+        "latency.idle_p50_ms": 20.35,
+        "latency.loaded_p50_ms": 74.8,
+        "link.up.sojourn_us_p50": 51_000.0,
+        "link.down.sojourn_us_p50": 1_200.0,
+    }
+    out = rtt_checks(m)
+    assert out["latency.loaded_queue_ms"] == pytest.approx(52.2)
+    assert out["check.rtt.residual_ms"] == pytest.approx(74.8 - 20.35 - 52.2)
+    assert out["check.rtt.ok"] == 1.0
+    assert rtt_checks({**m, "link.up.sojourn_us_p50": 1_000.0})["check.rtt.ok"] == 0.0  # 50 ms unexplained
+    assert rtt_checks({"latency.idle_p50_ms": 1.0, "latency.loaded_p50_ms": 2.0}) == {}

@@ -221,7 +221,8 @@ pub struct Loop<C: Clock, D: PacketIo> {
 }
 
 impl<C: Clock, D: PacketIo> Loop<C, D> {
-    pub fn new(clock: C, io: D, f: Forwarder) -> Self {
+    pub fn new(clock: C, io: D, mut f: Forwarder) -> Self {
+        f.pipeline.record_sojourn(&f.stats.sojourn);
         let per_packet = match f.path {
             Path::Segmented => f.mtu as usize + VNET_HDR_LEN,
             _ => SUPER_PACKET,
@@ -744,6 +745,24 @@ mod tests {
             "never armed, never down"
         );
         assert!(stats.events().is_empty());
+    }
+
+    #[test]
+    fn each_packets_time_in_the_bottleneck_is_recorded() {
+        // 1000 B at 1 Mbit/s: a burst of 5 leaves after 8, 16, 24, 32, 40 ms
+        let input: Vec<_> = (0..5).map(|i| (0, udp(1000, i))).collect();
+        let (_, s) = simulate("rate=1mbit,delay=5ms", input);
+        assert_eq!(s.sojourn_us_max, 40_000, "the delay is not the queue's");
+        assert!(
+            (24_000..=24_000 * 107 / 100).contains(&s.sojourn_us_p50),
+            "{s:?}"
+        );
+        let (_, s) = simulate("delay=5ms", vec![(0, udp(1000, 0))]);
+        assert_eq!(
+            (s.sojourn_us_p50, s.sojourn_us_max),
+            (0, 0),
+            "no bottleneck"
+        );
     }
 
     #[test]

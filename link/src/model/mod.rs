@@ -64,6 +64,8 @@ pub trait Stage: Send {
     fn retune(&mut self, spec: &DirSpec, down: bool);
     /// The schedule starts now (time 0 of a trace).
     fn start(&mut self, _origin: Instant) {}
+    /// Where a bottleneck records each packet's time in it (others: none).
+    fn record_sojourn(&mut self, _to: std::sync::Arc<crate::histogram::Durations>) {}
 }
 
 /// The PRNG every model uses.

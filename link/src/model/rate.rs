@@ -7,9 +7,11 @@
 
 use super::queue::{DropTailQueue, QueueLimit};
 use super::{Fifo, Stage, StageCounters};
+use crate::histogram::Durations;
 use crate::packet::Packet;
 use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
+use std::sync::Arc;
 
 #[derive(Debug)]
 pub struct Bottleneck {
@@ -25,6 +27,7 @@ pub struct Bottleneck {
     carry: u64,
     out: Fifo,
     dropped: u64,
+    sojourn: Option<Arc<Durations>>,
 }
 
 impl Bottleneck {
@@ -38,6 +41,7 @@ impl Bottleneck {
             carry: 0,
             out: Fifo::default(),
             dropped: 0,
+            sojourn: None,
         }
     }
 
@@ -59,6 +63,9 @@ impl Bottleneck {
                     return;
                 }
                 let (mut p, fin) = self.in_service.take().expect("checked");
+                if let Some(s) = &self.sojourn {
+                    s.record((fin - p.t).as_nanos()); // p.t: its arrival
+                }
                 p.t = fin;
                 self.out.push(p);
             }
@@ -111,6 +118,9 @@ impl Stage for Bottleneck {
     /// The packet being serialized finishes at the old rate; the next one
     /// starts at the new. Packets already queued beyond a smaller queue
     /// limit stay (only arrivals are refused).
+    fn record_sojourn(&mut self, to: Arc<Durations>) {
+        self.sojourn = Some(to);
+    }
     fn retune(&mut self, spec: &DirSpec, _down: bool) {
         if self.rate_bps != spec.rate_bps {
             self.rate_bps = spec.rate_bps;

@@ -12,6 +12,7 @@
 
 use super::queue::{DropTailQueue, QueueLimit};
 use super::{Fifo, Stage, StageCounters};
+use crate::histogram::Durations;
 use crate::packet::Packet;
 use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
@@ -112,6 +113,7 @@ pub struct TraceLink {
     head_left: usize,
     out: Fifo,
     dropped: u64,
+    sojourn: Option<Arc<Durations>>,
 }
 
 impl TraceLink {
@@ -124,6 +126,7 @@ impl TraceLink {
             head_left: 0,
             out: Fifo::default(),
             dropped: 0,
+            sojourn: None,
         }
     }
 
@@ -156,6 +159,9 @@ impl TraceLink {
                     budget -= self.head_left;
                     self.head_left = 0;
                     let mut p = self.queue.dequeue().expect("front exists");
+                    if let Some(s) = &self.sojourn {
+                        s.record(when.saturating_duration_since(p.t).as_nanos());
+                    }
                     p.t = when;
                     self.out.push(p);
                 } else {
@@ -210,6 +216,9 @@ impl Stage for TraceLink {
     }
     fn retune(&mut self, spec: &DirSpec, _down: bool) {
         self.queue.set_limit(spec.queue);
+    }
+    fn record_sojourn(&mut self, to: Arc<Durations>) {
+        self.sojourn = Some(to);
     }
     fn start(&mut self, origin: Instant) {
         self.origin = Some(origin);

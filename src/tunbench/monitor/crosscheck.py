@@ -13,6 +13,11 @@
   the tunnel's encapsulation, outer headers, Ethernet, and a TCP-carrying tunnel's own ACKs), plus
   `BYTES_SLACK` for the handshake, control connection and probes. The stored ratio is the counter over
   the sender's whole-test bytes: the bytes on that wire per payload byte (the tunnel's overhead).
+* Latency under load (rrul over an emulated link): the loaded RTT should be the idle RTT (propagation and
+  the host's own path) plus what the emulator's bottleneck queues held the packets, up and down (their
+  median sojourn, `link.<dir>.sojourn_us_p50`). The rest is the residual (`check.rtt.residual_ms`): time
+  spent elsewhere under load (the tunnel's own queues, the host's CPU); it may be as large as
+  `RTT_TOLERANCE_MS` or `RTT_TOLERANCE_REL` of the loaded RTT.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ BYTES_LOW = 0.999  # the counter may read 0.1 % under the payload (no more: the 
 BYTES_OVERHEAD = 0.5  # at most 50 % on top of the payload (measured here: direct ~1 %, openvpn-udp ~20 %,
 # wireguard-go ~26 % on the underlay veth; see BENCHMARKS.md)
 BYTES_SLACK = 1_000_000  # bytes: handshakes, iperf3's control connection, readiness probes
+RTT_TOLERANCE_MS = 2.0
+RTT_TOLERANCE_REL = 0.2
 
 
 def cpu_check(cgroup_s: float, sampled_s: float) -> tuple[float, bool]:
@@ -65,6 +72,20 @@ def byte_checks(
             out[f"check.bytes.{direction}.{name}.ratio"] = ratio
             out[f"check.bytes.{direction}.{name}.ok"] = 1.0 if ok else 0.0
     return out
+
+
+def rtt_checks(metrics: Mapping[str, float | None]) -> dict[str, float | None]:
+    """The loaded RTT taken apart (rrul through the emulator): `latency.loaded_queue_ms` (the bottleneck
+    queues' median sojourn, up + down), `check.rtt.residual_ms` (loaded p50 - idle p50 - that) and
+    `check.rtt.ok`. Empty without an rrul trial's RTTs or the emulator's sojourn figures."""
+    idle, loaded = metrics.get("latency.idle_p50_ms"), metrics.get("latency.loaded_p50_ms")
+    up, down = metrics.get("link.up.sojourn_us_p50"), metrics.get("link.down.sojourn_us_p50")
+    if idle is None or loaded is None or up is None or down is None:
+        return {}
+    queue_ms = (up + down) / 1000.0
+    residual = loaded - idle - queue_ms
+    ok = abs(residual) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_REL * loaded)
+    return {"latency.loaded_queue_ms": queue_ms, "check.rtt.residual_ms": residual, "check.rtt.ok": 1.0 if ok else 0.0}
 
 
 def failed_checks(metrics: Mapping[str, float | None]) -> list[str]:

@@ -1,8 +1,8 @@
 """Recovery from an outage: paced UDP probes through the tunnel (irtt, one every 10 ms) while the profile's
 events take the link down and up, then how the tunnel came back: how long after the link returned the
-first probe was sent that got through, the probes lost, the longest silence; with `tcp = true` an iperf3 flow runs alongside (up, 100 ms
-intervals), and the time until its throughput is back to 90% of its level before the outage, and whether
-its connection survived.
+first probe was sent that got through, the probes lost, the longest silence; with `tcp = true` an iperf3
+flow runs alongside (up, 100 ms intervals), and the time until its throughput is back to 90% of its level
+before the outage, and whether its connection survived.
 
 The link's times come from the emulator itself (when it started the profile's schedule, and when it
 applied each event); the probes' from irtt's timestamps (the server's receive time, on this host's clock).
