@@ -24,6 +24,8 @@ SPEC: comma-separated key=value (empty = no impairment):
   loss=0.1% ge_p=1% ge_r=30% ge_h=100% ge_k=0% reorder=1% reorder_gap=3 dup=0.5%
   trace=FILE (instead of rate: mahimahi's packet-delivery format, one ms time per 1500-byte
   opportunity per line, repeating; time 0 is the schedule's start)
+  nat_v4=FROM>TO nat_v6=FROM>TO nat_port=N (a rebind: a2b rewrites source FROM to TO and
+  shifts TCP/UDP source ports by N; b2a rewrites destination TO back to FROM)
 EVENTS: ';'-separated, each at=TIME and either SPEC keys (changed from then on; the
   others keep their values) or outage=DURATION (packets entering the link are lost):
   'at=5s,rate=10mbit,delay=40ms;at=8s,outage=3s'

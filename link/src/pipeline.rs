@@ -13,6 +13,7 @@ use crate::model::delay::{Delay, DelaySampler};
 use crate::model::dup::Duplicate;
 use crate::model::gate::Gate;
 use crate::model::loss::Loss;
+use crate::model::nat::{Nat, Side};
 use crate::model::rate::Bottleneck;
 use crate::model::reorder::Reorder;
 use crate::model::trace::TraceLink;
@@ -89,6 +90,13 @@ impl Pipeline {
             .chain(steps.iter().map(|s| &s.spec))
             .collect();
         let mut stages: Vec<Box<dyn Stage>> = Vec::new();
+        if first(&specs, |s| !s.nat.is_empty()).is_some() {
+            let side = match dir {
+                Direction::AtoB => Side::Source,
+                Direction::BtoA => Side::Destination,
+            };
+            stages.push(Box::new(Nat::new(side)));
+        }
         if steps.iter().any(|s| s.down) {
             stages.push(Box::<Gate>::default());
         }

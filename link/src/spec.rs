@@ -6,6 +6,7 @@
 use crate::json::{self, Float};
 use crate::model::delay::JitterDist;
 use crate::model::loss::{GilbertElliott, LossModel};
+use crate::model::nat::NatRule;
 use crate::model::queue::QueueLimit;
 use crate::model::trace::Trace;
 use crate::time::Duration;
@@ -34,6 +35,8 @@ pub struct DirSpec {
     pub reorder: f64,
     pub reorder_gap: u32,
     pub dup: f64,
+    /// Address rewriting (a `rebind`): at most one rule per IP version.
+    pub nat: Vec<NatRule>,
 }
 
 impl Default for DirSpec {
@@ -49,6 +52,7 @@ impl Default for DirSpec {
             reorder: 0.0,
             reorder_gap: DEFAULT_REORDER_GAP,
             dup: 0.0,
+            nat: Vec::new(),
         }
     }
 }
@@ -82,7 +86,8 @@ impl DirSpec {
             || self.trace.is_some()
             || self.loss.is_some()
             || self.reorder > 0.0
-            || self.dup > 0.0;
+            || self.dup > 0.0
+            || !self.nat.is_empty();
         if per_packet {
             Path::Segmented
         } else if self.delay > Duration::ZERO {
@@ -129,6 +134,11 @@ impl DirSpec {
             reorder: Float(self.reorder),
             reorder_gap: self.reorder_gap,
             dup: Float(self.dup),
+            nat: self
+                .nat
+                .iter()
+                .map(|r| format!("{}>{}+{}", r.from, r.to, r.port))
+                .collect(),
             path: self.path().as_str(),
         }
     }
@@ -156,6 +166,7 @@ pub struct Normalized {
     pub reorder: Float,
     pub reorder_gap: u32,
     pub dup: Float,
+    pub nat: Vec<String>,
     pub path: &'static str,
 }
 
@@ -345,6 +356,9 @@ const KEYS: &[&str] = &[
     "reorder",
     "reorder_gap",
     "dup",
+    "nat_v4",
+    "nat_v6",
+    "nat_port",
 ];
 
 /// Parse one direction's spec. Empty (or all whitespace) = no impairment.
@@ -352,6 +366,7 @@ pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
     let mut s = DirSpec::default();
     let mut seen: Vec<&str> = Vec::new();
     let (mut loss, mut queue, mut gap) = (None, None, None);
+    let mut nat_port = None;
     let (mut ge_p, mut ge_r, mut ge_h, mut ge_k) = (None, None, None, None);
     for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let (key, v) = item.split_once('=').ok_or_else(|| SpecError {
@@ -389,7 +404,33 @@ pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
             "reorder" => s.reorder = parse_percent(key, v)?,
             "reorder_gap" => gap = Some((parse_gap(key, v)?, v)),
             "dup" => s.dup = parse_percent(key, v)?,
+            "nat_v4" | "nat_v6" => {
+                let (from, to) = v
+                    .split_once('>')
+                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                    .ok_or_else(|| bad(key, v, "expected FROM>TO addresses"))?;
+                let family_ok = |a: &std::net::IpAddr| a.is_ipv4() == (key == "nat_v4");
+                if !family_ok(&from) || !family_ok(&to) {
+                    return Err(bad(key, v, "both addresses of the key's IP version"));
+                }
+                s.nat.push(NatRule { from, to, port: 0 });
+            }
+            "nat_port" => {
+                nat_port = Some((
+                    v.parse::<u16>()
+                        .map_err(|_| bad(key, v, "expected a port shift 0..65535"))?,
+                    v,
+                ))
+            }
             _ => unreachable!("key list and match agree"),
+        }
+    }
+    if let Some((port, v)) = nat_port {
+        if s.nat.is_empty() {
+            return Err(bad("nat_port", v, "needs nat_v4 or nat_v6"));
+        }
+        for r in &mut s.nat {
+            r.port = port;
         }
     }
     if s.rate_bps.is_some() && s.trace.is_some() {
@@ -589,6 +630,19 @@ mod tests {
             ("delay=1ms,delay=2ms", "delay=2ms: key given twice"),
             ("delay=+1ms", "delay=+1ms: expected a duration"),
             ("delay=nanms", "delay=nanms: expected a duration"),
+            (
+                "nat_v4=1.2.3.4",
+                "nat_v4=1.2.3.4: expected FROM>TO addresses",
+            ),
+            (
+                "nat_v4=::1>::2",
+                "nat_v4=::1>::2: both addresses of the key's IP version",
+            ),
+            ("nat_port=5", "nat_port=5: needs nat_v4 or nat_v6"),
+            (
+                "nat_v4=198.18.0.1>198.18.0.101,nat_port=x",
+                "nat_port=x: expected a port shift",
+            ),
         ];
         for (spec, want) in cases {
             let got = err(spec);
@@ -631,7 +685,7 @@ mod tests {
         let j = parse("delay=50ms,rate=10mbit,loss=1%").unwrap().to_json();
         assert_eq!(
             j,
-            r#"{"delay_ns":50000000,"jitter_ns":0,"jitter_dist":"uniform","rate_bps":10000000,"trace":null,"trace_mean_bps":null,"queue_packets":1000,"queue_bytes":null,"loss":0.01,"ge":null,"reorder":0,"reorder_gap":3,"dup":0,"path":"segmented"}"#
+            r#"{"delay_ns":50000000,"jitter_ns":0,"jitter_dist":"uniform","rate_bps":10000000,"trace":null,"trace_mean_bps":null,"queue_packets":1000,"queue_bytes":null,"loss":0.01,"ge":null,"reorder":0,"reorder_gap":3,"dup":0,"nat":[],"path":"segmented"}"#
         );
         let j = parse("").unwrap().to_json();
         assert!(

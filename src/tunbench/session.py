@@ -317,12 +317,12 @@ def check_events(plan: RunPlan) -> None:
     refused where they would not (many clients, own bring-ups, --hosts, warm windows) instead of being
     silently ignored."""
     if "recovery" in plan.scenario.workload.kind:
-        calm = [p.name for p in plan.profiles if not any(e.outage for e in p.events)]
+        calm = [p.name for p in plan.profiles if not any(e.outage or e.rebind for e in p.events)]
         if calm:
             raise ConfigError(
-                f"the recovery workload measures a tunnel through an outage, and profile(s) {', '.join(calm)} "
-                "have none: give it a profile with an [[events]] outage (docs/profiles.md, e.g. "
-                "the built-in profile outage-3s)",
+                f"the recovery workload measures a tunnel through an outage or a rebind, and profile(s) "
+                f"{', '.join(calm)} have none: give it a profile with an [[events]] outage or rebind "
+                "(docs/profiles.md, e.g. the built-in profile outage-3s)",
                 source=plan.source,
                 key="run.profiles",
             )

@@ -114,6 +114,27 @@ def test_a_trial_starts_the_profiles_events_with_its_traffic(tmp_path: Path) -> 
     assert m["link.up.dropped_loss"] == m["link.up.dropped_emulator"] == 0
 
 
+def test_wireguard_follows_a_rebinding_client_and_direct_irtt_does_not(tmp_path: Path) -> None:
+    """A rebind (new client address and ports, both ways through the emulator's NAT) 2 s into the traffic:
+    wireguard-go roams (the server takes the new endpoint from the client's next authenticated packet),
+    while the direct path's irtt session is tied to the old address and never hears the client again."""
+    prof = tmp_path / "rebind.toml"
+    prof.write_text('name = "rebind"\n[up]\ndelay = "2ms"\n\n[[events]]\nat = "2s"\nrebind = "both"\n')
+    res, doc = run_json(
+        tmp_path, "-t", "wireguard-go", "-w", "recovery", "--profile", str(prof), "--duration", "4", "--repeat", "1",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    by = {t["label"]: t for t in doc["trials"]}
+    wg, direct = by["wireguard-go"], by["direct"]
+    assert wg["status"] == "ok" and direct["status"] == "ok", (wg["error"], direct["error"])
+    assert wg["metrics"]["link.up.rewritten"] > 0 and wg["metrics"]["link.down.rewritten"] > 0
+    assert wg["metrics"]["recovery.outage_ms"] == 0
+    assert wg["metrics"]["recovery.first_after_ms"] < 50, "wireguard-go did not follow the new address"
+    assert wg["metrics"]["recovery.probes_lost"] <= 5
+    assert direct["metrics"]["recovery.first_after_ms"] is None, "the old irtt session heard the new address"
+    assert direct["metrics"]["recovery.probes_lost"] > 100
+
+
 def test_bad_profile_fails_before_anything_starts(tmp_path: Path) -> None:
     prof = tmp_path / "p.toml"
     prof.write_text('name = "p"\n[up]\ndelay = "-3ms"\n')

@@ -170,3 +170,23 @@ def test_a_trace_path_is_taken_relative_to_the_profile(tmp_path: Path) -> None:
     p = load_profile_file(prof)
     assert p.up["trace"] == str(tmp_path / "lte.mm") and p.traced() and p.timed()
     assert find_profile("lte-handover").up["trace"].endswith("profiles/traces/lte-handover-up.mm")
+
+
+def test_a_rebind_moves_the_clients_address_and_ports_both_ways() -> None:
+    p = Profile.model_validate(
+        {"name": "r", "events": [{"at": "2s", "rebind": "both"}, {"at": "4s", "rebind": "address"}]}
+    )
+    up, down = p.events_spec("up"), p.events_spec("down")
+    assert up == down
+    assert up == (
+        "at=2s,nat_v4=198.18.0.1>198.18.0.101,nat_v6=2001:2::1>2001:2::65,nat_port=1000;"
+        "at=4s,nat_v4=198.18.0.1>198.18.0.102,nat_v6=2001:2::1>2001:2::66,nat_port=0"
+    )
+    with pytest.raises(ConfigError, match="a rebind event takes only `at`"):
+        validate(
+            Profile, {"name": "r", "events": [{"at": "1s", "rebind": "port", "delay": "1ms"}]}, text="", source="p"
+        )
+    with pytest.raises(ConfigError, match="a rebind event takes only `at`"):
+        validate(
+            Profile, {"name": "r", "events": [{"at": "1s", "rebind": "port", "direction": "up"}]}, text="", source="p"
+        )

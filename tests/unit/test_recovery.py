@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tunbench.workloads.recovery import Probe, outages, probes, recovery_metrics, tcp_intervals
+from tunbench.workloads.recovery import Probe, disruptions, probes, recovery_metrics, tcp_intervals
 
 MS = 1_000_000
 
@@ -41,8 +41,10 @@ def test_outages_come_from_the_applied_events() -> None:
         ],
         "b2a": [],
     }
-    assert outages(sched, 100) == [(100 + 4000 * MS, 100 + 7000 * MS)]
-    assert outages({"a2b": [], "b2a": []}, 0) == []
+    assert disruptions(sched, 100) == [(100 + 4000 * MS, 100 + 7000 * MS)]
+    assert disruptions({"a2b": [], "b2a": []}, 0) == []
+    # event 0 (the "set" at 1 ms) is a rebind: it lasts no time
+    assert disruptions(sched, 100, {0}) == [(100 + MS, 100 + MS), (100 + 4000 * MS, 100 + 7000 * MS)]
 
 
 def test_recovery_figures_of_a_three_second_outage() -> None:
@@ -69,9 +71,10 @@ def test_recovery_figures_of_a_three_second_outage() -> None:
 
 
 def test_nothing_after_the_return_and_a_dead_flow_say_so() -> None:
-    plist = [Probe(0, MS, True), Probe(10 * MS, None, False), Probe(4 * MS, 9 * MS, True)]  # sent before up
+    plist = [Probe(0, MS, True), Probe(4 * MS, 5 * MS, True), Probe(20 * MS, None, False)]  # sent before up
     m = recovery_metrics(plist, (5 * MS, 8 * MS), [(0.1, 1e6)], tcp_start_ns=0, tcp_error="connection reset")
     assert m["recovery.first_after_ms"] is None
+    assert m["recovery.silence_ms"] == pytest.approx(15)  # from the last reception (5 ms) to the last send (20)
     assert m["recovery.tcp_survived"] == 0.0
     assert m["recovery.tcp_90_ms"] is None
     assert "recovery.tcp_90_ms" not in recovery_metrics(plist, (5 * MS, 8 * MS))

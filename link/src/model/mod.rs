@@ -13,6 +13,7 @@ pub mod delay;
 pub mod dup;
 pub mod gate;
 pub mod loss;
+pub mod nat;
 pub mod queue;
 pub mod rate;
 pub mod reorder;
@@ -31,6 +32,8 @@ pub struct StageCounters {
     pub dropped_queue: u64,
     /// Lost because the link was down (a scheduled outage).
     pub dropped_outage: u64,
+    /// Rewritten by a NAT rule (a rebind).
+    pub rewritten: u64,
     pub duplicated: u64,
     pub reordered: u64,
 }
@@ -40,6 +43,7 @@ impl StageCounters {
         self.dropped_loss += o.dropped_loss;
         self.dropped_queue += o.dropped_queue;
         self.dropped_outage += o.dropped_outage;
+        self.rewritten += o.rewritten;
         self.duplicated += o.duplicated;
         self.reordered += o.reordered;
     }

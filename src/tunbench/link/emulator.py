@@ -20,6 +20,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.proc import Daemon
 from tunbench.link.binary import find_link_binary
 from tunbench.link.profile import Profile
+from tunbench.topology.addresses import AddressPlan
 from tunbench.topology.build import LinkBuilder, Topology
 from tunbench.topology.veth import Endpoint, configure
 
@@ -48,6 +49,7 @@ class LinkEmulator:
         mtu: int,
         configure: Callable[[], None],
         stats_name: str = "link-stats.json",
+        plan: AddressPlan | None = None,
     ) -> None:
         self.profile = profile
         self.ledger = ledger
@@ -58,6 +60,7 @@ class LinkEmulator:
         self.mtu = mtu
         self._configure = configure
         self.stats_path = workdir / stats_name
+        self.plan = plan  # the client's addresses a rebind rewrites (the pair's by default)
         self.stats: dict[str, Any] = {}
         self.daemon: Daemon | None = None
         self.schedule_started = False
@@ -84,7 +87,7 @@ class LinkEmulator:
             str(self.seed),
             "--stats-file",
             str(self.stats_path),
-            *self.profile.link_args(),
+            *self.profile.link_args(self.plan),
             *(["--events-start", "signal"] if self.profile.timed() else []),
         ]
 
@@ -180,7 +183,7 @@ def topology_emulator(topo: Topology, profile: Profile, ledger: Ledger, workdir:
             mtu,
         )
 
-    return LinkEmulator(profile, ledger, workdir, seed, a=a, b=b, mtu=mtu, configure=configure_ends)
+    return LinkEmulator(profile, ledger, workdir, seed, a=a, b=b, mtu=mtu, configure=configure_ends, plan=plan)
 
 
 def profile_link_builder(profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> LinkBuilder | None:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tunbench.errors import ConfigError
 from tunbench.tomlfile import read_toml, validate
 from tunbench.topology import sysctl
+from tunbench.topology.addresses import AddressPlan
 from tunbench.topology.settings import check_congestion_control
 
 _VALUE = re.compile(r"^[A-Za-z0-9_.%+-]+$")
@@ -41,6 +42,9 @@ class ProfileEvent(BaseModel):
     at: str
     direction: Literal["up", "down", "both"] = "both"
     outage: str | None = None
+    # the client's underlay address (and/or its ports) changes, as a NAT rebinding or a move to another
+    # network would: the server sees the client's packets from a new address from then on
+    rebind: Literal["address", "port", "both"] | None = None
     origin: str | None = None  # where a timeline row came from (`file.csv:12`), for errors
 
     @property
@@ -59,19 +63,41 @@ class ProfileEvent(BaseModel):
             raise ValueError(f"at: bad value {self.at!r}")
         if self.outage is not None and not _VALUE.match(self.outage):
             raise ValueError(f"outage: bad value {self.outage!r}")
+        if self.rebind is not None and (extra or self.outage is not None or self.direction != "both"):
+            raise ValueError("a rebind event takes only `at` (it changes the client's address both ways)")
         return self
 
     def changes(self) -> dict[str, str]:
         """The impairment keys this event sets."""
         return {k: str(v) for k, v in (self.model_extra or {}).items()}
 
-    def spec(self) -> str:
-        """tunbench-link's form of the event: `at=5s,rate=10mbit` or `at=8s,outage=3s`."""
+    def spec(self, rebinds: int = 1, plan: AddressPlan | None = None) -> str:
+        """tunbench-link's form of the event: `at=5s,rate=10mbit`, `at=8s,outage=3s`, or for the `rebinds`-th
+        rebind the rewriting of the client's addresses in `plan` and of its ports (rebind_keys)."""
         items = {"at": self.at, **({"outage": self.outage} if self.outage is not None else {}), **self.changes()}
+        if self.rebind is not None:
+            items.update(rebind_keys(self.rebind, rebinds, plan or AddressPlan()))
         return ",".join(f"{k}={v}" for k, v in items.items())
 
     def applies_to(self, direction: str) -> bool:
         return self.direction in ("both", direction)
+
+
+def rebind_keys(kind: str, n: int, plan: AddressPlan) -> dict[str, str]:
+    """tunbench-link's NAT keys for the n-th rebind (n >= 1): the client's addresses move by 99 + n (198.18.0.1
+    to .101 for the first; still inside the underlay's network, so the server routes its replies back through
+    the link), its TCP and UDP source ports by 1000 x n."""
+    import ipaddress
+
+    moved = kind in ("address", "both")
+    v4 = ipaddress.ip_address(plan.client)
+    v6 = ipaddress.ip_address(plan.client6)
+    to4, to6 = (v4 + 99 + n, v6 + 99 + n) if moved else (v4, v6)
+    return {
+        "nat_v4": f"{v4}>{to4}",
+        "nat_v6": f"{v6}>{to6}",
+        "nat_port": str(1000 * n % 65536 if kind in ("port", "both") else 0),
+    }
 
 
 class Profile(BaseModel):
@@ -135,17 +161,19 @@ class Profile(BaseModel):
         """Which of `events` apply to one direction, in order (tunbench-link numbers them per direction)."""
         return [i for i, e in enumerate(self.events) if e.applies_to(direction)]
 
-    def events_spec(self, direction: str) -> str:
-        """tunbench-link's EVENTS for one direction: `at=5s,rate=10mbit;at=8s,outage=3s`."""
-        return ";".join(self.events[i].spec() for i in self.event_indexes(direction))
+    def events_spec(self, direction: str, plan: AddressPlan | None = None) -> str:
+        """tunbench-link's EVENTS for one direction: `at=5s,rate=10mbit;at=8s,outage=3s` (rebinds rewrite the
+        client's addresses of `plan`, the pair's by default)."""
+        rebinds = {i: n for n, i in enumerate((i for i, e in enumerate(self.events) if e.rebind), start=1)}
+        return ";".join(self.events[i].spec(rebinds.get(i, 1), plan) for i in self.event_indexes(direction))
 
-    def link_args(self) -> list[str]:
+    def link_args(self, plan: AddressPlan | None = None) -> list[str]:
         """The SPEC and EVENTS arguments of `tunbench-link run` and `check`."""
         args = []
         for direction, wire in (("up", "a2b"), ("down", "b2a")):
             if spec := self.spec(direction):
                 args += [f"--{wire}", spec]
-            if events := self.events_spec(direction):
+            if events := self.events_spec(direction, plan):
                 args += [f"--{wire}-events", events]
         return args
 

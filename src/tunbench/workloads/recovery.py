@@ -16,6 +16,7 @@ import itertools
 import json
 import math
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,15 +63,18 @@ def probes(doc: dict[str, Any]) -> list[Probe]:
     return out
 
 
-def outages(schedule: dict[str, Any], start_wall_ns: int) -> list[tuple[int, int]]:
-    """The link's outages (wall ns, down to up) from the emulator's applied events, upload direction first
-    (an outage of both directions is one outage)."""
+def disruptions(schedule: dict[str, Any], start_wall_ns: int, rebinds: Collection[int] = ()) -> list[tuple[int, int]]:
+    """The link's disruptions in time order (wall ns, from when to when): its outages (down to up) and its
+    rebinds (`rebinds`: which of the upload direction's events are; a rebind lasts no time), from the
+    emulator's applied events, upload direction first (an outage of both directions is one outage)."""
     for wire in ("a2b", "b2a"):
         events = schedule.get(wire) or []
         downs = [e["at_ns"] for e in events if e.get("kind") == "down"]
         ups = [e["at_ns"] for e in events if e.get("kind") == "up"]
-        if downs:
-            return [(start_wall_ns + d, start_wall_ns + u) for d, u in zip(downs, ups, strict=False)]
+        moves = [e["at_ns"] for e in events if wire == "a2b" and e.get("kind") == "set" and e.get("event") in rebinds]
+        found = [*zip(downs, ups, strict=False), *((t, t) for t in moves)]
+        if found:
+            return sorted((start_wall_ns + a, start_wall_ns + b) for a, b in found)
     return []
 
 
@@ -91,16 +95,21 @@ def recovery_metrics(
     tcp_start_ns: int | None = None,
     tcp_error: str = "",
 ) -> dict[str, float | None]:
-    """The recovery from one outage (pure): `recovery.first_after_ms` from the link's return to the sending
+    """The recovery from one outage or rebind (`outage`: from, to; a rebind's are equal) (pure):
+    `recovery.first_after_ms` from the link's return (or the rebind) to the sending
     of the first probe that reached the server (the probes enter the link as they are sent: a tunnel that
     needs a new handshake loses the probes sent meanwhile; with none, this is at most one probe interval),
-    `recovery.silence_ms` the longest time the server got no probe, the probes lost (in either direction),
+    `recovery.silence_ms` the longest time the server got no probe (up to the last probe sent, if none came
+    after it: None for the first, then, when the tunnel never came back), the probes lost (in either direction),
     and for a TCP flow the time after the return until an interval reached 90% of the mean throughput
     before the outage, and whether the flow survived."""
     down, up = outage
     got = sorted(p.server_rx_ns for p in probe_list if p.server_rx_ns is not None)
     after = sorted(p.sent_ns for p in probe_list if p.server_rx_ns is not None and p.sent_ns >= up)
     gaps = [b - a for a, b in itertools.pairwise(got)]
+    last_sent = max((p.sent_ns for p in probe_list), default=0)
+    if got and last_sent > got[-1]:  # silent to the end: the tunnel never came back
+        gaps.append(last_sent - got[-1])
     m: dict[str, float | None] = {
         "recovery.outage_ms": (up - down) / 1e6,
         "recovery.probes_sent": float(len(probe_list)),
@@ -127,18 +136,21 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
     Options = RecoveryOptions
     requires = ("irtt", "iperf3")
     columns = (
-        Column("outage ms", "recovery.outage_ms", "ms"),
+        Column("down ms", "recovery.outage_ms", "ms"),
         Column("first after ms", "recovery.first_after_ms", "ms"),
         Column("silence ms", "recovery.silence_ms", "ms"),
         Column("probes lost", "recovery.probes_lost", "n"),
         Column("TCP 90% ms", "recovery.tcp_90_ms", "ms"),
     )
-    caption = "after the link's return: the first probe through, the longest silence, TCP back to 90%"
+    caption = (
+        "after the link's return (or the rebind): the first probe through (– : none), the longest silence, "
+        "TCP back to 90%"
+    )
 
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
         return (
-            f"first probe {fmt(m.get('recovery.first_after_ms'), 'ms')} ms after the link returned, "
+            f"first probe through {fmt(m.get('recovery.first_after_ms'), 'ms')} ms after the change, "
             f"{fmt(m.get('recovery.probes_lost'), 'n')} lost"
         )
 
@@ -184,9 +196,11 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         start_mono = schedule.get("start_ns")
         if start_mono is None:
             raise TrialError("the emulator never started the profile's schedule")
-        found = outages(schedule, int(start_mono) + wall_minus_mono)
+        up_events = emu.profile.event_indexes("up")
+        rebinds = {n for n, i in enumerate(up_events) if emu.profile.events[i].rebind}
+        found = disruptions(schedule, int(start_mono) + wall_minus_mono, rebinds)
         if not found:
-            raise TrialError("no outage happened within the trial (is the outage's `at` within --duration?)")
+            raise TrialError("no outage or rebind happened within the trial (is its `at` within --duration?)")
         m = Measurement(artifacts={"irtt.json": raw})
         tcp, tcp_error = None, ""
         if flow is not None:
@@ -217,24 +231,24 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
 
 def _emulator(ctx: Context) -> LinkEmulator:
     link = getattr(ctx.topo, "link", None)
-    if not isinstance(link, LinkEmulator) or not link.profile.events:
+    if not isinstance(link, LinkEmulator) or not any(e.outage or e.rebind for e in link.profile.events):
         raise ConfigError(
-            "the recovery workload measures the tunnel through a profile's outage: use a profile with an "
-            "[[events]] outage (docs/profiles.md, e.g. the built-in profile outage-3s)",
+            "the recovery workload measures the tunnel through a profile's outage or rebind: use a profile with "
+            "an [[events]] outage or rebind (docs/profiles.md, e.g. the built-in profile outage-3s)",
             key="workload.kind",
         )
     return link
 
 
 def _schedule(emu: LinkEmulator) -> dict[str, Any]:
-    """The schedule as the emulator reports it (its stats file, rewritten every second): waited for until
-    it lists the events its profile will have applied by now, at most 2 s."""
+    """The schedule as the emulator reports it (its stats file, rewritten every second): read again until
+    it lists an outage's end or a rebind, at most 2.5 s (one rewrite after the traffic ended)."""
     deadline = time.monotonic() + 2.5
     doc: dict[str, Any] = {}
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError, ValueError):
             doc = json.loads(emu.stats_path.read_text()).get("schedule") or {}
-        if any(e.get("kind") == "up" for wire in ("a2b", "b2a") for e in doc.get(wire) or []):
+        if any(e.get("kind") in ("up", "set") for wire in ("a2b", "b2a") for e in doc.get(wire) or []):
             break
         time.sleep(0.2)
     return doc
