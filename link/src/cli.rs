@@ -25,7 +25,8 @@ SPEC: comma-separated key=value (empty = no impairment):
   trace=FILE (instead of rate: mahimahi's packet-delivery format, one ms time per 1500-byte
   opportunity per line, repeating; time 0 is the schedule's start)
   nat_v4=FROM>TO nat_v6=FROM>TO nat_port=N (a rebind: a2b rewrites source FROM to TO and
-  shifts TCP/UDP source ports by N; b2a rewrites destination TO back to FROM)
+  shifts TCP/UDP source ports by N; b2a rewrites destination TO back to FROM, and with
+  a port shift only TCP and UDP)
 EVENTS: ';'-separated, each at=TIME and either SPEC keys (changed from then on; the
   others keep their values) or outage=DURATION (packets entering the link are lost):
   'at=5s,rate=10mbit,delay=40ms;at=8s,outage=3s'

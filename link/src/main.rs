@@ -110,9 +110,11 @@ impl Signals {
     }
 }
 
-/// `--events-start signal`: the first SIGUSR1 starts the schedule. A
-/// thread of its own waits for it (signal-hook writes a byte to a socket),
-/// so the start is taken within microseconds of the signal.
+/// The first SIGUSR1 starts the schedule (`--events-start signal`; with
+/// `ready` it has started already and the signal changes nothing, and it
+/// never ends the emulator). A thread of its own waits for it
+/// (signal-hook writes a byte to a socket), so the start is taken within
+/// microseconds of the signal.
 fn start_on_sigusr1(start: &Arc<ScheduleStart>) -> Result<()> {
     let (mut rx, tx) = UnixStream::pair().map_err(|e| os_error("socketpair", e))?;
     signal_hook::low_level::pipe::register(signal_hook::consts::SIGUSR1, tx)
@@ -122,8 +124,12 @@ fn start_on_sigusr1(start: &Arc<ScheduleStart>) -> Result<()> {
         .name("schedule".into())
         .spawn(move || {
             let mut b = [0u8; 1];
-            if rx.read(&mut b).is_ok_and(|n| n > 0) {
-                start.set(Monotonic.now());
+            loop {
+                match rx.read(&mut b) {
+                    Ok(n) if n > 0 => break start.set(Monotonic.now()),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    _ => break, // the socket is gone: the process is ending
+                }
             }
         })
         .map_err(|e| Error(format!("spawn thread: {e}")))?;
@@ -169,8 +175,10 @@ fn spawn_dir(
     };
     let stats = Arc::new(DirStats::default());
     let path = schedule::path(spec, steps);
+    let pipeline = Pipeline::build(spec, steps, cfg.seed, dir);
+    let timed = pipeline.timed();
     let fwd = Forwarder {
-        pipeline: Pipeline::build(spec, steps, cfg.seed, dir),
+        pipeline,
         path,
         mtu: cfg.mtu,
         stats: Arc::clone(&stats),
@@ -186,7 +194,6 @@ fn spawn_dir(
         .name(format!("fwd-{}", dir.as_str()))
         .spawn(move || fwd.run(io))
         .map_err(|e| Error(format!("spawn thread: {e}")))?;
-    let timed = !steps.is_empty() || spec.trace.is_some();
     let mut spec = spec.normalized();
     spec.path = path.as_str();
     Ok(DirRun {
@@ -257,11 +264,10 @@ fn run(cfg: &RunConfig) -> Result<()> {
     let dev_a = Arc::new(TunDevice::create_in(&cfg.netns_a, &cfg.dev_a, cfg.mtu)?);
     let dev_b = Arc::new(TunDevice::create_in(&cfg.netns_b, &cfg.dev_b, cfg.mtu)?);
     let start = Arc::new(ScheduleStart::default());
-    if cfg.start_on_signal {
-        start_on_sigusr1(&start)?;
-    } else {
+    if !cfg.start_on_signal {
         start.set(Monotonic.now());
     }
+    start_on_sigusr1(&start)?;
     let mut rep = Reporter {
         cfg,
         started: Monotonic.now(),

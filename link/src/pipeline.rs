@@ -1,10 +1,12 @@
 //! The stages of one direction, chained in the fixed order
-//! loss -> bottleneck (queue + rate) -> delay/jitter -> reorder -> duplicate.
+//! [nat -> outage gate ->] loss -> bottleneck (queue + rate, or a trace) ->
+//! delay/jitter -> reorder -> duplicate.
 //! Absent impairments add no stage; an empty pipeline passes packets
 //! through unchanged at their arrival time.
 //!
 //! A schedule (see `schedule`) makes the chain the union of the stages its
-//! states need (plus the outage gate first), and retunes every stage at
+//! states need (a rebind's rewriting and the outage gate among them), and
+//! retunes every stage at
 //! each step's time: packets that left a stage before the step saw its old
 //! parameters, packets entering it from then on the new. Steps count from
 //! the moment the pipeline is armed.
@@ -148,6 +150,11 @@ impl Pipeline {
                 s.start(origin);
             }
         }
+    }
+
+    /// Whether anything here runs on the schedule's clock (steps, a trace).
+    pub fn timed(&self) -> bool {
+        self.timed
     }
 
     /// Whether the pipeline has a schedule (or a trace) that has not started

@@ -157,7 +157,9 @@ pub fn parse(base: &str, events: &str) -> Result<Vec<Step>, EventError> {
     }
     points.sort_by_key(|(at, i, a)| (*at, matches!(a, Action::Up) as u8, *i));
     let mut state = items(base);
+    // the base was parsed (and its trace read) by the caller already: an error here names no event
     let mut spec = spec::parse(base).map_err(|error| EventError { event: 0, error })?;
+    let trace = spec.trace.clone();
     let mut downs = 0u32;
     let mut steps = Vec::with_capacity(points.len());
     for (at, event, action) in points {
@@ -169,7 +171,8 @@ pub fn parse(base: &str, events: &str) -> Result<Vec<Step>, EventError> {
                         None => state.push((k, v)),
                     }
                 }
-                spec = spec::parse(&joined(&state)).map_err(|error| EventError { event, error })?;
+                spec = spec::parse_with(&joined(&state), trace.as_ref())
+                    .map_err(|error| EventError { event, error })?;
                 StepKind::Set
             }
             Action::Down => {

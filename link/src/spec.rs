@@ -363,6 +363,12 @@ const KEYS: &[&str] = &[
 
 /// Parse one direction's spec. Empty (or all whitespace) = no impairment.
 pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
+    parse_with(spec, None)
+}
+
+/// [`parse`], taking `trace=` from `loaded` (already read from that file)
+/// instead of reading it again: a schedule's states all share their base's.
+pub fn parse_with(spec: &str, loaded: Option<&Arc<Trace>>) -> Result<DirSpec, SpecError> {
     let mut s = DirSpec::default();
     let mut seen: Vec<&str> = Vec::new();
     let (mut loss, mut queue, mut gap) = (None, None, None);
@@ -394,7 +400,12 @@ pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
                 }
             }
             "rate" => s.rate_bps = Some(parse_rate(key, v)?),
-            "trace" => s.trace = Some(Arc::new(Trace::load(v).map_err(|e| bad(key, v, e))?)),
+            "trace" => {
+                s.trace = Some(match loaded {
+                    Some(t) => Arc::clone(t),
+                    None => Arc::new(Trace::load(v).map_err(|e| bad(key, v, e))?),
+                })
+            }
             "queue" => queue = Some((parse_queue(key, v)?, v)),
             "loss" => loss = Some(parse_percent(key, v)?),
             "ge_p" => ge_p = Some(parse_percent(key, v)?),

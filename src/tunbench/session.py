@@ -112,14 +112,8 @@ def resolve_profiles(scenario: Scenario, source: str, notes: list[str] | None = 
 
 
 def key_path(key: str) -> list[str | int]:
-    """`events[2].rate` -> ["events", 2, "rate"] (for `locate`)."""
-    out: list[str | int] = []
-    for part in key.split("."):
-        name, _, index = part.partition("[")
-        out.append(name)
-        if index:
-            out.append(int(index.rstrip("]")))
-    return out
+    """`events.2.rate` -> ["events", 2, "rate"] (for `locate`: ints pick an element of an array of tables)."""
+    return [int(part) if part.isdigit() else part for part in key.split(".")]
 
 
 def _link_error(e: ConfigError, ref: str, index: int, source: str, text: str) -> ConfigError:
@@ -317,11 +311,13 @@ def check_events(plan: RunPlan) -> None:
     refused where they would not (many clients, own bring-ups, --hosts, warm windows) instead of being
     silently ignored."""
     if "recovery" in plan.scenario.workload.kind:
-        calm = [p.name for p in plan.profiles if not any(e.outage or e.rebind for e in p.events)]
+        from tunbench.workloads.recovery import disrupts
+
+        calm = [p.name for p in plan.profiles if not any(disrupts(e) for e in p.events)]
         if calm:
             raise ConfigError(
-                f"the recovery workload measures a tunnel through an outage or a rebind, and profile(s) "
-                f"{', '.join(calm)} have none: give it a profile with an [[events]] outage or rebind "
+                f"the recovery workload measures a tunnel through an outage of the upload direction or a rebind, "
+                f"and profile(s) {', '.join(calm)} have none: give it a profile with an [[events]] outage or rebind "
                 "(docs/profiles.md, e.g. the built-in profile outage-3s)",
                 source=plan.source,
                 key="run.profiles",

@@ -107,6 +107,8 @@ def test_the_loaded_rtt_is_taken_apart_into_idle_queue_and_residual() -> None:
         "latency.loaded_p50_ms": 74.8,
         "link.up.sojourn_us_p50": 51_000.0,
         "link.down.sojourn_us_p50": 1_200.0,
+        "link.up.bottleneck": 1.0,
+        "link.down.bottleneck": 1.0,
     }
     out = rtt_checks(m)
     assert out["latency.loaded_queue_ms"] == pytest.approx(52.2)
@@ -114,3 +116,5 @@ def test_the_loaded_rtt_is_taken_apart_into_idle_queue_and_residual() -> None:
     assert out["check.rtt.ok"] == 1.0
     assert rtt_checks({**m, "link.up.sojourn_us_p50": 1_000.0})["check.rtt.ok"] == 0.0  # 50 ms unexplained
     assert rtt_checks({"latency.idle_p50_ms": 1.0, "latency.loaded_p50_ms": 2.0}) == {}
+    # a delay-only link has no emulated queue: the residual is stored, not judged
+    assert "check.rtt.ok" not in rtt_checks({**m, "link.down.bottleneck": 0.0})

@@ -120,7 +120,7 @@ def test_tunbench_link_judges_each_event_and_the_error_points_at_its_line(tmp_pa
     with pytest.raises(ConfigError) as e:
         resolve_profiles(sc, source, text=text)
     assert e.value.source == str(bad)
-    assert e.value.key == "events[2].rate"
+    assert e.value.key == "events.2.rate"
     assert e.value.line == 16
     assert "must be at least 1bit" in str(e.value)
 
@@ -190,3 +190,23 @@ def test_a_rebind_moves_the_clients_address_and_ports_both_ways() -> None:
         validate(
             Profile, {"name": "r", "events": [{"at": "1s", "rebind": "port", "direction": "up"}]}, text="", source="p"
         )
+
+
+def test_a_timeline_rows_schema_errors_name_the_csv_line(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("at,direction,rate\n1s,,1mbit\n2s,sideways,2mbit\n")
+    prof = tmp_path / "p.toml"
+    prof.write_text('name = "p"\ntimeline = "t.csv"\n')
+    with pytest.raises(ConfigError, match="direction") as e:
+        load_profile_file(prof)
+    assert (e.value.source, e.value.line) == (str(tmp_path / "t.csv"), 3)
+
+
+def test_a_trace_path_may_hold_spaces_in_its_directory_but_not_commas(tmp_path: Path) -> None:
+    d = tmp_path / "My Profiles"
+    d.mkdir()
+    (d / "p.toml").write_text('name = "p"\n[up]\ntrace = "lte.mm"\n')
+    assert load_profile_file(d / "p.toml").up["trace"] == str(d / "lte.mm")
+    (d / "q.toml").write_text('name = "q"\n[up]\ntrace = "a,b.mm"\n')
+    with pytest.raises(ConfigError, match="cannot be passed to tunbench-link") as e:
+        load_profile_file(d / "q.toml")
+    assert (e.value.line, e.value.key) == (2, "up") and "trace" in e.value.detail

@@ -78,6 +78,10 @@ def test_nothing_after_the_return_and_a_dead_flow_say_so() -> None:
     assert m["recovery.tcp_survived"] == 0.0
     assert m["recovery.tcp_90_ms"] is None
     assert "recovery.tcp_90_ms" not in recovery_metrics(plist, (5 * MS, 8 * MS))
+    # irtt stopped sending (the tunnel's device went away): silent to the planned end, the rest lost
+    m = recovery_metrics(plist, (5 * MS, 8 * MS), until_ns=100 * MS, expected=10)
+    assert m["recovery.silence_ms"] == pytest.approx(95)
+    assert m["recovery.probes_lost"] == 8
 
 
 def test_tcp_intervals_skip_omitted_ones() -> None:

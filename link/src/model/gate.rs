@@ -1,7 +1,8 @@
 //! The link's on/off switch (a scheduled outage): while the link is down,
 //! packets entering it are lost (`dropped_outage`); packets already past
 //! the gate are delivered, as if they were on the wire. Only a schedule
-//! with an outage adds this stage (first in the chain).
+//! with an outage adds this stage (first in the chain, after a rebind's
+//! address rewriting).
 
 use super::{Fifo, Stage, StageCounters};
 use crate::packet::Packet;

@@ -2,7 +2,8 @@
 //! rebinding, or a client's move to another network, looks like to the
 //! server. Upload (a2b): packets from `from` leave with source `to` (and
 //! their TCP/UDP source port shifted by `port`); download (b2a): packets to
-//! `to` (and the shifted port) arrive for `from` again. Checksums are
+//! `to` (and the shifted port) arrive for `from` again; with a port shift
+//! only TCP and UDP are translated back (an ICMP error is not). Checksums are
 //! updated incrementally (RFC 1624): the IPv4 header's, and TCP's, UDP's
 //! and ICMPv6's, whose pseudo-header holds the addresses; a partial
 //! checksum (virtio-net `NEEDS_CSUM`: the pseudo-header sum only) is
@@ -50,10 +51,6 @@ impl Nat {
             rewritten: 0,
         }
     }
-
-    pub fn rewritten(&self) -> u64 {
-        self.rewritten
-    }
 }
 
 /// One's-complement sum of 16-bit big-endian words.
@@ -99,9 +96,17 @@ pub fn rewrite(buf: &mut [u8], rule: &NatRule, side: Side) -> bool {
     let (addr_at, len, l4, proto) = match (ip[0] >> 4, rule.from, rule.to) {
         (4, IpAddr::V4(_), IpAddr::V4(_)) => {
             let at = if side == Side::Source { 12 } else { 16 };
-            (at, 4, ((ip[0] & 0x0f) as usize) * 4, ip[9])
+            // a later fragment carries no transport header: only its address moves
+            let later_fragment = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff != 0;
+            (
+                at,
+                4,
+                ((ip[0] & 0x0f) as usize) * 4,
+                if later_fragment { 0 } else { ip[9] },
+            )
         }
-        (6, IpAddr::V6(_), IpAddr::V6(_)) if ip.len() >= 40 => {
+        // IPv6 with extension headers is left alone: its transport checksum would need them walked
+        (6, IpAddr::V6(_), IpAddr::V6(_)) if ip.len() >= 40 && matches!(ip[6], 6 | 17 | 58) => {
             let at = if side == Side::Source { 8 } else { 24 };
             (at, 16, 40, ip[6])
         }
@@ -315,6 +320,28 @@ mod tests {
         let ip = &b[VNET_HDR_LEN..];
         assert_eq!(u16::from_be_bytes([ip[36], ip[37]]), pseudo(ip));
         assert_eq!(csum(&ip[..20]), 0);
+    }
+
+    #[test]
+    fn a_later_fragment_moves_its_address_only() {
+        let mut p = v4(17, [198, 18, 0, 1], [198, 18, 0, 2], 5, 6);
+        p[VNET_HDR_LEN + 6..VNET_HDR_LEN + 8].copy_from_slice(&185u16.to_be_bytes()); // offset 1480
+        let c = csum(&{
+            let mut h = p[VNET_HDR_LEN..VNET_HDR_LEN + 20].to_vec();
+            h[10] = 0;
+            h[11] = 0;
+            h
+        });
+        p[VNET_HDR_LEN + 10..VNET_HDR_LEN + 12].copy_from_slice(&c.to_be_bytes());
+        let payload = p[VNET_HDR_LEN + 20..].to_vec();
+        assert!(rewrite(&mut p, &rule(1000), Side::Source));
+        assert_eq!(&p[VNET_HDR_LEN + 12..VNET_HDR_LEN + 16], &[198, 18, 0, 101]);
+        assert_eq!(csum(&p[VNET_HDR_LEN..VNET_HDR_LEN + 20]), 0);
+        assert_eq!(
+            p[VNET_HDR_LEN + 20..],
+            payload[..],
+            "no transport header to touch"
+        );
     }
 
     #[test]

@@ -1,11 +1,15 @@
 //! A bottleneck whose capacity follows a packet-delivery trace, in the
 //! format of mahimahi's `mm-link` (its man page, mm-link(1)): one integer
 //! per line, a time in milliseconds at which the link may deliver one
-//! MTU-sized packet (1500 bytes). Accounting is by bytes: one opportunity
-//! may carry several smaller packets whose sizes add up to 1500, a larger
-//! packet uses up more than one, and an opportunity that finds the queue
-//! empty is wasted. At its end the trace starts again, shifted by its last
-//! timestamp. Packets wait in the drop-tail queue (`queue`) in between.
+//! MTU-sized packet. Accounting is by bytes, counted as mahimahi counts
+//! them (its link queue's PACKET_SIZE of 1504 bytes per opportunity, each
+//! packet its IP bytes plus the 4 bytes of the TUN packet-information header
+//! its reads carry): one opportunity carries one 1500-byte IP packet, or
+//! several smaller ones (34 of 40 bytes), a larger packet uses more than
+//! one, and an opportunity that finds the queue empty, or comes at the very
+//! moment a packet arrives, is wasted. At its end the trace starts again,
+//! shifted by its last timestamp. Packets wait in the drop-tail queue
+//! (`queue`, which here still counts a packet partly delivered) in between.
 //!
 //! The trace's time 0 is the schedule's start (see `pipeline`); until then
 //! it runs from the first packet it sees.
@@ -19,7 +23,13 @@ use crate::time::{Duration, Instant};
 use std::sync::Arc;
 
 /// Bytes one delivery opportunity may carry (mahimahi's PACKET_SIZE).
-pub const OPPORTUNITY_BYTES: usize = 1500;
+pub const OPPORTUNITY_BYTES: usize = 1504;
+/// What mahimahi counts on top of each IP packet (its TUN reads' header).
+pub const PER_PACKET_BYTES: usize = 4;
+/// The IP bytes of one full opportunity (for the mean rate).
+pub const OPPORTUNITY_IP_BYTES: usize = OPPORTUNITY_BYTES - PER_PACKET_BYTES;
+/// Latest time a trace may name (24 h, in ms): its arithmetic stays in u64 ns.
+pub const MAX_MS: u64 = 24 * 3600 * 1000;
 /// Longest trace accepted (lines), so a wrong file cannot eat the memory.
 pub const MAX_LINES: usize = 10_000_000;
 
@@ -47,6 +57,9 @@ impl Trace {
                     no + 1
                 )
             })?;
+            if t > MAX_MS {
+                return Err(format!("{path}:{}: {t} ms is past 24 h", no + 1));
+            }
             if ms.last().is_some_and(|&prev| t < prev) {
                 return Err(format!(
                     "{path}:{}: {t} is earlier than the line before",
@@ -80,7 +93,7 @@ impl Trace {
 
     /// Mean capacity over one period (bit/s).
     pub fn mean_bps(&self) -> f64 {
-        self.ms.len() as f64 * OPPORTUNITY_BYTES as f64 * 8.0 / (self.period_ms as f64 / 1e3)
+        self.ms.len() as f64 * OPPORTUNITY_IP_BYTES as f64 * 8.0 / (self.period_ms as f64 / 1e3)
     }
 
     /// Time of opportunity `k` (counting through the repeats) after time 0.
@@ -89,14 +102,15 @@ impl Trace {
         Duration::from_millis((k / n) * self.period_ms + self.ms[(k % n) as usize])
     }
 
-    /// The first opportunity at or after `d` after time 0.
+    /// The first opportunity after `d` after time 0 (one at `d` itself is
+    /// lost to a packet arriving then, as in mahimahi).
     fn first_from(&self, d: Duration) -> u64 {
         let n = self.ms.len() as u64;
         let ns = d.as_nanos();
         let period_ns = self.period_ms * 1_000_000;
         let rounds = ns / period_ns;
         let within = ns - rounds * period_ns;
-        let i = self.ms.partition_point(|&m| m * 1_000_000 < within) as u64;
+        let i = self.ms.partition_point(|&m| m * 1_000_000 <= within) as u64;
         rounds * n + i
     }
 }
@@ -153,14 +167,16 @@ impl TraceLink {
                     break;
                 };
                 if self.head_left == 0 {
-                    self.head_left = len;
+                    self.head_left = len + PER_PACKET_BYTES;
                 }
                 if self.head_left <= budget {
                     budget -= self.head_left;
                     self.head_left = 0;
                     let mut p = self.queue.dequeue().expect("front exists");
+                    // never before its arrival (an origin set after it had queued)
+                    let when = when.max(p.t);
                     if let Some(s) = &self.sojourn {
-                        s.record(when.saturating_duration_since(p.t).as_nanos());
+                        s.record((when - p.t).as_nanos());
                     }
                     p.t = when;
                     self.out.push(p);
@@ -242,13 +258,14 @@ mod tests {
     #[test]
     fn packets_leave_at_the_opportunities_bytes_add_up() {
         // opportunities at 1, 1, 3 ms (then 4, 4, 6 ...): two 1500 B packets
-        // at 1 ms, then three 500 B packets share the one at 3 ms.
+        // at 1 ms, then three of 497 B (501 counted) share the one at 3 ms,
+        // and a fourth waits for 4 ms.
         let mut l = link("1\n1\n3\n", QueueLimit::Packets(100));
         let mut arr: Vec<_> = (0..2).map(|i| (i, 1500, Instant::ZERO)).collect();
-        arr.extend((2..5).map(|i| (i, 500, Instant::ZERO)));
+        arr.extend((2..6).map(|i| (i, 497, Instant::ZERO)));
         let out = run_stage(&mut l, &arr);
         let times: Vec<u64> = out.iter().map(|(_, t)| t.as_nanos() / MS).collect();
-        assert_eq!(times, [1, 1, 3, 3, 3]);
+        assert_eq!(times, [1, 1, 3, 3, 3, 4]);
     }
 
     #[test]
@@ -269,8 +286,8 @@ mod tests {
         let out = run_stage(&mut l, &[(1, 1500, Instant::from_nanos(25 * MS))]);
         assert_eq!(
             out[0].1,
-            Instant::from_nanos(25 * MS),
-            "the third round's 5 ms"
+            Instant::from_nanos(30 * MS),
+            "the one at 25 ms is lost to the arrival"
         );
     }
 
@@ -297,6 +314,7 @@ mod tests {
             ("1\nx\n", "t:2: expected a time in ms"),
             ("5\n3\n", "t:2: 3 is earlier than the line before"),
             ("1.5\n", "t:1: expected a time in ms"),
+            ("1\n99999999999\n", "t:2: 99999999999 ms is past 24 h"),
         ];
         for (text, want) in cases {
             let e = Trace::parse("t", text).unwrap_err();

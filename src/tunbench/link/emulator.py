@@ -161,6 +161,9 @@ def link_metrics(stats: dict[str, Any] | None) -> dict[str, float]:
         for key, value in ((stats or {}).get(wire) or {}).items():
             if isinstance(value, int | float):
                 out[f"link.{direction}.{key}"] = float(value)
+        spec = ((stats or {}).get("specs") or {}).get(wire) or {}
+        if spec:  # whether this direction had a bottleneck (a rate or a trace) whose queue it measured
+            out[f"link.{direction}.bottleneck"] = 1.0 if spec.get("rate_bps") or spec.get("trace") else 0.0
         if applied := schedule.get(wire):  # the profile's events, as the emulator applied them
             out[f"link.{direction}.events_applied"] = float(len(applied))
             out[f"link.{direction}.event_late_us_max"] = max(float(e.get("late_ns", 0)) for e in applied) / 1e3

@@ -35,8 +35,8 @@ def send(to: str, port: int, count: int, interval_us: float, size: int, burst: i
 
 def recv(port: int, count: int, idle_timeout_s: float, times: bool = False) -> dict[str, object]:
     """Receive up to `count` probes (until `idle_timeout_s` without one). With `times`, any UDP datagram
-    counts and the answer also lists each one's kernel receive time (`rx_ns`, CLOCK_REALTIME) and size
-    (`bytes`, UDP payload): what a trace-driven link delivered, and when."""
+    of at least 16 bytes counts, and the answer also lists each one's kernel receive time (`rx_ns`,
+    CLOCK_REALTIME) and size (`bytes`, UDP payload): what a trace-driven link delivered, and when."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)

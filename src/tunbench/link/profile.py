@@ -16,7 +16,8 @@ from tunbench.topology.addresses import AddressPlan
 from tunbench.topology.settings import check_congestion_control
 
 _VALUE = re.compile(r"^[A-Za-z0-9_.%+-]+$")
-_PATH = re.compile(r"^[A-Za-z0-9_./+-]+$")  # `trace` names a file
+# `trace` names a file: anything tunbench-link's SPEC can carry (no ',' or ';', no space at either end)
+_PATH = re.compile(r"^[^,;\s](?:[^,;]*[^,;\s])?$")
 FILE_KEYS = ("trace",)
 
 
@@ -28,7 +29,11 @@ def _check_items(items: dict[str, str]) -> None:
     for key, value in items.items():
         if not re.fullmatch(r"[a-z_]+", key):
             raise ValueError(f"bad impairment name {key!r}")
-        if not (_PATH if key in FILE_KEYS else _VALUE).match(str(value)):
+        if key in FILE_KEYS and not _PATH.match(str(value)):
+            raise ValueError(
+                f"{key}: {value!r}: a path with ',' or ';' (or spaces at its ends) cannot be passed to tunbench-link"
+            )
+        if key not in FILE_KEYS and not _VALUE.match(str(value)):
             raise ValueError(f"{key}: bad value {value!r}")
 
 
@@ -189,15 +194,17 @@ def load_profile_file(path: Path) -> Profile:
     from tunbench.tomlfile import locate
 
     data, text = read_toml(path)
+
+    def beside(value: str) -> str:
+        return value if Path(value).is_absolute() else str(path.parent / value)
+
     for direction in ("up", "down"):
         items = data.get(direction)
         if isinstance(items, dict) and isinstance(items.get("trace"), str):
-            items["trace"] = (
-                str(path.parent / items["trace"]) if not Path(items["trace"]).is_absolute() else items["trace"]
-            )
+            validate(Profile, {"name": "x", direction: items}, text=text, source=str(path))  # as the user wrote it
+            items["trace"] = beside(items["trace"])
     if isinstance(data.get("timeline"), str):
-        csv = Path(data["timeline"])
-        csv = csv if csv.is_absolute() else path.parent / csv
+        csv = Path(beside(data["timeline"]))
         data["timeline"] = str(csv)
         try:
             rows = parse_timeline(csv.read_text(encoding="utf-8"), str(csv))
@@ -208,6 +215,12 @@ def load_profile_file(path: Path) -> Profile:
                 line=locate(text, ["timeline"]),
                 key="timeline",
             ) from None
+        for row in rows:  # each row is an event: its errors name the CSV's line
+            try:
+                validate(ProfileEvent, row, text="", source=str(csv))
+            except ConfigError as e:
+                line = int(row["origin"].rpartition(":")[2])
+                raise ConfigError(e.detail, source=str(csv), line=line, key=e.key) from None
         events = data.get("events", [])
         if isinstance(events, list):  # else the schema names what is wrong with it
             data["events"] = [*events, *rows]
@@ -262,13 +275,12 @@ def validate_with_link(profile: Profile, source: str = "") -> None:
         return
     p = problems[0]
     side = {"a2b": "up", "b2a": "down"}.get(p.direction or "", "")
+    msg = (p.message if p.key or not p.value else f"{p.value}: {p.message}") + " (see tunbench-link --help)"
     if p.event is not None and side:  # the direction's n-th event -> the profile's events[i]
         index = profile.event_indexes(side)[p.event]
         if where := profile.events[index].origin_line:  # a timeline row: name its file and line
-            msg = p.message if p.key or not p.value else f"{p.value}: {p.message}"
-            raise ConfigError(f"{msg} (see tunbench-link --help)", source=where[0], line=where[1], key=p.key or "")
-        key = ".".join(k for k in (f"events[{index}]", p.key or "") if k)
+            raise ConfigError(msg, source=where[0], line=where[1], key=p.key or "")
+        key = ".".join(k for k in ("events", str(index), p.key or "") if k)
     else:
         key = ".".join(k for k in (side, p.key or "") if k)
-    msg = p.message if p.key or not p.value else f"{p.value}: {p.message}"
-    raise ConfigError(f"{msg} (see tunbench-link --help)", source=source or f"profile {profile.name}", key=key)
+    raise ConfigError(msg, source=source or f"profile {profile.name}", key=key)

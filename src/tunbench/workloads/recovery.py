@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tunbench.errors import ConfigError, TrialError
 from tunbench.link.emulator import LinkEmulator
+from tunbench.link.profile import ProfileEvent
 from tunbench.results import TrialRecord
 from tunbench.units import fmt
 from tunbench.workloads import iperf3, irtt
@@ -64,18 +65,16 @@ def probes(doc: dict[str, Any]) -> list[Probe]:
 
 
 def disruptions(schedule: dict[str, Any], start_wall_ns: int, rebinds: Collection[int] = ()) -> list[tuple[int, int]]:
-    """The link's disruptions in time order (wall ns, from when to when): its outages (down to up) and its
-    rebinds (`rebinds`: which of the upload direction's events are; a rebind lasts no time), from the
-    emulator's applied events, upload direction first (an outage of both directions is one outage)."""
-    for wire in ("a2b", "b2a"):
-        events = schedule.get(wire) or []
-        downs = [e["at_ns"] for e in events if e.get("kind") == "down"]
-        ups = [e["at_ns"] for e in events if e.get("kind") == "up"]
-        moves = [e["at_ns"] for e in events if wire == "a2b" and e.get("kind") == "set" and e.get("event") in rebinds]
-        found = [*zip(downs, ups, strict=False), *((t, t) for t in moves)]
-        if found:
-            return sorted((start_wall_ns + a, start_wall_ns + b) for a, b in found)
-    return []
+    """The link's disruptions in time order (wall ns, from when to when) as the upload direction saw them
+    (the probes' way to the server: its receive times are what the figures use): its outages (down to up)
+    and its rebinds (`rebinds`: which of its events are; a rebind lasts no time), from the emulator's
+    applied events."""
+    events = schedule.get("a2b") or []
+    downs = [e["at_ns"] for e in events if e.get("kind") == "down"]
+    ups = [e["at_ns"] for e in events if e.get("kind") == "up"]
+    moves = [e["at_ns"] for e in events if e.get("kind") == "set" and e.get("event") in rebinds]
+    found = [*zip(downs, ups, strict=False), *((t, t) for t in moves)]
+    return sorted((start_wall_ns + a, start_wall_ns + b) for a, b in found)
 
 
 def tcp_intervals(doc: dict[str, Any]) -> list[tuple[float, float]]:
@@ -94,26 +93,31 @@ def recovery_metrics(
     tcp: list[tuple[float, float]] | None = None,
     tcp_start_ns: int | None = None,
     tcp_error: str = "",
+    until_ns: int | None = None,
+    expected: int = 0,
 ) -> dict[str, float | None]:
     """The recovery from one outage or rebind (`outage`: from, to; a rebind's are equal) (pure):
     `recovery.first_after_ms` from the link's return (or the rebind) to the sending
     of the first probe that reached the server (the probes enter the link as they are sent: a tunnel that
     needs a new handshake loses the probes sent meanwhile; with none, this is at most one probe interval),
-    `recovery.silence_ms` the longest time the server got no probe (up to the last probe sent, if none came
-    after it: None for the first, then, when the tunnel never came back), the probes lost (in either direction),
+    `recovery.silence_ms` the longest time the server got no probe (up to `until_ns`, the planned end of
+    the probes, if none came after it: the tunnel never came back, and the first figure is None), the probes
+    lost (in either direction; of `expected`, when fewer were sent),
     and for a TCP flow the time after the return until an interval reached 90% of the mean throughput
     before the outage, and whether the flow survived."""
     down, up = outage
     got = sorted(p.server_rx_ns for p in probe_list if p.server_rx_ns is not None)
     after = sorted(p.sent_ns for p in probe_list if p.server_rx_ns is not None and p.sent_ns >= up)
     gaps = [b - a for a, b in itertools.pairwise(got)]
-    last_sent = max((p.sent_ns for p in probe_list), default=0)
-    if got and last_sent > got[-1]:  # silent to the end: the tunnel never came back
-        gaps.append(last_sent - got[-1])
+    end = max([p.sent_ns for p in probe_list] + ([until_ns] if until_ns is not None else []), default=0)
+    if got and end > got[-1]:  # silent to the end: the tunnel never came back
+        gaps.append(end - got[-1])
+    replied = sum(p.replied for p in probe_list)
     m: dict[str, float | None] = {
         "recovery.outage_ms": (up - down) / 1e6,
         "recovery.probes_sent": float(len(probe_list)),
-        "recovery.probes_lost": float(sum(not p.replied for p in probe_list)),
+        # the probes planned and not answered: irtt stops sending when the tunnel's device goes away
+        "recovery.probes_lost": float(max(len(probe_list), expected) - replied),
         "recovery.first_after_ms": (after[0] - up) / 1e6 if after else None,
         "recovery.silence_ms": max(gaps) / 1e6 if gaps else None,
     }
@@ -177,7 +181,7 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
                 interval_s=TCP_INTERVAL_S,
                 logfile=str(ctx.client.workdir / name),
             )
-            tcp_start = time.time_ns()
+            tcp_start = time.time_ns()  # iperf3 counts its intervals from after its connect: a ms or two later
             flow = ctx.client.spawn(
                 iperf3.client_argv(ctx.target.address, ctx.target.port, params),
                 what="iperf3 flow",
@@ -212,8 +216,10 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
             except json.JSONDecodeError:
                 tcp, tcp_error = [], "iperf3 wrote no JSON"
         plist = probes(json.loads(raw))
-        m.metrics.update(recovery_metrics(plist, found[0], tcp, tcp_start, tcp_error))
         first = min((p.sent_ns for p in plist), default=0)
+        until = first + int(ctx.duration_s * 1e9)
+        expected = int(ctx.duration_s * 1000 / opts.interval_ms)
+        m.metrics.update(recovery_metrics(plist, found[0], tcp, tcp_start, tcp_error, until, expected))
         m.series["recovery_rx_ms"] = [
             ((p.sent_ns - first) / 1e9, 0.0 if p.server_rx_ns is None else (p.server_rx_ns - p.sent_ns) / 1e6)
             for p in plist
@@ -229,9 +235,15 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         return duration_s + 3.0 + TRIAL_SETUP_S  # irtt waits up to 3 s for late replies
 
 
+def disrupts(event: ProfileEvent) -> bool:
+    """Whether the recovery workload measures through this event: an outage of the upload direction (the
+    probes' way to the server), or a rebind."""
+    return bool(event.rebind) or (event.outage is not None and event.applies_to("up"))
+
+
 def _emulator(ctx: Context) -> LinkEmulator:
     link = getattr(ctx.topo, "link", None)
-    if not isinstance(link, LinkEmulator) or not any(e.outage or e.rebind for e in link.profile.events):
+    if not isinstance(link, LinkEmulator) or not any(disrupts(e) for e in link.profile.events):
         raise ConfigError(
             "the recovery workload measures the tunnel through a profile's outage or rebind: use a profile with "
             "an [[events]] outage or rebind (docs/profiles.md, e.g. the built-in profile outage-3s)",
@@ -241,14 +253,17 @@ def _emulator(ctx: Context) -> LinkEmulator:
 
 
 def _schedule(emu: LinkEmulator) -> dict[str, Any]:
-    """The schedule as the emulator reports it (its stats file, rewritten every second): read again until
-    it lists an outage's end or a rebind, at most 2.5 s (one rewrite after the traffic ended)."""
-    deadline = time.monotonic() + 2.5
-    doc: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            doc = json.loads(emu.stats_path.read_text()).get("schedule") or {}
-        if any(e.get("kind") in ("up", "set") for wire in ("a2b", "b2a") for e in doc.get(wire) or []):
-            break
-        time.sleep(0.2)
-    return doc
+    """The schedule as the emulator reports it in its stats file, once rewritten after the traffic ended
+    (it is rewritten every second; waited for at most 2.5 s): every step applied during the trial is in it."""
+
+    def mtime() -> int:
+        with contextlib.suppress(OSError):
+            return emu.stats_path.stat().st_mtime_ns
+        return 0
+
+    before, deadline = mtime(), time.monotonic() + 2.5
+    while mtime() == before and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with contextlib.suppress(OSError, ValueError):
+        return dict(json.loads(emu.stats_path.read_text()).get("schedule") or {})
+    return {}

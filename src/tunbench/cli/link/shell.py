@@ -13,7 +13,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.proc import Daemon, run_foreground
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir as host_workdir
-from tunbench.link.emulator import profile_link_builder
+from tunbench.link.emulator import LinkEmulator, profile_link_builder
 from tunbench.link.profile import Profile
 from tunbench.topology.build import Topology, TopologySpec
 
@@ -67,6 +67,8 @@ def run_shell(profile: Profile, command: list[str], server_command: list[str] | 
             "TUNBENCH_CLIENT_NS": topo.client.name,
         }
         cmd = command or [os.environ.get("SHELL", "/bin/bash")]
+        if isinstance(topo.link, LinkEmulator):  # a profile's events and trace start with the command
+            topo.link.start_schedule()
         # the child shares our terminal; while it runs, Ctrl-C is its business, not ours
         status = run_foreground(cmd, ledger=ledger, what="link shell command", netns=topo.client.name, env=env)
         if server_command and (workdir / "server.log").exists():
