@@ -311,14 +311,14 @@ def check_events(plan: RunPlan) -> None:
     refused where they would not (many clients, own bring-ups, --hosts, warm windows) instead of being
     silently ignored."""
     if "recovery" in plan.scenario.workload.kind:
-        from tunbench.workloads.recovery import disrupts
+        from tunbench.workloads.recovery import measurable
 
-        calm = [p.name for p in plan.profiles if not any(disrupts(e) for e in p.events)]
+        calm = [p.name for p in plan.profiles if not measurable(p)]
         if calm:
             raise ConfigError(
-                f"the recovery workload measures a tunnel through an outage of the upload direction or a rebind, "
-                f"and profile(s) {', '.join(calm)} have none: give it a profile with an [[events]] outage or rebind "
-                "(docs/profiles.md, e.g. the built-in profile outage-3s)",
+                f"the recovery workload measures a tunnel through an outage of the upload direction, a rebind or "
+                f"an upload trace's silence, and profile(s) {', '.join(calm)} have none (docs/profiles.md, e.g. "
+                "the built-in profiles outage-3s, nat-rebind, lte-handover)",
                 source=plan.source,
                 key="run.profiles",
             )

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from tunbench.workloads.recovery import Probe, disruptions, probes, recovery_metrics, tcp_intervals
+from tunbench.link.profile import find_profile
+from tunbench.workloads.recovery import (
+    Probe,
+    disruptions,
+    measurable,
+    probes,
+    recovery_metrics,
+    tcp_intervals,
+    trace_gaps,
+    upload_trace_gaps,
+)
 
 MS = 1_000_000
 
@@ -93,3 +103,15 @@ def test_tcp_intervals_skip_omitted_ones() -> None:
         ]
     }
     assert tcp_intervals(doc) == [(0.2, 2.0)]
+
+
+def test_a_traces_silences_are_the_gaps_of_a_tenth_of_a_second_or_more() -> None:
+    assert trace_gaps("1\n2\n50\n200\n201\n") == [(50, 200)]
+    assert trace_gaps("1\n2\n3\n") == []
+    assert upload_trace_gaps(find_profile("lte-handover")) == [(6997, 7402)]
+
+
+def test_which_profiles_the_recovery_workload_can_measure() -> None:
+    assert measurable(find_profile("outage-3s")) and measurable(find_profile("nat-rebind"))
+    assert measurable(find_profile("lte-handover"))
+    assert not measurable(find_profile("wan-50ms")) and not measurable(find_profile("geo-rain-fade"))

@@ -6,7 +6,9 @@ before the outage, and whether its connection survived.
 
 The link's times come from the emulator itself (when it started the profile's schedule, and when it
 applied each event); the probes' from irtt's timestamps (the server's receive time, on this host's clock).
-The profile must take the link down (`outage`): `tunbench run -w recovery --profile PROFILE`.
+The profile must take the link down (an `outage` of the upload direction), move the client (`rebind`), or
+carry an upload trace with a silence of at least 100 ms (a handover): `tunbench run -w recovery --profile
+PROFILE`. The figures are for the first of these.
 """
 
 from __future__ import annotations
@@ -18,13 +20,14 @@ import math
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from tunbench.errors import ConfigError, TrialError
 from tunbench.link.emulator import LinkEmulator
-from tunbench.link.profile import ProfileEvent
+from tunbench.link.profile import Profile, ProfileEvent
 from tunbench.results import TrialRecord
 from tunbench.units import fmt
 from tunbench.workloads import iperf3, irtt
@@ -116,8 +119,9 @@ def recovery_metrics(
     m: dict[str, float | None] = {
         "recovery.outage_ms": (up - down) / 1e6,
         "recovery.probes_sent": float(len(probe_list)),
-        # the probes planned and not answered: irtt stops sending when the tunnel's device goes away
-        "recovery.probes_lost": float(max(len(probe_list), expected) - replied),
+        # not answered; when irtt sent far fewer than planned (it stops when the tunnel's device goes away),
+        # of those planned
+        "recovery.probes_lost": float((expected if len(probe_list) < 0.9 * expected else len(probe_list)) - replied),
         "recovery.first_after_ms": (after[0] - up) / 1e6 if after else None,
         "recovery.silence_ms": max(gaps) / 1e6 if gaps else None,
     }
@@ -202,9 +206,13 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
             raise TrialError("the emulator never started the profile's schedule")
         up_events = emu.profile.event_indexes("up")
         rebinds = {n for n, i in enumerate(up_events) if emu.profile.events[i].rebind}
-        found = disruptions(schedule, int(start_mono) + wall_minus_mono, rebinds)
+        start_wall = int(start_mono) + wall_minus_mono
+        found = disruptions(schedule, start_wall, rebinds) or [
+            (start_wall + a * 1_000_000, start_wall + b * 1_000_000) for a, b in upload_trace_gaps(emu.profile)
+        ]
+        found = [d for d in found if d[0] < start_wall + int(ctx.duration_s * 1e9)]
         if not found:
-            raise TrialError("no outage or rebind happened within the trial (is its `at` within --duration?)")
+            raise TrialError("no outage, rebind or trace gap happened within the trial (is it within --duration?)")
         m = Measurement(artifacts={"irtt.json": raw})
         tcp, tcp_error = None, ""
         if flow is not None:
@@ -235,18 +243,45 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         return duration_s + 3.0 + TRIAL_SETUP_S  # irtt waits up to 3 s for late replies
 
 
+TRACE_GAP_MS = 100  # a trace's silence at least this long counts as an outage (a handover)
+
+
 def disrupts(event: ProfileEvent) -> bool:
     """Whether the recovery workload measures through this event: an outage of the upload direction (the
     probes' way to the server), or a rebind."""
     return bool(event.rebind) or (event.outage is not None and event.applies_to("up"))
 
 
+def trace_gaps(text: str, min_gap_ms: int = TRACE_GAP_MS) -> list[tuple[int, int]]:
+    """A mahimahi-format trace's silences of at least `min_gap_ms` (from the opportunity before to the one
+    after, ms; its first round only), in order (pure)."""
+    times = [int(line) for line in text.split() if line.strip()]
+    return [(a, b) for a, b in itertools.pairwise(times) if b - a >= min_gap_ms]
+
+
+def upload_trace_gaps(profile: Profile) -> list[tuple[int, int]]:
+    """The silences of the profile's upload trace, if it has one (a handover in an LTE drive)."""
+    path = profile.up.get("trace")
+    if not path:
+        return []
+    try:
+        return trace_gaps(Path(path).read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def measurable(profile: Profile) -> bool:
+    """Whether the recovery workload has something to measure through in this profile."""
+    return any(disrupts(e) for e in profile.events) or bool(upload_trace_gaps(profile))
+
+
 def _emulator(ctx: Context) -> LinkEmulator:
     link = getattr(ctx.topo, "link", None)
-    if not isinstance(link, LinkEmulator) or not any(disrupts(e) for e in link.profile.events):
+    if not isinstance(link, LinkEmulator) or not measurable(link.profile):
         raise ConfigError(
-            "the recovery workload measures the tunnel through a profile's outage or rebind: use a profile with "
-            "an [[events]] outage or rebind (docs/profiles.md, e.g. the built-in profile outage-3s)",
+            "the recovery workload measures the tunnel through a profile's outage, rebind or trace gap: use a "
+            "profile with an [[events]] outage or rebind, or an upload trace with a silence (docs/profiles.md, "
+            "e.g. the built-in profiles outage-3s, nat-rebind, lte-handover)",
             key="workload.kind",
         )
     return link
