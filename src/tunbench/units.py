@@ -59,6 +59,18 @@ def parse_rate(value: str | float) -> float:
     return bps
 
 
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ns|us|ms|s)\s*$")
+_DURATION_SCALE = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
+
+
+def parse_duration_s(value: str) -> float:
+    """`4s`, `500ms`, `250us`, `10ns` (tunbench-link's duration units) -> seconds."""
+    m = _DURATION.match(value)
+    if not m:
+        raise ValueError(f"{value!r} is not a duration (e.g. 4s, 500ms)")
+    return float(m.group(1)) * _DURATION_SCALE[m.group(2)]
+
+
 def _valid_rate(value: str) -> str:
     parse_rate(value)  # raises ValueError with the reason
     return value

@@ -150,3 +150,37 @@ def test_no_many_clients_section_for_a_plain_iperf3_run() -> None:
     page = html.render([demo_run(reps=3)])
     assert not MANY_CLIENT_IDS & set(chart_ids(page))
     assert "Many clients" not in page
+
+
+def test_the_profiles_events_are_marked_on_the_series() -> None:
+    import dataclasses
+
+    from tests.unit.report_data import trial
+    from tunbench.report.html import fig_timeseries, link_events
+
+    t = trial(1, "wireguard-go", 1e8)
+    t = dataclasses.replace(
+        t,
+        params={
+            **t.params,
+            "workload": {"omit_s": 1.0},
+            "profile": {
+                "name": "p",
+                "events": [
+                    {"at": "4s", "direction": "both", "outage": "3s"},
+                    {"at": "7s", "direction": "up", "rate": "25mbit"},
+                    {"at": "9500ms", "direction": "both", "rebind": "both"},
+                    {"at": "bogus"},
+                ],
+            },
+        },
+    )
+    assert link_events(t) == [(3.0, 6.0, "outage"), (6.0, 6.0, "change"), (8.5, 8.5, "rebind (both)")]
+    fig = fig_timeseries([t], {"wireguard-go": "#123456"}, "up · 1 flow")
+    assert len(fig.layout.shapes) == 3  # the outage's band, two lines
+    assert [a.text for a in fig.layout.annotations if a.text in ("outage", "change", "rebind (both)")] == [
+        "outage",
+        "change",
+        "rebind (both)",
+    ]
+    assert "link’s events" in fig.layout.title.text

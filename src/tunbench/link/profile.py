@@ -207,7 +207,7 @@ def load_profile_file(path: Path) -> Profile:
         csv = Path(beside(data["timeline"]))
         data["timeline"] = str(csv)
         try:
-            rows = parse_timeline(csv.read_text(encoding="utf-8"), str(csv))
+            content = csv.read_text(encoding="utf-8")
         except (OSError, ValueError) as e:  # ValueError: not UTF-8, or a NUL in the path
             raise ConfigError(
                 f"cannot read the timeline {csv}: {getattr(e, 'strerror', None) or e}",
@@ -215,12 +215,17 @@ def load_profile_file(path: Path) -> Profile:
                 line=locate(text, ["timeline"]),
                 key="timeline",
             ) from None
+        whose = f" (the timeline of {path})"
+        try:
+            rows = parse_timeline(content, str(csv))
+        except ConfigError as e:  # names the CSV's line; and which profile's timeline it is
+            raise ConfigError(e.detail + whose, source=e.source, line=e.line, key=e.key) from None
         for row in rows:  # each row is an event: its errors name the CSV's line
             try:
                 validate(ProfileEvent, row, text="", source=str(csv))
             except ConfigError as e:
                 line = int(row["origin"].rpartition(":")[2])
-                raise ConfigError(e.detail, source=str(csv), line=line, key=e.key) from None
+                raise ConfigError(e.detail + whose, source=str(csv), line=line, key=e.key) from None
         events = data.get("events", [])
         if isinstance(events, list):  # else the schema names what is wrong with it
             data["events"] = [*events, *rows]
@@ -279,7 +284,9 @@ def validate_with_link(profile: Profile, source: str = "") -> None:
     if p.event is not None and side:  # the direction's n-th event -> the profile's events[i]
         index = profile.event_indexes(side)[p.event]
         if where := profile.events[index].origin_line:  # a timeline row: name its file and line
-            raise ConfigError(msg, source=where[0], line=where[1], key=p.key or "")
+            raise ConfigError(
+                f"{msg} (the timeline of profile {profile.name})", source=where[0], line=where[1], key=p.key or ""
+            )
         key = ".".join(k for k in ("events", str(index), p.key or "") if k)
     else:
         key = ".".join(k for k in (side, p.key or "") if k)

@@ -40,6 +40,7 @@ from tunbench.report.common import (
 from tunbench.report.headlines import AXES, headline_tables
 from tunbench.report.summary import BASELINE, ROLES, CaseSummary, summarize_trials
 from tunbench.results import CaseKey, RunRecord, TrialRecord
+from tunbench.units import parse_duration_s
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 DIRECT_COLOR = "#7f7f7f"
@@ -241,6 +242,33 @@ def fig_bits_per_cpu(summaries: list[CaseSummary]) -> go.Figure | None:
     )
 
 
+def link_events(t: TrialRecord) -> list[tuple[float, float, str]]:
+    """The profile's events on a trial's series time axis (seconds since the measurement's start: the
+    workload's start less --omit), as (from, to, what); a change or a rebind lasts no time."""
+    events = (t.params.get("profile") or {}).get("events") or []
+    omit = float((t.params.get("workload") or {}).get("omit_s") or 0.0)
+    out: list[tuple[float, float, str]] = []
+    for e in events:
+        try:
+            at = parse_duration_s(str(e.get("at"))) - omit
+            span = parse_duration_s(str(e["outage"])) if e.get("outage") else 0.0
+        except ValueError:
+            continue
+        what = "outage" if span else f"rebind ({e['rebind']})" if e.get("rebind") else "change"
+        out.append((at, at + span, what))
+    return out
+
+
+def _mark_events(fig: go.Figure, trials: list[TrialRecord]) -> None:
+    """Shade each outage and draw a line at each other event of the trials' profiles, on every row."""
+    for x0, x1, what in sorted({ev for t in trials for ev in link_events(t)}):
+        if x1 > x0:
+            fig.add_vrect(x0=x0, x1=x1, fillcolor="#888", opacity=0.18, line_width=0, row="all", col=1)
+        else:
+            fig.add_vline(x=x0, line_dash="dash", line_color="#888", row="all", col=1)
+        fig.add_annotation(x=x0, y=1.0, yref="paper", text=what, showarrow=False, xanchor="left", font_size=10)
+
+
 def fig_timeseries(trials: list[TrialRecord], colors: dict[str, str], group: str) -> go.Figure:
     """One row per tunnel (own y scale, so a slow tunnel's stalls stay visible next to direct), one line per trial."""
     present = {t.label for t in trials}
@@ -269,9 +297,11 @@ def fig_timeseries(trials: list[TrialRecord], colors: dict[str, str], group: str
             row=labels.index(t.label) + 1,
             col=1,
         )
+    _mark_events(fig, trials)
     fig = _layout(
         fig,
-        f"Per-second throughput — {group}<br><sub>one line per repetition: look for warm-up and stalls</sub>",
+        f"Per-second throughput — {group}<br><sub>one line per repetition: look for warm-up and stalls"
+        f"{'; grey: the link’s events' if any(link_events(t) for t in trials) else ''}</sub>",
         "",
         unit,
         height=110 + 170 * len(labels),
