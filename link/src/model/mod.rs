@@ -73,6 +73,24 @@ pub trait Stage: Send {
 }
 
 /// The PRNG every model uses.
+/// The three [`Stage`] methods of a stage whose packets wait in `self.out`
+/// (a [`Fifo`]) until their own time: written once for loss, duplication,
+/// the outage gate and the NAT.
+macro_rules! fifo_output {
+    () => {
+        fn pop_ready(&mut self, now: Instant) -> Option<Packet> {
+            self.out.pop_ready(now)
+        }
+        fn next_event(&self) -> Option<Instant> {
+            self.out.next_event()
+        }
+        fn held(&self) -> usize {
+            self.out.len()
+        }
+    };
+}
+pub(crate) use fifo_output;
+
 pub type Rng = Xoshiro256PlusPlus;
 
 /// An independent, reproducible stream per (seed, direction, stage), so that

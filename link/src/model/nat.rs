@@ -182,15 +182,7 @@ impl Stage for Nat {
         }
         self.out.push(pkt);
     }
-    fn pop_ready(&mut self, now: Instant) -> Option<Packet> {
-        self.out.pop_ready(now)
-    }
-    fn next_event(&self) -> Option<Instant> {
-        self.out.next_event()
-    }
-    fn held(&self) -> usize {
-        self.out.len()
-    }
+    super::fifo_output!();
     fn counters(&self) -> StageCounters {
         StageCounters {
             rewritten: self.rewritten,
