@@ -210,3 +210,14 @@ def test_a_trace_path_may_hold_spaces_in_its_directory_but_not_commas(tmp_path: 
     with pytest.raises(ConfigError, match="cannot be passed to tunbench-link") as e:
         load_profile_file(d / "q.toml")
     assert (e.value.line, e.value.key) == (2, "up") and "trace" in e.value.detail
+
+
+def test_the_profiles_list_names_traces_by_file_and_keeps_its_brackets() -> None:
+    from typer.testing import CliRunner
+
+    from tunbench.cli import app
+
+    res = CliRunner().invoke(app, ["profiles"], terminal_width=250)
+    assert res.exit_code == 0, res.output
+    assert "trace=lte-handover-up.mm" in res.output
+    assert "[[events]]" in res.output

@@ -46,20 +46,29 @@ def workloads() -> None:
 
 def profiles() -> None:
     """List the built-in WAN profiles."""
+    from pathlib import Path
+
+    from rich.markup import escape
     from rich.table import Table
 
     from tunbench.link.profile import builtin_names, find_profile
 
+    def shown(items: dict[str, str]) -> str:  # a trace by its file's name, not the installed path
+        return ",".join(f"{k}={Path(v).name if k == 'trace' else v}" for k, v in items.items()) or "–"
+
     table = Table("profile", "link", "up (client→server)", "down (server→client)", "description", header_style="bold")
     for name in builtin_names():
         p = find_profile(name)
+        events = f" ({len(p.events)} event{'s' if len(p.events) != 1 else ''})" if p.events else ""
         table.add_row(
-            p.name, "emulated" if p.emulated else "veth", p.spec("up") or "–", p.spec("down") or "–", p.description
+            p.name, "emulated" if p.emulated else "veth", shown(p.up), shown(p.down), escape(p.description + events)
         )
     console.print(table)
     console.print(
-        "Your own: `--profile ./my.toml` or inline `--profile 'name:delay=20ms,rate=50mbit'`; a file may add "
-        "[[events]] (an outage, a rate change at a time: docs/profiles.md, e.g. the built-in profile outage-3s)."
+        escape(
+            "Your own: `--profile ./my.toml` or inline `--profile 'name:delay=20ms,rate=50mbit'`; a file may add "
+            "[[events]] (an outage, a rebind, a rate change at a time), a trace or a timeline: docs/profiles.md."
+        )
     )
 
 

@@ -280,7 +280,7 @@ def _emulator(ctx: Context) -> LinkEmulator:
     if not isinstance(link, LinkEmulator) or not measurable(link.profile):
         raise ConfigError(
             "the recovery workload measures the tunnel through a profile's outage, rebind or trace gap: use a "
-            "profile with an [[events]] outage or rebind, or an upload trace with a silence (docs/profiles.md, "
+            "profile with an outage or rebind event, or an upload trace with a silence (docs/profiles.md, "
             "e.g. the built-in profiles outage-3s, nat-rebind, lte-handover)",
             key="workload.kind",
         )
