@@ -219,5 +219,8 @@ def test_the_profiles_list_names_traces_by_file_and_keeps_its_brackets() -> None
 
     res = CliRunner().invoke(app, ["profiles"], terminal_width=250)
     assert res.exit_code == 0, res.output
-    assert "trace=lte-handover-up.mm" in res.output
     assert "[[events]]" in res.output
+    from tunbench.cli.catalog import shown
+
+    assert shown(find_profile("lte-handover").up) == "delay=25ms,trace=lte-handover-up.mm,queue=150KB"
+    assert shown({}) == "–"

@@ -44,17 +44,19 @@ def workloads() -> None:
     console.print(table)
 
 
-def profiles() -> None:
-    """List the built-in WAN profiles."""
+def shown(items: dict[str, str]) -> str:
+    """One direction's impairments for the profiles list: a trace by its file's name, not its path."""
     from pathlib import Path
 
+    return ",".join(f"{k}={Path(v).name if k == 'trace' else v}" for k, v in items.items()) or "–"
+
+
+def profiles() -> None:
+    """List the built-in WAN profiles."""
     from rich.markup import escape
     from rich.table import Table
 
     from tunbench.link.profile import builtin_names, find_profile
-
-    def shown(items: dict[str, str]) -> str:  # a trace by its file's name, not the installed path
-        return ",".join(f"{k}={Path(v).name if k == 'trace' else v}" for k, v in items.items()) or "–"
 
     table = Table("profile", "link", "up (client→server)", "down (server→client)", "description", header_style="bold")
     for name in builtin_names():
