@@ -240,7 +240,8 @@ fn direction(
     let base = get(opts, &format!("--{}", dir.as_str())).unwrap_or("");
     let spec = spec::parse(base).map_err(|e| (dir, None, e))?;
     let events = get(opts, &format!("--{}-events", dir.as_str())).unwrap_or("");
-    let steps = schedule::parse(base, events).map_err(|e| (dir, Some(e.event), e.error))?;
+    let steps =
+        schedule::parse_on(base, &spec, events).map_err(|e| (dir, Some(e.event), e.error))?;
     Ok((spec, steps))
 }
 

@@ -92,12 +92,14 @@ fn joined(items: &[(String, String)]) -> String {
 
 enum Action {
     Set(Vec<(String, String)>),
+    /// An outage of this long (it becomes a Down and an Up point).
+    Outage(Duration),
     Down,
     Up,
 }
 
 /// One event: its time and what it does.
-fn parse_event(text: &str) -> Result<(Duration, Action, Option<Duration>), SpecError> {
+fn parse_event(text: &str) -> Result<(Duration, Action), SpecError> {
     let mut at = None;
     let mut outage = None;
     let mut keys = Vec::new();
@@ -130,35 +132,43 @@ fn parse_event(text: &str) -> Result<(Duration, Action, Option<Duration>), SpecE
             &v,
             "an outage event takes no other keys (give them an event of their own)",
         )),
-        Some((d, _)) => Ok((at, Action::Down, Some(d))),
+        Some((d, _)) => Ok((at, Action::Outage(d))),
         None if keys.is_empty() => Err(SpecError::about(
             "an event needs outage= or impairment keys (e.g. at=5s,rate=10mbit)",
         )),
         None => {
             // Each key on its own against the SPEC grammar: errors name it.
             spec::parse(&joined(&keys))?;
-            Ok((at, Action::Set(keys), None))
+            Ok((at, Action::Set(keys)))
         }
     }
 }
 
-/// The steps of one direction whose base SPEC is `base` (already valid),
-/// in time order; events at the same time apply in the order given.
+/// The steps of one direction whose base SPEC is `base` (valid: it is
+/// parsed here first), in time order; events at the same time apply in the
+/// order given.
 pub fn parse(base: &str, events: &str) -> Result<Vec<Step>, EventError> {
+    let spec = spec::parse(base).map_err(|error| EventError { event: 0, error })?;
+    parse_on(base, &spec, events)
+}
+
+/// [`parse`] on a base already parsed into `base_spec` (its trace read once,
+/// and shared by every state).
+pub fn parse_on(base: &str, base_spec: &DirSpec, events: &str) -> Result<Vec<Step>, EventError> {
     let mut points: Vec<(Duration, usize, Action)> = Vec::new();
     let texts = events.split(';').map(str::trim).filter(|e| !e.is_empty());
     for (i, text) in texts.enumerate() {
-        let (at, action, outage) =
-            parse_event(text).map_err(|error| EventError { event: i, error })?;
-        points.push((at, i, action));
-        if let Some(d) = outage {
-            points.push((at + d, i, Action::Up));
+        match parse_event(text).map_err(|error| EventError { event: i, error })? {
+            (at, Action::Outage(d)) => {
+                points.push((at, i, Action::Down));
+                points.push((at + d, i, Action::Up));
+            }
+            (at, action) => points.push((at, i, action)),
         }
     }
     points.sort_by_key(|(at, i, a)| (*at, matches!(a, Action::Up) as u8, *i));
     let mut state = items(base);
-    // the base was parsed (and its trace read) by the caller already: an error here names no event
-    let mut spec = spec::parse(base).map_err(|error| EventError { event: 0, error })?;
+    let mut spec = base_spec.clone();
     let trace = spec.trace.clone();
     let mut downs = 0u32;
     let mut steps = Vec::with_capacity(points.len());
@@ -183,6 +193,7 @@ pub fn parse(base: &str, events: &str) -> Result<Vec<Step>, EventError> {
                 downs -= 1;
                 StepKind::Up
             }
+            Action::Outage(_) => unreachable!("split into Down and Up above"),
         };
         steps.push(Step {
             at,

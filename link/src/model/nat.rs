@@ -53,12 +53,14 @@ impl Nat {
     }
 }
 
+/// A 16-bit big-endian word (an odd last byte padded with 0).
+fn word(c: &[u8]) -> u16 {
+    u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])
+}
+
 /// One's-complement sum of 16-bit big-endian words.
 fn sum16(bytes: &[u8]) -> u32 {
-    bytes
-        .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
-        .sum()
+    bytes.chunks(2).map(|c| u32::from(word(c))).sum()
 }
 
 fn fold(mut x: u32) -> u16 {
@@ -75,7 +77,7 @@ fn adjust(buf: &mut [u8], at: usize, old: &[u8], new: &[u8], partial: bool) {
     let field = u16::from_be_bytes([buf[at], buf[at + 1]]);
     let mut acc = u32::from(if partial { field } else { !field });
     for c in old.chunks(2) {
-        acc += u32::from(!u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        acc += u32::from(!word(c));
     }
     acc += sum16(new);
     let v = fold(acc);
@@ -116,21 +118,26 @@ pub fn rewrite(buf: &mut [u8], rule: &NatRule, side: Side) -> bool {
         Side::Source => (rule.from, rule.to),
         Side::Destination => (rule.to, rule.from),
     };
+    // on every packet: no allocation (the families match, so both are `len` bytes)
     let octets = |a: IpAddr| match a {
-        IpAddr::V4(a) => a.octets().to_vec(),
-        IpAddr::V6(a) => a.octets().to_vec(),
+        IpAddr::V4(a) => {
+            let mut b = [0u8; 16];
+            b[..4].copy_from_slice(&a.octets());
+            b
+        }
+        IpAddr::V6(a) => a.octets(),
     };
     let (want, put) = (octets(want), octets(put));
-    if ip[addr_at..addr_at + len] != want[..] {
+    let (old_addr, put) = (&want[..len], &put[..len]);
+    if ip[addr_at..addr_at + len] != *old_addr {
         return false;
     }
     if side == Side::Destination && rule.port != 0 && !matches!(proto, 6 | 17) {
         return false; // a shifted port can only be matched on TCP and UDP
     }
-    let old_addr = ip[addr_at..addr_at + len].to_vec();
-    ip[addr_at..addr_at + len].copy_from_slice(&put);
+    ip[addr_at..addr_at + len].copy_from_slice(put);
     if len == 4 {
-        adjust(ip, 10, &old_addr, &put, false); // the IPv4 header checksum
+        adjust(ip, 10, old_addr, put, false); // the IPv4 header checksum
     }
     // where the transport checksum is, and whether the ports move
     let csum_at = match proto {
@@ -150,7 +157,7 @@ pub fn rewrite(buf: &mut [u8], rule: &NatRule, side: Side) -> bool {
     let partial = partial_at == Some(csum_at);
     let udp4_none = proto == 17 && len == 4 && ip[csum_at] == 0 && ip[csum_at + 1] == 0;
     if !udp4_none {
-        adjust(ip, csum_at, &old_addr, &put, partial);
+        adjust(ip, csum_at, old_addr, put, partial);
     }
     if let Some(p) = port_at.filter(|p| rule.port != 0 && p + 2 <= ip.len()) {
         let old = [ip[p], ip[p + 1]];

@@ -153,14 +153,10 @@ impl TraceLink {
         let Some(origin) = self.origin else {
             return;
         };
-        if self.queue.is_empty() {
-            // nothing to carry: skip the wasted opportunities at once
-            self.next = self
-                .next
-                .max(self.trace.first_from(t.saturating_duration_since(origin)));
-            return;
-        }
-        while let Some(when) = self.opportunity().filter(|w| *w <= t) {
+        while !self.queue.is_empty() {
+            let Some(when) = self.opportunity().filter(|w| *w <= t) else {
+                return;
+            };
             let mut budget = OPPORTUNITY_BYTES;
             while budget > 0 {
                 let Some(len) = self.queue.front_len() else {
@@ -186,13 +182,11 @@ impl TraceLink {
                 }
             }
             self.next += 1;
-            if self.queue.is_empty() {
-                self.next = self
-                    .next
-                    .max(self.trace.first_from(t.saturating_duration_since(origin)));
-                return;
-            }
         }
+        // nothing left to carry: the opportunities up to `t` are wasted
+        self.next = self
+            .next
+            .max(self.trace.first_from(t.saturating_duration_since(origin)));
     }
 }
 
