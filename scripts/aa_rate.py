@@ -37,6 +37,7 @@ import shlex
 import subprocess
 import sys
 import time
+from typing import Any
 
 from scipy import stats as sps
 
@@ -100,6 +101,22 @@ def _mean_t(xs: list[float]) -> str:
     return f"mean {m:+.4f} (sd {sd:.3f}, n {n}, t {t:+.2f}, p {p:.3f}; > 0 in {pos}/{n})"
 
 
+def _lag1(run: Any) -> float | None:
+    """Pearson correlation of each ok trial's log throughput with the next one's (by seq), None under 4."""
+    xs = [
+        math.log(v)
+        for t in sorted(run.trials, key=lambda t: t.seq)
+        if t.status == "ok" and (v := t.metrics.get("throughput_bps"))
+    ]
+    if len(xs) < 4:
+        return None
+    a, b = xs[:-1], xs[1:]
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(a, b, strict=True))
+    var = math.sqrt(sum((x - ma) ** 2 for x in a) * sum((y - mb) ** 2 for y in b))
+    return cov / var if var > 0 else None
+
+
 def analyse(args: argparse.Namespace) -> None:
     with Store(args.db) as store:
         # finished runs only (a run still measuring, or interrupted, is left out)
@@ -159,6 +176,12 @@ def analyse(args: argparse.Namespace) -> None:
         v = sorted(float(x) for t in trials if (x := t.metrics.get(key)) is not None)
         if v:
             print(f"  {key} over {len(v)} trials: median {v[len(v) // 2]:.1f}, max {v[-1]:.1f}")
+    lags = [lag for r in runs if (lag := _lag1(r)) is not None]
+    if lags:
+        print(
+            f"  lag-1 autocorrelation of a run's log throughput (its trials in order): "
+            f"mean {sum(lags) / len(lags):+.2f} over {len(lags)} runs"
+        )
     print("\npooled within-pair log ratios (one-sample t over all pairs of all runs):")
     for title in by_label:
         print(f"  {title}")

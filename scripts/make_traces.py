@@ -1,6 +1,6 @@
 """Generate the synthetic traces shipped with tunbench's built-in profiles (deterministic: seeded).
 
-    python scripts/make_traces.py [OUT_DIR]     # default: src/tunbench/profiles/traces
+    PYTHONPATH=src python scripts/make_traces.py [OUT_DIR]     # default: src/tunbench/profiles/traces
 
 - lte-handover-{down,up}.mm: a 15 s drive on an LTE cell, in mahimahi's packet-delivery format (one line
   per 1500-byte delivery opportunity, its time in ms). The capacity wanders (a random walk of its logarithm
@@ -20,19 +20,7 @@ import random
 import sys
 from pathlib import Path
 
-OPPORTUNITY_BITS = 1500 * 8
-
-
-def opportunities(rate_at: list[float]) -> list[int]:
-    """Per-millisecond rates (bit/s) -> the ms of each 1500-byte delivery opportunity (mahimahi's format)."""
-    out: list[int] = []
-    credit = 0.0
-    for ms, bps in enumerate(rate_at, start=1):
-        credit += bps / 1000.0
-        while credit >= OPPORTUNITY_BITS:
-            credit -= OPPORTUNITY_BITS
-            out.append(ms)
-    return out
+from tunbench.link.mahimahi import OPPORTUNITY_BITS, opportunities, text
 
 
 def lte_rates(seed: int, scale: float, seconds: float = 15.0) -> list[float]:
@@ -69,7 +57,7 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, seed, scale in (("lte-handover-down", 1, 1.0), ("lte-handover-up", 2, 1 / 3)):
         ops = opportunities(lte_rates(seed, scale))
-        (out / f"{name}.mm").write_text("".join(f"{ms}\n" for ms in ops))
+        (out / f"{name}.mm").write_text(text(ops))
         print(f"{name}.mm: {len(ops)} opportunities, mean {len(ops) * OPPORTUNITY_BITS / 15 / 1e6:.1f} Mbit/s")
     (out / "geo-rain-fade.csv").write_text(GEO)
 

@@ -35,7 +35,7 @@ from tunbench.remote.inventory import Inventory
 from tunbench.results import TrialRecord
 from tunbench.runner import LinkFactory, Runner, StopCheck, TrialObserver, WindowHook
 from tunbench.store.db import Store
-from tunbench.tomlfile import locate
+from tunbench.tomlfile import dotted, locate
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
@@ -111,11 +111,6 @@ def resolve_profiles(scenario: Scenario, source: str, notes: list[str] | None = 
     return profiles
 
 
-def key_path(key: str) -> list[str | int]:
-    """`events.2.rate` -> ["events", 2, "rate"] (for `locate`: ints pick an element of an array of tables)."""
-    return [int(part) if part.isdigit() else part for part in key.split(".")]
-
-
 def _link_error(e: ConfigError, ref: str, index: int, source: str, text: str) -> ConfigError:
     """tunbench-link refused a profile's value (`e.key` = up.delay...): point at where that value is."""
     if e.line is not None:  # already placed (a timeline's row)
@@ -123,7 +118,7 @@ def _link_error(e: ConfigError, ref: str, index: int, source: str, text: str) ->
     if ":" not in ref:  # a file (given, or a built-in)
         path = Path(ref) if "/" in ref or ref.endswith(".toml") else builtin_dir() / f"{ref}.toml"
         try:
-            line = locate(path.read_text(encoding="utf-8"), key_path(e.key)) if e.key else None
+            line = locate(path.read_text(encoding="utf-8"), dotted(e.key)) if e.key else None
         except (OSError, UnicodeDecodeError):
             line = None
         return ConfigError(e.detail, source=str(path), line=line, key=e.key)
@@ -307,21 +302,13 @@ def check_caps(plan: RunPlan) -> None:
 
 
 def check_events(plan: RunPlan) -> None:
-    """A profile's events start with the measured traffic of the client/server pair, once per bring-up:
-    refused where they would not (many clients, own bring-ups, --hosts, warm windows) instead of being
-    silently ignored."""
-    if "recovery" in plan.scenario.workload.kind:
-        from tunbench.workloads.recovery import measurable
-
-        calm = [p.name for p in plan.profiles if not measurable(p)]
-        if calm:
-            raise ConfigError(
-                f"the recovery workload measures a tunnel through an outage of the upload direction, a rebind or "
-                f"an upload trace's silence, and profile(s) {', '.join(calm)} have none (docs/profiles.md, e.g. "
-                "the built-in profiles outage-3s, nat-rebind, lte-handover)",
-                source=plan.source,
-                key="run.profiles",
-            )
+    """A profile a workload has nothing to measure over (`profile_problem`) is refused; and a profile's events
+    start with the measured traffic of the client/server pair, once per bring-up: refused where they would
+    not (many clients, own bring-ups, --hosts, warm windows) instead of being silently ignored."""
+    for kind in plan.scenario.workload.kind:  # a workload with nothing to measure over a profile
+        for prof in plan.profiles:
+            if why := get_workload(kind).profile_problem(prof):
+                raise ConfigError(why, source=plan.source, key="run.profiles")
     scheduled = [p.name for p in plan.profiles if p.timed()]
     if not scheduled:
         return

@@ -42,6 +42,11 @@ def _path_names(path: Sequence[str | int]) -> tuple[list[str], dict[str, int]]:
     return names, index
 
 
+def dotted(key: str) -> list[str | int]:
+    """A key as errors name it (`events.2.rate`) -> the path `locate` takes (["events", 2, "rate"])."""
+    return [int(part) if part.isdigit() else part for part in key.split(".")]
+
+
 def locate(text: str, path: Sequence[str | int]) -> int | None:
     """1-based line of the dotted key `path` (ints pick an element of an array of tables): the line that
     matches the most leading components of the path wins, first one on ties; None if nothing matches."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from tunbench.link import mahimahi
 from tunbench.link.profile import find_profile
 from tunbench.workloads.recovery import (
     Probe,
@@ -13,7 +14,6 @@ from tunbench.workloads.recovery import (
     probes,
     recovery_metrics,
     tcp_intervals,
-    trace_gaps,
     upload_trace_gaps,
 )
 
@@ -106,8 +106,10 @@ def test_tcp_intervals_skip_omitted_ones() -> None:
 
 
 def test_a_traces_silences_are_the_gaps_of_a_tenth_of_a_second_or_more() -> None:
-    assert trace_gaps("1\n2\n50\n200\n201\n") == [(50, 200)]
-    assert trace_gaps("1\n2\n3\n") == []
+    assert mahimahi.gaps([1, 2, 50, 200, 201], 100) == [(50, 200)]
+    assert mahimahi.gaps([1, 2, 3], 100) == []
+    # 12 Mbit/s is one 1500-byte opportunity per ms; nothing for 2 ms, then 24 Mbit/s: two per ms
+    assert mahimahi.opportunities([12e6, 12e6, 0, 0, 24e6]) == [1, 2, 5, 5]
     assert upload_trace_gaps(find_profile("lte-handover")) == [(6997, 7402)]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from importlib import resources
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tunbench.errors import ConfigError
-from tunbench.tomlfile import read_toml, validate
+from tunbench.tomlfile import locate, read_toml, validate
 from tunbench.topology import sysctl
 from tunbench.topology.addresses import AddressPlan
 from tunbench.topology.settings import check_congestion_control
@@ -55,10 +56,7 @@ class ProfileEvent(BaseModel):
     @property
     def origin_line(self) -> tuple[str, int] | None:
         """The timeline file and line this event came from, if it came from one."""
-        if self.origin is None:
-            return None
-        file, _, line = self.origin.rpartition(":")
-        return file, int(line)
+        return None if self.origin is None else file_line(self.origin)
 
     @model_validator(mode="after")
     def _keys(self) -> ProfileEvent:
@@ -88,12 +86,16 @@ class ProfileEvent(BaseModel):
         return self.direction in ("both", direction)
 
 
+def file_line(origin: str) -> tuple[str, int]:
+    """`file.csv:12` -> ("file.csv", 12)."""
+    file, _, line = origin.rpartition(":")
+    return file, int(line)
+
+
 def rebind_keys(kind: str, n: int, plan: AddressPlan) -> dict[str, str]:
     """tunbench-link's NAT keys for the n-th rebind (n >= 1): the client's addresses move by 99 + n (198.18.0.1
     to .101 for the first; still inside the underlay's network, so the server routes its replies back through
     the link), its TCP and UDP source ports by 1000 x n."""
-    import ipaddress
-
     moved = kind in ("address", "both")
     v4 = ipaddress.ip_address(plan.client)
     v6 = ipaddress.ip_address(plan.client6)
@@ -190,9 +192,6 @@ def builtin_names() -> list[str]:
 def load_profile_file(path: Path) -> Profile:
     """A profile file; its `trace` and `timeline` paths are taken relative to it, and the timeline's rows
     become events after the file's own."""
-    from tunbench.link.timeline import parse_timeline
-    from tunbench.tomlfile import locate
-
     data, text = read_toml(path)
 
     def beside(value: str) -> str:
@@ -206,30 +205,37 @@ def load_profile_file(path: Path) -> Profile:
     if isinstance(data.get("timeline"), str):
         csv = Path(beside(data["timeline"]))
         data["timeline"] = str(csv)
-        try:
-            content = csv.read_text(encoding="utf-8")
-        except (OSError, ValueError) as e:  # ValueError: not UTF-8, or a NUL in the path
-            raise ConfigError(
-                f"cannot read the timeline {csv}: {getattr(e, 'strerror', None) or e}",
-                source=str(path),
-                line=locate(text, ["timeline"]),
-                key="timeline",
-            ) from None
-        whose = f" (the timeline of {path})"
-        try:
-            rows = parse_timeline(content, str(csv))
-        except ConfigError as e:  # names the CSV's line; and which profile's timeline it is
-            raise ConfigError(e.detail + whose, source=e.source, line=e.line, key=e.key) from None
-        for row in rows:  # each row is an event: its errors name the CSV's line
-            try:
-                validate(ProfileEvent, row, text="", source=str(csv))
-            except ConfigError as e:
-                line = int(row["origin"].rpartition(":")[2])
-                raise ConfigError(e.detail + whose, source=str(csv), line=line, key=e.key) from None
         events = data.get("events", [])
         if isinstance(events, list):  # else the schema names what is wrong with it
-            data["events"] = [*events, *rows]
+            data["events"] = [*events, *_timeline_events(csv, path, locate(text, ["timeline"]))]
     return validate(Profile, data, text=text, source=str(path))
+
+
+def _timeline_events(csv: Path, profile: Path, line: int | None) -> list[dict[str, str]]:
+    """The rows of `profile`'s timeline `csv` (named on `line` of it) as validated event tables; an error
+    names the CSV's line (or the profile's, when the CSV cannot be read) and whose timeline it is."""
+    from tunbench.link.timeline import parse_timeline
+
+    try:
+        content = csv.read_text(encoding="utf-8")
+    except (OSError, ValueError) as e:  # ValueError: not UTF-8, or a NUL in the path
+        raise ConfigError(
+            f"cannot read the timeline {csv}: {getattr(e, 'strerror', None) or e}",
+            source=str(profile),
+            line=line,
+            key="timeline",
+        ) from None
+    whose = f" (the timeline of {profile})"
+    try:
+        rows = parse_timeline(content, str(csv))
+        for row in rows:
+            try:
+                validate(ProfileEvent, row, text="", source=str(csv))
+            except ConfigError as e:  # a row's schema error: its line
+                raise ConfigError(e.detail, source=str(csv), line=file_line(row["origin"])[1], key=e.key) from None
+    except ConfigError as e:
+        raise ConfigError(e.detail + whose, source=e.source, line=e.line, key=e.key) from None
+    return rows
 
 
 def parse_inline(text: str, source: str) -> Profile:

@@ -20,6 +20,7 @@ from typing_extensions import TypeVar
 
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
+from tunbench.link.profile import Profile
 from tunbench.results import TrialRecord
 from tunbench.tunnels.adapter import Placed, Target, Tunnel
 from tunbench.tunnels.fleet_env import FleetEnv
@@ -176,6 +177,10 @@ class Workload(ABC, Generic[C, Opt]):
     fleet: ClassVar[bool] = False
     # the bring-up is what it measures: the runner hands it a BringupContext to bring tunnels up itself
     owns_bringup: ClassVar[bool] = False
+
+    def profile_problem(self, profile: Profile) -> str:
+        """Why this workload has nothing to measure over `profile` ("" when it can run over it)."""
+        return ""
 
     @classmethod
     def pair(cls) -> bool:

@@ -20,12 +20,12 @@ import math
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tunbench.errors import ConfigError, TrialError
+from tunbench.errors import TrialError
+from tunbench.link import mahimahi
 from tunbench.link.emulator import LinkEmulator
 from tunbench.link.profile import Profile, ProfileEvent
 from tunbench.results import TrialRecord
@@ -162,8 +162,11 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
             f"{fmt(m.get('recovery.probes_lost'), 'n')} lost"
         )
 
+    def profile_problem(self, profile: Profile) -> str:
+        return "" if measurable(profile) else NOTHING_TO_RECOVER.format(name=profile.name)
+
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
-        _emulator(ctx)  # refused early: no outage to recover from
+        _emulator(ctx)  # before its servers start
         stack.enter_context(irtt.IrttServer(ctx))
         if self.opts(ctx.options).tcp:
             server = ctx.server.spawn(
@@ -228,9 +231,8 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         until = first + int(ctx.duration_s * 1e9)
         expected = int(ctx.duration_s * 1000 / opts.interval_ms)
         m.metrics.update(recovery_metrics(plist, found[0], tcp, tcp_start, tcp_error, until, expected))
-        m.series["recovery_rx_ms"] = [
-            ((p.sent_ns - first) / 1e9, 0.0 if p.server_rx_ns is None else (p.server_rx_ns - p.sent_ns) / 1e6)
-            for p in plist
+        m.series["recovery_send_ms"] = [  # the probes that reached the server: their one-way delay
+            ((p.sent_ns - first) / 1e9, (p.server_rx_ns - p.sent_ns) / 1e6) for p in plist if p.server_rx_ns
         ]
         if tcp:  # the report draws it with the profile's events (the schedule started with the workload)
             m.series["throughput_bps.up"] = tcp
@@ -252,22 +254,10 @@ def disrupts(event: ProfileEvent) -> bool:
     return bool(event.rebind) or (event.outage is not None and event.applies_to("up"))
 
 
-def trace_gaps(text: str, min_gap_ms: int = TRACE_GAP_MS) -> list[tuple[int, int]]:
-    """A mahimahi-format trace's silences of at least `min_gap_ms` (from the opportunity before to the one
-    after, ms; its first round only), in order (pure)."""
-    times = [int(line) for line in text.split() if line.strip()]
-    return [(a, b) for a, b in itertools.pairwise(times) if b - a >= min_gap_ms]
-
-
 def upload_trace_gaps(profile: Profile) -> list[tuple[int, int]]:
-    """The silences of the profile's upload trace, if it has one (a handover in an LTE drive)."""
+    """The silences of the profile's upload trace, if it has one (a handover in an LTE drive), in ms."""
     path = profile.up.get("trace")
-    if not path:
-        return []
-    try:
-        return trace_gaps(Path(path).read_text())
-    except (OSError, ValueError):
-        return []
+    return list(mahimahi.file_gaps(path, TRACE_GAP_MS)) if path else []
 
 
 def measurable(profile: Profile) -> bool:
@@ -275,15 +265,18 @@ def measurable(profile: Profile) -> bool:
     return any(disrupts(e) for e in profile.events) or bool(upload_trace_gaps(profile))
 
 
+NOTHING_TO_RECOVER = (
+    "the recovery workload measures a tunnel through an outage of the upload direction, a rebind or an upload "
+    "trace's silence, and profile {name} has none (docs/profiles.md, e.g. the built-in profiles outage-3s, "
+    "nat-rebind, lte-handover)"
+)
+
+
 def _emulator(ctx: Context) -> LinkEmulator:
     link = getattr(ctx.topo, "link", None)
-    if not isinstance(link, LinkEmulator) or not measurable(link.profile):
-        raise ConfigError(
-            "the recovery workload measures the tunnel through a profile's outage, rebind or trace gap: use a "
-            "profile with an outage or rebind event, or an upload trace with a silence (docs/profiles.md, "
-            "e.g. the built-in profiles outage-3s, nat-rebind, lte-handover)",
-            key="workload.kind",
-        )
+    if not isinstance(link, LinkEmulator) or not measurable(link.profile):  # refused before the run
+        name = link.profile.name if isinstance(link, LinkEmulator) else "lan"
+        raise TrialError(NOTHING_TO_RECOVER.format(name=name))
     return link
 
 

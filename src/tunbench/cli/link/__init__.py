@@ -53,7 +53,8 @@ def selftest(
     seed: Annotated[int, typer.Option(help="Seed for the emulated loss.")] = 1,
 ) -> None:
     """Measure the emulator against its targets: passthrough throughput vs veth, delay error idle and
-    loaded, rate accuracy (10 Mbit/s - 1 Gbit/s), Bernoulli and Gilbert-Elliott loss."""
+    loaded, rate accuracy (10 Mbit/s - 1 Gbit/s), Bernoulli and Gilbert-Elliott loss,
+    scheduled events landing on time (seen from outside) and trace replay per 100 ms."""
     import dataclasses
     import json
 

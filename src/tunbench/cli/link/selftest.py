@@ -21,7 +21,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.proc import Daemon, run_cmd
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir as host_workdir
-from tunbench.link import accuracy
+from tunbench.link import accuracy, mahimahi
 from tunbench.link.emulator import LinkEmulator
 from tunbench.link.profile import Profile, parse_inline
 from tunbench.topology.build import Topology
@@ -364,27 +364,13 @@ def schedule_timing(b: Bench) -> Result:
     )
 
 
-def step_trace(mbits: list[float], seconds_each: float = 1.0) -> list[int]:
-    """A mahimahi-format trace: `seconds_each` at each rate in turn (the ms of each 1500-byte opportunity)."""
-    out: list[int] = []
-    credit, now = 0.0, 0
-    for mbit in mbits:
-        for _ in range(int(seconds_each * 1000)):
-            now += 1
-            credit += mbit * 1e6 / 1000
-            while credit >= 12_000:
-                credit -= 12_000
-                out.append(now)
-    return out
-
-
 def trace_accuracy(b: Bench) -> Result:
     """UDP at twice the trace's highest rate (1500-byte IP packets: one per opportunity) through a link
     stepping 10 / 30 / 20 Mbit/s: the bytes the receiver got in each 100 ms window of the trace's own clock
     against the trace's, from 0.3 s (the queue filled) to 3 s (the trace's first round)."""
-    trace = step_trace([10, 30, 20])
+    trace = mahimahi.opportunities([mbit * 1e6 for mbit in (10, 30, 20) for _ in range(1000)])  # 1 s each
     path = b.workdir / "step.mm"
-    path.write_text("".join(f"{ms}\n" for ms in trace))
+    path.write_text(mahimahi.text(trace))
     prof = Profile.model_validate({"name": "tr", "up": {"trace": str(path), "queue": "200p"}})
     log = b.workdir / "trace-recv.log"
     with b.pair(prof) as topo:
