@@ -10,6 +10,7 @@ pub mod histogram;
 pub mod io;
 pub mod json;
 pub mod model;
+pub mod occupancy;
 pub mod packet;
 pub mod pipeline;
 pub mod schedule;

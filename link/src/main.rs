@@ -224,13 +224,14 @@ impl Reporter<'_> {
             a2b: dirs[0].stats.events(),
             b2a: dirs[1].stats.events(),
         };
+        let now = Monotonic.now();
         report_json(
             event,
             self.cfg.seed,
-            (Monotonic.now() - self.started).as_secs_f64(),
+            (now - self.started).as_secs_f64(),
             (&dirs[0].spec, &dirs[1].spec),
-            &dirs[0].stats.snapshot(),
-            &dirs[1].stats.snapshot(),
+            &dirs[0].stats.report(now),
+            &dirs[1].stats.report(now),
             &schedule,
         )
     }

@@ -190,10 +190,11 @@ impl Pipeline {
         }
     }
 
-    /// Record every packet's time in the bottleneck (queue and serialization) into `to`.
-    pub fn record_sojourn(&mut self, to: &Arc<crate::histogram::Durations>) {
+    /// Report every packet's time in the bottleneck (queue and serialization) and the queue's occupancy
+    /// from `from` on to `watch`.
+    pub fn watch_queue(&mut self, watch: &crate::occupancy::QueueWatch, from: Instant) {
         for s in &mut self.stages {
-            s.record_sojourn(Arc::clone(to));
+            s.watch_queue(watch, from);
         }
     }
 

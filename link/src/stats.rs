@@ -4,6 +4,7 @@
 use crate::histogram::{Durations, Histogram};
 use crate::json::{self, Float};
 use crate::model::StageCounters;
+use crate::occupancy::{Occupancy, OccupancyView};
 use crate::pipeline::Applied;
 use crate::spec::Normalized;
 use serde::ser::{SerializeStruct, Serializer};
@@ -50,6 +51,8 @@ pub struct DirStats {
     pub events: Mutex<Vec<Applied>>,
     /// Each packet's time in the bottleneck (rate or trace): queue + serialization.
     pub sojourn: Arc<Durations>,
+    /// The bottleneck queue's occupancy over time.
+    pub occupancy: Arc<Occupancy>,
 }
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -172,6 +175,13 @@ impl Snapshot {
 impl Serialize for Snapshot {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut o = s.serialize_struct("Snapshot", 24)?;
+        self.fields(&mut o)?;
+        o.end()
+    }
+}
+
+impl Snapshot {
+    fn fields<O: SerializeStruct>(&self, o: &mut O) -> Result<(), O::Error> {
         o.serialize_field("packets_in", &self.packets_in)?;
         o.serialize_field("bytes_in", &self.bytes_in)?;
         o.serialize_field("delivered_packets", &self.delivered_packets)?;
@@ -195,7 +205,35 @@ impl Serialize for Snapshot {
         o.serialize_field("sojourn_us_p50", &self.sojourn_us_p50)?;
         o.serialize_field("sojourn_us_p90", &self.sojourn_us_p90)?;
         o.serialize_field("sojourn_us_p99", &self.sojourn_us_p99)?;
-        o.serialize_field("sojourn_us_max", &self.sojourn_us_max)?;
+        o.serialize_field("sojourn_us_max", &self.sojourn_us_max)
+    }
+}
+
+/// One direction in the stats document: its counters, and the bottleneck
+/// queue's occupancy series where it has a bottleneck.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirReport {
+    pub counters: Snapshot,
+    pub occupancy: Option<OccupancyView>,
+}
+
+impl DirStats {
+    /// The counters now, and the occupancy series up to `now`.
+    pub fn report(&self, now: crate::time::Instant) -> DirReport {
+        DirReport {
+            counters: self.snapshot(),
+            occupancy: self.occupancy.view(now),
+        }
+    }
+}
+
+impl Serialize for DirReport {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut o = s.serialize_struct("DirReport", 25)?;
+        self.counters.fields(&mut o)?;
+        if let Some(occ) = &self.occupancy {
+            o.serialize_field("occupancy", occ)?;
+        }
         o.end()
     }
 }
@@ -214,8 +252,8 @@ struct Report<'a> {
     seed: u64,
     elapsed_s: Float,
     specs: Specs<'a>,
-    a2b: &'a Snapshot,
-    b2a: &'a Snapshot,
+    a2b: &'a DirReport,
+    b2a: &'a DirReport,
     schedule: &'a ScheduleReport,
 }
 
@@ -250,8 +288,8 @@ pub fn report_json(
     seed: u64,
     elapsed_s: f64,
     specs: (&Normalized, &Normalized),
-    a2b: &Snapshot,
-    b2a: &Snapshot,
+    a2b: &DirReport,
+    b2a: &DirReport,
     schedule: &ScheduleReport,
 ) -> String {
     json::to_string(&Report {
@@ -315,6 +353,19 @@ mod tests {
             }],
             b2a: vec![],
         };
+        let s = DirReport {
+            counters: s,
+            occupancy: Some(OccupancyView {
+                start_ns: 100,
+                every_ns: 100_000_000,
+                bytes: vec![0, 3000],
+                truncated: false,
+            }),
+        };
+        let empty = DirReport {
+            counters: empty,
+            occupancy: None,
+        };
         let j = report_json(Some("stats"), 7, 1.23456, specs, &s, &empty, &sched);
         let want = concat!(
             r#"{"event":"stats","version":1,"seed":7,"elapsed_s":1.235,"specs":{"#,
@@ -329,7 +380,8 @@ mod tests {
             r#""dropped_loss":1,"dropped_queue":0,"dropped_outage":0,"rewritten":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
             r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,
             r#""late_us_mean":1.5,"late_us_max":2.5,"late_us_p50":2,"late_us_p99":3,"late_us_p999":3,"#,
-            r#""sojourn_us_p50":0,"sojourn_us_p90":0,"sojourn_us_p99":0,"sojourn_us_max":0},"#,
+            r#""sojourn_us_p50":0,"sojourn_us_p90":0,"sojourn_us_p99":0,"sojourn_us_max":0,"#,
+            r#""occupancy":{"start_ns":100,"every_ns":100000000,"bytes":[0,3000],"truncated":false}},"#,
             r#""b2a":{"packets_in":0,"bytes_in":0,"delivered_packets":0,"delivered_bytes":0,"#,
             r#""dropped_loss":0,"dropped_queue":0,"dropped_outage":0,"rewritten":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
             r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,

@@ -222,7 +222,11 @@ pub struct Loop<C: Clock, D: PacketIo> {
 
 impl<C: Clock, D: PacketIo> Loop<C, D> {
     pub fn new(clock: C, io: D, mut f: Forwarder) -> Self {
-        f.pipeline.record_sojourn(&f.stats.sojourn);
+        let watch = crate::occupancy::QueueWatch {
+            sojourn: Arc::clone(&f.stats.sojourn),
+            occupancy: Arc::clone(&f.stats.occupancy),
+        };
+        f.pipeline.watch_queue(&watch, clock.now());
         let per_packet = match f.path {
             Path::Segmented => f.mtu as usize + VNET_HDR_LEN,
             _ => SUPER_PACKET,

@@ -68,8 +68,9 @@ pub trait Stage: Send {
     fn retune(&mut self, spec: &DirSpec, down: bool);
     /// The schedule starts now (time 0 of a trace).
     fn start(&mut self, _origin: Instant) {}
-    /// Where a bottleneck records each packet's time in it (others: none).
-    fn record_sojourn(&mut self, _to: std::sync::Arc<crate::histogram::Durations>) {}
+    /// Where a bottleneck reports its packets' time in it and its queue's
+    /// changes (others: nothing to report).
+    fn watch_queue(&mut self, _watch: &crate::occupancy::QueueWatch, _from: Instant) {}
 }
 
 /// The PRNG every model uses.

@@ -7,11 +7,10 @@
 
 use super::queue::{DropTailQueue, QueueLimit};
 use super::{Fifo, Stage, StageCounters};
-use crate::histogram::Durations;
+use crate::occupancy::QueueWatch;
 use crate::packet::Packet;
 use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
-use std::sync::Arc;
 
 #[derive(Debug)]
 pub struct Bottleneck {
@@ -27,7 +26,7 @@ pub struct Bottleneck {
     carry: u64,
     out: Fifo,
     dropped: u64,
-    sojourn: Option<Arc<Durations>>,
+    watch: Option<QueueWatch>,
 }
 
 impl Bottleneck {
@@ -41,7 +40,7 @@ impl Bottleneck {
             carry: 0,
             out: Fifo::default(),
             dropped: 0,
-            sojourn: None,
+            watch: None,
         }
     }
 
@@ -63,8 +62,8 @@ impl Bottleneck {
                     return;
                 }
                 let (mut p, fin) = self.in_service.take().expect("checked");
-                if let Some(s) = &self.sojourn {
-                    s.record((fin - p.t).as_nanos()); // p.t: its arrival
+                if let Some(w) = &self.watch {
+                    w.departed(p.t, fin); // p.t: its arrival
                 }
                 p.t = fin;
                 self.out.push(p);
@@ -73,6 +72,9 @@ impl Bottleneck {
                 return;
             };
             let start = self.busy_until.max(p.t);
+            if let Some(w) = &self.watch {
+                w.changed(start, self.queue.bytes());
+            }
             let fin = start + self.tx_time(p.len());
             self.busy_until = fin;
             self.in_service = Some((p, fin));
@@ -89,10 +91,15 @@ impl Stage for Bottleneck {
     fn push(&mut self, pkt: Packet, _now: Instant) {
         let t = pkt.t;
         self.advance(t);
-        if self.queue.enqueue(pkt).is_err() {
+        let queued = self.queue.enqueue(pkt).is_ok();
+        if !queued {
             self.dropped += 1;
         }
         self.advance(t);
+        if let (true, Some(w)) = (queued, &self.watch) {
+            // after the advance: a packet straight into service never counts as waiting
+            w.changed(t, self.queue.bytes());
+        }
     }
     fn pop_ready(&mut self, now: Instant) -> Option<Packet> {
         self.advance(now);
@@ -118,8 +125,9 @@ impl Stage for Bottleneck {
     /// The packet being serialized finishes at the old rate; the next one
     /// starts at the new. Packets already queued beyond a smaller queue
     /// limit stay (only arrivals are refused).
-    fn record_sojourn(&mut self, to: Arc<Durations>) {
-        self.sojourn = Some(to);
+    fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
+        watch.occupancy.attach(from);
+        self.watch = Some(watch.clone());
     }
     fn retune(&mut self, spec: &DirSpec, _down: bool) {
         if self.rate_bps != spec.rate_bps {
@@ -134,6 +142,41 @@ impl Stage for Bottleneck {
 mod tests {
     use super::*;
     use crate::model::testutil::{periodic, run_stage};
+
+    #[test]
+    fn the_queue_reports_its_occupancy_and_sojourns() {
+        // 1500 B at 12 Mbit/s = 1 ms each. A lone packet goes straight into
+        // service (never waiting); three at 150 ms: one in service, two
+        // waiting (3000 B), one waiting from 151 ms, none from 152 ms.
+        let watch = QueueWatch {
+            sojourn: Default::default(),
+            occupancy: Default::default(),
+        };
+        let mut b = Bottleneck::new(12_000_000, QueueLimit::Packets(10));
+        b.watch_queue(&watch, Instant::ZERO);
+        let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
+        let out = run_stage(
+            &mut b,
+            &[
+                (0, 1500, ms(10)),
+                (1, 1500, ms(150)),
+                (2, 1500, ms(150)),
+                (3, 1500, ms(150)),
+            ],
+        );
+        assert_eq!(out.len(), 4);
+        let v = watch.occupancy.view(ms(250)).expect("attached");
+        assert_eq!(v.bytes, vec![0, 3000, 0]);
+        assert_eq!(
+            watch
+                .sojourn
+                .max_ns
+                .load(std::sync::atomic::Ordering::Relaxed),
+            3_000_000
+        );
+        // the lone packet's 1 ms, as its histogram bucket's upper edge
+        assert!((1_000..=1_024).contains(&watch.sojourn.quantile_us(0.25)));
+    }
 
     #[test]
     fn single_packet_serialization_time() {

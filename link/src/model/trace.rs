@@ -16,7 +16,7 @@
 
 use super::queue::{DropTailQueue, QueueLimit};
 use super::{Fifo, Stage, StageCounters};
-use crate::histogram::Durations;
+use crate::occupancy::QueueWatch;
 use crate::packet::Packet;
 use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
@@ -127,7 +127,7 @@ pub struct TraceLink {
     head_left: usize,
     out: Fifo,
     dropped: u64,
-    sojourn: Option<Arc<Durations>>,
+    watch: Option<QueueWatch>,
 }
 
 impl TraceLink {
@@ -140,7 +140,7 @@ impl TraceLink {
             head_left: 0,
             out: Fifo::default(),
             dropped: 0,
-            sojourn: None,
+            watch: None,
         }
     }
 
@@ -171,8 +171,9 @@ impl TraceLink {
                     let mut p = self.queue.dequeue().expect("front exists");
                     // never before its arrival (an origin set after it had queued)
                     let when = when.max(p.t);
-                    if let Some(s) = &self.sojourn {
-                        s.record((when - p.t).as_nanos());
+                    if let Some(w) = &self.watch {
+                        w.changed(when, self.queue.bytes());
+                        w.departed(p.t, when);
                     }
                     p.t = when;
                     self.out.push(p);
@@ -199,6 +200,8 @@ impl Stage for TraceLink {
         self.advance(t);
         if self.queue.enqueue(pkt).is_err() {
             self.dropped += 1;
+        } else if let Some(w) = &self.watch {
+            w.changed(t, self.queue.bytes());
         }
     }
     fn pop_ready(&mut self, now: Instant) -> Option<Packet> {
@@ -227,8 +230,9 @@ impl Stage for TraceLink {
     fn retune(&mut self, spec: &DirSpec, _down: bool) {
         self.queue.set_limit(spec.queue);
     }
-    fn record_sojourn(&mut self, to: Arc<Durations>) {
-        self.sojourn = Some(to);
+    fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
+        watch.occupancy.attach(from);
+        self.watch = Some(watch.clone());
     }
     fn start(&mut self, origin: Instant) {
         self.origin = Some(origin);
