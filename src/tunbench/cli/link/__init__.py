@@ -51,23 +51,38 @@ def selftest(
     quick: Annotated[bool, typer.Option("--quick", help="Shorter measurements (about 1 minute).")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Also write the numbers as JSON.")] = None,
     seed: Annotated[int, typer.Option(help="Seed for the emulated loss.")] = 1,
+    only: Annotated[
+        str | None,
+        typer.Option(
+            "--only",
+            help="Comma-separated steps to run: passthrough, path, delay, rate, cost, loss, schedule, trace "
+            "(default: all).",
+        ),
+    ] = None,
 ) -> None:
     """Measure the emulator against its targets: passthrough throughput vs veth, delay error idle and
-    loaded, rate accuracy (10 Mbit/s - 1 Gbit/s), Bernoulli and Gilbert-Elliott loss,
-    scheduled events landing on time (seen from outside) and trace replay per 100 ms."""
+    loaded, rate accuracy (10 Mbit/s - 1 Gbit/s), the emulator's CPU at 10 Mbit/s - 1 Gbit/s, Bernoulli
+    and Gilbert-Elliott loss, scheduled events landing on time (seen from outside) and trace replay per
+    100 ms."""
     import dataclasses
     import json
 
-    from tunbench.cli.link.selftest import Result, run_selftest
+    from tunbench.cli.link.selftest import STEPS, Result, run_selftest
     from tunbench.link.binary import find_link_binary
 
+    steps = STEPS if only is None else tuple(s.strip() for s in only.split(",") if s.strip())
+    bad = [s for s in steps if s not in STEPS]
+    if bad or not steps:
+        raise typer.BadParameter(
+            f"unknown step(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(STEPS)}", param_hint="--only"
+        )
     find_link_binary()
 
     def report(r: Result) -> None:
         mark = {True: "[green]PASS[/]", False: "[red]FAIL[/]", None: "[blue]INFO[/]"}[r.passed]
         console.print(f"{mark} {r.name}: {r.detail}", highlight=False)
 
-    results = run_selftest(seed=seed, quick=quick, report=report)
+    results = run_selftest(seed=seed, quick=quick, report=report, only=steps)
     if json_out:
         json_out.write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=2) + "\n")
     failed = [r.name for r in results if r.passed is False]
