@@ -30,7 +30,7 @@ from tunbench.host.cgroup import CpuCap, RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace, Place
 from tunbench.host.workdir import workdir as host_workdir
-from tunbench.link.emulator import LinkEmulator, link_metrics
+from tunbench.link.emulator import LinkEmulator, link_metrics, queue_series
 from tunbench.monitor import crosscheck
 from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.counters import namespace_counters, short_ifname
@@ -554,6 +554,7 @@ class Runner:
             server_port=IPERF_PORT,
             layer=case.tunnel.adapter.spec.layer,
             clock_skew=topo.clock_skew() if isinstance(topo, HostsTopology) else None,
+            handshakes=tunnel.handshakes(),
         )
         emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
         return _Held(topo, cgroups, places, tunnel, ctx, emulator)
@@ -580,16 +581,18 @@ class Runner:
             ):
                 if held.emulator is not None:  # the profile's events count from the workload's start
                     held.emulator.start_schedule()
+                started = time.monotonic()
                 result = t.workload.measure(held.ctx)
+                ended = time.monotonic()
         tunnel.check_alive()
         if why := steal_void(rec.metrics, self.redo_steal_pct):
             raise RetryTrial(why)
-        return _Window(result, sampler, remote_costs)
+        return _Window(result, sampler, remote_costs, (started, ended))
 
     def _account(self, t: _Trial, held: _Held, w: _Window, link_stats: dict[str, Any] | None) -> None:
         """The record from a window: the workload's metrics, CPU over the measured window, the emulator's
-        counters (`link_stats`: known once the emulator has stopped; None in a warm window) and the byte
-        cross-checks."""
+        counters and queue occupancy series (`link_stats`: known once the emulator has stopped; None in a
+        warm window) and the cross-checks."""
         rec, topo = t.rec, held.topo
         self._merge(rec, w.result)
         measured = None
@@ -597,7 +600,15 @@ class Runner:
             measured = (w.result.window[0] - w.sampler.t0, w.result.window[1] - w.sampler.t0)
         _cost_metrics(rec, {**w.sampler.results, **w.remote_costs}, w.sampler.wall_s, measured)
         rec.duration_s = float(rec.metrics["window_s"] or 0.0)
-        rec.metrics.update(link_metrics(topo.link_stats if isinstance(topo, HostsTopology) else link_stats))
+        stats = topo.link_stats if isinstance(topo, HostsTopology) else link_stats
+        rec.metrics.update(link_metrics(stats))
+        t0, t1 = series_span(w.result, w.call)
+        rec.metrics["series_t0_s"] = t0 - w.call[0]  # the series' t = 0, after the workload's (and events') start
+        offset = _link_clock_offset_s(topo)
+        if stats and offset is not None:  # the queue occupancy on the series' time base, the measured part only
+            queues, flags = queue_series(stats, round((t0 + offset) * 1e9), round((t1 + offset) * 1e9))
+            rec.series.update(queues)
+            rec.metrics.update(flags)
         rec.metrics.update(crosscheck.rtt_checks(rec.metrics))
         if isinstance(topo, Topology):
             underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
@@ -613,6 +624,21 @@ def steal_void(metrics: dict[str, float | None], redo_steal_pct: float | None) -
         f"the hypervisor took {steal:.1f}% of the CPUs' time during the window (redo_steal_pct "
         f"{redo_steal_pct:g}%): void, measured again"
     )
+
+
+def series_span(result: Measurement, call: tuple[float, float]) -> tuple[float, float]:
+    """What a workload's time series cover (time.monotonic(); t = 0 at the start): its `series_window`, else
+    its measured `window`, else the whole call (`call`: just before and just after measure())."""
+    return result.series_window or result.window or call
+
+
+def _link_clock_offset_s(topo: Topology | HostsTopology) -> float | None:
+    """The emulator's monotonic clock minus this machine's: 0 here; on hosts, the offset measured to the
+    client's host (where the emulator runs); None when unknown."""
+    if not isinstance(topo, HostsTopology):
+        return 0.0
+    clock = topo.hosts.conn("client").clock
+    return clock.mono_s if clock is not None else None
 
 
 def _same_block(block: int, pt: PlannedTrial) -> bool:
@@ -690,6 +716,7 @@ class _Window:
     result: Measurement
     sampler: Sampler
     remote_costs: dict[str, RoleCost]
+    call: tuple[float, float]  # time.monotonic() just before and just after the workload's measure()
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,8 @@ class LinkEmulator:
 
 def link_metrics(stats: dict[str, Any] | None) -> dict[str, float]:
     """The emulator's final counters as trial metrics (`link.up.*` client->server, `link.down.*`): what its
-    models dropped and what it dropped itself, kept apart."""
+    models dropped and what it dropped itself, kept apart. Numbers only: a direction's `occupancy` record
+    is a series (queue_series)."""
     out: dict[str, float] = {}
     schedule = (stats or {}).get("schedule") or {}
     for wire, direction in (("a2b", "up"), ("b2a", "down")):
@@ -168,6 +169,44 @@ def link_metrics(stats: dict[str, Any] | None) -> dict[str, float]:
             out[f"link.{direction}.events_applied"] = float(len(applied))
             out[f"link.{direction}.event_late_us_max"] = max(float(e.get("late_ns", 0)) for e in applied) / 1e3
     return out
+
+
+QUEUE_SERIES = "queue_bytes"  # the trial series of the bottleneck queue's occupancy: queue_bytes.up, .down
+
+
+def queue_series(
+    stats: dict[str, Any] | None, t0_ns: int, t1_ns: int
+) -> tuple[dict[str, list[tuple[float, float]]], dict[str, float]]:
+    """The emulator's bottleneck queue occupancy over the measured window, as trial series.
+
+    Each direction with a bottleneck queue has `occupancy` in the stats file: the most bytes waiting in it
+    during each window of `every_ns`, window i starting at `start_ns + i * every_ns` (CLOCK_MONOTONIC, the
+    clock of Python's time.monotonic()). `t0_ns` and `t1_ns` are the measured window on that clock. Kept:
+    the windows wholly inside it, each at its end in seconds since `t0_ns` (as iperf3's per-second points
+    stand at the end of their second), as `queue_bytes.up` (a2b) and `queue_bytes.down` (b2a). Also
+    `link.<dir>.queue_series_truncated` = 1 where the emulator stopped recording (`truncated`) before the
+    measured window ended, so that the series stops short of it."""
+    series: dict[str, list[tuple[float, float]]] = {}
+    flags: dict[str, float] = {}
+    for wire, direction in (("a2b", "up"), ("b2a", "down")):
+        occ = ((stats or {}).get(wire) or {}).get("occupancy")
+        if not isinstance(occ, dict):
+            continue
+        start, every, values = occ.get("start_ns"), occ.get("every_ns"), occ.get("bytes")
+        if not isinstance(start, int) or not isinstance(every, int) or every <= 0 or not isinstance(values, list):
+            continue
+        first = max(0, -((start - t0_ns) // every))  # the first window that starts at or after t0
+        end = min(len(values), (t1_ns - start) // every)  # past the last window that ends by t1
+        pts = [
+            ((start + (i + 1) * every - t0_ns) / 1e9, float(values[i]))
+            for i in range(first, end)
+            if isinstance(values[i], int | float) and not isinstance(values[i], bool)
+        ]
+        if pts:
+            series[f"{QUEUE_SERIES}.{direction}"] = pts
+        if occ.get("truncated") and start + len(values) * every < t1_ns:
+            flags[f"link.{direction}.queue_series_truncated"] = 1.0
+    return series, flags
 
 
 def topology_emulator(topo: Topology, profile: Profile, ledger: Ledger, workdir: Path, seed: int) -> LinkEmulator:

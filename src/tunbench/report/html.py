@@ -1,11 +1,12 @@
 """The HTML report: one self-contained page (plotly.js embedded, no CDN) that works offline.
 
 Per run: stability warnings, a summary table, throughput per case with CI error bars, ratio to direct, CPU cost
-per role and bits per CPU-second, per-second throughput of every trial, fairness across parallel flows (Jain's
-index), latency CDFs and WAN profile parameters when present, a "Many clients" section for the multi-client
-workloads (``clients``: scaling curves against the client count; ``storm``: time-to-ready CDFs and a p50/p99/
-success table; these workloads are kept out of the per-case throughput and fairness charts), and the run's
-provenance.
+per role and bits per CPU-second, per-second throughput of every trial, the emulated bottleneck queues'
+occupancy over time, fairness across parallel flows (Jain's index), latency CDFs, the loaded RTT taken apart
+into propagation, queue and host (rrul through the emulator) and WAN profile parameters when present, a "Many
+clients" section for the multi-client workloads (``clients``: scaling curves against the client count;
+``storm``: time-to-ready CDFs and a p50/p99/success table; these workloads are kept out of the per-case
+throughput and fairness charts), and the run's provenance.
 
 Pure: runs in, text out (plotly builds the figures; nothing is read from the clock or the disk except the
 template and plotly.js, both installed files).
@@ -14,6 +15,7 @@ template and plotly.js, both installed files).
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import math
 from collections import defaultdict
@@ -28,6 +30,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from tunbench import __version__, workloads
+from tunbench.link.emulator import QUEUE_SERIES
 from tunbench.report.common import (
     flows_text,
     fmt_bps,
@@ -243,14 +246,17 @@ def fig_bits_per_cpu(summaries: list[CaseSummary]) -> go.Figure | None:
 
 
 def link_events(t: TrialRecord) -> list[tuple[float, float, str]]:
-    """The profile's events on a trial's series time axis (seconds since the measurement's start: the
-    workload's start less --omit), as (from, to, what); a change or a rebind lasts no time."""
+    """The profile's events on a trial's series time axis (seconds since the measurement's start, which came
+    `series_t0_s` after the workload's start, when the events started; a trial stored without it: --omit
+    after), as (from, to, what); a change or a rebind lasts no time."""
     events = (t.params.get("profile") or {}).get("events") or []
-    omit = float((t.params.get("workload") or {}).get("omit_s") or 0.0)
+    origin = t.metrics.get("series_t0_s")
+    if origin is None or not math.isfinite(origin):
+        origin = float((t.params.get("workload") or {}).get("omit_s") or 0.0)
     out: list[tuple[float, float, str]] = []
     for e in events:
         try:
-            at = parse_duration_s(str(e.get("at"))) - omit
+            at = parse_duration_s(str(e.get("at"))) - origin
             span = parse_duration_s(str(e["outage"])) if e.get("outage") else 0.0
         except ValueError:
             continue
@@ -270,10 +276,11 @@ def _mark_events(fig: go.Figure, trials: list[TrialRecord]) -> None:
 
 
 def fig_timeseries(trials: list[TrialRecord], colors: dict[str, str], group: str) -> go.Figure:
-    """One row per tunnel (own y scale, so a slow tunnel's stalls stay visible next to direct), one line per trial."""
+    """One row per tunnel (own y scale, so a slow tunnel's stalls stay visible next to direct), one line per trial
+    and direction: its `throughput_bps.<dir>` series only (a trial's other series are not rates)."""
     present = {t.label for t in trials}
     labels = [label for label in colors if label in present] + sorted(present - set(colors))
-    series = [(t, name, pts) for t in trials for name, pts in sorted(t.series.items()) if pts]
+    series = [(t, name, pts) for t in trials for name, pts in sorted(t.series.items()) if pts and _is_throughput(name)]
     scale, unit = _rate_unit(v for _, _, pts in series for _, v in pts)
     fig = make_subplots(
         rows=len(labels), cols=1, shared_xaxes=True, vertical_spacing=0.12 / max(1, len(labels) - 1) + 0.04,
@@ -312,6 +319,176 @@ def fig_timeseries(trials: list[TrialRecord], colors: dict[str, str], group: str
     for i in range(1, len(labels) + 1):
         if i != (len(labels) + 1) // 2:
             fig.update_yaxes(title_text="", row=i, col=1)
+    return fig
+
+
+def _is_throughput(series_name: str) -> bool:
+    return series_name.startswith("throughput_bps.")
+
+
+def _is_queue(series_name: str) -> bool:
+    return series_name.startswith(f"{QUEUE_SERIES}.")
+
+
+DIRECTION_TITLES = {"up": "up (client → server)", "down": "down (server → client)"}
+
+
+def _size_unit(values: Iterable[float]) -> tuple[float, str]:
+    top = max((abs(v) for v in values if math.isfinite(v)), default=0.0)
+    return (2**20, "MiB") if top >= 2 * 2**20 else (2**10, "KiB") if top >= 2 * 2**10 else (1.0, "bytes")
+
+
+def fig_queue(trials: list[TrialRecord], colors: dict[str, str], group: str) -> go.Figure:
+    """The emulator's bottleneck queue over the measured window (`queue_bytes.<dir>`: the most bytes waiting
+    in each window, at the window's end): one row per direction, one line per trial."""
+    dirs = [d for d in ("up", "down") if any(t.series.get(f"{QUEUE_SERIES}.{d}") for t in trials)]
+    pts_of = {(t.seq, d): t.series.get(f"{QUEUE_SERIES}.{d}") or [] for t in trials for d in dirs}
+    scale, unit = _size_unit(v for pts in pts_of.values() for _, v in pts)
+    steps = [b[0] - a[0] for pts in pts_of.values() for a, b in itertools.pairwise(pts) if b[0] > a[0]]
+    order = list(colors)
+    fig = make_subplots(
+        rows=len(dirs), cols=1, shared_xaxes=True, vertical_spacing=0.12,
+        subplot_titles=[DIRECTION_TITLES[d] for d in dirs],
+    )  # fmt: skip
+    shown: set[str] = set()
+    cut = False
+    for t in sorted(trials, key=lambda t: (order.index(t.label) if t.label in order else len(order), t.repetition)):
+        for row, d in enumerate(dirs, start=1):
+            pts = pts_of[(t.seq, d)]
+            if not pts:
+                continue
+            short = bool(t.metrics.get(f"link.{d}.queue_series_truncated"))
+            cut |= short
+            fig.add_scatter(
+                x=[p[0] for p in pts],
+                y=[p[1] / scale for p in pts],
+                mode="lines",
+                line={"color": colors.get(t.label, DIRECT_COLOR), "width": 1.5, "shape": "vh"},
+                name=t.label,
+                legendgroup=t.label,
+                showlegend=t.label not in shown,
+                hovertemplate=f"{_e(t.label)} rep {t.repetition} ({d})<br>t=%{{x:.1f}} s: %{{y:.3g}} {unit}"
+                + (" (the emulator's record ends early)" if short else "")
+                + "<extra></extra>",
+                row=row,
+                col=1,
+            )
+            shown.add(t.label)
+    _mark_events(fig, trials)
+    window = f"{min(steps) * 1e3:.0f} ms " if steps else ""
+    notes = [
+        f"the most bytes waiting in the emulator's bottleneck queue in each {window}window",
+        "one line per repetition",
+    ]
+    if cut:
+        notes.append("some records end before the measured window does")
+    if any(link_events(t) for t in trials):
+        notes.append("grey: the link’s events")
+    fig = _layout(
+        fig,
+        f"Bottleneck queue occupancy — {group}<br><sub>{'; '.join(notes)}</sub>",
+        "",
+        f"queue ({unit})",
+        height=170 + 200 * len(dirs),
+    )
+    # the title at the top, the legend above the first row's title (32 px over the plot area)
+    legend_y = 1.0 + 32 / (200 * len(dirs) - 30)
+    fig.update_layout(margin_t=140, title_y=1.0, title_yanchor="top", title_pad_t=24, legend_y=legend_y)
+    fig.update_xaxes(title_text="time since the start of the measurement (s)", row=len(dirs), col=1)
+    return fig
+
+
+# the loaded RTT's parts (monitor/crosscheck.rtt_checks): metric, name, colour
+RTT_PARTS = (
+    ("latency.idle_p50_ms", "propagation (idle RTT)", "#6baed6"),
+    ("latency.loaded_queue_ms", "bottleneck queues", "#fd8d3c"),
+    ("check.rtt.residual_ms", "host / residual", "#969696"),
+)
+RTT_LOADED = "latency.loaded_p50_ms"
+
+
+def rtt_parts(trials: list[TrialRecord]) -> dict[CaseKey, dict[str, list[float]]]:
+    """Per case, the parts, the loaded RTT p50 and `check.rtt.ok` (where judged) of every successful trial
+    that has the parts and the loaded RTT."""
+    out: dict[CaseKey, dict[str, list[float]]] = {}
+    keys = (RTT_LOADED, *(k for k, _, _ in RTT_PARTS))
+    for t in trials:
+        if t.status != "ok" or not all(is_num(t.metrics.get(k)) for k in keys):
+            continue
+        case = out.setdefault(t.case, defaultdict(list))
+        for k in (*keys, "check.rtt.ok"):
+            v = t.metrics.get(k)
+            if v is not None and is_num(v):
+                case[k].append(v)
+    return out
+
+
+def _rtt_judged(oks: list[float], n: int) -> str:
+    if not oks:
+        return "not judged (no emulated bottleneck both ways)"
+    return f"{sum(1 for v in oks if v)} of {len(oks)} within the tolerance" + (
+        f" ({n - len(oks)} not judged)" if len(oks) < n else ""
+    )
+
+
+def fig_rtt_parts(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figure | None:
+    """The loaded RTT stacked into propagation (the idle RTT), the emulator's bottleneck queues (median
+    sojourn, up + down) and the rest (the host's share, the residual): one bar per case, each part the
+    median over the case's successful repetitions; a negative residual is drawn below zero. A diamond marks
+    the measured loaded RTT p50 (its median): the parts' medians need not add up to it exactly."""
+    data = rtt_parts(trials)
+    if not data:
+        return None
+    order = list(colors)
+    cases = sorted(data, key=lambda c: (_group(c), order.index(c.label) if c.label in order else len(order)))
+    x = [[_group(c) for c in cases], [c.label for c in cases]]
+    med = {c: {k: median_or_none(list(v)) or 0.0 for k, v in data[c].items() if k != "check.rtt.ok"} for c in cases}
+    n = [len(data[c][RTT_LOADED]) for c in cases]
+    fig = go.Figure()
+    for key, name, color in RTT_PARTS:
+        custom: list[list[object]] = []
+        for c, k in zip(cases, n, strict=True):
+            note = ""
+            if key == "check.rtt.residual_ms":
+                note = f"<br>cross-check: {_rtt_judged(data[c]['check.rtt.ok'], k)}"
+                if med[c][key] < 0:
+                    note += "<br>negative: the idle RTT and the queues account for more than the loaded RTT"
+            custom.append([k, note])
+        fig.add_bar(
+            x=x,
+            y=[med[c][key] for c in cases],
+            name=name,
+            marker_color=color,
+            customdata=custom,
+            hovertemplate=f"%{{x}}<br>{_e(name)}: %{{y:.2f}} ms (median of %{{customdata[0]}})"
+            "%{customdata[1]}<extra></extra>",
+        )
+    fig.add_scatter(
+        x=x,
+        y=[med[c][RTT_LOADED] for c in cases],
+        mode="markers",
+        marker={"symbol": "diamond", "size": 10, "color": "#000", "line": {"color": "#fff", "width": 1}},
+        name="loaded RTT p50 (measured)",
+        customdata=[[k, sum(med[c][p] for p, _, _ in RTT_PARTS)] for c, k in zip(cases, n, strict=True)],
+        hovertemplate="%{x}<br>loaded RTT p50: %{y:.2f} ms (median of %{customdata[0]})<br>"
+        "the parts' medians add up to %{customdata[1]:.2f} ms<extra></extra>",
+    )
+    negative = any(med[c]["check.rtt.residual_ms"] < 0 for c in cases)
+    fig = _layout(
+        fig,
+        "Latency under load: the loaded RTT p50 as propagation, queue and host"
+        "<br><sub>propagation: the idle RTT p50; queues: the emulator's bottleneck queues' median sojourn, up + "
+        "down;<br>host / residual: the loaded p50 less both; medians over the successful repetitions"
+        + ("; a negative residual is drawn below zero" if negative else "")
+        + "</sub>",
+        "case / tunnel",
+        "round-trip time (ms)",
+        barmode="relative",
+        height=CHART_HEIGHT + 40,
+    )
+    fig.update_layout(margin_t=140, title_y=1.0, title_yanchor="top", title_pad_t=24)
+    if negative:
+        fig.add_hline(y=0.0, line_color="#444", line_width=1)
     return fig
 
 
@@ -905,17 +1082,8 @@ def run_section(run: RunRecord, index: int) -> str:
     if cpu is not None or eff is not None:
         parts.append(_h3(pid, "cpu", "CPU cost"))
         parts += [_div(f, f"{pid}-{name}") for f, name in ((cpu, "cpu"), (eff, "bits-per-cpu")) if f is not None]
-    groups: dict[str, list[TrialRecord]] = defaultdict(list)
-    for t in trials:
-        if any(name.startswith("throughput_bps.") and pts for name, pts in t.series.items()):
-            groups[_group(t.case)].append(t)
-    if groups:
-        parts.append(_h3(pid, "series", "Throughput over time"))
-        charts = [
-            _div(fig_timeseries([_only_throughput(t) for t in ts], colors, group), f"{pid}-series-{i}")
-            for i, (group, ts) in enumerate(sorted(groups.items()))
-        ]
-        parts.append(f'<div class="grid2">{"".join(charts)}</div>' if len(charts) > 1 else charts[0])
+    parts += _series_section(trials, pid, "series", "Throughput over time", _is_throughput, fig_timeseries, colors)
+    parts += _series_section(trials, pid, "queue", "Bottleneck queue occupancy", _is_queue, fig_queue, colors)
     fair, flows = fig_fairness(summaries, trials, colors), fig_flows(trials, colors)
     parts.append(_h3(pid, "fairness", "Fairness across parallel flows"))
     if fair is None:
@@ -924,29 +1092,35 @@ def run_section(run: RunRecord, index: int) -> str:
         parts.append(_div(fair, f"{pid}-fairness"))
         if flows is not None:
             parts.append(_div(flows, f"{pid}-flows"))
-    latency = fig_latency(trials, colors)
-    if latency is not None:
-        parts += [_h3(pid, "latency", "Latency"), _div(latency, f"{pid}-latency")]
+    latency, rtt = fig_latency(trials, colors), fig_rtt_parts(trials, colors)
+    if latency is not None or rtt is not None:
+        parts.append(_h3(pid, "latency", "Latency"))
+        parts += [_div(f, f"{pid}-{name}") for f, name in ((latency, "latency"), (rtt, "rtt-parts")) if f is not None]
     parts += [headlines, multi, profiles_html(trials), provenance_html(run, trials)]
     return "\n".join(p for p in parts if p)
 
 
-def _only_throughput(t: TrialRecord) -> TrialRecord:
-    keep = {k: v for k, v in t.series.items() if k.startswith("throughput_bps.")}
-    return TrialRecord(
-        seq=t.seq,
-        tunnel=t.tunnel,
-        label=t.label,
-        profile=t.profile,
-        workload=t.workload,
-        flows=t.flows,
-        direction=t.direction,
-        clients=t.clients,
-        variant=t.variant,
-        repetition=t.repetition,
-        params=t.params,
-        series=keep,
-    )
+def _series_section(
+    trials: list[TrialRecord],
+    pid: str,
+    slug: str,
+    heading: str,
+    wanted: Callable[[str], bool],
+    figure: Callable[[list[TrialRecord], dict[str, str], str], go.Figure],
+    colors: dict[str, str],
+) -> list[str]:
+    """A heading and one chart per case group (profile · direction · flows) of the trials with a series
+    `wanted` names; nothing when none has one."""
+    groups: dict[str, list[TrialRecord]] = defaultdict(list)
+    for t in trials:
+        if any(wanted(name) and pts for name, pts in t.series.items()):
+            groups[_group(t.case)].append(t)
+    if not groups:
+        return []
+    charts = [
+        _div(figure(ts, colors, group), f"{pid}-{slug}-{i}") for i, (group, ts) in enumerate(sorted(groups.items()))
+    ]
+    return [_h3(pid, slug, heading), f'<div class="grid2">{"".join(charts)}</div>' if len(charts) > 1 else charts[0]]
 
 
 def render(runs: list[RunRecord]) -> str:
