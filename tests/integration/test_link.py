@@ -117,7 +117,9 @@ def test_a_trial_starts_the_profiles_events_with_its_traffic(tmp_path: Path) -> 
 def test_wireguard_follows_a_rebinding_client_and_direct_irtt_does_not(tmp_path: Path) -> None:
     """A rebind (new client address and ports, both ways through the emulator's NAT) 2 s into the traffic:
     wireguard-go roams (the server takes the new endpoint from the client's next authenticated packet),
-    while the direct path's irtt session is tied to the old address and never hears the client again."""
+    while the direct path's irtt session is tied to the old address and never hears the client again.
+    wireguard-go roams without a new handshake (the client's latest handshake, read from its UAPI socket,
+    stays the bring-up's)."""
     prof = tmp_path / "rebind.toml"
     prof.write_text('name = "rebind"\n[up]\ndelay = "2ms"\n\n[[events]]\nat = "2s"\nrebind = "both"\n')
     res, doc = run_json(
@@ -131,6 +133,8 @@ def test_wireguard_follows_a_rebinding_client_and_direct_irtt_does_not(tmp_path:
     assert wg["metrics"]["recovery.outage_ms"] == 0
     assert wg["metrics"]["recovery.first_after_ms"] < 50, "wireguard-go did not follow the new address"
     assert wg["metrics"]["recovery.probes_lost"] <= 5
+    assert wg["metrics"]["recovery.handshakes"] == 0, "roaming needs no handshake (its UAPI socket says one came)"
+    assert "recovery.handshakes" not in direct["metrics"], "direct declares no handshake counter: no figure, not 0"
     assert direct["metrics"]["recovery.first_after_ms"] is None, "the old irtt session heard the new address"
     assert direct["metrics"]["recovery.probes_lost"] > 100
 

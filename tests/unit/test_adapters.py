@@ -51,6 +51,8 @@ def test_builtin_templates_only_use_known_variables(name: str) -> None:
         texts += [*role.before, *role.after, *([role.daemon] if role.daemon else []), *role.env.values()]
     for step in spec.keys:
         texts += [step.run, step.stdin or ""]
+    hs = spec.handshakes
+    texts += [getattr(hs, k) for k in ("run", "path", "send") if hasattr(hs, k)]
     unknown = set().union(*(placeholders(t) for t in texts)) - known
     assert not unknown, f"{name} uses unknown variables {unknown}"
 

@@ -15,12 +15,15 @@ from typing import Protocol
 from tunbench.errors import TunbenchError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
-from tunbench.host.place import Place, Proc
+from tunbench.host.place import LocalPlace, Place, Proc
 from tunbench.host.proc import run_cmd
 from tunbench.topology.addresses import AddressPlan, Family
 from tunbench.topology.build import TopologySpec
+from tunbench.tunnels.handshakes import HandshakeReader, log_count, numbers, reading_value, socket_reply
 from tunbench.tunnels.registry import TunnelRef
 from tunbench.tunnels.spec import (
+    CmdHandshakes,
+    LogHandshakes,
     Probe,
     RoleSpec,
 )
@@ -161,6 +164,39 @@ class Tunnel:
     def pids(self, role: str) -> list[int]:
         d = self.daemons.get(role)
         return self._place(role).pids(role, [d] if d else [])
+
+    def handshakes(self) -> HandshakeReader | None:
+        """The tunnel's handshake counter as its adapter declares it (`[handshakes]`), or None: it declares
+        none, or it is a unix socket on another machine (a remote role's). Its templates are rendered here,
+        so an unknown variable fails now, not at each reading."""
+        hs = self.spec.handshakes
+        if hs is None:
+            return None
+        if isinstance(hs, LogHandshakes):
+            daemon, pattern = self.daemons[hs.role], hs.pattern
+            return HandshakeReader("count", lambda: daemon.log_tail(1_000_000), lambda log, _: log_count(pattern, log))
+        if isinstance(hs, CmdHandshakes):
+            place = self._place(hs.ns)
+            argv = self.steps.argv(hs.run, self._vars(place), "handshakes.run")
+            what = f"{self.spec.name} handshakes"
+
+            def text() -> str | None:
+                res = place.run(argv, check=False, timeout_s=5, what=what)
+                return res.stdout if res.returncode == 0 else None
+
+        else:
+            place = self._place(hs.role)
+            if not isinstance(place, LocalPlace):
+                return None
+            v = self._vars(place)
+            path, until = self.steps.render(hs.path, v, "handshakes.path"), hs.until
+            send = self.steps.render(hs.send, v, "handshakes.send")
+
+            def text() -> str | None:
+                return socket_reply(path, send, until)
+
+        kind, pattern = hs.value, hs.pattern
+        return HandshakeReader(kind, text, lambda out, at_s: reading_value(kind, numbers(pattern, out), at_s))
 
     def check_alive(self) -> None:
         for role, d in self.daemons.items():

@@ -60,6 +60,78 @@ class CmdProbe(_Strict):
 Probe = Annotated[LogProbe | PortProbe | PingProbe | FileProbe | CmdProbe, Field(discriminator="kind")]
 
 
+def _compiled(v: str) -> re.Pattern[str]:
+    try:
+        return re.compile(v)
+    except re.error as e:
+        raise ValueError(f"invalid regular expression: {e}") from e
+
+
+def _number_pattern(v: str) -> str:
+    """A pattern whose every match is one number: its first group, and with a second group the nanoseconds
+    that go with it (WireGuard's UAPI: `last_handshake_time_sec=`, `last_handshake_time_nsec=`)."""
+    if _compiled(v).groups not in (1, 2):
+        raise ValueError("needs one group (the number), or two (seconds and nanoseconds)")
+    return v
+
+
+# what the numbers a `cmd` or `socket` handshake counter reads are (docs/adapters.md, "Handshakes")
+HandshakeValue = Literal["count", "time", "age"]
+
+
+class LogHandshakes(_Strict):
+    """The handshakes are the lines of a role's daemon log that match `pattern`."""
+
+    kind: Literal["log"]
+    role: Literal["client", "server"] = "client"
+    pattern: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        _compiled(v)
+        return v
+
+
+class CmdHandshakes(_Strict):
+    """A command (at `ns`) whose output holds the numbers `pattern` finds: a running count of handshakes,
+    or each peer's latest handshake as a time (`time`, Unix seconds, 0: none) or an age (`age`, seconds)."""
+
+    kind: Literal["cmd"]
+    ns: Literal["client", "server", "host"] = "client"
+    run: str
+    pattern: str
+    value: HandshakeValue = "count"
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        return _number_pattern(v)
+
+
+class SocketHandshakes(_Strict):
+    """A request to a unix socket on the role's machine (`path`: the socket file; `send`, then the reply up
+    to one that ends with `until`, or the socket's end), whose reply holds the numbers `pattern` finds, as
+    for `cmd`. For a UAPI socket (WireGuard in userspace): no fork per reading, and nanoseconds."""
+
+    kind: Literal["socket"]
+    role: Literal["client", "server"] = "client"
+    path: str
+    send: str = ""
+    until: str = "\n\n"
+    pattern: str
+    value: HandshakeValue = "count"
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        return _number_pattern(v)
+
+
+HandshakeSpec = LogHandshakes | CmdHandshakes | SocketHandshakes
+Handshakes = Annotated[HandshakeSpec, Field(discriminator="kind")]
+
+
 class KeyStep(_Strict):
     """Runs on the host in the trial's private directory; its stripped stdout becomes variable `name`."""
 
@@ -147,6 +219,8 @@ class AdapterSpec(_Strict):
     ready_timeout_s: float = Field(default=20.0, gt=0, le=600)
     multi: MultiSpec | None = None  # optional: how to run one server with many clients
     ipv6: IPv6Spec = IPv6Spec()
+    # optional: how to count the tunnel's handshakes (the recovery workload: did it re-handshake?)
+    handshakes: Handshakes | None = None
 
     @field_validator("params")
     @classmethod
@@ -171,6 +245,17 @@ class AdapterSpec(_Strict):
             raise ValueError("ipv6.underlay_params without ipv6.underlay = true")
         return v
 
+    @field_validator("handshakes")
+    @classmethod
+    def _handshakes(cls, v: HandshakeSpec | None, info: ValidationInfo) -> HandshakeSpec | None:
+        """A log is a daemon's: the role whose log is read must have one (checked as the `handshakes` field,
+        declared after the roles)."""
+        if isinstance(v, LogHandshakes):
+            role = info.data.get(v.role)
+            if isinstance(role, RoleSpec) and not role.daemon:
+                raise ValueError(f"a log is a daemon's output, and role {v.role!r} has no daemon")
+        return v
+
 
 class LoadedAdapter(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -182,7 +267,7 @@ class LoadedAdapter(BaseModel):
 
 # values that are not `{name}` templates: names, regexes, enums, file modes; params are the variables' values
 _NOT_TEMPLATES = {"name", "description", "version_regex", "pattern", "mode", "layer", "kind", "role", "ns", "proto",
-                  "params", "requires_kernel", "underlay_params"}  # fmt: skip
+                  "params", "requires_kernel", "underlay_params", "value", "until"}  # fmt: skip
 
 
 def _templates(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:

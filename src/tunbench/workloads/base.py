@@ -24,6 +24,7 @@ from tunbench.link.profile import Profile
 from tunbench.results import TrialRecord
 from tunbench.tunnels.adapter import Placed, Target, Tunnel
 from tunbench.tunnels.fleet_env import FleetEnv
+from tunbench.tunnels.handshakes import HandshakeReader
 from tunbench.units import fmt, mbit
 from tunbench.workloads.fleet_hosts import HostsFleetEnv
 
@@ -91,6 +92,9 @@ class Context:
     layer: str = "l3"  # the tunnel's layer: UDP workloads need an L3 tunnel (or direct)
     # (server clock - client clock, its uncertainty) in seconds when the two are different hosts, else None
     clock_skew: tuple[float, float] | None = None
+    # the tunnel's handshake counter where its adapter declares one (docs/adapters.md, "Handshakes"); None:
+    # it declares none
+    handshakes: HandshakeReader | None = None
 
 
 @dataclass
@@ -103,6 +107,10 @@ class Measurement:
     # --omit warm-up, without connecting and the result exchange. The runner takes the CPU figures over
     # this window (the whole call's are kept beside them); None: the whole call was measured.
     window: tuple[float, float] | None = None
+    # what the workload's time series cover, as (start, end) in time.monotonic(), their t = 0 at its start,
+    # where that is not `window` (rrul: its load's measured seconds, while its CPU is the whole call's).
+    # The runner puts the emulator's queue occupancy on this time base; None: `window`, else the whole call.
+    series_window: tuple[float, float] | None = None
 
 
 @dataclass

@@ -2,7 +2,10 @@
 events take the link down and up, then how the tunnel came back: how long after the link returned the
 first probe was sent that got through, the probes lost, the longest silence; with `tcp = true` an iperf3
 flow runs alongside (up, 100 ms intervals), and the time until its throughput is back to 90% of its level
-before the outage, and whether its connection survived.
+before the outage, and whether its connection survived. Where the tunnel's adapter declares how to count its
+handshakes (`[handshakes]`: from its log, a command or its UAPI socket; tunnels/handshakes.py), it is read
+before the outage, every half second and at the end: `recovery.handshakes` is how many it completed from
+the disruption's start to the end of the trial (absent for a tunnel that declares no counter).
 
 The link's times come from the emulator itself (when it started the profile's schedule, and when it
 applied each event); the probes' from irtt's timestamps (the server's receive time, on this host's clock).
@@ -29,6 +32,7 @@ from tunbench.link import mahimahi
 from tunbench.link.emulator import LinkEmulator
 from tunbench.link.profile import Profile, ProfileEvent
 from tunbench.results import TrialRecord
+from tunbench.tunnels.handshakes import HandshakeSampler
 from tunbench.units import fmt
 from tunbench.workloads import iperf3, irtt
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
@@ -149,17 +153,19 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         Column("silence ms", "recovery.silence_ms", "ms"),
         Column("probes lost", "recovery.probes_lost", "n"),
         Column("TCP 90% ms", "recovery.tcp_90_ms", "ms"),
+        Column("handshakes", "recovery.handshakes", "n"),
     )
     caption = (
         "after the link's return (or the rebind): the first probe through (– : none), the longest silence, "
-        "TCP back to 90%"
+        "TCP back to 90%; the tunnel's handshakes from the disruption on (– : it declares no counter)"
     )
 
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
+        handshakes = f", {fmt(m['recovery.handshakes'], 'n')} handshakes" if "recovery.handshakes" in m else ""
         return (
             f"first probe through {fmt(m.get('recovery.first_after_ms'), 'ms')} ms after the change, "
-            f"{fmt(m.get('recovery.probes_lost'), 'n')} lost"
+            f"{fmt(m.get('recovery.probes_lost'), 'n')} lost{handshakes}"
         )
 
     def profile_problem(self, profile: Profile) -> str:
@@ -194,12 +200,15 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
                 what="iperf3 flow",
                 log_name="iperf3-client.log",
             )
+        # the tunnel's handshakes, read before the disruption, every half second and at the end
+        sampler = HandshakeSampler(ctx.handshakes) if ctx.handshakes is not None else None
         try:
-            _, raw = irtt.run_client(ctx, ctx.duration_s, "irtt", interval=f"{opts.interval_ms:g}ms")
-            if flow is not None:
-                deadline = time.monotonic() + ctx.duration_s + 30
-                while flow.alive() and time.monotonic() < deadline:
-                    time.sleep(0.05)
+            with sampler or contextlib.nullcontext():
+                _, raw = irtt.run_client(ctx, ctx.duration_s, "irtt", interval=f"{opts.interval_ms:g}ms")
+                if flow is not None:
+                    deadline = time.monotonic() + ctx.duration_s + 30
+                    while flow.alive() and time.monotonic() < deadline:
+                        time.sleep(0.05)
         finally:
             if flow is not None:
                 flow.stop()
@@ -231,6 +240,10 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         until = first + int(ctx.duration_s * 1e9)
         expected = int(ctx.duration_s * 1000 / opts.interval_ms)
         m.metrics.update(recovery_metrics(plist, found[0], tcp, tcp_start, tcp_error, until, expected))
+        if sampler is not None:  # a tunnel that declares no handshake counter has no such figure (not 0)
+            n = sampler.since(found[0][0])
+            m.metrics["recovery.handshakes"] = float(n) if n is not None else None
+            m.artifacts["handshakes.json"] = handshake_readings(sampler, found[0][0])
         m.series["recovery_send_ms"] = [  # the probes that reached the server: their one-way delay
             ((p.sent_ns - first) / 1e9, (p.server_rx_ns - p.sent_ns) / 1e6) for p in plist if p.server_rx_ns
         ]
@@ -243,6 +256,13 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
 
     def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
         return duration_s + 3.0 + TRIAL_SETUP_S  # irtt waits up to 3 s for late replies
+
+
+def handshake_readings(sampler: HandshakeSampler, since_ns: int) -> bytes:
+    """The readings behind `recovery.handshakes`, to check it by: what they are (count, time, age), each one's
+    time and value (None: it failed), times in s from the disruption's start."""
+    rows = [[round((r.at_ns - since_ns) / 1e9, 3), r.value] for r in sampler.readings]
+    return json.dumps({"value": sampler.reader.value, "readings": rows}).encode()
 
 
 TRACE_GAP_MS = 100  # a trace's silence at least this long counts as an outage (a handover)
