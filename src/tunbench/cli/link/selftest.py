@@ -171,6 +171,9 @@ def _tcp_bps(doc: dict[str, Any]) -> float:
     return float(doc["end"]["sum_received"]["bits_per_second"])
 
 
+PASSTHROUGH_RATIO = 0.8  # passthrough TCP vs a plain veth (issue 15's bar; 0.6 before it)
+
+
 def passthrough_throughput(b: Bench, duration_s: float, rounds: int) -> Result:
     """TCP through the emulator (no impairment) vs plain veth, interleaved, ratio of medians."""
     veth: list[float] = []
@@ -185,9 +188,9 @@ def passthrough_throughput(b: Bench, duration_s: float, rounds: int) -> Result:
     ratio = statistics.median(link) / statistics.median(veth)
     return Result(
         "passthrough TCP vs veth",
-        ratio >= 0.6,
+        ratio >= PASSTHROUGH_RATIO,
         f"{statistics.median(link) / 1e9:.2f} vs {statistics.median(veth) / 1e9:.2f} Gbit/s "
-        f"= {ratio:.2f}× (target >= 0.6×, median of {rounds})",
+        f"= {ratio:.2f}× (target >= {PASSTHROUGH_RATIO:g}×, median of {rounds})",
         {"veth_bps": veth, "link_bps": link, "ratio": ratio},
     )
 
