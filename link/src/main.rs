@@ -225,13 +225,23 @@ impl Reporter<'_> {
             b2a: dirs[1].stats.events(),
         };
         let now = Monotonic.now();
+        let report = |d: &DirRun| {
+            let mut r = d.stats.report(now);
+            if event.is_some() {
+                // The stdout event stays one short line: nobody may be
+                // reading the pipe any more (a full one would block the
+                // exit), and the series is in the stats file.
+                r.occupancy = None;
+            }
+            r
+        };
         report_json(
             event,
             self.cfg.seed,
             (now - self.started).as_secs_f64(),
             (&dirs[0].spec, &dirs[1].spec),
-            &dirs[0].stats.report(now),
-            &dirs[1].stats.report(now),
+            &report(&dirs[0]),
+            &report(&dirs[1]),
             &schedule,
         )
     }

@@ -27,6 +27,7 @@ pub struct DirStats {
     pub dropped_queue: AtomicU64,
     pub dropped_outage: AtomicU64,
     pub rewritten: AtomicU64,
+    pub dropped_stale: AtomicU64,
     /// The emulator's own failures: TUN write errors, internal overflow,
     /// malformed super-packets. Never folded into the loss counters.
     pub dropped_emulator: AtomicU64,
@@ -65,6 +66,7 @@ pub struct Snapshot {
     pub dropped_queue: u64,
     pub dropped_outage: u64,
     pub rewritten: u64,
+    pub dropped_stale: u64,
     pub dropped_emulator: u64,
     pub duplicated: u64,
     pub reordered: u64,
@@ -103,6 +105,7 @@ impl DirStats {
         self.dropped_queue.store(c.dropped_queue, Relaxed);
         self.dropped_outage.store(c.dropped_outage, Relaxed);
         self.rewritten.store(c.rewritten, Relaxed);
+        self.dropped_stale.store(c.dropped_stale, Relaxed);
         self.duplicated.store(c.duplicated, Relaxed);
         self.reordered.store(c.reordered, Relaxed);
         self.held_packets.store(held as u64, Relaxed);
@@ -139,6 +142,7 @@ impl DirStats {
             dropped_queue: self.dropped_queue.load(Relaxed),
             dropped_outage: self.dropped_outage.load(Relaxed),
             rewritten: self.rewritten.load(Relaxed),
+            dropped_stale: self.dropped_stale.load(Relaxed),
             dropped_emulator: self.dropped_emulator.load(Relaxed),
             duplicated: self.duplicated.load(Relaxed),
             reordered: self.reordered.load(Relaxed),
@@ -174,7 +178,7 @@ impl Snapshot {
 /// The per-direction object of the stats document (key order as written).
 impl Serialize for Snapshot {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut o = s.serialize_struct("Snapshot", 24)?;
+        let mut o = s.serialize_struct("Snapshot", 25)?;
         self.fields(&mut o)?;
         o.end()
     }
@@ -190,6 +194,7 @@ impl Snapshot {
         o.serialize_field("dropped_queue", &self.dropped_queue)?;
         o.serialize_field("dropped_outage", &self.dropped_outage)?;
         o.serialize_field("rewritten", &self.rewritten)?;
+        o.serialize_field("dropped_stale", &self.dropped_stale)?;
         o.serialize_field("dropped_emulator", &self.dropped_emulator)?;
         o.serialize_field("duplicated", &self.duplicated)?;
         o.serialize_field("reordered", &self.reordered)?;
@@ -229,7 +234,7 @@ impl DirStats {
 
 impl Serialize for DirReport {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut o = s.serialize_struct("DirReport", 25)?;
+        let mut o = s.serialize_struct("DirReport", 26)?;
         self.counters.fields(&mut o)?;
         if let Some(occ) = &self.occupancy {
             o.serialize_field("occupancy", occ)?;
@@ -377,13 +382,13 @@ mod tests {
             r#""ge":{"p":0.01,"r":0.25,"h":1,"k":0,"stationary_loss":0.038461538461538464},"#,
             r#""reorder":0,"reorder_gap":3,"dup":0,"nat":[],"path":"segmented"}},"#,
             r#""a2b":{"packets_in":3,"bytes_in":4500,"delivered_packets":2,"delivered_bytes":3000,"#,
-            r#""dropped_loss":1,"dropped_queue":0,"dropped_outage":0,"rewritten":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
+            r#""dropped_loss":1,"dropped_queue":0,"dropped_outage":0,"rewritten":0,"dropped_stale":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
             r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,
             r#""late_us_mean":1.5,"late_us_max":2.5,"late_us_p50":2,"late_us_p99":3,"late_us_p999":3,"#,
             r#""sojourn_us_p50":0,"sojourn_us_p90":0,"sojourn_us_p99":0,"sojourn_us_max":0,"#,
             r#""occupancy":{"start_ns":100,"every_ns":100000000,"bytes":[0,3000],"truncated":false}},"#,
             r#""b2a":{"packets_in":0,"bytes_in":0,"delivered_packets":0,"delivered_bytes":0,"#,
-            r#""dropped_loss":0,"dropped_queue":0,"dropped_outage":0,"rewritten":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
+            r#""dropped_loss":0,"dropped_queue":0,"dropped_outage":0,"rewritten":0,"dropped_stale":0,"dropped_emulator":0,"duplicated":0,"reordered":0,"#,
             r#""gso_superpackets_in":0,"segments_out":0,"gso_superpackets_out":0,"held_packets":0,"#,
             r#""late_us_mean":0,"late_us_max":0,"late_us_p50":0,"late_us_p99":0,"late_us_p999":0,"#,
             r#""sojourn_us_p50":0,"sojourn_us_p90":0,"sojourn_us_p99":0,"sojourn_us_max":0},"#,

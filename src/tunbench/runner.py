@@ -283,7 +283,7 @@ class Runner:
             break
         if retried:
             rec.params["retried"] = retried
-        if rec.status != "ok":
+        if rec.status != "ok" or t.workload.keeps_logs:
             for log in sorted(t.workdir.glob("*.log")):
                 rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-65536:]
         return ""
@@ -379,7 +379,7 @@ class Runner:
             rec.artifacts["traceback.txt"] = traceback.format_exc().encode()
         finally:
             for log in sorted(workdir.glob("*.log")):
-                if rec.status != "ok":
+                if rec.status != "ok" or t.workload.keeps_logs:
                     rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-65536:]
         return void
 

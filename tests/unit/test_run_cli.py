@@ -484,3 +484,32 @@ def test_the_clients_workload_between_two_hosts_needs_an_address_per_client(
     assert code == 2 and "holds 10.10.0.1, bench1's own underlay address" in " ".join(err.split()), err
     code, out, err = main([*args[:-2], "storm", "--hosts", str(enough)], capsys, monkeypatch)
     assert code == 2 and "workload 'storm' is not placed on hosts yet" in " ".join(err.split()), err
+
+
+# ---- show --logs: a trial's stored logs ------------------------------------------------------------------
+
+
+def test_show_logs_prints_a_trials_stored_logs(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = sandbox / "r.db"
+    with Store(db) as s:
+        rid = s.create_run(
+            uid="tbabcdef", name="", tunbench_version="0", provenance={}, scenario_text="", scenario_hash="",
+            scenario={},
+        )  # fmt: skip
+        with_logs = trial(1, "openvpn-udp", 1e9)
+        with_logs.artifacts["log/server.log"] = b"TLS Error: local/remote TLS keys are out of sync\n"
+        with_logs.artifacts["irtt.json"] = b"{}"
+        s.add_trial(rid, with_logs)
+        s.add_trial(rid, trial(2, "openvpn-udp", 1e9, repetition=2))
+        s.finish_run(rid, "done")
+    code, out, err = main(["show", "1", "--logs", "1", "--db", str(db)], capsys, monkeypatch)
+    assert code == 0, err
+    assert "log/server.log" in out and "keys are out of sync" in out
+    assert "irtt.json" not in out, "only logs"
+    code, out, err = main(["show", "1", "--logs", "2", "--db", str(db)], capsys, monkeypatch)
+    assert code == 0, err
+    assert "has no stored logs" in out
+    code, out, err = main(["show", "1", "--logs", "9", "--db", str(db)], capsys, monkeypatch)
+    assert code == 2 and "no trial 9" in err and "1, 2" in err

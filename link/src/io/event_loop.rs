@@ -216,9 +216,9 @@ pub struct Loop<C: Clock, D: PacketIo> {
     last_publish: Instant,
     /// EWMA of how late the I/O wait returns after a timeout (ns).
     oversleep_ns: u64,
-    /// The deadline the last wait woke up early for (by the learned
-    /// latency), if it did.
-    woke_early_for: Option<Instant>,
+    /// The deadline the last wait woke up early for, and the margin it
+    /// kept, if it did.
+    woke_early_for: Option<(Instant, Duration)>,
     /// Segmented path only: re-merges departing segments (userspace GRO).
     coalescer: Option<Coalescer>,
     start: Arc<ScheduleStart>,
@@ -441,7 +441,10 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
                 };
                 // Woken early for this very deadline: spin the rest (a
                 // second sleep would wake up late again).
-                let early = std::mem::take(&mut self.woke_early_for) == Some(d) && left <= learned;
+                // (Against the margin that sleep kept: the learned one has
+                // moved since, with this very wake-up.)
+                let early = matches!(std::mem::take(&mut self.woke_early_for),
+                    Some((at, kept)) if at == d && left <= kept);
                 if left <= margin || early {
                     // Too close to sleep: busy-wait to the deadline (a
                     // simulated clock jumps). Returning without it would
@@ -451,7 +454,7 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
                     return Ok(());
                 }
                 if margin > SPIN {
-                    self.woke_early_for = Some(d);
+                    self.woke_early_for = Some((d, margin));
                 }
                 Some(left.saturating_sub(margin))
             }
@@ -868,6 +871,21 @@ mod tests {
         io.oversleep = Duration::from_micros(20);
         let mut l = Loop::new(&clock, io, f);
         l.oversleep_ns = 50_000;
+        l.run().unwrap();
+        assert_eq!(l.io().sent_times(), [10 * MS]);
+    }
+
+    #[test]
+    fn a_much_quicker_wakeup_than_learned_is_spun_too() {
+        // Learned the cap (a loaded period), then a 10 µs wake-up: the
+        // EWMA moves with it, and the rest (more than the new learned
+        // value) is still spun, against the margin that sleep kept.
+        let clock = Manual::new(Instant::ZERO);
+        let (f, _) = forwarder("delay=10ms", true);
+        let mut io = MemIo::new(&clock, vec![(0, udp(100, 0))]);
+        io.oversleep = Duration::from_micros(10);
+        let mut l = Loop::new(&clock, io, f);
+        l.oversleep_ns = MAX_WAKE_MARGIN.as_nanos();
         l.run().unwrap();
         assert_eq!(l.io().sent_times(), [10 * MS]);
     }

@@ -34,6 +34,9 @@ pub struct StageCounters {
     pub dropped_outage: u64,
     /// Rewritten by a NAT rule (a rebind).
     pub rewritten: u64,
+    /// Lost because they were sent to the client's address from before a
+    /// rebind (the old binding is gone).
+    pub dropped_stale: u64,
     pub duplicated: u64,
     pub reordered: u64,
 }
@@ -44,6 +47,7 @@ impl StageCounters {
         self.dropped_queue += o.dropped_queue;
         self.dropped_outage += o.dropped_outage;
         self.rewritten += o.rewritten;
+        self.dropped_stale += o.dropped_stale;
         self.duplicated += o.duplicated;
         self.reordered += o.reordered;
     }

@@ -3,7 +3,11 @@
 //! server. Upload (a2b): packets from `from` leave with source `to` (and
 //! their TCP/UDP source port shifted by `port`); download (b2a): packets to
 //! `to` (and the shifted port) arrive for `from` again; with a port shift
-//! only TCP and UDP are translated back (an ICMP error is not). Checksums are
+//! only TCP and UDP are translated back (an ICMP error is not). Downstream,
+//! a packet still sent to `from` itself is lost (`dropped_stale`): after a
+//! move the old address is gone, after a NAT rebinding the old mapping, so
+//! a server that keeps answering the client's previous address reaches
+//! nobody, as on a real path. Checksums are
 //! updated incrementally (RFC 1624): the IPv4 header's, and TCP's, UDP's
 //! and ICMPv6's, whose pseudo-header holds the addresses; a partial
 //! checksum (virtio-net `NEEDS_CSUM`: the pseudo-header sum only) is
@@ -40,6 +44,7 @@ pub struct Nat {
     rules: Vec<NatRule>,
     out: Fifo,
     rewritten: u64,
+    stale: u64,
 }
 
 impl Nat {
@@ -49,6 +54,7 @@ impl Nat {
             rules: Vec::new(),
             out: Fifo::default(),
             rewritten: 0,
+            stale: 0,
         }
     }
 }
@@ -83,6 +89,15 @@ fn adjust(buf: &mut [u8], at: usize, old: &[u8], new: &[u8], partial: bool) {
     let v = fold(acc);
     let v = if partial { v } else { !v };
     buf[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Whether `buf` (virtio-net header + IP) is sent to `addr`.
+fn sent_to(buf: &[u8], addr: IpAddr) -> bool {
+    let ip = &buf[VNET_HDR_LEN.min(buf.len())..];
+    match addr {
+        IpAddr::V4(a) => ip.len() >= 20 && ip[0] >> 4 == 4 && ip[16..20] == a.octets(),
+        IpAddr::V6(a) => ip.len() >= 40 && ip[0] >> 4 == 6 && ip[24..40] == a.octets(),
+    }
 }
 
 /// Rewrite `pkt` (virtio-net header + IP) by `rule` on `side`; true if it
@@ -181,6 +196,16 @@ pub fn rewrite(buf: &mut [u8], rule: &NatRule, side: Side) -> bool {
 
 impl Stage for Nat {
     fn push(&mut self, mut pkt: Packet, _now: Instant) {
+        // an address rebind (not a port-only one): the client's previous address no longer answers
+        if self.side == Side::Destination
+            && self
+                .rules
+                .iter()
+                .any(|r| r.from != r.to && sent_to(&pkt.buf, r.from))
+        {
+            self.stale += 1;
+            return;
+        }
         for rule in &self.rules {
             if rewrite(&mut pkt.buf, rule, self.side) {
                 self.rewritten += 1;
@@ -193,6 +218,7 @@ impl Stage for Nat {
     fn counters(&self) -> StageCounters {
         StageCounters {
             rewritten: self.rewritten,
+            dropped_stale: self.stale,
             ..Default::default()
         }
     }
@@ -286,6 +312,49 @@ mod tests {
             );
             assert!(valid_v4(&down, proto));
         }
+    }
+
+    #[test]
+    fn after_an_address_rebind_the_old_address_is_gone_downstream() {
+        let t0 = Instant::from_nanos(0);
+        let mut down = Nat::new(Side::Destination);
+        let spec = DirSpec {
+            nat: vec![rule(1000)],
+            ..Default::default()
+        };
+        down.retune(&spec, false);
+        let mut pkt = |dst: [u8; 4], port: u16| {
+            let buf = v4(17, [198, 18, 0, 2], dst, 51820, port);
+            down.push(Packet::new(buf, 0, t0), t0);
+        };
+        pkt([198, 18, 0, 1], 40000); // to the old binding: lost
+        pkt([198, 18, 0, 101], 41000); // to the new one: back to the client
+        pkt([198, 18, 0, 7], 9); // anyone else: untouched
+        let mut out = Vec::new();
+        while let Some(p) = down.pop_ready(t0) {
+            out.push(p.buf[VNET_HDR_LEN + 16..VNET_HDR_LEN + 20].to_vec());
+        }
+        assert_eq!(out, vec![vec![198, 18, 0, 1], vec![198, 18, 0, 7]]);
+        let c = down.counters();
+        assert_eq!((c.dropped_stale, c.rewritten), (1, 1));
+        // a port-only rebind keeps the address: nothing is stale
+        let mut port_only = Nat::new(Side::Destination);
+        let same = NatRule {
+            to: rule(0).from,
+            ..rule(1000)
+        };
+        port_only.retune(
+            &DirSpec {
+                nat: vec![same],
+                ..Default::default()
+            },
+            false,
+        );
+        port_only.push(
+            Packet::new(v4(17, [198, 18, 0, 2], [198, 18, 0, 1], 5, 41000), 0, t0),
+            t0,
+        );
+        assert_eq!(port_only.counters().dropped_stale, 0);
     }
 
     #[test]

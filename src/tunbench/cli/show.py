@@ -12,6 +12,7 @@ from tunbench.cli.options import DEFAULT_DB, DbOpt, RunArg, need_db
 
 if TYPE_CHECKING:
     from tunbench.results import RunRecord
+    from tunbench.store.db import Store
 
 
 def print_run(run: RunRecord, title: str) -> None:
@@ -34,12 +35,39 @@ def print_run(run: RunRecord, title: str) -> None:
         console.print(line)
 
 
+def print_logs(store: Store, run: RunRecord, seq: int) -> None:
+    trial = next((t for t in run.trials if t.seq == seq), None)
+    if trial is None or trial.id is None:
+        seqs = ", ".join(str(t.seq) for t in run.trials)
+        raise typer.BadParameter(f"run #{run.id} has no trial {seq} (its trials: {seqs})", param_hint="--logs")
+    found = {n: d for n, d in store.artifacts(trial.id).items() if n.startswith("log/")}
+    if not found:
+        console.print(
+            f"trial {seq} ({trial.label} · {trial.profile} · {trial.workload}) has no stored logs: they are kept "
+            "for failed trials and for every recovery trial",
+            markup=False,
+        )
+        return
+    for name, data in found.items():
+        console.rule(f"trial {seq} · {trial.label} · {name} (its last 64 KiB)")
+        console.print(data.decode(errors="replace"), markup=False, highlight=False, end="", soft_wrap=True)
+
+
 def show(
     run_ref: RunArg = None,
     list_runs: Annotated[bool, typer.Option("--list", "-l", help="List the runs in the store.")] = False,
+    logs: Annotated[
+        int | None,
+        typer.Option(
+            "--logs",
+            metavar="SEQ",
+            help="Print the logs stored with the run's trial SEQ (the first column of its progress lines' order: "
+            "1, 2, ...). Logs are kept for failed trials and for every recovery trial.",
+        ),
+    ] = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Print a stored run's table again (or list the runs)."""
+    """Print a stored run's table again (or list the runs, or one trial's logs)."""
     from rich.table import Table
 
     from tunbench.store.db import Store
@@ -55,4 +83,7 @@ def show(
             console.print(table)
             return
         run = store.find_run(run_ref)
+        if logs is not None:
+            print_logs(store, run, logs)
+            return
     print_run(run, title=f"tunbench run {run.uid} (#{run.id}, {run.status}, {run.started_at})")

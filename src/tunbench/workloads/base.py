@@ -185,6 +185,9 @@ class Workload(ABC, Generic[C, Opt]):
     fleet: ClassVar[bool] = False
     # the bring-up is what it measures: the runner hands it a BringupContext to bring tunnels up itself
     owns_bringup: ClassVar[bool] = False
+    # the tunnel's logs (last 64 KiB of each) are stored with every trial, not only with failed ones: what
+    # the tunnel did is part of the answer (whether it came back after a disruption, and how)
+    keeps_logs: ClassVar[bool] = False
 
     def profile_problem(self, profile: Profile) -> str:
         """Why this workload has nothing to measure over `profile` ("" when it can run over it)."""

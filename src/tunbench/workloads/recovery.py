@@ -147,6 +147,7 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
     layers = ("l3",)
     Options = RecoveryOptions
     requires = ("irtt", "iperf3")
+    keeps_logs = True  # why a tunnel did not come back (e.g. "TLS keys are out of sync") is in its log
     columns = (
         Column("down ms", "recovery.outage_ms", "ms"),
         Column("first after ms", "recovery.first_after_ms", "ms"),
