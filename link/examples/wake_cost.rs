@@ -48,6 +48,10 @@ fn main() {
         next += step;
     }
     let (t1, c1) = (Monotonic.now(), cpu_ns());
+    if late.is_empty() {
+        eprintln!("wake_cost: no wake-up in {seconds} s at {interval_us} µs");
+        std::process::exit(2);
+    }
     late.sort_unstable();
     let q = |p: f64| late[((late.len() - 1) as f64 * p) as usize] as f64 / 1e3;
     let cpu = (c1 - c0) as f64;

@@ -114,6 +114,13 @@ pub struct QueueWatch {
 }
 
 impl QueueWatch {
+    /// This watch, its occupancy counted from `from`: what a bottleneck
+    /// keeps (`Stage::watch_queue`).
+    pub fn attached(&self, from: Instant) -> QueueWatch {
+        self.occupancy.attach(from);
+        self.clone()
+    }
+
     /// A packet joined or left the queue at `t` (left: to the serializer
     /// or a trace opportunity); the queue now holds `bytes`.
     pub fn changed(&self, t: Instant, bytes: u64) {

@@ -121,8 +121,9 @@ def test_a_time_that_changes_is_a_new_handshake() -> None:
     readings = [_r(0, t0), _r(0.5, t0), _r(1, t1), _r(1.5, t1), _r(2, t2)]
     assert completed("time", readings, int(0.2 * S)) == 2
     assert completed("time", readings, int(1.2 * S)) == 1
-    # 0 is "none yet": the first handshake counts, a vanished one does not
-    assert completed("time", [_r(0, 0), _r(1, t0), _r(2, 0), _r(3, t0)], int(0.5 * S)) == 2
+    # 0 is "none yet": the first handshake counts; one that vanishes and comes back is the same one
+    assert completed("time", [_r(0, 0), _r(1, t0), _r(2, 0), _r(3, t0)], int(0.5 * S)) == 1
+    assert completed("time", [_r(0, t0), _r(1, 0), _r(2, t0), _r(3, t1)], int(0.5 * S)) == 1
 
 
 def test_an_age_counts_when_the_time_it_implies_moves_on() -> None:

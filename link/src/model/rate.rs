@@ -126,8 +126,7 @@ impl Stage for Bottleneck {
     /// starts at the new. Packets already queued beyond a smaller queue
     /// limit stay (only arrivals are refused).
     fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
-        watch.occupancy.attach(from);
-        self.watch = Some(watch.clone());
+        self.watch = Some(watch.attached(from));
     }
     fn retune(&mut self, spec: &DirSpec, _down: bool) {
         if self.rate_bps != spec.rate_bps {

@@ -231,8 +231,7 @@ impl Stage for TraceLink {
         self.queue.set_limit(spec.queue);
     }
     fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
-        watch.occupancy.attach(from);
-        self.watch = Some(watch.clone());
+        self.watch = Some(watch.attached(from));
     }
     fn start(&mut self, origin: Instant) {
         self.origin = Some(origin);

@@ -167,14 +167,20 @@ class Tunnel:
 
     def handshakes(self) -> HandshakeReader | None:
         """The tunnel's handshake counter as its adapter declares it (`[handshakes]`), or None: it declares
-        none, or it is a unix socket on another machine (a remote role's). Its templates are rendered here,
+        none (a unix socket on another machine, a remote role's, reads as unknown). Its templates are rendered here,
         so an unknown variable fails now, not at each reading."""
         hs = self.spec.handshakes
         if hs is None:
             return None
         if isinstance(hs, LogHandshakes):
             daemon, pattern = self.daemons[hs.role], hs.pattern
-            return HandshakeReader("count", lambda: daemon.log_tail(1_000_000), lambda log, _: log_count(pattern, log))
+
+            def log() -> str | None:
+                # the daemon was ready, so its log has lines: an empty one is a read that failed (not a count
+                # of 0, which would then look like a restart)
+                return daemon.log_tail(1_000_000) or None
+
+            return HandshakeReader("count", log, lambda text, _: log_count(pattern, text))
         if isinstance(hs, CmdHandshakes):
             place = self._place(hs.ns)
             argv = self.steps.argv(hs.run, self._vars(place), "handshakes.run")
@@ -186,14 +192,15 @@ class Tunnel:
 
         else:
             place = self._place(hs.role)
-            if not isinstance(place, LocalPlace):
-                return None
             v = self._vars(place)
             path, until = self.steps.render(hs.path, v, "handshakes.path"), hs.until
             send = self.steps.render(hs.send, v, "handshakes.send")
+            here = isinstance(place, LocalPlace)
 
             def text() -> str | None:
-                return socket_reply(path, send, until)
+                # a socket on another machine cannot be reached from here: every reading fails and the figure
+                # is unknown (None), not missing as for a tunnel that declares no counter
+                return socket_reply(path, send, until) if here else None
 
         kind, pattern = hs.value, hs.pattern
         return HandshakeReader(kind, text, lambda out, at_s: reading_value(kind, numbers(pattern, out), at_s))

@@ -36,7 +36,7 @@ SOCKET_TIMEOUT_S = 2.0
 
 @dataclass(frozen=True)
 class Reading:
-    """One reading, taken at `at_ns` (wall clock, before the read): a count or a time (see the module), or
+    """One reading, taken at `at_ns` (wall clock, when the read returned): a count or a time (see the module), or
     None when it could not be read (the command failed, the socket refused)."""
 
     at_ns: int
@@ -92,9 +92,11 @@ def completed(value: HandshakeValue, readings: Sequence[Reading], since_ns: int)
             continue
         if value == "count":
             n += round(v - prev) if v >= prev else round(v)
-        elif v != 0 and (prev == 0 or (v != prev if value == "time" else v > prev + AGE_SLACK_S)):
+        elif v == 0:  # none (any more): what comes back is compared with the handshake before
+            continue
+        elif prev == 0 or (v != prev if value == "time" else v > prev + AGE_SLACK_S):
             n += 1
-        elif v != 0:  # the same handshake (an age's time, read again, moves by the time reading takes)
+        else:  # the same handshake (an age's time, read again, moves by the time reading takes)
             continue
         prev = v
     return n
@@ -110,11 +112,13 @@ class HandshakeReader:
         self._parse = parse
 
     def read(self) -> Reading:
-        at = time.time_ns()
         try:
             text = self._text()
         except Exception:  # a reading that fails is a gap in the readings, never the trial's end
             text = None
+        # stamped when the read returned: a reading that may hold state from after a moment is never taken
+        # as the state before it (a read can take seconds: a command's, a socket's timeout)
+        at = time.time_ns()
         return Reading(at, None if text is None else self._parse(text, at / 1e9))
 
 

@@ -93,13 +93,10 @@ class LogHandshakes(_Strict):
         return v
 
 
-class CmdHandshakes(_Strict):
-    """A command (at `ns`) whose output holds the numbers `pattern` finds: a running count of handshakes,
-    or each peer's latest handshake as a time (`time`, Unix seconds, 0: none) or an age (`age`, seconds)."""
+class _NumbersRead(_Strict):
+    """What `cmd` and `socket` counters share: the numbers `pattern` finds in what they read, and what they
+    are (`value`)."""
 
-    kind: Literal["cmd"]
-    ns: Literal["client", "server", "host"] = "client"
-    run: str
     pattern: str
     value: HandshakeValue = "count"
 
@@ -109,7 +106,16 @@ class CmdHandshakes(_Strict):
         return _number_pattern(v)
 
 
-class SocketHandshakes(_Strict):
+class CmdHandshakes(_NumbersRead):
+    """A command (at `ns`) whose output holds the numbers `pattern` finds: a running count of handshakes,
+    or each peer's latest handshake as a time (`time`, Unix seconds, 0: none) or an age (`age`, seconds)."""
+
+    kind: Literal["cmd"]
+    ns: Literal["client", "server", "host"] = "client"
+    run: str
+
+
+class SocketHandshakes(_NumbersRead):
     """A request to a unix socket on the role's machine (`path`: the socket file; `send`, then the reply up
     to one that ends with `until`, or the socket's end), whose reply holds the numbers `pattern` finds, as
     for `cmd`. For a UAPI socket (WireGuard in userspace): no fork per reading, and nanoseconds."""
@@ -119,13 +125,6 @@ class SocketHandshakes(_Strict):
     path: str
     send: str = ""
     until: str = "\n\n"
-    pattern: str
-    value: HandshakeValue = "count"
-
-    @field_validator("pattern")
-    @classmethod
-    def _pattern(cls, v: str) -> str:
-        return _number_pattern(v)
 
 
 HandshakeSpec = LogHandshakes | CmdHandshakes | SocketHandshakes

@@ -158,7 +158,7 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
     )
     caption = (
         "after the link's return (or the rebind): the first probe through (– : none), the longest silence, "
-        "TCP back to 90%; the tunnel's handshakes from the disruption on (– : it declares no counter)"
+        "TCP back to 90%; the tunnel's handshakes from the disruption on (– : no counter declared, or unreadable)"
     )
 
     def headline(self, rec: TrialRecord) -> str:
