@@ -14,6 +14,7 @@ from tests.unit.report_data import trial
 from tunbench import cli, session
 from tunbench.cli import _split_profiles, app
 from tunbench.host import ledger as state
+from tunbench.results import TrialRecord
 from tunbench.session import RunOutcome
 from tunbench.store.db import Store
 
@@ -49,6 +50,19 @@ def one_error(err: str) -> str:
     assert len(lines) == 1 and lines[0].startswith("Error: "), err
     assert "Traceback" not in err
     return lines[0]
+
+
+def stored_run(db: Path, records: list[TrialRecord], status: str) -> int:
+    """A run (uid tbabcdef) with `records`, finished as `status`, in the store at `db`: its id."""
+    with Store(db) as s:
+        rid = s.create_run(
+            uid="tbabcdef", name="", tunbench_version="0", provenance={}, scenario_text="", scenario_hash="",
+            scenario={},
+        )  # fmt: skip
+        for r in records:
+            s.add_trial(rid, r)
+        s.finish_run(rid, status)
+    return rid
 
 
 def files(root: Path) -> set[Path]:
@@ -123,15 +137,8 @@ def test_run_exit_codes(
     sandbox: Path, monkeypatch: pytest.MonkeyPatch, statuses: list[str], run_status: str, code: int
 ) -> None:
     db = sandbox / "r.db"
-    with Store(db) as s:
-        rid = s.create_run(
-            uid="tbabcdef", name="", tunbench_version="0", provenance={}, scenario_text="", scenario_hash="",
-            scenario={},
-        )  # fmt: skip
-        records = [trial(i + 1, "socat", 1e9, status=st, repetition=i + 1) for i, st in enumerate(statuses)]
-        for r in records:
-            s.add_trial(rid, r)
-        s.finish_run(rid, run_status)
+    records = [trial(i + 1, "socat", 1e9, status=st, repetition=i + 1) for i, st in enumerate(statuses)]
+    rid = stored_run(db, records, run_status)
 
     def fake_execute(*a: object, **k: object) -> RunOutcome:
         return RunOutcome(run_id=rid, uid="tbabcdef", status=run_status, records=records)
@@ -493,17 +500,10 @@ def test_show_logs_prints_a_trials_stored_logs(
     sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = sandbox / "r.db"
-    with Store(db) as s:
-        rid = s.create_run(
-            uid="tbabcdef", name="", tunbench_version="0", provenance={}, scenario_text="", scenario_hash="",
-            scenario={},
-        )  # fmt: skip
-        with_logs = trial(1, "openvpn-udp", 1e9)
-        with_logs.artifacts["log/server.log"] = b"TLS Error: local/remote TLS keys are out of sync\n"
-        with_logs.artifacts["irtt.json"] = b"{}"
-        s.add_trial(rid, with_logs)
-        s.add_trial(rid, trial(2, "openvpn-udp", 1e9, repetition=2))
-        s.finish_run(rid, "done")
+    with_logs = trial(1, "openvpn-udp", 1e9)
+    with_logs.artifacts["log/server.log"] = b"TLS Error: local/remote TLS keys are out of sync\n"
+    with_logs.artifacts["irtt.json"] = b"{}"
+    stored_run(db, [with_logs, trial(2, "openvpn-udp", 1e9, repetition=2)], "done")
     code, out, err = main(["show", "1", "--logs", "1", "--db", str(db)], capsys, monkeypatch)
     assert code == 0, err
     assert "log/server.log" in out and "keys are out of sync" in out

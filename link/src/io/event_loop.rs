@@ -860,34 +860,35 @@ mod tests {
         );
     }
 
+    /// When one packet delayed 10 ms leaves, with `learned_ns` of learned
+    /// wake-up latency and wake-ups `late` after their timeout.
+    fn departure_after_waking(learned_ns: u64, late: Duration) -> Vec<u64> {
+        let clock = Manual::new(Instant::ZERO);
+        let (f, _) = forwarder("delay=10ms", true);
+        let mut io = MemIo::new(&clock, vec![(0, udp(100, 0))]);
+        io.oversleep = late;
+        let mut l = Loop::new(&clock, io, f);
+        l.oversleep_ns = learned_ns;
+        l.run().unwrap();
+        l.io().sent_times()
+    }
+
     #[test]
     fn after_an_early_wakeup_the_rest_is_spun_not_slept() {
         // Learned 50 µs, but this wake-up is only 20 µs late: woken 35 µs
         // before the departure, the loop spins the rest (a second sleep
         // would be 20 µs late again).
-        let clock = Manual::new(Instant::ZERO);
-        let (f, _) = forwarder("delay=10ms", true);
-        let mut io = MemIo::new(&clock, vec![(0, udp(100, 0))]);
-        io.oversleep = Duration::from_micros(20);
-        let mut l = Loop::new(&clock, io, f);
-        l.oversleep_ns = 50_000;
-        l.run().unwrap();
-        assert_eq!(l.io().sent_times(), [10 * MS]);
-    }
-
-    #[test]
-    fn a_much_quicker_wakeup_than_learned_is_spun_too() {
+        assert_eq!(
+            departure_after_waking(50_000, Duration::from_micros(20)),
+            [10 * MS]
+        );
         // Learned the cap (a loaded period), then a 10 µs wake-up: the
         // EWMA moves with it, and the rest (more than the new learned
         // value) is still spun, against the margin that sleep kept.
-        let clock = Manual::new(Instant::ZERO);
-        let (f, _) = forwarder("delay=10ms", true);
-        let mut io = MemIo::new(&clock, vec![(0, udp(100, 0))]);
-        io.oversleep = Duration::from_micros(10);
-        let mut l = Loop::new(&clock, io, f);
-        l.oversleep_ns = MAX_WAKE_MARGIN.as_nanos();
-        l.run().unwrap();
-        assert_eq!(l.io().sent_times(), [10 * MS]);
+        assert_eq!(
+            departure_after_waking(MAX_WAKE_MARGIN.as_nanos(), Duration::from_micros(10)),
+            [10 * MS]
+        );
     }
 
     #[test]
