@@ -81,7 +81,7 @@ integration: deps venv build
 
 test: deps venv build lint
 	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=15 tests
 
 clean-results:
 	rm -rf results

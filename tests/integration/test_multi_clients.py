@@ -32,7 +32,10 @@ def series(db: Path, seq: int, name: str) -> list[tuple[float, float]]:
 
 
 def test_twenty_clients_share_one_server_fairly(tmp_path: Path) -> None:
-    rate = 4e6
+    # 40 Mbit/s offered in all: well inside what 20 wireguard-go clients carry on 2 shared cores, so the
+    # assertions below judge the workload's measurement, not the host's speed (at 4 Mbit/s each, a host
+    # with 3-5% steal carried 56 of 80 Mbit/s through wireguard-go's 20 client processes, 29% lost)
+    rate = 2e6
     path = scenario(
         tmp_path,
         f"""
