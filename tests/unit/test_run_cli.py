@@ -513,3 +513,14 @@ def test_show_logs_prints_a_trials_stored_logs(
     assert "has no stored logs" in out
     code, out, err = main(["show", "1", "--logs", "9", "--db", str(db)], capsys, monkeypatch)
     assert code == 2 and "no trial 9" in err and "1, 2" in err
+
+
+def test_show_says_when_no_trial_finished(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stopped by Ctrl-C inside its first trial is stored with no trials: show says so, not nothing."""
+    db = sandbox / "r.db"
+    stored_run(db, [], "interrupted")
+    code, out, err = main(["show", "1", "--db", str(db)], capsys, monkeypatch)
+    assert code == 0, err
+    assert "interrupted" in out and "no trial finished" in " ".join(out.split())

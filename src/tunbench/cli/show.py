@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def print_run(run: RunRecord, title: str) -> None:
-    """The run's summary table (when it has throughput cases), each workload's own table, and the warnings."""
+    """The run's summary table (when it has throughput cases), each workload's own table, and the warnings;
+    a run that ended before its first trial finished says so."""
     from tunbench.report.common import host_lines, placement_line
     from tunbench.report.summary import summarize_trials
     from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
@@ -24,6 +25,9 @@ def print_run(run: RunRecord, title: str) -> None:
     summaries = summarize_trials(run.trials)
     for line in host_lines(run.provenance):
         console.print(line, markup=False, highlight=False)
+    if not run.trials:
+        console.print(f"{title}: no trial finished", markup=False, highlight=False)
+        return
     placed = placement_line(run.trials)
     if placed:
         console.print(placed, markup=False, highlight=False)
