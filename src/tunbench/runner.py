@@ -283,9 +283,7 @@ class Runner:
             break
         if retried:
             rec.params["retried"] = retried
-        if rec.status != "ok" or t.workload.keeps_logs:
-            for log in sorted(t.workdir.glob("*.log")):
-                rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-65536:]
+        keep_logs(t)
         return ""
 
     def _record(self, pt: PlannedTrial, options: BaseModel) -> TrialRecord:
@@ -357,7 +355,7 @@ class Runner:
         )
 
     def _attempt_in(self, t: _Trial) -> bool:
-        rec, workdir = t.rec, t.workdir
+        rec = t.rec
         void = False
         try:
             if t.workload.fleet:
@@ -378,9 +376,7 @@ class Runner:
             rec.error = f"internal error: {type(e).__name__}: {e}"
             rec.artifacts["traceback.txt"] = traceback.format_exc().encode()
         finally:
-            for log in sorted(workdir.glob("*.log")):
-                if rec.status != "ok" or t.workload.keeps_logs:
-                    rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-65536:]
+            keep_logs(t)
         return void
 
     def _measure_fleet(self, t: _Trial) -> None:
@@ -732,6 +728,17 @@ class _Trial:
     spec: TopologySpec
     link_seed: int
     slot: str = ""  # a warm block's k-th tunnel: "" for the first, "1", "2", ... (Topology's interface names)
+
+
+LOG_TAIL_BYTES = 65536  # of each log file a trial keeps
+
+
+def keep_logs(t: _Trial) -> None:
+    """Store the last LOG_TAIL_BYTES of the attempt's logs with its record: when it failed, or always for a
+    workload whose answer they are part of (`Workload.keeps_logs`)."""
+    if t.rec.status != "ok" or t.workload.keeps_logs:
+        for log in sorted(t.workdir.glob("*.log")):
+            t.rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-LOG_TAIL_BYTES:]
 
 
 def underlay_devices(topo: Topology) -> dict[str, str]:

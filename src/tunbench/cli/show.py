@@ -40,6 +40,8 @@ def print_run(run: RunRecord, title: str) -> None:
 
 
 def print_logs(store: Store, run: RunRecord, seq: int) -> None:
+    from tunbench.runner import LOG_TAIL_BYTES
+
     trial = next((t for t in run.trials if t.seq == seq), None)
     if trial is None or trial.id is None:
         seqs = ", ".join(str(t.seq) for t in run.trials)
@@ -53,7 +55,7 @@ def print_logs(store: Store, run: RunRecord, seq: int) -> None:
         )
         return
     for name, data in found.items():
-        console.rule(f"trial {seq} · {trial.label} · {name} (its last 64 KiB)")
+        console.rule(f"trial {seq} · {trial.label} · {name} (its last {LOG_TAIL_BYTES // 1024} KiB)")
         console.print(data.decode(errors="replace"), markup=False, highlight=False, end="", soft_wrap=True)
 
 
