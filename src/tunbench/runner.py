@@ -34,7 +34,7 @@ from tunbench.link.emulator import LinkEmulator, link_metrics, queue_series
 from tunbench.monitor import crosscheck
 from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.counters import namespace_counters, short_ifname
-from tunbench.monitor.hostload import host_load
+from tunbench.monitor.interference import RedoPolicy, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.plan import Case, PlannedTrial
 from tunbench.remote.hosts import HostRun, HostsTopology
@@ -116,11 +116,11 @@ class Runner:
         hosts: HostRun | None = None,
         stop: StopCheck | None = None,
         cpuset: dict[str, str] | None = None,
-        redo_steal_pct: float | None = None,
+        redo: RedoPolicy | None = None,
     ) -> None:
-        """`redo_steal_pct`: a pair's window that lost at least this share of the CPUs' time to steal is
-        void and measured again (RetryTrial), as a bidir race is; None: kept (and flagged by compare)."""
-        self.redo_steal_pct = redo_steal_pct
+        """`redo`: which windows are void and measured again (RetryTrial), as a bidir race is: steal, or any
+        interference (monitor/interference.py); default none (kept, and flagged by compare)."""
+        self.redo = redo or RedoPolicy()
         self.ledger = ledger
         self.store = store
         self.run_id = run_id
@@ -430,7 +430,7 @@ class Runner:
                 omit_s=self.omit_s,
                 options=options,
             )
-            with host_load(rec.metrics):
+            with self._watched(rec):
                 result = workload.measure(ctx)
         self._merge(rec, result)
         rec.metrics.update(env.metrics)
@@ -465,7 +465,7 @@ class Runner:
             watchdog(
                 workload.trial_timeout_s(case, options, self.duration_s, self.omit_s), f"the {workload.kind} trial"
             ),
-            host_load(rec.metrics),
+            self._watched(rec),
         ):
             result = workload.measure(ctx)
         self._merge(rec, result)
@@ -567,7 +567,7 @@ class Runner:
             if isinstance(topo, Topology):
                 namespaces = {"client": topo.client.name, "server": topo.server.name}
                 window.enter_context(namespace_counters(namespaces, rec.metrics, prefix=topo.prefix))
-            window.enter_context(host_load(rec.metrics))
+            window.enter_context(self._watched(rec))
             for hook in self.hooks:
                 window.enter_context(hook(held.ctx, tunnel, rec))
             with (
@@ -578,12 +578,17 @@ class Runner:
                 if held.emulator is not None:  # the profile's events count from the workload's start
                     held.emulator.start_schedule()
                 started = time.monotonic()
+                sampler.align(started + self.omit_s)  # a sample at the measured window's start, then each second
                 result = t.workload.measure(held.ctx)
                 ended = time.monotonic()
         tunnel.check_alive()
-        if why := steal_void(rec.metrics, self.redo_steal_pct):
+        if why := self.redo.void(rec.metrics, rec.params):
             raise RetryTrial(why)
         return _Window(result, sampler, remote_costs, (started, ended))
+
+    def _watched(self, rec: TrialRecord) -> contextlib.AbstractContextManager[None]:
+        """The host's load and what else ran (other runs, foreign CPU, the harness's own), read at the edges."""
+        return watched(rec.metrics, rec.params, self.ledger.prefix, self.redo.limits)
 
     def _account(self, t: _Trial, held: _Held, w: _Window, link_stats: dict[str, Any] | None) -> None:
         """The record from a window: the workload's metrics, CPU over the measured window, the emulator's
@@ -609,17 +614,6 @@ class Runner:
         if isinstance(topo, Topology):
             underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))
-
-
-def steal_void(metrics: dict[str, float | None], redo_steal_pct: float | None) -> str:
-    """Why a window is void for its steal time (`host.steal_pct` at or above `redo_steal_pct`), or ""."""
-    steal = metrics.get("host.steal_pct")
-    if redo_steal_pct is None or steal is None or steal < redo_steal_pct:
-        return ""
-    return (
-        f"the hypervisor took {steal:.1f}% of the CPUs' time during the window (redo_steal_pct "
-        f"{redo_steal_pct:g}%): void, measured again"
-    )
 
 
 def series_span(result: Measurement, call: tuple[float, float]) -> tuple[float, float]:

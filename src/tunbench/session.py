@@ -29,6 +29,7 @@ from tunbench.host import HOST_TOOLS
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
+from tunbench.monitor.interference import RedoPolicy
 from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
 from tunbench.remote.hosts import HostRun, role_hosts
 from tunbench.remote.inventory import Inventory
@@ -635,7 +636,9 @@ def execute(
                 hosts=hosts,
                 stop=stop,
                 cpuset=plan.cpuset,
-                redo_steal_pct=scenario.run.redo_steal_pct,
+                redo=RedoPolicy.of(
+                    scenario.run.redo_steal_pct, scenario.run.redo_interfered, scenario.run.foreign_cpu_pct
+                ),
             )
             try:
                 outcome.records = runner.run(plan.trials)

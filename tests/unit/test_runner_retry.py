@@ -116,10 +116,21 @@ def test_a_hung_workload_fails_its_own_trial(tmp_path: Path, monkeypatch: pytest
 
 
 def test_a_window_that_lost_cpu_to_steal_is_void_only_when_asked() -> None:
-    from tunbench.runner import steal_void
+    from tunbench.monitor.interference import RedoPolicy
 
-    assert steal_void({"host.steal_pct": 12.0}, None) == ""  # default: kept (compare flags it)
-    assert steal_void({"host.steal_pct": 4.9}, 5.0) == ""
-    assert steal_void({}, 5.0) == ""  # no steal figure (not a VM, or not read): nothing to judge
-    why = steal_void({"host.steal_pct": 5.0}, 5.0)
+    assert RedoPolicy().void({"host.steal_pct": 12.0}, {}) == ""  # default: kept (compare flags it)
+    assert RedoPolicy(steal_pct=5.0).void({"host.steal_pct": 4.9}, {}) == ""
+    assert RedoPolicy(steal_pct=5.0).void({}, {}) == ""  # no steal figure (not a VM, or not read)
+    why = RedoPolicy(steal_pct=5.0).void({"host.steal_pct": 5.0}, {})
     assert "5.0% of the CPUs' time" in why and "redo_steal_pct 5%" in why
+
+
+def test_an_interfered_window_is_void_only_with_redo_interfered() -> None:
+    from tunbench.monitor.interference import RedoPolicy
+
+    m: dict[str, float | None] = {"interfered": 1.0}
+    p = {"interference": "another tunbench run live (tb123456)"}
+    assert RedoPolicy().void(m, p) == ""
+    why = RedoPolicy.of(None, True, 10.0).void(m, p)
+    assert "interfered: another tunbench run live (tb123456)" in why
+    assert RedoPolicy.of(None, True, 10.0).void({"interfered": 0.0}, p) == ""

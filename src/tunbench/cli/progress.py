@@ -40,6 +40,7 @@ class RunProgress:
             console=console,
             transient=True,
             speed_estimate_period=7 * 24 * 3600.0,  # a trial can outlast rich's default 30 s: keep every sample
+            refresh_per_second=1,  # the bar redraws once a second: the controller stays quiet in the windows
         )
         self.task: TaskID | None = None
         self.weight: dict[int, float] = {}

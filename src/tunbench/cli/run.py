@@ -230,6 +230,24 @@ def run(
             "flagged.",
         ),
     ] = None,
+    redo_interfered: Annotated[
+        bool,
+        typer.Option(
+            "--redo-interfered",
+            help="Measure a trial again when its window was interfered with: another tunbench run was live, "
+            "foreign CPU reached --foreign-cpu, or steal reached 5% (or --redo-steal); at most 5 attempts in "
+            "all, the reason kept ([run] redo_interfered). Default: keep it, flagged.",
+        ),
+    ] = False,
+    foreign_cpu: Annotated[
+        str | None,
+        typer.Option(
+            "--foreign-cpu",
+            help="A window counts as interfered when processes that are neither this run's nor the kernel's "
+            "used at least this much CPU during it, in % of one core, e.g. 10% ([run] foreign_cpu_pct; "
+            "default 10%).",
+        ),
+    ] = None,
     full: Annotated[bool, typer.Option("--full", help="5 repetitions of 10 s (default: the scenario's).")] = False,
     no_direct: Annotated[bool, typer.Option("--no-direct", help="Do not measure the direct baseline.")] = False,
     mtu: Annotated[int | None, typer.Option(help="Link MTU.")] = None,
@@ -344,6 +362,8 @@ def run(
             "name": name,
             "warm": warm,
             "redo_steal_pct": _percent(redo_steal, "--redo-steal"),
+            "redo_interfered": True if redo_interfered else None,
+            "foreign_cpu_pct": _percent(foreign_cpu, "--foreign-cpu"),
             "cpuset": parse_cpuset(cpuset),
         },
         "workload": {

@@ -38,6 +38,11 @@ class RunSection(_Strict):
     # a trial whose measured window lost at least this share of all CPUs' time to steal (the hypervisor ran
     # someone else: `host.steal_pct`) is void and measured again, at most 5 times in all; None: kept, flagged
     redo_steal_pct: float | None = Field(default=None, gt=0, le=100)
+    # a window counts as interfered (monitor/interference.py) when another tunbench run was live, the CPU used
+    # by processes that are neither this run's nor the kernel's reached foreign_cpu_pct (% of one core), or
+    # steal reached 5% (or redo_steal_pct); redo_interfered: measure such a trial again (at most 5 attempts)
+    foreign_cpu_pct: float = Field(default=10.0, gt=0, le=100_000)
+    redo_interfered: bool = False
 
     @field_validator("cpuset")
     @classmethod

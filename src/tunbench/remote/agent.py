@@ -40,6 +40,9 @@ from tunbench.remote.egress import EgressLink
 from tunbench.remote.protocol import build_id, error_answer
 from tunbench.topology.build import Topology, TopologySpec
 
+# the agent's role samplers tick at 10 Hz: their edges are not aligned to the controller's window
+REMOTE_INTERVAL_S = 0.1
+
 
 class _PlaceState:
     def __init__(self, place: LocalPlace, stack: contextlib.ExitStack, tag: str = "") -> None:
@@ -324,11 +327,13 @@ class Agent:
             if emulator is None or not emulator.pid:
                 raise TunbenchError(f"no emulator runs at place {place}")
             link_pid = emulator.pid
-            sampler = Sampler({role: (lambda: [link_pid], None)})
+            sampler = Sampler({role: (lambda: [link_pid], None)}, interval_s=REMOTE_INTERVAL_S)
         elif cgroup_only:
-            sampler = Sampler({role: (lambda: [], pl.cgroups.get(role))})
+            sampler = Sampler({role: (lambda: [], pl.cgroups.get(role))}, interval_s=REMOTE_INTERVAL_S)
         else:
-            sampler = Sampler({role: (lambda: pl.pids(role, daemons), pl.cgroups.get(role))})
+            sampler = Sampler(
+                {role: (lambda: pl.pids(role, daemons), pl.cgroups.get(role))}, interval_s=REMOTE_INTERVAL_S
+            )
         sampler.__enter__()
         key = self._id("s")
         self.samplers[key] = sampler

@@ -41,6 +41,7 @@ from tunbench.report.common import (
     trial_jain,
 )
 from tunbench.report.headlines import AXES, headline_tables
+from tunbench.report.interference import line as interference_line
 from tunbench.report.summary import BASELINE, ROLES, CaseSummary, summarize_trials
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.units import parse_duration_s
@@ -951,6 +952,7 @@ _CODE_TITLES = {
     "generator-bound": "the traffic generator was the bottleneck",
     "cross-check": "in-run cross-checks disagreed",
     "steal": "a VM's neighbours took CPU (steal time)",
+    "interfered": "interfered with: another tunbench run, foreign CPU or steal during the window",
 }
 
 
@@ -1074,6 +1076,8 @@ def run_section(run: RunRecord, index: int) -> str:
         body = "\n".join(p for p in (headlines, multi) if p) or "<p>No trials recorded.</p>"
         return "\n".join([*parts, body, provenance_html(run, run.trials)])
     parts += [warnings_html(summaries), _h3(pid, "summary", "Summary"), summary_table(summaries, trials)]
+    if host := interference_line(run.trials):
+        parts.append(f'<p class="meta" id="{pid}-interference">{_e(host)}</p>')
     parts += [_h3(pid, "throughput", "Throughput"), _div(fig_throughput(summaries, colors), f"{pid}-throughput")]
     ratio = fig_ratio(summaries, colors)
     if ratio is not None:

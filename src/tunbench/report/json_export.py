@@ -13,6 +13,7 @@ import json
 import math
 from typing import Any
 
+from tunbench.report.interference import figures as interference_figures
 from tunbench.report.summary import CaseSummary, summarize_trials
 from tunbench.results import RunRecord, TrialRecord
 
@@ -60,6 +61,14 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
             for role in ("client", "server")
         },
         "checks": {k: v for k, v in m.items() if k.startswith("check.")},
+        "interference": {
+            "interfered": m.get("interfered"),
+            "reason": t.params.get("interference"),
+            "foreign_cpu_pct": m.get("interference.foreign_cpu_pct"),
+            "other_runs": (t.params.get("interference_detail") or {}).get("runs"),
+            "harness_cpu_pct": m.get("harness.cpu_pct"),
+            "steal_pct": m.get("host.steal_pct"),
+        },
         "rss_peak_bytes": {role: m.get(f"rss_peak_bytes.{role}") for role in ("client", "server")},
         "duration_s": t.duration_s,
         "setup_s": m.get("setup_s"),
@@ -128,6 +137,7 @@ def export(run: RunRecord) -> dict[str, Any]:
         "run": run_json(run),
         "trials": [trial_json(t) for t in run.trials],
         "summary": [summary_json(s) for s in summarize_trials(run.trials)],
+        "interference": interference_figures(run.trials),
     }
 
 

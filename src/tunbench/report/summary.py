@@ -223,6 +223,16 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
                 "first in PATH, use --flows 2 or more",
             )
         )
+    if interfered := [t for t in ts if t.metrics.get("interfered") == 1.0]:
+        reasons = sorted({str(t.params.get("interference") or "") for t in interfered} - {""})
+        out.append(
+            StabilityWarning(
+                "interfered",
+                f"{label}: {len(interfered)} of {len(ts)} trial(s) interfered with: {'; '.join(reasons)}",
+                "run nothing else on the host while measuring, or --redo-interfered to measure such trials "
+                "again; compare, history and calibrate leave them out",
+            )
+        )
     failed = sorted({name for t in ts for name in failed_checks(t.metrics)})
     if failed:
         out.append(

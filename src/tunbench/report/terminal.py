@@ -147,6 +147,7 @@ CAUSES: dict[str, str] = {
     "link-late": "the WAN emulator fell behind its schedule (p99 lateness), so the link was slower than the "
     "profile says,",
     "steal": f"steal time >= {STEAL_WARN_PCT:.0f}% of the CPU",
+    "interfered": "interfered with (another tunbench run, foreign CPU or steal; docs/cross-checks.md)",
     "generator-bound": "",
     "cross-check": "",
     "common-limit": "",
@@ -159,7 +160,7 @@ CAUSES: dict[str, str] = {
 """The cause each warning code stands for, as its group's line says it, in the order the lines come. An
 empty cause: each warning is its own line (its message says what and where)."""
 
-_UNITS = {"steal": "trial(s)"}
+_UNITS = {"steal": "trial(s)", "interfered": "trial(s)"}
 
 
 def grouped_lines(
@@ -199,6 +200,7 @@ _RUN_CODES = (
     "outlier",
     "link-late",
     "steal",
+    "interfered",
     "generator-bound",
     "cross-check",
     "common-limit",
@@ -215,6 +217,9 @@ def _run_flag(s: CaseSummary, w: StabilityWarning, show_profile: bool) -> Flagge
     if w.code == "steal":
         top, trials = _steal(w)
         return Flagged(name, w, f"up to {top}", trials)
+    if w.code == "interfered":
+        m = re.search(r": (\d+) of \d+ trial\(s\) interfered with: (.*)$", w.message)
+        return Flagged(name, w, m.group(2) if m else "", int(m.group(1)) if m else 1)
     return Flagged(name, w)
 
 

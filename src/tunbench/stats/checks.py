@@ -60,6 +60,7 @@ WarningCode: TypeAlias = Literal[
     "generator-bound",
     "cross-check",
     "steal",
+    "interfered",
     "common-limit",
 ]
 

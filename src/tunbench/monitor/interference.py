@@ -1,0 +1,201 @@
+"""What else ran on the host while a trial measured: other tunbench runs, CPU used by processes that are
+neither this run's nor the kernel's ("foreign" CPU), and tunbench's own CPU (the harness).
+
+Everything is read at the two edges of the workload's call (cumulative counters, no sampling in between),
+so the reading itself costs nothing inside the window:
+
+- `interference.other_runs`: live tunbench runs on this host at either edge, other than this one (a
+  ledger under /run/tunbench whose owner pid is alive with the recorded start time; a killed run's stale
+  ledger does not count), their prefixes in `params["interference_detail"]["runs"]`;
+- `interference.foreign_cpu_pct`: the host's user + nice + system time (/proc/stat) less this run's
+  process tree (the controller, every descendant, including the ones already reaped) and less kernel
+  threads (ksoftirqd, kworkers: the network stack's deferred work is the trial's own), in % of one core;
+  irq and softirq time stay in `host.*` (they serve this run's packets);
+- `harness.cpu_pct`: the controller process's own CPU (all its threads: sampling, logging, progress),
+  in % of one core.
+
+A trial is *interfered* when another run was live, or foreign CPU or steal reached its threshold
+(`Thresholds`): `interfered` = 1.0 and `params["interference"]` says why, else 0.0 and ""; the other
+runs' prefixes and the foreign processes that used most are in `params["interference_detail"]`.
+The thresholds' defaults come from measurements on a 2-vCPU VM (docs/cross-checks.md, "Interference").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from tunbench.host.ledger import all_ledgers, owner_alive
+from tunbench.monitor.hostload import cpu_times
+
+KTHREADD_PID = 2
+FOREIGN_CPU_PCT = 10.0  # % of one core: an idle 2-vCPU VM shows 0-2% (docs/cross-checks.md)
+STEAL_PCT = 5.0  # % of all CPUs' time
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """When a window counts as interfered (None: that cause is not judged)."""
+
+    foreign_cpu_pct: float | None = FOREIGN_CPU_PCT
+    steal_pct: float | None = STEAL_PCT
+
+
+@dataclass
+class Edge:
+    """One edge's reading."""
+
+    t_s: float
+    host: dict[str, float]
+    own_s: float
+    own_pids: set[int]
+    harness_s: float
+    kernel: dict[int, float]
+    others: dict[int, tuple[str, float]]  # pid -> (name, CPU-seconds) of foreign processes
+    runs: set[str] = field(default_factory=set)
+
+
+def _cpu_s(p: psutil.Process, *, children: bool) -> float:
+    t = p.cpu_times()
+    total = t.user + t.system
+    if children:
+        total += t.children_user + t.children_system
+    return float(total)
+
+
+def live_runs(own_prefix: str) -> set[str]:
+    """The prefixes of the other tunbench runs alive on this host (stale ledgers of killed runs excluded)."""
+    out = set()
+    for _, ledger in all_ledgers():
+        if ledger is not None and ledger.prefix != own_prefix and owner_alive(ledger):
+            out.add(ledger.prefix)
+    return out
+
+
+def read_edge(own_prefix: str) -> Edge:
+    """The host's counters, this run's process tree and every other process's CPU, now."""
+    me = psutil.Process()
+    t = me.cpu_times()
+    harness_s = float(t.user + t.system)
+    own_s = harness_s + float(t.children_user + t.children_system)
+    own_pids = {me.pid}
+    with contextlib.suppress(psutil.Error):
+        for child in me.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                own_s += _cpu_s(child, children=True)
+                own_pids.add(child.pid)
+    kernel: dict[int, float] = {}
+    others: dict[int, tuple[str, float]] = {}
+    for p in psutil.process_iter(["ppid", "name"]):
+        if p.pid in own_pids:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if p.pid == KTHREADD_PID or p.info["ppid"] == KTHREADD_PID:
+                kernel[p.pid] = _cpu_s(p, children=False)
+            else:
+                others[p.pid] = (str(p.info["name"]), _cpu_s(p, children=False))
+    return Edge(time.monotonic(), cpu_times(), own_s, own_pids, harness_s, kernel, others, live_runs(own_prefix))
+
+
+def between(a: Edge, b: Edge) -> dict[str, Any]:
+    """The figures between two edges (pure): foreign and harness CPU in % of one core, other runs, and the
+    foreign processes that used the most."""
+    wall = max(b.t_s - a.t_s, 1e-9)
+    host_s = sum(max(0.0, b.host.get(k, 0.0) - a.host.get(k, 0.0)) for k in ("user", "nice", "system"))
+    kernel_s = sum(max(0.0, b.kernel[p] - a.kernel[p]) for p in b.kernel if p in a.kernel)
+    own_s = max(0.0, b.own_s - a.own_s)
+    foreign_s = max(0.0, host_s - own_s - kernel_s)
+    top = sorted(
+        ((name, v - a.others[p][1]) for p, (name, v) in b.others.items() if p in a.others),
+        key=lambda x: -x[1],
+    )
+    return {
+        "foreign_cpu_pct": 100.0 * foreign_s / wall,
+        "harness_cpu_pct": 100.0 * max(0.0, b.harness_s - a.harness_s) / wall,
+        "runs": sorted(a.runs | b.runs),
+        "top": [(name, round(100.0 * s / wall, 1)) for name, s in top[:3] if s / wall >= 0.01],
+    }
+
+
+def reason(figures: dict[str, Any], steal_pct: float | None, limits: Thresholds) -> str:
+    """Why a window counts as interfered, or "" (pure)."""
+    why = []
+    if runs := figures.get("runs"):
+        why.append(f"another tunbench run live ({', '.join(runs)})")
+    foreign = figures.get("foreign_cpu_pct")
+    if limits.foreign_cpu_pct is not None and foreign is not None and foreign >= limits.foreign_cpu_pct:
+        who = ", ".join(f"{n} {p:g}%" for n, p in figures.get("top", []))
+        why.append(f"foreign CPU {foreign:.0f}% of a core" + (f" ({who})" if who else ""))
+    if limits.steal_pct is not None and steal_pct is not None and steal_pct >= limits.steal_pct:
+        why.append(f"steal {steal_pct:.1f}%")
+    return "; ".join(why)
+
+
+@contextlib.contextmanager
+def interference(
+    metrics: dict[str, float | None], params: dict[str, Any], own_prefix: str, limits: Thresholds
+) -> Iterator[None]:
+    """Record the interference figures of the `with` block into a trial's metrics and params. Wrap it
+    around `host_load` (steal comes from there). Reading never fails a trial."""
+    try:
+        start = read_edge(own_prefix)
+    except (OSError, psutil.Error):
+        yield None
+        return
+    yield None
+    try:
+        end = read_edge(own_prefix)
+    except (OSError, psutil.Error):
+        return
+    fig = between(start, end)
+    metrics["interference.foreign_cpu_pct"] = fig["foreign_cpu_pct"]
+    metrics["interference.other_runs"] = float(len(fig["runs"]))
+    metrics["harness.cpu_pct"] = fig["harness_cpu_pct"]
+    why = reason(fig, metrics.get("host.steal_pct"), limits)
+    metrics["interfered"] = 1.0 if why else 0.0
+    params["interference"] = why
+    params["interference_detail"] = {"runs": fig["runs"], "top": fig["top"]}
+
+
+@dataclass(frozen=True)
+class RedoPolicy:
+    """Which windows are void and measured again (RetryTrial): `steal_pct`, a window that lost at least this
+    share of all CPUs' time to steal; `interfered`, any interfered window (`limits` judge it). Default: none
+    (kept, flagged)."""
+
+    steal_pct: float | None = None
+    interfered: bool = False
+    limits: Thresholds = Thresholds()
+
+    @classmethod
+    def of(cls, steal_pct: float | None, interfered: bool, foreign_cpu_pct: float | None) -> RedoPolicy:
+        steal = steal_pct if steal_pct is not None else STEAL_PCT
+        return cls(steal_pct, interfered, Thresholds(foreign_cpu_pct=foreign_cpu_pct, steal_pct=steal))
+
+    def void(self, metrics: dict[str, float | None], params: dict[str, Any]) -> str:
+        """Why a measured window is void under this policy, or "" (pure)."""
+        if self.interfered and metrics.get("interfered") == 1.0:
+            return f"interfered: {params.get('interference') or 'see the trial'}: void, measured again"
+        steal = metrics.get("host.steal_pct")
+        if self.steal_pct is None or steal is None or steal < self.steal_pct:
+            return ""
+        return (
+            f"the hypervisor took {steal:.1f}% of the CPUs' time during the window (redo_steal_pct "
+            f"{self.steal_pct:g}%): void, measured again"
+        )
+
+
+@contextlib.contextmanager
+def watched(
+    metrics: dict[str, float | None], params: dict[str, Any], own_prefix: str, limits: Thresholds
+) -> Iterator[None]:
+    """The host's load (`host.*`) and the interference figures over the `with` block, read at its edges."""
+    from tunbench.monitor.hostload import host_load
+
+    with interference(metrics, params, own_prefix, limits), host_load(metrics):
+        yield None

@@ -1,0 +1,71 @@
+"""Interference figures from two edges (pure), the reason they give, and the live-run detection against
+stale ledgers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tunbench.monitor import interference as itf
+from tunbench.monitor.interference import Edge, Thresholds, between, reason
+
+
+def edge(t: float, host_s: float, own_s: float, harness_s: float, kernel: float, other: float, runs: set[str]) -> Edge:
+    host = {"user": host_s, "nice": 0.0, "system": 0.0, "idle": 100.0}
+    return Edge(t, host, own_s, {1}, harness_s, {2: kernel}, {77: ("stress", other)}, runs)
+
+
+def test_foreign_cpu_is_the_host_less_this_run_and_the_kernel() -> None:
+    a = edge(0.0, 100.0, 50.0, 1.0, 5.0, 3.0, set())
+    b = edge(10.0, 115.0, 58.0, 1.05, 6.0, 8.0, {"tb00aa11"})
+    fig = between(a, b)
+    # host 15 CPU-s, own 8, kernel threads 1: 6 CPU-s of others over 10 s = 60% of a core
+    assert fig["foreign_cpu_pct"] == pytest.approx(60.0)
+    assert fig["harness_cpu_pct"] == pytest.approx(0.5)
+    assert fig["runs"] == ["tb00aa11"]
+    assert fig["top"] == [("stress", 50.0)]
+
+
+def test_foreign_cpu_never_goes_below_zero() -> None:
+    a = edge(0.0, 100.0, 50.0, 1.0, 5.0, 3.0, set())
+    b = edge(1.0, 100.5, 51.0, 1.0, 5.0, 3.0, set())
+    assert between(a, b)["foreign_cpu_pct"] == 0.0
+
+
+def test_reason_names_each_cause_and_respects_the_thresholds() -> None:
+    fig = {"runs": ["tb00aa11"], "foreign_cpu_pct": 42.0, "top": [("stress", 40.0)]}
+    why = reason(fig, 7.0, Thresholds())
+    assert "another tunbench run live (tb00aa11)" in why
+    assert "foreign CPU 42% of a core (stress 40%)" in why
+    assert "steal 7.0%" in why
+    quiet = {"runs": [], "foreign_cpu_pct": 3.0, "top": []}
+    assert reason(quiet, 1.0, Thresholds()) == ""
+    assert reason({"runs": [], "foreign_cpu_pct": 42.0}, None, Thresholds(foreign_cpu_pct=50.0)) == ""
+
+
+def test_a_stale_ledger_of_a_killed_run_is_not_a_live_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunbench.host import ledger as ledger_mod
+
+    monkeypatch.setattr(ledger_mod, "STATE_DIR", tmp_path)
+    me = psutil.Process()
+    live = ledger_mod.Ledger("tb0000aa", me.pid, me.create_time())
+    live.save()
+    # the same pid, another start time: a killed run whose pid was reused
+    ledger_mod.Ledger("tb0000bb", me.pid, me.create_time() - 1000.0).save()
+    ledger_mod.Ledger("tb0000cc", 2**22 + 1, 0.0).save()  # a pid that does not exist
+    assert itf.live_runs("tb0000ff") == {"tb0000aa"}
+    assert itf.live_runs("tb0000aa") == set()  # its own ledger is not another run
+
+
+def test_read_edge_counts_this_process_as_the_harness() -> None:
+    a = itf.read_edge("tb0000ff")
+    x = 0
+    for i in range(300_000):  # some CPU of our own
+        x += i * i
+    b = itf.read_edge("tb0000ff")
+    assert os.getpid() in b.own_pids
+    assert b.harness_s > a.harness_s
+    assert between(a, b)["harness_cpu_pct"] > 0.0
