@@ -82,7 +82,12 @@ class RunProgress:
             self.progress.update(self.task, advance=self.weight.get(pt.seq, 0.0), done=self.finished)
         title = escape(pt.case.title)
         if rec.status == "ok":
-            self.console.print(f"  [green]✓[/] {title} · rep {pt.repetition}: {trial_headline(rec)}")
+            mark = (
+                f" [yellow](interfered: {escape(str(rec.params.get('interference')))})[/]"
+                if rec.metrics.get("interfered") == 1.0
+                else ""
+            )
+            self.console.print(f"  [green]✓[/] {title} · rep {pt.repetition}: {trial_headline(rec)}{mark}")
             for why in rec.params.get("retried", []):
                 self.console.print(f"      (an earlier attempt was void and run again: {escape(why)})")
         else:

@@ -204,6 +204,22 @@ def _steal(ts: list[TrialRecord]) -> list[float]:
     return [float(v) for t in ts if (v := t.metrics.get("host.steal_pct")) is not None]
 
 
+def interference_causes(ts: list[TrialRecord]) -> str:
+    """The causes of interfered trials in a few words: the other runs, the most foreign CPU, the most steal."""
+    why = [str(t.params.get("interference") or "") for t in ts]
+    runs = sorted({r for t in ts for r in (t.params.get("interference_detail") or {}).get("runs", [])})
+    causes = [f"another tunbench run ({', '.join(runs)})"] if runs else []
+    foreign = [
+        t.metrics.get("interference.foreign_cpu_pct") or 0.0 for t, w in zip(ts, why, strict=True) if "foreign" in w
+    ]
+    if foreign:
+        causes.append(f"foreign CPU up to {max(foreign):.0f}% of a core")
+    steal = [t.metrics.get("host.steal_pct") or 0.0 for t, w in zip(ts, why, strict=True) if "steal" in w]
+    if steal:
+        causes.append(f"steal up to {max(steal):.1f}%")
+    return "; ".join(causes) or "; ".join(sorted(set(why) - {""}))
+
+
 def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
     """Per-trial flags as case warnings: the traffic generator was the bottleneck (iperf3 at >= 90 % of a
     core), or an in-run cross-check disagreed (monitor/crosscheck.py)."""
@@ -224,11 +240,10 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
             )
         )
     if interfered := [t for t in ts if t.metrics.get("interfered") == 1.0]:
-        reasons = sorted({str(t.params.get("interference") or "") for t in interfered} - {""})
         out.append(
             StabilityWarning(
                 "interfered",
-                f"{label}: {len(interfered)} of {len(ts)} trial(s) interfered with: {'; '.join(reasons)}",
+                f"{label}: {len(interfered)} of {len(ts)} trial(s) interfered with: {interference_causes(interfered)}",
                 "run nothing else on the host while measuring, or --redo-interfered to measure such trials "
                 "again; compare, history and calibrate leave them out",
             )
