@@ -478,6 +478,7 @@ class Runner:
         rec.series.update(result.series)
         rec.streams = result.streams
         rec.artifacts.update(result.artifacts)
+        rec.params.update(result.params)
 
     def _measure_pair(self, t: _Trial) -> None:
         """The client/server pair: topology (namespaces here, or the run's hosts), role cgroups and the
@@ -551,6 +552,7 @@ class Runner:
             layer=case.tunnel.adapter.spec.layer,
             clock_skew=topo.clock_skew() if isinstance(topo, HostsTopology) else None,
             handshakes=tunnel.handshakes(),
+            baseline=case.tunnel.name == "direct",
         )
         emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
         return _Held(topo, cgroups, places, tunnel, ctx, emulator)

@@ -123,3 +123,20 @@ def placement_line(trials: list[TrialRecord]) -> str:
     if len(placed) > 1 or len(seen) > 1:
         return "cpuset: differs between trials (see each trial's params.cpuset)"
     return "cpuset: " + ", ".join(f"{name} on CPU {placed[0][r]}" for r, name in names.items() if r in placed[0])
+
+
+def baseline_line(trials: list[TrialRecord]) -> str:
+    """How the direct baseline's traffic was generated, when not as the tunnels' was (params.generator:
+    more iperf3 processes, so one process's sending thread is not what it measures), or ""."""
+    direct = [t.params.get("generator") or {} for t in trials if t.status == "ok" and t.tunnel == "direct"]
+    spread = [g for g in direct if int(g.get("processes", 1)) > 1]
+    if not spread:
+        return ""
+    procs = sorted({int(g["processes"]) for g in spread})
+    version = sorted({str(g.get("version") or "") for g in spread} - {""})
+    return (
+        f"direct: traffic from {'/'.join(map(str, procs))} iperf3 processes at once "
+        f"({', '.join(version) or 'iperf3'}; the flows spread over them, at least one each), so the baseline is "
+        "the path's and not one iperf3 thread's; the tunnels: one iperf3 process ([workload.iperf3] "
+        "baseline_processes)"
+    )

@@ -32,6 +32,7 @@ from plotly.subplots import make_subplots
 from tunbench import __version__, workloads
 from tunbench.link.emulator import QUEUE_SERIES
 from tunbench.report.common import (
+    baseline_line,
     flows_text,
     fmt_bps,
     fmt_num,
@@ -1078,6 +1079,8 @@ def run_section(run: RunRecord, index: int) -> str:
     parts += [warnings_html(summaries), _h3(pid, "summary", "Summary"), summary_table(summaries, trials)]
     if host := interference_line(run.trials):
         parts.append(f'<p class="meta" id="{pid}-interference">{_e(host)}</p>')
+    if baseline := baseline_line(run.trials):
+        parts.append(f'<p class="meta" id="{pid}-baseline">{_e(baseline)}</p>')
     parts += [_h3(pid, "throughput", "Throughput"), _div(fig_throughput(summaries, colors), f"{pid}-throughput")]
     ratio = fig_ratio(summaries, colors)
     if ratio is not None:

@@ -95,6 +95,8 @@ class Context:
     # the tunnel's handshake counter where its adapter declares one (docs/adapters.md, "Handshakes"); None:
     # it declares none
     handshakes: HandshakeReader | None = None
+    # the case is the no-tunnel baseline (`direct`): a bulk workload may spread its generator over processes
+    baseline: bool = False
 
 
 @dataclass
@@ -111,6 +113,8 @@ class Measurement:
     # where that is not `window` (rrul: its load's measured seconds, while its CPU is the whole call's).
     # The runner puts the emulator's queue occupancy on this time base; None: `window`, else the whole call.
     series_window: tuple[float, float] | None = None
+    # what the trial's params should record about how it was measured (e.g. the traffic generator)
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

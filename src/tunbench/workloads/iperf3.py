@@ -6,7 +6,9 @@ The headline is the receiver's byte count (what actually arrived), excluding the
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -253,6 +255,14 @@ class Iperf3Options(BaseModel):
         description="a fixed offered load for all flows together (e.g. 200mbit): the tunnel's CPU cost at that "
         "load, steadier than throughput at saturation ('' = as fast as it goes)",
     )
+    baseline_processes: int = Field(
+        default=0,
+        ge=0,
+        le=16,
+        description="iperf3 processes for the direct baseline (0 = one per CPU, at most 4): one iperf3 process "
+        "sends from one thread (before 3.16, all its streams), which on a small host is the limit of a "
+        "direct path, not the path; the tunnels keep one process",
+    )
 
     @field_validator("rate")
     @classmethod
@@ -296,13 +306,26 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
             return f"{mbit(bps or 0.0)} Mbit/s at a fixed load, CPU-s per GB {' / '.join(cost)} (client / server)"
         return super().headline(rec)
 
+    def processes(self, ctx: Context) -> int:
+        """How many iperf3 processes generate the traffic: one for a tunnel; for the direct baseline at full
+        speed, `baseline_processes` (0: one per online CPU, at most 4)."""
+        opts = self.opts(ctx.options)
+        if not ctx.baseline or opts.rate:
+            return 1
+        return opts.baseline_processes or min(4, len(os.sched_getaffinity(0)))
+
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
-        server = ctx.server.spawn(server_argv(ctx.server_port), what="iperf3 server", log_name="iperf3-server.log")
-        stack.callback(server.stop)
-        wait_listening(ctx.server, ctx.server_port, server)
+        for i in range(self.processes(ctx)):
+            port = ctx.server_port + i
+            name = "iperf3-server.log" if i == 0 else f"iperf3-server-{i}.log"
+            server = ctx.server.spawn(server_argv(port), what="iperf3 server", log_name=name)
+            stack.callback(server.stop)
+            wait_listening(ctx.server, port, server)
 
     def measure(self, ctx: Context) -> Measurement:
         p = self.params(ctx)
+        if (k := self.processes(ctx)) > 1:
+            return self._measure_parallel(ctx, p, k)
         launched = time.monotonic()
         res = ctx.client.run(
             client_argv(ctx.target.address, ctx.target.port, p),
@@ -329,7 +352,101 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
             }
         )
         add_flows(m, r)
+        m.params["generator"] = generator_params(r, processes=1, flows=p.flows)
         return m
+
+    def _measure_parallel(self, ctx: Context, p: Iperf3Params, k: int) -> Measurement:
+        """The baseline's traffic from `k` iperf3 processes at once (each to its own server), the flows
+        spread over them (at least one each): their receiver-side results summed into one."""
+        flows = [p.flows // k + (1 if i < p.flows % k else 0) for i in range(k)]
+        flows = [max(1, f) for f in flows]
+        launched = time.monotonic()
+        procs = []
+        try:
+            for i, f in enumerate(flows):
+                one = dataclasses.replace(p, flows=f, logfile=f"iperf3-{i}.json")  # relative to its workdir
+                argv = client_argv(ctx.target.address, ctx.target.port + i, one)
+                what = f"iperf3 client {i + 1}/{k} ({ctx.title})"
+                procs.append(ctx.client.spawn(argv, what=what, log_name=f"iperf3-client-{i}.log"))
+            exits = ctx.client.wait_exits(procs, p.timeout_s)
+        finally:
+            for proc in procs:
+                proc.stop()
+        exited = time.monotonic()
+        texts = [(ctx.client.read(f"iperf3-{i}.json") or b"").decode(errors="replace") for i in range(k)]
+        for i, (proc, t) in enumerate(zip(procs, texts, strict=True)):
+            if exits[i] is None:
+                raise TrialError(f"iperf3 client {i + 1}/{k} still running after {p.timeout_s:g} s")
+            if proc.returncode() not in (0, None) and not t.strip().startswith("{"):
+                detail = (t.strip() or proc.log_tail(5))[-400:]
+                raise TrialError(f"iperf3 client {i + 1}/{k} exit {proc.returncode()}: {detail}")
+        r = merge([parse(t, p.direction) for t in texts])
+        m = Measurement(
+            artifacts={f"iperf3-{i}.json": t.encode() for i, t in enumerate(texts)},
+            window=measured_window(r, launched, exited),
+        )
+        m.metrics.update(generator_metrics(r))
+        m.metrics.update(
+            {
+                "throughput_bps": r.throughput_bps,
+                "throughput_bps.up": r.up_bps,
+                "throughput_bps.down": r.down_bps,
+                "retransmits": r.retransmits,
+                "snd_cwnd_max_bytes": r.snd_cwnd_max_bytes,
+                "iperf3_duration_s": r.duration_s,
+            }
+        )
+        add_flows(m, r)
+        m.params["generator"] = generator_params(r, processes=k, flows=sum(flows))
+        return m
+
+
+def generator_params(r: Iperf3Result, *, processes: int, flows: int) -> dict[str, Any]:
+    """What generated a trial's traffic, for its params: the program, its version, processes and flows."""
+    return {"program": "iperf3", "version": r.version, "processes": processes, "flows": flows}
+
+
+def merge(results: list[Iperf3Result]) -> Iperf3Result:
+    """Several iperf3 tests that ran at once, as one (pure): throughput, bytes and retransmits summed, the
+    streams side by side, the per-interval throughput summed interval by interval, the busiest process's
+    CPU (the generator is bound when any one of them is), the shortest duration and RTT."""
+    if len(results) == 1:
+        return results[0]
+
+    def total(xs: list[float | None]) -> float | None:
+        nums = [x for x in xs if x is not None]
+        return sum(nums) if nums else None
+
+    def most(xs: list[float | None]) -> float | None:
+        nums = [x for x in xs if x is not None]
+        return max(nums) if nums else None
+
+    intervals: list[IntervalPoint] = []
+    for d in ("up", "down"):
+        per = [[pt for pt in r.intervals if pt.direction == d] for r in results]
+        for pts in zip(*per, strict=False):
+            intervals.append(IntervalPoint(pts[0].t_s, sum(pt.bps for pt in pts), d))
+    retrans = [r.retransmits for r in results if r.retransmits is not None]
+    cwnd = [r.snd_cwnd_max_bytes for r in results if r.snd_cwnd_max_bytes is not None]
+    rtts = [r.min_rtt_s for r in results if r.min_rtt_s is not None]
+    keys = {d for r in results for d in r.received_bytes} | {d for r in results for d in r.sent_bytes_total}
+    return Iperf3Result(
+        throughput_bps=sum(r.throughput_bps for r in results),
+        up_bps=total([r.up_bps for r in results]),
+        down_bps=total([r.down_bps for r in results]),
+        retransmits=sum(retrans) if retrans else None,
+        duration_s=min(r.duration_s for r in results),
+        streams=[s for r in results for s in r.streams],
+        intervals=intervals,
+        snd_cwnd_max_bytes=max(cwnd) if cwnd else None,
+        version=results[0].version,
+        silent_streams=sum(r.silent_streams for r in results),
+        received_bytes={d: sum(r.received_bytes.get(d, 0.0) for r in results) for d in keys},
+        sent_bytes_total={d: sum(r.sent_bytes_total.get(d, 0.0) for r in results) for d in keys},
+        cpu_client_pct=most([r.cpu_client_pct for r in results]),
+        cpu_server_pct=most([r.cpu_server_pct for r in results]),
+        min_rtt_s=min(rtts) if rtts else None,
+    )
 
 
 def add_flows(m: Measurement, r: Iperf3Result) -> None:
