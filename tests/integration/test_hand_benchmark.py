@@ -1,0 +1,38 @@
+"""scripts/hand_vs_tunbench.py runs: both the hand-made pair and tunbench measured, nothing left behind.
+How closely they agree is a benchmark figure (BENCHMARKS.md §13), not asserted here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.helpers import leftovers
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "hand_vs_tunbench.py"
+
+
+def test_the_hand_benchmark_measures_both_and_leaves_nothing(tmp_path: Path) -> None:
+    if subprocess.run(["which", "wireguard-go"], capture_output=True).returncode != 0:
+        pytest.skip("wireguard-go is not installed (make deps)")
+    out = tmp_path / "hand.json"
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "--rounds", "1", "--duration", "1", "--omit", "0", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = json.loads(out.read_text())
+    assert len(doc["hand_mbps"]) == 1 and doc["hand_mbps"][0] > 0
+    assert len(doc["tunbench_mbps"]) == 1 and doc["tunbench_mbps"][0] > 0
+    assert "tunbench/hand" in res.stdout
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "tbh" not in namespaces
+    sockets = list(Path("/var/run/wireguard").glob("tbh*")) if Path("/var/run/wireguard").is_dir() else []
+    assert not sockets
+    assert not leftovers()
