@@ -66,8 +66,7 @@ from tunbench.stats import (
     adjust,
     compare,
     compare_paired,
-    min_attainable_p,
-    min_attainable_p_paired,
+    min_repetitions,
 )
 
 EXIT_REGRESSED = 1
@@ -542,10 +541,9 @@ def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
 
 
 def _repetitions_for(level: float, *, paired: bool) -> int:
-    """The fewest repetitions (pairs, or per side) with which the exact rank test can reach p < level."""
-    if paired:
-        return next(n for n in range(2, 1000) if min_attainable_p_paired(n) < level)
-    return next(n for n in range(2, 1000) if min_attainable_p(n, n) < level)
+    """The fewest repetitions (pairs, or per side) with which the analysis can reach p < level
+    (``stats.min_repetitions``, the one rule)."""
+    return min_repetitions(paired=paired, alpha=level)
 
 
 def compare_runs(
