@@ -57,7 +57,7 @@ from rich.table import Table
 from tunbench.errors import TunbenchError
 from tunbench.report.common import case_text, fmt_bps
 from tunbench.report.json_export import JSON_SCHEMA
-from tunbench.report.summary import BASELINE, ROLES, per_trial_role
+from tunbench.report.summary import BASELINE, ROLES, per_trial_role, unit_mean, unit_values
 from tunbench.report.terminal import Flagged, grouped_lines
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats import (
@@ -403,17 +403,9 @@ def _rest(case: CaseKey) -> tuple[str, str, int, str, int, str]:
 
 
 def _values(trials: list[TrialRecord], metric: Metric) -> list[float]:
-    """The metric's ok values, one per independent unit: a cold trial, or a warm bring-up (its windows'
-    mean, as pair_values takes them: the windows of one bring-up are not independent samples)."""
-    units: dict[object, list[float]] = {}
-    for t in trials:
-        v = metric.value(t) if t.status == "ok" else None
-        if v is None or not math.isfinite(v):
-            continue
-        warm = t.params.get("warm")
-        key = ("warm", str(warm.get("bringup"))) if isinstance(warm, dict) else ("trial", t.seq)
-        units.setdefault(key, []).append(float(v))
-    return [_mean(vs) for vs in units.values()]
+    """The metric's ok values, one per independent unit (``report.summary.unit_values``: a cold trial, or a
+    warm bring-up's windows' mean, as pair_values takes them)."""
+    return unit_values(trials, metric.value)
 
 
 def _by_repetition(trials: list[TrialRecord]) -> dict[int, TrialRecord]:
@@ -448,7 +440,7 @@ def pair_values(pairs: list[tuple[TrialRecord, TrialRecord]], metric: Metric) ->
         va, vb = units.setdefault(key if key is not None else ("pair", x.seq), ([], []))
         va.append(float(a))
         vb.append(float(b))
-    return [_mean(va) for va, _ in units.values()], [_mean(vb) for _, vb in units.values()]
+    return [unit_mean(va) for va, _ in units.values()], [unit_mean(vb) for _, vb in units.values()]
 
 
 def bringup_unit(x: TrialRecord, y: TrialRecord) -> tuple[str, str] | None:
@@ -457,14 +449,6 @@ def bringup_unit(x: TrialRecord, y: TrialRecord) -> tuple[str, str] | None:
     if not (isinstance(wx, dict) and isinstance(wy, dict)):
         return None
     return str(wx.get("bringup")), str(wy.get("bringup"))
-
-
-def _mean(values: list[float]) -> float:
-    if len(values) == 1:
-        return values[0]
-    if all(v > 0.0 for v in values):
-        return math.exp(math.fsum(math.log(v) for v in values) / len(values))
-    return math.fsum(values) / len(values)
 
 
 def _match(
