@@ -281,3 +281,64 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
             )
         )
     return out
+
+
+# ---- interfered trials ------------------------------------------------------------------------------------
+
+
+def interfered(t: TrialRecord) -> bool:
+    """Whether the trial's measured window was interfered with (the monitor's ``interfered`` metric: another
+    tunbench run live, foreign CPU or steal above its threshold). A trial from before it was recorded is clean."""
+    v = t.metrics.get("interfered")
+    return v is not None and math.isfinite(v) and v >= 0.5
+
+
+def interference_reason(t: TrialRecord) -> str:
+    return str(t.params.get("interference") or "").strip() or "interfered"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """The trials a verdict left out because they were interfered with, and the partners that went with them
+    (a paired design drops the whole pair, as it drops a pair whose partner failed)."""
+
+    trials: tuple[TrialRecord, ...] = ()
+    partners: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.trials)
+
+    @property
+    def text(self) -> str:
+        """ "left out 2 interfered trials: another tunbench run (tb1a2b3c)" ("" when none)."""
+        if not self.trials:
+            return ""
+        reasons: dict[str, int] = {}
+        for t in self.trials:
+            reasons[interference_reason(t)] = reasons.get(interference_reason(t), 0) + 1
+        why = "; ".join(r if n == 1 or len(reasons) == 1 else f"{r} ({n})" for r, n in reasons.items())
+        n = len(self.trials)
+        partners = f" and {self.partners} partner trial(s) of their pairs" if self.partners else ""
+        return (
+            f"left out {n} interfered trial{'s' if n != 1 else ''}{partners}: {why} (--include-interfered keeps them)"
+        )
+
+
+def leave_out_interfered(
+    trials: list[TrialRecord], *, paired: bool = False, include: bool = False
+) -> tuple[list[TrialRecord], LeftOut]:
+    """The trials a verdict uses, and what it left out. Interfered trials are left out (unless ``include``);
+    with ``paired`` (two labels of one run compared by repetition) so is every trial of the same case axes and
+    repetition, its partners: a pair is whole or not at all."""
+    bad = [t for t in trials if t.status == "ok" and interfered(t)]
+    if include or not bad:
+        return list(trials), LeftOut()
+    if not paired:
+        gone = {id(t) for t in bad}
+        return [t for t in trials if id(t) not in gone], LeftOut(tuple(bad))
+    blocks = {(_baseline_key(t.case), t.repetition) for t in bad}
+    kept = [t for t in trials if (_baseline_key(t.case), t.repetition) not in blocks]
+    partners = sum(
+        1 for t in trials if t.status == "ok" and not interfered(t) and (_baseline_key(t.case), t.repetition) in blocks
+    )
+    return kept, LeftOut(tuple(bad), partners)

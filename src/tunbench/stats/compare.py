@@ -166,7 +166,7 @@ def min_repetitions(family: int = 1, *, paired: bool, alpha: float = 0.05) -> in
     * paired (two labels of one run, by repetition): the paired t-test has no floor, so it is the fewest pairs
       compare pairs at all, ``MIN_PAIRS`` (3); below that a case is compared unpaired.
     * unpaired (two runs): the exact Mann-Whitney test's smallest p-value 2 / C(2n, n) must be below Holm's
-      first level alpha / family: 4 per side for one comparison, 5 for 2-9, 6 for 10-32, 7 for 33-119, ...
+      first level alpha / family: 4 per side for one comparison, 5 for 2-6, 6 for 7-23, 7 for 24-85, ...
 
     This is the floor for any verdict, not a recommendation: how many repetitions a change of a given size
     needs is the MDE's business (``calibrate``, ``compare --target``)."""
