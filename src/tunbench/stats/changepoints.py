@@ -17,8 +17,8 @@ t-test, it inflates its segment's variance and hides a real step behind it (500,
 273, 280, 306, 307, 302 Mbit/s: no change point found). So before each segment-to-segment test, at most one
 **disturbed** point per segment is set aside: the point whose level is farthest from the others' median, if
 its modified z-score against the others (Iglewicz & Hoaglin: 0.6745 x distance / MAD of the others, the MAD
-floored at the trials' own spread) exceeds ``DISTURBED_Z``, and the segment keeps at least ``MIN_SEGMENT``
-points. Points known to be interfered with (the monitor's flag) are left out before any of this (history).
+floored at the trials' own spread) exceeds ``DISTURBED_Z``, in a segment of at least
+``MIN_DISTURBED_SEGMENT`` points. Points known to be interfered with (the monitor's flag) are left out before any of this (history).
 
 Detection
 ---------
@@ -82,7 +82,9 @@ MIN_SEGMENT = 3
 """Fewest points on each side of a change point: a t-test needs more than two values to see a spread."""
 DISTURBED_Z = 5.0
 """A point whose level's modified z-score against the rest of its segment exceeds this is set aside as
-disturbed (Iglewicz & Hoaglin's usual cut-off)."""
+disturbed. Above Iglewicz & Hoaglin's 3.5: the others' MAD is taken from as few as 4 points, and at 3.5 or 4
+the search set aside ordinary points often enough to add false change points (docs/history.md); the issue's
+disturbed point scores about 6."""
 
 MIN_DISTURBED_SEGMENT = 5
 """A segment sets a point aside only when it has at least this many points (the others' MAD needs 4)."""
