@@ -17,8 +17,8 @@ t-test, it inflates its segment's variance and hides a real step behind it (500,
 273, 280, 306, 307, 302 Mbit/s: no change point found). So before each segment-to-segment test, at most one
 **disturbed** point per segment is set aside: the point whose level is farthest from the others' median, if
 its modified z-score against the others (Iglewicz & Hoaglin: 0.6745 x distance / MAD of the others, the MAD
-floored at the trials' own spread) exceeds ``DISTURBED_Z``, in a segment of at least
-``MIN_DISTURBED_SEGMENT`` points. Points known to be interfered with (the monitor's flag) are left out before any of this (history).
+floored at the trials' own spread) exceeds ``DISTURBED_Z``, in a segment of at least ``MIN_DISTURBED_SEGMENT``
+points. Points known to be interfered with (the monitor's flag) are left out before any of this (history).
 
 Detection
 ---------
