@@ -52,3 +52,21 @@ def test_help_and_docs_state_the_rule() -> None:
         assert rule in text, doc
         for stale in ("at least 6 pairs", "at least 7 pairs", "keep `repeat` at 8"):
             assert stale not in text, (doc, stale)
+
+
+def test_the_runs_header_says_it(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from tunbench import session
+    from tunbench.cli.progress import RunProgress
+    from tunbench.config.load import load_scenario, with_overrides
+
+    sc, _, source = load_scenario(None)
+    few = with_overrides(sc, {"run": {"tunnels": ["socat[label=a]", "socat[label=b]"], "repeat": 2, "direct": False}})
+    plan = session.prepare(few, source, dry_run=True)
+    console = Console(record=True, width=300)
+    progress = RunProgress(console, str(tmp_path / "r.db"))
+    with progress:
+        progress.run_started(1, "tb000001", plan)
+    out = console.export_text()
+    assert "2 repetition(s) per case cannot give any verdict" in out and "3 pairs" in out

@@ -102,7 +102,7 @@ class Comparison:
     """Result of ``compare``; see the module docstring for exact definitions.
 
     ``absolute``: change, CI, threshold and MDE are differences in ``unit`` (else fractions).
-    ``analysis``: "unpaired" (Mann-Whitney, two samples) or "paired" (signed rank on ``n_pairs`` within-pair
+    ``analysis``: "unpaired" (Mann-Whitney, two samples) or "paired" (paired t on ``n_pairs`` within-pair
     differences whose SD is ``pair_sd``: log ratios in relative mode, differences in ``unit`` in absolute mode).
     """
 
