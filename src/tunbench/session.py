@@ -183,6 +183,27 @@ def warm_note(plan: RunPlan) -> str:
     )
 
 
+def repetition_warning(plan: RunPlan) -> str:
+    """The one minimum-repetition rule (stats.min_repetitions via report.compare.repetition_note) applied to
+    this plan: a warning when its repetitions cannot give compare any verdict for the gated family ("" else)."""
+    from tunbench.report.compare import repetition_note
+
+    labels = {pt.case.tunnel.label for pt in plan.trials if pt.case.tunnel.name != "direct"}
+    if not labels:
+        return ""
+    units: dict[tuple[str, str], set[object]] = {}
+    for pt in plan.trials:
+        if pt.case.tunnel.name != "direct":
+            units.setdefault((pt.case.tunnel.label, pt.case.title), set()).add(("b", pt.block) if pt.window else pt.seq)
+    cases = max(sum(1 for label, _ in units if label == one) for one in labels)
+    return repetition_note(
+        labels=len(labels),
+        cases_per_label=cases,
+        units=min(len(u) for u in units.values()),
+        warm=max(1, plan.scenario.run.warm),
+    )
+
+
 def minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
@@ -408,6 +429,8 @@ def describe(plan: RunPlan) -> list[str]:
     ]
     if warm := warm_note(plan):
         lines.append(warm)
+    if few := repetition_warning(plan):
+        lines.append(few)
     if plan.cpuset:
         lines.append(f"cpuset: {placement_text(plan.cpuset, plan.cpuset_note)}")
     builds = [f"commit {plan.commit}"] if plan.commit else []

@@ -103,3 +103,17 @@ def test_until_is_the_next_time_the_clock_shows_it() -> None:
     for bad in ("25:00", "14h30", "2026-11-24T12:00", "soon"):
         with pytest.raises(typer.BadParameter):
             parse_until(bad, now)
+
+
+def test_interfered_pairs_are_left_out_and_said() -> None:
+    r = _aa_run()
+    bad = r.trials[2]  # pair 2
+    bad.metrics["interfered"] = 1.0
+    bad.params["interference"] = "foreign CPU 45% of a core > 20%"
+    noise = noise_per_metric(r, pair_s=8.0, overhead_s=5.0, target=0.03)
+    assert all(nb.n_pairs == 7 for _, nb in noise)
+    text = " ".join(_text(calibration_lines(r, pair_s=8.0, overhead_s=5.0, target=0.03)).split())
+    assert "left out 1 interfered trial and 1 partner trial(s) of their pairs: foreign CPU 45% of a core" in text
+    kept = noise_per_metric(r, pair_s=8.0, overhead_s=5.0, target=0.03, include_interfered=True)
+    assert all(nb.n_pairs == 8 for _, nb in kept)
+    assert "--include-interfered" in " ".join(CliRunner().invoke(app, ["calibrate", "--help"]).output.split())

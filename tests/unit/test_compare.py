@@ -647,7 +647,7 @@ def test_cli_compare_says_paired_for_labels_of_one_run_and_unpaired_for_two_runs
     assert paired.exit_code == EXIT_REGRESSED, paired.output
     text = " ".join(paired.output.split())
     assert "paired: 10 pairs of the same run, by repetition" in text
-    assert "Wilcoxon signed-rank" in text and "regression(s) beyond the threshold" in text
+    assert "paired t on log ratios" in text and "regression(s) beyond the threshold" in text
     assert "slower" in text
     two = runner.invoke(
         app, ["compare", "base", "pr", "--label-a", "old", "--label-b", "new", "--threshold", "3%", "--db", str(db)]
@@ -655,7 +655,7 @@ def test_cli_compare_says_paired_for_labels_of_one_run_and_unpaired_for_two_runs
     assert two.exit_code in (0, EXIT_REGRESSED), two.output
     text = " ".join(two.output.split())
     assert "unpaired: A and B are different runs" in text and "Mann-Whitney" in text
-    assert "Wilcoxon" not in text
+    assert "paired t" not in text
 
 
 # ---- a result usable for a decision: warnings grouped by cause, one verdict line -------------------------
@@ -754,7 +754,7 @@ def test_verdict_without_regression_exits_0_and_names_the_paired_analysis() -> N
     res = compare_runs(r, r, label_a="old", label_b="new")
     assert res.exit_code == 0 and res.tally()["regressed"] == 0
     last = _plain(res)[-1]
-    assert last.startswith("verdict: 0 regressed, ") and "(paired Wilcoxon signed-rank, " in last
+    assert last.startswith("verdict: 0 regressed, ") and "(paired t on log ratios, " in last
     assert last.endswith("→ exit 0, no regression")
 
 
@@ -835,3 +835,55 @@ def test_two_warm_runs_compare_bring_ups_not_windows() -> None:
 
     assert windows_per_bringup(warm_run("tb00000c", 1e9)) == 3.0
     assert windows_per_bringup(run([trial(1, "x", 1e9)])) == 1.0
+
+
+# ---- interfered trials (issue 27) -----------------------------------------------------------------
+
+
+def _interfere(r: RunRecord, seqs: set[int], why: str = "another tunbench run (tb1a2b3c)") -> RunRecord:
+    for t in r.trials:
+        if t.seq in seqs:
+            t.metrics["interfered"] = 1.0
+            t.params["interference"] = why
+        else:
+            t.metrics.setdefault("interfered", 0.0)
+    return r
+
+
+def test_interfered_trials_are_left_out_with_their_partners_and_counted() -> None:
+    r = _paired_run("tb000001")
+    r.trials[4].metrics["throughput_bps"] = 1e8  # rep 3, old: disturbed to a tenth
+    _interfere(r, {r.trials[4].seq})
+    res = compare_runs(r, r, label_a="old", label_b="new", threshold=0.03)
+    thr = rows_by_metric(res)["throughput_bps"].result
+    assert thr.n_pairs == 9  # the whole pair went
+    (note,) = [n for n in res.notes if "interfered" in n]
+    assert note.startswith("left out 1 interfered trial and 1 partner trial(s) of their pairs: another tunbench")
+    assert "tb1a2b3c" in note and "--include-interfered" in note
+    kept = compare_runs(r, r, label_a="old", label_b="new", threshold=0.03, include_interfered=True)
+    assert rows_by_metric(kept)["throughput_bps"].result.n_pairs == 10
+    assert not any("interfered" in n for n in kept.notes)
+
+
+def test_interfered_trials_of_two_runs_are_left_out_one_by_one() -> None:
+    a = one_case("socat", samples(4e9, 6, 0.02, seed=1), rid=1, uid="tba")
+    b = _interfere(one_case("socat", samples(4e9, 6, 0.02, seed=2), rid=2, uid="tbb"), {1, 2}, "steal 12% > 5%")
+    res = compare_runs(a, b)
+    thr = rows_by_metric(res)["throughput_bps"].result
+    assert (thr.baseline.n, thr.candidate.n) == (6, 4)
+    assert "B: left out 2 interfered trials: steal 12% > 5%" in " ".join(res.notes)
+    old = one_case("socat", samples(4e9, 6, 0.02, seed=2), rid=3, uid="tbc")  # no metric at all: clean
+    assert rows_by_metric(compare_runs(a, old))["throughput_bps"].result.candidate.n == 6
+
+
+def test_cli_include_interfered_flag(tmp_path: Path) -> None:
+    r = _interfere(_paired_run("tb000001"), {5})
+    db = tmp_path / "r.db"
+    _store_with(db, r, "pair")
+    runner = CliRunner()
+    out = runner.invoke(app, ["compare", "pair", "--label-a", "old", "--label-b", "new", "--db", str(db)]).output
+    assert "left out 1 interfered trial" in out
+    out = runner.invoke(
+        app, ["compare", "pair", "--label-a", "old", "--label-b", "new", "--include-interfered", "--db", str(db)]
+    ).output
+    assert "left out" not in out

@@ -40,13 +40,14 @@ def test_a_budget_buys_whole_pairs_after_the_overhead_and_the_mde_falls_as_one_o
     assert all(p.mde > q.mde for p, q in zip(nb.projections, nb.projections[1:], strict=False))
 
 
-def test_too_few_pairs_for_the_level_give_an_infinite_mde_but_a_projection() -> None:
+def test_few_pairs_give_a_wide_finite_mde_and_a_projection() -> None:
+    """The paired verdict is a t-test (issue 28 item 6): no floor, so 4 pairs give a finite MDE, wide
+    because of the t quantile at 3 degrees of freedom and Holm's level 0.05 / 3."""
     a, b = _aa(4, 0.03, seed=3)
     nb = noise_budget(a, b, pair_s=10.0, family=3, budgets_s=(60.0, 600.0))
-    assert math.isinf(nb.mde)  # 2 / 2**4 = 0.125: the signed-rank test cannot reach 0.05 / 3
-    assert math.isinf(nb.projections[0].mde)  # 6 pairs: 0.031 > 0.0167
-    assert math.isfinite(nb.projections[1].mde)  # 60 pairs
-    assert nb.target_pairs >= 7 and nb.target_s == pytest.approx(nb.target_pairs * 10.0)
+    assert math.isfinite(nb.mde) and math.isfinite(nb.projections[0].mde)
+    assert nb.projections[0].mde > nb.projections[1].mde  # 6 pairs against 60
+    assert nb.target_pairs >= 4 and nb.target_s == pytest.approx(nb.target_pairs * 10.0)
 
 
 def test_one_pair_has_no_noise_estimate() -> None:
@@ -77,13 +78,13 @@ def test_bad_input_is_refused(args: tuple[list[float], list[float]], kwargs: dic
 def test_the_projected_mde_is_detected_about_80_percent_of_the_time() -> None:
     """The projection's promise, simulated: calibrate on 200 pairs (an SD known well), project to a budget of
     12 pairs at Holm's level over 3 comparisons, then run 4,000 comparisons of 12 pairs whose true change is
-    that MDE. The signed-rank test should find it about 80 % of the time (the MDE uses the t-test's formula;
-    the rank test has ~95 % of its efficiency on normal data, so a little below 80 % is expected)."""
+    that MDE. compare's paired t should find it about 80 % of the time (the MDE is the t-test's formula; the
+    SD is estimated in each comparison, so about, not exactly)."""
     a, b = _aa(200, 0.04, seed=4)
     nb = noise_budget(a, b, pair_s=10.0, family=3, budgets_s=(120.0,))
     (p,) = nb.projections
     assert p.pairs == 12
     rng = np.random.default_rng(5)
     d = rng.normal(math.log1p(p.mde), 0.04, size=(4000, p.pairs))
-    power = float(np.mean(sps.wilcoxon(d, axis=1).pvalue < nb.level))
-    assert 0.70 <= power <= 0.88, power
+    power = float(np.mean(sps.ttest_1samp(d, 0.0, axis=1).pvalue < nb.level))
+    assert 0.74 <= power <= 0.86, power

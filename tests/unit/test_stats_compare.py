@@ -13,6 +13,7 @@ from tunbench.stats import (
     compare,
     min_attainable_p,
     min_detectable_effect,
+    min_repetitions,
     required_repetitions,
 )
 
@@ -95,7 +96,7 @@ def test_three_vs_three_can_never_be_significant_and_says_why() -> None:
     assert math.isinf(c.min_detectable_effect)
     (w,) = [w for w in c.warnings if w.code == "cannot-reach-significance"]
     assert "0.1 >= 0.05" in w.message
-    assert "--repeat 5" in w.fix
+    assert f"--repeat {min_repetitions(paired=False)}" in w.fix  # the one rule: 4 per side
 
 
 def test_tied_three_vs_three_normal_approximation_is_not_trusted() -> None:
@@ -182,3 +183,19 @@ def test_min_attainable_p_large_samples_do_not_overflow() -> None:
 
     assert min_attainable_p(600, 600) == 0.0 or min_attainable_p(600, 600) < 1e-300
     assert min_attainable_p(3, 3) == pytest.approx(0.1)
+
+
+def test_a_bimodal_case_gets_its_verdict_from_its_interval() -> None:
+    """Issue 28 item 1: 15 runs per side, bimodal. The change was the ratio of the medians (-2%), its CI the
+    Hodges-Lehmann interval (about +840%..+900%), and the verdict took its direction from the point: "worse",
+    exit 1. One estimator now gives the point and the interval, and the interval gives the direction."""
+    rng = np.random.default_rng(1)
+    b = np.r_[rng.normal(100, 1, 8), rng.normal(10, 0.1, 7)]
+    c = np.r_[rng.normal(95, 1, 8), rng.normal(1000, 10, 7)]
+    assert np.median(c) / np.median(b) - 1 < 0.0  # the old point estimate: a drop
+    res = compare(b, c, higher_is_better=True)
+    assert 0.0 < res.ci_low <= res.change <= res.ci_high
+    assert res.p_value < 0.05
+    assert res.verdict == "better" and not res.regressed
+    absolute = compare(b, c, higher_is_better=True, absolute=True)
+    assert absolute.ci_low <= absolute.change <= absolute.ci_high

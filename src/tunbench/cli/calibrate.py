@@ -136,6 +136,14 @@ def calibrate(
             "host has 2 CPUs or more (it halved the CPU/bit noise here: BENCHMARKS §9); off to measure unplaced.",
         ),
     ] = None,
+    include_interfered: Annotated[
+        bool,
+        typer.Option(
+            "--include-interfered",
+            help="Keep pairs with a trial whose window was interfered with (another tunbench run, foreign CPU, "
+            "steal); by default they are left out, and a line says how many and why.",
+        ),
+    ] = False,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
@@ -226,7 +234,10 @@ def calibrate(
     span = (clock.last_done or started) - (clock.first_start or started)
     # the unit of the paired analysis: a pair of trials, or with --warm a pair of bring-ups (its windows' mean)
     pair_s = span / ran * windows_per_bringup(run_rec) if span > 0 else per_pair * warm
-    for line in calibration_lines(run_rec, pair_s=pair_s, overhead_s=max(0.0, total_s - span), target=goal):
+    overhead_s = max(0.0, total_s - span)
+    for line in calibration_lines(
+        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=goal, include_interfered=include_interfered
+    ):
         console.print(line)
     console.print(
         f"stored in {redact(db)} as run #{outcome.run_id} ({outcome.uid}, {escape(run_rec.name)}); "
@@ -282,15 +293,18 @@ def _exit(status: str, run_rec: RunRecord) -> None:
 
 
 def noise_per_metric(
-    run_rec: RunRecord, *, pair_s: float, overhead_s: float, target: float
+    run_rec: RunRecord, *, pair_s: float, overhead_s: float, target: float, include_interfered: bool = False
 ) -> list[tuple[Metric, NoiseBudget]]:
     """Per metric with at least 2 pairs of values > 0: its noise and MDE per budget, at Holm's level over those
-    metrics (as `compare` of the same run would gate them)."""
+    metrics (as `compare` of the same run would gate them). Pairs with an interfered trial are left out
+    (``report.summary.leave_out_interfered``) unless `include_interfered`."""
     from tunbench.report.compare import metrics_for, pair_trials, pair_values
+    from tunbench.report.summary import leave_out_interfered
     from tunbench.stats import noise_budget
 
-    a = [t for t in run_rec.trials if t.label == LABELS[0]]
-    b = [t for t in run_rec.trials if t.label == LABELS[1]]
+    trials, _ = leave_out_interfered(run_rec.trials, paired=True, include=include_interfered)
+    a = [t for t in trials if t.label == LABELS[0]]
+    b = [t for t in trials if t.label == LABELS[1]]
     trial_pairs, _ = pair_trials(a, b)
     values = []
     for metric in metrics_for(run_rec.trials, ("throughput", "cpu")):
@@ -357,13 +371,19 @@ ASSUMPTION = (
 )
 
 
-def calibration_lines(run_rec: RunRecord, *, pair_s: float, overhead_s: float, target: float) -> list[object]:
-    """What calibrate prints after its run: what it measured, the table (or why there is none), the
-    assumption, and compare's verdict on the A/A."""
+def calibration_lines(
+    run_rec: RunRecord, *, pair_s: float, overhead_s: float, target: float, include_interfered: bool = False
+) -> list[object]:
+    """What calibrate prints after its run: what it measured, the interfered pairs it left out, the table (or
+    why there is none), the assumption, and compare's verdict on the A/A."""
     from tunbench.report.common import case_text
     from tunbench.report.compare import CompareError, compare_runs, verdict_line
+    from tunbench.report.summary import leave_out_interfered
 
-    noise = noise_per_metric(run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target)
+    noise = noise_per_metric(
+        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target, include_interfered=include_interfered
+    )
+    _, left = leave_out_interfered(run_rec.trials, paired=True, include=include_interfered)
     cases = sorted({f"{t.tunnel} · " + case_text(t.case).removeprefix(f"{t.label} · ") for t in run_rec.trials})
     pairs = max((nb.n_pairs for _, nb in noise), default=0)
     warm = any("warm" in t.params for t in run_rec.trials)
@@ -372,6 +392,8 @@ def calibration_lines(run_rec: RunRecord, *, pair_s: float, overhead_s: float, t
         + (" of warm bring-ups (each its windows' mean)" if warm else "")
         + f"; {pair_s:.1f} s per pair, {overhead_s:.0f} s per run besides"
     )
+    if left:
+        head += f"\n[yellow]{escape(left.text)}[/]"
     if not noise:
         return [
             head,
@@ -379,7 +401,10 @@ def calibration_lines(run_rec: RunRecord, *, pair_s: float, overhead_s: float, t
         ]
     out: list[object] = [head, calibration_table(noise), f"[dim]{ASSUMPTION}[/]"]
     try:
-        res = compare_runs(run_rec, run_rec, label_a=LABELS[0], label_b=LABELS[1], kinds=("throughput", "cpu"))
+        res = compare_runs(
+            run_rec, run_rec, label_a=LABELS[0], label_b=LABELS[1], kinds=("throughput", "cpu"),
+            include_interfered=include_interfered,
+        )  # fmt: skip
     except CompareError as e:
         return [*out, f"[yellow]A/A check: not compared ({escape(str(e))})[/]"]
     out.append("A/A check (the same tunnel on both sides; a regressed or improved comparison here is a false one):")

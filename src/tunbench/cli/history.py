@@ -83,15 +83,24 @@ def history(
             "ISO date.",
         ),
     ] = None,
+    include_interfered: Annotated[
+        bool,
+        typer.Option(
+            "--include-interfered",
+            help="Keep trials whose window was interfered with (another tunbench run, foreign CPU, steal); by "
+            "default they are left out, the header counts them and their points are marked.",
+        ),
+    ] = False,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Each case's throughput and CPU per bit over the runs of one machine, in time order (or commit order, when
     runs name their commits), with the median and CI per point and the change points (Hunter's windowed split and
-    t-test merge, docs/history.md).
+    t-test merge, robust to one disturbed point per segment, docs/history.md).
 
     Only runs with status done count; the others are left out and counted. Each change point says when it
-    happened (run, time), between which commits, its size with a CI, and whether it is a regression (lower
-    throughput, higher CPU per bit).
+    happened (run, time), between which commits, its size with a CI (simultaneous over the splits the search
+    could have chosen), and whether it is a regression (its CI on the side of lower throughput, higher CPU per
+    bit). Interfered trials are left out and their points marked (--include-interfered keeps them).
 
     Exit status: 0 = no regression change point after --fail-on-regression-since's REF (or no REF given);
     1 = at least one; 2 = no store, an unknown REF or machine, or a bad option.
@@ -108,6 +117,7 @@ def history(
         per_run=per_run,
         window=window,
         max_pvalue=max_pvalue,
+        include_interfered=include_interfered,
     )
     print_history(h, changes_only=changes_only)
     if fail_on_regression_since is None:
@@ -137,8 +147,13 @@ def print_history(h: History, *, changes_only: bool = False) -> None:
         if not changes_only:
             console.print(_points_table(s))
         for c in s.changes:
-            style = "red" if c.regression else "green"
+            style = "red" if c.regression else "green" if c.improvement else "yellow"
             console.print(f"  [{style}]{escape(s.change_text(c))}[/]", highlight=False, soft_wrap=True)
+        for p in s.points:
+            if p.mark:
+                console.print(f"  [yellow]{escape(p.key[:12])}: {escape(p.mark)}[/]", highlight=False, soft_wrap=True)
+        for text in s.dropped:
+            console.print(f"  [yellow]left out whole: {escape(text)}[/]", highlight=False, soft_wrap=True)
     if quiet:
         console.print(f"\nno change point in {quiet} other series", highlight=False)
 
@@ -146,7 +161,7 @@ def print_history(h: History, *, changes_only: bool = False) -> None:
 def _points_table(s: Series) -> Table:
     starts = {c.point.index for c in s.changes}
     t = Table(box=None, pad_edge=False, show_edge=False)
-    for col in ("#", "run(s)", "started", "commit", "median", "CI of the median", "n"):
+    for col in ("#", "run(s)", "started", "commit", "median", "CI of the median", "n", ""):
         t.add_column(col, justify="right" if col in ("#", "n") else "left")
     fmt = s.metric.fmt
     for i, p in enumerate(s.points):
@@ -163,6 +178,7 @@ def _points_table(s: Series) -> Table:
             fmt(sm.median),
             ci,
             str(sm.n),
+            "interfered" if p.mark else "",
         )
     return t
 

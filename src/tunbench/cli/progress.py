@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from tunbench.plan import PlannedTrial
 from tunbench.report.terminal import trial_headline
 from tunbench.results import TrialRecord
-from tunbench.session import RunPlan, minutes, placement_text, warm_note
+from tunbench.session import RunPlan, minutes, placement_text, repetition_warning, warm_note
 from tunbench.store.backend import redact
 
 
@@ -60,6 +60,8 @@ class RunProgress:
         )
         if warm := warm_note(plan):
             self.console.print(warm)
+        if few := repetition_warning(plan):
+            self.console.print(f"[yellow]{escape(few)}[/]")
         if plan.cpuset:
             self.console.print(f"cpuset: {escape(placement_text(plan.cpuset, plan.cpuset_note))}", highlight=False)
         self.weight = {pt.seq: e for pt, e in zip(plan.trials, plan.expected, strict=True)}

@@ -138,6 +138,14 @@ def compare(
             "--unpaired", help="Compare two labels of one run as independent samples too (to see what pairing gains)."
         ),
     ] = False,
+    include_interfered: Annotated[
+        bool,
+        typer.Option(
+            "--include-interfered",
+            help="Keep trials whose window was interfered with (another tunbench run, foreign CPU, steal); by "
+            "default they are left out, with their pairs' partners, and a note says how many and why.",
+        ),
+    ] = False,
     target: Annotated[
         str | None,
         typer.Option(
@@ -154,14 +162,16 @@ def compare(
     Changes are relative (median(B) / median(A) - 1), except for signed metrics (latency increase under
     load) and data with a value <= 0: those are absolute, median(B) - median(A) in the metric's unit, and
     take --threshold-ms instead of the relative --threshold. Verdicts use p-values Holm-adjusted across
-    every comparison that gates: at most a 5% chance of any false regression in the whole comparison.
+    every comparison that gates: at most a 5% chance of any false regression in the whole comparison when
+    the trials are independent (docs/precision.md: unplaced A/A pairs on a small host did worse).
 
     Analysis: two runs are compared unpaired (Mann-Whitney U, Hodges-Lehmann shift CI). Two labels of ONE
     run (A alone, or A = B, with --label-a/--label-b) are compared paired: trials of the same case and
-    repetition are pairs (a pair whose partner failed is dropped and counted); Wilcoxon signed-rank test,
-    Hodges-Lehmann CI of the within-pair log ratio (difference for signed metrics), MDE from its spread; at
-    least 6 pairs are needed to reach p < 0.05. A case with fewer than 3 pairs falls back to unpaired. The
-    caption says which.
+    repetition are pairs (a pair whose partner failed is dropped and counted); paired t-test on the
+    within-pair log ratios (differences for signed metrics), its mean and t interval, MDE from its spread. A
+    case with fewer than 3 pairs falls back to unpaired. The caption says which. Fewest repetitions for any
+    verdict: 3 pairs (paired); unpaired, 4 per side for 1 gated comparison, 5 for 2-6, 6 for 7-23 (Holm's
+    first level must be reachable by the rank test). `run --dry-run` says it for a planned run.
 
     Warnings come grouped, one line per cause with a count. The last line is the verdict: how many gated
     comparisons regressed, improved, are unchanged (no significant change, and the MDE is finite and at
@@ -181,7 +191,7 @@ def compare(
     run_b = load_run(b, db) if b is not None else run_a
     result = compare_runs(
         run_a, run_b, label_a=label_a, label_b=label_b, threshold=limit, threshold_abs={"ms": threshold_ms},
-        kinds=kinds, use_pairs=not unpaired,
+        kinds=kinds, use_pairs=not unpaired, include_interfered=include_interfered,
     )  # fmt: skip
     table = compare_table(result)
     lines: list[str] = compare_lines(result)

@@ -26,13 +26,21 @@ gate needs); the direct rows are a family of their own. Verdicts use the adjuste
 
 Paired or unpaired. When A and B are two labels of ONE run, the trials of a case under the two labels with
 the same repetition number ran in the same repetition round (seconds apart): they are pairs, and the
-comparison is paired (``tunbench.stats.compare_paired``: Wilcoxon signed-rank test, Hodges-Lehmann CI of
-the within-pair log ratio, or of the difference for absolute metrics, MDE from the SD of those). Pairs are
+comparison is paired (``tunbench.stats.compare_paired``: the paired t on the within-pair log ratios, or on
+the differences for absolute metrics: their mean, its t interval and the t-test; MDE from their SD). Pairs are
 the ok trials of both labels with the same repetition; a repetition whose partner failed (or is missing) is
 dropped, and a note says how many. A case (or metric) with fewer than ``MIN_PAIRS`` (3) pairs falls back to
 the unpaired analysis, and a note says so. Two different runs are always compared unpaired (Mann-Whitney,
 ``tunbench.stats.compare``): their trials are not pairs. ``CompareResult.analysis`` says which was used and
 why, and the table's caption prints it.
+
+Interfered trials (the monitor's ``interfered`` metric: another tunbench run, foreign CPU or steal in the
+window) are left out by default, in a paired design with their pairs' partners, and a note says how many
+and why (``report.summary.leave_out_interfered``; ``include_interfered`` keeps them).
+
+How many repetitions can give a verdict at all is one rule, ``stats.min_repetitions``: compare's notes, the
+power warnings, ``repetition_note`` (`run --dry-run` and the run's header) and ``min_repetitions_text`` (the
+sentence the help and the docs carry) all come from it.
 
 Cases of the ``direct`` baseline are compared and shown but never gate: a change there measures the
 host, not the tunnel (it is a reason to distrust the other verdicts, and a warning says so).
@@ -57,7 +65,15 @@ from rich.table import Table
 from tunbench.errors import TunbenchError
 from tunbench.report.common import case_text, fmt_bps
 from tunbench.report.json_export import JSON_SCHEMA
-from tunbench.report.summary import BASELINE, ROLES, per_trial_role
+from tunbench.report.summary import (
+    BASELINE,
+    ROLES,
+    LeftOut,
+    leave_out_interfered,
+    per_trial_role,
+    unit_mean,
+    unit_values,
+)
 from tunbench.report.terminal import Flagged, grouped_lines
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats import (
@@ -66,8 +82,7 @@ from tunbench.stats import (
     adjust,
     compare,
     compare_paired,
-    min_attainable_p,
-    min_attainable_p_paired,
+    min_repetitions,
 )
 
 EXIT_REGRESSED = 1
@@ -404,17 +419,9 @@ def _rest(case: CaseKey) -> tuple[str, str, int, str, int, str]:
 
 
 def _values(trials: list[TrialRecord], metric: Metric) -> list[float]:
-    """The metric's ok values, one per independent unit: a cold trial, or a warm bring-up (its windows'
-    mean, as pair_values takes them: the windows of one bring-up are not independent samples)."""
-    units: dict[object, list[float]] = {}
-    for t in trials:
-        v = metric.value(t) if t.status == "ok" else None
-        if v is None or not math.isfinite(v):
-            continue
-        warm = t.params.get("warm")
-        key = ("warm", str(warm.get("bringup"))) if isinstance(warm, dict) else ("trial", t.seq)
-        units.setdefault(key, []).append(float(v))
-    return [_mean(vs) for vs in units.values()]
+    """The metric's ok values, one per independent unit (``report.summary.unit_values``: a cold trial, or a
+    warm bring-up's windows' mean, as pair_values takes them)."""
+    return unit_values(trials, metric.value)
 
 
 def _by_repetition(trials: list[TrialRecord]) -> dict[int, TrialRecord]:
@@ -449,7 +456,7 @@ def pair_values(pairs: list[tuple[TrialRecord, TrialRecord]], metric: Metric) ->
         va, vb = units.setdefault(key if key is not None else ("pair", x.seq), ([], []))
         va.append(float(a))
         vb.append(float(b))
-    return [_mean(va) for va, _ in units.values()], [_mean(vb) for _, vb in units.values()]
+    return [unit_mean(va) for va, _ in units.values()], [unit_mean(vb) for _, vb in units.values()]
 
 
 def bringup_unit(x: TrialRecord, y: TrialRecord) -> tuple[str, str] | None:
@@ -458,14 +465,6 @@ def bringup_unit(x: TrialRecord, y: TrialRecord) -> tuple[str, str] | None:
     if not (isinstance(wx, dict) and isinstance(wy, dict)):
         return None
     return str(wx.get("bringup")), str(wy.get("bringup"))
-
-
-def _mean(values: list[float]) -> float:
-    if len(values) == 1:
-        return values[0]
-    if all(v > 0.0 for v in values):
-        return math.exp(math.fsum(math.log(v) for v in values) / len(values))
-    return math.fsum(values) / len(values)
 
 
 def _match(
@@ -542,10 +541,58 @@ def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
 
 
 def _repetitions_for(level: float, *, paired: bool) -> int:
-    """The fewest repetitions (pairs, or per side) with which the exact rank test can reach p < level."""
-    if paired:
-        return next(n for n in range(2, 1000) if min_attainable_p_paired(n) < level)
-    return next(n for n in range(2, 1000) if min_attainable_p(n, n) < level)
+    """The fewest repetitions (pairs, or per side) with which the analysis can reach p < level
+    (``stats.min_repetitions``, the one rule)."""
+    return min_repetitions(paired=paired, alpha=level)
+
+
+GATED_PER_CASE = 3
+"""Gated comparisons per case of a throughput workload: throughput, CPU/bit client, CPU/bit server (latency
+metrics add more where a workload measures them, so the family a plan is judged by is a lower bound)."""
+
+
+def min_repetitions_text(alpha: float = 0.05) -> str:
+    """The rule in one sentence, from ``stats.min_repetitions`` (compare's help, README, docs/precision.md and
+    docs/ci.md state exactly this; a unit test checks that they do)."""
+    spans: list[tuple[int, int, int]] = []
+    for family in range(1, 24):
+        n = min_repetitions(family, paired=False, alpha=alpha)
+        if spans and spans[-1][2] == n:
+            spans[-1] = (spans[-1][0], family, n)
+        else:
+            spans.append((family, family, n))
+    parts = [
+        f"{n} per side for {lo} gated comparison" if lo == hi == 1 else f"{n} for {lo}-{hi}" for lo, hi, n in spans
+    ]
+    return (
+        f"fewest repetitions for any verdict: {min_repetitions(paired=True, alpha=alpha)} pairs (paired); unpaired, "
+        + ", ".join(parts)
+    )
+
+
+def repetition_note(*, labels: int, cases_per_label: int, units: int, warm: int = 1) -> str:
+    """Before a run (`run --dry-run` and the run's header): "" when `units` independent units per case (cold
+    trials, or warm bring-ups) can give a verdict for the gated family `compare` will judge, else a warning
+    with the fewest that can (``stats.min_repetitions``, the one rule). Two labels or more besides direct are
+    compared paired within the run (family: each label's cases x the gated metrics); one label is compared
+    with another run, unpaired. `warm`: windows per bring-up (a unit), for the --repeat to suggest."""
+    if labels < 1 or cases_per_label < 1:
+        return ""
+    paired = labels >= 2
+    family = GATED_PER_CASE * cases_per_label
+    need = min_repetitions(family, paired=paired)
+    if units >= need:
+        return ""
+    how = (
+        f"compared paired by repetition (--label-a/--label-b), {need} pairs"
+        if paired
+        else f"compared with another run (unpaired, Holm over {family} gated comparisons), {need} per side"
+    )
+    unit = "bring-up(s)" if warm > 1 else "repetition(s)"
+    return (
+        f"warning: {units} {unit} per case cannot give any verdict: {how} is the fewest that can "
+        f"(docs/precision.md); use --repeat {need * warm} or more"
+    )
 
 
 def compare_runs(
@@ -560,11 +607,14 @@ def compare_runs(
     confidence: float = 0.95,
     seed: int = 0,
     use_pairs: bool = True,
+    include_interfered: bool = False,
 ) -> CompareResult:
     """Compare B (candidate) to A (baseline) per matching case and metric; Holm across the gate.
 
     Two labels of one run are compared paired (by repetition) where a case has >= ``MIN_PAIRS`` pairs,
-    two runs unpaired (see the module docstring). use_pairs=False compares one run's labels unpaired too."""
+    two runs unpaired (see the module docstring). use_pairs=False compares one run's labels unpaired too.
+    Interfered trials are left out, with their pairs' partners in a paired design, and a note says how many
+    and why (``report.summary.leave_out_interfered``); include_interfered=True keeps them."""
     same_run = a.uid == b.uid and a.id == b.id
     paired_design = same_run and use_pairs
     if same_run and (label_a is None or label_b is None or label_a == label_b):
@@ -572,7 +622,9 @@ def compare_runs(
             f"A and B are the same {run_name(a)}: give two runs, or two labels with --label-a X --label-b Y"
         )
     abs_limits = dict(threshold_abs or {})
-    ga, gb = _groups(a.trials), _groups(b.trials)
+    trials_a, left_a = leave_out_interfered(a.trials, paired=paired_design, include=include_interfered)
+    trials_b, left_b = (trials_a, LeftOut()) if same_run else leave_out_interfered(b.trials, include=include_interfered)
+    ga, gb = _groups(trials_a), _groups(trials_b)
     pairs = _match(ga, gb, label_a, label_b)
     if not pairs:
         la = ", ".join(sorted({k.label for k in ga})) or "none"
@@ -582,11 +634,13 @@ def compare_runs(
             "to compare differently labelled builds use --label-a X --label-b Y"
         )
     rows: list[CaseComparison] = []
-    notes: list[str] = []
-    metrics = metrics_for(a.trials + b.trials, kinds)
+    notes: list[str] = [
+        f"{side}{left.text}" for side, left in (("" if same_run else "A: ", left_a), ("B: ", left_b)) if left
+    ]
+    metrics = metrics_for(trials_a + trials_b, kinds)
     dropped = 0
     too_few: list[str] = []
-    warm = paired_design and any("warm" in t.params for t in a.trials)
+    warm = paired_design and any("warm" in t.params for t in trials_a)
     for ka, kb in pairs:
         ta, tb = ga[ka], gb[kb]
         tunnel = ta[0].tunnel
@@ -660,7 +714,7 @@ def compare_runs(
 
 def unplaced_note(rows: list[CaseComparison], trials: list[TrialRecord]) -> str:
     """A caution when a paired verdict rests on pairs measured without CPU placement: there, a scheduler
-    state can outlast a trial, pairs are then not independent and the signed-rank test calls changes more
+    state can outlast a trial, pairs are then not independent and the paired test calls changes more
     often than its level (A/A runs on a 2-CPU VM: BENCHMARKS §9, docs/precision.md). "" otherwise (and for a
     run on hosts, which the caller leaves out: placement there is the hosts' own)."""
     decided = [r for r in rows if r.gated and r.result.analysis == "paired" and r.result.significant]
@@ -828,14 +882,14 @@ def _threshold_text(result: CompareResult) -> str:
 
 
 _UNPAIRED_TEXT = (
-    "change = median(B) / median(A) - 1, or median(B) - median(A) in the metric's unit for signed metrics (and "
-    "whenever a value is <= 0); [CI] distribution-free (Hodges-Lehmann shift), then its exact coverage (nominal "
-    "from 50 per side); p: Mann-Whitney U"
+    "change = the Hodges-Lehmann estimate of median(B) / median(A) - 1 (of logs), or of median(B) - median(A) in "
+    "the metric's unit for signed metrics (and whenever a value is <= 0); [CI] its distribution-free interval, "
+    "then its exact coverage (nominal from 50 per side); p: Mann-Whitney U"
 )
 _PAIRED_TEXT = (
-    "Wilcoxon signed-rank, HL CI of the within-pair log ratio: change = exp(HL) - 1 of ln(B/A) per pair, or HL "
-    "of B - A in the metric's unit for signed metrics (and whenever a value is <= 0); [CI] distribution-free "
-    "(Walsh averages), then its exact coverage (nominal from 50 pairs); p: Wilcoxon signed-rank"
+    "paired t on the within-pair log ratios: change = exp(mean of ln(B/A) per pair) - 1, or the mean of B - A in "
+    "the metric's unit for signed metrics (and whenever a value is <= 0); [CI] its t interval, then its nominal "
+    "coverage; p: paired t-test"
 )
 
 
@@ -921,9 +975,9 @@ def compare_lines(result: CompareResult) -> list[str]:
 
 
 _METHOD = {
-    "paired": "paired Wilcoxon signed-rank",
+    "paired": "paired t on log ratios",
     "unpaired": "unpaired Mann-Whitney U",
-    "mixed": "paired Wilcoxon signed-rank where there are pairs, else unpaired Mann-Whitney U",
+    "mixed": "paired t on log ratios where there are pairs, else unpaired Mann-Whitney U",
 }
 
 
@@ -932,7 +986,7 @@ def verdict_line(result: CompareResult) -> str:
     improved, stayed unchanged or could not decide (``Outcome``), the analysis, its level, and the smallest
     change these data could detect (the range of the gated comparisons' MDEs), then the exit status::
 
-        verdict: 2 regressed, 1 improved, 33 unchanged, 0 undecided (paired Wilcoxon signed-rank, Holm over
+        verdict: 2 regressed, 1 improved, 33 unchanged, 0 undecided (paired t on log ratios, Holm over
         36 at alpha 0.05; smallest detectable change ±4.1% to ±9.0%) -> exit 1, regression
     """
     tally = result.tally()

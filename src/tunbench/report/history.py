@@ -32,9 +32,17 @@ from tunbench.errors import TunbenchError
 from tunbench.metadata import machine_of
 from tunbench.report.common import case_text
 from tunbench.report.compare import METRIC_KINDS, Metric, metrics_for
+from tunbench.report.summary import LeftOut, interfered, interference_reason, leave_out_interfered, unit_values
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats import Summary, summarize
-from tunbench.stats.changepoints import DEFAULT_MAX_PVALUE, DEFAULT_WINDOW, ChangePoint, change_points, is_worse
+from tunbench.stats.changepoints import (
+    DEFAULT_MAX_PVALUE,
+    DEFAULT_WINDOW,
+    ChangePoint,
+    change_points,
+    is_better,
+    is_worse,
+)
 
 EXIT_REGRESSED = 1
 """Exit status of `tunbench history --fail-on-regression-since` when a regression lies after the reference."""
@@ -81,13 +89,29 @@ class RunInfo:
 
 @dataclass(frozen=True)
 class Point:
-    """One run (or one commit's runs) of a series: the median of its trials with the CI of the median."""
+    """One run (or one commit's runs) of a series: the median of its units (trials, or warm bring-ups) with
+    the CI of the median, the units themselves (what the change-point test reads), and the interfered trials
+    it left out (``left_out``) or, with --include-interfered, kept (``interfered``)."""
 
     key: str
     runs: tuple[RunInfo, ...]
     commit: str
     branch: str
     summary: Summary
+    values: tuple[float, ...] = ()
+    left_out: LeftOut = field(default_factory=LeftOut)
+    interfered: int = 0
+
+    @property
+    def mark(self) -> str:
+        """ "" for a clean point, else why it is marked: "interfered: 2 of 3 trials left out (another tunbench
+        run (tb1a2b3c))"."""
+        if self.left_out:
+            reasons = sorted({interference_reason(t) for t in self.left_out.trials})
+            return f"interfered: {len(self.left_out.trials)} trial(s) left out ({'; '.join(reasons)})"
+        if self.interfered:
+            return f"interfered: {self.interfered} trial(s) kept (--include-interfered)"
+        return ""
 
     @property
     def time(self) -> str:
@@ -101,8 +125,16 @@ class Point:
 
 @dataclass(frozen=True)
 class Change:
+    """A change point and its direction, from its interval: a regression, an improvement, or neither (the
+    interval spans 0: the level moved, but which way it matters is not sure)."""
+
     point: ChangePoint
     regression: bool
+    improvement: bool = True
+
+    @property
+    def kind(self) -> str:
+        return "REGRESSION" if self.regression else "improvement" if self.improvement else "change"
 
 
 @dataclass(frozen=True)
@@ -112,6 +144,7 @@ class Series:
     points: tuple[Point, ...]
     changes: tuple[Change, ...]
     by_commit: bool
+    dropped: tuple[str, ...] = ()  # the points left out whole: every trial interfered ("c0ffee1: reason")
 
     @property
     def title(self) -> str:
@@ -128,15 +161,21 @@ class Series:
         """One line: when, which commits, the size with its CI, and whether it is a regression."""
         cp = c.point
         at, prev = self.points[cp.index], self.points[cp.index - 1]
-        kind = "REGRESSION" if c.regression else "improvement"
         fmt = self.metric.fmt
         size = self.size_text(c)
         commits = f"commits {prev.commit[:12]}..{at.commit[:12]}" if at.commit and prev.commit else ""
         when = f"at point {cp.index + 1}/{len(self.points)}: {', '.join(r.text for r in at.runs)} ({at.time})"
-        cov = f"{cp.ci_coverage:.0%} CI" if math.isfinite(cp.ci_coverage) else "no CI"
+        cov = "no CI"
+        if math.isfinite(cp.ci_coverage):
+            over = f", simultaneous over {cp.splits} possible splits" if cp.splits > 1 else ""
+            cov = f"{cp.ci_coverage:.0%} CI{over}"
+        aside = ""
+        if cp.disturbed:
+            aside = "; set aside as disturbed: " + ", ".join(f"point {i + 1}" for i in cp.disturbed)
+        unsure = "" if c.regression or c.improvement else " (its interval spans 0: direction not sure)"
         return (
-            f"{kind} {when}" + (f", {commits}" if commits else "") + f": {fmt(cp.median_before)} → "
-            f"{fmt(cp.median_after)}, {size} ({cov}), t-test p={cp.pvalue:.2g}"
+            f"{c.kind}{unsure} {when}" + (f", {commits}" if commits else "") + f": {fmt(cp.median_before)} → "
+            f"{fmt(cp.median_after)}, {size} ({cov}), t-test p={cp.pvalue:.2g}{aside}"
         )
 
 
@@ -149,6 +188,7 @@ class History:
     other_machines: dict[str, int] = field(default_factory=dict)  # machine id -> runs not shown
     window: int = DEFAULT_WINDOW
     max_pvalue: float = DEFAULT_MAX_PVALUE
+    left_out: LeftOut = field(default_factory=LeftOut)  # the interfered trials left out of every series
 
     @property
     def n_excluded(self) -> int:
@@ -162,6 +202,8 @@ class History:
         if self.other_machines:
             n = sum(self.other_machines.values())
             parts.append(f"{n} run(s) of {len(self.other_machines)} other machine(s) not shown (see --machine)")
+        if self.left_out:
+            parts.append(self.left_out.text)
         return "; ".join(parts)
 
 
@@ -259,19 +301,20 @@ def run_key(started_at: str, run_id: int) -> RunKey:
 
 
 def resolve_ref(ref: str, runs: Sequence[RunRecord], flag: str) -> tuple[RunKey, str]:
-    """Where ``ref`` stands: a run (id, uid or name), a commit (or a prefix of one, 4+ characters: the first
-    run that measured it) or an ISO date (before any run started at that time); and a description of it."""
+    """Where ``ref`` stands: a run (id, uid or name), a commit (the whole commit as recorded, of any
+    length, or a prefix of 4+ characters: the first run that measured it) or an ISO date (before any run
+    started at that time); and a description of it."""
     by_id = [r for r in runs if ref.isdigit() and r.id == int(ref)]
     named = by_id or [r for r in runs if ref in (r.uid, r.name)]
     if named:
         r = max(named, key=lambda r: r.id)
         return run_key(r.started_at, r.id), f"run #{r.id} {r.uid} ({r.started_at})"
-    if len(ref) >= 4:
-        with_commit = [r for r in runs if any(c.startswith(ref) for c in _commits(run_info(r)))]
-        if with_commit:
-            first = min(with_commit, key=lambda r: run_key(r.started_at, r.id))
-            key = run_key(first.started_at, first.id)
-            return key, f"commit {ref} (first measured in run #{first.id} {first.uid}, {first.started_at})"
+    exact = [r for r in runs if ref in _commits(run_info(r))]
+    prefixed = [r for r in runs if any(c.startswith(ref) for c in _commits(run_info(r)))] if len(ref) >= 4 else []
+    if with_commit := exact or prefixed:
+        first = min(with_commit, key=lambda r: run_key(r.started_at, r.id))
+        key = run_key(first.started_at, first.id)
+        return key, f"commit {ref} (first measured in run #{first.id} {first.uid}, {first.started_at})"
     if _DATE.match(ref):
         return (_time(ref.replace("Z", "+00:00")), 0), ref
     raise HistoryError(f"{flag} {ref!r}: no run (id, uid or name), commit or ISO date (YYYY-MM-DD) by that name")
@@ -309,9 +352,12 @@ def build(
     per_run: bool = False,
     window: int | None = None,
     max_pvalue: float | None = None,
+    include_interfered: bool = False,
 ) -> History:
     """The history of one machine (see the module docstring); ``runs`` with their trials (``load``).
-    ``window`` and ``max_pvalue``: the change-point detection's (None: ``stats.changepoints``' defaults)."""
+    ``window`` and ``max_pvalue``: the change-point detection's (None: ``stats.changepoints``' defaults).
+    Interfered trials are left out (a point of nothing but interfered trials drops out of its series) and
+    their points marked; ``include_interfered`` keeps them, still marked."""
     window = DEFAULT_WINDOW if window is None else window
     max_pvalue = DEFAULT_MAX_PVALUE if max_pvalue is None else max_pvalue
     if window < 6:
@@ -348,10 +394,17 @@ def build(
     series: list[Series] = []
     for case in sorted(per_case, key=_case_order):
         for metric in chosen:
-            s = _series(case, metric, per_case[case], per_run=per_run, window=window, max_pvalue=max_pvalue)
+            s = _series(
+                case, metric, per_case[case], per_run=per_run, window=window, max_pvalue=max_pvalue,
+                include_interfered=include_interfered,
+            )  # fmt: skip
             if s is not None:
                 series.append(s)
-    return History(m, series, [infos[r.id] for r in done], dict(excluded), dict(others), window, max_pvalue)
+    shown = [t for ts in per_case.values() for _, trials in ts for t in trials]
+    _, left = leave_out_interfered(shown, include=include_interfered)
+    history = History(m, series, [infos[r.id] for r in done], dict(excluded), dict(others), window, max_pvalue)
+    history.left_out = left
+    return history
 
 
 def _case_order(c: CaseKey) -> tuple[str, str, str, str, int, int, str]:
@@ -366,36 +419,55 @@ def _series(
     per_run: bool,
     window: int,
     max_pvalue: float,
+    include_interfered: bool = False,
 ) -> Series | None:
     by_commit = not per_run and all(info.commit_of(case.label) for info, _ in runs)
-    groups: dict[str, list[tuple[RunInfo, list[float]]]] = {}
+    groups: dict[str, list[tuple[RunInfo, list[TrialRecord], LeftOut]]] = {}
     for info, trials in runs:
-        values = [
-            v for v in (metric.value(t) for t in trials if t.status == "ok") if v is not None and math.isfinite(v)
-        ]
-        if not values:
-            continue
+        kept, left = leave_out_interfered(trials, include=include_interfered)
         key = info.commit_of(case.label) if by_commit else f"run {info.id}"
-        groups.setdefault(key, []).append((info, values))
-    if not groups:
-        return None
+        groups.setdefault(key, []).append((info, kept, left))
     points = []
+    dropped: list[str] = []
     for key, members in groups.items():  # insertion order: the first run of each key, in time order
-        values = [v for _, vs in members for v in vs]
+        trials = [t for _, ts, _ in members for t in ts]
+        values = unit_values(trials, metric.value)  # warm windows: one value per bring-up
         first = members[0][0]
+        gone = [t for _, _, left in members for t in left.trials]
+        if not values:
+            if gone:
+                reasons = "; ".join(sorted({interference_reason(t) for t in gone}))
+                dropped.append(
+                    f"{first.commit_of(case.label)[:12] or key}: all {len(gone)} trial(s) interfered ({reasons})"
+                )
+            continue
         points.append(
             Point(
                 key=key,
-                runs=tuple(info for info, _ in members),
+                runs=tuple(info for info, _, _ in members),
                 commit=first.commit_of(case.label),
                 branch=first.branch,
                 summary=summarize(values, seed=0, resamples=2000),
+                values=tuple(values),
+                left_out=LeftOut(tuple(gone)),
+                interfered=sum(1 for t in trials if t.status == "ok" and interfered(t)),
             )
         )
-    medians = [p.summary.median for p in points]
-    found = change_points(medians, window=window, max_pvalue=max_pvalue, absolute=True if metric.absolute else None)
-    changes = tuple(Change(cp, is_worse(cp, higher_is_better=metric.higher_is_better)) for cp in found)
-    return Series(case, metric, tuple(points), changes, by_commit)
+    if not points:
+        return None
+    found = change_points(
+        [list(p.values) for p in points], window=window, max_pvalue=max_pvalue,
+        absolute=True if metric.absolute else None,
+    )  # fmt: skip
+    changes = tuple(
+        Change(
+            cp,
+            is_worse(cp, higher_is_better=metric.higher_is_better),
+            is_better(cp, higher_is_better=metric.higher_is_better),
+        )
+        for cp in found
+    )
+    return Series(case, metric, tuple(points), changes, by_commit, tuple(dropped))
 
 
 def regressions_after(history: History, ref: str, runs: Sequence[RunRecord]) -> tuple[str, list[tuple[Series, Change]]]:

@@ -85,7 +85,7 @@ def fig_series(s: Series) -> go.Figure:
     )
     for i, c in enumerate(s.changes):
         color = WORSE if c.regression else BETTER
-        word = "regression" if c.regression else "improvement"
+        word = c.kind.lower()
         fig.add_vline(
             x=c.point.index + 0.5,  # between the last point of the old level and the first of the new
             line={"color": color, "dash": "dash", "width": 2},
@@ -120,7 +120,7 @@ def changes_table(h: History) -> str:
             cls = "bad" if c.regression else "ok"
             rows.append(
                 f"<tr><td>{_e(case_text(s.case))}</td><td>{_e(s.metric.title)}</td>"
-                f'<td class="{cls}">{"regression" if c.regression else "improvement"}</td>'
+                f'<td class="{cls}">{c.kind.lower()}</td>'
                 f"<td>{_e(s.change_text(c))}</td></tr>"
             )
     if not rows:

@@ -904,7 +904,7 @@ def summary_table(summaries: list[CaseSummary], trials: list[TrialRecord]) -> st
     rows: list[tuple[bool, list[str]]] = []
     for s in summaries:
         c, v = s.roles["client"], s.roles["server"]
-        n = f"{s.n}" + (f' <span class="bad">({s.n_failed} failed)</span>' if s.n_failed else "")
+        n = s.n_text + (f' <span class="bad">({s.n_failed} failed)</span>' if s.n_failed else "")
         rss = " / ".join(
             f"{x / 2**20:.0f} MiB" if is_num(x) and x else "–" for x in (c.rss_peak_bytes, v.rss_peak_bytes)
         )

@@ -93,6 +93,7 @@ def summary_json(s: CaseSummary) -> dict[str, Any]:
         "clients": s.case.clients,
         "variant": s.case.variant,
         "n": s.n,
+        "n_units": s.throughput.n,  # independent units (warm bring-ups count once): what the CI counts
         "n_failed": s.n_failed,
         "throughput_bps": {
             "median": _num(t.median),

@@ -103,7 +103,7 @@ def _details(summaries: list[CaseSummary], fairness: dict[tuple[str, int], float
     rows = []
     for s in sorted(summaries, key=lambda s: (count_of(s.case), s.tunnel != BASELINE, -(s.throughput.median or 0))):
         c, v = s.roles["client"], s.roles["server"]
-        n = f"{s.n}" + (f" ({s.n_failed} failed)" if s.n_failed else "")
+        n = s.n_text + (f" ({s.n_failed} failed)" if s.n_failed else "")
         jain = fairness.get((s.case.label, count_of(s.case)))
         rows.append(
             [

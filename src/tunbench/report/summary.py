@@ -1,9 +1,18 @@
-"""Per-case summaries of a run's trials (pure: trials in, frozen summaries out)."""
+"""Per-case summaries of a run's trials (pure: trials in, frozen summaries out).
+
+The unit of a summary is the independent unit (DESIGN: "a summary's unit is the independent unit"): a cold
+trial, or a warm bring-up (`--warm`), whose windows share that bring-up's luck and are therefore one unit,
+their geometric mean. ``unit_values`` is the one function that makes the units; the case summary (and so
+every format: terminal, HTML, Markdown, JSON, BMF), compare and history all call it. Counting 40 windows of 8
+bring-ups as 40 repetitions gave a "95%" interval that covered in 67% of simulated runs (issue 28);
+``tests/unit/test_report_warm_units.py`` simulates it.
+"""
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from statistics import median
 
@@ -48,9 +57,48 @@ class CaseSummary:
     roles: dict[str, RoleFigures]
     retransmits: float | None
     setup_s: float | None
-    values_bps: tuple[float, ...]
+    values_bps: tuple[float, ...]  # every ok trial's throughput (windows too: the report's dots); not the units
     warnings: tuple[StabilityWarning, ...] = field(default_factory=tuple)
     errors: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def n_text(self) -> str:
+        """The ok trials, and the bring-ups they were measured on when that is fewer (warm windows): "40 in 8
+        bring-ups". The interval and the spread count the bring-ups."""
+        units = self.throughput.n
+        return f"{self.n}" + (f" in {units} bring-ups" if 0 < units < self.n else "")
+
+
+def unit_key(t: TrialRecord) -> tuple[str, object]:
+    """The independent unit a trial belongs to: its warm bring-up (``params["warm"]["bringup"]``), or itself."""
+    warm = t.params.get("warm")
+    return ("warm", str(warm.get("bringup"))) if isinstance(warm, dict) else ("trial", t.seq)
+
+
+def unit_mean(values: list[float]) -> float:
+    """One unit's figure from its windows: the geometric mean (the log of the unit is the mean of the logs), or
+    the arithmetic mean where a value is <= 0."""
+    if len(values) == 1:
+        return values[0]
+    if all(v > 0.0 for v in values):
+        return math.exp(math.fsum(math.log(v) for v in values) / len(values))
+    return math.fsum(values) / len(values)
+
+
+def unit_values(trials: Iterable[TrialRecord], value: Callable[[TrialRecord], float | None]) -> list[float]:
+    """A metric's ok, finite values, one per independent unit (``unit_key``, ``unit_mean``), in the order the
+    units first appear. Every summary or interval of a case is computed on these."""
+    units: dict[tuple[str, object], list[float]] = {}
+    for t in trials:
+        v = value(t) if t.status == "ok" else None
+        if v is None or not math.isfinite(v):
+            continue
+        units.setdefault(unit_key(t), []).append(float(v))
+    return [unit_mean(vs) for vs in units.values()]
+
+
+def throughput(t: TrialRecord) -> float | None:
+    return t.metrics.get("throughput_bps")
 
 
 def _med(xs: list[float | None]) -> float | None:
@@ -87,11 +135,11 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
     direct: dict[tuple[str, str, int, str, int, str], list[float]] = {}
     for key, ts in groups.items():
         if ts[0].tunnel == BASELINE:
-            direct[_baseline_key(key)] = _ok_values(ts)
+            direct[_baseline_key(key)] = unit_values(ts, throughput)
     out = []
     for key, ts in groups.items():
         ok = [t for t in ts if t.status == "ok"]
-        values = _ok_values(ts)
+        values = unit_values(ts, throughput)
         base = direct.get(_baseline_key(key))
         ratio = None
         if base and values and ts[0].tunnel != BASELINE:
@@ -121,7 +169,7 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
                 roles=roles,
                 retransmits=_med([t.metrics.get("retransmits") for t in ok]),
                 setup_s=_med([t.metrics.get("setup_s") for t in ok]),
-                values_bps=tuple(values),
+                values_bps=tuple(_ok_values(ts)),
                 warnings=(
                     tuple(stability_warnings([v / 1e6 for v in values], label=f"{key.label} Mbit/s")) if values else ()
                 )
@@ -258,3 +306,64 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
             )
         )
     return out
+
+
+# ---- interfered trials ------------------------------------------------------------------------------------
+
+
+def interfered(t: TrialRecord) -> bool:
+    """Whether the trial's measured window was interfered with (the monitor's ``interfered`` metric: another
+    tunbench run live, foreign CPU or steal above its threshold). A trial from before it was recorded is clean."""
+    v = t.metrics.get("interfered")
+    return v is not None and math.isfinite(v) and v >= 0.5
+
+
+def interference_reason(t: TrialRecord) -> str:
+    return str(t.params.get("interference") or "").strip() or "interfered"
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """The trials a verdict left out because they were interfered with, and the partners that went with them
+    (a paired design drops the whole pair, as it drops a pair whose partner failed)."""
+
+    trials: tuple[TrialRecord, ...] = ()
+    partners: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.trials)
+
+    @property
+    def text(self) -> str:
+        """ "left out 2 interfered trials: another tunbench run (tb1a2b3c)" ("" when none)."""
+        if not self.trials:
+            return ""
+        reasons: dict[str, int] = {}
+        for t in self.trials:
+            reasons[interference_reason(t)] = reasons.get(interference_reason(t), 0) + 1
+        why = "; ".join(r if n == 1 or len(reasons) == 1 else f"{r} ({n})" for r, n in reasons.items())
+        n = len(self.trials)
+        partners = f" and {self.partners} partner trial(s) of their pairs" if self.partners else ""
+        return (
+            f"left out {n} interfered trial{'s' if n != 1 else ''}{partners}: {why} (--include-interfered keeps them)"
+        )
+
+
+def leave_out_interfered(
+    trials: list[TrialRecord], *, paired: bool = False, include: bool = False
+) -> tuple[list[TrialRecord], LeftOut]:
+    """The trials a verdict uses, and what it left out. Interfered trials are left out (unless ``include``);
+    with ``paired`` (two labels of one run compared by repetition) so is every trial of the same case axes and
+    repetition, its partners: a pair is whole or not at all."""
+    bad = [t for t in trials if t.status == "ok" and interfered(t)]
+    if include or not bad:
+        return list(trials), LeftOut()
+    if not paired:
+        gone = {id(t) for t in bad}
+        return [t for t in trials if id(t) not in gone], LeftOut(tuple(bad))
+    blocks = {(_baseline_key(t.case), t.repetition) for t in bad}
+    kept = [t for t in trials if (_baseline_key(t.case), t.repetition) not in blocks]
+    partners = sum(
+        1 for t in trials if t.status == "ok" and not interfered(t) and (_baseline_key(t.case), t.repetition) in blocks
+    )
+    return kept, LeftOut(tuple(bad), partners)

@@ -86,7 +86,7 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
         t = s.throughput
         med = f"[bold]{mbit(t.median)}[/]" if s.n else "[red]failed[/]"
         rng = f"{mbit(t.min)}–{mbit(t.max)}" if s.n else ""
-        n = f"{s.n}" + (f" [red]({s.n_failed}✗)[/]" if s.n_failed else "")
+        n = s.n_text + (f" [red]({s.n_failed}✗)[/]" if s.n_failed else "")
         ratio = "–"
         if s.ratio_to_direct is not None and not math.isnan(s.ratio_to_direct.value):
             ratio = f"{s.ratio_to_direct.value:.2f}"

@@ -5,8 +5,9 @@
   CI and its real coverage.
 * ``compare`` / ``Comparison``: relative (or, for signed data, absolute) change, rank test, verdict and
   regression gate; ``adjust``: Holm's multiple-comparison adjustment of a family of comparisons.
-* ``compare_paired``: the same verdict from pairs (two labels of one run, same repetition): Wilcoxon
-  signed-rank test and the Hodges-Lehmann CI of the within-pair change (``tunbench.stats.paired``).
+* ``compare_paired``: the same verdict from pairs (two labels of one run, same repetition): the paired t on
+  the within-pair log ratios, its mean and t interval (``tunbench.stats.paired.paired_t``).
+* ``min_repetitions``: the one rule for the fewest repetitions with which a gated family can give a verdict.
 * ``shift_interval`` / ``ratio_interval``: the Hodges-Lehmann / Mann-Whitney CI behind both;
   ``holm``: Holm-adjusted p-values.
 * ``noise_budget`` / ``NoiseBudget``: an A/A calibration's noise and the MDE to expect per budget
@@ -35,6 +36,8 @@ from tunbench.stats.compare import (
     compare_paired,
     min_attainable_p,
     min_detectable_effect,
+    min_repetitions,
+    paired_p_floor,
     required_repetitions,
 )
 from tunbench.stats.fairness import jain_index
@@ -46,6 +49,7 @@ from tunbench.stats.paired import (
     min_attainable_p_paired,
     min_detectable_effect_paired,
     paired_interval,
+    paired_t,
     required_pairs,
     signed_rank_p,
 )
@@ -87,12 +91,15 @@ __all__ = [
     "min_attainable_p_paired",
     "min_detectable_effect",
     "min_detectable_effect_paired",
+    "min_repetitions",
     "modified_z_scores",
     "noise_budget",
     "order_statistic_interval",
     "outliers",
     "paired_interval",
+    "paired_p_floor",
     "paired_precision",
+    "paired_t",
     "percentile",
     "ratio_interval",
     "ratio_of_medians",

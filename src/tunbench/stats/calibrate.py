@@ -4,7 +4,7 @@
 within-pair log ratios ``d_k = ln(b_k / a_k)`` are pure noise. Their SD ``s_d`` is the noise a paired
 comparison on this host has to see through (``tunbench.stats.paired``), and the MDE of a paired comparison
 with ``n`` pairs is ``(t_{1 - level/2} + t_{power}) * s_d / sqrt(n)`` at df = n - 1
-(``min_detectable_effect_paired``; ``inf`` while the signed-rank test cannot reach the level at all).
+(``min_detectable_effect_paired``; NaN while the spread is undefined).
 
 Projection to a budget: a budget of ``T`` seconds buys ``floor((T - overhead_s) / pair_s)`` pairs, ``pair_s``
 the wall time one pair took in the calibration and ``overhead_s`` what a run costs besides its trials (start,

@@ -2,13 +2,17 @@
 
 Definitions (all exact, so that reports and gates agree):
 
-* Two modes. **Relative** (default for positive data: throughput, CPU per bit, latency):
-  ``change`` = median(candidate) / median(baseline) - 1 (-0.079 means -7.9 %). **Absolute** (signed
-  data, e.g. the latency increase under load, which can be negative; and automatically whenever any
-  value on either side is <= 0, so that a change is never taken relative to a median <= 0):
-  ``change`` = median(candidate) - median(baseline), in the metric's own unit (``unit``).
-* ``[ci_low, ci_high]``: distribution-free Hodges-Lehmann / Mann-Whitney interval for the shift
-  (absolute) or for the ratio on log values, minus 1 (relative); see ``tunbench.stats.shift``.
+* Two modes. **Relative** (default for positive data: throughput, CPU per bit, latency): ``change`` is
+  the Hodges-Lehmann estimate of the ratio candidate / baseline, on logs, minus 1 (-0.079 means -7.9 %):
+  exp(median of the pairwise differences ln c_i - ln b_j) - 1, which under the scale model is
+  median(candidate) / median(baseline) - 1. **Absolute** (signed data, e.g. the latency increase under
+  load, which can be negative; and automatically whenever any value on either side is <= 0, so that a
+  change is never taken relative to a median <= 0): ``change`` is the Hodges-Lehmann shift, the median of
+  the pairwise differences c_i - b_j, in the metric's own unit (``unit``).
+* ``[ci_low, ci_high]``: the distribution-free Hodges-Lehmann / Mann-Whitney interval that belongs to that
+  estimate (the shift, or the ratio on log values minus 1); see ``tunbench.stats.shift``. One estimator
+  gives the point and its interval, so the point always lies inside it (issue 28: a ratio of medians beside
+  an HL interval once read -4.9 % [+848 %, +901 %] on a bimodal sample, and the verdict said "worse").
   ``ci_coverage`` is its real coverage: exact under the shift (or scale) model, and *below*
   ``confidence`` when the sizes allow nothing better (3 vs 3: 0.90; 4 vs 4: 0.971; 5 vs 5: 0.968).
   Reports print this coverage, never a nominal "95 %".
@@ -29,12 +33,15 @@ Definitions (all exact, so that reports and gates agree):
      (3 vs 3 -> 0.1, 3 vs 4 -> 0.057, 4 vs 4 -> 0.029). Rule 4 matters because with heavily tied
      data scipy's normal approximation can report p < 0.05 for 3 vs 3, an artefact. When rule 4
      fails a ``cannot-reach-significance`` warning says how many repetitions are needed.
-* ``verdict``: "better"/"worse" if significant, in the direction given by ``higher_is_better``
-  (throughput: higher is better; latency, CPU seconds per bit: lower is better); otherwise
-  "no significant change".
+* ``verdict``: "better"/"worse" if significant, in the direction of the interval (the side of 0 it lies
+  on; the point lies inside it) read with ``higher_is_better`` (throughput: higher is better; latency, CPU
+  seconds per bit: lower is better); otherwise "no significant change".
 * ``regressed`` iff verdict == "worse", i.e. significantly worse *and* the point estimate of the
-  change is at least ``threshold`` in the bad direction. (A CI gate that also wants the CI to lie
-  beyond the threshold can check ``ci_high <= -threshold`` / ``ci_low >= threshold`` itself.)
+  change is at least ``threshold``. (A CI gate that also wants the CI to lie beyond the threshold can
+  check ``ci_high <= -threshold`` / ``ci_low >= threshold`` itself.)
+* ``min_repetitions``: the one rule for the fewest repetitions with which a family of gated comparisons
+  can give any verdict (rule 4 at Holm's first level); compare, `run --dry-run`, the run's header and the
+  docs follow it.
 * ``min_detectable_effect`` (MDE): the change detectable with ~80 % power at these n and the observed
   noise, by the two-sample normal-theory formula with t quantiles (df = n_b + n_c - 2, slightly more
   honest than z at small n); relative mode uses the CVs, absolute mode the standard deviations (the MDE
@@ -49,13 +56,16 @@ Definitions (all exact, so that reports and gates agree):
 
 Paired analysis (``compare_paired``, ``analysis == "paired"``): when baseline[k] and candidate[k] were
 measured as a pair (same case and repetition of one run, seconds apart), the comparison is made on the
-within-pair differences d_k = ln(c_k / b_k) (relative) or c_k - b_k (absolute), see
-``tunbench.stats.paired``: ``change`` = exp(HL) - 1 (relative) or HL (absolute), HL the Hodges-Lehmann
-estimate of the centre of d; ``[ci_low, ci_high]`` from the order statistics of the Walsh averages, with
-their real coverage; ``p_value`` the two-sided Wilcoxon signed-rank test (``scipy.stats.wilcoxon``);
-rule 4 uses the signed-rank floor 2 / 2**n_pairs (at least 6 pairs at alpha = 0.05); the MDE is
-(t + t) * s_d / sqrt(n_pairs) at df = n_pairs - 1 with s_d the SD of d (``pair_sd``). Everything else
-(threshold, verdict, Holm in ``adjust``) is the same as for the unpaired analysis.
+within-pair differences d_k = ln(c_k / b_k) (relative) or c_k - b_k (absolute) with the paired t
+(``tunbench.stats.paired.paired_t``): ``change`` = exp(mean(d)) - 1 (relative) or mean(d) (absolute);
+``[ci_low, ci_high]`` the Student-t interval of the mean (nominal coverage, exact for normal d); ``p_value``
+the one-sample t-test on d. Why the t and not the signed-rank test: the rank test's p-value cannot go below
+2 / 2**n, so 6 pairs under Holm over 6 comparisons could not call even a 5.6x speed-up (issue 28); the t
+statistic grows with the change's size relative to the spread, and keeps its level under the symmetric
+null of an A/A (docs/precision.md: simulated level and power at 3-10 pairs). Rule 4 then holds from 2
+pairs on; compare pairs from ``MIN_PAIRS`` (3). The MDE is (t + t) * s_d / sqrt(n_pairs) at df =
+n_pairs - 1, s_d the SD of d (``pair_sd``). Everything else (threshold, verdict, Holm in ``adjust``) is the
+same as for the unpaired analysis.
 """
 
 from __future__ import annotations
@@ -72,12 +82,10 @@ from tunbench.stats._common import FloatArray, Values, as_array, check_confidenc
 from tunbench.stats.checks import StabilityWarning, pct, stability_warnings
 from tunbench.stats.multiple import holm
 from tunbench.stats.paired import (
-    hodges_lehmann,
-    min_attainable_p_paired,
+    MIN_PAIRS,
     min_detectable_effect_paired,
-    paired_interval,
+    paired_t,
     required_pairs,
-    signed_rank_p,
 )
 from tunbench.stats.shift import shift_interval
 from tunbench.stats.summary import DEFAULT_RESAMPLES, Summary, ratio_of_medians, summarize
@@ -94,7 +102,7 @@ class Comparison:
     """Result of ``compare``; see the module docstring for exact definitions.
 
     ``absolute``: change, CI, threshold and MDE are differences in ``unit`` (else fractions).
-    ``analysis``: "unpaired" (Mann-Whitney, two samples) or "paired" (signed rank on ``n_pairs`` within-pair
+    ``analysis``: "unpaired" (Mann-Whitney, two samples) or "paired" (paired t on ``n_pairs`` within-pair
     differences whose SD is ``pair_sd``: log ratios in relative mode, differences in ``unit`` in absolute mode).
     """
 
@@ -128,7 +136,7 @@ class Comparison:
     def p_floor(self) -> float:
         """The smallest p-value this comparison's exact test can give (rule 4)."""
         if self.analysis == "paired":
-            return min_attainable_p_paired(self.n_pairs)
+            return paired_p_floor(self.n_pairs)
         return min_attainable_p(self.baseline.n, self.candidate.n)
 
     @property
@@ -143,6 +151,31 @@ def min_attainable_p(n_baseline: int, n_candidate: int) -> float:
     # in logs: C(n1+n2, n1) overflows a float past a few hundred samples per side
     log_comb = math.lgamma(n_baseline + n_candidate + 1) - math.lgamma(n_baseline + 1) - math.lgamma(n_candidate + 1)
     return min(1.0, math.exp(math.log(2.0) - log_comb))
+
+
+def paired_p_floor(n_pairs: int) -> float:
+    """The smallest p-value the paired t-test can give with ``n_pairs`` pairs: 0 from 2 pairs on, else 1."""
+    return 0.0 if n_pairs >= 2 else 1.0
+
+
+def min_repetitions(family: int = 1, *, paired: bool, alpha: float = 0.05) -> int:
+    """THE minimum-repetition rule (issue 34): the fewest repetitions with which a family of ``family`` gated
+    comparisons, Holm-adjusted at ``alpha``, can give any verdict at all. Compare's notes and power warnings,
+    `run --dry-run` and the run's header, compare's help and the docs (a unit test checks them) all follow it.
+
+    * paired (two labels of one run, by repetition): the paired t-test has no floor, so it is the fewest pairs
+      compare pairs at all, ``MIN_PAIRS`` (3); below that a case is compared unpaired.
+    * unpaired (two runs): the exact Mann-Whitney test's smallest p-value 2 / C(2n, n) must be below Holm's
+      first level alpha / family: 4 per side for one comparison, 5 for 2-6, 6 for 7-23, 7 for 24-85, ...
+
+    This is the floor for any verdict, not a recommendation: how many repetitions a change of a given size
+    needs is the MDE's business (``calibrate``, ``compare --target``)."""
+    if family < 1:
+        raise ValueError(f"family must be >= 1, got {family}")
+    level = alpha / family
+    if paired:
+        return next(n for n in range(MIN_PAIRS, 1000) if paired_p_floor(n) < level)
+    return next(n for n in range(2, 1000) if min_attainable_p(n, n) < level)
 
 
 def min_detectable_effect(
@@ -214,9 +247,8 @@ def compare(
     sb = summarize(b, confidence=confidence, resamples=resamples, seed=seed)
     sc = summarize(c, confidence=confidence, resamples=resamples, seed=seed)
     if absolute:
-        change = sc.median - sb.median if b.size and c.size else float("nan")
         ci = shift_interval(b, c, confidence)
-        lo, hi, coverage = ci.low, ci.high, ci.coverage
+        change, lo, hi, coverage = ci.estimate, ci.low, ci.high, ci.coverage
         mde = min_detectable_effect(sb.stdev, sb.n, sc.stdev, sc.n, confidence=confidence)
     else:
         ratio = ratio_of_medians(c, b, confidence=confidence, resamples=resamples, seed=seed)
@@ -314,16 +346,14 @@ def compare_paired(
     sb = summarize(b, confidence=confidence, resamples=resamples, seed=seed)
     sc = summarize(c, confidence=confidence, resamples=resamples, seed=seed)
     d = c - b if absolute else np.log(c) - np.log(b)
-    hl = hodges_lehmann(d)
-    ci = paired_interval(d, confidence)
+    mean, ci, p = paired_t(d, confidence)
     if absolute:
-        change, lo, hi = hl, ci.low, ci.high
+        change, lo, hi = mean, ci.low, ci.high
     else:
-        change, lo, hi = math.expm1(hl), math.expm1(ci.low), math.expm1(ci.high)
+        change, lo, hi = math.expm1(mean), math.expm1(ci.low), math.expm1(ci.high)
     sd = float(np.std(d, ddof=1)) if n >= 2 else float("nan")
     mde = min_detectable_effect_paired(sd, n, confidence=confidence)
-    p = signed_rank_p(d)
-    verdict = _verdict(change, lo, hi, p, threshold, alpha, min_attainable_p_paired(n), higher_is_better)
+    verdict = _verdict(change, lo, hi, p, threshold, alpha, paired_p_floor(n), higher_is_better)
     power = _power_warnings_paired(n, sd, alpha, threshold, mde, label, absolute, unit)
     return _result(
         b, c, sb, sc, (change, lo, hi, ci.coverage), p, mde, verdict, power,
@@ -384,12 +414,13 @@ def _verdict(
     p_floor: float,
     higher_is_better: bool,
 ) -> Verdict:
+    """The verdict; its direction is the interval's (the side of 0 it lies on), never the point's alone."""
     reachable = p_floor < alpha
     significant = (lo > 0.0 or hi < 0.0) and p < alpha and abs(change) >= threshold and reachable
     if not significant:
         return "no significant change"
-    improvement = change if higher_is_better else -change
-    return "better" if improvement > 0.0 else "worse"
+    up = lo > 0.0
+    return "better" if up == higher_is_better else "worse"
 
 
 def _mann_whitney_p(b: FloatArray, c: FloatArray) -> float:
@@ -420,13 +451,13 @@ def _power_warnings(
         return []
     min_p = min_attainable_p(sb.n, sc.n)
     if min_p >= alpha:
-        need = next(n for n in range(1, 100) if min_attainable_p(n, n) < alpha)
+        need = min_repetitions(paired=False, alpha=alpha)
         return [
             StabilityWarning(
                 "cannot-reach-significance",
                 f"{prefix}with {sb.n} vs {sc.n} repetitions the rank test's smallest possible p-value is "
                 f"{min_p:.3g} >= {alpha:.3g}: no change can be called significant",
-                f"use --repeat {max(need, 5)} or more (at least {need} per side)",
+                f"use --repeat {need} or more (at least {need} per side)",
             )
         ]
     return _underpowered(sb, sc, alpha, threshold, mde, label, absolute=absolute, unit=unit)
@@ -466,14 +497,13 @@ def _power_warnings_paired(
     prefix = f"{label}: " if label else ""
     if n == 0:
         return []
-    min_p = min_attainable_p_paired(n)
-    if min_p >= alpha:
-        need = next(k for k in range(1, 100) if min_attainable_p_paired(k) < alpha)
+    if paired_p_floor(n) >= alpha:
+        need = min_repetitions(paired=True)
         return [
             StabilityWarning(
                 "cannot-reach-significance",
-                f"{prefix}with {n} pairs the signed-rank test's smallest possible p-value is "
-                f"{min_p:.3g} >= {alpha:.3g}: no change can be called significant",
+                f"{prefix}with {n} pair(s) the paired t-test cannot reach {alpha:.3g}: no change can be called "
+                "significant",
                 f"use --repeat {need} or more (at least {need} pairs)",
             )
         ]

@@ -7,12 +7,14 @@ the within-pair log ratios ``d_k = ln(b_k / a_k)`` give the paired MDE ``(t_{1 -
 reached when the *largest* of them is at most the target, so every gated comparison can then detect a change
 of the target's size with 80% power.
 
-The rule reads only the spread of the ``d_k`` and their count, never their mean, a p-value or a verdict: it
-stops on the width of the interval, not on significance. Stopping when a test happens to be significant would
-make the p-values invalid (optional stopping: peeking until p < alpha inflates the false-positive rate far
-above alpha); stopping on the spread leaves the location estimate and the test essentially as they are (the
-SD of a few pairs is itself noisy, so a run that stops early has, on average, slightly underestimated its
-spread; below the rank test's floor the MDE is infinite, so no run stops before the test can decide at all).
+The rule reads only the root mean square of the ``d_k`` (``rms``: not centred on their mean) and their count,
+never their mean, their signs, a p-value or a verdict: it stops on the width of the interval, not on
+significance. Stopping when a test happens to be significant would make the p-values invalid (optional
+stopping). The centred SD was not enough either: under no change, a small SD means the pairs' signs agree, so a
+rule on the SD stopped preferentially on runs that lean one way (issue 28: the false-positive rate of the paired
+test rose to 6.6% at a target of 0.7 SD). The RMS does not change when any pair's partners are swapped, so the
+stopping time is independent of the signs, which are all an A/A test looks at under a symmetric null; the
+simulated level is in docs/precision.md (`scripts/stats_sims.py stop`) and a test checks it.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def paired_precision(
         if n < 2 or np.any(a[:n] <= 0.0) or np.any(b[:n] <= 0.0):
             mdes.append((math.nan, name, n, math.nan))
             continue
-        sd = float(np.std(np.log(b[:n]) - np.log(a[:n]), ddof=1))
+        sd = rms(np.log(b[:n]) - np.log(a[:n]))
         mdes.append((min_detectable_effect_paired(sd, n, confidence=strict, power=power), name, n, sd))
     if mdes:
         fewest = min(n for _, _, n, _ in mdes)
@@ -89,6 +91,15 @@ def paired_precision(
     return Precision(
         mde=worst_mde, worst=worst, n_pairs=fewest, need_pairs=need, family=family, level=level, target=target
     )
+
+
+def rms(d: np.ndarray) -> float:
+    """The root mean square of the differences, NOT centred on their mean: sqrt(mean(d**2)). It is blind to
+    the sign of each d (swap any partners and it does not move), so stopping on it cannot select runs whose
+    pairs happen to agree in sign, which the centred SD did (issue 28: the signed-rank test's level rose to
+    6.6% under that rule). With no change it estimates the same variance as the SD; with a change it is larger,
+    so a real change only makes the run measure longer."""
+    return float(np.sqrt(np.mean(np.square(d)))) if d.size else math.nan
 
 
 def fmt_mde(x: float) -> str:

@@ -58,6 +58,9 @@ class ShiftInterval:
     high: float
     coverage: float
     exact: bool
+    estimate: float = _NAN
+    """The Hodges-Lehmann estimate of ``delta`` (the median of the pairwise differences, of logs mapped back
+    for ``ratio_interval``): the point estimate that belongs to this interval (it always lies inside it)."""
 
 
 @functools.lru_cache(maxsize=512)
@@ -96,11 +99,14 @@ def shift_interval(baseline: FloatArray, candidate: FloatArray, confidence: floa
     """Distribution-free CI of ``delta`` in ``candidate ~ baseline + delta`` (see the module docstring)."""
     check_confidence(confidence)
     n, m = int(candidate.size), int(baseline.size)
-    if n < 2 or m < 2:
+    if n < 1 or m < 1:
         return ShiftInterval(_NAN, _NAN, _NAN, False)
-    k, coverage, exact = _critical(n, m, confidence)
     diffs = np.sort(np.subtract.outer(candidate, baseline).ravel())
-    return ShiftInterval(float(diffs[k - 1]), float(diffs[diffs.size - k]), coverage, exact)
+    estimate = float(np.median(diffs))
+    if n < 2 or m < 2:
+        return ShiftInterval(_NAN, _NAN, _NAN, False, estimate)
+    k, coverage, exact = _critical(n, m, confidence)
+    return ShiftInterval(float(diffs[k - 1]), float(diffs[diffs.size - k]), coverage, exact, estimate)
 
 
 def ratio_interval(baseline: FloatArray, candidate: FloatArray, confidence: float) -> ShiftInterval:
@@ -111,6 +117,4 @@ def ratio_interval(baseline: FloatArray, candidate: FloatArray, confidence: floa
     if np.any(baseline <= 0.0) or np.any(candidate <= 0.0):
         return ShiftInterval(_NAN, _NAN, _NAN, False)
     s = shift_interval(np.log(baseline), np.log(candidate), confidence)
-    if math.isnan(s.low):
-        return s
-    return ShiftInterval(math.exp(s.low), math.exp(s.high), s.coverage, s.exact)
+    return ShiftInterval(math.exp(s.low), math.exp(s.high), s.coverage, s.exact, math.exp(s.estimate))
