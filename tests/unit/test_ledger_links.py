@@ -158,3 +158,26 @@ def test_a_ledger_without_links_reads_as_before_and_unknown_keys_are_ignored(sta
     data = {**json.loads(ledger.path.read_text()), "from_a_later_version": [1]}
     ledger.path.write_text(json.dumps(data))
     assert load_ledger(ledger.path).prefix == "tbabc124"
+
+
+def test_clean_on_an_agent_host_keeps_a_live_remote_runs_wireguard_sockets(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's tunnels carry the controller's prefix (tbdef456), not the agent's (tbabc123): while the
+    agent lives (its ledger's owner is this test's process), `tunbench clean` on its host removes none of
+    them; a socket of a run nobody owns goes."""
+    sockets, tmp = tmp_path / "wireguard", tmp_path / "tmp"
+    sockets.mkdir()
+    tmp.mkdir()
+    for name in ("tbdef456-t3c.sock", "tbabc123-x.sock", "tb999999-t1c.sock"):
+        (sockets / name).touch()
+    monkeypatch.setattr(clean_mod, "WG_SOCKETS", sockets)
+    monkeypatch.setattr(clean_mod, "STATE_DIR", state_dir)
+    monkeypatch.setattr(clean_mod.tempfile, "gettempdir", lambda: str(tmp))
+    monkeypatch.setattr(clean_mod.netns, "listnetns", lambda: [])
+    monkeypatch.setattr(clean_mod, "_cgroup_dirs", lambda: [])
+    agent_ledger = state.Ledger.open("tbabc123")  # live: this process owns it
+    agent_ledger.add_links("tbdef456", None)  # a place of the controller's run tbdef456 is open here
+    report = clean_mod.clean()
+    assert sorted(p.name for p in sockets.iterdir()) == ["tbabc123-x.sock", "tbdef456-t3c.sock"]
+    assert report.paths == [str(sockets / "tb999999-t1c.sock")] and report.skipped_live == ["tbabc123"]
