@@ -82,7 +82,7 @@ def import_(
             else:
                 if Path(src).resolve() == Path(str(db)).resolve():
                     raise TunbenchError(f"db import: {src} is the --db store itself")
-                with Store(src) as other:
+                with Store(src, read_only=True) as other:
                     runs = [other.full_run(r.id) for r in other.runs()]
             for run in runs:
                 rid, added, new = store.import_run(run)
