@@ -25,9 +25,11 @@ from tunbench.store.migrations import SCHEMA_VERSION
 
 
 def new_run(store: Store, uid: str = "tb000001") -> int:
+    """A run; one uid is one run (its start time and scenario), in whichever store it is created, as a spool
+    holds the run it continues."""
     return store.create_run(
         uid=uid, name="n", tunbench_version="0", provenance={"k": 1}, scenario_text="[run]", scenario_hash="h",
-        scenario={"run": {}},
+        scenario={"run": {}}, started_at="2026-01-01T00:00:00+00:00",
     )  # fmt: skip
 
 
