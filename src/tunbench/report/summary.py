@@ -232,4 +232,19 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
                 "see docs/cross-checks.md for the tolerances; the figures of these trials are less certain",
             )
         )
+    unchecked = [t for t in ts if _bytes_unchecked(t.metrics)]
+    if unchecked:  # no warning would otherwise read as "agreed"
+        out.append(
+            StabilityWarning(
+                "not-cross-checked",
+                f"{label}: bytes not cross-checked in {len(unchecked)} of {len(ts)} trial(s)",
+                "not checked is not passed: a run over --hosts (docs/multi-host.md) reads no interface counters",
+            )
+        )
     return out
+
+
+def _bytes_unchecked(metrics: dict[str, float | None]) -> bool:
+    """An iperf3 trial (its bytes recorded) without any byte cross-check (`check.bytes.*`): not checked."""
+    has_bytes = any(metrics.get(f"iperf3.bytes.{d}") is not None for d in ("up", "down"))
+    return has_bytes and not any(k.startswith("check.bytes.") for k in metrics)

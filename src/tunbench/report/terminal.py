@@ -149,6 +149,7 @@ CAUSES: dict[str, str] = {
     "steal": f"steal time >= {STEAL_WARN_PCT:.0f}% of the CPU",
     "generator-bound": "",
     "cross-check": "",
+    "not-cross-checked": "",
     "common-limit": "",
     "too-few-repetitions": f"fewer than {MIN_REPETITIONS} good repetitions",
     "few-for-significance": f"{MIN_REPETITIONS}-{MIN_REPETITIONS_SIGNIFICANCE - 1} repetitions, too few for a "
@@ -201,6 +202,7 @@ _RUN_CODES = (
     "steal",
     "generator-bound",
     "cross-check",
+    "not-cross-checked",
     "common-limit",
     "too-few-repetitions",
 )
