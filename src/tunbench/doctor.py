@@ -11,7 +11,14 @@ from pathlib import Path
 from tunbench import workloads
 from tunbench.host import HOST_TOOLS
 from tunbench.host.cgroup import cgroup_root
-from tunbench.tunnels.registry import KERNEL_MODULE, builtin_names, missing_requirements, missing_text, parse_ref
+from tunbench.tunnels.registry import (
+    KERNEL_MODULE,
+    builtin_names,
+    missing_requirements,
+    missing_text,
+    module_name,
+    parse_ref,
+)
 
 
 @dataclass(frozen=True)
@@ -33,7 +40,7 @@ CARGO_HINT = "`make tools` for those built with cargo (into ~/.cargo/bin, which 
 
 def tunnel_fix(missing: list[str]) -> str:
     """What to do about a tunnel's missing requirements (registry.missing_requirements)."""
-    mods = [m.removeprefix(KERNEL_MODULE) for m in missing if m.startswith(KERNEL_MODULE)]
+    mods = [module_name(m) for m in missing if m.startswith(KERNEL_MODULE)]
     progs = [m for m in missing if not m.startswith(KERNEL_MODULE)]
     fixes = [f"{APT_HINT}; {CARGO_HINT}"] if progs else []
     if mods:

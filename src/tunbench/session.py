@@ -26,6 +26,7 @@ from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError, DependencyMissing, TunbenchError
 from tunbench.host import HOST_TOOLS
+from tunbench.host.ledger import new_uid
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
@@ -621,8 +622,9 @@ def execute(
             if missing:
                 raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
             prov["hosts"] = hosts.provenance()
+        uid = new_uid(ledger.prefix)  # the run's identity; the short prefix names what it creates
         run_id = store.create_run(
-            uid=ledger.prefix,
+            uid=uid,
             name=scenario.run.name,
             tunbench_version=__version__,
             provenance=prov,
@@ -630,9 +632,9 @@ def execute(
             scenario_hash=hashlib.sha256(scenario_text.encode()).hexdigest(),
             scenario=scenario.model_dump(),
         )
-        outcome = RunOutcome(run_id=run_id, uid=ledger.prefix, status="failed")
+        outcome = RunOutcome(run_id=run_id, uid=uid, status="failed")
         try:
-            observer.run_started(run_id, ledger.prefix, plan)
+            observer.run_started(run_id, uid, plan)
             hooks: list[WindowHook] = []
             if plan.flamegraphs and flamegraph_dir is not None:
                 from tunbench.profiling.perf import Flamegraphs

@@ -14,7 +14,10 @@ from typing import Any
 import psutil
 
 PREFIXED = re.compile(r"^tb[0-9a-f]{6}-")
-RUN_LINE = re.compile(r"^run (tb[0-9a-f]{6}) \(#", re.M)  # the first line `tunbench run` prints
+# the first line `tunbench run` prints: `run tb3fa91c-0123456789abcdef0123 (#12): ...`, the run's uid (its
+# identity in the store) beginning with the short prefix its namespaces, links... carry; group 1 is the prefix
+RUN_LINE = re.compile(r"^run (tb[0-9a-f]{6})-[0-9a-f]{20} \(#", re.M)
+RUN_UID = re.compile(r"^run (tb[0-9a-f]{6}-[0-9a-f]{20}) \(#", re.M)  # group 1: the whole uid
 # run prefixes started by this test session (the hermetic fixture checks each of them)
 STARTED: set[str] = set()
 TOOLS = {

@@ -17,7 +17,10 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.integration.helpers import run_json
+from tests.integration.helpers import run_json, tunbench
+from tunbench.errors import CommandFailed
+from tunbench.tunnels.registry import parse_ref
+from tunbench.tunnels.template import render
 
 DAEMONS = {"charon", "fastd", "swanctl"}
 SHORT = ("--duration", "1", "--omit", "1", "--repeat", "1", "--direction", "up")
@@ -173,13 +176,32 @@ def test_kernel_esp_carries_traffic(tmp_path: Path, no_ipsec_leftovers: None) ->
 
 @pytest.mark.skipif(kernel_has_esp(), reason="the kernel has ESP: test_kernel_esp_carries_traffic runs instead")
 def test_missing_kernel_esp_is_reported_clearly(tmp_path: Path, no_ipsec_leftovers: None) -> None:
-    """Without kernel ESP, ipsec-xfrm and strongswan (datapath=kernel) fail their trial with a message that
-    names the cause and, for strongSwan, the way out, instead of an obscure SAD or NO_PROPOSAL_CHOSEN error."""
+    """Without kernel ESP, ipsec-xfrm and strongswan (datapath=kernel) are refused before anything starts
+    (exit 3, as any tunnel whose kernel module is missing), naming the module and, for both, strongSwan's
+    userspace datapath as the way out; `tunbench tunnels` does not call them ready."""
     res, doc = run_json(tmp_path, "-t", "ipsec-xfrm", "-t", "strongswan", "--no-direct", *SHORT, timeout=120)
-    assert res.returncode == 5, res.stdout + res.stderr  # nothing measured
-    trials = {t["label"]: t for t in doc["trials"]}
-    assert trials["ipsec-xfrm"]["status"] != "ok"
-    assert "this kernel cannot do ESP with rfc4106(gcm(aes))" in trials["ipsec-xfrm"]["error"]
-    assert "CONFIG_INET_ESP" in trials["ipsec-xfrm"]["error"]
-    assert trials["strongswan"]["status"] != "ok"
-    assert "or use datapath=libipsec" in trials["strongswan"]["error"]
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert doc is None
+    assert "ipsec-xfrm needs kernel module esp4 (no kernel ESP: strongswan with datapath=libipsec" in res.stderr
+    assert "strongswan needs kernel module esp4 (or run it with datapath=libipsec" in res.stderr
+    listing = tunbench("tunnels", check=True).stdout
+    for name in ("ipsec-xfrm", "strongswan"):
+        (row,) = [line for line in listing.splitlines() if line.startswith(f"│ {name} ")]
+        assert "kernel module missing" in row and "ready" not in row
+
+
+def test_a_failed_sa_setup_keeps_the_keys_out_of_its_error(tmp_path: Path) -> None:
+    """ipsec-xfrm's SA file, with a key the kernel refuses (too short for the cipher, or no ESP at all), run
+    as the adapter runs it (`ip -batch`, in a throwaway namespace): what a failed trial would store names
+    neither key."""
+    spec = parse_ref("ipsec-xfrm").adapter.spec
+    (batch,) = [f for f in spec.files if f.path == "sa.batch"]
+    keys = {"key_up": "5ec12e7a" * 2, "key_down": "c0ffee11" * 2}  # 8 bytes: wrong for any aead here
+    variables = {**spec.params, **keys, "client_addr": "198.18.0.1", "server_addr": "198.18.0.2"}
+    path = tmp_path / "sa.batch"
+    path.write_text(render(batch.content, variables))
+    argv = ["unshare", "--net", "ip", "-batch", str(path)]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert res.returncode != 0, res.stdout + res.stderr
+    stored = str(CommandFailed(argv, res.returncode, res.stdout + res.stderr, what="ipsec-xfrm server.before"))
+    assert not any(k in stored for k in keys.values()), stored

@@ -5,6 +5,7 @@ spool file that `tunbench db import` brings back whole."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import RUN_LINE, STARTED, tunbench
+from tests.integration.helpers import RUN_UID, STARTED, tunbench
 from tests.pg import PgServer, raw_sql
 
 RUN_ARGS = ("-t", "socat", "--no-direct", "--duration", "1", "--omit", "0", "--direction", "up")
@@ -30,10 +31,10 @@ def start_run(db: str, cwd: Path, *args: str) -> tuple[subprocess.Popen[str], st
     )
     assert proc.stdout is not None
     line = proc.stdout.readline()
-    m = RUN_LINE.search(line)
+    m = RUN_UID.search(line)
     assert m, f"no run line: {line!r}"
-    STARTED.add(m.group(1))
-    return proc, m.group(1)
+    STARTED.add(m.group(1).split("-")[0])  # the prefix its objects carry
+    return proc, m.group(1)  # the run's uid
 
 
 def ok_trials(db: str) -> int:
@@ -54,7 +55,7 @@ def wait_for(cond: Any, timeout_s: float, what: str) -> None:
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_sigkilled_run_is_listed_as_killed(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> None:
     db = str(tmp_path / "r.db") if backend == "sqlite" else request.getfixturevalue("pg_url")
-    proc, prefix = start_run(db, tmp_path, *RUN_ARGS, "--repeat", "20")
+    proc, uid = start_run(db, tmp_path, *RUN_ARGS, "--repeat", "20")
     try:
         wait_for(lambda: ok_trials(db) >= 1, 60, "a first stored trial")
         proc.kill()
@@ -62,13 +63,13 @@ def test_a_sigkilled_run_is_listed_as_killed(tmp_path: Path, backend: str, reque
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert raw_sql(db, "SELECT status FROM runs WHERE uid = ?", (prefix,)) == [("running",)]  # as SIGKILL left it
+    assert raw_sql(db, "SELECT status FROM runs WHERE uid = ?", (uid,)) == [("running",)]  # as SIGKILL left it
     res = tunbench("clean", "--db", db)
     assert res.returncode == 0, res.stderr
-    assert f"run {prefix}: its process is gone, marked killed" in res.stdout
+    assert f"run {uid}: its process is gone, marked killed" in res.stdout
     res = tunbench("show", "--list", "--db", db)
     assert res.returncode == 0, res.stderr
-    (row,) = [line for line in res.stdout.splitlines() if prefix in line]
+    (row,) = [line for line in res.stdout.splitlines() if uid in line]
     assert "killed" in row, res.stdout
     assert ok_trials(db) >= 1  # what it measured stays
 
@@ -77,7 +78,7 @@ def test_postgresql_gone_mid_run_spools_the_rest(tmp_path: Path) -> None:
     server = PgServer().start()
     try:
         url = server.url()
-        proc, prefix = start_run(url, tmp_path, *RUN_ARGS, "--repeat", "4")
+        proc, uid = start_run(url, tmp_path, *RUN_ARGS, "--repeat", "4")
         try:
             wait_for(lambda: ok_trials(url) >= 1, 60, "a first stored trial")
             server.stop("fast")
@@ -87,10 +88,10 @@ def test_postgresql_gone_mid_run_spools_the_rest(tmp_path: Path) -> None:
                 proc.kill()
         assert proc.returncode == 1, out
         assert "Traceback" not in out
-        spool = tmp_path / f"tunbench-spool-{prefix}.db"
+        (spool,) = tmp_path.glob(f"tunbench-spool-{uid}-*.db")  # a new file, created exclusively
         (error,) = [line for line in out.splitlines() if line.startswith("Error:")]
-        assert f"lost the result store {url} during run {prefix}" in error
-        assert error.endswith(f"`tunbench db import {spool} --db {url}`"), error
+        assert f"lost the result store {url} during run {uid}" in error
+        assert error.endswith(f"`tunbench db import {shlex.quote(str(spool))} --db {shlex.quote(url)}`"), error
         server.start()
         stored = ok_trials(url)
         assert stored >= 1

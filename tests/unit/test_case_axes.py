@@ -59,6 +59,8 @@ def test_schema_2_moves_the_multi_client_rows_of_schema_1(tmp_path: Path) -> Non
     with db:  # back to schema 1: no clients/variant columns; N in flows, a storm's variant in direction
         db.execute("ALTER TABLE trials DROP COLUMN clients")
         db.execute("ALTER TABLE trials DROP COLUMN variant")
+        db.execute("DROP INDEX runs_prefix")  # schema 4's
+        db.execute("ALTER TABLE runs DROP COLUMN prefix")
         for col in ("owner_host", "owner_pid", "owner_started"):  # schema 3's
             db.execute(f"ALTER TABLE runs DROP COLUMN {col}")
         db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
@@ -79,7 +81,7 @@ def test_schema_2_moves_the_multi_client_rows_of_schema_1(tmp_path: Path) -> Non
             )
     db.close()
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 3
+        assert s.schema_version() == SCHEMA_VERSION == 4
         got = {t.workload: (t.flows, t.direction, t.clients, t.variant) for t in s.trials(1)}
     assert got == {
         "iperf3": (4, "up", 1, ""),

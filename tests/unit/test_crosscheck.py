@@ -99,6 +99,33 @@ def test_case_warnings_for_a_bound_generator_and_a_failed_check() -> None:
     assert "check.bytes.up.dev" in codes["cross-check"].message
 
 
+def test_byte_checks_that_did_not_run_are_not_checked_not_passed() -> None:
+    """Issue 28 #15: the byte cross-checks do not run on a --hosts run; the report says so, in every format,
+    instead of showing nothing (which reads as agreed)."""
+    from tests.unit.report_data import run
+    from tunbench.report import html, json_export, markdown, terminal
+    from tunbench.report.summary import summarize_trials, trial_warnings
+    from tunbench.results import TrialRecord
+
+    def trial(seq: int, **metrics: float) -> TrialRecord:
+        m = {"throughput_bps": 1e9, "throughput_bps.up": 1e9, "iperf3.bytes.up": 2.5e8, **metrics}
+        return TrialRecord(seq, "direct", "direct", "lan", "iperf3", 1, "up", seq, {}, metrics=m)
+
+    checked = trial(1, **{"check.bytes.up.dev.ok": 1.0, "check.bytes.up.dev.ratio": 1.01})
+    remote = trial(2)  # iperf3's bytes, and no check.bytes.*: a --hosts trial
+    assert trial_warnings([checked], "direct up") == []
+    (w,) = trial_warnings([checked, remote], "direct up")
+    assert w.code == "not-cross-checked" and "bytes not cross-checked in 1 of 2 trial(s)" in w.message
+    latency = TrialRecord(3, "direct", "direct", "lan", "latency", 1, "-", 0, {}, metrics={"latency.p50_ms": 1.0})
+    assert trial_warnings([latency], "direct") == []  # no bytes, nothing to check
+    trials = [trial(i, **{"check.bytes.up.dev.ok": 1.0}) if i == 1 else trial(i) for i in range(1, 6)]
+    summaries = summarize_trials(trials)
+    assert any("bytes not cross-checked in 4 of 5" in line for line in terminal.warning_lines(summaries))
+    assert "byte cross-checks not run (not checked, not passed)" in html.warnings_html(summaries)
+    assert "bytes not cross-checked in 4 of 5" in markdown.render_run(run(trials))
+    assert '"code": "not-cross-checked"' in json_export.render(run(trials))
+
+
 def test_the_loaded_rtt_is_taken_apart_into_idle_queue_and_residual() -> None:
     from tunbench.monitor.crosscheck import rtt_checks
 

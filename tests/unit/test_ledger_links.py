@@ -1,9 +1,11 @@
 """A run's links in a namespace that is not its own (a host's, where an agent placed a role): the ledger
 records them (a prefix and a namespace) before any exists, the agent drops the record only once they are
-removed, and `tunbench clean` removes them from a dead ledger."""
+removed, and `tunbench clean` removes them from a dead ledger, and never a live remote run's sockets. The
+agent's file requests stay in the trial's directory."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 from collections.abc import Iterator
@@ -19,6 +21,7 @@ from tunbench.host import ledger as state
 from tunbench.host import netns as netns_mod
 from tunbench.host.clean import CleanReport, clean_ledger
 from tunbench.host.ledger import LinkRecord, load_ledger
+from tunbench.host.place import LocalPlace
 from tunbench.remote import agent as agent_mod
 
 
@@ -158,3 +161,56 @@ def test_a_ledger_without_links_reads_as_before_and_unknown_keys_are_ignored(sta
     data = {**json.loads(ledger.path.read_text()), "from_a_later_version": [1]}
     ledger.path.write_text(json.dumps(data))
     assert load_ledger(ledger.path).prefix == "tbabc124"
+
+
+def test_clean_on_an_agent_host_keeps_a_live_remote_runs_wireguard_sockets(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An agent's tunnels carry the controller's prefix (tbdef456), not the agent's (tbabc123): while the
+    agent lives (its ledger's owner is this test's process), `tunbench clean` on its host removes none of
+    them; a socket of a run nobody owns goes."""
+    sockets, tmp = tmp_path / "wireguard", tmp_path / "tmp"
+    sockets.mkdir()
+    tmp.mkdir()
+    for name in ("tbdef456-t3c.sock", "tbabc123-x.sock", "tb999999-t1c.sock"):
+        (sockets / name).touch()
+    monkeypatch.setattr(clean_mod, "WG_SOCKETS", sockets)
+    monkeypatch.setattr(clean_mod, "STATE_DIR", state_dir)
+    monkeypatch.setattr(clean_mod.tempfile, "gettempdir", lambda: str(tmp))
+    monkeypatch.setattr(clean_mod.netns, "listnetns", lambda: [])
+    monkeypatch.setattr(clean_mod, "_cgroup_dirs", lambda: [])
+    agent_ledger = state.Ledger.open("tbabc123")  # live: this process owns it
+    agent_ledger.add_links("tbdef456", None)  # a place of the controller's run tbdef456 is open here
+    report = clean_mod.clean()
+    assert sorted(p.name for p in sockets.iterdir()) == ["tbabc123-x.sock", "tbdef456-t3c.sock"]
+    assert report.paths == [str(sockets / "tb999999-t1c.sock")] and report.skipped_live == ["tbabc123"]
+
+
+# ---- the agent's file requests stay in the trial's directory ---------------------------------------------
+
+
+def test_the_agents_file_requests_stay_in_the_trials_directory(state_dir: Path, tmp_path: Path) -> None:
+    """The agent runs as root: `put_files`, `read` and `exists` name paths in the trial's directory, checked
+    on the agent's side (`workdir / "/etc/x"` is /etc/x); a file probe may also ask under /run."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    work.mkdir()
+    outside.mkdir()
+    (outside / "secret").write_text("root's")
+    (work / "link").symlink_to(outside)
+    with contextlib.ExitStack() as stack:
+        agent = agent_mod.Agent(state.Ledger.open("tbabc123"), stack)
+        agent.places["p"] = agent_mod._PlaceState(LocalPlace(None, agent.ledger, work), contextlib.ExitStack())
+        agent.op_put_files("p", {"keys/a.key": [base64.b64encode(b"k").decode(), 0o600]})
+        assert (work / "keys/a.key").read_bytes() == b"k" and agent.op_exists("p", "keys/a.key")
+        assert base64.b64decode(agent.op_read("p", "keys/a.key") or "") == b"k"
+        for bad in (str(outside / "x"), "../outside/x", "keys/../../outside/x", "link/x", ""):
+            with pytest.raises(TunbenchError, match="trial's directory"):
+                agent.op_put_files("p", {"ok": ["", 0o600], bad: [base64.b64encode(b"pwned").decode(), 0o644]})
+        assert not (work / "ok").exists() and sorted(p.name for p in outside.iterdir()) == ["secret"]
+        for bad in (str(outside / "secret"), "../outside/secret", "link/secret", "/etc/shadow"):
+            with pytest.raises(TunbenchError, match="trial's directory"):
+                agent.op_read("p", bad)
+        for bad in ("../outside/secret", "link/secret", "/etc/shadow", "/run/../etc/shadow", "/run"):
+            with pytest.raises(TunbenchError, match="trial's directory"):
+                agent.op_exists("p", bad)
+        assert agent.op_exists("p", "/run/tunbench-no-such.sock") is False  # WireGuard's UAPI socket's kind

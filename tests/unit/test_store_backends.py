@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from tests.pg import PgServer, raw_sql
+from tests.pg import SUPERUSER, PgServer, raw_sql
 from tunbench.cli import app
 from tunbench.report import json_export
 from tunbench.results import TrialRecord
@@ -24,9 +25,11 @@ from tunbench.store.migrations import SCHEMA_VERSION
 
 
 def new_run(store: Store, uid: str = "tb000001") -> int:
+    """A run; one uid is one run (its start time and scenario), in whichever store it is created, as a spool
+    holds the run it continues."""
     return store.create_run(
         uid=uid, name="n", tunbench_version="0", provenance={"k": 1}, scenario_text="[run]", scenario_hash="h",
-        scenario={"run": {}},
+        scenario={"run": {}}, started_at="2026-01-01T00:00:00+00:00",
     )  # fmt: skip
 
 
@@ -231,9 +234,15 @@ def test_two_writers_at_once_lose_and_mix_nothing(pg_url: str, tmp_path: Path) -
 
 
 def test_server_gone_mid_run_spools_the_rest(tmp_path: Path) -> None:
+    """The socket-URL form (no host, `?` and `&` in it): the error's recovery command, pasted into a shell,
+    brings the spool back into that server (redact once turned `postgresql:///x` into the SQLite path
+    `postgresql:/x`). The spool is a new file: one planted under the old, predictable name is not used."""
     server = PgServer().start()
     try:
-        url = server.url()
+        url = f"postgresql:///postgres?host={server.dir}&user={SUPERUSER}"
+        victim = tmp_path / "victim"
+        victim.write_text("precious")
+        (tmp_path / "tunbench-spool-tbdddddd.db").symlink_to(victim)
         with Store(url, spool_dir=tmp_path) as s:
             rid = new_run(s, "tbdddddd")
             s.add_trial(rid, trial(1))
@@ -244,19 +253,23 @@ def test_server_gone_mid_run_spools_the_rest(tmp_path: Path) -> None:
             s.finish_run(rid, "done")
             lost = s.lost
         assert isinstance(lost, StoreLost)
-        spool = tmp_path / "tunbench-spool-tbdddddd.db"
+        assert victim.read_text() == "precious"
+        (spool,) = tmp_path.glob("tunbench-spool-tbdddddd-*.db")
         msg = str(lost)
         assert "\n" not in msg and "lost the result store" in msg and "first 2 trial(s)" in msg
-        assert f"tunbench db import {spool} --db {url}" in msg
+        assert f"lost the result store {url} during run tbdddddd" in msg
+        command = shlex.split(msg.split("`")[-2])  # as a shell reads what the user pastes
+        assert command[:3] == ["tunbench", "db", "import"] and command[3] == str(spool)
         server.start()
         assert [r[0] for r in raw_sql(url, "SELECT seq FROM trials ORDER BY seq")] == [1, 2]  # committed, kept
         with Store(spool) as sp:
             assert [t.seq for t in sp.find_run("tbdddddd").trials] == [3, 4]
-        res = CliRunner().invoke(app, ["db", "import", str(spool), "--db", url])
+        res = CliRunner().invoke(app, command[1:])
         assert res.exit_code == 0, res.output
         with Store(url) as s:
             run = s.find_run("tbdddddd")
         assert [t.seq for t in run.trials] == [1, 2, 3, 4] and run.status == "done"
+        assert not (Path.cwd() / "postgresql:").exists()
     finally:
         server.remove()
 

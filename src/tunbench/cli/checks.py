@@ -61,8 +61,12 @@ def check_store_path(db: str | Path, *, connect: bool = True) -> None:
     database (opened read-only, nothing written); a new one must be creatable. A PostgreSQL URL is opened
     (and its store created or migrated), so a wrong URL or a server that is down fails before the run;
     `connect=False` (a dry run, which creates nothing) leaves it alone."""
-    from tunbench.store.backend import is_url
+    from tunbench.store.backend import BackendError, is_url, refuse_url_like
 
+    try:  # a URL-shaped value that is no PostgreSQL URL (`postgresql:/db`): never a file
+        refuse_url_like(db)
+    except BackendError as e:
+        raise TunbenchError(f"--db: {e}") from e
     if is_url(db):
         if not connect:
             return

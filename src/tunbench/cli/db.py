@@ -1,7 +1,9 @@
 """`tunbench db migrate | import | export`: the result store itself (store/db.py does the work).
 
 import and export copy whole runs (trials, metrics, series, streams, artifacts), keeping their uids; a
-run that is already in the target gets only the trials it lacks, so copying twice duplicates nothing.
+run that is already in the target gets only the trials it lacks, so copying twice duplicates nothing, and
+another run under the same uid (another start, scenario or trials) is refused (Store.import_run). Import
+only reads its sources.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def import_(
 
     Every run of an SQLite store (a spool file, another machine's store), or the run of a JSON export
     (which carries no artifacts). A run already there gets only the trials it lacks (by seq), so importing
-    twice adds nothing."""
+    twice adds nothing; a different run under the same uid is refused. Sources are opened read-only."""
     from tunbench.report.compare import run_from_export
     from tunbench.results import RunRecord
     from tunbench.store.db import Store
@@ -82,7 +84,7 @@ def import_(
             else:
                 if Path(src).resolve() == Path(str(db)).resolve():
                     raise TunbenchError(f"db import: {src} is the --db store itself")
-                with Store(src) as other:
+                with Store(src, read_only=True) as other:
                     runs = [other.full_run(r.id) for r in other.runs()]
             for run in runs:
                 rid, added, new = store.import_run(run)

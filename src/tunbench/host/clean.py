@@ -116,11 +116,15 @@ def finish_ledger(ledger: Ledger) -> None:
 
 
 def clean(force: bool = False) -> CleanReport:
+    """Every dead run's ledger and the sweep. `live` holds the prefixes nothing may be removed by: each live
+    run's own, and the prefixes its ledger's link records name: on an agent's host the tunnels of a live
+    remote run carry the controller's prefix (their devices, WireGuard's UAPI sockets), not the agent's."""
     report = CleanReport()
     live: set[str] = set()
     for path, ledger in all_ledgers():
         if ledger is not None and owner_alive(ledger) and not force:
             live.add(ledger.prefix)
+            live.update(rec.prefix for rec in ledger.links)
             report.skipped_live.append(ledger.prefix)
             continue
         if ledger is not None:

@@ -27,8 +27,15 @@ NAME_RE = re.compile(r"^(tb[0-9a-f]{6})-")
 
 
 def new_prefix() -> str:
-    """A fresh run prefix such as `tb3fa91c` (8 chars; leaves 7 for suffixes within IFNAMSIZ)."""
+    """A fresh run prefix such as `tb3fa91c` (8 chars; leaves 7 for suffixes within IFNAMSIZ). Short, so it
+    names objects, not runs: two runs of one store share one about every 5000 runs (24 random bits)."""
     return "tb" + secrets.token_hex(3)
+
+
+def new_uid(prefix: str) -> str:
+    """The run's identity in a store: its prefix and 80 more random bits, `tb3fa91c-0123456789abcdef0123`
+    (104 random bits in all: no two runs share one, however many runs a store holds)."""
+    return f"{prefix}-{secrets.token_hex(10)}"
 
 
 @dataclass

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict
+from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from tunbench.errors import TunbenchError
@@ -42,6 +43,31 @@ from tunbench.topology.build import Topology, TopologySpec
 
 # the agent's role samplers tick at 10 Hz: their edges are not aligned to the controller's window
 REMOTE_INTERVAL_S = 0.1
+
+RUNTIME_DIRS = (PurePosixPath("/run"), PurePosixPath("/var/run"))
+
+
+def confined(workdir: Path, rel: str) -> Path:
+    """`rel` as a path inside the trial's directory `workdir`, or a TunbenchError: the agent runs as root,
+    so a file request never reaches outside it (not by an absolute path, a `..`, or a symlink that leads
+    out). The controller checks too; the agent does not rely on it."""
+    parts = PurePosixPath(rel)
+    if not rel or parts.is_absolute() or ".." in parts.parts:
+        raise TunbenchError(f"{rel!r}: a file request must name a path inside the trial's directory")
+    full = workdir / parts
+    if not full.resolve().is_relative_to(workdir.resolve()):
+        raise TunbenchError(f"{rel!r} leads out of the trial's directory")
+    return full
+
+
+def runtime_path(path: str) -> PurePosixPath:
+    """An absolute path a file probe may ask about: under /run (or /var/run), without `..`."""
+    p = PurePosixPath(path)
+    if ".." in p.parts or not any(p.is_relative_to(d) and p != d for d in RUNTIME_DIRS):
+        raise TunbenchError(
+            f"{path!r}: a file probe on a remote host looks in the trial's directory or under /run only"
+        )
+    return p
 
 
 class _PlaceState:
@@ -304,13 +330,22 @@ class Agent:
         return self._place(place).wait_exits([self.procs[p] for p in procs], timeout_s)
 
     def op_exists(self, place: str, path: str) -> bool:
-        return self._place(place).exists(path)
+        """A file probe: a path in the trial's directory, or an absolute one under /run (a daemon's socket,
+        such as WireGuard's UAPI socket); nothing else on this host is answered."""
+        pl = self._place(place)
+        if PurePosixPath(path).is_absolute():
+            return Path(runtime_path(path)).exists()
+        return confined(pl.workdir, path).exists()
 
     def op_put_files(self, place: str, files: dict[str, list[Any]]) -> None:
-        self._place(place).put_files({k: (base64.b64decode(v[0]), int(v[1])) for k, v in files.items()})
+        pl = self._place(place)
+        for rel in files:
+            confined(pl.workdir, rel)  # every one checked before any is written
+        pl.put_files({k: (base64.b64decode(v[0]), int(v[1])) for k, v in files.items()})
 
     def op_read(self, place: str, rel: str) -> str | None:
-        data = self._place(place).read(rel)
+        pl = self._place(place)
+        data = pl.read(str(confined(pl.workdir, rel).relative_to(pl.workdir)))
         return None if data is None else base64.b64encode(data).decode()
 
     def op_pids(self, place: str, role: str, procs: list[str]) -> list[int]:

@@ -952,6 +952,7 @@ _CODE_TITLES = {
     "link-late": "the emulated link fell behind its schedule",
     "generator-bound": "the traffic generator was the bottleneck",
     "cross-check": "in-run cross-checks disagreed",
+    "not-cross-checked": "byte cross-checks not run (not checked, not passed)",
     "steal": "a VM's neighbours took CPU (steal time)",
     "interfered": "interfered with: another tunbench run, foreign CPU or steal during the window",
 }

@@ -287,11 +287,11 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
                 "first in PATH, use --flows 2 or more",
             )
         )
-    if interfered := [t for t in ts if t.metrics.get("interfered") == 1.0]:
+    if hit := [t for t in ts if interfered(t)]:
         out.append(
             StabilityWarning(
                 "interfered",
-                f"{label}: {len(interfered)} of {len(ts)} trial(s) interfered with: {interference_causes(interfered)}",
+                f"{label}: {len(hit)} of {len(ts)} trial(s) interfered with: {interference_causes(hit)}",
                 "run nothing else on the host while measuring, or --redo-interfered to measure such trials "
                 "again; compare, history and calibrate leave them out",
             )
@@ -303,6 +303,15 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
                 "cross-check",
                 f"{label}: independent measurements disagreed ({', '.join(failed)})",
                 "see docs/cross-checks.md for the tolerances; the figures of these trials are less certain",
+            )
+        )
+    unchecked = [t for t in ts if _bytes_unchecked(t.metrics)]
+    if unchecked:  # no warning would otherwise read as "agreed"
+        out.append(
+            StabilityWarning(
+                "not-cross-checked",
+                f"{label}: bytes not cross-checked in {len(unchecked)} of {len(ts)} trial(s)",
+                "not checked is not passed: a run over --hosts (docs/multi-host.md) reads no interface counters",
             )
         )
     return out
@@ -367,3 +376,9 @@ def leave_out_interfered(
         1 for t in trials if t.status == "ok" and not interfered(t) and (_baseline_key(t.case), t.repetition) in blocks
     )
     return kept, LeftOut(tuple(bad), partners)
+
+
+def _bytes_unchecked(metrics: dict[str, float | None]) -> bool:
+    """An iperf3 trial (its bytes recorded) without any byte cross-check (`check.bytes.*`): not checked."""
+    has_bytes = any(metrics.get(f"iperf3.bytes.{d}") is not None for d in ("up", "down"))
+    return has_bytes and not any(k.startswith("check.bytes.") for k in metrics)

@@ -150,6 +150,7 @@ CAUSES: dict[str, str] = {
     "interfered": "interfered with (another tunbench run, foreign CPU or steal; docs/cross-checks.md)",
     "generator-bound": "",
     "cross-check": "",
+    "not-cross-checked": "",
     "common-limit": "",
     "too-few-repetitions": f"fewer than {MIN_REPETITIONS} good repetitions",
     "few-for-significance": f"{MIN_REPETITIONS}-{MIN_REPETITIONS_SIGNIFICANCE - 1} repetitions, too few for a "
@@ -203,6 +204,7 @@ _RUN_CODES = (
     "interfered",
     "generator-bound",
     "cross-check",
+    "not-cross-checked",
     "common-limit",
     "too-few-repetitions",
 )

@@ -59,6 +59,7 @@ WarningCode: TypeAlias = Literal[
     "link-late",
     "generator-bound",
     "cross-check",
+    "not-cross-checked",
     "steal",
     "interfered",
     "common-limit",

@@ -9,7 +9,8 @@ writes its SQL once. db.py speaks SQLite's SQL with `?` parameters; what differs
 - the catalog (which tables exist), the schema lock several writers take before creating or migrating,
   insertion order for the series rows, and which errors mean the server went away.
 
-`open_backend(db)` picks one by the --db value: a `postgresql://` (or `postgres://`) URL, else a path.
+`open_backend(db)` picks one by the --db value: a `postgresql://` (or `postgres://`) URL, else a path; a
+value shaped like another URL (`postgresql:/db`, `sqlite:///x`) is refused, never taken for a file name.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from __future__ import annotations
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -37,15 +37,39 @@ def is_url(db: str | Path) -> bool:
     return isinstance(db, str) and db.startswith(URL_SCHEMES)
 
 
+# a scheme and a colon then a slash: `postgresql:/db` (one slash), `sqlite:///x.db`, `postgresq://...`
+_URL_LIKE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:/")
+_QUERY_SECRET = re.compile(r"([?&](?:ssl)?password=)[^&#]*")
+
+
+def looks_like_url(db: str | Path) -> bool:
+    """A --db value that is URL-shaped but not a PostgreSQL URL: never a path (`postgresql:/tunbench`
+    would otherwise become an SQLite file in a directory named `postgresql:`)."""
+    return isinstance(db, str) and not is_url(db) and _URL_LIKE.match(db) is not None
+
+
+def refuse_url_like(db: str | Path) -> None:
+    if looks_like_url(db):
+        raise BackendError(
+            f"{db!r} looks like a URL but is not a PostgreSQL one (postgresql://USER@HOST/DB, or "
+            "postgresql:///DB for the local socket); a file whose name starts so is written ./NAME"
+        )
+
+
 def redact(db: str | Path) -> str:
-    """The --db value as messages may print it: a URL without its password."""
+    """The --db value as messages may print it: the URL as written, its passwords (in the user part, and
+    `password=` / `sslpassword=` in the query) replaced by ***. Only those characters change, so the socket
+    form `postgresql:///tunbench` stays a URL (urlunsplit would drop its empty host and leave a path)."""
     if not is_url(db):
         return str(db)
-    parts = urlsplit(str(db))
-    if parts.password is not None:
-        parts = parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@", 1))
-    query = re.sub(r"(^|&)password=[^&]*", r"\1password=***", parts.query)  # the rest stays as written
-    return urlunsplit(parts._replace(query=query))
+    text = str(db)
+    scheme, rest = text.split("://", 1)
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    netloc, tail = rest[:cut], rest[cut:]
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
+    return f"{scheme}://{netloc}{_QUERY_SECRET.sub(lambda m: m.group(1) + '***', tail)}"
 
 
 class BackendError(Exception):
@@ -87,19 +111,45 @@ def _error(e: BaseException) -> BackendError:
     return BackendError(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__)
 
 
+def sql_statements(sql: str) -> list[str]:
+    """A script as its statements (sqlite3.complete_statement decides where one ends), so each can run in
+    the caller's transaction: executescript would commit first and run the script outside it."""
+    out: list[str] = []
+    buf = ""
+    for line in sql.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            out.append(buf.strip())
+            buf = ""
+    if buf.strip() and not all(ln.strip().startswith("--") for ln in buf.splitlines() if ln.strip()):
+        out.append(buf.strip())  # a last statement without its `;`
+    return out
+
+
 class SqliteBackend:
+    """sqlite3 in autocommit mode (isolation_level None) with explicit BEGIN IMMEDIATE ... COMMIT per
+    transaction(): Python's implicit transactions do not cover DDL, so a migration's ALTER TABLE would
+    otherwise commit on its own and a failure halfway would leave half a migration behind."""
+
     dialect = "sqlite"
     series_order = "rowid"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(path, timeout=30)
+            if read_only:
+                self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.conn = sqlite3.connect(path, timeout=30, isolation_level=None)
         except (sqlite3.Error, OSError) as e:
             raise BackendError(str(getattr(e, "strerror", None) or e)) from e
+        self._depth = 0
         try:
             self.conn.execute("PRAGMA foreign_keys = ON")
-            self.conn.execute("PRAGMA journal_mode = WAL")
+            if read_only:
+                self.conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            else:
+                self.conn.execute("PRAGMA journal_mode = WAL")
         except sqlite3.DatabaseError as e:  # any file opens; the first statement finds out what it is
             self.conn.close()
             raise BackendError(f"not an SQLite database: {e}") from e
@@ -117,18 +167,45 @@ class SqliteBackend:
             raise _error(e) from e
 
     def script(self, sql: str) -> None:
-        try:
-            self.conn.executescript(sql)
-        except sqlite3.Error as e:
-            raise _error(e) from e
+        for statement in sql_statements(sql):
+            self.execute(statement)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
-        try:
-            with self.conn:
+        """One transaction (BEGIN IMMEDIATE: the write lock at once); rolled back on any exception, an
+        interrupt included. Nested uses join the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
                 yield
+            finally:
+                self._depth -= 1
+            return
+        self.execute("BEGIN IMMEDIATE")
+        self._depth = 1
+        try:
+            yield
+            self.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                with suppress(sqlite3.Error):
+                    self.conn.execute("ROLLBACK")
+            raise
+        finally:
+            self._depth = 0
+
+    def copy_to(self, path: Path) -> None:
+        """The whole database into a new file (sqlite3's online backup: consistent, read-only here)."""
+        try:
+            dst = sqlite3.connect(path)
         except sqlite3.Error as e:
             raise _error(e) from e
+        try:
+            self.conn.backup(dst)
+        except sqlite3.Error as e:
+            raise _error(e) from e
+        finally:
+            dst.close()
 
     def schema_lock(self) -> None:
         pass  # one file, one writer at a time: SQLite's own lock
@@ -214,7 +291,12 @@ class PostgresBackend:
             self.conn.close()
 
 
-def open_backend(db: str | Path) -> Backend:
+def open_backend(db: str | Path, *, read_only: bool = False) -> Backend:
+    """The backend for a --db value; `read_only` (an SQLite file only) opens it with mode=ro: nothing is
+    written, not even a journal mode."""
     if is_url(db):
+        if read_only:
+            raise BackendError("only an SQLite file can be opened read-only")
         return PostgresBackend(str(db))
-    return SqliteBackend(Path(db))
+    refuse_url_like(db)
+    return SqliteBackend(Path(db), read_only=read_only)

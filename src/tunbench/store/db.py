@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shlex
 import socket
+import tempfile
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +28,7 @@ import psutil
 
 from tunbench.errors import TunbenchError
 from tunbench.results import RunRecord, TrialRecord
-from tunbench.store.backend import Backend, BackendError, is_url, open_backend, redact
+from tunbench.store.backend import Backend, BackendError, SqliteBackend, is_url, open_backend, redact
 from tunbench.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -64,14 +67,45 @@ def owner_alive(pid: int, started: float | None) -> bool:
         return False
 
 
+def new_spool_file(directory: Path, uid: str) -> Path:
+    """A new, empty spool file `tunbench-spool-<uid>-<random>.db`, created exclusively (O_EXCL, mode 0600):
+    never a file that was there before, such as one planted under a name known in advance."""
+    fd, name = tempfile.mkstemp(prefix=f"tunbench-spool-{uid}-", suffix=".db", dir=directory)
+    os.close(fd)
+    return Path(name)
+
+
+def recovery_command(spool: Path, db: str | Path) -> str:
+    """The `tunbench db import` that brings a spool back, quoted for a shell (a socket URL has `?` and `&`),
+    as a message may print it: when the URL has a password, the message says to put it back for ***."""
+    where = redact(db)
+    cmd = f"`tunbench db import {shlex.quote(str(spool))} --db {shlex.quote(where)}`"
+    return cmd if where == str(db) else f"{cmd} with the password in place of ***"
+
+
 _RUN_COLS = (
     "uid, name, started_at, finished_at, status, tunbench_version, provenance, scenario_text, scenario_hash,"
     " scenario_json, owner_host, owner_pid, owner_started"
 )
 
 
+def prefix_of(uid: str) -> str:
+    """A run's name prefix from its uid: `tb3fa91c` from `tb3fa91c-0123...` (and from a uid of before schema
+    4, which was the prefix itself)."""
+    return uid.split("-", 1)[0]
+
+
+def _trial_key(t: TrialRecord) -> tuple[str, str, str]:
+    """What identifies a trial of a run besides its seq (import compares it)."""
+    return (t.label, t.workload, t.started_at)
+
+
 class Store:
-    def __init__(self, db: str | Path, *, spool_dir: Path | None = None) -> None:
+    """A result store, opened (and brought to the current schema) for reading and writing; `read_only` (an
+    SQLite file: what `db import` copies from) writes nothing to it: no migration (an older file is read
+    through a migrated temporary copy) and no `killed` marks."""
+
+    def __init__(self, db: str | Path, *, spool_dir: Path | None = None, read_only: bool = False) -> None:
         self.db = db
         self.path = db if is_url(db) else Path(db)
         self.where = redact(db)
@@ -82,17 +116,22 @@ class Store:
         self._runs: dict[int, dict[str, Any]] = {}  # create_run's values by run id (to open the spool)
         self._stored: dict[int, int] = {}  # trials committed per run id
         self.opened_at_version: int | None = None  # the schema version found (None: a new store)
+        self._copy_dir: tempfile.TemporaryDirectory[str] | None = None  # read_only: a migrated copy's
+        self.killed_on_open: list[str] = []
         try:
-            self.b: Backend = open_backend(db)
+            self.b: Backend = open_backend(db, read_only=read_only)
         except BackendError as e:
             if "not an SQLite database" in str(e):
                 raise StoreError(f"{self.where} is not a tunbench result store ({e})") from e
             raise StoreError(f"cannot open result store {self.where}: {e}") from e
         try:
-            self._init_schema()
-            self.killed_on_open = self.mark_killed()
+            if read_only:
+                self._open_read_only()
+            else:
+                self._init_schema()
+                self.killed_on_open = self.mark_killed()
         except BaseException:
-            self.b.close()
+            self.close()
             raise
 
     @property
@@ -103,6 +142,8 @@ class Store:
         self.b.close()
         if self.spool is not None:
             self.spool.close()
+        if self._copy_dir is not None:
+            self._copy_dir.cleanup()
 
     def __enter__(self) -> Store:
         return self
@@ -129,6 +170,29 @@ class Store:
             self.migrate()
         except BackendError as e:
             raise StoreError(f"cannot create or migrate the result store {self.where}: {e}") from e
+
+    def _open_read_only(self) -> None:
+        version = self.opened_at_version = self.schema_version()
+        self._check_version(version)
+        if version is None:
+            raise StoreError(f"{self.where} is not a tunbench result store (empty)")
+        if version == SCHEMA_VERSION:
+            return
+        source = self.b
+        assert isinstance(source, SqliteBackend)
+        self._copy_dir = tempfile.TemporaryDirectory(prefix="tunbench-import-")
+        copy = Path(self._copy_dir.name) / "copy.db"
+        try:
+            source.copy_to(copy)
+        except BackendError as e:
+            raise StoreError(f"reading {self.where} failed: {e}") from e
+        finally:
+            source.close()
+        self.b = open_backend(copy)
+        try:
+            self.migrate()
+        except BackendError as e:
+            raise StoreError(f"cannot migrate a copy of {self.where}: {e}") from e
 
     def _check_version(self, version: int | None) -> None:
         if version is not None and version > SCHEMA_VERSION:
@@ -210,8 +274,8 @@ class Store:
         }
         with self._tx() as db:
             row = db.execute(
-                f"INSERT INTO runs ({_RUN_COLS})"
-                " VALUES (?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                f"INSERT INTO runs ({_RUN_COLS}, prefix)"
+                " VALUES (?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     uid,
                     name,
@@ -224,6 +288,7 @@ class Store:
                     host,
                     pid,
                     started,
+                    prefix_of(uid),
                 ),
             ).fetchone()
         run_id = int(row[0])
@@ -259,16 +324,16 @@ class Store:
 
     def _fail_over(self, run_id: int, e: BackendError) -> None:
         values = self._runs[run_id]
-        spool_path = (self.spool_dir or Path.cwd()) / f"tunbench-spool-{values['uid']}.db"
         try:
+            spool_path = new_spool_file(self.spool_dir or Path.cwd(), values["uid"])
             self.spool = Store(spool_path)
             self._spool_ids[run_id] = self.spool.create_run(**values)
-        except StoreError as e2:
-            raise StoreError(f"lost the result store {self.where} ({e}) and cannot spool to {spool_path}: {e2}") from e
+        except (StoreError, OSError) as e2:
+            raise StoreError(f"lost the result store {self.where} ({e}) and cannot spool to a file: {e2}") from e
         self.lost = StoreLost(
             f"lost the result store {self.where} during run {values['uid']} ({e}); its first "
             f"{self._stored.get(run_id, 0)} trial(s) are stored there, the rest went to {spool_path}: when the "
-            f"server is back, run `tunbench db import {spool_path} --db {self.where}`"
+            f"server is back, run {recovery_command(spool_path, self.db)}"
         )
         log.warning(
             "lost the result store %s (%s): the rest of run %s goes to %s", self.where, e, values["uid"], spool_path
@@ -321,14 +386,17 @@ class Store:
         """Copy a run from elsewhere (another store, a JSON export, a spool), keeping its uid: (its id here,
         trials added, whether the run was new here). A run already here gets only the trials (by seq) it
         lacks, so importing twice adds nothing; a run here still `running` or `killed` takes the imported
-        run's status."""
+        run's status. The uid alone does not make it the same run: its start time and scenario, and every
+        trial both have, must match too, else nothing is copied and a StoreError says what differs."""
         with self._tx() as db:
-            row = db.execute("SELECT id, status FROM runs WHERE uid = ?", (run.uid,)).fetchone()
+            row = db.execute(
+                "SELECT id, status, started_at, scenario_hash FROM runs WHERE uid = ?", (run.uid,)
+            ).fetchone()
             if row is None:
                 rid = int(
                     db.execute(
-                        f"INSERT INTO runs ({_RUN_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', NULL, NULL)"
-                        " RETURNING id",
+                        f"INSERT INTO runs ({_RUN_COLS}, prefix)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', NULL, NULL, ?) RETURNING id",
                         (
                             run.uid,
                             run.name,
@@ -340,13 +408,25 @@ class Store:
                             run.scenario_text,
                             run.scenario_hash,
                             json.dumps(run.scenario),
+                            prefix_of(run.uid),
                         ),
                     ).fetchone()[0]
                 )
-                have: set[int] = set()
+                have: dict[int, tuple[str, str, str]] = {}
             else:
                 rid = int(row[0])
-                have = {int(r[0]) for r in db.execute("SELECT seq FROM trials WHERE run_id = ?", (rid,))}
+                self._same_run(run, (str(row[2]), str(row[3])))
+                have = {
+                    int(r[0]): (str(r[1]), str(r[2]), str(r[3]))
+                    for r in db.execute("SELECT seq, label, workload, started_at FROM trials WHERE run_id = ?", (rid,))
+                }
+                clash = [t.seq for t in run.trials if t.seq in have and have[t.seq] != _trial_key(t)]
+                if clash:
+                    raise StoreError(
+                        f"run {run.uid}: trial(s) {', '.join(map(str, clash[:5]))} in {self.where} are not the "
+                        "imported run's trials of the same seq (label, workload or start differ): two different "
+                        "runs share this uid; nothing was copied"
+                    )
                 if row[1] in ("running", "killed") and run.status != "running":
                     db.execute(
                         "UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (run.status, run.finished_at, rid)
@@ -356,6 +436,16 @@ class Store:
                 t = TrialRecord(**{**t.__dict__, "id": None})
                 self._add_trial(rid, t)
         return rid, len(new), row is None
+
+    def _same_run(self, run: RunRecord, here: tuple[str, str]) -> None:
+        """Refuse to merge `run` into the run of the same uid here when they are not one run."""
+        theirs = (run.started_at, run.scenario_hash)
+        if theirs != here:
+            raise StoreError(
+                f"run {run.uid}: {self.where} has another run under this uid (started {here[0]}, scenario "
+                f"{here[1][:12] or '-'}; the imported one started {theirs[0]}, scenario {theirs[1][:12] or '-'}): "
+                "two different runs share this uid (a short uid of before schema 4 can); nothing was copied"
+            )
 
     # ---- reading ---------------------------------------------------------------------------------
     def _read(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -385,7 +475,7 @@ class Store:
         )
 
     def find_run(self, ref: str | None) -> RunRecord:
-        """A run by id, uid or name; None means the latest."""
+        """A run by id, uid, name or prefix (`tb3fa91c`); None means the latest."""
         select = f"SELECT id, {_RUN_COLS} FROM runs"
         if ref is None or ref == "latest":
             rows = self._read(f"{select} ORDER BY id DESC LIMIT 1")
@@ -397,6 +487,8 @@ class Store:
                 rows = self._read(f"{select} WHERE id = ?", (int(ref),))
             if not rows:
                 rows = self._read(f"{select} WHERE uid = ? OR name = ? ORDER BY id DESC LIMIT 1", (ref, ref))
+            if not rows:  # the short prefix the run printed and named its namespaces with
+                rows = self._read(f"{select} WHERE prefix = ? ORDER BY id DESC LIMIT 1", (ref,))
             if not rows:
                 raise StoreError(f"no run {ref!r} in {self.where} (see `tunbench show --list`)")
         run = self._run_from_row(rows[0])

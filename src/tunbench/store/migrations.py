@@ -7,13 +7,20 @@
 3  runs.owner_host, owner_pid, owner_started: the process that writes the run (host name, pid, process
    start time), so a `running` run whose owner is gone can be marked `killed`. Runs of older versions
    have no owner and keep their status.
+4  runs.prefix: the short name prefix (`tb` + 6 hex) the run's namespaces, links and cgroups carry. Until
+   version 3 it was the run's uid too, and 24 random bits collide (50% at about 5000 runs in one shared
+   store): a run's uid is now the prefix and 80 more random bits (`tb3fa91c-0123456789abcdef0123`). Older
+   runs keep their uid, which becomes their prefix as well.
+
+Each migration runs in one transaction with its version's update (backend.SqliteBackend explains why not
+executescript): a failure halfway leaves the store at the version before, never half-migrated.
 
 The SQL is SQLite's and runs on PostgreSQL too (backend.PG_DDL rewrites the type words that differ).
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # version -> SQL that upgrades from version-1 (version SCHEMA_VERSION is created from schema.sql)
 MIGRATIONS: dict[int, str] = {
@@ -27,5 +34,10 @@ UPDATE trials SET variant = direction, direction = '-' WHERE workload = 'storm';
 ALTER TABLE runs ADD COLUMN owner_host TEXT NOT NULL DEFAULT '';
 ALTER TABLE runs ADD COLUMN owner_pid INTEGER;
 ALTER TABLE runs ADD COLUMN owner_started REAL;
+""",
+    4: """
+ALTER TABLE runs ADD COLUMN prefix TEXT NOT NULL DEFAULT '';
+UPDATE runs SET prefix = uid;
+CREATE INDEX IF NOT EXISTS runs_prefix ON runs(prefix);
 """,
 }

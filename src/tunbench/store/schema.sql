@@ -1,4 +1,4 @@
--- tunbench result store, schema version 3 (see migrations.py for the history).
+-- tunbench result store, schema version 4 (see migrations.py for the history).
 -- Written for SQLite; the same text creates the PostgreSQL store (backend.PG_DDL rewrites INTEGER PRIMARY
 -- KEY, BLOB and REAL, the type words PostgreSQL spells differently).
 CREATE TABLE IF NOT EXISTS meta (
@@ -8,7 +8,8 @@ CREATE TABLE IF NOT EXISTS meta (
 
 CREATE TABLE IF NOT EXISTS runs (
     id             INTEGER PRIMARY KEY,
-    uid            TEXT NOT NULL UNIQUE,      -- the run prefix, e.g. tb3fa91c
+    uid            TEXT NOT NULL UNIQUE,      -- the run's identity: tb3fa91c-0123456789abcdef0123 (before
+                                              -- schema 4 just the prefix, tb3fa91c)
     name           TEXT NOT NULL DEFAULT '',
     started_at     TEXT NOT NULL,             -- ISO 8601 UTC
     finished_at    TEXT,
@@ -20,8 +21,10 @@ CREATE TABLE IF NOT EXISTS runs (
     scenario_json  TEXT NOT NULL,             -- the effective scenario (file + flags)
     owner_host     TEXT NOT NULL DEFAULT '',  -- who writes the run: host name,
     owner_pid      INTEGER,                   -- pid
-    owner_started  REAL                       -- and process start time (epoch s), so a reused pid is not it
+    owner_started  REAL,                      -- and process start time (epoch s: a reused pid is not it)
+    prefix         TEXT NOT NULL DEFAULT ''   -- the name prefix of its namespaces, links...: tb3fa91c
 );
+CREATE INDEX IF NOT EXISTS runs_prefix ON runs(prefix);
 
 CREATE TABLE IF NOT EXISTS trials (
     id          INTEGER PRIMARY KEY,

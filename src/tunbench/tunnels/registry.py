@@ -216,11 +216,28 @@ def kernel_module_available(name: str, root: Path = Path("/")) -> bool:
 KERNEL_MODULE = "kernel module "  # how a missing kernel module is named among missing requirements
 
 
+def kernel_modules(ref: TunnelRef) -> list[str]:
+    """The kernel modules this tunnel needs with its parameters: `requires_kernel`, and each
+    `requires_kernel_when` entry whose parameter values match (strongswan's esp4 with datapath=kernel)."""
+    params = ref.merged_params()
+    spec = ref.adapter.spec
+    conditional = [m for need in spec.requires_kernel_when for m in need.modules
+                   if all(params.get(k) == v for k, v in need.when.items())]  # fmt: skip
+    return list(dict.fromkeys([*spec.requires_kernel, *conditional]))
+
+
 def missing_requirements(ref: TunnelRef) -> list[str]:
     """What the tunnel needs and this machine lacks: programs by name, kernel modules as "kernel module NAME"
-    (the adapter's `requires` and `requires_kernel`)."""
-    mods = [m for m in ref.adapter.spec.requires_kernel if not kernel_module_available(m)]
-    return missing_programs(ref) + [KERNEL_MODULE + m for m in mods]
+    (the adapter's `requires`, `requires_kernel` and matching `requires_kernel_when`), followed by the
+    adapter's `kernel_hint` in parentheses when it has one."""
+    hint = f" ({ref.adapter.spec.kernel_hint})" if ref.adapter.spec.kernel_hint else ""
+    mods = [m for m in kernel_modules(ref) if not kernel_module_available(m)]
+    return missing_programs(ref) + [KERNEL_MODULE + m + hint for m in mods]
+
+
+def module_name(missing: str) -> str:
+    """The module of a missing-requirement entry `kernel module NAME (hint)`."""
+    return missing.removeprefix(KERNEL_MODULE).split(" ", 1)[0]
 
 
 def missing_text(missing: list[str]) -> str:

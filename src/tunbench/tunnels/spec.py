@@ -199,13 +199,26 @@ class IPv6Spec(_Strict):
     underlay_params: dict[str, str] = {}
 
 
+KernelModule = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class KernelNeedWhen(_Strict):
+    """`requires_kernel_when = [{ when = { datapath = "kernel" }, modules = ["esp4"] }]`: modules needed only
+    when every parameter in `when` has its value (strongSwan needs kernel ESP with one datapath only)."""
+
+    when: dict[str, str]
+    modules: list[KernelModule]
+
+
 class AdapterSpec(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     description: str = ""
     layer: Literal["l3", "l4"]
     requires: list[str] = []
     # kernel modules (or built-in kernel features) the tunnel needs, by module name: "wireguard", "ip_gre"
-    requires_kernel: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]] = []
+    requires_kernel: list[KernelModule] = []
+    requires_kernel_when: list[KernelNeedWhen] = []
+    kernel_hint: str = ""  # said with a missing module: the way to run without it
     version: str | None = None
     version_regex: str | None = None
     params: dict[str, str] = {}
@@ -266,7 +279,8 @@ class LoadedAdapter(BaseModel):
 
 # values that are not `{name}` templates: names, regexes, enums, file modes; params are the variables' values
 _NOT_TEMPLATES = {"name", "description", "version_regex", "pattern", "mode", "layer", "kind", "role", "ns", "proto",
-                  "params", "requires_kernel", "underlay_params", "value", "until"}  # fmt: skip
+                  "params", "requires_kernel", "requires_kernel_when", "kernel_hint", "underlay_params", "value",
+                  "until"}  # fmt: skip
 
 
 def _templates(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
