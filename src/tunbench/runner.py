@@ -94,6 +94,7 @@ class Deadline:
         return f"deadline: {max(0.0, self.at - now):.0f} s left, a block takes about {need:.0f} s"
 
 
+ALIGN_LEAD_S = 0.05  # the role sampler's ticks fall this long before the measured window's edges
 MAX_ATTEMPTS = 5  # a void measurement (RetryTrial) is tried this many times in all
 
 
@@ -580,7 +581,9 @@ class Runner:
                 if held.emulator is not None:  # the profile's events count from the workload's start
                     held.emulator.start_schedule()
                 started = time.monotonic()
-                sampler.align(started + self.omit_s)  # a sample at the measured window's start, then each second
+                # a sample just before the measured window's start, then each second: with whole-second durations
+                # one lands just before its end too, while every process of the roles is still alive
+                sampler.align(started + self.omit_s - ALIGN_LEAD_S)
                 result = t.workload.measure(held.ctx)
                 ended = time.monotonic()
         tunnel.check_alive()

@@ -77,8 +77,9 @@ def live_runs(own_prefix: str) -> set[str]:
     return out
 
 
-def read_edge(own_prefix: str) -> Edge:
-    """The host's counters, this run's process tree and every other process's CPU, now."""
+def read_edge(own_prefix: str, *, start: bool = False) -> Edge:
+    """The host's counters, this run's process tree and every other process's CPU, now. The controller's own
+    CPU is read last at a window's `start` and first at its end, so the reading itself stays outside."""
     me = psutil.Process()
     t = me.cpu_times()
     harness_s = float(t.user + t.system)
@@ -99,7 +100,11 @@ def read_edge(own_prefix: str) -> Edge:
                 kernel[p.pid] = _cpu_s(p, children=False)
             else:
                 others[p.pid] = (str(p.info["name"]), _cpu_s(p, children=False))
-    return Edge(time.monotonic(), cpu_times(), own_s, own_pids, harness_s, kernel, others, live_runs(own_prefix))
+    runs = live_runs(own_prefix)
+    if start:
+        t = me.cpu_times()
+        harness_s = float(t.user + t.system)
+    return Edge(time.monotonic(), cpu_times(), own_s, own_pids, harness_s, kernel, others, runs)
 
 
 def between(a: Edge, b: Edge) -> dict[str, Any]:
@@ -143,7 +148,7 @@ def interference(
     """Record the interference figures of the `with` block into a trial's metrics and params. Wrap it
     around `host_load` (steal comes from there). Reading never fails a trial."""
     try:
-        start = read_edge(own_prefix)
+        start = read_edge(own_prefix, start=True)
     except (OSError, psutil.Error):
         yield None
         return
