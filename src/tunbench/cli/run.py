@@ -207,10 +207,34 @@ def run(
         typer.Option("--workload", "-w", help="Workload kind(s), comma-separated (see `tunbench workloads`)."),
     ] = None,
     flows: Annotated[str | None, typer.Option(help="Parallel TCP flows, e.g. 1,2,10.")] = None,
-    direction: Annotated[str | None, typer.Option(help="up, down and/or bidir, comma-separated.")] = None,
-    duration: Annotated[int | None, typer.Option(help="Seconds measured per trial (whole seconds).")] = None,
-    omit: Annotated[int | None, typer.Option(help="Warm-up seconds excluded from the result.")] = None,
-    repeat: Annotated[int | None, typer.Option(help="Repetitions per case (interleaved).")] = None,
+    direction: Annotated[
+        str | None,
+        typer.Option(
+            help="up, down and/or bidir, comma-separated. Default: the scenario's (the built-in one: up,down; "
+            "a scenario file without [workload] directions: up)."
+        ),
+    ] = None,
+    duration: Annotated[
+        int | None,
+        typer.Option(
+            help="Seconds measured per trial (whole seconds), after the --omit warm-up. Default: the scenario's "
+            "(the built-in one: 3; a scenario file without [workload] duration_s: 10)."
+        ),
+    ] = None,
+    omit: Annotated[
+        int | None,
+        typer.Option(
+            help="Warm-up seconds at the start of each trial's traffic, excluded from the result. Default: the "
+            "scenario's (the built-in one: 1; a scenario file without [workload] omit_s: 1)."
+        ),
+    ] = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            help="Repetitions per case (interleaved). Default: the scenario's (the built-in one: 3; a scenario "
+            "file without [run] repeat: 3)."
+        ),
+    ] = None,
     warm: Annotated[
         int | None,
         typer.Option(
