@@ -192,7 +192,9 @@ def run(
         typer.Option(
             "--tunnel",
             "-t",
-            help="Tunnel(s): NAME, NAME[key=value,...] or ./adapter.toml. Repeat or separate with commas.",
+            help="Tunnel(s): NAME, NAME[key=value,...] or ./adapter.toml. Repeat or separate with commas. A "
+            "relative path in bin= (a build, e.g. bin=./wireguard-go) is taken from the directory tunbench was "
+            "started in (from a scenario file's own directory for the file's tunnels).",
         ),
     ] = None,
     profile: Annotated[
