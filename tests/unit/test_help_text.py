@@ -55,6 +55,7 @@ def test_help_keeps_every_bracketed_form(path: list[str], cmd: Any) -> None:
         for form in _bracketed(" ".join(text.split())):
             assert form.rstrip(".,;:)") in shown, f"`{' '.join(path)} --help` lost {form!r}"
     assert "\\[" not in shown  # an escape meant for rich markup shows as a backslash in plain help
+    assert "[[" not in shown.split(" Options:")[0]  # a metavar given as "[RUN]": typer brackets it again
 
 
 def test_run_help_names_the_tunnel_syntax_and_scenario_sections() -> None:

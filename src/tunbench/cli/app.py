@@ -24,7 +24,10 @@ app = typer.Typer(
     # help is plain text: rich markup would eat `NAME[key=value,...]` and `[run] warm` as tags (every sub-app
     # inherits this mode from the root)
     rich_markup_mode=None,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={
+        "help_option_names": ["-h", "--help"],
+        "max_content_width": 120,
+    },  # the terminal's width, up to 120
 )
 
 # in `tunbench --help`'s order
