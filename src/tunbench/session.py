@@ -40,6 +40,7 @@ from tunbench.store.db import Store
 from tunbench.tomlfile import dotted, locate
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import tunnel_version
+from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
 from tunbench.workloads import get as get_workload
 from tunbench.workloads.base import TRIAL_SETUP_S
@@ -70,8 +71,11 @@ def _resolve_each(items: list[str], resolve: Callable[..., T], source: str, text
 
 
 def resolve_tunnels(scenario: Scenario, source: str, text: str = "") -> list[TunnelRef]:
-    """`text`: the scenario file's text, when run.tunnels came from it (for the line of an error)."""
+    """`text`: the scenario file's text, when run.tunnels came from it (for the line of an error). A relative
+    program path still in a reference came from `--tunnel` (a scenario file's were made absolute when it was
+    loaded): it is made absolute against the directory tunbench was started in."""
     refs = _resolve_each(scenario.run.tunnels, parse_ref, source, text, "run.tunnels")
+    refs = [absolute_programs(r, Path.cwd()) for r in refs]
     if scenario.run.direct and not any(r.name == "direct" for r in refs):
         refs.insert(0, parse_ref("direct"))
     labels = [r.label for r in refs]
@@ -420,7 +424,8 @@ def describe(plan: RunPlan) -> list[str]:
     for pt, e in zip(plan.trials, plan.expected, strict=True):
         per_case[pt.case.title] = e
     lines = [
-        "tunnels: " + ", ".join(f"{r.label} ({r.adapter.spec.layer.upper()})" for r in plan.refs),
+        "tunnels: "
+        + ", ".join(f"{r.label} ({', '.join([r.adapter.spec.layer.upper(), *built(r)])})" for r in plan.refs),
         "profiles: " + ", ".join(f"{p.name} ({'emulated' if p.emulated else 'veth'})" for p in plan.profiles),
         "workloads: " + ", ".join(scenario.workload.kind),
         f"cases ({len(plan.cases)}):",

@@ -76,6 +76,7 @@ def test_tunnel_that_dies_shows_its_log(tmp_path: Path) -> None:
     assert t["status"] == "failed"
     assert "server process exited (code 3)" in t["error"]
     assert "fatal: no such cipher" in t["error"], "the tunnel's own log must be shown"
+    assert "fatal: no such cipher" in t["error"].splitlines()[0]  # also in the line the run's table shows
     assert "fatal: no such cipher" in res.stdout
 
 

@@ -21,7 +21,13 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    # help is plain text: rich markup would eat `NAME[key=value,...]` and `[run] warm` as tags (every sub-app
+    # inherits this mode from the root)
+    rich_markup_mode=None,
+    context_settings={
+        "help_option_names": ["-h", "--help"],
+        "max_content_width": 120,
+    },  # the terminal's width, up to 120
 )
 
 # in `tunbench --help`'s order

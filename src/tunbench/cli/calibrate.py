@@ -100,7 +100,7 @@ class _Clocked(RunProgress):
 def calibrate(
     tunnel: Annotated[
         str,
-        typer.Option("--tunnel", "-t", help="The tunnel to calibrate: NAME, NAME\\[key=value,...] or ./adapter.toml."),
+        typer.Option("--tunnel", "-t", help="The tunnel to calibrate: NAME, NAME[key=value,...] or ./adapter.toml."),
     ],
     budget: Annotated[
         str,

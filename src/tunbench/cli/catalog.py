@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from pydantic.fields import FieldInfo
 
 from tunbench.cli.console import console
 from tunbench.cli.hosts import HostsOpt, doctor_hosts
@@ -29,8 +30,17 @@ def tunnels() -> None:
     console.print("Your own adapter: `--tunnel ./my-vpn.toml` (format: docs/adapters.md).")
 
 
+def option_default(field: FieldInfo) -> str:
+    """A workload option's default as `tunbench workloads` shows it: the value (a factory's, called), or
+    "required" for an option a scenario must give."""
+    if field.is_required():
+        return "required"
+    return repr(field.get_default(call_default_factory=True))
+
+
 def workloads() -> None:
     """List the workload kinds (traffic generators) and their options."""
+    from rich.markup import escape
     from rich.table import Table
 
     from tunbench.workloads import REGISTRY
@@ -39,8 +49,8 @@ def workloads() -> None:
         "workload", "axes", "tunnels", "options (\\[workload.KIND] in a scenario)", "description", header_style="bold"
     )
     for kind, w in sorted(REGISTRY.items()):
-        opts = ", ".join(f"{name}={f.default!r}" for name, f in w.Options.model_fields.items()) or "–"
-        table.add_row(kind, " × ".join(w.axes) or "–", "/".join(w.layers), opts, w.description)
+        opts = ", ".join(f"{name}={option_default(f)}" for name, f in w.Options.model_fields.items()) or "–"
+        table.add_row(kind, " × ".join(w.axes) or "–", "/".join(w.layers), escape(opts), escape(w.description))
     console.print(table)
 
 

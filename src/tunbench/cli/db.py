@@ -96,7 +96,7 @@ def export(
     output: Annotated[Path, typer.Argument(metavar="OUTPUT.db", help="SQLite file to write (created or extended).")],
     runs: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[RUN]...", help="Runs (id, uid or name); default: every run in the store."),
+        typer.Argument(metavar="RUN", help="Runs (id, uid or name); default: every run in the store."),
     ] = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:

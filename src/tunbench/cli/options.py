@@ -52,7 +52,7 @@ CpusetOpt = Annotated[
 ]
 
 
-RunArg = Annotated[str | None, typer.Argument(metavar="[RUN]", help="Run id, uid or name (default: latest).")]
+RunArg = Annotated[str | None, typer.Argument(metavar="RUN", help="Run id, uid or name (default: latest).")]
 
 
 def need_db(db: str | Path) -> None:

@@ -46,7 +46,7 @@ def write_report(refs: list[str], fmt: str | None, output: Path | None, db: str 
 def report(
     runs: Annotated[
         list[str] | None,
-        typer.Argument(metavar="[RUN]...", help="Runs (id, uid, name or JSON export file); default: the latest."),
+        typer.Argument(metavar="RUN", help="Runs (id, uid, name or JSON export file); default: the latest."),
     ] = None,
     output: OutputOpt = None,
     fmt: Annotated[
@@ -103,7 +103,7 @@ def compare(
     b: Annotated[
         str | None,
         typer.Argument(
-            metavar="[B]",
+            metavar="B",
             help="Candidate: run or JSON file (default: A itself, with --label-a/-b: paired by repetition).",
         ),
     ] = None,
@@ -162,8 +162,11 @@ def compare(
     Changes are relative (median(B) / median(A) - 1), except for signed metrics (latency increase under
     load) and data with a value <= 0: those are absolute, median(B) - median(A) in the metric's unit, and
     take --threshold-ms instead of the relative --threshold. Verdicts use p-values Holm-adjusted across
-    every comparison that gates: at most a 5% chance of any false regression in the whole comparison when
-    the trials are independent (docs/precision.md: unplaced A/A pairs on a small host did worse).
+    every comparison that gates, so that by the test a false verdict anywhere in the comparison has at most
+    alpha's chance (0.05) when trials are independent. Measured on this project's 2-core VM with the earlier
+    signed-rank verdict (A/A runs of 8 pairs of 1 s, scripts/aa_rate.py, BENCHMARKS.md section 9): false
+    verdicts in 2 of 112 runs placed (--cpuset split; 1.8%, 95% CI 0.2-6.3%), 7 of 90 unplaced (7.8%, CI
+    3.2-15.4%).
 
     Analysis: two runs are compared unpaired (Mann-Whitney U, Hodges-Lehmann shift CI). Two labels of ONE
     run (A alone, or A = B, with --label-a/--label-b) are compared paired: trials of the same case and

@@ -192,7 +192,9 @@ def run(
         typer.Option(
             "--tunnel",
             "-t",
-            help="Tunnel(s): NAME, NAME[key=value,...] or ./adapter.toml. Repeat or separate with commas.",
+            help="Tunnel(s): NAME, NAME[key=value,...] or ./adapter.toml. Repeat or separate with commas. A "
+            "relative path in bin= (a build, e.g. bin=./wireguard-go) is taken from the directory tunbench was "
+            "started in (from a scenario file's own directory for the file's tunnels).",
         ),
     ] = None,
     profile: Annotated[
@@ -207,10 +209,34 @@ def run(
         typer.Option("--workload", "-w", help="Workload kind(s), comma-separated (see `tunbench workloads`)."),
     ] = None,
     flows: Annotated[str | None, typer.Option(help="Parallel TCP flows, e.g. 1,2,10.")] = None,
-    direction: Annotated[str | None, typer.Option(help="up, down and/or bidir, comma-separated.")] = None,
-    duration: Annotated[int | None, typer.Option(help="Seconds measured per trial (whole seconds).")] = None,
-    omit: Annotated[int | None, typer.Option(help="Warm-up seconds excluded from the result.")] = None,
-    repeat: Annotated[int | None, typer.Option(help="Repetitions per case (interleaved).")] = None,
+    direction: Annotated[
+        str | None,
+        typer.Option(
+            help="up, down and/or bidir, comma-separated. Default: the scenario's (the built-in one: up,down; "
+            "a scenario file without [workload] directions: up)."
+        ),
+    ] = None,
+    duration: Annotated[
+        int | None,
+        typer.Option(
+            help="Seconds measured per trial (whole seconds), after the --omit warm-up. Default: the scenario's "
+            "(the built-in one: 3; a scenario file without [workload] duration_s: 10)."
+        ),
+    ] = None,
+    omit: Annotated[
+        int | None,
+        typer.Option(
+            help="Warm-up seconds at the start of each trial's traffic, excluded from the result. Default: the "
+            "scenario's (the built-in one: 1; a scenario file without [workload] omit_s: 1)."
+        ),
+    ] = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            help="Repetitions per case (interleaved). Default: the scenario's (the built-in one: 3; a scenario "
+            "file without [run] repeat: 3)."
+        ),
+    ] = None,
     warm: Annotated[
         int | None,
         typer.Option(

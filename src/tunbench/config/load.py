@@ -28,9 +28,20 @@ def load_scenario(path: Path | None) -> tuple[Scenario, str, str]:
     else:
         data, text = read_toml(path)
         source = str(path)
+        _rebase_tunnels(data, path.parent)
     scenario = validate(Scenario, data, text=text, source=source)
     check_workloads(scenario, text, source)
     return scenario, text, source
+
+
+def _rebase_tunnels(data: dict[str, Any], base: Path) -> None:
+    """A scenario file's tunnels name their builds relative to the file (`bin=./wireguard-go`): made absolute
+    here, once, so they mean the same from any directory (tunnels/programs.py)."""
+    from tunbench.tunnels.programs import rebased
+
+    run = data.get("run")
+    if isinstance(run, dict) and isinstance(run.get("tunnels"), list):
+        run["tunnels"] = [rebased(t, base) if isinstance(t, str) else t for t in run["tunnels"]]
 
 
 def check_workloads(scenario: Scenario, text: str, source: str) -> dict[str, BaseModel]:

@@ -208,7 +208,9 @@ class Tunnel:
     def check_alive(self) -> None:
         for role, d in self.daemons.items():
             if not d.alive():
-                raise TunnelError(f"{self.ref.label}: {role} process exited (code {d.returncode()}){self._logs()}")
+                raise TunnelError(
+                    f"{self.ref.label}: {role} process exited (code {d.returncode()}): {last_words(d)}{self._logs()}"
+                )
 
     # ---- steps -----------------------------------------------------------------------------------
     def _place(self, role: str) -> Place:
@@ -262,6 +264,15 @@ class Tunnel:
             if tail:
                 parts.append(f"\n--- {role} log ({self._place(role).label}) ---\n{tail}")
         return "".join(parts)
+
+
+def last_words(proc: Proc, width: int = 160) -> str:
+    """The last line a process printed, for the first line of its error (the one a run's table and a CI log
+    show), or that it printed nothing."""
+    line = next((ln.strip() for ln in reversed(proc.log_tail(20).splitlines()) if ln.strip()), "")
+    if not line:
+        return "it printed nothing"
+    return line if len(line) <= width else line[: width - 1] + "…"
 
 
 def tunnel_version(ref: TunnelRef) -> str:
