@@ -13,25 +13,27 @@ from tunbench.monitor import interference as itf
 from tunbench.monitor.interference import Edge, Thresholds, between, reason
 
 
-def edge(t: float, host_s: float, own_s: float, harness_s: float, kernel: float, other: float, runs: set[str]) -> Edge:
-    host = {"user": host_s, "nice": 0.0, "system": 0.0, "idle": 100.0}
-    return Edge(t, host, own_s, {1}, harness_s, {2: kernel}, {77: ("stress", other)}, runs)
+def edge(t: float, own_s: float, harness_s: float, others: dict[int, tuple[str, float]], runs: set[str]) -> Edge:
+    host = {"user": 100.0, "nice": 0.0, "system": 0.0, "idle": 100.0}
+    return Edge(t, host, own_s, {1}, harness_s, {2: 0.0}, others, runs)
 
 
-def test_foreign_cpu_is_the_host_less_this_run_and_the_kernel() -> None:
-    a = edge(0.0, 100.0, 50.0, 1.0, 5.0, 3.0, set())
-    b = edge(10.0, 115.0, 58.0, 1.05, 6.0, 8.0, {"tb00aa11"})
+def test_foreign_cpu_is_every_other_process_with_what_it_reaped() -> None:
+    a = edge(0.0, 50.0, 1.0, {77: ("stress", 3.0), 80: ("make", 10.0), 81: ("cc1", 2.0)}, set())
+    # stress used 5 s; cc1 ended (its 2.5 s in all now in make's reaped children: make 10 -> 12.5 + 0.5 own);
+    # gzip was born inside the window and used 1 s
+    b = edge(10.0, 58.0, 1.05, {77: ("stress", 8.0), 80: ("make", 13.0), 90: ("gzip", 1.0)}, {"tb00aa11"})
     fig = between(a, b)
-    # host 15 CPU-s, own 8, kernel threads 1: 6 CPU-s of others over 10 s = 60% of a core
-    assert fig["foreign_cpu_pct"] == pytest.approx(60.0)
+    # 5 + (13 - 10 - 2) + 1 = 7 CPU-s over 10 s
+    assert fig["foreign_cpu_pct"] == pytest.approx(70.0)
     assert fig["harness_cpu_pct"] == pytest.approx(0.5)
     assert fig["runs"] == ["tb00aa11"]
-    assert fig["top"] == [("stress", 50.0)]
+    assert fig["top"][0] == ("stress", 50.0)
 
 
 def test_foreign_cpu_never_goes_below_zero() -> None:
-    a = edge(0.0, 100.0, 50.0, 1.0, 5.0, 3.0, set())
-    b = edge(1.0, 100.5, 51.0, 1.0, 5.0, 3.0, set())
+    a = edge(0.0, 50.0, 1.0, {77: ("sleep", 3.0)}, set())
+    b = edge(1.0, 51.0, 1.0, {}, set())  # it ended and nobody we see reaped it
     assert between(a, b)["foreign_cpu_pct"] == 0.0
 
 

@@ -7,10 +7,9 @@ so the reading itself costs nothing inside the window:
 - `interference.other_runs`: live tunbench runs on this host at either edge, other than this one (a
   ledger under /run/tunbench whose owner pid is alive with the recorded start time; a killed run's stale
   ledger does not count), their prefixes in `params["interference_detail"]["runs"]`;
-- `interference.foreign_cpu_pct`: the host's user + nice + system time (/proc/stat) less this run's
-  process tree (the controller, every descendant, including the ones already reaped) and less kernel
-  threads (ksoftirqd, kworkers: the network stack's deferred work is the trial's own), in % of one core;
-  irq and softirq time stay in `host.*` (they serve this run's packets);
+- `interference.foreign_cpu_pct`: the CPU of every process that is neither in this run's process tree (the
+  controller and every descendant) nor a kernel thread (ksoftirqd, kworkers: the network stack's deferred
+  work is the trial's own), with the children each reaped, in % of one core (`between`);
 - `harness.cpu_pct`: the controller process's own CPU (all its threads: sampling, logging, progress),
   in % of one core.
 
@@ -99,7 +98,7 @@ def read_edge(own_prefix: str, *, start: bool = False) -> Edge:
             if p.pid == KTHREADD_PID or p.info["ppid"] == KTHREADD_PID:
                 kernel[p.pid] = _cpu_s(p, children=False)
             else:
-                others[p.pid] = (str(p.info["name"]), _cpu_s(p, children=False))
+                others[p.pid] = (str(p.info["name"]), _cpu_s(p, children=True))
     runs = live_runs(own_prefix)
     if start:
         t = me.cpu_times()
@@ -109,17 +108,26 @@ def read_edge(own_prefix: str, *, start: bool = False) -> Edge:
 
 def between(a: Edge, b: Edge) -> dict[str, Any]:
     """The figures between two edges (pure): foreign and harness CPU in % of one core, other runs, and the
-    foreign processes that used the most."""
+    foreign processes that used the most.
+
+    Foreign CPU is counted per process, from the kernel's exact runtime of each task: the CPU of every
+    process outside this run's tree and not a kernel thread at the end edge, less at the start edge, each
+    with its reaped children (so a process that ended inside the window is counted through the parent that
+    reaped it, and one born inside it wholly). The host's tick-sampled `cpu` line is kept beside it as a
+    check (`cpu_s`): it charges the network stack's work in a task's context to softirq and misses short
+    bursts between ticks, so it is only good to a few tenths of a CPU-second per window here."""
     wall = max(b.t_s - a.t_s, 1e-9)
-    host_s = sum(max(0.0, b.host.get(k, 0.0) - a.host.get(k, 0.0)) for k in ("user", "nice", "system"))
+    foreign_s = max(0.0, sum(v for _, v in b.others.values()) - sum(v for _, v in a.others.values()))
+    busy = ("user", "nice", "system", "irq", "softirq")
+    host_s = sum(max(0.0, b.host.get(k, 0.0) - a.host.get(k, 0.0)) for k in busy)
     kernel_s = sum(max(0.0, b.kernel[p] - a.kernel[p]) for p in b.kernel if p in a.kernel)
     own_s = max(0.0, b.own_s - a.own_s)
-    foreign_s = max(0.0, host_s - own_s - kernel_s)
     top = sorted(
         ((name, v - a.others[p][1]) for p, (name, v) in b.others.items() if p in a.others),
         key=lambda x: -x[1],
     )
     return {
+        "cpu_s": {"host_busy": host_s, "own": own_s, "kernel": kernel_s, "foreign": foreign_s, "wall": wall},
         "foreign_cpu_pct": 100.0 * foreign_s / wall,
         "harness_cpu_pct": 100.0 * max(0.0, b.harness_s - a.harness_s) / wall,
         "runs": sorted(a.runs | b.runs),
@@ -164,7 +172,7 @@ def interference(
     why = reason(fig, metrics.get("host.steal_pct"), limits)
     metrics["interfered"] = 1.0 if why else 0.0
     params["interference"] = why
-    params["interference_detail"] = {"runs": fig["runs"], "top": fig["top"]}
+    params["interference_detail"] = {"runs": fig["runs"], "top": fig["top"], "cpu_s": fig["cpu_s"]}
 
 
 @dataclass(frozen=True)
