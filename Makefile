@@ -17,12 +17,13 @@ BORINGTUN := $(HOME)/.cargo/bin/boringtun-cli
 # the tools `make tools` installs with cargo are found by the tunbench commands run from here (demo, tests)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: help deps tools venv build wheel demo test unit integration lint clean-results
+.PHONY: help deps tools venv build wheel debian13 demo test unit integration lint clean-results
 
 help:
 	@echo "make demo   - install everything, build, run the default scenario, print the table and report path"
 	@echo "make test   - install everything, build, run linters and the whole test suite"
 	@echo "make wheel  - build dist/tunbench-*.whl, which carries tunbench-link (pip install it; no Rust needed there)"
+	@echo "make debian13 - the wheel's smoke suite in a Debian 13 root file system (not in make test: docs/install.md)"
 	@echo "make deps | tools | venv | build | lint | unit | integration"
 
 # System packages: skipped when all are installed already (idempotent, no prompts).
@@ -80,6 +81,14 @@ wheel: $(WHEEL_VENV)/.installed
 	 } >build/wheel.log 2>&1 || { tail -30 build/wheel.log; echo "make wheel failed: build/wheel.log"; exit 1; }
 	@mkdir -p dist && mv build/wheel-out/repaired/tunbench-*.whl dist/
 	@echo "wheel: $$(ls dist/tunbench-*.whl) (pip install it, or pipx install it; log: build/wheel.log)"
+
+# Debian 13 (trixie) root file system from Debian's archive (mmdebstrap), tunbench installed there from the
+# wheel, a smoke suite run inside it on this kernel (scripts/debian13-smoke.sh). Needs network access; about
+# 4 minutes (BENCHMARKS.md), so not part of `make test`: run it when packaging, the adapters or the programs'
+# versions change.
+debian13: wheel
+	@command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap
+	scripts/debian13-smoke.sh
 
 demo: deps venv build
 	$(TB) run --db results/demo.db --json results/demo.json
