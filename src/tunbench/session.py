@@ -358,8 +358,8 @@ def check_events(plan: RunPlan) -> None:
 def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
     """`[run] cpuset` as the CPUs of each side on this host, and a note (a shared CPU); refused, naming the
     key, where it cannot apply: --hosts (placement is local only), workloads that start many clients or their
-    own bring-ups, CPUs this host does not offer."""
-    from tunbench.host.cgroup import online_cpus, parse_cpu_list, split_placement
+    own bring-ups, a host without a cpuset controller tunbench may use, CPUs this host does not offer."""
+    from tunbench.host.cgroup import cpuset_refusal, online_cpus, parse_cpu_list, split_placement
 
     setting = plan.scenario.run.cpuset
     if setting == "off":
@@ -378,6 +378,8 @@ def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
             source=plan.source,
             key="run.cpuset",
         )
+    if why := cpuset_refusal():
+        raise ConfigError(f'{why}; set cpuset = "off"', source=plan.source, key="run.cpuset")
     cpus = online_cpus()
     note = ""
     if setting == "split":

@@ -12,7 +12,20 @@ import psutil
 
 from tests.integration.helpers import root_namespace_snapshot
 from tests.sshhosts import ssh_hosts
+from tunbench.host.cgroup import cgroup_root
 from tunbench.remote.inventory import load_inventory
+
+PRIVSEP = Path("/run/sshd")  # sshd's privilege-separation directory
+
+
+def _dir_state(path: Path) -> tuple[int, int, int, list[str]] | None:
+    """What a directory is (inode, mode, mtime, its entries), None when it does not exist: the machine's own
+    /run/sshd (where its sshd runs) must come out of a test as it went in."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mode, st.st_mtime_ns, sorted(p.name for p in path.iterdir())
 
 
 def _tbh_namespaces() -> list[str]:
@@ -24,12 +37,15 @@ def test_ssh_hosts_are_namespaces_reached_only_by_ssh(tmp_path: Path) -> None:
     before_ns = _tbh_namespaces()
     root_net = os.readlink("/proc/self/ns/net")
     before = root_namespace_snapshot()
+    privsep = _dir_state(PRIVSEP)
+    cgroups = cgroup_root()  # the machine's accounting hierarchy (cgroup v1 cpuacct or cgroup2), if any
+    see_cgroups = f"; test -d {cgroups[1]}" if cgroups else ""
     with ssh_hosts(tmp_path) as hosts:
         assert set(hosts.hosts) == {"h1", "h2"}
         pids = {n: hosts.sshd_pid(n) for n in hosts.hosts}
         seen_net = {}
         for name in ("h1", "h2"):
-            res = hosts.sh(name, "ip -o addr show dev eth0; readlink /proc/self/ns/net; test -d /sys/fs/cgroup/cpuacct")
+            res = hosts.sh(name, f"ip -o addr show dev eth0; readlink /proc/self/ns/net{see_cgroups}")
             assert res.returncode == 0, res.stderr
             assert f"inet {hosts.address(name)}/24" in res.stdout
             assert f"inet6 {hosts.address6(name)}/64" in res.stdout
@@ -44,9 +60,14 @@ def test_ssh_hosts_are_namespaces_reached_only_by_ssh(tmp_path: Path) -> None:
         assert res.returncode == 0, res.stdout + res.stderr
         during = root_namespace_snapshot()
         assert during == before and "198.18.200." not in during["route4"] + during["addr"]
-        # sshd's /run is its own: /run/sshd exists in a session, never on the machine
-        assert hosts.sh("h1", "test -d /run/sshd").returncode == 0
-        assert not Path("/run/sshd").exists()
+        # sshd's /run is its own: /run/sshd exists in a session; the machine's is as it was (absent, or its
+        # own sshd's)
+        res = hosts.sh("h1", "stat -c '%d %i' /run/sshd")
+        assert res.returncode == 0, res.stderr
+        if privsep is not None:
+            st = PRIVSEP.stat()
+            assert res.stdout.split() != [str(st.st_dev), str(st.st_ino)], "the session uses the machine's /run/sshd"
+        assert _dir_state(PRIVSEP) == privsep
         # the inventory names the hosts and the ssh_config
         inv = load_inventory(hosts.inventory)
         assert inv.ssh_config == str(hosts.ssh_config)
@@ -64,6 +85,7 @@ def test_ssh_hosts_are_namespaces_reached_only_by_ssh(tmp_path: Path) -> None:
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in pids.values())
     assert not list(tmp_path.iterdir())
     assert root_namespace_snapshot() == before
+    assert _dir_state(PRIVSEP) == privsep
 
 
 def test_cut_ends_a_running_session(tmp_path: Path) -> None:

@@ -165,3 +165,44 @@ def test_processes_join_every_cgroup_before_exec() -> None:
     assert joined_argv(None, ["iperf3", "-c", "x"]) == ["iperf3", "-c", "x"]
     argv = joined_argv([Path("/a/cgroup.procs"), Path("/b/cgroup.procs")], ["iperf3", "-s"])
     assert argv[:2] == ["sh", "-c"] and argv[3:] == ["2", "/a/cgroup.procs", "/b/cgroup.procs", "iperf3", "-s"]
+
+
+def test_the_refusal_names_what_the_host_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a lone cgroup2 mount on a host whose cpuset is bound to v1 (or compiled out): the root does not offer it
+    root = v2(tmp_path, monkeypatch, "")
+    (root / "cgroup.controllers").write_text("hugetlb\n")
+    why = cgroup.cpuset_refusal()
+    assert f"the cgroup v2 root at {root} does not offer the cpuset controller (its controllers: hugetlb" in why
+    # offered but not handed to the children: tunbench says how, and does not do it
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    why = cgroup.cpuset_refusal()
+    assert "does not hand cpuset to its children (its cgroup.subtree_control: empty)" in why
+    assert f"echo +cpuset > {root}/cgroup.subtree_control" in why
+    assert (root / "cgroup.subtree_control").read_text() == "\n"
+    (root / "cgroup.subtree_control").write_text("cpuset cpu\n")
+    assert cgroup.cpuset_refusal() == ""
+
+
+def test_v1_cpuset_can_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    v1(tmp_path, monkeypatch)
+    assert cgroup.cpuset_refusal() == ""
+
+
+def test_a_host_without_cpuset_refuses_split_at_plan_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before the run starts, naming the key and the reason: not a failed trial per case."""
+    import sys
+
+    from tunbench import cli
+
+    root = v2(tmp_path, monkeypatch, "")
+    (root / "cgroup.controllers").write_text("hugetlb\n")
+    monkeypatch.setattr(cgroup, "online_cpus", lambda: [0, 1])
+    monkeypatch.setattr(sys, "argv", ["tunbench", "run", "--dry-run", "-t", "socat", "--cpuset", "split"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    err = " ".join(capsys.readouterr().err.split())
+    assert exit_.value.code == 2, err
+    assert "run.cpuset: no cpuset controller to place roles on CPUs: the cgroup v2 root" in err
+    assert 'set cpuset = "off"' in err

@@ -365,6 +365,7 @@ def test_a_target_plans_the_budget_as_the_upper_bound_and_shows_the_placement(
     sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("tunbench.host.cgroup.online_cpus", lambda: [0, 1])
+    monkeypatch.setattr("tunbench.host.cgroup.cpuset_refusal", lambda: "")  # a host that can place, whatever this is
     code, out, err = main(
         ["run", "--dry-run", *AA, "--direction", "up", "--duration", "2", "--omit", "1",
          "--target-mde", "3%", "--budget", "2m", "--cpuset", "split"],
@@ -391,6 +392,7 @@ def test_cpuset_split_names_the_shared_cpu_and_is_refused_with_hosts(
     sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("tunbench.host.cgroup.online_cpus", lambda: [0, 1])
+    monkeypatch.setattr("tunbench.host.cgroup.cpuset_refusal", lambda: "")  # a host that can place, whatever this is
     code, out, err = main(
         ["run", "--dry-run", "-t", "socat", "--profile", "wan-50ms", "--cpuset", "split"], capsys, monkeypatch
     )

@@ -97,16 +97,23 @@ def doctor(
 ) -> None:
     """Check kernel features, permissions and tools, and say what to install (exit 1 if something is
     missing). With --hosts, check each host of the inventory over ssh as well."""
-    from tunbench.doctor import checks, noise_checks
+    from rich.markup import escape
+
+    from tunbench.doctor import checks, install_lines, noise_checks
+    from tunbench.doctor.packages import host_family
 
     bad = 0
-    for c in checks():
+    family = host_family()
+    found = checks(family)
+    for c in found:
         mark = "[green]✓[/]" if c.ok else "[red]✗[/]"
         console.print(f"{mark} {c.name}: {c.detail}")
         if not c.ok:
             bad += 1
             if c.fix:
                 console.print(f"    fix: {c.fix}")
+    for line in install_lines(found, family):
+        console.print(escape(line), highlight=False, soft_wrap=True)  # one line, to copy whole
     if noise:
         console.print("\n[bold]host noise[/] (sampling 1 s)")
         for c in noise_checks():

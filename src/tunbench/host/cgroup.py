@@ -74,6 +74,36 @@ def cpuset_root() -> tuple[str, Path] | None:
     return None
 
 
+def cpuset_refusal() -> str:
+    """Why this host cannot place roles on CPUs (`[run] cpuset`), naming what it lacks; "" when it can. The
+    plan refuses with it before a run starts (session.resolve_cpuset), a trial where the host changed since."""
+    if cpuset_root() is not None:
+        return ""
+    found = cgroup_root()
+    if found is not None and found[0] == "v2":
+        root = found[1]
+        try:
+            offered = (root / "cgroup.controllers").read_text().split()
+            handed = (root / "cgroup.subtree_control").read_text().split()
+        except OSError:
+            offered, handed = [], []
+        if "cpuset" not in offered:
+            why = (
+                f"the cgroup v2 root at {root} does not offer the cpuset controller (its controllers: "
+                f"{' '.join(offered) or 'none'}; a cgroup-v1 hierarchy holds it, or the kernel lacks it) and "
+                f"there is no cgroup-v1 cpuset mount at {V1_CPUSET}"
+            )
+        else:
+            why = (
+                f"the cgroup v2 root at {root} does not hand cpuset to its children (its cgroup.subtree_control: "
+                f"{' '.join(handed) or 'empty'}), and tunbench does not change the root's settings: "
+                f"echo +cpuset > {root}/cgroup.subtree_control allows it"
+            )
+    else:
+        why = f"there is neither a cgroup-v1 cpuset mount at {V1_CPUSET} nor a cgroup v2 hierarchy"
+    return f"no cpuset controller to place roles on CPUs: {why}"
+
+
 def parse_cpu_list(text: str) -> list[int]:
     """The kernel's CPU list format, "0-2,4" -> [0, 1, 2, 4]; ValueError when malformed or empty."""
     cpus: set[int] = set()
@@ -212,11 +242,7 @@ class RoleCgroup:
 
     def __enter__(self) -> RoleCgroup:
         if self.cpus and self.cpuset_kind == "none":
-            raise TrialError(
-                f"cpuset {self.cpus}: no cpuset controller to use (neither a cgroup-v1 cpuset mount at {V1_CPUSET} "
-                "nor a cgroup v2 root that hands cpuset to its children; tunbench does not change the root's "
-                'cgroup.subtree_control): set [run] cpuset = "off"'
-            )
+            raise TrialError(f'cpuset {self.cpus}: {cpuset_refusal()}; set [run] cpuset = "off"')
         try:
             if self.available:
                 self._make(self.path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,12 +15,22 @@ from tunbench.host.proc import run_cmd
 REPO_BINARY = Path(__file__).resolve().parents[3] / "link" / "target" / "release" / "tunbench-link"
 
 
+def scripts_binary() -> Path:
+    """Where tunbench's wheel installs tunbench-link: the scripts directory of the environment this Python
+    runs in, beside the `tunbench` command (found there also when that environment is not on PATH)."""
+    return Path(sysconfig.get_path("scripts")) / "tunbench-link"
+
+
 def link_binary_or_none() -> Path | None:
+    """TUNBENCH_LINK if set; else the checkout's build (make build); else the one installed with tunbench's
+    wheel; else the first on PATH."""
     env = os.environ.get("TUNBENCH_LINK")
     if env:
         return Path(env) if Path(env).is_file() else None
     if REPO_BINARY.is_file():
         return REPO_BINARY
+    if scripts_binary().is_file():
+        return scripts_binary()
     found = shutil.which("tunbench-link")
     return Path(found) if found else None
 
@@ -28,8 +39,8 @@ def find_link_binary() -> Path:
     path = link_binary_or_none()
     if path is None:
         raise DependencyMissing(
-            "emulated profiles need the tunbench-link binary: run `make build` "
-            "(or set TUNBENCH_LINK=/path/to/tunbench-link)"
+            "emulated profiles need the tunbench-link binary: tunbench's wheel carries it; in a checkout run "
+            "`make build` (or set TUNBENCH_LINK=/path/to/tunbench-link)"
         )
     return path
 

@@ -6,9 +6,16 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from tunbench import workloads
+from tunbench.doctor.packages import (
+    UNPACKAGED,
+    Family,
+    fix_text,
+    host_family,
+    install_plan,
+)
 from tunbench.host import HOST_TOOLS
 from tunbench.host.cgroup import cgroup_root
 from tunbench.tunnels.registry import (
@@ -27,22 +34,25 @@ class Check:
     ok: bool
     detail: str
     fix: str = ""
+    missing: tuple[str, ...] = ()  # the programs this check lacks (what `install_lines` installs)
 
 
-APT_HINT = (
-    "DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends iperf3 iputils-ping "
-    "iproute2 wireguard-go wireguard-tools openvpn openssl openssh-server openssh-client socat stunnel4 irtt"
-)
+def programs_fix(programs: list[str], family: Family | None) -> str:
+    """What to do about missing programs: one install command on this host's family (packages.py), then
+    where each program no package of it gives comes from."""
+    if not programs:
+        return ""
+    if family is None:
+        return "; ".join(dict.fromkeys(fix_text(p, None) for p in programs))
+    plan = install_plan(programs, family)
+    return "; ".join([plan.command] * bool(plan.command) + [f"{n}: {how}" for n, how in plan.unpackaged.items()])
 
 
-CARGO_HINT = "`make tools` for those built with cargo (into ~/.cargo/bin, which must be on PATH)"
-
-
-def tunnel_fix(missing: list[str]) -> str:
+def tunnel_fix(missing: list[str], family: Family | None = None) -> str:
     """What to do about a tunnel's missing requirements (registry.missing_requirements)."""
     mods = [module_name(m) for m in missing if m.startswith(KERNEL_MODULE)]
     progs = [m for m in missing if not m.startswith(KERNEL_MODULE)]
-    fixes = [f"{APT_HINT}; {CARGO_HINT}"] if progs else []
+    fixes = [programs_fix(progs, family)] if progs else []
     if mods:
         fixes.append(
             f"this kernel has no {', '.join(mods)}: install its module (modprobe {mods[0]}) "
@@ -51,7 +61,10 @@ def tunnel_fix(missing: list[str]) -> str:
     return "; ".join(fixes)
 
 
-def checks() -> list[Check]:
+def checks(family: Family | None = None) -> list[Check]:
+    """Every check of `tunbench doctor`; the fixes name packages of `family` (default: this host's, from
+    its os-release)."""
+    family = family or host_family()
     out = [
         Check(
             "root",
@@ -73,15 +86,16 @@ def checks() -> list[Check]:
     )
     for tool in HOST_TOOLS:
         path = shutil.which(tool)
-        out.append(Check(tool, path is not None, path or "not found", APT_HINT))
+        lacks = () if path else (tool,)
+        out.append(Check(tool, path is not None, path or "not found", programs_fix(list(lacks), family), lacks))
     for w in workloads.REGISTRY.values():
-        miss = [tool for tool in w.requires if shutil.which(tool) is None]
+        needs = [tool for tool in w.requires if shutil.which(tool) is None]
         detail = (
-            "missing " + ", ".join(miss)
-            if miss
+            "missing " + ", ".join(needs)
+            if needs
             else ("uses " + ", ".join(w.requires) if w.requires else "no extra program")
         )
-        out.append(Check(f"workload {w.kind}", not miss, detail, APT_HINT))
+        out.append(Check(f"workload {w.kind}", not needs, detail, programs_fix(needs, family), tuple(needs)))
     from tunbench.link.binary import link_binary_or_none
 
     link = link_binary_or_none()
@@ -89,15 +103,35 @@ def checks() -> list[Check]:
         Check(
             "tunbench-link (WAN emulator)",
             link is not None,
-            str(link) if link else "not built",
-            "make build (needs cargo); only needed for emulated profiles",
+            str(link) if link else "not found",
+            UNPACKAGED["tunbench-link"] + "; only needed for emulated profiles",
         )
     )
     for name in builtin_names():
         ref = parse_ref(name)
         miss = missing_requirements(ref)
-        out.append(Check(f"tunnel {name}", not miss, "ok" if not miss else missing_text(miss), tunnel_fix(miss)))
+        progs = tuple(m for m in miss if not m.startswith(KERNEL_MODULE))
+        out.append(
+            Check(f"tunnel {name}", not miss, "ok" if not miss else missing_text(miss), tunnel_fix(miss, family), progs)
+        )
     return out
+
+
+def install_lines(found: list[Check], family: Family | None) -> list[str]:
+    """After the checks: the one command that installs every missing program this family packages, and
+    where each of the rest comes from. Empty when nothing is missing."""
+    programs = list(dict.fromkeys(p for c in found if not c.ok for p in c.missing))
+    if not programs:
+        return []
+    if family is None:
+        return [
+            "this distribution is not one of tunbench's package families (apt, dnf, pacman, zypper: "
+            "docs/install.md); install these programs: " + ", ".join(PurePath(p).name for p in programs)
+        ]
+    plan = install_plan(programs, family)
+    lines = [f"install them all ({family}): {plan.command}"] if plan.command else []
+    lines += [f"{name}: {how}" for name, how in plan.unpackaged.items()]
+    return lines
 
 
 # ---- `tunbench doctor --noise`: how quiet this host is (cf. `pyperf system show`) ----------------------
