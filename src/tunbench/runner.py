@@ -38,6 +38,7 @@ from tunbench.monitor.interference import RedoPolicy, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.plan import Case, PlannedTrial
 from tunbench.remote.hosts import HostRun, HostsTopology
+from tunbench.remote.interference import remote_interference, run_prefixes
 from tunbench.remote.place import RemotePlace
 from tunbench.results import TrialRecord
 from tunbench.store.db import Store, now_iso
@@ -591,9 +592,22 @@ class Runner:
             raise RetryTrial(why)
         return _Window(result, sampler, remote_costs, (started, ended))
 
-    def _watched(self, rec: TrialRecord) -> contextlib.AbstractContextManager[None]:
-        """The host's load and what else ran (other runs, foreign CPU, the harness's own), read at the edges."""
-        return watched(rec.metrics, rec.params, self.ledger.prefix, self.redo.limits)
+    @contextlib.contextmanager
+    def _watched(self, rec: TrialRecord) -> Iterator[None]:
+        """The host's load and what else ran (other runs, foreign CPU, the harness's own), read at the edges.
+        On --hosts also each host's other runs and its agent's CPU; this machine's foreign CPU is then not
+        judged (the roles run on the hosts), and the run's agents are not other runs."""
+        if self.hosts is None:
+            with watched(rec.metrics, rec.params, self.ledger.prefix, self.redo.limits):
+                yield None
+            return
+        conns = list(self.hosts.conns.values())
+        limits = dataclasses.replace(self.redo.limits, foreign_cpu_pct=None)
+        with (
+            remote_interference(conns, rec.metrics, rec.params, self.ledger.prefix),
+            watched(rec.metrics, rec.params, run_prefixes(conns, self.ledger.prefix), limits),
+        ):
+            yield None
 
     def _account(self, t: _Trial, held: _Held, w: _Window, link_stats: dict[str, Any] | None) -> None:
         """The record from a window: the workload's metrics, CPU over the measured window, the emulator's

@@ -64,6 +64,9 @@ def test_tunnels_and_latency_on_two_hosts(hosts: SshHosts, tmp_path: Path) -> No
     }
     for t in trials:
         assert t["status"] == "ok", t["error"]
+        # the run's own agents (on this machine here) are not other runs; each window has their CPU
+        assert t["metrics"]["interfered"] == 0.0, t["params"].get("interference")
+        assert t["metrics"]["harness.remote_cpu_pct"] is not None
         if t["workload"] == "iperf3":
             assert t["throughput_bps"] > 1e6
         if t["label"] != "direct":

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,16 +67,18 @@ def _cpu_s(p: psutil.Process, *, children: bool) -> float:
     return float(total)
 
 
-def live_runs(own_prefix: str) -> set[str]:
-    """The prefixes of the other tunbench runs alive on this host (stale ledgers of killed runs excluded)."""
+def live_runs(exclude: str | Collection[str]) -> set[str]:
+    """The prefixes of the tunbench runs alive on this host other than `exclude` (this run's own: its
+    controller's prefix, and on `--hosts` its agents'), stale ledgers of killed runs excluded."""
+    mine = {exclude} if isinstance(exclude, str) else set(exclude)
     out = set()
     for _, ledger in all_ledgers():
-        if ledger is not None and ledger.prefix != own_prefix and owner_alive(ledger):
+        if ledger is not None and ledger.prefix not in mine and owner_alive(ledger):
             out.add(ledger.prefix)
     return out
 
 
-def read_edge(own_prefix: str, *, start: bool = False) -> Edge:
+def read_edge(own_prefix: str | Collection[str], *, start: bool = False) -> Edge:
     """The host's counters, this run's process tree and every other process's CPU, now. The controller's own
     CPU is read last at a window's `start` and first at its end, so the reading itself stays outside."""
     me = psutil.Process()
@@ -151,7 +153,7 @@ def reason(figures: dict[str, Any], steal_pct: float | None, limits: Thresholds)
 
 @contextlib.contextmanager
 def interference(
-    metrics: dict[str, float | None], params: dict[str, Any], own_prefix: str, limits: Thresholds
+    metrics: dict[str, float | None], params: dict[str, Any], own_prefix: str | Collection[str], limits: Thresholds
 ) -> Iterator[None]:
     """Record the interference figures of the `with` block into a trial's metrics and params. Wrap it
     around `host_load` (steal comes from there). Reading never fails a trial."""
@@ -205,7 +207,7 @@ class RedoPolicy:
 
 @contextlib.contextmanager
 def watched(
-    metrics: dict[str, float | None], params: dict[str, Any], own_prefix: str, limits: Thresholds
+    metrics: dict[str, float | None], params: dict[str, Any], own_prefix: str | Collection[str], limits: Thresholds
 ) -> Iterator[None]:
     """The host's load (`host.*`) and the interference figures over the `with` block, read at its edges."""
     from tunbench.monitor.hostload import host_load

@@ -23,6 +23,8 @@ from dataclasses import asdict
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+import psutil
+
 from tunbench.errors import TunbenchError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger, LinkRecord
@@ -105,6 +107,15 @@ class Agent:
             "pid": os.getpid(),
             "prefix": self.ledger.prefix,
         }
+
+    def op_edge(self, exclude: list[str]) -> dict[str, Any]:
+        """One edge of a measured window on this host: the other tunbench runs live here (ledgers whose owner
+        lives, other than this agent's and those in `exclude`: the controller's) and the agent's own CPU."""
+        from tunbench.monitor.interference import live_runs
+
+        t = psutil.Process().cpu_times()
+        runs = sorted(live_runs({self.ledger.prefix, *exclude}))
+        return {"runs": runs, "cpu_s": float(t.user + t.system), "mono": time.monotonic()}
 
     def op_clock(self) -> dict[str, float]:
         return {"mono": time.monotonic(), "wall": time.time()}

@@ -362,6 +362,7 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
         flows = [max(1, f) for f in flows]
         launched = time.monotonic()
         procs = []
+        exits: list[float | None] = []
         try:
             for i, f in enumerate(flows):
                 one = dataclasses.replace(p, flows=f, logfile=f"iperf3-{i}.json")  # relative to its workdir
@@ -370,8 +371,9 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
                 procs.append(ctx.client.spawn(argv, what=what, log_name=f"iperf3-client-{i}.log"))
             exits = ctx.client.wait_exits(procs, p.timeout_s)
         finally:
-            for proc in procs:
-                proc.stop()
+            for i, proc in enumerate(procs):  # those that did not exit (a place forgets one that did)
+                if i >= len(exits) or exits[i] is None:
+                    proc.stop()
         exited = time.monotonic()
         texts = [(ctx.client.read(f"iperf3-{i}.json") or b"").decode(errors="replace") for i in range(k)]
         for i, (proc, t) in enumerate(zip(procs, texts, strict=True)):
