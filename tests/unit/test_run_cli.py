@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -334,6 +335,8 @@ AA = ["-t", "wireguard-go[label=a]", "-t", "wireguard-go[label=b]", "--no-direct
         (["--target-mde", "3%", "--until", "noon", *AA], "--until"),
         (["--redo-steal", "0%", *AA], "--redo-steal"),
         (["--redo-steal", "lots", *AA], "--redo-steal"),
+        (["--foreign-cpu", "10furlongs", *AA], "--foreign-cpu"),
+        (["--foreign-cpu", "0", *AA], "--foreign-cpu"),
         (["--cpuset", "half", *AA], "--cpuset"),
         (["--cpuset", "client=0,router=1", *AA], "run.cpuset"),
         (["--cpuset", "client=0-", *AA], "run.cpuset"),
@@ -526,3 +529,23 @@ def test_show_says_when_no_trial_finished(
     code, out, err = main(["show", "1", "--db", str(db)], capsys, monkeypatch)
     assert code == 0, err
     assert "interrupted" in out and "no trial finished" in " ".join(out.split())
+
+
+def test_redo_interfered_and_foreign_cpu_reach_the_scenario(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunbench.config import load
+
+    seen = {}
+    real = load.with_overrides
+
+    def spy(sc: Any, overrides: dict[str, dict[str, Any]]) -> Any:
+        out = real(sc, overrides)
+        seen["run"] = out.run
+        return out
+
+    monkeypatch.setattr(load, "with_overrides", spy)
+    code, out, err = main(["run", "--dry-run", "--redo-interfered", "--foreign-cpu", "25%", *AA], capsys, monkeypatch)
+    assert code == 0, out + err
+    assert seen["run"].redo_interfered is True
+    assert seen["run"].foreign_cpu_pct == pytest.approx(25.0)
