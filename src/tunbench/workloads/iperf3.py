@@ -339,21 +339,8 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
         r = parse(res.stdout, p.direction)
         if p.direction == "bidir":
             check_roles(r)
-        m = Measurement(artifacts={"iperf3.json": res.stdout.encode()}, window=measured_window(r, launched, exited))
-        m.metrics.update(generator_metrics(r))
-        m.metrics.update(
-            {
-                "throughput_bps": r.throughput_bps,
-                "throughput_bps.up": r.up_bps,
-                "throughput_bps.down": r.down_bps,
-                "retransmits": r.retransmits,
-                "snd_cwnd_max_bytes": r.snd_cwnd_max_bytes,
-                "iperf3_duration_s": r.duration_s,
-            }
-        )
-        add_flows(m, r)
-        m.params["generator"] = generator_params(r, processes=1, flows=p.flows)
-        return m
+        artifacts = {"iperf3.json": res.stdout.encode()}
+        return measurement(r, artifacts, measured_window(r, launched, exited), processes=1, flows=p.flows)
 
     def _measure_parallel(self, ctx: Context, p: Iperf3Params, k: int) -> Measurement:
         """The baseline's traffic from `k` iperf3 processes at once (each to its own server), the flows
@@ -383,24 +370,32 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
                 detail = (t.strip() or proc.log_tail(5))[-400:]
                 raise TrialError(f"iperf3 client {i + 1}/{k} exit {proc.returncode()}: {detail}")
         r = merge([parse(t, p.direction) for t in texts])
-        m = Measurement(
-            artifacts={f"iperf3-{i}.json": t.encode() for i, t in enumerate(texts)},
-            window=measured_window(r, launched, exited),
-        )
-        m.metrics.update(generator_metrics(r))
-        m.metrics.update(
-            {
-                "throughput_bps": r.throughput_bps,
-                "throughput_bps.up": r.up_bps,
-                "throughput_bps.down": r.down_bps,
-                "retransmits": r.retransmits,
-                "snd_cwnd_max_bytes": r.snd_cwnd_max_bytes,
-                "iperf3_duration_s": r.duration_s,
-            }
-        )
-        add_flows(m, r)
-        m.params["generator"] = generator_params(r, processes=k, flows=sum(flows))
-        return m
+        if p.direction == "bidir":
+            check_roles(r)
+        artifacts = {f"iperf3-{i}.json": t.encode() for i, t in enumerate(texts)}
+        return measurement(r, artifacts, measured_window(r, launched, exited), processes=k, flows=sum(flows))
+
+
+def measurement(
+    r: Iperf3Result, artifacts: dict[str, bytes], window: tuple[float, float], *, processes: int, flows: int
+) -> Measurement:
+    """A bulk test's result as the trial's figures: throughput per direction, retransmits, the generator's own
+    figures, the per-second series and streams, and what generated it."""
+    m = Measurement(artifacts=artifacts, window=window)
+    m.metrics.update(generator_metrics(r))
+    m.metrics.update(
+        {
+            "throughput_bps": r.throughput_bps,
+            "throughput_bps.up": r.up_bps,
+            "throughput_bps.down": r.down_bps,
+            "retransmits": r.retransmits,
+            "snd_cwnd_max_bytes": r.snd_cwnd_max_bytes,
+            "iperf3_duration_s": r.duration_s,
+        }
+    )
+    add_flows(m, r)
+    m.params["generator"] = generator_params(r, processes=processes, flows=flows)
+    return m
 
 
 def generator_params(r: Iperf3Result, *, processes: int, flows: int) -> dict[str, Any]:
