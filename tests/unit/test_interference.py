@@ -14,8 +14,10 @@ from tunbench.monitor.interference import Edge, Thresholds, between, reason
 
 
 def edge(t: float, own_s: float, harness_s: float, others: dict[int, tuple[str, float]], runs: set[str]) -> Edge:
+    """`others`: pid -> (name, CPU-s with its reaped children); `make` (pid 80) reaped `cc1`, the rest none."""
     host = {"user": 100.0, "nice": 0.0, "system": 0.0, "idle": 100.0}
-    return Edge(t, host, own_s, {1}, harness_s, {2: 0.0}, others, runs)
+    alone = {p: (n, v - (2.5 if p == 80 and t > 0 else 0.0), v) for p, (n, v) in others.items()}
+    return Edge(t, host, own_s, {1}, harness_s, {2: 0.0}, alone, runs)
 
 
 def test_foreign_cpu_is_every_other_process_with_what_it_reaped() -> None:
@@ -29,6 +31,8 @@ def test_foreign_cpu_is_every_other_process_with_what_it_reaped() -> None:
     assert fig["harness_cpu_pct"] == pytest.approx(0.5)
     assert fig["runs"] == ["tb00aa11"]
     assert fig["top"][0] == ("stress", 50.0)
+    # make's own CPU (0.5 s), not what it reaped, is what it burned
+    assert ("make", 5.0) in fig["top"]
 
 
 def test_foreign_cpu_never_goes_below_zero() -> None:

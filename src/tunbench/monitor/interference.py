@@ -55,7 +55,7 @@ class Edge:
     own_pids: set[int]
     harness_s: float
     kernel: dict[int, float]
-    others: dict[int, tuple[str, float]]  # pid -> (name, CPU-seconds) of foreign processes
+    others: dict[int, tuple[str, float, float]]  # pid -> (name, own CPU-s, with its reaped children) of foreign ones
     runs: set[str] = field(default_factory=set)
 
 
@@ -92,7 +92,7 @@ def read_edge(own_prefix: str | Collection[str], *, start: bool = False) -> Edge
                 own_s += _cpu_s(child, children=True)
                 own_pids.add(child.pid)
     kernel: dict[int, float] = {}
-    others: dict[int, tuple[str, float]] = {}
+    others: dict[int, tuple[str, float, float]] = {}
     for p in psutil.process_iter(["ppid", "name"]):
         if p.pid in own_pids:
             continue
@@ -100,7 +100,9 @@ def read_edge(own_prefix: str | Collection[str], *, start: bool = False) -> Edge
             if p.pid == KTHREADD_PID or p.info["ppid"] == KTHREADD_PID:
                 kernel[p.pid] = _cpu_s(p, children=False)
             else:
-                others[p.pid] = (str(p.info["name"]), _cpu_s(p, children=True))
+                ct = p.cpu_times()
+                alone = float(ct.user + ct.system)
+                others[p.pid] = (str(p.info["name"]), alone, alone + float(ct.children_user + ct.children_system))
     runs = live_runs(own_prefix)
     if start:
         t = me.cpu_times()
@@ -119,15 +121,13 @@ def between(a: Edge, b: Edge) -> dict[str, Any]:
     check (`cpu_s`): it charges the network stack's work in a task's context to softirq and misses short
     bursts between ticks, so it is only good to a few tenths of a CPU-second per window here."""
     wall = max(b.t_s - a.t_s, 1e-9)
-    foreign_s = max(0.0, sum(v for _, v in b.others.values()) - sum(v for _, v in a.others.values()))
+    foreign_s = max(0.0, sum(v[2] for v in b.others.values()) - sum(v[2] for v in a.others.values()))
     busy = ("user", "nice", "system", "irq", "softirq")
     host_s = sum(max(0.0, b.host.get(k, 0.0) - a.host.get(k, 0.0)) for k in busy)
     kernel_s = sum(max(0.0, b.kernel[p] - a.kernel[p]) for p in b.kernel if p in a.kernel)
     own_s = max(0.0, b.own_s - a.own_s)
-    top = sorted(
-        ((name, v - a.others[p][1]) for p, (name, v) in b.others.items() if p in a.others),
-        key=lambda x: -x[1],
-    )
+    # who burned it: each process's own CPU (what it reaped is another's, counted in the total above)
+    top = sorted(((v[0], v[1] - a.others[p][1]) for p, v in b.others.items() if p in a.others), key=lambda x: -x[1])
     return {
         "cpu_s": {"host_busy": host_s, "own": own_s, "kernel": kernel_s, "foreign": foreign_s, "wall": wall},
         "foreign_cpu_pct": 100.0 * foreign_s / wall,

@@ -625,7 +625,12 @@ def compare_runs(
     trials_a, left_a = leave_out_interfered(a.trials, paired=paired_design, include=include_interfered)
     trials_b, left_b = (trials_a, LeftOut()) if same_run else leave_out_interfered(b.trials, include=include_interfered)
     ga, gb = _groups(trials_a), _groups(trials_b)
-    pairs = _match(ga, gb, label_a, label_b)
+    try:
+        pairs = _match(ga, gb, label_a, label_b)
+    except CompareError as e:
+        if left := "; ".join(x.text for x in (left_a, left_b) if x):
+            raise CompareError(f"{e}: {left}") from None
+        raise
     if not pairs:
         la = ", ".join(sorted({k.label for k in ga})) or "none"
         lb = ", ".join(sorted({k.label for k in gb})) or "none"
