@@ -167,13 +167,15 @@ def min_pairs_for_verdict(family: int = 1, *, alpha: float = 0.05) -> int:
 def min_detectable_effect_paired(sd: float, n_pairs: int, *, confidence: float = 0.95, power: float = 0.8) -> float:
     """Approximate smallest detectable change with ``n_pairs`` pairs whose differences have SD ``sd``.
 
-    NaN when the SD is undefined (fewer than 2 pairs). (It was ``inf`` below the signed-rank test's floor; the
-    paired verdict is a t-test now, which has none.)
+    NaN when the SD is undefined (fewer than 2 pairs); ``inf`` below ``MIN_PAIRS``, where compare does not
+    pair a case at all (so no paired verdict is possible, whatever the change).
     """
     check_confidence(confidence)
     alpha = 1.0 - confidence
     if n_pairs < 2 or math.isnan(sd):
         return _NAN
+    if n_pairs < MIN_PAIRS:
+        return math.inf
     df = n_pairs - 1
     t_sum = float(sps.t.ppf(1.0 - alpha / 2.0, df) + sps.t.ppf(power, df))
     return t_sum * sd / math.sqrt(n_pairs)
