@@ -1,0 +1,112 @@
+"""Counted work (monitor/work.py): the perf stat CSV parser, the argv, the per-role metrics and the ratios,
+on perf stat output captured on this kind of host (software events and syscall tracepoints counted,
+hardware counters `<not supported>`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tunbench.monitor import work
+
+DATA = Path(__file__).parent.parent / "data"
+CAPTURED = (DATA / "perf-stat-busy-loop.csv").read_text()
+
+
+def test_parse_captured_output() -> None:
+    counts = work.parse_stat_csv(CAPTURED)
+    assert counts["raw_syscalls:sys_enter"] == 717180
+    assert counts["context-switches"] == 18
+    assert counts["syscalls:sys_enter_write"] == 65201
+    assert counts["syscalls:sys_enter_sendmmsg"] == 0
+    assert counts["instructions"] is None and counts["cycles"] is None  # <not supported>
+    assert len(counts) == 4 + len(work.SYSCALLS) + 2  # the "# started on" header is no event
+
+
+def test_parse_not_counted_and_decimal() -> None:
+    text = "<not counted>,,raw_syscalls:sys_enter,0,100.00,,\n12.50,msec,task-clock,1000,100.00,,\n\n"
+    assert work.parse_stat_csv(text) == {"raw_syscalls:sys_enter": None, "task-clock": 12.5}
+
+
+def test_role_metrics_names() -> None:
+    m = work.role_metrics("client", work.parse_stat_csv(CAPTURED))
+    assert m["work.client.syscalls"] == 717180
+    assert m["work.client.ctx_switches"] == 18
+    assert m["work.client.migrations"] == 0 and m["work.client.page_faults"] == 0
+    assert m["work.client.syscalls.write"] == 65201
+    assert m["work.client.instructions"] is None  # counted as "not available", not as 0
+
+
+def test_argv_starts_disabled_and_is_driven_by_fifos() -> None:
+    argv = work.stat_argv("perf", [10, 11], ["context-switches"], Path("o.csv"), Path("c"), Path("a"))
+    assert argv[:3] == ["perf", "stat", "-x,"]
+    assert argv[argv.index("-D") + 1] == "-1"
+    assert argv[argv.index("--control") + 1] == "fifo:c,a"
+    assert argv[argv.index("-p") + 1] == "10,11"
+    assert argv[argv.index("-o") + 1] == "o.csv"
+
+
+def _metrics(**over: float) -> dict[str, float | None]:
+    m: dict[str, float | None] = {
+        "work.client.syscalls": 3000.0,
+        "work.client.ctx_switches": 100.0,
+        "work.client.syscalls.sendmmsg": 50.0,
+        "work.client.syscalls.sendto": 50.0,
+        "work.client.syscalls.recvmmsg": 10.0,
+        "work.client.syscalls.read": 400.0,
+        "work.client.syscalls.write": 200.0,
+        "counters.client.dev.vc.rx_bytes": 500_000.0,
+        "counters.client.dev.vc.tx_bytes": 1_500_000.0,
+        "counters.client.dev.vc.rx_packets": 40.0,
+        "counters.client.dev.vc.tx_packets": 1600.0,
+    }
+    m.update(over)
+    return m
+
+
+def test_ratios_over_the_underlay_both_directions() -> None:
+    r = work.ratios(_metrics(), {"client": "vc", "server": "vs"})
+    assert r["work.client.syscalls_per_mb"] == pytest.approx(1500.0)  # 3000 over 2 MB
+    assert r["work.client.ctx_switches_per_mb"] == pytest.approx(50.0)
+    assert r["work.client.read_per_mb"] == pytest.approx(200.0)
+    assert r["work.client.write_per_mb"] == pytest.approx(100.0)
+    assert r["work.client.bytes_per_ctx_switch"] == pytest.approx(20_000.0)
+    assert r["work.client.packets_per_send"] == pytest.approx(16.0)  # 1600 tx packets / (50 + 50) sends
+    assert r["work.client.packets_per_recv"] == pytest.approx(4.0)  # 40 rx packets / 10 recvmmsg
+    assert not [k for k in r if k.startswith("work.server.")]  # the server was not counted
+
+
+def test_ratios_leave_out_what_has_no_input() -> None:
+    m = _metrics(**{"work.client.syscalls.sendmmsg": 0.0, "work.client.syscalls.sendto": 0.0})
+    del m["work.client.syscalls.recvmmsg"]
+    del m["counters.client.dev.vc.rx_bytes"], m["counters.client.dev.vc.tx_bytes"]
+    r = work.ratios(m, {"client": "vc"})
+    assert "work.client.packets_per_send" not in r  # no send syscall: no batching to speak of
+    assert "work.client.packets_per_recv" not in r
+    assert "work.client.syscalls_per_mb" not in r  # no bytes counted: no per-MB figure (not infinity)
+
+
+def test_hardware_ratios_only_where_counted() -> None:
+    assert "work.client.instructions_per_byte" not in work.ratios(_metrics(), {"client": "vc"})
+    r = work.ratios(_metrics(**{"work.client.instructions": 4e6}), {"client": "vc"})
+    assert r["work.client.instructions_per_byte"] == pytest.approx(2.0)
+
+
+def test_present_syscalls_from_tracefs(tmp_path: Path) -> None:
+    for name in ("sys_enter_sendmmsg", "sys_enter_read", "sys_exit_read"):
+        (tmp_path / "events" / "syscalls" / name).mkdir(parents=True)
+    assert work.present_syscalls([tmp_path / "absent", tmp_path]) == ("sendmmsg", "read")
+    assert work.present_syscalls([tmp_path / "absent"]) == ()
+
+
+def test_uncountable_host_marks_each_role_and_goes_on(tmp_path: Path) -> None:
+    cap = work.probe(None)
+    assert not cap.available and "linux-perf" in cap.why
+    metrics: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    with work.counted(cap, {"client": [1], "server": []}, tmp_path, None, metrics, notes):  # type: ignore[arg-type]
+        pass
+    assert metrics == {}
+    assert notes["client"].startswith("not counted: perf is not installed")
+    assert notes["server"].startswith("not counted:")
