@@ -130,8 +130,13 @@ def compare(
         ),
     ] = 0.0,
     metrics: Annotated[
-        str, typer.Option("--metrics", help="Metric kinds to compare and gate on: throughput,cpu,latency.")
-    ] = "throughput,cpu,latency",
+        str,
+        typer.Option(
+            "--metrics",
+            help="Metric kinds to compare: throughput,cpu,latency gate; work (counted work, run --count-work) "
+            "is shown and never gates.",
+        ),
+    ] = "throughput,cpu,latency,work",
     unpaired: Annotated[
         bool,
         typer.Option(
