@@ -110,3 +110,48 @@ def test_uncountable_host_marks_each_role_and_goes_on(tmp_path: Path) -> None:
     assert metrics == {}
     assert notes["client"].startswith("not counted: perf is not installed")
     assert notes["server"].startswith("not counted:")
+
+
+def _perf_counts() -> bool:
+    import shutil
+
+    return work.probe(shutil.which("perf")).available
+
+
+@pytest.mark.skipif(not _perf_counts(), reason="perf cannot count syscalls here")
+def test_real_perf_counts_up_to_an_exit_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two local processes (no namespace): one ends inside the window when told to, the other stays; perf
+    is attached before either writes, so every write is counted, the ended one's up to its exit."""
+    import shutil
+    import subprocess
+    import sys
+
+    from tunbench.host import ledger as ledger_mod
+
+    monkeypatch.setattr(ledger_mod, "STATE_DIR", tmp_path / "state")
+    ledger = ledger_mod.Ledger.open("tbtest01")
+    code = "import os,sys\nsys.stdin.readline()\nfor _ in range(1000): os.write(1, b'x')\nsys.stdin.readline()\n"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) for _ in "ab"
+    ]
+    try:
+        cap = work.probe(shutil.which("perf"))
+        metrics: dict[str, float | None] = {}
+        notes: dict[str, str] = {}
+        with work.counted(cap, {"client": [p.pid for p in procs]}, tmp_path, ledger, metrics, notes):
+            for p in procs:  # each writes 1000 times, then waits again
+                assert p.stdin is not None
+                p.stdin.write(b"go\n")
+                p.stdin.flush()
+            assert procs[0].stdin is not None
+            procs[0].stdin.close()  # the first one's second readline gets EOF: it exits in the window
+            procs[0].wait(10)
+        assert metrics["work.client.syscalls.write"] == 2000
+        assert metrics["work.client.syscalls"] is not None and metrics["work.client.syscalls"] > 2000
+        assert metrics["work.client.processes"] == 2 and metrics["work.client.exited"] == 1
+        assert notes["client"] == "1 of 2 processes exited during the window (counted up to their exit)"
+        assert not ledger.procs  # perf stopped and forgotten
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
