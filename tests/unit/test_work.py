@@ -47,10 +47,24 @@ def test_argv_starts_disabled_and_is_driven_by_fifos() -> None:
     assert argv[argv.index("-o") + 1] == "o.csv"
 
 
+def test_preempted_switches_are_their_own_filtered_event() -> None:
+    args = work.event_args(["context-switches", work.PREEMPTED, "page-faults"])
+    assert args == ["-e", "context-switches,page-faults", "-e", "sched:sched_switch", "--filter", "prev_state == 0"]
+    assert work.event_args(["context-switches"]) == ["-e", "context-switches"]
+
+
+def test_voluntary_is_the_total_less_the_preempted() -> None:
+    m = work.role_metrics("server", {"context-switches": 100.0, work.PREEMPTED: 30.0, "raw_syscalls:sys_enter": 5.0})
+    assert m["work.server.ctx_switches.involuntary"] == 30
+    assert m["work.server.ctx_switches.voluntary"] == 70
+    assert "work.server.ctx_switches.voluntary" not in work.role_metrics("server", {"context-switches": 100.0})
+
+
 def _metrics(**over: float) -> dict[str, float | None]:
     m: dict[str, float | None] = {
         "work.client.syscalls": 3000.0,
         "work.client.ctx_switches": 100.0,
+        "work.client.ctx_switches.voluntary": 80.0,
         "work.client.syscalls.sendmmsg": 50.0,
         "work.client.syscalls.sendto": 50.0,
         "work.client.syscalls.recvmmsg": 10.0,
@@ -71,7 +85,7 @@ def test_ratios_over_the_underlay_both_directions() -> None:
     assert r["work.client.ctx_switches_per_mb"] == pytest.approx(50.0)
     assert r["work.client.read_per_mb"] == pytest.approx(200.0)
     assert r["work.client.write_per_mb"] == pytest.approx(100.0)
-    assert r["work.client.bytes_per_ctx_switch"] == pytest.approx(20_000.0)
+    assert r["work.client.bytes_per_wakeup"] == pytest.approx(25_000.0)  # 2 MB / 80 voluntary switches
     assert r["work.client.packets_per_send"] == pytest.approx(16.0)  # 1600 tx packets / (50 + 50) sends
     assert r["work.client.packets_per_recv"] == pytest.approx(4.0)  # 40 rx packets / 10 recvmmsg
     assert not [k for k in r if k.startswith("work.server.")]  # the server was not counted
@@ -149,6 +163,7 @@ def test_real_perf_counts_up_to_an_exit_and_says_so(tmp_path: Path, monkeypatch:
         assert metrics["work.client.syscalls.write"] == 2000
         assert metrics["work.client.syscalls"] is not None and metrics["work.client.syscalls"] > 2000
         assert metrics["work.client.processes"] == 2 and metrics["work.client.exited"] == 1
+        assert (metrics["work.client.ctx_switches.voluntary"] or 0) >= 1  # the one left blocks on its stdin again
         assert notes["client"] == "1 of 2 processes exited during the window (counted up to their exit)"
         assert not ledger.procs  # perf stopped and forgotten
     finally:

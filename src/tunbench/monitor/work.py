@@ -1,7 +1,7 @@
-"""Counted work per role (`tunbench run --count-work`): how many syscalls, context switches, CPU
-migrations and page faults each side's tunnel processes made over the measured window, and the ratios a
-tunnel developer reasons with (syscalls and context switches per MB, packets per send/recv syscall,
-bytes per wake-up). docs/counted-work.md explains each figure.
+"""Counted work per role (`tunbench run --count-work`): how many syscalls, context switches (voluntary
+and preempted), CPU migrations and page faults each side's tunnel processes made over the measured
+window, and the ratios a tunnel developer reasons with (syscalls and context switches per MB, packets per
+send/recv syscall, bytes per wake-up). docs/counted-work.md explains each figure.
 
 `perf stat` counts them in the kernel (software events and syscall tracepoints; hardware `instructions`
 and `cycles` where the host has them): one perf process per role, attached to the role's pids at the
@@ -39,6 +39,10 @@ BASE_EVENTS = {  # perf event -> metric suffix
     "page-faults": "page_faults",
 }
 HARDWARE_EVENTS = {"instructions": "instructions", "cycles": "cycles"}
+# the switches away from a task that was still runnable (prev_state 0): it was preempted, not waiting; the rest
+# of the context switches are voluntary (it blocked: a wake-up ends each)
+PREEMPTED = "sched:sched_switch"
+PREEMPTED_FILTER = "prev_state == 0"
 SYSCALLS = (
     "sendmmsg",
     "recvmmsg",
@@ -91,6 +95,16 @@ def present_syscalls(tracefs: Sequence[Path] = TRACEFS) -> tuple[str, ...]:
     return ()
 
 
+def event_args(events: Sequence[str]) -> list[str]:
+    """perf's `-e` arguments for `events`; the preempted-switch tracepoint on its own, with its filter."""
+    args = ["-e", ",".join(e for e in events if e != PREEMPTED)]
+    return [*args, "-e", PREEMPTED, "--filter", PREEMPTED_FILTER] if PREEMPTED in events else args
+
+
+def _has_tracepoint(group: str, name: str, tracefs: Sequence[Path] = TRACEFS) -> bool:
+    return any((root / "events" / group / name).is_dir() for root in tracefs)
+
+
 def stat_argv(perf: str, pids: Sequence[int], events: Sequence[str], out: Path, ctl: Path, ack: Path) -> list[str]:
     """perf stat on `pids`, CSV to `out`, started with its counters disabled (`-D -1`) and driven through
     the control FIFOs `ctl` / `ack`."""
@@ -103,8 +117,7 @@ def stat_argv(perf: str, pids: Sequence[int], events: Sequence[str], out: Path, 
         "-1",
         "--control",
         f"fifo:{ctl},{ack}",
-        "-e",
-        ",".join(events),
+        *event_args(events),
         "-p",
         ",".join(str(p) for p in pids),
         "-o",
@@ -139,6 +152,10 @@ def role_metrics(role: str, counts: Mapping[str, float | None]) -> dict[str, flo
     for name in SYSCALLS:
         if syscall_event(name) in counts:
             m[f"work.{role}.syscalls.{name}"] = counts[syscall_event(name)]
+    total, preempted = counts.get("context-switches"), counts.get(PREEMPTED)
+    if total is not None and preempted is not None:
+        m[f"work.{role}.ctx_switches.involuntary"] = preempted
+        m[f"work.{role}.ctx_switches.voluntary"] = max(0.0, total - preempted)
     return m
 
 
@@ -155,7 +172,7 @@ def _sum(metrics: Mapping[str, float | None], keys: Sequence[str]) -> float | No
 def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> dict[str, float | None]:
     """The derived ratios per counted role (pure), over the bytes and packets the role's underlay device
     carried in the window, both directions (`counters.<role>.dev.<dev>.{rx,tx}_{bytes,packets}`): syscalls
-    and context switches per MB, bytes per context switch (a wake-up), packets per send syscall (tx packets
+    and context switches per MB, bytes per wake-up (a voluntary context switch), packets per send syscall (tx packets
     / sendmmsg+sendmsg+sendto) and per receive syscall (rx packets / recvmmsg+recvmsg+recvfrom), and
     instructions and cycles per byte where counted. A ratio without its inputs is left out."""
     out: dict[str, float | None] = {}
@@ -176,7 +193,7 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
         for name in ("read", "write"):
             if f"{w}.syscalls.{name}" in metrics:
                 out[f"{w}.{name}_per_mb"] = _div(metrics.get(f"{w}.syscalls.{name}"), nbytes / MB)
-        out[f"{w}.bytes_per_ctx_switch"] = _div(nbytes, metrics.get(f"{w}.ctx_switches"))
+        out[f"{w}.bytes_per_wakeup"] = _div(nbytes, metrics.get(f"{w}.ctx_switches.voluntary"))
         sends = _sum(metrics, [f"{w}.syscalls.{s}" for s in SEND_FAMILY])
         recvs = _sum(metrics, [f"{w}.syscalls.{s}" for s in RECV_FAMILY])
         out[f"{w}.packets_per_send"] = _div(tx_p, sends)
@@ -202,8 +219,10 @@ def probe(perf: str | None) -> Capability:
         return Capability("", (), "perf is not installed (Debian: apt install linux-perf)")
     syscalls = present_syscalls()
     candidates = [*BASE_EVENTS, *(syscall_event(s) for s in syscalls), *HARDWARE_EVENTS]
+    if _has_tracepoint("sched", "sched_switch"):
+        candidates.append(PREEMPTED)
     try:
-        res = run_cmd([perf, "stat", "-x,", "-e", ",".join(candidates), "true"], timeout_s=20, check=False)
+        res = run_cmd([perf, "stat", "-x,", *event_args(candidates), "true"], timeout_s=20, check=False)
     except (OSError, CommandFailed) as e:
         return Capability(perf, (), f"perf stat failed: {e}")
     counts = parse_stat_csv(res.stderr)

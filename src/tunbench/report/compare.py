@@ -212,7 +212,7 @@ WORK_RATIOS: dict[str, tuple[str, bool, str]] = {  # suffix of work.<role>.* -> 
     "write_per_mb": ("writes/MB", False, "/MB"),
     "packets_per_send": ("packets/send", True, ""),
     "packets_per_recv": ("packets/recv", True, ""),
-    "bytes_per_ctx_switch": ("bytes/ctx switch", True, "B"),
+    "bytes_per_wakeup": ("bytes/wake-up", True, "B"),
     "instructions_per_byte": ("instructions/byte", False, ""),
     "cycles_per_byte": ("cycles/byte", False, ""),
 }
@@ -220,7 +220,7 @@ WORK_RATIOS: dict[str, tuple[str, bool, str]] = {  # suffix of work.<role>.* -> 
 
 def work_metrics(trials: list[TrialRecord]) -> list[Metric]:
     """The counted-work ratios present in `trials` (monitor/work.py), per role: the per-MB counts lower is
-    better, packets per syscall and bytes per context switch higher is better. They never gate."""
+    better, packets per syscall and bytes per wake-up higher is better. They never gate."""
     present = {k for t in trials for k in t.metrics if k.startswith("work.")}
     out: list[Metric] = []
     for role in ROLES:
