@@ -41,6 +41,7 @@ from tunbench.report.common import (
     median_or_none,
     trial_jain,
 )
+from tunbench.report.counted import work_table_html
 from tunbench.report.headlines import AXES, headline_tables
 from tunbench.report.interference import line as interference_line
 from tunbench.report.summary import BASELINE, ROLES, CaseSummary, summarize_trials
@@ -1117,6 +1118,7 @@ def run_section(run: RunRecord, index: int) -> str:
     if cpu is not None or eff is not None:
         parts.append(_h3(pid, "cpu", "CPU cost"))
         parts += [_div(f, f"{pid}-{name}") for f, name in ((cpu, "cpu"), (eff, "bits-per-cpu")) if f is not None]
+    parts.append(work_table_html(trials, pid))
     parts += _series_section(trials, pid, "series", "Throughput over time", _is_throughput, fig_timeseries, colors)
     parts += _series_section(trials, pid, "queue", "Bottleneck queue occupancy", _is_queue, fig_queue, colors)
     fair, flows = fig_fairness(summaries, trials, colors), fig_flows(trials, colors)
