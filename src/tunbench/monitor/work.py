@@ -173,7 +173,8 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
     """The derived ratios per counted role (pure), over the bytes and packets the role's underlay device
     carried in the window, both directions (`counters.<role>.dev.<dev>.{rx,tx}_{bytes,packets}`): syscalls
     and context switches per MB, bytes per wake-up (a voluntary context switch), packets per send syscall (tx packets
-    / sendmmsg+sendmsg+sendto) and per receive syscall (rx packets / recvmmsg+recvmsg+recvfrom), and
+    / sendmmsg+sendmsg+sendto) and per receive syscall (rx packets less those the UDP receive buffers
+    dropped, `counters.<role>.udp_rcvbuf_errors`, / recvmmsg+recvmsg+recvfrom), and
     instructions and cycles per byte where counted. A ratio without its inputs is left out."""
     out: dict[str, float | None] = {}
     for role, dev in underlay.items():
@@ -197,7 +198,9 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
         sends = _sum(metrics, [f"{w}.syscalls.{s}" for s in SEND_FAMILY])
         recvs = _sum(metrics, [f"{w}.syscalls.{s}" for s in RECV_FAMILY])
         out[f"{w}.packets_per_send"] = _div(tx_p, sends)
-        out[f"{w}.packets_per_recv"] = _div(rx_p, recvs)
+        # packets the socket buffer dropped never reached a recv: they are not the process's batching
+        dropped = metrics.get(f"counters.{role}.udp_rcvbuf_errors") or 0.0
+        out[f"{w}.packets_per_recv"] = _div(None if rx_p is None else max(0.0, rx_p - dropped), recvs)
         for hw in HARDWARE_EVENTS:
             if metrics.get(f"{w}.{hw}") is not None:
                 out[f"{w}.{hw}_per_byte"] = _div(metrics.get(f"{w}.{hw}"), nbytes)
