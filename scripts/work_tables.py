@@ -22,7 +22,9 @@ COLS = [("down", "client"), ("down", "server"), ("up", "client"), ("up", "server
 
 
 def _median(r: CaseComparison, median: float) -> str:
-    return f"{median:.3g} {r.metric.unit}" if r.metric.scale != 1.0 else r.metric.fmt(median)
+    if r.metric.scale == 1.0:
+        return r.metric.fmt(median)
+    return f"{median:,.0f} {r.metric.unit}" if median >= 100 else f"{median:.3g} {r.metric.unit}"
 
 
 def noise(db: str, ref: str) -> None:
@@ -55,7 +57,8 @@ def _pooled(db: str) -> RunRecord:
     with Store(db) as store:
         refs = [str(r.id) for r in store.runs()]
     runs = [load_run(ref, db) for ref in refs]
-    return replace(runs[0], trials=[t for r in runs for t in r.trials])
+    # numbered anew: a trial's seq is its independent unit (report.summary.unit_key), unique within one run only
+    return replace(runs[0], trials=[replace(t, seq=i) for i, t in enumerate((t for r in runs for t in r.trials), 1)])
 
 
 def overhead(off_db: str, on_db: str) -> None:
