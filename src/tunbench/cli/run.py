@@ -314,7 +314,8 @@ def run(
             "--count-work",
             help="Count each side's syscalls, context switches, CPU migrations and page faults over each "
             "measured window with perf stat, and their ratios per MB and per packet (docs/counted-work.md; "
-            "[run] count_work). Off by default: it costs throughput (BENCHMARKS §15).",
+            "[run] count_work). Off by default: it costs throughput (a quarter of wireguard-go's on a 2-vCPU VM, "
+            "BENCHMARKS §15).",
         ),
     ] = False,
     dry_run: Annotated[
