@@ -31,7 +31,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace, Place
 from tunbench.host.workdir import workdir as host_workdir
 from tunbench.link.emulator import LinkEmulator, link_metrics, queue_series
-from tunbench.monitor import crosscheck
+from tunbench.monitor import crosscheck, work
 from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.counters import namespace_counters, short_ifname
 from tunbench.monitor.interference import RedoPolicy, watched
@@ -633,6 +633,7 @@ class Runner:
         if isinstance(topo, Topology):
             underlay = {role: short_ifname(dev, topo.prefix) for role, dev in underlay_devices(topo).items()}
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, underlay, emulated=topo.link is not None))
+            rec.metrics.update(work.ratios(rec.metrics, underlay))  # counted work per MB and packet, if counted
 
 
 def series_span(result: Measurement, call: tuple[float, float]) -> tuple[float, float]:

@@ -505,6 +505,8 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
         )
     if plan.flamegraphs:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
+    if plan.scenario.run.count_work:
+        raise ConfigError("--count-work counts local processes: not with --hosts (yet)", key="run.count_work")
     if capped := [r.label for r in plan.refs if r.cpu_caps]:
         raise ConfigError(
             f"client_cpu= / server_cpu= cap processes on this machine: not with --hosts ({', '.join(capped)})",
@@ -647,6 +649,10 @@ def execute(
                 from tunbench.profiling.perf import Flamegraphs
 
                 hooks.append(Flamegraphs(ledger.prefix, flamegraph_dir))
+            if scenario.run.count_work:
+                from tunbench.profiling.counted import CountWork
+
+                hooks.append(CountWork())
             runner = Runner(
                 ledger=ledger,
                 store=store,

@@ -887,3 +887,65 @@ def test_cli_include_interfered_flag(tmp_path: Path) -> None:
         app, ["compare", "pair", "--label-a", "old", "--label-b", "new", "--include-interfered", "--db", str(db)]
     ).output
     assert "left out" not in out
+
+
+# ---- counted work (run --count-work) ---------------------------------------------------------------
+
+
+def _work_run(syscalls_per_mb: list[float], batch: list[float], *, uid: str, rid: int, tunnel: str = "x") -> RunRecord:
+    vals = samples(4e9, len(syscalls_per_mb), 0.01, seed=rid)
+    return run(
+        [
+            trial(
+                i + 1,
+                tunnel,
+                v,
+                repetition=i + 1,
+                tunnel=tunnel,
+                extra={
+                    "work.client.syscalls_per_mb": s,
+                    "work.client.packets_per_send": p,
+                    "work.client.syscalls": 1e6,
+                },
+            )
+            for i, (v, s, p) in enumerate(zip(vals, syscalls_per_mb, batch, strict=True))
+        ],
+        rid=rid,
+        uid=uid,
+    )
+
+
+def test_counted_work_is_compared_with_its_direction_and_never_gates() -> None:
+    a = _work_run([1000, 1010, 990, 1005, 995, 1002], [1.0, 1.01, 0.99, 1.0, 1.02, 0.98], uid="tba", rid=1)
+    b = _work_run([2000, 2010, 1990, 2005, 1995, 2002], [1.6, 1.61, 1.59, 1.6, 1.62, 1.58], uid="tbb", rid=2)
+    res = compare_runs(a, b, threshold=0.03)
+    rows = rows_by_metric(res)
+    sys_mb, batch = rows["work.client.syscalls_per_mb"], rows["work.client.packets_per_send"]
+    assert "work.client.syscalls" not in rows  # raw counts scale with the bytes moved: only the ratios
+    assert sys_mb.result.change == pytest.approx(1.0, rel=0.05) and sys_mb.verdict_text == "more work"
+    assert batch.result.change == pytest.approx(0.6, rel=0.05) and batch.verdict_text == "more batched"
+    assert not sys_mb.gated and not batch.gated
+    assert sys_mb.result.family_size == 2  # their own Holm family, not the gate's
+    assert rows["throughput_bps"].result.family_size == 1  # the gate: throughput alone (these trials have no CPU)
+    assert res.exit_code == 0  # twice the syscalls alone is no regression
+    assert not any("direct baseline changed" in n for n in res.notes)
+    assert "(not gated)" in _render(res)
+
+
+def test_work_kind_can_be_left_out() -> None:
+    a = _work_run([1000, 1010, 990], [1.0, 1.0, 1.0], uid="tba", rid=1)
+    b = _work_run([2000, 2010, 1990], [1.0, 1.0, 1.0], uid="tbb", rid=2)
+    res = compare_runs(a, b, kinds=("throughput", "cpu", "latency"))
+    assert not [r for r in res.rows if r.metric.kind == "work"]
+
+
+def test_history_offers_counted_work_by_name_and_kind() -> None:
+    from tunbench.report.history import DEFAULT_METRICS, pick_metrics
+
+    trials = _work_run([1000, 1010, 990], [1.0, 1.0, 1.0], uid="tba", rid=1).trials
+    assert [m.name for m in pick_metrics(["work"], trials)] == [
+        "work.client.syscalls_per_mb",
+        "work.client.packets_per_send",
+    ]
+    assert [m.name for m in pick_metrics(["work.client.packets_per_send"], trials)] == ["work.client.packets_per_send"]
+    assert not [n for n in DEFAULT_METRICS if n.startswith("work.")]  # shown when asked for

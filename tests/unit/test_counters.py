@@ -39,6 +39,8 @@ def test_parse_dev_columns() -> None:
         "tx_errors": 11,
         "tx_dropped": 12,
         "tx_fifo": 13,
+        "rx_packets": 2,
+        "tx_packets": 10,
     }
     assert "eth0" in dev
     assert parse_snmp(text) == {}

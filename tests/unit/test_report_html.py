@@ -39,9 +39,9 @@ def test_axes_have_titles_with_units() -> None:
     page = html.render([demo_run()])
     raw = re.findall(r'"yaxis":\{[^{}]*?"title":\{"text":"([^"]+)"', page)
     titles = [json.loads(f'"{t}"') for t in raw]
-    assert "throughput (Gbit/s)" in titles
+    assert "throughput (Gbit/s), log scale" in titles  # the demo's direct is 10x its tunnels and more
     assert "CPU (% of one core)" in titles and "Mbit per CPU-second" in titles
-    assert "ratio to direct (×)" in titles and "Jain's fairness index" in titles
+    assert "ratio to direct (×), log scale" in titles and "Jain's fairness index" in titles
 
 
 def test_optional_sections_are_left_out_without_data() -> None:
@@ -184,3 +184,33 @@ def test_the_profiles_events_are_marked_on_the_series() -> None:
         "rebind (both)",
     ]
     assert "link’s events" in fig.layout.title.text
+
+
+def _spread_summaries(rates: dict[str, float]) -> tuple[list[object], dict[str, str]]:
+    from tests.unit.report_data import samples
+    from tunbench.report.summary import summarize_trials
+
+    trials = [
+        trial(k * 3 + i + 1, label, v, repetition=i + 1, cpu_client_s=None if label == "direct" else 1.0)
+        for k, (label, bps) in enumerate(rates.items())
+        for i, v in enumerate(samples(bps, 3, 0.02, seed=k + 1))
+    ]
+    summaries = summarize_trials(trials)
+    return summaries, html._colors((s.case.label, s.tunnel) for s in summaries)  # type: ignore[return-value]
+
+
+def test_bars_spanning_orders_of_magnitude_get_a_labelled_log_axis() -> None:
+    # direct at 20 Gbit/s and VPNs at 0.3-0.8 (issue 30, part 4): on a linear axis the VPNs are a few pixels
+    summaries, colors = _spread_summaries({"direct": 20e9, "socat": 4e9, "wg": 0.8e9, "ovpn": 0.3e9})
+    fig = html.fig_throughput(summaries, colors)  # type: ignore[arg-type]
+    assert fig.layout.yaxis.type == "log"
+    assert fig.layout.yaxis.title.text == "throughput (Gbit/s), log scale"
+    assert list(fig.layout.yaxis.ticktext) == ["0.2", "0.5", "1", "2", "5", "10", "20"]
+    ratio = html.fig_ratio(summaries, colors)  # type: ignore[arg-type]
+    assert ratio is not None and ratio.layout.yaxis.type == "log" and "0.02" in ratio.layout.yaxis.ticktext
+
+
+def test_bars_of_one_order_of_magnitude_keep_a_linear_axis() -> None:
+    summaries, colors = _spread_summaries({"socat": 4e9, "wg": 0.8e9})
+    fig = html.fig_throughput(summaries, colors)  # type: ignore[arg-type]
+    assert fig.layout.yaxis.type != "log" and fig.layout.yaxis.title.text == "throughput (Gbit/s)"

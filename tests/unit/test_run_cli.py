@@ -549,3 +549,23 @@ def test_redo_interfered_and_foreign_cpu_reach_the_scenario(
     assert code == 0, out + err
     assert seen["run"].redo_interfered is True
     assert seen["run"].foreign_cpu_pct == pytest.approx(25.0)
+
+
+def test_count_work_is_a_flag_and_a_scenario_key_and_refused_with_hosts(
+    sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunbench.config.load import load_scenario, with_overrides
+
+    sc, _, _ = load_scenario(None)
+    assert sc.run.count_work is False  # off unless asked: it costs throughput (BENCHMARKS §15)
+    assert with_overrides(sc, {"run": {"count_work": True}}).run.count_work is True
+    scenario = sandbox / "s.toml"
+    scenario.write_text("[run]\ntunnels = ['socat']\ncount_work = true\n")
+    assert load_scenario(scenario)[0].run.count_work is True
+    code, out, err = main(["run", "--dry-run", "-t", "socat", "--count-work"], capsys, monkeypatch)
+    assert code == 0, out + err
+    hosts = Path(__file__).parents[2] / "examples" / "hosts" / "lab.ini"
+    code, out, err = main(
+        ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--count-work"], capsys, monkeypatch
+    )
+    assert code == 2 and "--count-work counts local processes: not with --hosts" in " ".join(err.split()), err

@@ -33,8 +33,9 @@ MetricOpt = Annotated[
     typer.Option(
         "--metric",
         "-m",
-        help="throughput_bps, cpu_s_per_bit.client, cpu_s_per_bit.server, a latency.*_ms metric, or a kind "
-        "(throughput, cpu, latency); repeat for more. Default: throughput and CPU per bit of client and server.",
+        help="throughput_bps, cpu_s_per_bit.client, cpu_s_per_bit.server, a latency.*_ms metric, a counted-work "
+        "ratio (work.client.syscalls_per_mb, ...: run --count-work), or a kind (throughput, cpu, latency, work); "
+        "repeat for more. Default: throughput and CPU per bit of client and server.",
     ),
 ]
 SinceOpt = Annotated[

@@ -130,8 +130,13 @@ def compare(
         ),
     ] = 0.0,
     metrics: Annotated[
-        str, typer.Option("--metrics", help="Metric kinds to compare and gate on: throughput,cpu,latency.")
-    ] = "throughput,cpu,latency",
+        str,
+        typer.Option(
+            "--metrics",
+            help="Metric kinds to compare: throughput,cpu,latency gate; work (counted work, run --count-work) "
+            "is shown and never gates.",
+        ),
+    ] = "throughput,cpu,latency,work",
     unpaired: Annotated[
         bool,
         typer.Option(
@@ -146,6 +151,14 @@ def compare(
             "default they are left out, with their pairs' partners, and a note says how many and why.",
         ),
     ] = False,
+    flamegraph_diff: Annotated[
+        Path | None,
+        typer.Option(
+            "--flamegraph-diff",
+            help="Write a differential flamegraph (SVG) per matched case and side into this directory, from the "
+            "stacks `run --flamegraph` stored with A's and B's trials (inferno-diff-folded; needs the store).",
+        ),
+    ] = None,
     target: Annotated[
         str | None,
         typer.Option(
@@ -202,6 +215,11 @@ def compare(
         from tunbench.report.precision import target_lines
 
         lines += [escape(line) for line in target_lines(result, [run_a, run_b], goal)]
+    if flamegraph_diff is not None:
+        from tunbench.report.flamediff import case_pairs, write_diffs
+
+        pairs = case_pairs(((r.case_a, r.case_b) for r in result.rows), run_a.trials, run_b.trials)
+        lines += [escape(f"flamegraph diff: {line}") for line in write_diffs(pairs, db, flamegraph_diff)]
     if console.is_terminal:
         console.print(table)
         for line in lines:

@@ -308,6 +308,16 @@ def run(
     flamegraph_dir: Annotated[
         Path, typer.Option("--flamegraph-dir", help="Where --flamegraph writes the SVGs.")
     ] = Path("results/flamegraphs"),
+    count_work: Annotated[
+        bool,
+        typer.Option(
+            "--count-work",
+            help="Count each side's syscalls, context switches, CPU migrations and page faults over each "
+            "measured window with perf stat, and their ratios per MB and per packet (docs/counted-work.md; "
+            "[run] count_work). Off by default: it costs throughput (a quarter of wireguard-go's on a 2-vCPU VM, "
+            "BENCHMARKS §15).",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -389,6 +399,7 @@ def run(
             "warm": warm,
             "redo_steal_pct": _percent(redo_steal, "--redo-steal"),
             "redo_interfered": True if redo_interfered else None,
+            "count_work": True if count_work else None,
             "foreign_cpu_pct": _percent(foreign_cpu, "--foreign-cpu"),
             "cpuset": parse_cpuset(cpuset),
         },

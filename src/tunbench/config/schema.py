@@ -43,6 +43,9 @@ class RunSection(_Strict):
     # steal reached 5% (or redo_steal_pct); redo_interfered: measure such a trial again (at most 5 attempts)
     foreign_cpu_pct: float = Field(default=10.0, gt=0, le=100_000)
     redo_interfered: bool = False
+    # counted work per role over each measured window (perf stat: syscalls, context switches, migrations, page
+    # faults; monitor/work.py, docs/counted-work.md); off by default, its cost is measured in BENCHMARKS §15
+    count_work: bool = False
 
     @field_validator("cpuset")
     @classmethod

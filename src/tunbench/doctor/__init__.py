@@ -107,6 +107,7 @@ def checks(family: Family | None = None) -> list[Check]:
             UNPACKAGED["tunbench-link"] + "; only needed for emulated profiles",
         )
     )
+    out.append(count_work_check(family))
     for name in builtin_names():
         ref = parse_ref(name)
         miss = missing_requirements(ref)
@@ -115,6 +116,22 @@ def checks(family: Family | None = None) -> list[Check]:
             Check(f"tunnel {name}", not miss, "ok" if not miss else missing_text(miss), tunnel_fix(miss, family), progs)
         )
     return out
+
+
+def count_work_check(family: Family | None) -> Check:
+    """Whether `run --count-work` can count here: perf present and allowed to count syscalls (and whether
+    the host has hardware counters: instructions and cycles per byte then)."""
+    from tunbench.monitor.work import probe
+    from tunbench.profiling.perf import find_tool
+
+    perf = find_tool("perf")
+    cap = probe(perf)
+    if not cap.available:
+        fix = programs_fix(["perf"], family) if perf is None else "run as root, or sysctl kernel.perf_event_paranoid=-1"
+        return Check("counted work (perf stat)", False, cap.why, fix + "; only needed for --count-work")
+    syscalls = sum(1 for e in cap.events if e.startswith("syscalls:"))
+    hw = "instructions and cycles" if cap.hardware else "no hardware counters (instructions, cycles: not available)"
+    return Check("counted work (perf stat)", True, f"software events, {syscalls} syscall tracepoints; {hw}")
 
 
 def install_lines(found: list[Check], family: Family | None) -> list[str]:

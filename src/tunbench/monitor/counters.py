@@ -2,7 +2,8 @@
 (/proc/net/dev, tunnel and TUN devices included), read in both namespaces before and after the measured
 window; their deltas become trial metrics (`counters.client.udp_rcvbuf_errors`,
 `counters.server.dev.tc.rx_dropped`, ...), and the interfaces' byte counters (`...dev.vs.rx_bytes`) feed
-the byte cross-checks (monitor/crosscheck.py). The parsers are pure and tested on committed samples.
+the byte cross-checks (monitor/crosscheck.py); their packet counters (`...rx_packets`) the packets per
+syscall of counted work (monitor/work.py). The parsers are pure and tested on committed samples.
 
 Interface names lose the run prefix (`tb3fa91c-tc` -> `tc`) so metric names stay comparable across runs.
 Cheap: one `cat` per namespace at each edge of the window.
@@ -30,9 +31,22 @@ SNMP_FIELDS: dict[tuple[str, str], str] = {
     ("Tcp", "RetransSegs"): "tcp_retrans_segs",
     ("Tcp", "InErrs"): "tcp_in_errs",
 }
-DEV_FIELDS = ("rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "rx_fifo", "tx_fifo", "rx_bytes", "tx_bytes")
+DEV_FIELDS = (
+    "rx_dropped",
+    "tx_dropped",
+    "rx_errors",
+    "tx_errors",
+    "rx_fifo",
+    "tx_fifo",
+    "rx_bytes",
+    "tx_bytes",
+    "rx_packets",
+    "tx_packets",
+)
 _DEV_COLUMNS = {  # index in the 16 numbers of a /proc/net/dev line
     "rx_bytes": 0,
+    "rx_packets": 1,
+    "tx_packets": 9,
     "tx_bytes": 8,
     "rx_errors": 2,
     "rx_dropped": 3,

@@ -88,7 +88,9 @@ from tunbench.stats import (
 EXIT_REGRESSED = 1
 """Exit status of `tunbench compare` when a gated case regressed beyond the threshold (errors exit 2)."""
 
-METRIC_KINDS = ("throughput", "cpu", "latency")
+METRIC_KINDS = ("throughput", "cpu", "latency", "work")
+"""Metric kinds compare knows. `work` (counted work, `run --count-work`) explains the others: shown with
+its verdicts, its own Holm family, never gating."""
 
 Outcome: TypeAlias = Literal["regressed", "improved", "unchanged", "undecided"]
 """What a gated comparison says, for the verdict line. regressed / improved: significantly worse / better
@@ -126,6 +128,7 @@ class Metric:
     absolute: bool = False
     unit: str = ""
     scale: float = 1.0
+    gates: bool = True  # False: shown but never gates (counted work: it explains a verdict, it is not one)
 
 
 def _throughput(t: TrialRecord) -> float | None:
@@ -197,7 +200,43 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
                     unit="ms",
                 )
             )
+    if "work" in kinds:
+        out.extend(work_metrics(trials))
     return out
+
+
+WORK_RATIOS: dict[str, tuple[str, bool, str]] = {  # suffix of work.<role>.* -> (title, higher is better, unit)
+    "syscalls_per_mb": ("syscalls/MB", False, "/MB"),
+    "ctx_switches_per_mb": ("ctx switches/MB", False, "/MB"),
+    "read_per_mb": ("reads/MB", False, "/MB"),
+    "write_per_mb": ("writes/MB", False, "/MB"),
+    "packets_per_send": ("packets/send", True, ""),
+    "packets_per_recv": ("packets/recv", True, ""),
+    "bytes_per_wakeup": ("bytes/wake-up", True, "B"),
+    "instructions_per_byte": ("instructions/byte", False, ""),
+    "cycles_per_byte": ("cycles/byte", False, ""),
+}
+
+
+def work_metrics(trials: list[TrialRecord]) -> list[Metric]:
+    """The counted-work ratios present in `trials` (monitor/work.py), per role: the per-MB counts lower is
+    better, packets per syscall and bytes per wake-up higher is better. They never gate."""
+    present = {k for t in trials for k in t.metrics if k.startswith("work.")}
+    out: list[Metric] = []
+    for role in ROLES:
+        for suffix, (title, higher, unit) in WORK_RATIOS.items():
+            name = f"work.{role}.{suffix}"
+            if name in present:
+                better, worse = ("more batched", "less batched") if higher else ("less work", "more work")
+                out.append(
+                    Metric(name, f"{title} {role}", "work", higher, _metric_value(name), _fmt_in(unit), better, worse,
+                           gates=False)
+                )  # fmt: skip
+    return out
+
+
+def _fmt_in(unit: str) -> Callable[[float], str]:
+    return lambda v: f"{v:.4g}{unit}"
 
 
 @dataclass(frozen=True)
@@ -517,15 +556,16 @@ def _compare(
 
 def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
     """Holm-adjust the gate's family (every gated row) and, separately, the direct rows (which only feed
-    a note); see ``tunbench.stats.multiple`` for why Holm. Returns the rows and notes on the family."""
+    a note) and the counted-work rows (which explain); see ``tunbench.stats.multiple`` for why Holm. Returns
+    the rows and notes on the family."""
     notes: list[str] = []
     out = list(rows)
-    for gated in (True, False):
-        idx = [i for i, r in enumerate(rows) if r.gated == gated]
+    for family in ("gate", "direct", "work"):
+        idx = [i for i, r in enumerate(rows) if _family(r) == family]
         adjusted = adjust([rows[i].result for i in idx])
         for i, res in zip(idx, adjusted, strict=True):
             out[i] = replace(rows[i], result=res)
-        if not gated or not adjusted:
+        if family != "gate" or not adjusted:
             continue
         m = adjusted[0].family_size
         alpha = adjusted[0].alpha
@@ -538,6 +578,11 @@ def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
                 f"called significant; use --repeat {need} or more, or fewer metrics (--metrics)"
             )
     return out, notes
+
+
+def _family(row: CaseComparison) -> str:
+    """A row's Holm family: the gate's, the direct baseline's (feeds a note), or counted work's (explains)."""
+    return "gate" if row.gated else "direct" if row.metric.gates else "work"
 
 
 def _repetitions_for(level: float, *, paired: bool) -> int:
@@ -649,7 +694,7 @@ def compare_runs(
     for ka, kb in pairs:
         ta, tb = ga[ka], gb[kb]
         tunnel = ta[0].tunnel
-        gated = not (tunnel == BASELINE and tb[0].tunnel == BASELINE)
+        case_gated = not (tunnel == BASELINE and tb[0].tunnel == BASELINE)
         trial_pairs: list[tuple[TrialRecord, TrialRecord]] = []
         if paired_design:
             trial_pairs, lost = pair_trials(ta, tb)
@@ -684,11 +729,11 @@ def compare_runs(
                 va, vb, metric, threshold=threshold, threshold_abs=abs_limits, confidence=confidence, seed=seed,
                 label=label, paired=paired,
             )  # fmt: skip
-            rows.append(CaseComparison(ka, kb, tunnel, metric, res, gated))
+            rows.append(CaseComparison(ka, kb, tunnel, metric, res, case_gated and metric.gates))
     rows, family_notes = _holm(rows)
     notes.extend(family_notes)
     for r in rows:
-        if not r.gated and r.result.significant:
+        if not r.gated and r.metric.gates and r.result.significant:
             notes.append(
                 f"the direct baseline changed ({r.case_label}, {r.metric.title}: {fmt_change(r.result)}): "
                 "the host itself measured differently between A and B, so distrust the other verdicts"

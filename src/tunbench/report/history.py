@@ -325,7 +325,7 @@ def _commits(info: RunInfo) -> list[str]:
 
 
 def pick_metrics(names: Sequence[str] | None, trials: Sequence[TrialRecord]) -> list[Metric]:
-    """``--metric``: metric names of ``tunbench compare``'s catalogue, or kinds (throughput, cpu, latency)."""
+    """``--metric``: metric names of ``tunbench compare``'s catalogue, or kinds (throughput, cpu, latency, work)."""
     catalogue = {m.name: m for m in metrics_for(list(trials), METRIC_KINDS)}
     if not names:
         return [catalogue[n] for n in DEFAULT_METRICS if n in catalogue]

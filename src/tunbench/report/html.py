@@ -41,6 +41,7 @@ from tunbench.report.common import (
     median_or_none,
     trial_jain,
 )
+from tunbench.report.counted import work_table_html
 from tunbench.report.headlines import AXES, headline_tables
 from tunbench.report.interference import line as interference_line
 from tunbench.report.summary import BASELINE, ROLES, CaseSummary, summarize_trials
@@ -110,6 +111,29 @@ def _layout(fig: go.Figure, title: str, xtitle: str, ytitle: str, **kw: Any) -> 
     return fig
 
 
+LOG_SPAN = 20.0
+"""A bar chart whose bars span at least this factor (largest / smallest) gets a log axis: next to direct's
+20 Gbit/s and the L4 relays, the VPNs people choose between (0.3-0.8 Gbit/s) would be a few pixels high."""
+
+
+def _log_if_wide(fig: go.Figure, values: Iterable[float], unit: str) -> go.Figure:
+    """A log y axis with labelled 1-2-5 ticks when `values` span LOG_SPAN or more (their axis title says so)."""
+    pos = [v for v in values if math.isfinite(v) and v > 0]
+    if pos and max(pos) / min(pos) >= LOG_SPAN:
+        lo, hi = math.log10(min(pos) / 1.5), math.log10(max(pos) * 1.5)
+        ticks = [m * 10.0**e for e in range(math.floor(lo), math.ceil(hi) + 1) for m in (1, 2, 5)]
+        ticks = [t for t in ticks if lo <= math.log10(t) <= hi]
+        fig.update_yaxes(
+            type="log",
+            range=[lo, hi],
+            tickvals=ticks,
+            ticktext=[f"{t:g}" for t in ticks],
+            title_text=f"{unit}, log scale",
+            rangemode="normal",
+        )
+    return fig
+
+
 def _div(fig: go.Figure, div_id: str) -> str:
     body = pio.to_html(
         fig, full_html=False, include_plotlyjs=False, div_id=div_id, config=_CONFIG, default_height=CHART_HEIGHT
@@ -164,13 +188,14 @@ def fig_throughput(summaries: list[CaseSummary], colors: dict[str, str]) -> go.F
             showlegend=False,
             hovertemplate=f"repetition: %{{y:.3g}} {unit}<extra>{_e(label)}</extra>",
         )
-    return _layout(
+    _layout(
         fig,
         "Throughput per case: median, CI of the median at its stated coverage (error bars), each repetition (circles)",
         "case (profile · direction · flows) / tunnel",
         f"throughput ({unit})",
         barmode="overlay",
     )
+    return _log_if_wide(fig, (v / scale for s in ok for v in s.values_bps), f"throughput ({unit})")
 
 
 def fig_ratio(summaries: list[CaseSummary], colors: dict[str, str]) -> go.Figure | None:
@@ -193,12 +218,15 @@ def fig_ratio(summaries: list[CaseSummary], colors: dict[str, str]) -> go.Figure
             hovertemplate="%{x}<br>%{y:.3f}× direct<extra>%{fullData.name}</extra>",
         )
     fig.add_hline(y=1.0, line_dash="dash", line_color=DIRECT_COLOR, annotation_text="direct = 1×")
-    return _layout(
+    _layout(
         fig,
         "Throughput relative to the direct path (no tunnel), with a distribution-free CI (coverage in the table)",
         "case / tunnel",
         "ratio to direct (×)",
         barmode="overlay",
+    )
+    return _log_if_wide(
+        fig, [1.0, *(s.ratio_to_direct.value for s in rows if s.ratio_to_direct)], "ratio to direct (×)"
     )
 
 
@@ -1090,6 +1118,7 @@ def run_section(run: RunRecord, index: int) -> str:
     if cpu is not None or eff is not None:
         parts.append(_h3(pid, "cpu", "CPU cost"))
         parts += [_div(f, f"{pid}-{name}") for f, name in ((cpu, "cpu"), (eff, "bits-per-cpu")) if f is not None]
+    parts.append(work_table_html(trials, pid))
     parts += _series_section(trials, pid, "series", "Throughput over time", _is_throughput, fig_timeseries, colors)
     parts += _series_section(trials, pid, "queue", "Bottleneck queue occupancy", _is_queue, fig_queue, colors)
     fair, flows = fig_fairness(summaries, trials, colors), fig_flows(trials, colors)

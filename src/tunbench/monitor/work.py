@@ -1,0 +1,350 @@
+"""Counted work per role (`tunbench run --count-work`): how many syscalls, context switches (voluntary
+and preempted), CPU migrations and page faults each side's tunnel processes made over the measured
+window, and the ratios a tunnel developer reasons with (syscalls and context switches per MB, packets per
+send/recv syscall, bytes per wake-up). docs/counted-work.md explains each figure.
+
+`perf stat` counts them in the kernel (software events and syscall tracepoints; hardware `instructions`
+and `cycles` where the host has them): one perf process per role, attached to the role's pids at the
+window's start (started disabled, enabled through its control FIFO and acknowledged, so nothing is
+missed or counted early), disabled the same way at the end and stopped with SIGINT, its `-x,` CSV read
+then. Nothing polls in between: the harness stays quiet during the window. A process that exits during
+the window is counted up to its exit, and the trial says so (`work.<role>.exited`).
+
+The argv builder, the CSV parser and the ratios are pure and tested on captured perf output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import select
+import signal
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from tunbench.errors import CommandFailed, TunbenchError
+from tunbench.host.ledger import Ledger
+from tunbench.host.proc import Daemon, run_cmd
+
+log = logging.getLogger(__name__)
+
+BASE_EVENTS = {  # perf event -> metric suffix
+    "raw_syscalls:sys_enter": "syscalls",
+    "context-switches": "ctx_switches",
+    "cpu-migrations": "migrations",
+    "page-faults": "page_faults",
+}
+HARDWARE_EVENTS = {"instructions": "instructions", "cycles": "cycles"}
+# the switches away from a task that was still runnable (prev_state 0): it was preempted, not waiting; the rest
+# of the context switches are voluntary (it blocked: a wake-up ends each)
+PREEMPTED = "sched:sched_switch"
+PREEMPTED_FILTER = "prev_state == 0"
+SYSCALLS = (
+    "sendmmsg",
+    "recvmmsg",
+    "sendmsg",
+    "recvmsg",
+    "sendto",
+    "recvfrom",
+    "read",
+    "write",
+    "readv",
+    "writev",
+    "epoll_wait",
+    "epoll_pwait",
+    "poll",
+    "ppoll",
+    "io_uring_enter",
+)
+SEND_FAMILY = ("sendmmsg", "sendmsg", "sendto")
+RECV_FAMILY = ("recvmmsg", "recvmsg", "recvfrom")
+TRACEFS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
+ACK_TIMEOUT_S = 5.0
+MB = 1e6
+
+
+@dataclass(frozen=True)
+class Capability:
+    """What this host lets perf count: the events (perf names), or `why` not ("" when it can)."""
+
+    perf: str
+    events: tuple[str, ...]
+    why: str = ""
+    hardware: bool = False
+
+    @property
+    def available(self) -> bool:
+        return not self.why
+
+
+def syscall_event(name: str) -> str:
+    return f"syscalls:sys_enter_{name}"
+
+
+def present_syscalls(tracefs: Sequence[Path] = TRACEFS) -> tuple[str, ...]:
+    """The syscalls of SYSCALLS whose entry tracepoint this kernel has."""
+    for root in tracefs:
+        d = root / "events" / "syscalls"
+        with contextlib.suppress(OSError):
+            if d.is_dir():
+                return tuple(s for s in SYSCALLS if (d / f"sys_enter_{s}").is_dir())
+    return ()
+
+
+def event_args(events: Sequence[str]) -> list[str]:
+    """perf's `-e` arguments for `events`; the preempted-switch tracepoint on its own, with its filter."""
+    args = ["-e", ",".join(e for e in events if e != PREEMPTED)]
+    return [*args, "-e", PREEMPTED, "--filter", PREEMPTED_FILTER] if PREEMPTED in events else args
+
+
+def _has_tracepoint(group: str, name: str, tracefs: Sequence[Path] = TRACEFS) -> bool:
+    return any((root / "events" / group / name).is_dir() for root in tracefs)
+
+
+def stat_argv(perf: str, pids: Sequence[int], events: Sequence[str], out: Path, ctl: Path, ack: Path) -> list[str]:
+    """perf stat on `pids`, CSV to `out`, started with its counters disabled (`-D -1`) and driven through
+    the control FIFOs `ctl` / `ack`."""
+    return [
+        perf,
+        "stat",
+        "-x,",
+        "--no-big-num",
+        "-D",
+        "-1",
+        "--control",
+        f"fifo:{ctl},{ack}",
+        *event_args(events),
+        "-p",
+        ",".join(str(p) for p in pids),
+        "-o",
+        str(out),
+    ]
+
+
+def parse_stat_csv(text: str) -> dict[str, float | None]:
+    """`perf stat -x,` output -> {event: count}; None for an event perf could not count (`<not counted>`,
+    `<not supported>`). Comment and blank lines are skipped; a multiplexed count (running < 100% of the
+    time) is scaled as perf prints it."""
+    out: dict[str, float | None] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split(",")
+        if len(fields) < 3:
+            continue
+        value, event = fields[0].strip(), fields[2].strip()
+        if not event:
+            continue
+        out[event] = float(value) if re.fullmatch(r"\d+(\.\d+)?", value) else None
+    return out
+
+
+def role_metrics(role: str, counts: Mapping[str, float | None]) -> dict[str, float | None]:
+    """The `work.<role>.*` metrics from one role's counts (pure)."""
+    m: dict[str, float | None] = {}
+    for event, name in {**BASE_EVENTS, **HARDWARE_EVENTS}.items():
+        if event in counts:
+            m[f"work.{role}.{name}"] = counts[event]
+    for name in SYSCALLS:
+        if syscall_event(name) in counts:
+            m[f"work.{role}.syscalls.{name}"] = counts[syscall_event(name)]
+    total, preempted = counts.get("context-switches"), counts.get(PREEMPTED)
+    if total is not None and preempted is not None:
+        m[f"work.{role}.ctx_switches.involuntary"] = preempted
+        m[f"work.{role}.ctx_switches.voluntary"] = max(0.0, total - preempted)
+    return m
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _sum(metrics: Mapping[str, float | None], keys: Sequence[str]) -> float | None:
+    vals = [metrics.get(k) for k in keys]
+    present = [v for v in vals if v is not None]
+    return sum(present) if present else None
+
+
+def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> dict[str, float | None]:
+    """The derived ratios per counted role (pure), over the bytes and packets the role's underlay device
+    carried in the window, both directions (`counters.<role>.dev.<dev>.{rx,tx}_{bytes,packets}`): syscalls
+    and context switches per MB, bytes per wake-up (a voluntary context switch), packets per send syscall (tx packets
+    / sendmmsg+sendmsg+sendto) and per receive syscall (rx packets less those the UDP receive buffers
+    dropped, `counters.<role>.udp_rcvbuf_errors`, / recvmmsg+recvmsg+recvfrom), and
+    instructions and cycles per byte where counted. A ratio without its inputs is left out."""
+    out: dict[str, float | None] = {}
+    for role, dev in underlay.items():
+        if f"work.{role}.syscalls" not in metrics:
+            continue
+        c = f"counters.{role}.dev.{dev}"
+        rx_b, tx_b = metrics.get(f"{c}.rx_bytes"), metrics.get(f"{c}.tx_bytes")
+        rx_p, tx_p = metrics.get(f"{c}.rx_packets"), metrics.get(f"{c}.tx_packets")
+        nbytes = (rx_b or 0.0) + (tx_b or 0.0)
+        w = f"work.{role}"
+        per_mb = {
+            "syscalls_per_mb": metrics.get(f"{w}.syscalls"),
+            "ctx_switches_per_mb": metrics.get(f"{w}.ctx_switches"),
+        }
+        for name, count in per_mb.items():
+            out[f"{w}.{name}"] = _div(count, nbytes / MB)
+        for name in ("read", "write"):
+            if f"{w}.syscalls.{name}" in metrics:
+                out[f"{w}.{name}_per_mb"] = _div(metrics.get(f"{w}.syscalls.{name}"), nbytes / MB)
+        out[f"{w}.bytes_per_wakeup"] = _div(nbytes, metrics.get(f"{w}.ctx_switches.voluntary"))
+        sends = _sum(metrics, [f"{w}.syscalls.{s}" for s in SEND_FAMILY])
+        recvs = _sum(metrics, [f"{w}.syscalls.{s}" for s in RECV_FAMILY])
+        out[f"{w}.packets_per_send"] = _div(tx_p, sends)
+        # packets the socket buffer dropped never reached a recv: they are not the process's batching
+        dropped = metrics.get(f"counters.{role}.udp_rcvbuf_errors") or 0.0
+        out[f"{w}.packets_per_recv"] = _div(None if rx_p is None else max(0.0, rx_p - dropped), recvs)
+        for hw in HARDWARE_EVENTS:
+            if metrics.get(f"{w}.{hw}") is not None:
+                out[f"{w}.{hw}_per_byte"] = _div(metrics.get(f"{w}.{hw}"), nbytes)
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _paranoid() -> int | None:
+    try:
+        return int(Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def probe(perf: str | None) -> Capability:
+    """What perf may count on this host, found once per run: `perf stat` on `true` with every candidate
+    event; the events it counts are kept, and hardware ones only when supported. `why` says what to install
+    or set when it counts nothing (doctor prints it)."""
+    if perf is None:
+        return Capability("", (), "perf is not installed (Debian: apt install linux-perf)")
+    syscalls = present_syscalls()
+    candidates = [*BASE_EVENTS, *(syscall_event(s) for s in syscalls), *HARDWARE_EVENTS]
+    if _has_tracepoint("sched", "sched_switch"):
+        candidates.append(PREEMPTED)
+    try:
+        res = run_cmd([perf, "stat", "-x,", *event_args(candidates), "true"], timeout_s=20, check=False)
+    except (OSError, CommandFailed) as e:
+        return Capability(perf, (), f"perf stat failed: {e}")
+    counts = parse_stat_csv(res.stderr)
+    if res.returncode != 0 or "raw_syscalls:sys_enter" not in counts:
+        level = _paranoid()
+        hint = ""
+        if os.geteuid() != 0 and level is not None and level > -1:
+            hint = f" (kernel.perf_event_paranoid is {level}: tracepoints need root or -1)"
+        tail = " ".join(res.stderr.strip().splitlines()[-2:])
+        return Capability(perf, (), f"perf stat cannot count syscalls here{hint}: {tail or 'no output'}")
+    hardware = all(counts.get(h) is not None for h in HARDWARE_EVENTS)
+    events = [e for e in candidates if e not in HARDWARE_EVENTS or hardware]
+    return Capability(perf, tuple(events), hardware=hardware)
+
+
+def _ack(fd: int, timeout_s: float) -> bool:
+    """Read perf's `ack` from the ack FIFO within `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    got = b""
+    while b"ack" not in got:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return False
+        got += os.read(fd, 64)
+    return True
+
+
+class Counting:
+    """One role's perf stat over the window: `start()` attaches and enables (acknowledged), `finish()`
+    disables, stops perf and returns the role's metrics. Failures say why in `self.why`, never raise."""
+
+    def __init__(self, cap: Capability, role: str, pids: Sequence[int], workdir: Path, ledger: Ledger) -> None:
+        self.role, self.pids, self.why = role, list(pids), ""
+        self.out = workdir / f"perf-stat-{role}.csv"
+        ctl, ack = workdir / f"perf-stat-{role}.ctl", workdir / f"perf-stat-{role}.ack"
+        for fifo in (ctl, ack):
+            with contextlib.suppress(FileNotFoundError):
+                fifo.unlink()
+            os.mkfifo(fifo)
+        # read-write opens never block and never see EOF when perf closes its end
+        self._ctl = os.open(ctl, os.O_RDWR)
+        self._ack = os.open(ack, os.O_RDWR)
+        self.daemon = Daemon(
+            stat_argv(cap.perf, self.pids, cap.events, self.out, ctl, ack),
+            ledger=ledger,
+            log_path=workdir / f"perf-stat-{role}.log",
+            what=f"perf stat ({role})",
+        )
+
+    def _command(self, word: str) -> bool:
+        os.write(self._ctl, f"{word}\n".encode())
+        return _ack(self._ack, ACK_TIMEOUT_S)
+
+    def start(self) -> None:
+        if not self._command("enable"):
+            self.why = f"perf stat ({self.role}) did not start: {self.daemon.log_tail(3) or 'no acknowledgement'}"
+
+    def finish(self) -> dict[str, float | None]:
+        exited = sum(1 for p in self.pids if not Path(f"/proc/{p}").exists())
+        if self.daemon.alive():  # perf ends by itself once every process it counts has exited
+            self._command("disable")
+            self.daemon.signal(signal.SIGINT)
+            self.daemon.wait(10)
+        self.daemon.stop()
+        for fd in (self._ctl, self._ack):
+            os.close(fd)
+        if self.why:
+            return {}
+        try:
+            counts = parse_stat_csv(self.out.read_text())
+        except OSError as e:
+            self.why = f"perf stat ({self.role}) wrote nothing: {e}"
+            return {}
+        m = role_metrics(self.role, counts)
+        if m.get(f"work.{self.role}.syscalls") is None:
+            self.why = f"perf stat ({self.role}) counted nothing: {self.daemon.log_tail(3)}"
+            return {}
+        m[f"work.{self.role}.processes"] = float(len(self.pids))
+        m[f"work.{self.role}.exited"] = float(exited)
+        return m
+
+
+@contextlib.contextmanager
+def counted(
+    cap: Capability,
+    pids: Mapping[str, Sequence[int]],
+    workdir: Path,
+    ledger: Ledger,
+    metrics: dict[str, float | None],
+    notes: dict[str, str],
+) -> Iterator[None]:
+    """Count each role's processes over the `with` block into `metrics` (`work.<role>.*`); `notes[role]`
+    says why a role was not counted, or which of its processes exited during the window. Never raises for
+    perf's sake: the trial goes on uncounted."""
+    if not cap.available:
+        notes.update({role: f"not counted: {cap.why}" for role in pids})
+        yield None
+        return
+    runs: list[Counting] = []
+    try:
+        for role, ps in pids.items():
+            if not ps:
+                notes[role] = "not counted: no tunnel process on this side"
+                continue
+            try:
+                runs.append(Counting(cap, role, ps, workdir, ledger))
+            except (OSError, TunbenchError) as e:
+                notes[role] = f"not counted: perf stat ({role}) could not start: {e}"
+        for r in runs:
+            r.start()
+        yield None
+    finally:
+        for r in runs:
+            got = r.finish()
+            metrics.update(got)
+            if r.why:
+                notes[r.role] = f"not counted: {r.why}"
+            elif got.get(f"work.{r.role}.exited"):
+                notes[r.role] = (
+                    f"{int(got[f'work.{r.role}.exited'] or 0)} of {len(r.pids)} processes exited during the "
+                    "window (counted up to their exit)"
+                )

@@ -1,0 +1,44 @@
+"""Counted work as a runner WindowHook (`tunbench run --count-work`, `[run] count_work`): the perf
+driving of monitor/work.py around each measured window, on each role's tunnel processes (its cgroup's
+members), the result stored as `work.<role>.*` metrics and, when a role was not counted or a process
+exited during the window, `params.work.<role>` saying so. The ratios over the underlay's bytes and
+packets are derived once the namespace counters are in (runner `_account`, monitor.work.ratios)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from tunbench.monitor import work
+from tunbench.profiling.perf import find_tool
+from tunbench.results import TrialRecord
+from tunbench.tunnels.adapter import Tunnel
+from tunbench.workloads.base import Context
+
+
+def capability() -> work.Capability:
+    """What this host lets perf count (`tunbench doctor` shows it too)."""
+    return work.probe(find_tool("perf"))
+
+
+class CountWork:
+    """A runner WindowHook (see runner.py): perf stat on each role's tunnel processes over the window.
+    The host's capability is probed once, at construction; a host where perf cannot count gets every
+    trial marked "not counted" with the reason, and the run goes on."""
+
+    def __init__(self, cap: work.Capability | None = None) -> None:
+        self.cap = cap if cap is not None else capability()
+
+    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]:
+        return self._window(ctx, tunnel, rec)
+
+    @contextlib.contextmanager
+    def _window(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[object]:
+        notes: dict[str, str] = {}
+        pids = {role: tunnel.pids(role) for role in ("client", "server")}
+        try:
+            with work.counted(self.cap, pids, ctx.workdir, ctx.ledger, rec.metrics, notes):
+                yield None
+        finally:
+            if notes:
+                rec.params["work"] = notes

@@ -1,0 +1,60 @@
+"""The counted-work table of a run (`run --count-work`, monitor/work.py): per case and side, the medians
+of the ratios compare shows (report.compare.WORK_RATIOS), and where a side was not counted, why."""
+
+from __future__ import annotations
+
+import html
+import statistics
+from collections import defaultdict
+
+from tunbench.report.common import case_text
+from tunbench.report.compare import WORK_RATIOS
+from tunbench.report.summary import ROLES
+from tunbench.results import CaseKey, TrialRecord
+
+Row = tuple[CaseKey, str, dict[str, float | None], str]  # case, role, suffix -> median, note
+
+
+def work_rows(trials: list[TrialRecord]) -> list[Row]:
+    """One row per (case, counted or noted side), in the trials' case order (pure)."""
+    by_case: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
+    for t in trials:
+        if t.status == "ok":
+            by_case[t.case].append(t)
+    rows: list[Row] = []
+    for case, ts in by_case.items():
+        for role in ROLES:
+            medians: dict[str, float | None] = {}
+            for suffix in WORK_RATIOS:
+                vals = [v for t in ts if (v := t.metrics.get(f"work.{role}.{suffix}")) is not None]
+                medians[suffix] = statistics.median(vals) if vals else None
+            notes = sorted({str(t.params.get("work", {}).get(role, "")) for t in ts} - {""})
+            if any(v is not None for v in medians.values()) or notes:
+                rows.append((case, role, medians, "; ".join(notes)))
+    return rows
+
+
+def _num(v: float | None) -> str:
+    return "–" if v is None else f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def work_table_html(trials: list[TrialRecord], pid: str) -> str:
+    """The table, with its heading; "" when no trial was counted."""
+    rows = work_rows(trials)
+    if not any(any(v is not None for v in m.values()) for _, _, m, _ in rows):
+        return ""
+    shown = [s for s in WORK_RATIOS if any(m[s] is not None for _, _, m, _ in rows)]
+    head = "".join(f'<th class="num">{html.escape(WORK_RATIOS[s][0])}</th>' for s in shown)
+    body = "".join(
+        f"<tr><td>{html.escape(case_text(case))}</td><td>{role}</td>"
+        + "".join(f'<td class="num">{_num(m[s])}</td>' for s in shown)
+        + f'<td class="note">{html.escape(note)}</td></tr>'
+        for case, role, m, note in rows
+    )
+    return (
+        f'<h3 id="{pid}-sec-work">Counted work</h3>'
+        '<p class="meta">Medians over the repetitions; per MB and per packet of the side\'s underlay link, both '
+        "directions (docs/counted-work.md). Lower per-MB counts and higher packets per call are cheaper.</p>"
+        f'<div class="table-wrap"><table id="{pid}-work"><thead><tr><th>case</th><th>side</th>{head}<th>note</th>'
+        f"</tr></thead><tbody>{body}</tbody></table></div>"
+    )
