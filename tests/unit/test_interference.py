@@ -15,9 +15,8 @@ from tunbench.monitor.interference import Edge, Thresholds, between, reason
 
 def edge(t: float, own_s: float, harness_s: float, others: dict[int, tuple[str, float]], runs: set[str]) -> Edge:
     """`others`: pid -> (name, CPU-s with its reaped children); `make` (pid 80) reaped `cc1`, the rest none."""
-    host = {"user": 100.0, "nice": 0.0, "system": 0.0, "idle": 100.0}
     alone = {p: (n, v - (2.5 if p == 80 and t > 0 else 0.0), v) for p, (n, v) in others.items()}
-    return Edge(t, host, own_s, {1}, harness_s, {2: 0.0}, alone, runs)
+    return Edge(t, own_s, {1}, harness_s, alone, runs)
 
 
 def test_foreign_cpu_is_every_other_process_with_what_it_reaped() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import psutil
 
 from tunbench.host.ledger import all_ledgers, owner_alive
-from tunbench.monitor.hostload import cpu_times
+from tunbench.monitor.hostload import host_load
 
 KTHREADD_PID = 2
 FOREIGN_CPU_PCT = 10.0  # % of one core: an idle 2-vCPU VM shows 0-2% (docs/cross-checks.md)
@@ -50,11 +50,9 @@ class Edge:
     """One edge's reading."""
 
     t_s: float
-    host: dict[str, float]
     own_s: float
     own_pids: set[int]
     harness_s: float
-    kernel: dict[int, float]
     others: dict[int, tuple[str, float, float]]  # pid -> (name, own CPU-s, with its reaped children) of foreign ones
     runs: set[str] = field(default_factory=set)
 
@@ -91,23 +89,19 @@ def read_edge(own_prefix: str | Collection[str], *, start: bool = False) -> Edge
             with contextlib.suppress(psutil.Error):
                 own_s += _cpu_s(child, children=True)
                 own_pids.add(child.pid)
-    kernel: dict[int, float] = {}
     others: dict[int, tuple[str, float, float]] = {}
     for p in psutil.process_iter(["ppid", "name"]):
-        if p.pid in own_pids:
-            continue
+        if p.pid in own_pids or p.pid == KTHREADD_PID or p.info["ppid"] == KTHREADD_PID:
+            continue  # this run, or a kernel thread (the network stack's deferred work is the trial's own)
         with contextlib.suppress(psutil.Error):
-            if p.pid == KTHREADD_PID or p.info["ppid"] == KTHREADD_PID:
-                kernel[p.pid] = _cpu_s(p, children=False)
-            else:
-                ct = p.cpu_times()
-                alone = float(ct.user + ct.system)
-                others[p.pid] = (str(p.info["name"]), alone, alone + float(ct.children_user + ct.children_system))
+            ct = p.cpu_times()
+            alone = float(ct.user + ct.system)
+            others[p.pid] = (str(p.info["name"]), alone, alone + float(ct.children_user + ct.children_system))
     runs = live_runs(own_prefix)
     if start:
         t = me.cpu_times()
         harness_s = float(t.user + t.system)
-    return Edge(time.monotonic(), cpu_times(), own_s, own_pids, harness_s, kernel, others, runs)
+    return Edge(time.monotonic(), own_s, own_pids, harness_s, others, runs)
 
 
 def between(a: Edge, b: Edge) -> dict[str, Any]:
@@ -117,19 +111,16 @@ def between(a: Edge, b: Edge) -> dict[str, Any]:
     Foreign CPU is counted per process, from the kernel's exact runtime of each task: the CPU of every
     process outside this run's tree and not a kernel thread at the end edge, less at the start edge, each
     with its reaped children (so a process that ended inside the window is counted through the parent that
-    reaped it, and one born inside it wholly). The host's tick-sampled `cpu` line is kept beside it as a
-    check (`cpu_s`): it charges the network stack's work in a task's context to softirq and misses short
-    bursts between ticks, so it is only good to a few tenths of a CPU-second per window here."""
+    reaped it, and one born inside it wholly). The host's tick-sampled busy time (`host.busy_pct`, read by
+    hostload at the same edges) is no substitute: it charges the network stack's work in a task's context
+    to softirq and misses short bursts, a few tenths of a CPU-second per window here (BENCHMARKS §14)."""
     wall = max(b.t_s - a.t_s, 1e-9)
     foreign_s = max(0.0, sum(v[2] for v in b.others.values()) - sum(v[2] for v in a.others.values()))
-    busy = ("user", "nice", "system", "irq", "softirq")
-    host_s = sum(max(0.0, b.host.get(k, 0.0) - a.host.get(k, 0.0)) for k in busy)
-    kernel_s = sum(max(0.0, b.kernel[p] - a.kernel[p]) for p in b.kernel if p in a.kernel)
     own_s = max(0.0, b.own_s - a.own_s)
     # who burned it: each process's own CPU (what it reaped is another's, counted in the total above)
     top = sorted(((v[0], v[1] - a.others[p][1]) for p, v in b.others.items() if p in a.others), key=lambda x: -x[1])
     return {
-        "cpu_s": {"host_busy": host_s, "own": own_s, "kernel": kernel_s, "foreign": foreign_s, "wall": wall},
+        "cpu_s": {"own": own_s, "foreign": foreign_s, "wall": wall},
         "foreign_cpu_pct": 100.0 * foreign_s / wall,
         "harness_cpu_pct": 100.0 * max(0.0, b.harness_s - a.harness_s) / wall,
         "runs": sorted(a.runs | b.runs),
@@ -210,7 +201,5 @@ def watched(
     metrics: dict[str, float | None], params: dict[str, Any], own_prefix: str | Collection[str], limits: Thresholds
 ) -> Iterator[None]:
     """The host's load (`host.*`) and the interference figures over the `with` block, read at its edges."""
-    from tunbench.monitor.hostload import host_load
-
     with interference(metrics, params, own_prefix, limits), host_load(metrics):
         yield None
