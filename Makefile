@@ -84,7 +84,7 @@ wheel: $(WHEEL_VENV)/.installed
 
 # Debian 13 (trixie) root file system from Debian's archive (mmdebstrap), tunbench installed there from the
 # wheel, a smoke suite run inside it on this kernel (scripts/debian13-smoke.sh). Needs network access; about
-# 4 minutes (BENCHMARKS.md), so not part of `make test`: run it when packaging, the adapters or the programs'
+# 4 minutes (docs/benchmarks/debian13.md), so not part of `make test`: run it when packaging, the adapters or the programs'
 # versions change.
 debian13: wheel
 	@command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap

@@ -1,4 +1,4 @@
-"""A/A false-positive rate and the a/b, first/second split of A/A runs (BENCHMARKS.md §9).
+"""A/A false-positive rate and the a/b, first/second split of A/A runs (docs/benchmarks/precision.md).
 
     # measure: N short A/A comparisons, each its own `tunbench run` (stored in DB), each under the shared
     # measurement lock on its own (so other measurements can interleave between them)

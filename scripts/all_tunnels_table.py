@@ -1,7 +1,7 @@
-"""BENCHMARKS.md's all-tunnels table from two JSON exports of `tunbench run examples/all-tunnels.toml`, one
-with `--ip 4` and one with `--ip 6`: per tunnel, direction and flow count the median throughput (min–max),
-x direct, CPU per side (% of one core) and Mbit per CPU-second of the client, over IPv4 and beside it the
-IPv6 median and its ratio to IPv4.
+"""docs/benchmarks/throughput.md's all-tunnels table from two JSON exports of `tunbench run
+examples/all-tunnels.toml`, one with `--ip 4` and one with `--ip 6`: per tunnel, direction and flow count
+the median throughput (min–max), x direct, CPU per side (% of one core) and Mbit per CPU-second of the
+client, over IPv4 and beside it the IPv6 median and its ratio to IPv4.
 
 Usage: python scripts/all_tunnels_table.py V4.json V6.json"""
 

@@ -1,4 +1,4 @@
-"""BENCHMARKS.md §1's cross-check table from a result store: per case, the CPU over the measured window
+"""docs/benchmarks/throughput.md's cross-check table from a result store: per case, the CPU over the measured window
 and over the whole call, the cgroup-vs-sampled difference, the wire bytes per sent byte, iperf3's own CPU
 and the checks that disagreed.  Usage: .venv/bin/python scripts/checks_table.py STORE.db [RUN]"""
 

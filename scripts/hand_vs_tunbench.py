@@ -12,7 +12,7 @@ second over the D measured seconds, the same quantity tunbench reports. Everythi
 prefix `tbh<pid>` and is removed on exit, error, Ctrl-C and SIGTERM (by the pids it started).
 
 Prints one line per measurement and, at the end, the medians and tunbench/hand with a bootstrap CI
-(scipy.stats.bootstrap, percentile, 2000 resamples, seeded). BENCHMARKS.md §13 holds a result.
+(scipy.stats.bootstrap, percentile, 2000 resamples, seeded). docs/benchmarks/interference.md holds a result.
 """
 
 from __future__ import annotations

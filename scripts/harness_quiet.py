@@ -7,7 +7,7 @@ cross-checks.
 
 Prints, per sampler interval: the harness's CPU in the windows (median and max, % of one core), the median
 throughput, its coefficient of variation over all trials, and how many CPU cross-checks disagreed.
-BENCHMARKS.md §13 holds a result.
+docs/benchmarks/interference.md holds a result.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where a paired A/A's noise lives: within a warm bring-up or between bring-ups (BENCHMARKS.md §9, warm).
+"""Where a paired A/A's noise lives: within a warm bring-up or between bring-ups (docs/benchmarks/precision.md, warm).
 
     PYTHONPATH=src .venv/bin/python scripts/warm_noise.py DB RUN [--budget 120]
 

@@ -1,4 +1,4 @@
-"""The tables of BENCHMARKS.md §15 (counted work) from stored runs.
+"""The tables of docs/benchmarks/counted-work.md from stored runs.
 
     # A/A noise of each counted ratio against throughput, one run of two labels of one tunnel (a, b):
     scripts/work_tables.py noise aa.db [RUN]

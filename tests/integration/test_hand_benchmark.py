@@ -1,5 +1,5 @@
 """scripts/hand_vs_tunbench.py runs: both the hand-made pair and tunbench measured, nothing left behind.
-How closely they agree is a benchmark figure (BENCHMARKS.md §13), not asserted here."""
+How closely they agree is a benchmark figure (docs/benchmarks/interference.md), not asserted here."""
 
 from __future__ import annotations
 

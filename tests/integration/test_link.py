@@ -3,8 +3,8 @@
 Bounds: loss uses a 99.9% Wilson interval (with the emulator's seeded PRNG the pattern is reproducible, so
 this is a fixed draw, not a flaky one); delay asserts no packet arrives early and the median error is far
 below the configured delay (an emulator that ignored or doubled it fails by orders of magnitude; the
-microsecond targets are benchmarks, recorded in BENCHMARKS.md by `tunbench link selftest`); rate asserts the
-mean over 1-s windows within 1% (the target) and every window within 3%.
+microsecond targets are benchmarks, recorded in docs/benchmarks/emulator.md by `tunbench link selftest`);
+rate asserts the mean over 1-s windows within 1% (the target) and every window within 3%.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def test_a_trial_starts_the_profiles_events_with_its_traffic(tmp_path: Path) -> 
     m = t["metrics"]
     assert m["link.up.events_applied"] == m["link.down.events_applied"] == 2  # down, up
     assert m["link.up.dropped_outage"] > 0, "nothing entered the link while it was down"
-    assert 0 <= m["link.up.event_late_us_max"] < 20_000  # recorded; its precision is the selftest's (BENCHMARKS §12)
+    # recorded; its precision is the selftest's (docs/benchmarks/links-that-change.md)
+    assert 0 <= m["link.up.event_late_us_max"] < 20_000
     assert m["link.up.dropped_loss"] == m["link.up.dropped_emulator"] == 0
 
 

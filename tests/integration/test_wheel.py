@@ -76,7 +76,7 @@ def test_the_installed_wheel_runs_outside_the_checkout(tmp_path: Path) -> None:
     assert f"✓ tunbench-link (WAN emulator): {venv}/bin/tunbench-link" in doctor.stdout, doctor.stdout
     assert "✓ workload iperf3" in doctor.stdout and "✓ tunnel socat: ok" in doctor.stdout
 
-    # the selftest's bounds are a benchmark of the host (BENCHMARKS.md); here: every step measured
+    # the selftest's bounds are a benchmark of the host (docs/benchmarks/emulator.md); here: every step measured
     selftest = tb("link", "selftest", "--quick", "--json", str(tmp_path / "selftest.json"))
     assert selftest.returncode in (0, 1), selftest.stdout + selftest.stderr
     results = json.loads((tmp_path / "selftest.json").read_text())

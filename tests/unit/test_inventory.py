@@ -1,8 +1,9 @@
-"""remote/inventory.py: Ansible-style INI and YAML inventories and the scenario's [hosts] table, with errors
+"""remote/inventory/: Ansible-style INI and YAML inventories and the scenario's [hosts] table, with errors
 that name file, line and key."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,61 @@ def test_client_addresses_are_a_range_or_a_block(tmp_path: Path) -> None:
     assert len(table.for_role("client").client_pool(100)) == 20
     with pytest.raises(ConfigError, match="client_addresses"):
         inventory_from_table({"client": {"ssh": "h1", "client_addresses": "x"}}, "s.toml")
+
+
+def test_both_vocabularies_describe_one_host_alike(tmp_path: Path) -> None:
+    """The inventory and the [hosts] table go through one validator: the same host, the same Host."""
+    ini = write(
+        tmp_path,
+        "lab.ini",
+        "[client]\nbench1 ansible_host=192.0.2.1 ansible_user=root ansible_port=2222"
+        " ansible_ssh_private_key_file=~/.ssh/lab ansible_ssh_common_args='-o ProxyJump=gw'"
+        " tunbench_address6=2001:db8::1 tunbench_egress_address=192.0.2.11"
+        " tunbench_client_addresses=192.0.2.100-192.0.2.119 tunbench_command=/opt/tb\n",
+    )
+    table = {
+        "client": {
+            "ssh": "ssh://root@192.0.2.1:2222",
+            "name": "bench1",
+            "identity_file": "~/.ssh/lab",
+            "ssh_args": "-o ProxyJump=gw",
+            "address6": "2001:db8::1",
+            "egress_address": "192.0.2.11",
+            "client_addresses": "192.0.2.100-192.0.2.119",
+            "command": "/opt/tb",
+        }
+    }
+    a = load_inventory(ini).for_role("client")
+    b = inventory_from_table(table, "s.toml").for_role("client")
+    assert dataclasses.replace(a, source="") == dataclasses.replace(b, source="")
+    assert a.address == "192.0.2.1"  # the destination's literal, in both
+
+
+@pytest.mark.parametrize(
+    ("ini_var", "table_key", "value", "msg"),
+    [
+        ("ansible_port", "port", "0", "bad port"),
+        ("tunbench_address", "address", "h2", "expected an IPv4 address, not 'h2'"),
+        ("tunbench_address6", "address6", "10.0.0.1", "expected an IPv6 address, not '10.0.0.1'"),
+        ("tunbench_client_addresses", "client_addresses", "10.0.0.9", "expected FIRST-LAST"),
+        ("ansible_host", "ssh", "-oProxyCommand=x", "bad destination '-oProxyCommand=x'"),
+    ],
+)
+def test_both_vocabularies_refuse_a_value_alike(
+    tmp_path: Path, ini_var: str, table_key: str, value: str, msg: str
+) -> None:
+    """One check, one message, each naming the key as its own file spells it."""
+    path = write(tmp_path, "bad.ini", f"[client]\nh1 {ini_var}={value}\n")
+    with pytest.raises(ConfigError) as ini:
+        load_inventory(path)
+    entry: dict[str, object] = {"ssh": "h1", table_key: int(value) if table_key == "port" else value}
+    with pytest.raises(ConfigError) as tbl:
+        inventory_from_table({"client": entry}, "s.toml")
+    assert (ini.value.key, tbl.value.key) == (ini_var, f"hosts.client.{table_key}")
+    assert msg in str(ini.value) and msg in str(tbl.value)
+
+
+def test_a_port_in_the_ssh_uri_is_checked_as_any_port() -> None:
+    with pytest.raises(ConfigError, match="bad port 99999") as exc:
+        inventory_from_table({"client": {"ssh": "ssh://h:99999"}}, "s.toml")
+    assert exc.value.key == "hosts.client.ssh"

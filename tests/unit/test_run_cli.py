@@ -557,7 +557,7 @@ def test_count_work_is_a_flag_and_a_scenario_key_and_refused_with_hosts(
     from tunbench.config.load import load_scenario, with_overrides
 
     sc, _, _ = load_scenario(None)
-    assert sc.run.count_work is False  # off unless asked: it costs throughput (BENCHMARKS §15)
+    assert sc.run.count_work is False  # off unless asked: it costs throughput (docs/benchmarks/counted-work.md)
     assert with_overrides(sc, {"run": {"count_work": True}}).run.count_work is True
     scenario = sandbox / "s.toml"
     scenario.write_text("[run]\ntunnels = ['socat']\ncount_work = true\n")

@@ -93,7 +93,8 @@ def test_ratios_over_the_underlay_both_directions() -> None:
 
 def test_packets_the_socket_buffer_dropped_are_no_batching() -> None:
     # wireguard-go (one recvmsg per datagram) receiving faster than it reads: 147,390 packets reached the device,
-    # 20,029 overflowed its socket's buffer, 127,350 recvmsg calls read the rest (BENCHMARKS §15's A/A run)
+    # 20,029 overflowed its socket's buffer, 127,350 recvmsg calls read the rest (docs/benchmarks/counted-work.md's
+    # A/A run)
     m = _metrics(**{"counters.client.dev.vc.rx_packets": 147_390.0, "counters.client.udp_rcvbuf_errors": 20_029.0})
     m["work.client.syscalls.recvmmsg"] = 127_350.0
     assert work.ratios(m, {"client": "vc"})["work.client.packets_per_recv"] == pytest.approx(1.0, abs=1e-4)

@@ -133,7 +133,8 @@ def calibrate(
         typer.Option(
             "--cpuset",
             help="CPU placement of each side, as for `tunbench run --cpuset`, but split by default where the "
-            "host has 2 CPUs or more (it halved the CPU/bit noise here: BENCHMARKS §9); off to measure unplaced.",
+            "host has 2 CPUs or more (it halved the CPU/bit noise here: docs/benchmarks/precision.md); off to "
+            "measure unplaced.",
         ),
     ] = None,
     include_interfered: Annotated[

@@ -177,7 +177,7 @@ def compare(
     take --threshold-ms instead of the relative --threshold. Verdicts use p-values Holm-adjusted across
     every comparison that gates, so that by the test a false verdict anywhere in the comparison has at most
     alpha's chance (0.05) when trials are independent. Measured on this project's 2-core VM with the earlier
-    signed-rank verdict (A/A runs of 8 pairs of 1 s, scripts/aa_rate.py, BENCHMARKS.md section 9): false
+    signed-rank verdict (A/A runs of 8 pairs of 1 s, scripts/aa_rate.py, docs/benchmarks/precision.md): false
     verdicts in 2 of 112 runs placed (--cpuset split; 1.8%, 95% CI 0.2-6.3%), 7 of 90 unplaced (7.8%, CI
     3.2-15.4%).
 

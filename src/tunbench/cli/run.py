@@ -315,7 +315,7 @@ def run(
             help="Count each side's syscalls, context switches, CPU migrations and page faults over each "
             "measured window with perf stat, and their ratios per MB and per packet (docs/counted-work.md; "
             "[run] count_work). Off by default: it costs throughput (a quarter of wireguard-go's on a 2-vCPU VM, "
-            "BENCHMARKS §15).",
+            "docs/benchmarks/counted-work.md).",
         ),
     ] = False,
     dry_run: Annotated[
@@ -384,7 +384,8 @@ def run(
     sc, text, source = load_scenario(scenario)
     if goal is not None and cpuset is None and "cpuset" not in sc.run.model_fields_set and not (hosts or sc.hosts):
         # an A/B comparison places its sides, as calibrate does: without it, A/A comparisons here gave false
-        # verdicts at 7.8% (7 of 90), with it 1.4% (1 of 72) (docs/precision.md, BENCHMARKS §9); --cpuset off
+        # verdicts at 7.8% (7 of 90), with it 1.4% (1 of 72) (docs/precision.md, docs/benchmarks/precision.md);
+        # --cpuset off
         from tunbench.cli.calibrate import default_cpuset
 
         cpuset = default_cpuset()

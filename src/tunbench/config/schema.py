@@ -44,7 +44,8 @@ class RunSection(_Strict):
     foreign_cpu_pct: float = Field(default=10.0, gt=0, le=100_000)
     redo_interfered: bool = False
     # counted work per role over each measured window (perf stat: syscalls, context switches, migrations, page
-    # faults; monitor/work.py, docs/counted-work.md); off by default, its cost is measured in BENCHMARKS §15
+    # faults; monitor/work.py, docs/counted-work.md); off by default, its cost is measured in
+    # docs/benchmarks/counted-work.md
     count_work: bool = False
 
     @field_validator("cpuset")

@@ -28,7 +28,7 @@ CPU_TOLERANCE_S = 0.05
 CPU_TOLERANCE_REL = 0.05
 BYTES_LOW = 0.999  # the counter may read 0.1 % under the payload (no more: the payload crossed it)
 BYTES_OVERHEAD = 0.5  # at most 50 % on top of the payload (measured here: direct ~1 %, openvpn-udp ~20 %,
-# wireguard-go ~26 % on the underlay veth; see BENCHMARKS.md)
+# wireguard-go ~26 % on the underlay veth; see docs/benchmarks/throughput.md)
 BYTES_SLACK = 1_000_000  # bytes: handshakes, iperf3's control connection, readiness probes
 RTT_TOLERANCE_MS = 2.0
 RTT_TOLERANCE_REL = 0.2

@@ -113,7 +113,8 @@ def between(a: Edge, b: Edge) -> dict[str, Any]:
     with its reaped children (so a process that ended inside the window is counted through the parent that
     reaped it, and one born inside it wholly). The host's tick-sampled busy time (`host.busy_pct`, read by
     hostload at the same edges) is no substitute: it charges the network stack's work in a task's context
-    to softirq and misses short bursts, a few tenths of a CPU-second per window here (BENCHMARKS §14)."""
+    to softirq and misses short bursts, a few tenths of a CPU-second per window here
+    (docs/benchmarks/interference.md)."""
     wall = max(b.t_s - a.t_s, 1e-9)
     foreign_s = max(0.0, sum(v[2] for v in b.others.values()) - sum(v[2] for v in a.others.values()))
     own_s = max(0.0, b.own_s - a.own_s)

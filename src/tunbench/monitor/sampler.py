@@ -11,7 +11,7 @@ from the cumulative series (both the sampled and the cgroup figures), interpolat
 two samples around each edge. The runner aligns the ticks to the measured window's expected start
 (`align`: the workload's start plus its warm-up), so both edges fall next to a sample and between
 samples of steady traffic: the controller used 0.17% of a core in the windows, against 0.75% at 10 Hz,
-and the CPU cross-checks agreed as often (BENCHMARKS §14).
+and the CPU cross-checks agreed as often (docs/benchmarks/interference.md).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import psutil
 from tunbench.host.cgroup import CpuUsage, RoleCgroup
 
 PidSource = Callable[[], list[int]]
-# once a second; TUNBENCH_SAMPLE_INTERVAL_S overrides it (BENCHMARKS §14 compares 0.1 s side by side)
+# once a second; TUNBENCH_SAMPLE_INTERVAL_S overrides it (docs/benchmarks/interference.md compares 0.1 s side by side)
 SAMPLE_INTERVAL_S = float(os.environ.get("TUNBENCH_SAMPLE_INTERVAL_S") or 1.0)
 
 

@@ -90,7 +90,8 @@ class HostRun:
         self.conns: dict[str, AgentConnection] = {}
 
     def __enter__(self) -> HostRun:
-        """Connect to every host at once (BENCHMARKS §10: 2.6 s one after the other, 1.6 s at once for two)."""
+        """Connect to every host at once (docs/benchmarks/multi-host.md: 2.6 s one after the other, 1.6 s at
+        once for two)."""
         distinct = {h.name: h for h in self.roles.values()}  # one connection per host, whatever its roles
         conns = [AgentConnection(h, self._ledger, self._logdir, self.inventory.ssh_config) for h in distinct.values()]
         with ThreadPoolExecutor(max_workers=len(conns)) as pool:

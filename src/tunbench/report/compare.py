@@ -765,8 +765,8 @@ def compare_runs(
 def unplaced_note(rows: list[CaseComparison], trials: list[TrialRecord]) -> str:
     """A caution when a paired verdict rests on pairs measured without CPU placement: there, a scheduler
     state can outlast a trial, pairs are then not independent and the paired test calls changes more
-    often than its level (A/A runs on a 2-CPU VM: BENCHMARKS §9, docs/precision.md). "" otherwise (and for a
-    run on hosts, which the caller leaves out: placement there is the hosts' own)."""
+    often than its level (A/A runs on a 2-CPU VM: docs/benchmarks/precision.md, docs/precision.md). ""
+    otherwise (and for a run on hosts, which the caller leaves out: placement there is the hosts' own)."""
     decided = [r for r in rows if r.gated and r.result.analysis == "paired" and r.result.significant]
     if not decided or any(t.params.get("cpuset") for t in trials):
         return ""

@@ -30,7 +30,7 @@ from tunbench.tunnels.registry import TunnelRef
 log = logging.getLogger(__name__)
 
 # wall clock per client for namespace + veth, keys or certificates, and a storm's bring-up; about 40 s for
-# 500 OpenVPN clients on the 2-core host of BENCHMARKS.md. Only for the run's time estimate.
+# 500 OpenVPN clients on the 2-core host of docs/benchmarks/clients.md. Only for the run's time estimate.
 PER_CLIENT_SETUP_S = 0.08
 
 
