@@ -21,7 +21,7 @@ use crate::model::reorder::Reorder;
 use crate::model::trace::TraceLink;
 use crate::model::{rng_for, Fifo, Stage, StageCounters};
 use crate::packet::Packet;
-use crate::schedule::{Step, StepKind};
+use crate::schedule::{Applied, Step};
 use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
 use std::sync::Arc;
@@ -64,17 +64,6 @@ pub struct Pipeline {
     done: Fifo,
     /// Steps applied and not yet taken by [`Pipeline::take_applied`].
     applied: Vec<Applied>,
-}
-
-/// One step as it was applied.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Applied {
-    pub event: usize,
-    pub kind: StepKind,
-    /// The step's time since the schedule's start.
-    pub at: Duration,
-    /// How much later than that the event loop got to it.
-    pub late: Duration,
 }
 
 /// The first of `specs` that needs a stage, if any does.
@@ -283,6 +272,7 @@ fn flow(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::StepKind;
     use crate::spec::parse;
 
     #[test]

@@ -46,6 +46,17 @@ pub struct Step {
     pub down: bool,
 }
 
+/// One step as the pipeline applied it (the stats file lists them).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    pub event: usize,
+    pub kind: StepKind,
+    /// The step's time since the schedule's start.
+    pub at: Duration,
+    /// How much later than that the event loop got to it.
+    pub late: Duration,
+}
+
 /// A bad event: which one (0-based) and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventError {
