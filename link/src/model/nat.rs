@@ -14,7 +14,7 @@
 //! updated as a sum, not as a complement.
 
 use super::{Fifo, Stage, StageCounters};
-use crate::io::offload::{VnetHdr, VIRTIO_NET_HDR_F_NEEDS_CSUM};
+use crate::gso::offload::{VnetHdr, VIRTIO_NET_HDR_F_NEEDS_CSUM};
 use crate::packet::{Packet, VNET_HDR_LEN};
 use crate::spec::DirSpec;
 use crate::time::Instant;
