@@ -86,11 +86,6 @@ impl Trace {
         })
     }
 
-    pub fn load(path: &str) -> Result<Trace, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-        Trace::parse(path, &text)
-    }
-
     /// Mean capacity over one period (bit/s).
     pub fn mean_bps(&self) -> f64 {
         self.ms.len() as f64 * OPPORTUNITY_IP_BYTES as f64 * 8.0 / (self.period_ms as f64 / 1e3)
