@@ -9,7 +9,8 @@
 //! retunes every stage at
 //! each step's time: packets that left a stage before the step saw its old
 //! parameters, packets entering it from then on the new. Steps count from
-//! the moment the pipeline is armed.
+//! the moment the pipeline is armed. Each stage retunes from its own
+//! parameters, which [`AnyStage::retune`] takes out of the step's spec.
 
 use crate::model::delay::{Delay, DelaySampler};
 use crate::model::dup::Duplicate;
@@ -20,6 +21,7 @@ use crate::model::rate::Bottleneck;
 use crate::model::reorder::Reorder;
 use crate::model::trace::TraceLink;
 use crate::model::{rng_for, Fifo, Stage, StageCounters};
+use crate::occupancy::QueueWatch;
 use crate::packet::Packet;
 use crate::schedule::{Applied, Step};
 use crate::spec::DirSpec;
@@ -48,8 +50,81 @@ impl Direction {
     }
 }
 
+/// One stage of the chain, of any kind.
+enum AnyStage {
+    Nat(Nat),
+    Gate(Gate),
+    Loss(Loss),
+    Rate(Bottleneck),
+    Trace(TraceLink),
+    Delay(Delay),
+    Reorder(Reorder),
+    Dup(Duplicate),
+}
+
+/// `$body` with `$s` bound to the stage inside `$any`, whatever its kind.
+macro_rules! each {
+    ($any:expr, $s:ident => $body:expr) => {
+        match $any {
+            AnyStage::Nat($s) => $body,
+            AnyStage::Gate($s) => $body,
+            AnyStage::Loss($s) => $body,
+            AnyStage::Rate($s) => $body,
+            AnyStage::Trace($s) => $body,
+            AnyStage::Delay($s) => $body,
+            AnyStage::Reorder($s) => $body,
+            AnyStage::Dup($s) => $body,
+        }
+    };
+}
+
+impl AnyStage {
+    /// Take `spec`'s parameters for this stage (and the link's up/down
+    /// state) from now on, keeping the packets held: a scheduled step. A
+    /// stage whose impairment `spec` lacks passes packets unchanged.
+    fn retune(&mut self, spec: &DirSpec, down: bool) {
+        match self {
+            AnyStage::Nat(s) => s.retune(&spec.nat),
+            AnyStage::Gate(s) => s.retune(down),
+            AnyStage::Loss(s) => s.retune(spec.loss),
+            AnyStage::Rate(s) => s.retune(spec.rate_params()),
+            AnyStage::Trace(s) => s.retune(spec.queue),
+            AnyStage::Delay(s) => s.retune(spec.delay_params()),
+            AnyStage::Reorder(s) => s.retune(spec.reorder_params()),
+            AnyStage::Dup(s) => s.retune(spec.dup),
+        }
+    }
+}
+
+impl Stage for AnyStage {
+    fn push(&mut self, pkt: Packet, now: Instant) {
+        each!(self, s => s.push(pkt, now))
+    }
+    fn pop_ready(&mut self, now: Instant) -> Option<Packet> {
+        each!(self, s => s.pop_ready(now))
+    }
+    fn next_event(&self) -> Option<Instant> {
+        each!(self, s => s.next_event())
+    }
+    fn held(&self) -> usize {
+        each!(self, s => s.held())
+    }
+    fn counters(&self) -> StageCounters {
+        each!(self, s => s.counters())
+    }
+    fn name(&self) -> &'static str {
+        each!(self, s => s.name())
+    }
+    fn start(&mut self, origin: Instant) {
+        each!(self, s => s.start(origin))
+    }
+    fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
+        each!(self, s => s.watch_queue(watch, from))
+    }
+}
+
 pub struct Pipeline {
-    stages: Vec<Box<dyn Stage>>,
+    stages: Vec<AnyStage>,
     /// Used only when there are no stages.
     passthrough: Fifo,
     /// Whether anything here runs on the schedule's clock (steps, a trace).
@@ -80,41 +155,45 @@ impl Pipeline {
         let specs: Vec<&DirSpec> = std::iter::once(spec)
             .chain(steps.iter().map(|s| &s.spec))
             .collect();
-        let mut stages: Vec<Box<dyn Stage>> = Vec::new();
+        let mut stages = Vec::new();
         if first(&specs, |s| !s.nat.is_empty()).is_some() {
             let side = match dir {
                 Direction::AtoB => Side::Source,
                 Direction::BtoA => Side::Destination,
             };
-            stages.push(Box::new(Nat::new(side)));
+            stages.push(AnyStage::Nat(Nat::new(side)));
         }
         if steps.iter().any(|s| s.down) {
-            stages.push(Box::<Gate>::default());
+            stages.push(AnyStage::Gate(Gate::default()));
         }
         if let Some(model) = first(&specs, |s| s.loss.is_some()).and_then(|s| s.loss) {
-            stages.push(Box::new(Loss::new(model, rng(1))));
+            stages.push(AnyStage::Loss(Loss::new(model, rng(1))));
         }
         if let Some(trace) = &spec.trace {
             // events cannot change a trace (schedule::parse), nor add a rate to it
-            stages.push(Box::new(TraceLink::new(Arc::clone(trace), spec.queue)));
+            stages.push(AnyStage::Trace(TraceLink::new(
+                Arc::clone(trace),
+                spec.queue,
+            )));
         } else if let Some(s) = first(&specs, |s| s.rate_bps.is_some()) {
-            stages.push(Box::new(Bottleneck::new(s.rate_bps.unwrap_or(1), s.queue)));
+            stages.push(AnyStage::Rate(Bottleneck::new(
+                s.rate_bps.unwrap_or(1),
+                s.queue,
+            )));
         }
         if let Some(s) = first(&specs, |s| {
             s.delay > Duration::ZERO || s.jitter > Duration::ZERO
         }) {
-            stages.push(Box::new(Delay::new(DelaySampler::new(
-                s.delay,
-                s.jitter,
-                s.jitter_dist,
+            stages.push(AnyStage::Delay(Delay::new(DelaySampler::new(
+                s.delay_params(),
                 rng(3),
             ))));
         }
         if let Some(s) = first(&specs, |s| s.reorder > 0.0) {
-            stages.push(Box::new(Reorder::new(s.reorder, s.reorder_gap, rng(4))));
+            stages.push(AnyStage::Reorder(Reorder::new(s.reorder_params(), rng(4))));
         }
         if let Some(s) = first(&specs, |s| s.dup > 0.0) {
-            stages.push(Box::new(Duplicate::new(s.dup, rng(5))));
+            stages.push(AnyStage::Dup(Duplicate::new(s.dup, rng(5))));
         }
         for s in &mut stages {
             s.retune(spec, false);
@@ -181,7 +260,7 @@ impl Pipeline {
 
     /// Report every packet's time in the bottleneck (queue and serialization) and the queue's occupancy
     /// from `from` on to `watch`.
-    pub fn watch_queue(&mut self, watch: &crate::occupancy::QueueWatch, from: Instant) {
+    pub fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
         for s in &mut self.stages {
             s.watch_queue(watch, from);
         }
@@ -246,7 +325,7 @@ impl Pipeline {
 /// Move every packet due at or before `now` through the chain, handing the
 /// ones leaving the last stage to `out` in departure order.
 fn flow(
-    stages: &mut [Box<dyn Stage>],
+    stages: &mut [AnyStage],
     passthrough: &mut Fifo,
     now: Instant,
     mut out: impl FnMut(Packet),

@@ -4,10 +4,12 @@
 //! are written as percentages (`loss=0.1%`) and stored as fractions.
 
 use crate::json::{self, Float};
-use crate::model::delay::JitterDist;
+use crate::model::delay::{DelayParams, JitterDist};
 use crate::model::loss::{GilbertElliott, LossModel};
 use crate::model::nat::NatRule;
 use crate::model::queue::QueueLimit;
+use crate::model::rate::RateParams;
+use crate::model::reorder::ReorderParams;
 use crate::model::trace::Trace;
 use crate::time::Duration;
 use serde::Serialize;
@@ -94,6 +96,32 @@ impl DirSpec {
             Path::WholeDelay
         } else {
             Path::Passthrough
+        }
+    }
+
+    /// The delay stage's parameters. (The other stages take a field as it
+    /// is: `nat`, `loss`, `queue` for a trace, `dup`.)
+    pub fn delay_params(&self) -> DelayParams {
+        DelayParams {
+            delay: self.delay,
+            jitter: self.jitter,
+            dist: self.jitter_dist,
+        }
+    }
+
+    /// The bottleneck's parameters (`rate_bps` `None`: no rate limit).
+    pub fn rate_params(&self) -> RateParams {
+        RateParams {
+            rate_bps: self.rate_bps,
+            queue: self.queue,
+        }
+    }
+
+    /// The reorder stage's parameters.
+    pub fn reorder_params(&self) -> ReorderParams {
+        ReorderParams {
+            p: self.reorder,
+            gap: self.reorder_gap,
         }
     }
 

@@ -18,7 +18,6 @@ use super::queue::{DropTailQueue, QueueLimit};
 use super::{Fifo, Stage, StageCounters};
 use crate::occupancy::QueueWatch;
 use crate::packet::Packet;
-use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
 use std::sync::Arc;
 
@@ -139,6 +138,13 @@ impl TraceLink {
         }
     }
 
+    /// Take the queue's `limit` from now on (a scheduled step; the trace
+    /// itself never changes). Packets already queued beyond a smaller limit
+    /// stay.
+    pub fn retune(&mut self, limit: QueueLimit) {
+        self.queue.set_limit(limit);
+    }
+
     fn opportunity(&self) -> Option<Instant> {
         Some(self.origin? + self.trace.at(self.next))
     }
@@ -221,9 +227,6 @@ impl Stage for TraceLink {
     }
     fn name(&self) -> &'static str {
         "trace"
-    }
-    fn retune(&mut self, spec: &DirSpec, _down: bool) {
-        self.queue.set_limit(spec.queue);
     }
     fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
         self.watch = Some(watch.attached(from));
