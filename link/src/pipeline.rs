@@ -10,7 +10,7 @@
 //! each step's time: packets that left a stage before the step saw its old
 //! parameters, packets entering it from then on the new. Steps count from
 //! the moment the pipeline is armed. Each stage retunes from its own
-//! parameters, which [`AnyStage::retune`] takes out of the step's spec.
+//! parameters, which [`Chained::retune_from`] takes out of the step's spec.
 
 use crate::model::delay::{Delay, DelaySampler};
 use crate::model::dup::Duplicate;
@@ -50,81 +50,64 @@ impl Direction {
     }
 }
 
-/// One stage of the chain, of any kind.
-enum AnyStage {
-    Nat(Nat),
-    Gate(Gate),
-    Loss(Loss),
-    Rate(Bottleneck),
-    Trace(TraceLink),
-    Delay(Delay),
-    Reorder(Reorder),
-    Dup(Duplicate),
+/// A stage as the chain holds it: at a step it takes its own parameters
+/// out of the step's spec (and the link's up/down state) and retunes from
+/// them, keeping the packets it holds. A stage whose impairment the spec
+/// lacks passes packets unchanged.
+trait Chained: Stage {
+    fn retune_from(&mut self, spec: &DirSpec, down: bool);
 }
 
-/// `$body` with `$s` bound to the stage inside `$any`, whatever its kind.
-macro_rules! each {
-    ($any:expr, $s:ident => $body:expr) => {
-        match $any {
-            AnyStage::Nat($s) => $body,
-            AnyStage::Gate($s) => $body,
-            AnyStage::Loss($s) => $body,
-            AnyStage::Rate($s) => $body,
-            AnyStage::Trace($s) => $body,
-            AnyStage::Delay($s) => $body,
-            AnyStage::Reorder($s) => $body,
-            AnyStage::Dup($s) => $body,
-        }
-    };
-}
-
-impl AnyStage {
-    /// Take `spec`'s parameters for this stage (and the link's up/down
-    /// state) from now on, keeping the packets held: a scheduled step. A
-    /// stage whose impairment `spec` lacks passes packets unchanged.
-    fn retune(&mut self, spec: &DirSpec, down: bool) {
-        match self {
-            AnyStage::Nat(s) => s.retune(&spec.nat),
-            AnyStage::Gate(s) => s.retune(down),
-            AnyStage::Loss(s) => s.retune(spec.loss),
-            AnyStage::Rate(s) => s.retune(spec.rate_params()),
-            AnyStage::Trace(s) => s.retune(spec.queue),
-            AnyStage::Delay(s) => s.retune(spec.delay_params()),
-            AnyStage::Reorder(s) => s.retune(spec.reorder_params()),
-            AnyStage::Dup(s) => s.retune(spec.dup),
-        }
+impl Chained for Nat {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(&spec.nat);
     }
 }
 
-impl Stage for AnyStage {
-    fn push(&mut self, pkt: Packet, now: Instant) {
-        each!(self, s => s.push(pkt, now))
+impl Chained for Gate {
+    fn retune_from(&mut self, _spec: &DirSpec, down: bool) {
+        self.retune(down);
     }
-    fn pop_ready(&mut self, now: Instant) -> Option<Packet> {
-        each!(self, s => s.pop_ready(now))
+}
+
+impl Chained for Loss {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.loss);
     }
-    fn next_event(&self) -> Option<Instant> {
-        each!(self, s => s.next_event())
+}
+
+impl Chained for Bottleneck {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.rate_params());
     }
-    fn held(&self) -> usize {
-        each!(self, s => s.held())
+}
+
+impl Chained for TraceLink {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.queue);
     }
-    fn counters(&self) -> StageCounters {
-        each!(self, s => s.counters())
+}
+
+impl Chained for Delay {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.delay_params());
     }
-    fn name(&self) -> &'static str {
-        each!(self, s => s.name())
+}
+
+impl Chained for Reorder {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.reorder_params());
     }
-    fn start(&mut self, origin: Instant) {
-        each!(self, s => s.start(origin))
-    }
-    fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
-        each!(self, s => s.watch_queue(watch, from))
+}
+
+impl Chained for Duplicate {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.dup);
     }
 }
 
 pub struct Pipeline {
-    stages: Vec<AnyStage>,
+    stages: Vec<Box<dyn Chained>>,
     /// Used only when there are no stages.
     passthrough: Fifo,
     /// Whether anything here runs on the schedule's clock (steps, a trace).
@@ -155,48 +138,42 @@ impl Pipeline {
         let specs: Vec<&DirSpec> = std::iter::once(spec)
             .chain(steps.iter().map(|s| &s.spec))
             .collect();
-        let mut stages = Vec::new();
+        let mut stages: Vec<Box<dyn Chained>> = Vec::new();
         if first(&specs, |s| !s.nat.is_empty()).is_some() {
             let side = match dir {
                 Direction::AtoB => Side::Source,
                 Direction::BtoA => Side::Destination,
             };
-            stages.push(AnyStage::Nat(Nat::new(side)));
+            stages.push(Box::new(Nat::new(side)));
         }
         if steps.iter().any(|s| s.down) {
-            stages.push(AnyStage::Gate(Gate::default()));
+            stages.push(Box::<Gate>::default());
         }
         if let Some(model) = first(&specs, |s| s.loss.is_some()).and_then(|s| s.loss) {
-            stages.push(AnyStage::Loss(Loss::new(model, rng(1))));
+            stages.push(Box::new(Loss::new(model, rng(1))));
         }
         if let Some(trace) = &spec.trace {
             // events cannot change a trace (schedule::parse), nor add a rate to it
-            stages.push(AnyStage::Trace(TraceLink::new(
-                Arc::clone(trace),
-                spec.queue,
-            )));
+            stages.push(Box::new(TraceLink::new(Arc::clone(trace), spec.queue)));
         } else if let Some(s) = first(&specs, |s| s.rate_bps.is_some()) {
-            stages.push(AnyStage::Rate(Bottleneck::new(
-                s.rate_bps.unwrap_or(1),
-                s.queue,
-            )));
+            stages.push(Box::new(Bottleneck::new(s.rate_bps.unwrap_or(1), s.queue)));
         }
         if let Some(s) = first(&specs, |s| {
             s.delay > Duration::ZERO || s.jitter > Duration::ZERO
         }) {
-            stages.push(AnyStage::Delay(Delay::new(DelaySampler::new(
+            stages.push(Box::new(Delay::new(DelaySampler::new(
                 s.delay_params(),
                 rng(3),
             ))));
         }
         if let Some(s) = first(&specs, |s| s.reorder > 0.0) {
-            stages.push(AnyStage::Reorder(Reorder::new(s.reorder_params(), rng(4))));
+            stages.push(Box::new(Reorder::new(s.reorder_params(), rng(4))));
         }
         if let Some(s) = first(&specs, |s| s.dup > 0.0) {
-            stages.push(AnyStage::Dup(Duplicate::new(s.dup, rng(5))));
+            stages.push(Box::new(Duplicate::new(s.dup, rng(5))));
         }
         for s in &mut stages {
-            s.retune(spec, false);
+            s.retune_from(spec, false);
         }
         Pipeline {
             stages,
@@ -246,7 +223,7 @@ impl Pipeline {
             });
             let step = &self.steps[self.next_step];
             for s in &mut self.stages {
-                s.retune(&step.spec, step.down);
+                s.retune_from(&step.spec, step.down);
             }
             self.applied.push(Applied {
                 event: step.event,
@@ -325,7 +302,7 @@ impl Pipeline {
 /// Move every packet due at or before `now` through the chain, handing the
 /// ones leaving the last stage to `out` in departure order.
 fn flow(
-    stages: &mut [AnyStage],
+    stages: &mut [Box<dyn Chained>],
     passthrough: &mut Fifo,
     now: Instant,
     mut out: impl FnMut(Packet),
