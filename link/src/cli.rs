@@ -2,6 +2,7 @@
 //! and is reported before any device is opened. Tokenizing is lexopt's;
 //! the messages are ours.
 
+use crate::model::trace::Trace;
 use crate::pipeline::Direction;
 use crate::schedule::{self, Step};
 use crate::spec::{self, DirSpec, SpecError};
@@ -10,6 +11,7 @@ use serde::Serialize;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 pub const USAGE: &str = "\
 usage:
@@ -233,12 +235,19 @@ const VALUED_CHECK: &[&str] = &["--a2b", "--b2a", "--a2b-events", "--b2a-events"
 /// One direction's SPEC and the steps of its events.
 type DirConfig = (DirSpec, Vec<Step>);
 
+/// The trace a SPEC's `trace=FILE` names, read and parsed here: the
+/// command line reads the files, the models get what they hold.
+fn read_trace(path: &str) -> Result<Arc<Trace>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    Trace::parse(path, &text).map(Arc::new)
+}
+
 fn direction(
     opts: &[(String, String)],
     dir: Direction,
 ) -> Result<DirConfig, (Direction, Option<usize>, SpecError)> {
     let base = get(opts, &format!("--{}", dir.as_str())).unwrap_or("");
-    let spec = spec::parse(base).map_err(|e| (dir, None, e))?;
+    let spec = spec::parse_with(base, &read_trace).map_err(|e| (dir, None, e))?;
     let events = get(opts, &format!("--{}-events", dir.as_str())).unwrap_or("");
     let steps =
         schedule::parse_on(base, &spec, events).map_err(|e| (dir, Some(e.event), e.error))?;
@@ -489,6 +498,42 @@ mod tests {
         );
         assert!(wants_json(&os("check --a2b-events --json --json")));
         assert!(!wants_json(&os("check --a2b-events --json")));
+    }
+
+    #[test]
+    fn a_trace_file_is_read_here_and_shared_by_every_state() {
+        let dir = std::env::temp_dir().join(format!("tblk-cli-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("t.mm");
+        std::fs::write(&f, "1\n2\n").unwrap();
+        let p = f.display().to_string();
+        let a = format!("{BASE} --a2b trace={p},queue=50p --a2b-events at=1s,delay=5ms");
+        let Command::Run(c) = parse_args(args(&a)).unwrap() else {
+            panic!()
+        };
+        let trace = c.a2b.trace.as_ref().expect("the trace was read");
+        assert_eq!(trace.path, p);
+        assert!((trace.mean_bps() - 12e6).abs() < 1.0);
+        assert!(Arc::ptr_eq(
+            trace,
+            c.a2b_steps[0].spec.trace.as_ref().unwrap()
+        ));
+        let missing = parse_args(args("check --a2b trace=/nonexistent/x.mm"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            missing.starts_with("--a2b: trace=/nonexistent/x.mm: /nonexistent/x.mm: "),
+            "{missing}"
+        );
+        std::fs::write(&f, "3\n2\n").unwrap();
+        let bad = parse_args(args(&format!("check --b2a trace={p}")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            bad.ends_with(":2: 2 is earlier than the line before"),
+            "{bad}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -2,10 +2,12 @@
 //!
 //! Layout (data flow): `spec` (argv strings -> validated per-direction
 //! specs) -> `pipeline` (the `model` stages chained per direction, pure,
-//! driven by `time`) -> `io` (TUN devices, offload split, the event loop,
-//! the only code that reads the clock or sleeps).
+//! driven by `time`) -> `io` (TUN devices and the event loop, the only
+//! code that touches the OS, reads the clock or sleeps; it splits and
+//! merges GSO super-packets with `gso`'s pure byte functions).
 
 pub mod cli;
+pub mod gso;
 pub mod histogram;
 pub mod io;
 pub mod json;

@@ -9,7 +9,8 @@
 //! retunes every stage at
 //! each step's time: packets that left a stage before the step saw its old
 //! parameters, packets entering it from then on the new. Steps count from
-//! the moment the pipeline is armed.
+//! the moment the pipeline is armed. Each stage retunes from its own
+//! parameters, which [`Chained::retune_from`] takes out of the step's spec.
 
 use crate::model::delay::{Delay, DelaySampler};
 use crate::model::dup::Duplicate;
@@ -20,8 +21,9 @@ use crate::model::rate::Bottleneck;
 use crate::model::reorder::Reorder;
 use crate::model::trace::TraceLink;
 use crate::model::{rng_for, Fifo, Stage, StageCounters};
+use crate::occupancy::QueueWatch;
 use crate::packet::Packet;
-use crate::schedule::{Step, StepKind};
+use crate::schedule::{Applied, Step};
 use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
 use std::sync::Arc;
@@ -48,8 +50,64 @@ impl Direction {
     }
 }
 
+/// A stage as the chain holds it: at a step it takes its own parameters
+/// out of the step's spec (and the link's up/down state) and retunes from
+/// them, keeping the packets it holds. A stage whose impairment the spec
+/// lacks passes packets unchanged.
+trait Chained: Stage {
+    fn retune_from(&mut self, spec: &DirSpec, down: bool);
+}
+
+impl Chained for Nat {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(&spec.nat);
+    }
+}
+
+impl Chained for Gate {
+    fn retune_from(&mut self, _spec: &DirSpec, down: bool) {
+        self.retune(down);
+    }
+}
+
+impl Chained for Loss {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.loss);
+    }
+}
+
+impl Chained for Bottleneck {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.rate_params());
+    }
+}
+
+impl Chained for TraceLink {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.queue);
+    }
+}
+
+impl Chained for Delay {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.delay_params());
+    }
+}
+
+impl Chained for Reorder {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.reorder_params());
+    }
+}
+
+impl Chained for Duplicate {
+    fn retune_from(&mut self, spec: &DirSpec, _down: bool) {
+        self.retune(spec.dup);
+    }
+}
+
 pub struct Pipeline {
-    stages: Vec<Box<dyn Stage>>,
+    stages: Vec<Box<dyn Chained>>,
     /// Used only when there are no stages.
     passthrough: Fifo,
     /// Whether anything here runs on the schedule's clock (steps, a trace).
@@ -66,17 +124,6 @@ pub struct Pipeline {
     applied: Vec<Applied>,
 }
 
-/// One step as it was applied.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Applied {
-    pub event: usize,
-    pub kind: StepKind,
-    /// The step's time since the schedule's start.
-    pub at: Duration,
-    /// How much later than that the event loop got to it.
-    pub late: Duration,
-}
-
 /// The first of `specs` that needs a stage, if any does.
 fn first<'a>(specs: &[&'a DirSpec], needs: impl Fn(&DirSpec) -> bool) -> Option<&'a DirSpec> {
     specs.iter().copied().find(|s| needs(s))
@@ -91,7 +138,7 @@ impl Pipeline {
         let specs: Vec<&DirSpec> = std::iter::once(spec)
             .chain(steps.iter().map(|s| &s.spec))
             .collect();
-        let mut stages: Vec<Box<dyn Stage>> = Vec::new();
+        let mut stages: Vec<Box<dyn Chained>> = Vec::new();
         if first(&specs, |s| !s.nat.is_empty()).is_some() {
             let side = match dir {
                 Direction::AtoB => Side::Source,
@@ -115,20 +162,18 @@ impl Pipeline {
             s.delay > Duration::ZERO || s.jitter > Duration::ZERO
         }) {
             stages.push(Box::new(Delay::new(DelaySampler::new(
-                s.delay,
-                s.jitter,
-                s.jitter_dist,
+                s.delay_params(),
                 rng(3),
             ))));
         }
         if let Some(s) = first(&specs, |s| s.reorder > 0.0) {
-            stages.push(Box::new(Reorder::new(s.reorder, s.reorder_gap, rng(4))));
+            stages.push(Box::new(Reorder::new(s.reorder_params(), rng(4))));
         }
         if let Some(s) = first(&specs, |s| s.dup > 0.0) {
             stages.push(Box::new(Duplicate::new(s.dup, rng(5))));
         }
         for s in &mut stages {
-            s.retune(spec, false);
+            s.retune_from(spec, false);
         }
         Pipeline {
             stages,
@@ -178,7 +223,7 @@ impl Pipeline {
             });
             let step = &self.steps[self.next_step];
             for s in &mut self.stages {
-                s.retune(&step.spec, step.down);
+                s.retune_from(&step.spec, step.down);
             }
             self.applied.push(Applied {
                 event: step.event,
@@ -192,7 +237,7 @@ impl Pipeline {
 
     /// Report every packet's time in the bottleneck (queue and serialization) and the queue's occupancy
     /// from `from` on to `watch`.
-    pub fn watch_queue(&mut self, watch: &crate::occupancy::QueueWatch, from: Instant) {
+    pub fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
         for s in &mut self.stages {
             s.watch_queue(watch, from);
         }
@@ -257,7 +302,7 @@ impl Pipeline {
 /// Move every packet due at or before `now` through the chain, handing the
 /// ones leaving the last stage to `out` in departure order.
 fn flow(
-    stages: &mut [Box<dyn Stage>],
+    stages: &mut [Box<dyn Chained>],
     passthrough: &mut Fifo,
     now: Instant,
     mut out: impl FnMut(Packet),
@@ -283,6 +328,7 @@ fn flow(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::StepKind;
     use crate::spec::parse;
 
     #[test]

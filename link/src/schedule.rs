@@ -46,6 +46,17 @@ pub struct Step {
     pub down: bool,
 }
 
+/// One step as the pipeline applied it (the stats file lists them).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    pub event: usize,
+    pub kind: StepKind,
+    /// The step's time since the schedule's start.
+    pub at: Duration,
+    /// How much later than that the event loop got to it.
+    pub late: Duration,
+}
+
 /// A bad event: which one (0-based) and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventError {
@@ -144,16 +155,16 @@ fn parse_event(text: &str) -> Result<(Duration, Action), SpecError> {
     }
 }
 
-/// The steps of one direction whose base SPEC is `base` (valid: it is
-/// parsed here first), in time order; events at the same time apply in the
-/// order given.
+/// The steps of one direction whose base SPEC is `base` (valid, and naming
+/// no file: it is parsed here first), in time order; events at the same
+/// time apply in the order given.
 pub fn parse(base: &str, events: &str) -> Result<Vec<Step>, EventError> {
     let spec = spec::parse(base).map_err(|error| EventError { event: 0, error })?;
     parse_on(base, &spec, events)
 }
 
-/// [`parse`] on a base already parsed into `base_spec` (its trace read once,
-/// and shared by every state).
+/// [`parse`] on a base already parsed into `base_spec` (its trace, read by
+/// the caller, shared by every state).
 pub fn parse_on(base: &str, base_spec: &DirSpec, events: &str) -> Result<Vec<Step>, EventError> {
     let mut points: Vec<(Duration, usize, Action)> = Vec::new();
     let texts = events.split(';').map(str::trim).filter(|e| !e.is_empty());
@@ -169,7 +180,11 @@ pub fn parse_on(base: &str, base_spec: &DirSpec, events: &str) -> Result<Vec<Ste
     points.sort_by_key(|(at, i, a)| (*at, matches!(a, Action::Up) as u8, *i));
     let mut state = items(base);
     let mut spec = base_spec.clone();
-    let trace = spec.trace.clone();
+    // every state keeps the base's trace, read once (an event cannot name one)
+    let same_trace = |path: &str| {
+        let trace = base_spec.trace.clone();
+        trace.ok_or_else(|| format!("{path}: only the base SPEC names a trace"))
+    };
     let mut downs = 0u32;
     let mut steps = Vec::with_capacity(points.len());
     for (at, event, action) in points {
@@ -181,7 +196,7 @@ pub fn parse_on(base: &str, base_spec: &DirSpec, events: &str) -> Result<Vec<Ste
                         None => state.push((k, v)),
                     }
                 }
-                spec = spec::parse_with(&joined(&state), trace.as_ref())
+                spec = spec::parse_with(&joined(&state), &same_trace)
                     .map_err(|error| EventError { event, error })?;
                 StepKind::Set
             }

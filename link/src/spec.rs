@@ -4,10 +4,12 @@
 //! are written as percentages (`loss=0.1%`) and stored as fractions.
 
 use crate::json::{self, Float};
-use crate::model::delay::JitterDist;
+use crate::model::delay::{DelayParams, JitterDist};
 use crate::model::loss::{GilbertElliott, LossModel};
 use crate::model::nat::NatRule;
 use crate::model::queue::QueueLimit;
+use crate::model::rate::RateParams;
+use crate::model::reorder::ReorderParams;
 use crate::model::trace::Trace;
 use crate::time::Duration;
 use serde::Serialize;
@@ -94,6 +96,32 @@ impl DirSpec {
             Path::WholeDelay
         } else {
             Path::Passthrough
+        }
+    }
+
+    /// The delay stage's parameters. (The other stages take a field as it
+    /// is: `nat`, `loss`, `queue` for a trace, `dup`.)
+    pub fn delay_params(&self) -> DelayParams {
+        DelayParams {
+            delay: self.delay,
+            jitter: self.jitter,
+            dist: self.jitter_dist,
+        }
+    }
+
+    /// The bottleneck's parameters (`rate_bps` `None`: no rate limit).
+    pub fn rate_params(&self) -> RateParams {
+        RateParams {
+            rate_bps: self.rate_bps,
+            queue: self.queue,
+        }
+    }
+
+    /// The reorder stage's parameters.
+    pub fn reorder_params(&self) -> ReorderParams {
+        ReorderParams {
+            p: self.reorder,
+            gap: self.reorder_gap,
         }
     }
 
@@ -361,14 +389,22 @@ const KEYS: &[&str] = &[
     "nat_port",
 ];
 
-/// Parse one direction's spec. Empty (or all whitespace) = no impairment.
+/// Where a SPEC's `trace=FILE` comes from: parsing reads no file. The
+/// caller hands over the parsed trace of the file the SPEC names (the
+/// command line reads it), or why it cannot (`FILE: ...`, reported as that
+/// key's error).
+pub type TraceSource<'a> = &'a dyn Fn(&str) -> Result<Arc<Trace>, String>;
+
+/// Parse one direction's spec, one that names no file (a `trace=` is
+/// refused: see [`parse_with`]). Empty (or all whitespace) = no impairment.
 pub fn parse(spec: &str) -> Result<DirSpec, SpecError> {
-    parse_with(spec, None)
+    parse_with(spec, &|path| {
+        Err(format!("{path}: no trace was read for this spec"))
+    })
 }
 
-/// [`parse`], taking `trace=` from `loaded` (already read from that file)
-/// instead of reading it again: a schedule's states all share their base's.
-pub fn parse_with(spec: &str, loaded: Option<&Arc<Trace>>) -> Result<DirSpec, SpecError> {
+/// [`parse`], taking the trace that `trace=` names from `traces`.
+pub fn parse_with(spec: &str, traces: TraceSource) -> Result<DirSpec, SpecError> {
     let mut s = DirSpec::default();
     let mut seen: Vec<&str> = Vec::new();
     let (mut loss, mut queue, mut gap) = (None, None, None);
@@ -400,12 +436,7 @@ pub fn parse_with(spec: &str, loaded: Option<&Arc<Trace>>) -> Result<DirSpec, Sp
                 }
             }
             "rate" => s.rate_bps = Some(parse_rate(key, v)?),
-            "trace" => {
-                s.trace = Some(match loaded {
-                    Some(t) => Arc::clone(t),
-                    None => Arc::new(Trace::load(v).map_err(|e| bad(key, v, e))?),
-                })
-            }
+            "trace" => s.trace = Some(traces(v).map_err(|e| bad(key, v, e))?),
             "queue" => queue = Some((parse_queue(key, v)?, v)),
             "loss" => loss = Some(parse_percent(key, v)?),
             "ge_p" => ge_p = Some(parse_percent(key, v)?),
@@ -666,13 +697,9 @@ mod tests {
 
     #[test]
     fn trace_replaces_rate_and_takes_a_queue() {
-        let dir = std::env::temp_dir().join(format!("tblk-spec-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = dir.join("t.mm");
-        std::fs::write(&f, "1\n2\n").unwrap();
-        let p = f.display().to_string();
-        let d = parse(&format!("trace={p},queue=50p,delay=5ms")).unwrap();
-        assert_eq!(d.trace.as_ref().map(|t| t.path.as_str()), Some(p.as_str()));
+        let text = |path: &str| Trace::parse(path, "1\n2\n").map(Arc::new);
+        let d = parse_with("trace=t.mm,queue=50p,delay=5ms", &text).unwrap();
+        assert_eq!(d.trace.as_ref().map(|t| t.path.as_str()), Some("t.mm"));
         assert_eq!(d.queue, QueueLimit::Packets(50));
         assert_eq!(d.path(), Path::Segmented);
         let j = d.to_json();
@@ -680,15 +707,13 @@ mod tests {
             j.contains(r#""trace_mean_bps":12000000,"queue_packets":50"#),
             "{j}"
         );
-        assert!(err(&format!("trace={p},rate=1mbit")).starts_with("rate and trace: choose one"));
-        let missing = err("trace=/nonexistent/x.mm");
-        assert!(
-            missing.starts_with("trace=/nonexistent/x.mm: /nonexistent/x.mm: "),
-            "{missing}"
-        );
-        std::fs::write(&f, "3\n2\n").unwrap();
-        assert!(err(&format!("trace={p}")).contains(":2: 2 is earlier than the line before"));
-        std::fs::remove_dir_all(&dir).unwrap();
+        let e = parse_with("trace=t.mm,rate=1mbit", &text).unwrap_err();
+        assert!(e.to_string().starts_with("rate and trace: choose one"));
+        // the source's error is the key's, before any key after it is read
+        let unread = |path: &str| Err(format!("{path}: No such file"));
+        let e = parse_with("trace=x.mm,bogus=1", &unread).unwrap_err();
+        assert_eq!(e.to_string(), "trace=x.mm: x.mm: No such file");
+        assert!(err("trace=t.mm").starts_with("trace=t.mm: t.mm: no trace was read"));
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::histogram::{Durations, Histogram};
 use crate::json::{self, Float};
 use crate::model::StageCounters;
 use crate::occupancy::{Occupancy, OccupancyView};
-use crate::pipeline::Applied;
+use crate::schedule::Applied;
 use crate::spec::Normalized;
 use serde::ser::{SerializeStruct, Serializer};
 use serde::Serialize;

@@ -29,10 +29,10 @@
 //!
 //! [`Manual`]: crate::time::Manual
 
-use super::coalesce::{Coalescer, Out};
-use super::offload::{self, VnetHdr};
 use super::tun::TunDevice;
 use super::{os_error, Result};
+use crate::gso::coalesce::{Coalescer, Out};
+use crate::gso::offload::{self, VnetHdr};
 use crate::packet::{Packet, VNET_HDR_LEN};
 use crate::pipeline::Pipeline;
 use crate::spec::Path;
@@ -484,7 +484,7 @@ fn write_one<D: PacketIo>(io: &mut D, st: &DirStats, data: &[u8], packets: u64, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::offload::{split, VIRTIO_NET_HDR_GSO_TCPV4};
+    use crate::gso::offload::{split, VIRTIO_NET_HDR_GSO_TCPV4};
     use crate::pipeline::Direction;
     use crate::stats::Snapshot;
     use crate::time::Manual;
@@ -631,7 +631,7 @@ mod tests {
     /// A TCP/IPv4 GSO super-packet as the kernel hands it to a TUN reader:
     /// `payload` bytes in segments of `mss`, ACK|PSH.
     fn tcp_super(payload: usize, mss: u16) -> Vec<u8> {
-        crate::io::offload::super_v4(payload, mss, 0x18)
+        crate::gso::offload::super_v4(payload, mss, 0x18)
     }
 
     #[test]

@@ -1,9 +1,8 @@
-//! Everything that touches the OS: TUN devices, network namespaces, GSO
-//! splitting of what the kernel hands us, and the event loop.
+//! Everything that touches the OS: TUN devices, network namespaces, and the
+//! event loop (the GSO splitting and merging it applies to the bytes it
+//! reads and writes are pure, in `gso`).
 
-pub mod coalesce;
 pub mod event_loop;
-pub mod offload;
 pub mod tun;
 
 use std::fmt;

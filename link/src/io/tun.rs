@@ -9,7 +9,7 @@
 //!
 //! Not tun-rs (checked with 2.8.16): its `offload(true)` also enables UDP
 //! segmentation offload (TUN_F_USO4/6) whenever the kernel has it (>= 6.2),
-//! with no way to ask for TCP only; `offload::split` handles TCP GSO only,
+//! with no way to ask for TCP only; `gso::offload::split` handles TCP GSO only,
 //! so UDP GSO super-packets would become `dropped_emulator` on the
 //! segmented path. It would also move these ioctls into its own `unsafe`
 //! (plus nix, bytes, log) rather than remove them, and still needs the

@@ -9,7 +9,6 @@
 
 use super::{std_normal, uniform01, Rng, Stage};
 use crate::packet::Packet;
-use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
 use std::collections::VecDeque;
 
@@ -28,35 +27,41 @@ impl JitterDist {
     }
 }
 
+/// The delay stage's parameters.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct DelayParams {
+    pub delay: Duration,
+    pub jitter: Duration,
+    pub dist: JitterDist,
+}
+
 /// Draws per-packet delays.
 #[derive(Debug)]
 pub struct DelaySampler {
-    delay: Duration,
-    jitter: Duration,
-    dist: JitterDist,
+    params: DelayParams,
     rng: Rng,
 }
 
 impl DelaySampler {
-    pub fn new(delay: Duration, jitter: Duration, dist: JitterDist, rng: Rng) -> Self {
-        DelaySampler {
-            delay,
-            jitter,
-            dist,
-            rng,
-        }
+    pub fn new(params: DelayParams, rng: Rng) -> Self {
+        DelaySampler { params, rng }
     }
 
     pub fn sample(&mut self) -> Duration {
-        if self.jitter == Duration::ZERO {
-            return self.delay;
+        let DelayParams {
+            delay,
+            jitter,
+            dist,
+        } = self.params;
+        if jitter == Duration::ZERO {
+            return delay;
         }
-        let j = self.jitter.as_nanos() as f64;
-        let x = match self.dist {
+        let j = jitter.as_nanos() as f64;
+        let x = match dist {
             JitterDist::Uniform => (2.0 * uniform01(&mut self.rng) - 1.0) * j,
             JitterDist::Normal => std_normal(&mut self.rng) * j,
         };
-        let total = self.delay.as_nanos() as f64 + x;
+        let total = delay.as_nanos() as f64 + x;
         Duration::from_nanos(total.max(0.0).round() as u64)
     }
 }
@@ -75,6 +80,13 @@ impl Delay {
             q: VecDeque::new(),
             last_departure: Instant::ZERO,
         }
+    }
+
+    /// Take `params` from now on (a scheduled step). Packets already inside
+    /// keep their departure times; later ones never leave before them (a
+    /// shorter delay does not reorder).
+    pub fn retune(&mut self, params: DelayParams) {
+        self.sampler.params = params;
     }
 }
 
@@ -101,13 +113,6 @@ impl Stage for Delay {
     fn name(&self) -> &'static str {
         "delay"
     }
-    /// Packets already inside keep their departure times; later ones never
-    /// leave before them (a shorter delay does not reorder).
-    fn retune(&mut self, spec: &DirSpec, _down: bool) {
-        self.sampler.delay = spec.delay;
-        self.sampler.jitter = spec.jitter;
-        self.sampler.dist = spec.jitter_dist;
-    }
 }
 
 #[cfg(test)]
@@ -115,6 +120,14 @@ mod tests {
     use super::*;
     use crate::model::rng_for;
     use crate::model::testutil::{periodic, run_stage, within};
+
+    fn params(delay: Duration, jitter: Duration, dist: JitterDist) -> DelayParams {
+        DelayParams {
+            delay,
+            jitter,
+            dist,
+        }
+    }
 
     fn stats(xs: &[f64]) -> (f64, f64) {
         let n = xs.len() as f64;
@@ -125,9 +138,11 @@ mod tests {
 
     fn samples(dist: JitterDist, delay_ms: u64, jitter_ms: u64, n: usize) -> Vec<f64> {
         let mut s = DelaySampler::new(
-            Duration::from_millis(delay_ms),
-            Duration::from_millis(jitter_ms),
-            dist,
+            params(
+                Duration::from_millis(delay_ms),
+                Duration::from_millis(jitter_ms),
+                dist,
+            ),
             rng_for(11, 3),
         );
         (0..n).map(|_| s.sample().as_nanos() as f64 / 1e6).collect()
@@ -136,9 +151,11 @@ mod tests {
     #[test]
     fn fixed_delay_is_exact() {
         let mut d = Delay::new(DelaySampler::new(
-            Duration::from_millis(50),
-            Duration::ZERO,
-            JitterDist::Uniform,
+            params(
+                Duration::from_millis(50),
+                Duration::ZERO,
+                JitterDist::Uniform,
+            ),
             rng_for(1, 1),
         ));
         let out = run_stage(&mut d, &periodic(100, 100, 1_000));
@@ -195,9 +212,7 @@ mod tests {
         // if delays were independent; FIFO clamping keeps the order.
         for dist in [JitterDist::Uniform, JitterDist::Normal] {
             let mut d = Delay::new(DelaySampler::new(
-                Duration::from_millis(30),
-                Duration::from_millis(20),
-                dist,
+                params(Duration::from_millis(30), Duration::from_millis(20), dist),
                 rng_for(2, 2),
             ));
             let out = run_stage(&mut d, &periodic(20_000, 100, 100_000));
@@ -211,9 +226,11 @@ mod tests {
         // 50 ms apart with +-5 ms jitter: clamping never binds, so the
         // measured one-way delays are the sampler's (mean 20 ms).
         let mut d = Delay::new(DelaySampler::new(
-            Duration::from_millis(20),
-            Duration::from_millis(5),
-            JitterDist::Uniform,
+            params(
+                Duration::from_millis(20),
+                Duration::from_millis(5),
+                JitterDist::Uniform,
+            ),
             rng_for(4, 4),
         ));
         let n = 20_000u64;

@@ -3,7 +3,6 @@
 
 use super::{chance, Fifo, Rng, Stage, StageCounters};
 use crate::packet::Packet;
-use crate::spec::DirSpec;
 use crate::time::Instant;
 
 #[derive(Debug)]
@@ -22,6 +21,11 @@ impl Duplicate {
             out: Fifo::default(),
             duplicated: 0,
         }
+    }
+
+    /// Duplicate with probability `p` from now on (a scheduled step).
+    pub fn retune(&mut self, p: f64) {
+        self.p = p;
     }
 }
 
@@ -42,9 +46,6 @@ impl Stage for Duplicate {
     }
     fn name(&self) -> &'static str {
         "dup"
-    }
-    fn retune(&mut self, spec: &DirSpec, _down: bool) {
-        self.p = spec.dup;
     }
 }
 

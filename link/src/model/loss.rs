@@ -2,7 +2,6 @@
 
 use super::{chance, Fifo, Rng, Stage, StageCounters};
 use crate::packet::Packet;
-use crate::spec::DirSpec;
 use crate::time::Instant;
 
 /// Gilbert-Elliott parameters (all probabilities are fractions in [0, 1]).
@@ -93,6 +92,15 @@ impl Loss {
             dropped: 0,
         }
     }
+
+    /// Take `model` from now on (a scheduled step); `None` takes the loss
+    /// away (packets pass).
+    pub fn retune(&mut self, model: Option<LossModel>) {
+        self.active = model.is_some();
+        if let Some(m) = model {
+            self.process.model = m;
+        }
+    }
 }
 
 impl Stage for Loss {
@@ -112,12 +120,6 @@ impl Stage for Loss {
     }
     fn name(&self) -> &'static str {
         "loss"
-    }
-    fn retune(&mut self, spec: &DirSpec, _down: bool) {
-        self.active = spec.loss.is_some();
-        if let Some(m) = spec.loss {
-            self.process.model = m;
-        }
     }
 }
 

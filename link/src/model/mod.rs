@@ -8,6 +8,10 @@
 //! * `pop_ready(now)` returns packets whose departure time is `<= now`, in
 //!   departure order, with `pkt.t` set to that departure time.
 //! * `next_event()` is the earliest time `pop_ready` would return something.
+//!
+//! A stage's parameters are its own type (`delay::DelayParams`,
+//! `loss::LossModel`, `nat::NatRule`...), taken by its `retune` method; the
+//! models know nothing of the SPEC they come from (`spec` converts it).
 
 pub mod delay;
 pub mod dup;
@@ -20,7 +24,6 @@ pub mod reorder;
 pub mod trace;
 
 use crate::packet::Packet;
-use crate::spec::DirSpec;
 use crate::time::Instant;
 use rand_core::{RngCore, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -66,10 +69,6 @@ pub trait Stage: Send {
         StageCounters::default()
     }
     fn name(&self) -> &'static str;
-    /// Take the parameters of `spec` (and the link's up/down state) from
-    /// now on, keeping the packets held: a scheduled event. A stage whose
-    /// impairment `spec` lacks passes packets unchanged.
-    fn retune(&mut self, spec: &DirSpec, down: bool);
     /// The schedule starts now (time 0 of a trace).
     fn start(&mut self, _origin: Instant) {}
     /// Where a bottleneck reports its packets' time in it and its queue's

@@ -14,9 +14,8 @@
 //! updated as a sum, not as a complement.
 
 use super::{Fifo, Stage, StageCounters};
-use crate::io::offload::{VnetHdr, VIRTIO_NET_HDR_F_NEEDS_CSUM};
+use crate::gso::offload::{VnetHdr, VIRTIO_NET_HDR_F_NEEDS_CSUM};
 use crate::packet::{Packet, VNET_HDR_LEN};
-use crate::spec::DirSpec;
 use crate::time::Instant;
 use std::net::IpAddr;
 
@@ -56,6 +55,12 @@ impl Nat {
             rewritten: 0,
             stale: 0,
         }
+    }
+
+    /// Rewrite by `rules` from now on (a scheduled rebind); none: packets
+    /// pass unchanged.
+    pub fn retune(&mut self, rules: &[NatRule]) {
+        self.rules = rules.to_vec();
     }
 }
 
@@ -225,9 +230,6 @@ impl Stage for Nat {
     fn name(&self) -> &'static str {
         "nat"
     }
-    fn retune(&mut self, spec: &DirSpec, _down: bool) {
-        self.rules = spec.nat.clone();
-    }
 }
 
 #[cfg(test)]
@@ -318,11 +320,7 @@ mod tests {
     fn after_an_address_rebind_the_old_address_is_gone_downstream() {
         let t0 = Instant::from_nanos(0);
         let mut down = Nat::new(Side::Destination);
-        let spec = DirSpec {
-            nat: vec![rule(1000)],
-            ..Default::default()
-        };
-        down.retune(&spec, false);
+        down.retune(&[rule(1000)]);
         let mut pkt = |dst: [u8; 4], port: u16| {
             let buf = v4(17, [198, 18, 0, 2], dst, 51820, port);
             down.push(Packet::new(buf, 0, t0), t0);
@@ -343,13 +341,7 @@ mod tests {
             to: rule(0).from,
             ..rule(1000)
         };
-        port_only.retune(
-            &DirSpec {
-                nat: vec![same],
-                ..Default::default()
-            },
-            false,
-        );
+        port_only.retune(&[same]);
         port_only.push(
             Packet::new(v4(17, [198, 18, 0, 2], [198, 18, 0, 1], 5, 41000), 0, t0),
             t0,

@@ -9,8 +9,15 @@ use super::queue::{DropTailQueue, QueueLimit};
 use super::{Fifo, Stage, StageCounters};
 use crate::occupancy::QueueWatch;
 use crate::packet::Packet;
-use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
+
+/// The bottleneck's parameters.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RateParams {
+    /// `None`: no rate limit (a schedule took it away).
+    pub rate_bps: Option<u64>,
+    pub queue: QueueLimit,
+}
 
 #[derive(Debug)]
 pub struct Bottleneck {
@@ -81,6 +88,18 @@ impl Bottleneck {
         }
     }
 
+    /// Take `params` from now on (a scheduled step). The packet being
+    /// serialized finishes at the old rate; the next one starts at the new.
+    /// Packets already queued beyond a smaller queue limit stay (only
+    /// arrivals are refused).
+    pub fn retune(&mut self, params: RateParams) {
+        if self.rate_bps != params.rate_bps {
+            self.rate_bps = params.rate_bps;
+            self.carry = 0;
+        }
+        self.queue.set_limit(params.queue);
+    }
+
     /// Packets waiting (excluding the one being serialized).
     pub fn queued(&self) -> usize {
         self.queue.len()
@@ -122,18 +141,8 @@ impl Stage for Bottleneck {
     fn name(&self) -> &'static str {
         "rate"
     }
-    /// The packet being serialized finishes at the old rate; the next one
-    /// starts at the new. Packets already queued beyond a smaller queue
-    /// limit stay (only arrivals are refused).
     fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
         self.watch = Some(watch.attached(from));
-    }
-    fn retune(&mut self, spec: &DirSpec, _down: bool) {
-        if self.rate_bps != spec.rate_bps {
-            self.rate_bps = spec.rate_bps;
-            self.carry = 0;
-        }
-        self.queue.set_limit(spec.queue);
     }
 }
 

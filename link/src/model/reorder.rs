@@ -5,12 +5,20 @@
 
 use super::{chance, Fifo, Rng, Stage, StageCounters};
 use crate::packet::Packet;
-use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
 
 /// Longest a held packet waits for `gap` successors (keeps a quiet flow
 /// from stalling on its last packet).
 pub const MAX_HOLD: Duration = Duration::from_millis(10);
+
+/// The reorder stage's parameters.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct ReorderParams {
+    /// Probability that a packet is held back.
+    pub p: f64,
+    /// How many later packets pass a held one (at least 1).
+    pub gap: u32,
+}
 
 #[derive(Debug)]
 struct Held {
@@ -30,16 +38,23 @@ pub struct Reorder {
 }
 
 impl Reorder {
-    pub fn new(p: f64, gap: u32, rng: Rng) -> Self {
-        assert!(gap >= 1);
+    pub fn new(params: ReorderParams, rng: Rng) -> Self {
+        assert!(params.gap >= 1);
         Reorder {
-            p,
-            gap,
+            p: params.p,
+            gap: params.gap,
             rng,
             held: None,
             out: Fifo::default(),
             reordered: 0,
         }
+    }
+
+    /// Take `params` from now on (a scheduled step); a packet held keeps
+    /// waiting for the new gap.
+    pub fn retune(&mut self, params: ReorderParams) {
+        self.p = params.p;
+        self.gap = params.gap;
     }
 
     fn release(&mut self, t: Instant) {
@@ -104,10 +119,6 @@ impl Stage for Reorder {
     fn name(&self) -> &'static str {
         "reorder"
     }
-    fn retune(&mut self, spec: &DirSpec, _down: bool) {
-        self.p = spec.reorder;
-        self.gap = spec.reorder_gap;
-    }
 }
 
 #[cfg(test)]
@@ -118,7 +129,7 @@ mod tests {
 
     #[test]
     fn held_packet_departs_after_gap_successors() {
-        let mut r = Reorder::new(1.0, 3, rng_for(1, 1));
+        let mut r = Reorder::new(ReorderParams { p: 1.0, gap: 3 }, rng_for(1, 1));
         let out = run_stage(&mut r, &periodic(8, 100, 1_000));
         // p = 1: 0 held, 1 2 3 pass, 0 follows 3; then 4 held, 5 6 7 pass, 4.
         let ids: Vec<u64> = out.iter().map(|o| o.0).collect();
@@ -130,7 +141,7 @@ mod tests {
 
     #[test]
     fn hold_times_out() {
-        let mut r = Reorder::new(1.0, 5, rng_for(1, 1));
+        let mut r = Reorder::new(ReorderParams { p: 1.0, gap: 5 }, rng_for(1, 1));
         let out = run_stage(&mut r, &[(0, 100, Instant::ZERO)]);
         assert_eq!(out, vec![(0, Instant::ZERO + MAX_HOLD)]);
         assert_eq!(r.counters().reordered, 0); // nobody overtook it
@@ -144,7 +155,7 @@ mod tests {
         // packet starts one with prob p). Binomial-ish 5 se bound.
         let n = 200_000u64;
         let (p, gap) = (0.02, 2u32);
-        let mut r = Reorder::new(p, gap, rng_for(5, 5));
+        let mut r = Reorder::new(ReorderParams { p, gap }, rng_for(5, 5));
         let out = run_stage(&mut r, &periodic(n, 100, 1_000));
         assert_eq!(out.len() as u64, n);
         let expect = p / (1.0 + gap as f64 * p);
@@ -167,7 +178,7 @@ mod tests {
 
     #[test]
     fn zero_probability_keeps_order() {
-        let mut r = Reorder::new(0.0, 3, rng_for(1, 1));
+        let mut r = Reorder::new(ReorderParams { p: 0.0, gap: 3 }, rng_for(1, 1));
         let out = run_stage(&mut r, &periodic(1000, 100, 10));
         assert!(out.windows(2).all(|w| w[0].0 < w[1].0));
     }

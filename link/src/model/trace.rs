@@ -18,7 +18,6 @@ use super::queue::{DropTailQueue, QueueLimit};
 use super::{Fifo, Stage, StageCounters};
 use crate::occupancy::QueueWatch;
 use crate::packet::Packet;
-use crate::spec::DirSpec;
 use crate::time::{Duration, Instant};
 use std::sync::Arc;
 
@@ -86,11 +85,6 @@ impl Trace {
         })
     }
 
-    pub fn load(path: &str) -> Result<Trace, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-        Trace::parse(path, &text)
-    }
-
     /// Mean capacity over one period (bit/s).
     pub fn mean_bps(&self) -> f64 {
         self.ms.len() as f64 * OPPORTUNITY_IP_BYTES as f64 * 8.0 / (self.period_ms as f64 / 1e3)
@@ -142,6 +136,13 @@ impl TraceLink {
             dropped: 0,
             watch: None,
         }
+    }
+
+    /// Take the queue's `limit` from now on (a scheduled step; the trace
+    /// itself never changes). Packets already queued beyond a smaller limit
+    /// stay.
+    pub fn retune(&mut self, limit: QueueLimit) {
+        self.queue.set_limit(limit);
     }
 
     fn opportunity(&self) -> Option<Instant> {
@@ -226,9 +227,6 @@ impl Stage for TraceLink {
     }
     fn name(&self) -> &'static str {
         "trace"
-    }
-    fn retune(&mut self, spec: &DirSpec, _down: bool) {
-        self.queue.set_limit(spec.queue);
     }
     fn watch_queue(&mut self, watch: &QueueWatch, from: Instant) {
         self.watch = Some(watch.attached(from));

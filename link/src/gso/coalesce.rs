@@ -231,7 +231,7 @@ fn finish(m: &mut Merge) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::offload::split;
+    use crate::gso::offload::split;
 
     /// Plain TCP/IPv4 segment with complete checksums, via `split`.
     fn segments(payload_len: usize, mss: u16, flags: u8) -> Vec<Vec<u8>> {
