@@ -1,17 +1,25 @@
 """`tunbench run --count-work` on real tunnels, against answers known in advance (issue 30):
-socat relays with read()/write() of at most its -b bytes, so `buffer=2048` makes about 4x the reads and
-writes per MB of `buffer=8192` (socat's relay loop: one read, one write per buffer)."""
+- socat relays with read()/write() of at most its -b bytes, so `buffer=2048` makes about 4x the reads and
+  writes per MB of `buffer=8192` (socat's relay loop: one read, one write per buffer);
+- the same socat with a preloaded wrapper that makes one extra syscall per write(2)
+  (examples/adapters/shims/extra-syscall.c, through examples/adapters/socat-preload.toml's `env`) makes
+  exactly one syscall more per write, and as many writes per MB."""
 
 from __future__ import annotations
 
 import shutil
 import statistics
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.integration.helpers import run_json
+
+REPO = Path(__file__).resolve().parents[2]
+SHIM = REPO / "examples" / "adapters" / "shims" / "extra-syscall.c"
+PRELOAD_ADAPTER = REPO / "examples" / "adapters" / "socat-preload.toml"
 from tunbench.monitor.work import probe
 
 pytestmark = pytest.mark.skipif(
@@ -43,3 +51,30 @@ def test_socat_small_buffer_makes_about_4x_the_reads_and_writes_per_mb(tmp_path:
         # socat has no server-side process: that side says so instead of counting zero
         assert "work.server.syscalls" not in m
         assert t["params"]["work"]["server"].startswith("not counted: no tunnel process")
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler (cc) to build the preloaded wrapper")
+def test_a_wrapper_with_one_extra_syscall_per_write_shows_plus_one_per_write(tmp_path: Path) -> None:
+    """socat makes about 9 syscalls per relayed buffer (one read, one write, the rest its polling); with the
+    wrapper, 10. In A/A trials of the plain relay the syscalls per write varied by 0.002 (9.0016 to 9.0033,
+    docs/counted-work.md), so +1 is asserted to within 0.02."""
+    so = tmp_path / "extra-syscall.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(so), str(SHIM), "-ldl"], check=True)
+    res, doc = run_json(
+        tmp_path,
+        "-t", "socat[label=plain]", "-t", f"{PRELOAD_ADAPTER}[preload={so},label=shim]",
+        "--no-direct", "--duration", "2", "--omit", "0", "--repeat", "2", "--direction", "up", "--count-work",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+
+    def per_write(label: str) -> list[float]:
+        calls = _by_label(doc, label, "work.client.syscalls")
+        writes = _by_label(doc, label, "work.client.syscalls.write")
+        return [c / w for c, w in zip(calls, writes, strict=True)]
+
+    plain, shim = per_write("plain"), per_write("shim")
+    assert len(plain) == len(shim) == 2
+    assert statistics.median(shim) - statistics.median(plain) == pytest.approx(1.0, abs=0.02), (plain, shim)
+    # the wrapper changes nothing else: the same writes per MB (the relay's buffer is the same)
+    writes_mb = [statistics.median(_by_label(doc, lab, "work.client.write_per_mb")) for lab in ("plain", "shim")]
+    assert writes_mb[1] == pytest.approx(writes_mb[0], rel=0.05)
