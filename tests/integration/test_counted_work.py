@@ -3,7 +3,10 @@
   writes per MB of `buffer=8192` (socat's relay loop: one read, one write per buffer);
 - the same socat with a preloaded wrapper that makes one extra syscall per write(2)
   (examples/adapters/shims/extra-syscall.c, through examples/adapters/socat-preload.toml's `env`) makes
-  exactly one syscall more per write, and as many writes per MB."""
+  exactly one syscall more per write, and as many writes per MB;
+- OpenVPN over UDP sends one datagram per sendto(2); with `--tun-mtu 6000 --mssfix 0` (a wrapper given as
+  `bin=`) a full TCP segment inside is a 6,032-byte IP payload, which IP splits into 5 fragments on the
+  MTU-1500 underlay: 5 packets per send, where the default (1500, MSS clamped to fit) sends 1."""
 
 from __future__ import annotations
 
@@ -78,3 +81,28 @@ def test_a_wrapper_with_one_extra_syscall_per_write_shows_plus_one_per_write(tmp
     # the wrapper changes nothing else: the same writes per MB (the relay's buffer is the same)
     writes_mb = [statistics.median(_by_label(doc, lab, "work.client.write_per_mb")) for lab in ("plain", "shim")]
     assert writes_mb[1] == pytest.approx(writes_mb[0], rel=0.05)
+
+
+@pytest.mark.skipif(shutil.which("openvpn") is None, reason="needs openvpn")
+def test_openvpn_jumbo_tun_mtu_sends_five_fragments_per_sendto(tmp_path: Path) -> None:
+    """Predicted from the sizes: a 6,000-byte inner packet + OpenVPN's 24 bytes (P_DATA_V2 opcode and peer id
+    4, packet id 4, GCM tag 16) + UDP 8 = 6,032 bytes of IP payload; fragments carry 1,480 each (MTU 1500 less
+    the IP header), so ceil(6032 / 1480) = 5 packets per datagram, hence per sendto on the sending side and
+    per recvfrom on the receiving side (the drops of its socket buffer aside). Measured: 4.999 (client) and,
+    receiving, 4.999 once the drops are scaled. The segments that are not full (the handshake, the last of a
+    burst) are the 0.1% below 5; 1.0 without the wrapper."""
+    wrapper = tmp_path / "openvpn-jumbo"
+    openvpn = shutil.which("openvpn")
+    wrapper.write_text(f'#!/bin/sh\nexec {openvpn} "$@" --tun-mtu 6000 --mssfix 0\n')
+    wrapper.chmod(0o755)
+    res, doc = run_json(
+        tmp_path,
+        "-t", "openvpn-udp[label=default]", "-t", f"openvpn-udp[bin={wrapper},label=jumbo]",
+        "--no-direct", "--duration", "2", "--omit", "0", "--repeat", "1", "--direction", "up", "--count-work",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    for label, packets in (("default", 1.0), ("jumbo", 5.0)):
+        (sent,) = _by_label(doc, label, "work.client.packets_per_send")
+        (received,) = _by_label(doc, label, "work.server.packets_per_recv")
+        assert sent == pytest.approx(packets, rel=0.02), (label, sent)
+        assert received == pytest.approx(packets, rel=0.02), (label, received)

@@ -99,6 +99,25 @@ def test_packets_the_socket_buffer_dropped_are_no_batching() -> None:
     assert work.ratios(m, {"client": "vc"})["work.client.packets_per_recv"] == pytest.approx(1.0, abs=1e-4)
 
 
+def test_drops_of_fragmented_datagrams_are_scaled_to_packets() -> None:
+    # openvpn-udp with --tun-mtu 6000 on an MTU-1500 underlay: each datagram arrives as 5 IP fragments; the
+    # server's socket buffer dropped 5,407 datagrams (27,035 fragments) and 55,600 recvfrom read the rest
+    # (a counted run of tests/integration/test_counted_work.py's case); 1 datagram, 5 packets per recvfrom
+    m = _metrics(
+        **{
+            "counters.client.dev.vc.rx_packets": 304_953.0,
+            "counters.client.udp_rcvbuf_errors": 5_407.0,
+            "counters.client.udp_in_datagrams": 55_600.0,
+        }
+    )
+    m["work.client.syscalls.recvmmsg"] = 55_600.0
+    assert work.ratios(m, {"client": "vc"})["work.client.packets_per_recv"] == pytest.approx(4.999, abs=1e-3)
+    # unfragmented, the scaling is the subtraction: 147,390 packets, 20,029 dropped, 127,361 delivered
+    m.update({"counters.client.dev.vc.rx_packets": 147_390.0, "counters.client.udp_rcvbuf_errors": 20_029.0})
+    m.update({"counters.client.udp_in_datagrams": 127_361.0, "work.client.syscalls.recvmmsg": 127_361.0})
+    assert work.ratios(m, {"client": "vc"})["work.client.packets_per_recv"] == pytest.approx(1.0)
+
+
 def test_ratios_leave_out_what_has_no_input() -> None:
     m = _metrics(**{"work.client.syscalls.sendmmsg": 0.0, "work.client.syscalls.sendto": 0.0})
     del m["work.client.syscalls.recvmmsg"]

@@ -169,12 +169,26 @@ def _sum(metrics: Mapping[str, float | None], keys: Sequence[str]) -> float | No
     return sum(present) if present else None
 
 
+def _received(metrics: Mapping[str, float | None], role: str, rx_packets: float | None) -> float | None:
+    """The underlay packets that reached a recv: those the UDP receive buffers dropped never did, and are
+    not the process's batching. The drops are datagrams and the device counts packets, which differ when IP
+    fragments a datagram: the packets are then scaled by the share of datagrams delivered to a socket
+    (`udp_in_datagrams`); without that counter, the drops are taken as one packet each."""
+    if rx_packets is None:
+        return None
+    dropped = metrics.get(f"counters.{role}.udp_rcvbuf_errors") or 0.0
+    delivered = metrics.get(f"counters.{role}.udp_in_datagrams")
+    if delivered is None:
+        return max(0.0, rx_packets - dropped)
+    return rx_packets * delivered / (delivered + dropped) if delivered + dropped else rx_packets
+
+
 def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> dict[str, float | None]:
     """The derived ratios per counted role (pure), over the bytes and packets the role's underlay device
     carried in the window, both directions (`counters.<role>.dev.<dev>.{rx,tx}_{bytes,packets}`): syscalls
     and context switches per MB, bytes per wake-up (a voluntary context switch), packets per send syscall (tx packets
     / sendmmsg+sendmsg+sendto) and per receive syscall (rx packets less those the UDP receive buffers
-    dropped, `counters.<role>.udp_rcvbuf_errors`, / recvmmsg+recvmsg+recvfrom), and
+    dropped, `_received`, / recvmmsg+recvmsg+recvfrom), and
     instructions and cycles per byte where counted. A ratio without its inputs is left out."""
     out: dict[str, float | None] = {}
     for role, dev in underlay.items():
@@ -198,9 +212,7 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
         sends = _sum(metrics, [f"{w}.syscalls.{s}" for s in SEND_FAMILY])
         recvs = _sum(metrics, [f"{w}.syscalls.{s}" for s in RECV_FAMILY])
         out[f"{w}.packets_per_send"] = _div(tx_p, sends)
-        # packets the socket buffer dropped never reached a recv: they are not the process's batching
-        dropped = metrics.get(f"counters.{role}.udp_rcvbuf_errors") or 0.0
-        out[f"{w}.packets_per_recv"] = _div(None if rx_p is None else max(0.0, rx_p - dropped), recvs)
+        out[f"{w}.packets_per_recv"] = _div(_received(metrics, role, rx_p), recvs)
         for hw in HARDWARE_EVENTS:
             if metrics.get(f"{w}.{hw}") is not None:
                 out[f"{w}.{hw}_per_byte"] = _div(metrics.get(f"{w}.{hw}"), nbytes)
