@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from tests.integration.helpers import run_json
+from tunbench.monitor.work import probe
 
 REPO = Path(__file__).resolve().parents[2]
 SHIM = REPO / "examples" / "adapters" / "shims" / "extra-syscall.c"
 PRELOAD_ADAPTER = REPO / "examples" / "adapters" / "socat-preload.toml"
-from tunbench.monitor.work import probe
 
 pytestmark = pytest.mark.skipif(
     shutil.which("perf") is None or not probe(shutil.which("perf")).available,
