@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.integration.helpers import run_json
+from tunbench.host.cgroup import cpuset_refusal
 from tunbench.monitor.work import probe
 
 REPO = Path(__file__).resolve().parents[2]
@@ -106,3 +107,20 @@ def test_openvpn_jumbo_tun_mtu_sends_five_fragments_per_sendto(tmp_path: Path) -
         (received,) = _by_label(doc, label, "work.server.packets_per_recv")
         assert sent == pytest.approx(packets, rel=0.02), (label, sent)
         assert received == pytest.approx(packets, rel=0.02), (label, received)
+
+
+@pytest.mark.skipif(cpuset_refusal() != "", reason="needs a cpuset controller to place the sides (--cpuset)")
+def test_placed_sides_get_their_softirq_time(tmp_path: Path) -> None:
+    """With the sides on CPUs of their own, each side's softirq time over the window is its own; socat's
+    upload is processed in softirqs on the sending side's CPU (a veth's receive runs where it was sent)."""
+    res, doc = run_json(
+        tmp_path,
+        "-t", "socat", "--no-direct", "--duration", "2", "--omit", "0", "--repeat", "1", "--direction", "up",
+        "--count-work", "--cpuset", "split",
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    (t,) = doc["trials"]
+    assert "work_irq" not in t["params"], t["params"]["work_irq"]  # both sides attributed
+    m = t["metrics"]
+    assert m["work.client.softirq_s"] > 0 and m["work.client.softirq_ms_per_mb"] > 0
+    assert m["work.server.softirq_s"] >= 0 and m["work.client.irq_s"] >= 0

@@ -128,6 +128,12 @@ def test_ratios_leave_out_what_has_no_input() -> None:
     assert "work.client.syscalls_per_mb" not in r  # no bytes counted: no per-MB figure (not infinity)
 
 
+def test_softirq_per_mb_only_where_attributed() -> None:
+    assert "work.client.softirq_ms_per_mb" not in work.ratios(_metrics(), {"client": "vc"})
+    r = work.ratios(_metrics(**{"work.client.softirq_s": 0.23}), {"client": "vc"})
+    assert r["work.client.softirq_ms_per_mb"] == pytest.approx(115.0)  # 230 ms over 2 MB
+
+
 def test_hardware_ratios_only_where_counted() -> None:
     assert "work.client.instructions_per_byte" not in work.ratios(_metrics(), {"client": "vc"})
     r = work.ratios(_metrics(**{"work.client.instructions": 4e6}), {"client": "vc"})

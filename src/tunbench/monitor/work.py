@@ -163,6 +163,10 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
 def _sum(metrics: Mapping[str, float | None], keys: Sequence[str]) -> float | None:
     vals = [metrics.get(k) for k in keys]
     present = [v for v in vals if v is not None]
@@ -188,7 +192,8 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
     carried in the window, both directions (`counters.<role>.dev.<dev>.{rx,tx}_{bytes,packets}`): syscalls
     and context switches per MB, bytes per wake-up (a voluntary context switch), packets per send syscall (tx packets
     / sendmmsg+sendmsg+sendto) and per receive syscall (rx packets less those the UDP receive buffers
-    dropped, `_received`, / recvmmsg+recvmsg+recvfrom), and
+    dropped, `_received`, / recvmmsg+recvmsg+recvfrom), the side's softirq milliseconds per MB where
+    they were attributed, and
     instructions and cycles per byte where counted. A ratio without its inputs is left out."""
     out: dict[str, float | None] = {}
     for role, dev in underlay.items():
@@ -213,6 +218,8 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
         recvs = _sum(metrics, [f"{w}.syscalls.{s}" for s in RECV_FAMILY])
         out[f"{w}.packets_per_send"] = _div(tx_p, sends)
         out[f"{w}.packets_per_recv"] = _div(_received(metrics, role, rx_p), recvs)
+        # the side's softirq time (monitor/irqtime.py), where its CPUs are its own
+        out[f"{w}.softirq_ms_per_mb"] = _div(_ms(metrics.get(f"{w}.softirq_s")), nbytes / MB)
         for hw in HARDWARE_EVENTS:
             if metrics.get(f"{w}.{hw}") is not None:
                 out[f"{w}.{hw}_per_byte"] = _div(metrics.get(f"{w}.{hw}"), nbytes)

@@ -2,14 +2,16 @@
 driving of monitor/work.py around each measured window, on each role's tunnel processes (its cgroup's
 members), the result stored as `work.<role>.*` metrics and, when a role was not counted or a process
 exited during the window, `params.work.<role>` saying so. The ratios over the underlay's bytes and
-packets are derived once the namespace counters are in (runner `_account`, monitor.work.ratios)."""
+packets are derived once the namespace counters are in (runner `_account`, monitor.work.ratios).
+Where the sides are placed on CPUs of their own, each side's softirq and irq time over the window too
+(monitor/irqtime.py, `work.<role>.softirq_s`); `params.work_irq.<role>` says why a side's was not."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
 
-from tunbench.monitor import work
+from tunbench.monitor import irqtime, work
 from tunbench.profiling.perf import find_tool
 from tunbench.results import TrialRecord
 from tunbench.tunnels.adapter import Tunnel
@@ -36,9 +38,19 @@ class CountWork:
     def _window(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[object]:
         notes: dict[str, str] = {}
         pids = {role: tunnel.pids(role) for role in ("client", "server")}
+        cpus, unattributed = irqtime.attribution(rec.params.get("cpuset") or {})
         try:
             with work.counted(self.cap, pids, ctx.workdir, ctx.ledger, rec.metrics, notes):
+                before = irqtime.snapshot() if cpus else None
                 yield None
+                after = irqtime.snapshot() if before is not None else None
+            if before is not None and after is not None:
+                rec.metrics.update(irqtime.irq_metrics(before, after, cpus))
+            elif cpus:
+                why = "not attributed: /proc/stat lists fewer CPUs than the host has (one is offline)"
+                unattributed.update(dict.fromkeys(cpus, why))
         finally:
             if notes:
                 rec.params["work"] = notes
+            if unattributed:
+                rec.params["work_irq"] = unattributed
