@@ -6,7 +6,9 @@
   exactly one syscall more per write, and as many writes per MB;
 - OpenVPN over UDP sends one datagram per sendto(2); with `--tun-mtu 6000 --mssfix 0` (a wrapper given as
   `bin=`) a full TCP segment inside is a 6,032-byte IP payload, which IP splits into 5 fragments on the
-  MTU-1500 underlay: 5 packets per send, where the default (1500, MSS clamped to fit) sends 1."""
+  MTU-1500 underlay: 5 packets per send, where the default (1500, MSS clamped to fit) sends 1;
+- on `--hosts` (real SSH hosts, tests/sshhosts.py) each role is counted by its host's agent, and socat's
+  syscalls per relayed write there are those of a local run within the A/A noise."""
 
 from __future__ import annotations
 
@@ -124,3 +126,35 @@ def test_placed_sides_get_their_softirq_time(tmp_path: Path) -> None:
     m = t["metrics"]
     assert m["work.client.softirq_s"] > 0 and m["work.client.softirq_ms_per_mb"] > 0
     assert m["work.server.softirq_s"] >= 0 and m["work.client.irq_s"] >= 0
+
+
+def test_on_hosts_the_agent_counts_and_agrees_with_a_local_run(tmp_path: Path) -> None:
+    """The same socat relay counted locally and on two SSH hosts (the client role on h1, counted by h1's
+    agent): socat makes 9 syscalls per relayed write whichever machine runs it, and the A/A spread of that
+    figure is 0.002 (test_a_wrapper_with_one_extra_syscall_per_write_shows_plus_one_per_write), so the two
+    must agree to within 0.02."""
+    from tests.integration.test_multi_host import agent_prefixes, nothing_left, run_hosts
+    from tests.sshhosts import ssh_hosts
+
+    if shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists():
+        pytest.skip("sshd is not installed (make deps)")
+    args = ("-t", "socat", "--no-direct", "--duration", "2", "--omit", "0", "--repeat", "1", "--direction", "up")
+    (tmp_path / "local").mkdir()
+    local, ldoc = run_json(tmp_path / "local", *args, "--count-work")
+    assert local.returncode == 0, local.stdout + local.stderr
+    with ssh_hosts(tmp_path) as hosts:
+        res, doc = run_hosts(tmp_path, hosts.inventory, *args, "--count-work")
+        assert res.returncode == 0, res.stdout + res.stderr
+        nothing_left(hosts, agent_prefixes(doc))
+    (t,) = doc["trials"]
+    assert t["status"] == "ok", t["error"]
+    assert t["params"]["work_host"] == {"client": "h1", "server": "h2"}  # each role's own host's agent
+    assert t["params"]["work"]["server"] == "not counted: no tunnel process on this side (on h2)"
+    (lt,) = ldoc["trials"]
+    assert "work_host" not in lt["params"]
+
+    def per_write(m: dict[str, float]) -> float:
+        return m["work.client.syscalls"] / m["work.client.syscalls.write"]
+
+    assert per_write(t["metrics"]) == pytest.approx(per_write(lt["metrics"]), abs=0.02)
+    assert t["metrics"]["work.client.syscalls.read"] > 10_000  # counted over the whole window, not a sliver

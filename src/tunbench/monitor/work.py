@@ -16,15 +16,17 @@ The argv builder, the CSV parser and the ratios are pure and tested on captured 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
 import select
 import signal
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tunbench.errors import CommandFailed, TunbenchError
 from tunbench.host.ledger import Ledger
@@ -64,6 +66,7 @@ SEND_FAMILY = ("sendmmsg", "sendmsg", "sendto")
 RECV_FAMILY = ("recvmmsg", "recvmsg", "recvfrom")
 TRACEFS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 ACK_TIMEOUT_S = 5.0
+NO_PROCESS = "no tunnel process on this side"
 MB = 1e6
 
 
@@ -327,6 +330,56 @@ class Counting:
         return m
 
 
+class RoleCount(Protocol):
+    """One role's counting over a window, wherever its processes run: `Counting` here, an agent's on a host
+    (remote/counted.py). `finish()` returns the role's metrics ({} when not counted, `why` saying why)."""
+
+    role: str
+    why: str
+
+    def start(self) -> None: ...
+
+    def finish(self) -> dict[str, float | None]: ...
+
+
+def exit_note(role: str, got: Mapping[str, float | None]) -> str:
+    """What a counted role's trial says when processes exited during the window; "" when none did."""
+    exited = int(got.get(f"work.{role}.exited") or 0)
+    if not exited:
+        return ""
+    of = int(got.get(f"work.{role}.processes") or 0)
+    return f"{exited} of {of} processes exited during the window (counted up to their exit)"
+
+
+@contextlib.contextmanager
+def count_roles(
+    make: Mapping[str, Callable[[], RoleCount]], metrics: dict[str, float | None], notes: dict[str, str]
+) -> Iterator[None]:
+    """Count each role over the `with` block into `metrics` (`work.<role>.*`): `make[role]()` attaches its
+    counting, all are started (enabled) once every one is attached, and finished after the block. `notes[role]`
+    says why a role was not counted, or which of its processes exited during the window. Never raises for
+    perf's sake: the trial goes on uncounted."""
+    runs: list[RoleCount] = []
+    try:
+        for role, attach in make.items():
+            try:
+                runs.append(attach())
+            except (OSError, TunbenchError) as e:
+                notes[role] = f"not counted: perf stat ({role}) could not start: {e}"
+        for r in runs:
+            if not r.why:
+                r.start()
+        yield None
+    finally:
+        for r in runs:
+            got = r.finish()
+            metrics.update(got)
+            if r.why:
+                notes[r.role] = f"not counted: {r.why}"
+            elif note := exit_note(r.role, got):
+                notes[r.role] = note
+
+
 @contextlib.contextmanager
 def counted(
     cap: Capability,
@@ -336,34 +389,17 @@ def counted(
     metrics: dict[str, float | None],
     notes: dict[str, str],
 ) -> Iterator[None]:
-    """Count each role's processes over the `with` block into `metrics` (`work.<role>.*`); `notes[role]`
-    says why a role was not counted, or which of its processes exited during the window. Never raises for
-    perf's sake: the trial goes on uncounted."""
+    """Count each role's processes on this host over the `with` block (count_roles): a role without a
+    process, or a host where perf cannot count, is noted "not counted" with the reason."""
     if not cap.available:
         notes.update({role: f"not counted: {cap.why}" for role in pids})
         yield None
         return
-    runs: list[Counting] = []
-    try:
-        for role, ps in pids.items():
-            if not ps:
-                notes[role] = "not counted: no tunnel process on this side"
-                continue
-            try:
-                runs.append(Counting(cap, role, ps, workdir, ledger))
-            except (OSError, TunbenchError) as e:
-                notes[role] = f"not counted: perf stat ({role}) could not start: {e}"
-        for r in runs:
-            r.start()
+    make: dict[str, Callable[[], RoleCount]] = {}
+    for role, ps in pids.items():
+        if ps:
+            make[role] = functools.partial(Counting, cap, role, ps, workdir, ledger)
+        else:
+            notes[role] = f"not counted: {NO_PROCESS}"
+    with count_roles(make, metrics, notes):
         yield None
-    finally:
-        for r in runs:
-            got = r.finish()
-            metrics.update(got)
-            if r.why:
-                notes[r.role] = f"not counted: {r.why}"
-            elif got.get(f"work.{r.role}.exited"):
-                notes[r.role] = (
-                    f"{int(got[f'work.{r.role}.exited'] or 0)} of {len(r.pids)} processes exited during the "
-                    "window (counted up to their exit)"
-                )
