@@ -203,3 +203,61 @@ def test_real_perf_counts_up_to_an_exit_and_says_so(tmp_path: Path, monkeypatch:
         for p in procs:
             p.kill()
             p.wait()
+
+
+# ---- faults: perf missing or not permitted ------------------------------------------------------------
+
+
+def test_remedy_names_what_to_set() -> None:
+    denied = "Error:\tNo permissions to read /sys/kernel/tracing/events/raw_syscalls/sys_enter"
+    fix = work.remedy(denied, paranoid=2, lockdown=None, tracefs=True)
+    assert "kernel.perf_event_paranoid is 2" in fix and "CAP_PERFMON" in fix and "mode=755" in fix
+    limited = "Error:\nAccess to performance monitoring and observability operations is limited."
+    assert "perf_event_paranoid=-1" in work.remedy(limited, paranoid=4, lockdown="none", tracefs=True)
+    assert "lockdown=confidentiality" in work.remedy(denied, paranoid=2, lockdown="confidentiality", tracefs=True)
+    assert "mount -t tracefs" in work.remedy("event syntax error", paranoid=-1, lockdown=None, tracefs=False)
+    assert "perf stat -e raw_syscalls:sys_enter true" in work.remedy("?", paranoid=-1, lockdown=None, tracefs=True)
+
+
+def test_lockdown_mode_is_the_bracketed_word(tmp_path: Path) -> None:
+    f = tmp_path / "lockdown"
+    f.write_text("none integrity [confidentiality]\n")
+    assert work._lockdown(f) == "confidentiality"
+    assert work._lockdown(tmp_path / "absent") is None
+
+
+def _nobody_perf(tmp_path: Path) -> Path:
+    """perf run as nobody: the kernel really refuses its tracepoints (perf_event_paranoid > -1, tracefs 0700)."""
+    import shutil
+
+    perf, setpriv = shutil.which("perf"), shutil.which("setpriv")
+    if perf is None or setpriv is None:
+        pytest.skip("needs perf and setpriv")
+    wrapper = tmp_path / "perf"
+    wrapper.write_text(f'#!/bin/sh\nexec {setpriv} --reuid=65534 --regid=65534 --clear-groups {perf} "$@"\n')
+    wrapper.chmod(0o755)
+    if work.probe(str(wrapper)).available:
+        pytest.skip("this host lets an unprivileged user count syscalls (perf_event_paranoid -1, tracefs readable)")
+    return wrapper
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="drops to nobody from root")
+def test_perf_not_permitted_says_why_and_doctor_says_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunbench import doctor
+    from tunbench.profiling import perf as perf_mod
+
+    wrapper = _nobody_perf(tmp_path)
+    cap = work.probe(str(wrapper))
+    assert cap.why.startswith("perf stat cannot count syscalls here: ")
+    assert "perf_event_paranoid" in cap.fix
+    monkeypatch.setattr(perf_mod, "find_tool", lambda name: str(wrapper))
+    check = doctor.count_work_check(None)
+    assert not check.ok and check.detail == cap.why
+    assert check.fix.startswith(cap.fix) and check.fix.endswith("only needed for --count-work")
+    metrics: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    with work.counted(cap, {"client": [1]}, tmp_path, None, metrics, notes):  # type: ignore[arg-type]
+        pass
+    assert metrics == {} and notes["client"] == f"not counted: {cap.why}"

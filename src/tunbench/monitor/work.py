@@ -72,12 +72,13 @@ MB = 1e6
 
 @dataclass(frozen=True)
 class Capability:
-    """What this host lets perf count: the events (perf names), or `why` not ("" when it can)."""
+    """What this host lets perf count: the events (perf names), or `why` not ("" when it can) and the `fix`."""
 
     perf: str
     events: tuple[str, ...]
     why: str = ""
     hardware: bool = False
+    fix: str = ""  # what to install or set, when it cannot count
 
     @property
     def available(self) -> bool:
@@ -236,12 +237,45 @@ def _paranoid() -> int | None:
         return None
 
 
+def _lockdown(path: Path = Path("/sys/kernel/security/lockdown")) -> str | None:
+    """The kernel's lockdown mode, the bracketed word of `none [integrity] confidentiality`; None where the
+    kernel has no lockdown."""
+    try:
+        m = re.search(r"\[(\w+)\]", path.read_text())
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+DENIED = ("No permissions", "Access to performance monitoring", "Permission denied", "not permitted")
+
+
+def remedy(output: str, *, paranoid: int | None, lockdown: str | None, tracefs: bool) -> str:
+    """What to set so perf can count syscalls here, from why `perf stat` failed (its `output`) and the
+    host's settings (pure; `tunbench doctor` prints it)."""
+    if not tracefs:
+        return "mount tracefs, where the syscall tracepoints are: mount -t tracefs nodev /sys/kernel/tracing"
+    if lockdown == "confidentiality":
+        return (
+            "the kernel is locked down (lockdown=confidentiality forbids perf reading kernel tracepoints): "
+            "boot with lockdown=integrity or none"
+        )
+    if any(d in output for d in DENIED):
+        return (
+            f"perf may not read the syscall tracepoints (kernel.perf_event_paranoid is {paranoid}): run tunbench "
+            "as root with CAP_PERFMON or CAP_SYS_ADMIN (a container: --cap-add PERFMON), or "
+            "sysctl kernel.perf_event_paranoid=-1 with the tracepoints readable "
+            "(mount -o remount,mode=755 /sys/kernel/tracing)"
+        )
+    return "perf stat fails here: try `perf stat -e raw_syscalls:sys_enter true` for its whole message"
+
+
 def probe(perf: str | None) -> Capability:
     """What perf may count on this host, found once per run: `perf stat` on `true` with every candidate
-    event; the events it counts are kept, and hardware ones only when supported. `why` says what to install
-    or set when it counts nothing (doctor prints it)."""
+    event; the events it counts are kept, and hardware ones only when supported. `why` says why it counts
+    nothing and `fix` what to install or set (doctor prints both)."""
     if perf is None:
-        return Capability("", (), "perf is not installed (Debian: apt install linux-perf)")
+        return Capability("", (), "perf is not installed (Debian: apt install linux-perf)", fix="install perf")
     syscalls = present_syscalls()
     candidates = [*BASE_EVENTS, *(syscall_event(s) for s in syscalls), *HARDWARE_EVENTS]
     if _has_tracepoint("sched", "sched_switch"):
@@ -249,18 +283,21 @@ def probe(perf: str | None) -> Capability:
     try:
         res = run_cmd([perf, "stat", "-x,", *event_args(candidates), "true"], timeout_s=20, check=False)
     except (OSError, CommandFailed) as e:
-        return Capability(perf, (), f"perf stat failed: {e}")
+        return Capability(perf, (), f"perf stat failed: {e}", fix=f"check that {perf} runs")
     counts = parse_stat_csv(res.stderr)
     if res.returncode != 0 or "raw_syscalls:sys_enter" not in counts:
-        level = _paranoid()
-        hint = ""
-        if os.geteuid() != 0 and level is not None and level > -1:
-            hint = f" (kernel.perf_event_paranoid is {level}: tracepoints need root or -1)"
-        tail = " ".join(res.stderr.strip().splitlines()[-2:])
-        return Capability(perf, (), f"perf stat cannot count syscalls here{hint}: {tail or 'no output'}")
+        lines = [ln.strip() for ln in res.stderr.strip().splitlines() if ln.strip()]
+        said = next((ln for ln in lines if any(d in ln for d in DENIED)), " ".join(lines[-2:]))
+        said = re.sub(r"^Error:\s*", "", said)
+        fix = remedy(res.stderr, paranoid=_paranoid(), lockdown=_lockdown(), tracefs=_tracefs_mounted())
+        return Capability(perf, (), f"perf stat cannot count syscalls here: {said or 'no output'}", fix=fix)
     hardware = all(counts.get(h) is not None for h in HARDWARE_EVENTS)
     events = [e for e in candidates if e not in HARDWARE_EVENTS or hardware]
     return Capability(perf, tuple(events), hardware=hardware)
+
+
+def _tracefs_mounted(tracefs: Sequence[Path] = TRACEFS) -> bool:
+    return any((root / "events").is_dir() for root in tracefs)
 
 
 def _ack(fd: int, timeout_s: float) -> bool:
