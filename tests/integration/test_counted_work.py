@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.helpers import run_json
+from tests.integration.helpers import run_json, tunbench
 from tunbench.host.cgroup import cpuset_refusal
 from tunbench.monitor.work import probe
 
@@ -147,6 +147,9 @@ def test_on_hosts_the_agent_counts_and_agrees_with_a_local_run(tmp_path: Path) -
         res, doc = run_hosts(tmp_path, hosts.inventory, *args, "--count-work")
         assert res.returncode == 0, res.stdout + res.stderr
         nothing_left(hosts, agent_prefixes(doc))
+        doctor = tunbench("doctor", "--hosts", str(hosts.inventory))
+        per_host = doctor.stdout[doctor.stdout.index("✓ reachable") :]  # after this machine's own checks
+        assert per_host.count("✓ counted work (perf stat): software events") == 2, doctor.stdout
     (t,) = doc["trials"]
     assert t["status"] == "ok", t["error"]
     assert t["params"]["work_host"] == {"client": "h1", "server": "h2"}  # each role's own host's agent

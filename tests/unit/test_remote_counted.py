@@ -21,7 +21,7 @@ from tunbench.host import ledger as ledger_mod
 from tunbench.host.place import LocalPlace
 from tunbench.monitor import work
 from tunbench.remote.agent import Agent, _PlaceState
-from tunbench.remote.counted import RemoteCounting
+from tunbench.remote.counted import RemoteCounting, count_verdict
 from tunbench.remote.place import RemotePlace, RemoteProc
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the agent's processes and perf need root")
@@ -96,3 +96,19 @@ def test_a_role_without_a_process_on_its_host_is_not_counted(agent: tuple[Agent,
     a._count_cap = work.Capability("perf", ("raw_syscalls:sys_enter",))  # as if it could: no pid to count
     r = RemoteCounting(place, "server", [])
     assert r.key is None and r.why == "no tunnel process on this side (on hx)"
+
+
+def test_doctor_hosts_line_says_what_the_host_can_count_or_the_fix(agent: tuple[Agent, RemotePlace]) -> None:
+    a, place = agent
+    a._count_cap = work.probe(None)
+    ok, name, text, fix = count_verdict(place.conn)
+    assert (ok, name, text) == (
+        False,
+        "counted work (perf stat)",
+        "perf is not installed (Debian: apt install linux-perf)",
+    )
+    assert fix == "install perf; only needed for --count-work"
+    a._count_cap = work.Capability("perf", ("raw_syscalls:sys_enter", "syscalls:sys_enter_write"))
+    assert count_verdict(place.conn) == (
+        True, "counted work (perf stat)", "software events, 1 syscall tracepoints; no hardware counters", ""
+    )  # fmt: skip

@@ -396,21 +396,29 @@ class Agent:
             raise TunbenchError(f"no sampler {sampler}")
         return {"t0": s.t0, "wall_s": s.wall_s, "results": {r: asdict(c) for r, c in s.results.items()}}
 
+    def _count_capability(self) -> work.Capability:
+        if self._count_cap is None:
+            self._count_cap = work.probe(shutil.which("perf"))
+        return self._count_cap
+
+    def op_count_capability(self) -> dict[str, Any]:
+        """What perf may count on this host (`doctor --hosts`): why not and the fix, or the events."""
+        return asdict(self._count_capability())
+
     def op_count_open(self, place: str, role: str, procs: list[str]) -> dict[str, Any]:
         """Counted work (monitor/work.py) for a role's processes at a place: perf stat attached with its
         counters disabled, the same argv and parser as a local run. {"count": key}, or {"count": None, "why":
         ...} where this host cannot count (perf missing or not permitted, probed once) or the role has no
         process here."""
         pl = self._place(place)
-        if self._count_cap is None:
-            self._count_cap = work.probe(shutil.which("perf"))
-        if not self._count_cap.available:
-            return {"count": None, "why": self._count_cap.why}
+        cap = self._count_capability()
+        if not cap.available:
+            return {"count": None, "why": cap.why}
         pids = pl.pids(role, [self.procs[p] for p in procs if p in self.procs])
         if not pids:
             return {"count": None, "why": work.NO_PROCESS}
         key = self._id("w")
-        self.counts[key] = work.Counting(self._count_cap, role, pids, pl.workdir, self.ledger)
+        self.counts[key] = work.Counting(cap, role, pids, pl.workdir, self.ledger)
         return {"count": key, "why": ""}
 
     def op_count_start(self, count: str) -> str:

@@ -7,8 +7,10 @@ counted" with that host's reason, and the run goes on."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tunbench.host.place import Proc
+from tunbench.monitor.work import Capability
 from tunbench.remote.place import RemotePlace, RemoteProc
 
 
@@ -39,3 +41,15 @@ class RemoteCounting:
         if r["why"]:
             self.why = self._on_host(str(r["why"]))
         return {str(k): (None if v is None else float(v)) for k, v in r["metrics"].items()}
+
+
+def count_verdict(conn: Any) -> tuple[bool, str, str, str]:
+    """`doctor --hosts`'s line for counted work on the host behind `conn` (an AgentConnection): (ok, name,
+    what it can count or why not, the fix)."""
+    d = conn.call("count_capability")
+    cap = Capability(**{**d, "events": tuple(d["events"])})
+    if not cap.available:
+        return False, "counted work (perf stat)", cap.why, f"{cap.fix}; only needed for --count-work"
+    syscalls = sum(1 for e in cap.events if e.startswith("syscalls:"))
+    hw = "instructions and cycles" if cap.hardware else "no hardware counters"
+    return True, "counted work (perf stat)", f"software events, {syscalls} syscall tracepoints; {hw}", ""
