@@ -112,3 +112,25 @@ def test_doctor_hosts_line_says_what_the_host_can_count_or_the_fix(agent: tuple[
     assert count_verdict(place.conn) == (
         True, "counted work (perf stat)", "software events, 1 syscall tracepoints; no hardware counters", ""
     )  # fmt: skip
+
+
+def test_the_window_hook_counts_a_remote_role_through_its_agent(
+    agent: tuple[Agent, RemotePlace], tmp_path: Path
+) -> None:
+    """profiling/counted.CountWork: a role placed on a host goes to that host's agent (whose perf may differ
+    from this machine's), a local one to this machine's perf; each trial says where."""
+    from types import SimpleNamespace
+
+    from tunbench.profiling.counted import CountWork
+    from tunbench.results import TrialRecord
+
+    a, place = agent
+    a._count_cap = work.probe(None)  # the host cannot count; this machine "can" (it is never asked here)
+    rec = TrialRecord(0, "socat", "socat", "lan", "iperf3", 1, "up", 0, {})
+    tunnel = SimpleNamespace(pids=lambda role: [], daemons={})
+    ctx = SimpleNamespace(workdir=tmp_path, ledger=None, client=place, server=None)
+    with CountWork(work.Capability("perf", ("raw_syscalls:sys_enter",)))(ctx, tunnel, rec):  # type: ignore[arg-type]
+        pass
+    assert rec.params["work_host"] == {"client": "hx"}
+    assert rec.params["work"]["client"] == "not counted: perf is not installed (Debian: apt install linux-perf) (on hx)"
+    assert rec.params["work"]["server"] == "not counted: no tunnel process on this side"  # the local role
