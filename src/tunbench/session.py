@@ -505,8 +505,7 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
         )
     if plan.flamegraphs:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
-    if plan.scenario.run.count_work:
-        raise ConfigError("--count-work counts local processes: not with --hosts (yet)", key="run.count_work")
+    # --count-work on hosts: each role is counted by its host's agent (profiling/counted.py, remote/counted.py)
     if capped := [r.label for r in plan.refs if r.cpu_caps]:
         raise ConfigError(
             f"client_cpu= / server_cpu= cap processes on this machine: not with --hosts ({', '.join(capped)})",

@@ -100,6 +100,25 @@ def test_packets_the_socket_buffer_dropped_are_no_batching() -> None:
     assert work.ratios(m, {"client": "vc"})["work.client.packets_per_recv"] == pytest.approx(1.0, abs=1e-4)
 
 
+def test_drops_of_fragmented_datagrams_are_scaled_to_packets() -> None:
+    # openvpn-udp with --tun-mtu 6000 on an MTU-1500 underlay: each datagram arrives as 5 IP fragments; the
+    # server's socket buffer dropped 5,407 datagrams (27,035 fragments) and 55,600 recvfrom read the rest
+    # (a counted run of tests/integration/test_counted_work.py's case); 1 datagram, 5 packets per recvfrom
+    m = _metrics(
+        **{
+            "counters.client.dev.vc.rx_packets": 304_953.0,
+            "counters.client.udp_rcvbuf_errors": 5_407.0,
+            "counters.client.udp_in_datagrams": 55_600.0,
+        }
+    )
+    m["work.client.syscalls.recvmmsg"] = 55_600.0
+    assert work.ratios(m, {"client": "vc"})["work.client.packets_per_recv"] == pytest.approx(4.999, abs=1e-3)
+    # unfragmented, the scaling is the subtraction: 147,390 packets, 20,029 dropped, 127,361 delivered
+    m.update({"counters.client.dev.vc.rx_packets": 147_390.0, "counters.client.udp_rcvbuf_errors": 20_029.0})
+    m.update({"counters.client.udp_in_datagrams": 127_361.0, "work.client.syscalls.recvmmsg": 127_361.0})
+    assert work.ratios(m, {"client": "vc"})["work.client.packets_per_recv"] == pytest.approx(1.0)
+
+
 def test_ratios_leave_out_what_has_no_input() -> None:
     m = _metrics(**{"work.client.syscalls.sendmmsg": 0.0, "work.client.syscalls.sendto": 0.0})
     del m["work.client.syscalls.recvmmsg"]
@@ -108,6 +127,12 @@ def test_ratios_leave_out_what_has_no_input() -> None:
     assert "work.client.packets_per_send" not in r  # no send syscall: no batching to speak of
     assert "work.client.packets_per_recv" not in r
     assert "work.client.syscalls_per_mb" not in r  # no bytes counted: no per-MB figure (not infinity)
+
+
+def test_softirq_per_mb_only_where_attributed() -> None:
+    assert "work.client.softirq_ms_per_mb" not in work.ratios(_metrics(), {"client": "vc"})
+    r = work.ratios(_metrics(**{"work.client.softirq_s": 0.23}), {"client": "vc"})
+    assert r["work.client.softirq_ms_per_mb"] == pytest.approx(115.0)  # 230 ms over 2 MB
 
 
 def test_hardware_ratios_only_where_counted() -> None:
@@ -179,3 +204,61 @@ def test_real_perf_counts_up_to_an_exit_and_says_so(tmp_path: Path, monkeypatch:
         for p in procs:
             p.kill()
             p.wait()
+
+
+# ---- faults: perf missing or not permitted ------------------------------------------------------------
+
+
+def test_remedy_names_what_to_set() -> None:
+    denied = "Error:\tNo permissions to read /sys/kernel/tracing/events/raw_syscalls/sys_enter"
+    fix = work.remedy(denied, paranoid=2, lockdown=None, tracefs=True)
+    assert "kernel.perf_event_paranoid is 2" in fix and "CAP_PERFMON" in fix and "mode=755" in fix
+    limited = "Error:\nAccess to performance monitoring and observability operations is limited."
+    assert "perf_event_paranoid=-1" in work.remedy(limited, paranoid=4, lockdown="none", tracefs=True)
+    assert "lockdown=confidentiality" in work.remedy(denied, paranoid=2, lockdown="confidentiality", tracefs=True)
+    assert "mount -t tracefs" in work.remedy("event syntax error", paranoid=-1, lockdown=None, tracefs=False)
+    assert "perf stat -e raw_syscalls:sys_enter true" in work.remedy("?", paranoid=-1, lockdown=None, tracefs=True)
+
+
+def test_lockdown_mode_is_the_bracketed_word(tmp_path: Path) -> None:
+    f = tmp_path / "lockdown"
+    f.write_text("none integrity [confidentiality]\n")
+    assert work._lockdown(f) == "confidentiality"
+    assert work._lockdown(tmp_path / "absent") is None
+
+
+def _nobody_perf(tmp_path: Path) -> Path:
+    """perf run as nobody: the kernel really refuses its tracepoints (perf_event_paranoid > -1, tracefs 0700)."""
+    import shutil
+
+    perf, setpriv = shutil.which("perf"), shutil.which("setpriv")
+    if perf is None or setpriv is None:
+        pytest.skip("needs perf and setpriv")
+    wrapper = tmp_path / "perf"
+    wrapper.write_text(f'#!/bin/sh\nexec {setpriv} --reuid=65534 --regid=65534 --clear-groups {perf} "$@"\n')
+    wrapper.chmod(0o755)
+    if work.probe(str(wrapper)).available:
+        pytest.skip("this host lets an unprivileged user count syscalls (perf_event_paranoid -1, tracefs readable)")
+    return wrapper
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="drops to nobody from root")
+def test_perf_not_permitted_says_why_and_doctor_says_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunbench import doctor
+    from tunbench.profiling import perf as perf_mod
+
+    wrapper = _nobody_perf(tmp_path)
+    cap = work.probe(str(wrapper))
+    assert cap.why.startswith("perf stat cannot count syscalls here: ")
+    assert "perf_event_paranoid" in cap.fix
+    monkeypatch.setattr(perf_mod, "find_tool", lambda name: str(wrapper))
+    check = doctor.count_work_check(None)
+    assert not check.ok and check.detail == cap.why
+    assert check.fix.startswith(cap.fix) and check.fix.endswith("only needed for --count-work")
+    metrics: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    with work.counted(cap, {"client": [1]}, tmp_path, None, metrics, notes):  # type: ignore[arg-type]
+        pass
+    assert metrics == {} and notes["client"] == f"not counted: {cap.why}"

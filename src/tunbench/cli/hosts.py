@@ -96,6 +96,7 @@ def doctor_hosts(path: Path) -> int:
             if fix:
                 console.print(f"      fix: {fix}", highlight=False)
 
+    from tunbench.remote.counted import count_verdict
     from tunbench.remote.inventory import load_inventory
 
     inv = load_inventory(path)
@@ -139,6 +140,7 @@ def doctor_hosts(path: Path) -> int:
                 + ("; the kernel's netem is there too (unused)" if caps["netem"] else ""),
                 highlight=False,
             )
+            say(*count_verdict(conn))  # counted work (remote/counted.py)
             for line in _address_verdicts(conn, inv, name):
                 say(*line)
     return bad

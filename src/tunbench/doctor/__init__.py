@@ -127,7 +127,7 @@ def count_work_check(family: Family | None) -> Check:
     perf = find_tool("perf")
     cap = probe(perf)
     if not cap.available:
-        fix = programs_fix(["perf"], family) if perf is None else "run as root, or sysctl kernel.perf_event_paranoid=-1"
+        fix = programs_fix(["perf"], family) if perf is None else cap.fix
         return Check("counted work (perf stat)", False, cap.why, fix + "; only needed for --count-work")
     syscalls = sum(1 for e in cap.events if e.startswith("syscalls:"))
     hw = "instructions and cycles" if cap.hardware else "no hardware counters (instructions, cycles: not available)"

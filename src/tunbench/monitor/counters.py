@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 
 # (protocol line, field) -> metric suffix; every one of these is stored, zero or not
 SNMP_FIELDS: dict[tuple[str, str], str] = {
+    ("Udp", "InDatagrams"): "udp_in_datagrams",  # delivered to a socket (counted work's packets per recv)
     ("Udp", "RcvbufErrors"): "udp_rcvbuf_errors",
     ("Udp", "SndbufErrors"): "udp_sndbuf_errors",
     ("Udp", "InErrors"): "udp_in_errors",

@@ -16,15 +16,17 @@ The argv builder, the CSV parser and the ratios are pure and tested on captured 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
 import select
 import signal
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tunbench.errors import CommandFailed, TunbenchError
 from tunbench.host.ledger import Ledger
@@ -64,17 +66,19 @@ SEND_FAMILY = ("sendmmsg", "sendmsg", "sendto")
 RECV_FAMILY = ("recvmmsg", "recvmsg", "recvfrom")
 TRACEFS = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 ACK_TIMEOUT_S = 5.0
+NO_PROCESS = "no tunnel process on this side"
 MB = 1e6
 
 
 @dataclass(frozen=True)
 class Capability:
-    """What this host lets perf count: the events (perf names), or `why` not ("" when it can)."""
+    """What this host lets perf count: the events (perf names), or `why` not ("" when it can) and the `fix`."""
 
     perf: str
     events: tuple[str, ...]
     why: str = ""
     hardware: bool = False
+    fix: str = ""  # what to install or set, when it cannot count
 
     @property
     def available(self) -> bool:
@@ -163,10 +167,28 @@ def _div(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds * 1e3
+
+
 def _sum(metrics: Mapping[str, float | None], keys: Sequence[str]) -> float | None:
     vals = [metrics.get(k) for k in keys]
     present = [v for v in vals if v is not None]
     return sum(present) if present else None
+
+
+def _received(metrics: Mapping[str, float | None], role: str, rx_packets: float | None) -> float | None:
+    """The underlay packets that reached a recv: those the UDP receive buffers dropped never did, and are
+    not the process's batching. The drops are datagrams and the device counts packets, which differ when IP
+    fragments a datagram: the packets are then scaled by the share of datagrams delivered to a socket
+    (`udp_in_datagrams`); without that counter, the drops are taken as one packet each."""
+    if rx_packets is None:
+        return None
+    dropped = metrics.get(f"counters.{role}.udp_rcvbuf_errors") or 0.0
+    delivered = metrics.get(f"counters.{role}.udp_in_datagrams")
+    if delivered is None:
+        return max(0.0, rx_packets - dropped)
+    return rx_packets * delivered / (delivered + dropped) if delivered + dropped else rx_packets
 
 
 def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> dict[str, float | None]:
@@ -174,7 +196,8 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
     carried in the window, both directions (`counters.<role>.dev.<dev>.{rx,tx}_{bytes,packets}`): syscalls
     and context switches per MB, bytes per wake-up (a voluntary context switch), packets per send syscall (tx packets
     / sendmmsg+sendmsg+sendto) and per receive syscall (rx packets less those the UDP receive buffers
-    dropped, `counters.<role>.udp_rcvbuf_errors`, / recvmmsg+recvmsg+recvfrom), and
+    dropped, `_received`, / recvmmsg+recvmsg+recvfrom), the side's softirq milliseconds per MB where
+    they were attributed, and
     instructions and cycles per byte where counted. A ratio without its inputs is left out."""
     out: dict[str, float | None] = {}
     for role, dev in underlay.items():
@@ -198,9 +221,9 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
         sends = _sum(metrics, [f"{w}.syscalls.{s}" for s in SEND_FAMILY])
         recvs = _sum(metrics, [f"{w}.syscalls.{s}" for s in RECV_FAMILY])
         out[f"{w}.packets_per_send"] = _div(tx_p, sends)
-        # packets the socket buffer dropped never reached a recv: they are not the process's batching
-        dropped = metrics.get(f"counters.{role}.udp_rcvbuf_errors") or 0.0
-        out[f"{w}.packets_per_recv"] = _div(None if rx_p is None else max(0.0, rx_p - dropped), recvs)
+        out[f"{w}.packets_per_recv"] = _div(_received(metrics, role, rx_p), recvs)
+        # the side's softirq time (monitor/irqtime.py), where its CPUs are its own
+        out[f"{w}.softirq_ms_per_mb"] = _div(_ms(metrics.get(f"{w}.softirq_s")), nbytes / MB)
         for hw in HARDWARE_EVENTS:
             if metrics.get(f"{w}.{hw}") is not None:
                 out[f"{w}.{hw}_per_byte"] = _div(metrics.get(f"{w}.{hw}"), nbytes)
@@ -214,12 +237,45 @@ def _paranoid() -> int | None:
         return None
 
 
+def _lockdown(path: Path = Path("/sys/kernel/security/lockdown")) -> str | None:
+    """The kernel's lockdown mode, the bracketed word of `none [integrity] confidentiality`; None where the
+    kernel has no lockdown."""
+    try:
+        m = re.search(r"\[(\w+)\]", path.read_text())
+    except OSError:
+        return None
+    return m.group(1) if m else None
+
+
+DENIED = ("No permissions", "Access to performance monitoring", "Permission denied", "not permitted")
+
+
+def remedy(output: str, *, paranoid: int | None, lockdown: str | None, tracefs: bool) -> str:
+    """What to set so perf can count syscalls here, from why `perf stat` failed (its `output`) and the
+    host's settings (pure; `tunbench doctor` prints it)."""
+    if not tracefs:
+        return "mount tracefs, where the syscall tracepoints are: mount -t tracefs nodev /sys/kernel/tracing"
+    if lockdown == "confidentiality":
+        return (
+            "the kernel is locked down (lockdown=confidentiality forbids perf reading kernel tracepoints): "
+            "boot with lockdown=integrity or none"
+        )
+    if any(d in output for d in DENIED):
+        return (
+            f"perf may not read the syscall tracepoints (kernel.perf_event_paranoid is {paranoid}): run tunbench "
+            "as root with CAP_PERFMON or CAP_SYS_ADMIN (a container: --cap-add PERFMON), or "
+            "sysctl kernel.perf_event_paranoid=-1 with the tracepoints readable "
+            "(mount -o remount,mode=755 /sys/kernel/tracing)"
+        )
+    return "perf stat fails here: try `perf stat -e raw_syscalls:sys_enter true` for its whole message"
+
+
 def probe(perf: str | None) -> Capability:
     """What perf may count on this host, found once per run: `perf stat` on `true` with every candidate
-    event; the events it counts are kept, and hardware ones only when supported. `why` says what to install
-    or set when it counts nothing (doctor prints it)."""
+    event; the events it counts are kept, and hardware ones only when supported. `why` says why it counts
+    nothing and `fix` what to install or set (doctor prints both)."""
     if perf is None:
-        return Capability("", (), "perf is not installed (Debian: apt install linux-perf)")
+        return Capability("", (), "perf is not installed (Debian: apt install linux-perf)", fix="install perf")
     syscalls = present_syscalls()
     candidates = [*BASE_EVENTS, *(syscall_event(s) for s in syscalls), *HARDWARE_EVENTS]
     if _has_tracepoint("sched", "sched_switch"):
@@ -227,18 +283,21 @@ def probe(perf: str | None) -> Capability:
     try:
         res = run_cmd([perf, "stat", "-x,", *event_args(candidates), "true"], timeout_s=20, check=False)
     except (OSError, CommandFailed) as e:
-        return Capability(perf, (), f"perf stat failed: {e}")
+        return Capability(perf, (), f"perf stat failed: {e}", fix=f"check that {perf} runs")
     counts = parse_stat_csv(res.stderr)
     if res.returncode != 0 or "raw_syscalls:sys_enter" not in counts:
-        level = _paranoid()
-        hint = ""
-        if os.geteuid() != 0 and level is not None and level > -1:
-            hint = f" (kernel.perf_event_paranoid is {level}: tracepoints need root or -1)"
-        tail = " ".join(res.stderr.strip().splitlines()[-2:])
-        return Capability(perf, (), f"perf stat cannot count syscalls here{hint}: {tail or 'no output'}")
+        lines = [ln.strip() for ln in res.stderr.strip().splitlines() if ln.strip()]
+        said = next((ln for ln in lines if any(d in ln for d in DENIED)), " ".join(lines[-2:]))
+        said = re.sub(r"^Error:\s*", "", said)
+        fix = remedy(res.stderr, paranoid=_paranoid(), lockdown=_lockdown(), tracefs=_tracefs_mounted())
+        return Capability(perf, (), f"perf stat cannot count syscalls here: {said or 'no output'}", fix=fix)
     hardware = all(counts.get(h) is not None for h in HARDWARE_EVENTS)
     events = [e for e in candidates if e not in HARDWARE_EVENTS or hardware]
     return Capability(perf, tuple(events), hardware=hardware)
+
+
+def _tracefs_mounted(tracefs: Sequence[Path] = TRACEFS) -> bool:
+    return any((root / "events").is_dir() for root in tracefs)
 
 
 def _ack(fd: int, timeout_s: float) -> bool:
@@ -308,6 +367,56 @@ class Counting:
         return m
 
 
+class RoleCount(Protocol):
+    """One role's counting over a window, wherever its processes run: `Counting` here, an agent's on a host
+    (remote/counted.py). `finish()` returns the role's metrics ({} when not counted, `why` saying why)."""
+
+    role: str
+    why: str
+
+    def start(self) -> None: ...
+
+    def finish(self) -> dict[str, float | None]: ...
+
+
+def exit_note(role: str, got: Mapping[str, float | None]) -> str:
+    """What a counted role's trial says when processes exited during the window; "" when none did."""
+    exited = int(got.get(f"work.{role}.exited") or 0)
+    if not exited:
+        return ""
+    of = int(got.get(f"work.{role}.processes") or 0)
+    return f"{exited} of {of} processes exited during the window (counted up to their exit)"
+
+
+@contextlib.contextmanager
+def count_roles(
+    make: Mapping[str, Callable[[], RoleCount]], metrics: dict[str, float | None], notes: dict[str, str]
+) -> Iterator[None]:
+    """Count each role over the `with` block into `metrics` (`work.<role>.*`): `make[role]()` attaches its
+    counting, all are started (enabled) once every one is attached, and finished after the block. `notes[role]`
+    says why a role was not counted, or which of its processes exited during the window. Never raises for
+    perf's sake: the trial goes on uncounted."""
+    runs: list[RoleCount] = []
+    try:
+        for role, attach in make.items():
+            try:
+                runs.append(attach())
+            except (OSError, TunbenchError) as e:
+                notes[role] = f"not counted: perf stat ({role}) could not start: {e}"
+        for r in runs:
+            if not r.why:
+                r.start()
+        yield None
+    finally:
+        for r in runs:
+            got = r.finish()
+            metrics.update(got)
+            if r.why:
+                notes[r.role] = f"not counted: {r.why}"
+            elif note := exit_note(r.role, got):
+                notes[r.role] = note
+
+
 @contextlib.contextmanager
 def counted(
     cap: Capability,
@@ -317,34 +426,17 @@ def counted(
     metrics: dict[str, float | None],
     notes: dict[str, str],
 ) -> Iterator[None]:
-    """Count each role's processes over the `with` block into `metrics` (`work.<role>.*`); `notes[role]`
-    says why a role was not counted, or which of its processes exited during the window. Never raises for
-    perf's sake: the trial goes on uncounted."""
+    """Count each role's processes on this host over the `with` block (count_roles): a role without a
+    process, or a host where perf cannot count, is noted "not counted" with the reason."""
     if not cap.available:
         notes.update({role: f"not counted: {cap.why}" for role in pids})
         yield None
         return
-    runs: list[Counting] = []
-    try:
-        for role, ps in pids.items():
-            if not ps:
-                notes[role] = "not counted: no tunnel process on this side"
-                continue
-            try:
-                runs.append(Counting(cap, role, ps, workdir, ledger))
-            except (OSError, TunbenchError) as e:
-                notes[role] = f"not counted: perf stat ({role}) could not start: {e}"
-        for r in runs:
-            r.start()
+    make: dict[str, Callable[[], RoleCount]] = {}
+    for role, ps in pids.items():
+        if ps:
+            make[role] = functools.partial(Counting, cap, role, ps, workdir, ledger)
+        else:
+            notes[role] = f"not counted: {NO_PROCESS}"
+    with count_roles(make, metrics, notes):
         yield None
-    finally:
-        for r in runs:
-            got = r.finish()
-            metrics.update(got)
-            if r.why:
-                notes[r.role] = f"not counted: {r.why}"
-            elif got.get(f"work.{r.role}.exited"):
-                notes[r.role] = (
-                    f"{int(got[f'work.{r.role}.exited'] or 0)} of {len(r.pids)} processes exited during the "
-                    "window (counted up to their exit)"
-                )

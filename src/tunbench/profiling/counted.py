@@ -2,15 +2,20 @@
 driving of monitor/work.py around each measured window, on each role's tunnel processes (its cgroup's
 members), the result stored as `work.<role>.*` metrics and, when a role was not counted or a process
 exited during the window, `params.work.<role>` saying so. The ratios over the underlay's bytes and
-packets are derived once the namespace counters are in (runner `_account`, monitor.work.ratios)."""
+packets are derived once the namespace counters are in (runner `_account`, monitor.work.ratios).
+Where the sides are placed on CPUs of their own, each side's softirq and irq time over the window too
+(monitor/irqtime.py, `work.<role>.softirq_s`); `params.work_irq.<role>` says why a side's was not."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 
-from tunbench.monitor import work
+from tunbench.monitor import irqtime, work
 from tunbench.profiling.perf import find_tool
+from tunbench.remote.counted import RemoteCounting
+from tunbench.remote.place import RemotePlace
 from tunbench.results import TrialRecord
 from tunbench.tunnels.adapter import Tunnel
 from tunbench.workloads.base import Context
@@ -22,9 +27,11 @@ def capability() -> work.Capability:
 
 
 class CountWork:
-    """A runner WindowHook (see runner.py): perf stat on each role's tunnel processes over the window.
-    The host's capability is probed once, at construction; a host where perf cannot count gets every
-    trial marked "not counted" with the reason, and the run goes on."""
+    """A runner WindowHook (see runner.py): perf stat on each role's tunnel processes over the window, by
+    this machine's perf for a local role, by the agent of its host for a role on `--hosts`
+    (remote/counted.py). This machine's capability is probed once, at construction (each agent probes its
+    own); a host where perf cannot count gets every trial marked "not counted" with the reason, and the
+    run goes on."""
 
     def __init__(self, cap: work.Capability | None = None) -> None:
         self.cap = cap if cap is not None else capability()
@@ -35,10 +42,31 @@ class CountWork:
     @contextlib.contextmanager
     def _window(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[object]:
         notes: dict[str, str] = {}
-        pids = {role: tunnel.pids(role) for role in ("client", "server")}
+        places = {"client": ctx.client, "server": ctx.server}
+        local = {role: tunnel.pids(role) for role, pl in places.items() if not isinstance(pl, RemotePlace)}
+        remote: dict[str, Callable[[], work.RoleCount]] = {
+            role: functools.partial(RemoteCounting, pl, role, [d] if (d := tunnel.daemons.get(role)) else [])
+            for role, pl in places.items()
+            if isinstance(pl, RemotePlace)
+        }
+        if remote:  # where each role's counts come from: its host's agent
+            rec.params["work_host"] = {role: pl.conn.name for role, pl in places.items() if isinstance(pl, RemotePlace)}
+        cpus, unattributed = irqtime.attribution(rec.params.get("cpuset") or {})
         try:
-            with work.counted(self.cap, pids, ctx.workdir, ctx.ledger, rec.metrics, notes):
+            with (
+                work.counted(self.cap, local, ctx.workdir, ctx.ledger, rec.metrics, notes),
+                work.count_roles(remote, rec.metrics, notes),
+            ):
+                before = irqtime.snapshot() if cpus else None
                 yield None
+                after = irqtime.snapshot() if before is not None else None
+            if before is not None and after is not None:
+                rec.metrics.update(irqtime.irq_metrics(before, after, cpus))
+            elif cpus:
+                why = "not attributed: /proc/stat lists fewer CPUs than the host has (one is offline)"
+                unattributed.update(dict.fromkeys(cpus, why))
         finally:
             if notes:
                 rec.params["work"] = notes
+            if unattributed:
+                rec.params["work_irq"] = unattributed

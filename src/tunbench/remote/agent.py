@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import queue
+import shutil
 import signal
 import sys
 import threading
@@ -36,6 +37,7 @@ from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
 from tunbench.link.emulator import LinkEmulator, profile_link_builder
 from tunbench.link.profile import Profile
+from tunbench.monitor import work
 from tunbench.monitor.sampler import Sampler
 from tunbench.remote import facts
 from tunbench.remote.clients import ClientNamespaces
@@ -89,6 +91,8 @@ class Agent:
         self.samplers: dict[str, Sampler] = {}
         self.links: dict[str, LinkEmulator] = {}  # a pair's emulator, by its client place
         self.probes: dict[str, ReadyProbe] = {}
+        self.counts: dict[str, work.Counting] = {}  # counted work in progress (op_count_open)
+        self._count_cap: work.Capability | None = None  # what perf may count here, probed once
         self._n = 0
 
     # ---- requests ---------------------------------------------------------------------------------
@@ -392,6 +396,43 @@ class Agent:
             raise TunbenchError(f"no sampler {sampler}")
         return {"t0": s.t0, "wall_s": s.wall_s, "results": {r: asdict(c) for r, c in s.results.items()}}
 
+    def _count_capability(self) -> work.Capability:
+        if self._count_cap is None:
+            self._count_cap = work.probe(shutil.which("perf"))
+        return self._count_cap
+
+    def op_count_capability(self) -> dict[str, Any]:
+        """What perf may count on this host (`doctor --hosts`): why not and the fix, or the events."""
+        return asdict(self._count_capability())
+
+    def op_count_open(self, place: str, role: str, procs: list[str]) -> dict[str, Any]:
+        """Counted work (monitor/work.py) for a role's processes at a place: perf stat attached with its
+        counters disabled, the same argv and parser as a local run. {"count": key}, or {"count": None, "why":
+        ...} where this host cannot count (perf missing or not permitted, probed once) or the role has no
+        process here."""
+        pl = self._place(place)
+        cap = self._count_capability()
+        if not cap.available:
+            return {"count": None, "why": cap.why}
+        pids = pl.pids(role, [self.procs[p] for p in procs if p in self.procs])
+        if not pids:
+            return {"count": None, "why": work.NO_PROCESS}
+        key = self._id("w")
+        self.counts[key] = work.Counting(cap, role, pids, pl.workdir, self.ledger)
+        return {"count": key, "why": ""}
+
+    def op_count_start(self, count: str) -> str:
+        """Enable the counters (acknowledged by perf); "" or why it did not start."""
+        c = self.counts[count]
+        c.start()
+        return c.why
+
+    def op_count_stop(self, count: str) -> dict[str, Any]:
+        """Disable and stop perf: the role's `work.<role>.*` metrics, or why there are none."""
+        c = self.counts.pop(count)
+        metrics = c.finish()
+        return {"metrics": metrics, "why": c.why}
+
     def op_clean(self) -> dict[str, Any]:
         """What killed runs left on this host (this agent's own run is alive, so it is left alone)."""
         from tunbench.host.clean import clean
@@ -423,6 +464,8 @@ class Agent:
         return f"{kind}{self._n}"
 
     def close(self) -> None:
+        for key in list(self.counts):
+            self.counts.pop(key).finish()
         for key in list(self.probes):
             self.op_probe_close(key)
         for key in list(self.procs):

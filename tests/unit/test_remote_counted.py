@@ -1,0 +1,136 @@
+"""Counted work on a host (`run --hosts ... --count-work`): the agent's count_open / count_start /
+count_stop requests (remote/agent.py) driven by the controller's RemoteCounting (remote/counted.py), the
+answers passed through JSON as over the SSH channel. Real perf on a real process where this host lets
+perf count; the refusals everywhere."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunbench.host import ledger as ledger_mod
+from tunbench.host.place import LocalPlace
+from tunbench.monitor import work
+from tunbench.remote.agent import Agent, _PlaceState
+from tunbench.remote.counted import RemoteCounting, count_verdict
+from tunbench.remote.place import RemotePlace, RemoteProc
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the agent's processes and perf need root")
+
+
+class Channel:
+    """An AgentConnection's `call`, answered by an Agent in this process through JSON."""
+
+    def __init__(self, agent: Agent, name: str = "hx") -> None:
+        self.agent, self.name = agent, name
+
+    def call(self, op: str, **args: Any) -> Any:
+        return json.loads(json.dumps(self.agent.handle(op, json.loads(json.dumps(args)))))
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Agent, RemotePlace]]:
+    monkeypatch.setattr(ledger_mod, "STATE_DIR", tmp_path / "state")
+    ledger = ledger_mod.Ledger.open("tbtest02")
+    with contextlib.ExitStack() as stack:
+        a = Agent(ledger, stack)
+        stack.callback(a.close)
+        a.places["p0"] = _PlaceState(LocalPlace(None, ledger, tmp_path), contextlib.ExitStack())
+        yield a, RemotePlace(Channel(a), "p0", str(tmp_path), None)  # type: ignore[arg-type]
+
+
+def test_a_host_that_cannot_count_says_so_and_the_trial_goes_on(agent: tuple[Agent, RemotePlace]) -> None:
+    a, place = agent
+    a._count_cap = work.probe(None)  # this host's probe: no perf
+    metrics: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    with work.count_roles({"client": lambda: RemoteCounting(place, "client", [])}, metrics, notes):
+        pass
+    assert metrics == {}
+    assert notes["client"] == "not counted: perf is not installed (Debian: apt install linux-perf) (on hx)"
+    assert not a.counts
+
+
+@pytest.mark.skipif(not work.probe(shutil.which("perf")).available, reason="perf cannot count syscalls here")
+def test_the_agent_counts_a_role_with_the_local_argv_and_parser(
+    agent: tuple[Agent, RemotePlace], tmp_path: Path
+) -> None:
+    """A daemon the agent started writes 1000 times once told to (a file appears), inside the window: every
+    write is counted there, and the metrics come back as a local count's."""
+    a, place = agent
+    go, done = tmp_path / "go", tmp_path / "done"
+    code = (
+        "import os, sys, time\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.01)\n"
+        "for _ in range(1000): os.write(2, b'x')\n"
+        f"open({str(done)!r}, 'w').close()\n"
+        "time.sleep(60)\n"
+    )
+    proc = place.spawn([sys.executable, "-c", code], what="writer", log_name="writer.log", role="client")
+    assert isinstance(proc, RemoteProc)
+    metrics: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    try:
+        with work.count_roles({"client": lambda: RemoteCounting(place, "client", [proc])}, metrics, notes):
+            go.touch()
+            while not done.exists():
+                time.sleep(0.01)
+        assert metrics["work.client.syscalls.write"] == 1000
+        assert metrics["work.client.processes"] == 1 and metrics["work.client.exited"] == 0
+        assert notes == {} and not a.counts  # stopped and forgotten by the agent
+    finally:
+        proc.stop()
+
+
+def test_a_role_without_a_process_on_its_host_is_not_counted(agent: tuple[Agent, RemotePlace]) -> None:
+    a, place = agent
+    a._count_cap = work.Capability("perf", ("raw_syscalls:sys_enter",))  # as if it could: no pid to count
+    r = RemoteCounting(place, "server", [])
+    assert r.key is None and r.why == "no tunnel process on this side (on hx)"
+
+
+def test_doctor_hosts_line_says_what_the_host_can_count_or_the_fix(agent: tuple[Agent, RemotePlace]) -> None:
+    a, place = agent
+    a._count_cap = work.probe(None)
+    ok, name, text, fix = count_verdict(place.conn)
+    assert (ok, name, text) == (
+        False,
+        "counted work (perf stat)",
+        "perf is not installed (Debian: apt install linux-perf)",
+    )
+    assert fix == "install perf; only needed for --count-work"
+    a._count_cap = work.Capability("perf", ("raw_syscalls:sys_enter", "syscalls:sys_enter_write"))
+    assert count_verdict(place.conn) == (
+        True, "counted work (perf stat)", "software events, 1 syscall tracepoints; no hardware counters", ""
+    )  # fmt: skip
+
+
+def test_the_window_hook_counts_a_remote_role_through_its_agent(
+    agent: tuple[Agent, RemotePlace], tmp_path: Path
+) -> None:
+    """profiling/counted.CountWork: a role placed on a host goes to that host's agent (whose perf may differ
+    from this machine's), a local one to this machine's perf; each trial says where."""
+    from types import SimpleNamespace
+
+    from tunbench.profiling.counted import CountWork
+    from tunbench.results import TrialRecord
+
+    a, place = agent
+    a._count_cap = work.probe(None)  # the host cannot count; this machine "can" (it is never asked here)
+    rec = TrialRecord(0, "socat", "socat", "lan", "iperf3", 1, "up", 0, {})
+    tunnel = SimpleNamespace(pids=lambda role: [], daemons={})
+    ctx = SimpleNamespace(workdir=tmp_path, ledger=None, client=place, server=None)
+    with CountWork(work.Capability("perf", ("raw_syscalls:sys_enter",)))(ctx, tunnel, rec):  # type: ignore[arg-type]
+        pass
+    assert rec.params["work_host"] == {"client": "hx"}
+    assert rec.params["work"]["client"] == "not counted: perf is not installed (Debian: apt install linux-perf) (on hx)"
+    assert rec.params["work"]["server"] == "not counted: no tunnel process on this side"  # the local role
