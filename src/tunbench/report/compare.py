@@ -908,13 +908,13 @@ def _change(c: Comparison) -> str:
     return fmt_change(c) + (f"\n{ci}" if ci else "")
 
 
-def _p(p: float) -> str:
+def fmt_p(p: float) -> str:
     if not math.isfinite(p):
         return "–"
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-def _mde(c: Comparison) -> str:
+def fmt_mde(c: Comparison) -> str:
     x = c.min_detectable_effect
     if math.isnan(x):
         return "–"
@@ -925,7 +925,7 @@ def _mde(c: Comparison) -> str:
     return f"±{x * 100:.1f}%"
 
 
-def _threshold_text(result: CompareResult) -> str:
+def threshold_text(result: CompareResult) -> str:
     parts = [f"threshold {result.threshold:.1%}"] if result.threshold else []
     parts += [f"{v:g} {unit} for absolute {unit} changes" for unit, v in result.threshold_abs.items() if v]
     return ", " + ", ".join(parts) if parts else ""
@@ -943,7 +943,7 @@ _PAIRED_TEXT = (
 )
 
 
-def _caption(result: CompareResult, family: int) -> str:
+def caption(result: CompareResult, family: int) -> str:
     if result.analysis == "paired":
         method = f"paired: {result.analysis_reason}; {_PAIRED_TEXT}"
     elif result.analysis == "mixed":
@@ -957,15 +957,15 @@ def _caption(result: CompareResult, family: int) -> str:
     )
 
 
-def _n_text(c: Comparison) -> str:
+def n_text(c: Comparison) -> str:
     return f"{c.n_pairs} pairs" if c.analysis == "paired" else f"{c.baseline.n}/{c.candidate.n}"
 
 
 def compare_table(result: CompareResult) -> Table:
     family = max((r.result.family_size for r in result.rows if r.gated), default=1)
     table = Table(
-        title=escape(f"B {result.b_name} vs A {result.a_name}{_threshold_text(result)}"),
-        caption=escape(_caption(result, family)),
+        title=escape(f"B {result.b_name} vs A {result.a_name}{threshold_text(result)}"),
+        caption=escape(caption(result, family)),
         header_style="bold",
     )
     for col, justify in [
@@ -993,12 +993,12 @@ def compare_table(result: CompareResult) -> Table:
             r.metric.title,
             r.metric.fmt(c.baseline.median / r.metric.scale),
             r.metric.fmt(c.candidate.median / r.metric.scale),
-            _n_text(c),
+            n_text(c),
             _change(c),
-            _p(c.p_value),
-            _p(c.p_adjusted),
+            fmt_p(c.p_value),
+            fmt_p(c.p_adjusted),
             verdict,
-            _mde(c),
+            fmt_mde(c),
         )
     return table
 
@@ -1049,7 +1049,7 @@ def verdict_line(result: CompareResult) -> str:
     first = gated[0].result
     family = first.family_size
     level = f"Holm over {family} at alpha {first.alpha:.2g}" if family > 1 else f"alpha {first.alpha:.2g}"
-    limits = _threshold_text(result).removeprefix(", ")
+    limits = threshold_text(result).removeprefix(", ")
     how = f"{_METHOD[result.analysis]}, {level}" + (f", {limits}" if limits else "")
     style = "bold red" if code else "bold yellow" if tally["undecided"] else "bold green"
     return f"[{style}]verdict: {counts}[/] ({escape(how)}; {escape(_detectable(result, gated))}) {end}"

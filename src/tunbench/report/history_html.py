@@ -22,7 +22,7 @@ from plotly.offline import get_plotlyjs
 from tunbench import __version__
 from tunbench.report.common import case_text
 from tunbench.report.history import History, Series
-from tunbench.report.html import _div, _e, _layout
+from tunbench.report.html import PLOTLY_FOOTER, _div, _e, _layout
 from tunbench.results import CaseKey
 
 LINE = "#1f77b4"
@@ -160,4 +160,6 @@ def render(h: History) -> str:
         body="\n".join(parts),
         version=_e(__version__),
         plotlyjs=get_plotlyjs(),
+        main_class="",
+        footer=PLOTLY_FOOTER.replace("$version", _e(__version__)),
     )

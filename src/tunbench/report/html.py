@@ -52,6 +52,10 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 DIRECT_COLOR = "#7f7f7f"
 ROLE_COLORS = {"client": "#1f77b4", "server": "#ff7f0e"}
 CHART_HEIGHT = 420
+PLOTLY_FOOTER = (
+    "Made by tunbench $version. Self-contained: the plotting library is embedded, the page works offline.\n"
+    "Hover a chart for exact values; click legend entries to hide series."
+)
 _CONFIG = {"displaylogo": False, "responsive": True, "toImageButtonOptions": {"format": "svg"}}
 
 
@@ -1184,4 +1188,6 @@ def render(runs: list[RunRecord]) -> str:
         body="\n".join(run_section(r, i) for i, r in enumerate(runs)),
         version=_e(__version__),
         plotlyjs=get_plotlyjs(),
+        main_class="",
+        footer=PLOTLY_FOOTER.replace("$version", _e(__version__)),
     )
