@@ -71,6 +71,15 @@ def test_parse_threshold_refuses_ambiguous_or_invalid(text: str) -> None:
         parse_threshold(text)
 
 
+@pytest.mark.parametrize("text", ["3", "abc", "-1%", "150%", "nan"])
+def test_parse_fraction_names_the_flag_it_parses(text: str) -> None:
+    from tunbench.units import parse_fraction
+
+    assert parse_fraction(" 2.5% ", "--redo-steal") == pytest.approx(0.025)
+    with pytest.raises(ValueError, match=f"^--redo-steal {text!r}: "):
+        parse_fraction(text, "--redo-steal")
+
+
 # ---- verdicts --------------------------------------------------------------------------------------
 
 

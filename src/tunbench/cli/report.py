@@ -1,5 +1,5 @@
 """`tunbench report`, its alias `tunbench export`, and `tunbench compare`: thin commands over
-report/compare.py and the exporters (report/exporters/).
+report/compare/, report/flamediff.py and the exporters (report/exporters/).
 
 The exporters are pure (`render(runs)`, one file per format); `write_report` here is the only code that
 writes their output, to a file or to stdout (hyperfine's ExportManager).
@@ -212,14 +212,14 @@ def compare(
     1 = some case regressed beyond the threshold (significantly worse), 2 = A or B could not be loaded or
     matched. Cases of the direct baseline are shown but do not gate.
     """
-    from tunbench.report.compare import compare_lines, compare_runs, compare_table, load_run, parse_threshold
+    from tunbench.report.compare import compare_lines, compare_runs, compare_table, load_run
 
     if html is not None:
         from tunbench.cli.checks import check_output_path
 
         check_output_path(html, "--html")  # before loading and comparing, not after
     kinds = _kinds(metrics)
-    limit = parse_threshold(threshold)
+    limit = _fraction(threshold, "--threshold")
     goal = _target(target)
     run_a = load_run(a, db)
     run_b = load_run(b, db) if b is not None else run_a
@@ -284,15 +284,23 @@ def _flame_diffs(
         return diffs(pairs, db, tools, Path(tmp))
 
 
+def _fraction(text: str, flag: str) -> float:
+    """A share flag's value (units.parse_fraction); a bad one is a CompareError (exit 2) naming the flag."""
+    from tunbench.report.compare import CompareError
+    from tunbench.units import parse_fraction
+
+    try:
+        return parse_fraction(text, flag)
+    except ValueError as e:
+        raise CompareError(str(e)) from None
+
+
 def _target(text: str | None) -> float | None:
-    from tunbench.report.compare import CompareError, parse_threshold
+    from tunbench.report.compare import CompareError
 
     if text is None:
         return None
-    try:
-        goal = parse_threshold(text)
-    except CompareError as e:
-        raise CompareError(str(e).replace("--threshold", "--target")) from None
+    goal = _fraction(text, "--target")
     if goal <= 0.0:
         raise CompareError(f"--target {text!r}: must be above 0%, e.g. 3%")
     return goal
