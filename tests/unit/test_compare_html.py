@@ -14,8 +14,8 @@ from tests.unit.test_flamediff import _store
 from tunbench.cli import app
 from tunbench.profiling.perf import find_tool
 from tunbench.report.compare import compare_runs
-from tunbench.report.compare_html import inline_svg, render_comparison
 from tunbench.report.flamediff import Diff, name_unnamed, same_rate, sample_period_ns
+from tunbench.report.html.compare import inline_svg, render_comparison
 from tunbench.results import TrialRecord
 
 P999 = 1_001_001  # perf's cpu-clock period at 999 Hz, in ns

@@ -242,7 +242,7 @@ def compare(
         lines += [escape(f"flamegraph diff: {line}") for line in write_diffs(found or [], flamegraph_diff)]
     if html is not None:
         from tunbench.cli.checks import write_output
-        from tunbench.report.compare_html import render_comparison
+        from tunbench.report.html.compare import render_comparison
 
         write_output(html, render_comparison(result, found, goal_lines), "--html")
         lines.append(escape(f"comparison page written to {html.resolve()}"))

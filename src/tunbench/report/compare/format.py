@@ -13,9 +13,7 @@ from tunbench.report.common import case_text
 from tunbench.report.compare.repetitions import repetitions_for
 from tunbench.report.compare.result import OUTCOMES, CaseComparison, CompareResult
 from tunbench.report.terminal import grouped_lines
-from tunbench.stats import (
-    Comparison,
-)
+from tunbench.stats import Comparison
 
 _VERDICT_STYLE = {"better": "green", "worse": "red", "no significant change": "dim"}
 

@@ -4,9 +4,7 @@
 
 from __future__ import annotations
 
-from tunbench.stats import (
-    min_repetitions,
-)
+from tunbench.stats import min_repetitions
 
 
 def repetitions_for(level: float, *, paired: bool) -> int:

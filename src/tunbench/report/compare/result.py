@@ -13,9 +13,7 @@ from tunbench.report.common import case_text
 from tunbench.report.compare.metrics import Metric
 from tunbench.report.terminal import Flagged
 from tunbench.results import CaseKey
-from tunbench.stats import (
-    Comparison,
-)
+from tunbench.stats import Comparison
 
 EXIT_REGRESSED = 1
 """Exit status of `tunbench compare` when a gated case regressed beyond the threshold (errors exit 2)."""

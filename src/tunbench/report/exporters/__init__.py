@@ -16,9 +16,9 @@ from typing import Protocol
 
 from tunbench.report.exporters.bmf import BmfExporter
 from tunbench.report.exporters.csv import CsvExporter
-from tunbench.report.exporters.html import HtmlExporter
 from tunbench.report.exporters.json import JsonExporter
 from tunbench.report.exporters.markdown import MarkdownExporter
+from tunbench.report.html import HtmlExporter
 from tunbench.results import RunRecord
 
 
