@@ -1,4 +1,4 @@
-"""`tunbench compare A B --html` (report/compare_html.py) and the checks behind its flamegraphs
+"""`tunbench compare A B --html` (report/html/compare.py) and the checks behind its flamegraphs
 (report/flamediff.py): one sampling rate on both sides, unnamed roots, SVGs made inert for inlining."""
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from tests.unit.report_data import demo_run
-from tunbench.report import markdown
+from tunbench.report.exporters import markdown
 from tunbench.report.html import page as run_page
 
 

@@ -1,6 +1,6 @@
 """What moved between A and B, as a differential flamegraph per matched case and role, from the folded
 stacks `run --flamegraph` stored with each trial: written as files by `tunbench compare A B --flamegraph-diff
-DIR`, embedded beside each case's verdicts by `tunbench compare A B --html FILE` (report/compare_html.py).
+DIR`, embedded beside each case's verdicts by `tunbench compare A B --html FILE` (report/html/compare.py).
 
 A side's stacks are its trials' folded stacks summed. `inferno-diff-folded --normalize` then scales A's
 total to B's: the picture shows where the *share* of CPU time moved (red: a larger share in B, blue:

@@ -66,7 +66,7 @@ from tunbench.report.compare.format import (
     threshold_text,
     verdict_line,
 )
-from tunbench.report.compare.load import load_run, run_from_export, run_name
+from tunbench.report.compare.load import load_run, run_name
 from tunbench.report.compare.metrics import (
     ABSOLUTE_PREFIXES,
     METRIC_KINDS,
@@ -87,6 +87,7 @@ from tunbench.report.compare.result import (
 )
 from tunbench.report.compare.settings import flatten, settings_differences
 from tunbench.report.compare.verdicts import compare_runs, unplaced_note
+from tunbench.report.exporters.json import run_from_export
 from tunbench.units import parse_fraction
 
 
