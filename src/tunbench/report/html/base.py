@@ -12,7 +12,7 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from tunbench.report.common import flows_text
+from tunbench.report.common import DEFAULT_WORKLOAD, flows_text
 from tunbench.report.summary import BASELINE
 from tunbench.results import CaseKey
 
@@ -63,7 +63,7 @@ def rate_unit(values: Iterable[float | None]) -> tuple[float, str]:
 
 def group_title(case: CaseKey) -> str:
     parts = [case.profile, case.direction, flows_text(case.flows)]
-    if case.workload != "iperf3":
+    if case.workload != DEFAULT_WORKLOAD:
         parts.insert(1, case.workload)
     return " · ".join(parts)
 

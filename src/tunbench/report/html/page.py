@@ -98,9 +98,9 @@ def render(runs: list[RunRecord]) -> str:
         )
         toc = f"<nav><b>Runs</b><ul>{links}</ul></nav>"
     lead = (
-        "Throughput is iperf3's receiver-side rate. Each case was repeated; medians are shown with a 95% confidence "
-        "interval of the median (its exact coverage in parentheses when few repetitions allow less), ratios are to "
-        "the direct path (no tunnel) in the same run, CPU is the tunnel processes' user+system time."
+        "Throughput is the receiving side's rate as the workload's traffic generator measured it. Each case was "
+        "repeated; medians are shown with a 95% confidence interval of the median (its exact coverage in "
+        "parentheses when few repetitions allow less), ratios are to the direct path (no tunnel) in the same run, CPU is the tunnel processes' user+system time."
     )
     return template.substitute(
         title=esc(title),
