@@ -201,7 +201,8 @@ def render(runs: list[RunRecord]) -> str:
     intro = (
         "Throughput is the receiving side's rate as the traffic generator measured it; medians over the "
         "repetitions, ratios to the direct path (no tunnel) in the same run. CPU is the tunnel processes' "
-        "user+system time as a percentage of one core; Mbit per CPU-second is throughput divided by that CPU rate (higher is cheaper)."
+        "user+system time as a percentage of one core; Mbit per CPU-second is throughput divided by that CPU "
+        "rate (higher is cheaper)."
     )
     return "\n".join(["# tunbench results", "", intro, "", *(render_run(r) for r in runs)]).rstrip() + "\n"
 

@@ -100,7 +100,8 @@ def render(runs: list[RunRecord]) -> str:
     lead = (
         "Throughput is the receiving side's rate as the workload's traffic generator measured it. Each case was "
         "repeated; medians are shown with a 95% confidence interval of the median (its exact coverage in "
-        "parentheses when few repetitions allow less), ratios are to the direct path (no tunnel) in the same run, CPU is the tunnel processes' user+system time."
+        "parentheses when few repetitions allow less), ratios are to the direct path (no tunnel) in the same run, "
+        "CPU is the tunnel processes' user+system time."
     )
     return template.substitute(
         title=esc(title),
