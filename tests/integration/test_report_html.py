@@ -101,12 +101,16 @@ def test_every_chart_renders_without_console_errors(report: Path) -> None:
     assert 'id="js-errors"></div>' in dom  # the page's own error box stayed empty
 
 
-def test_screenshot(report: Path, tmp_path: Path) -> None:
-    shot = Path(os.environ.get("TUNBENCH_SCREENSHOT") or tmp_path / "report.png")
-    proc = chromium("--window-size=1400,4000", f"--screenshot={shot}", report.as_uri())
+def screenshot(page: Path, shot: Path, size: str) -> None:
+    """Chromium's screenshot of `page` at window `size` ("W,H"), written to `shot`: a PNG with something drawn."""
+    proc = chromium(f"--window-size={size}", f"--screenshot={shot}", page.as_uri())
     assert shot.exists(), proc.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 100_000  # a blank page compresses to a few kB
+
+
+def test_screenshot(report: Path, tmp_path: Path) -> None:
+    screenshot(report, Path(os.environ.get("TUNBENCH_SCREENSHOT") or tmp_path / "report.png"), "1400,4000")
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +198,4 @@ def test_comparison_page_shows_counted_work_and_the_diff_flamegraph_beside_the_v
 @needs_stacks
 def test_comparison_page_screenshot(comparison_page: Path, tmp_path: Path) -> None:
     shot = Path(os.environ.get("TUNBENCH_COMPARE_SCREENSHOT") or tmp_path / "compare.png")
-    proc = chromium("--window-size=1880,1400", f"--screenshot={shot}", comparison_page.as_uri())
-    assert shot.exists(), proc.stderr[-2000:]
-    data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 100_000  # a blank page compresses to a few kB
+    screenshot(comparison_page, shot, "1880,1400")

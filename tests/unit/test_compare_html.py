@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tests.unit.report_data import run, trial
-from tests.unit.test_flamediff import _store
+from tests.unit.test_flamediff import ab_store
 from tunbench.cli import app
 from tunbench.profiling.perf import find_tool
 from tunbench.report.compare import compare_runs
@@ -129,13 +129,7 @@ def test_page_without_stacks_says_how_to_record_them() -> None:
 
 @pytest.mark.skipif(find_tool("inferno-diff-folded") is None, reason="needs inferno (make tools)")
 def test_cli_html_refuses_stacks_of_two_rates(tmp_path: Path) -> None:
-    trials = [
-        trial(i * 2 + k + 1, label, 4e9, repetition=i + 1, cpu_client_s=1.0)
-        for i in range(3)
-        for k, label in enumerate(("a", "b"))
-    ]
-    db = tmp_path / "s.db"
-    _store(db, run(trials, uid="tbaaaaaa"), {"a": _stacks(P999, 9, 1), "b": _stacks(P499, 3, 7)})
+    db = ab_store(tmp_path / "s.db", {"a": _stacks(P999, 9, 1), "b": _stacks(P499, 3, 7)})
     page = tmp_path / "cmp.html"
     res = CliRunner().invoke(
         app, ["compare", "1", "--label-a", "a", "--label-b", "b", "--db", str(db), "--html", str(page),
@@ -152,13 +146,7 @@ def test_cli_html_refuses_stacks_of_two_rates(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(find_tool("inferno-diff-folded") is None, reason="needs inferno (make tools)")
 def test_cli_html_embeds_the_diff_of_one_rate(tmp_path: Path) -> None:
-    trials = [
-        trial(i * 2 + k + 1, label, 4e9, repetition=i + 1, cpu_client_s=1.0)
-        for i in range(3)
-        for k, label in enumerate(("a", "b"))
-    ]
-    db = tmp_path / "s.db"
-    _store(db, run(trials, uid="tbaaaaaa"), {"a": _stacks(P999, 9, 1), "b": _stacks(P999, 3, 7)})
+    db = ab_store(tmp_path / "s.db", {"a": _stacks(P999, 9, 1), "b": _stacks(P999, 3, 7)})
     page = tmp_path / "cmp.html"
     res = CliRunner().invoke(
         app, ["compare", "1", "--label-a", "a", "--label-b", "b", "--db", str(db), "--html", str(page)]

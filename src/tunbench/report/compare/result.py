@@ -30,12 +30,6 @@ too few repetitions for the rank test to reach alpha at all, undefined, or above
 OUTCOMES: tuple[Outcome, ...] = ("regressed", "improved", "unchanged", "undecided")
 
 
-class CompareError(TunbenchError):
-    """A or B cannot be loaded or matched; exit status 2 so that 1 always means "regressed"."""
-
-    exit_code = 2
-
-
 @dataclass(frozen=True)
 class CaseComparison:
     case_a: CaseKey
@@ -129,3 +123,9 @@ def _cv(x: float) -> str:
 
 
 _SPREAD_CODES = ("high-cv", "outlier")
+
+
+class CompareError(TunbenchError):
+    """A or B cannot be loaded or matched; exit status 2 so that 1 always means "regressed"."""
+
+    exit_code = 2
