@@ -21,6 +21,13 @@ class TunbenchError(Exception):
     exit_code = 1
 
 
+class ExportError(TunbenchError):
+    """A report cannot be written in the format asked for, or a file is not an export tunbench reads (exit 2,
+    as a bad argument)."""
+
+    exit_code = 2
+
+
 class ConfigError(TunbenchError):
     """A scenario, adapter or profile file (or flag) is invalid. Names file, line and key."""
 

@@ -71,6 +71,22 @@ def parse_duration_s(value: str) -> float:
     return float(m.group(1)) * _DURATION_SCALE[m.group(2)]
 
 
+def parse_fraction(text: str, flag: str) -> float:
+    """A share as people write it, for a flag (`compare --threshold`, `--target`, `run --redo-steal`, ...):
+    '3%' or '0.03' -> 0.03, in [0, 1). A bare number >= 1 is refused (ambiguous: does 3 mean 300 %?). A bad
+    value is a ValueError whose message starts with the flag and the text."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"{flag} {text!r}: expected a percentage like 3% or a fraction like 0.03") from None
+    if not raw.endswith("%") and value >= 1.0:
+        raise ValueError(f"{flag} {text!r}: write {raw}% for percent (a bare number is a fraction, 0.03 = 3%)")
+    if not math.isfinite(value) or value < 0.0 or value >= 1.0:
+        raise ValueError(f"{flag} {text!r}: must be between 0% and 100%")
+    return value
+
+
 def _valid_rate(value: str) -> str:
     parse_rate(value)  # raises ValueError with the reason
     return value

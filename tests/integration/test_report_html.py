@@ -4,6 +4,12 @@ One run (direct + socat, 1 and 2 flows, upload, 2 x 1 s), then `tunbench report 
 twice: --dump-dom (the DOM after the scripts ran, console messages on stderr) and --screenshot. About 30 s.
 Set TUNBENCH_SCREENSHOT=/path.png to keep the screenshot. The history page (`tunbench report --history`) of a
 synthetic store is opened the same way: every series drew its CI band and its change point.
+
+The comparison page (`tunbench compare A B --html`): two short runs of socat recorded with --flamegraph and
+--count-work, A with its 8 KiB buffer and B with 2 KiB (about 4x the reads and writes per MB: test_counted_work),
+opened the same way: the case's section holds its verdicts, its counted-work changes and, beside them, the
+client side's differential flamegraph, drawn (TUNBENCH_COMPARE_SCREENSHOT=/path.png keeps its screenshot).
+About 30 s more.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tunbench.monitor.work import probe
+from tunbench.profiling.perf import find_tool
 from tunbench.report.compare import load_run
 
 pytestmark = [
@@ -93,12 +101,16 @@ def test_every_chart_renders_without_console_errors(report: Path) -> None:
     assert 'id="js-errors"></div>' in dom  # the page's own error box stayed empty
 
 
-def test_screenshot(report: Path, tmp_path: Path) -> None:
-    shot = Path(os.environ.get("TUNBENCH_SCREENSHOT") or tmp_path / "report.png")
-    proc = chromium("--window-size=1400,4000", f"--screenshot={shot}", report.as_uri())
+def screenshot(page: Path, shot: Path, size: str) -> None:
+    """Chromium's screenshot of `page` at window `size` ("W,H"), written to `shot`: a PNG with something drawn."""
+    proc = chromium(f"--window-size={size}", f"--screenshot={shot}", page.as_uri())
     assert shot.exists(), proc.stderr[-2000:]
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 100_000  # a blank page compresses to a few kB
+
+
+def test_screenshot(report: Path, tmp_path: Path) -> None:
+    screenshot(report, Path(os.environ.get("TUNBENCH_SCREENSHOT") or tmp_path / "report.png"), "1400,4000")
 
 
 @pytest.fixture(scope="module")
@@ -131,3 +143,59 @@ def test_history_page_renders_bands_and_change_points(history_page: Path) -> Non
     page_messages = [m.group(1) for m in CONSOLE.finditer(proc.stderr) if m.group(2).startswith("file:")]
     assert page_messages == [], page_messages
     assert 'id="js-errors"></div>' in dom
+
+
+needs_stacks = pytest.mark.skipif(
+    shutil.which("perf") is None
+    or not probe(shutil.which("perf")).available
+    or find_tool("inferno-flamegraph") is None
+    or find_tool("inferno-diff-folded") is None,
+    reason="needs perf allowed to count and sample (tunbench doctor) and inferno (make tools)",
+)
+
+
+@pytest.fixture(scope="module")
+def comparison_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("compare")
+    db = tmp / "runs.db"
+    for name, tunnel in (("big", "socat[label=s]"), ("small", "socat[buffer=2048,label=s]")):
+        proc = tunbench(
+            "run", "-t", tunnel, "--no-direct", "--direction", "up", "--repeat", "2", "--duration", "1", "--omit", "0",
+            "--flamegraph", "--count-work", "--name", name, "--db", str(db),
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = tmp / "compare.html"
+    proc = tunbench("compare", "big", "small", "--include-interfered", "--html", str(out), "--db", str(db))
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    assert "comparison page written to" in proc.stdout
+    return out
+
+
+@needs_stacks
+def test_comparison_page_shows_counted_work_and_the_diff_flamegraph_beside_the_verdicts(comparison_page: Path) -> None:
+    proc = chromium("--enable-logging=stderr", "--v=0", "--dump-dom", comparison_page.as_uri())
+    dom = proc.stdout
+    assert "</html>" in dom, proc.stderr[-2000:]
+    (section,) = re.findall(r'<section class="case" id="case-0">.*?</section>', dom, re.S)
+    assert "s · lan · up · 1 flow" in section
+    verdicts = re.search(r'<table id="case-0-verdicts">.*?</table>', section, re.S)
+    work = re.search(r'<table id="case-0-work">.*?</table>', section, re.S)
+    assert verdicts is not None and "throughput" in verdicts.group(0)
+    assert work is not None and "reads/MB client" in work.group(0) and "writes/MB client" in work.group(0)
+    fig = re.search(r'<figure id="case-0-fg-client">.*?</figure>', section, re.S)
+    assert fig is not None, section[-3000:]
+    assert "sampled at 999 Hz on both sides" in fig.group(0)
+    assert 'class="flamegraph"' in fig.group(0)
+    frames = re.findall(r"<title>([^<]*)</title>", fig.group(0))
+    # each frame's tooltip: its time in B, its share, and the change of its share against A
+    deltas = [f for f in frames if re.search(r"; [+-]?\d+\.\d+%\)$", f)]
+    assert len(deltas) > 20 and len(deltas) >= len(frames) - 1, frames[:5]
+    assert any("sys_write" in f or "ksys_write" in f for f in frames)  # socat's relay: read, then write
+    page_messages = [m.group(1) for m in CONSOLE.finditer(proc.stderr) if m.group(2).startswith("file:")]
+    assert page_messages == [], page_messages
+
+
+@needs_stacks
+def test_comparison_page_screenshot(comparison_page: Path, tmp_path: Path) -> None:
+    shot = Path(os.environ.get("TUNBENCH_COMPARE_SCREENSHOT") or tmp_path / "compare.png")
+    screenshot(comparison_page, shot, "1880,1400")

@@ -64,3 +64,12 @@ def test_the_table_says_when_the_baseline_was_generated_otherwise() -> None:
     assert baseline_line([_trial("direct", 1), _trial("socat", 1)]) == ""
     line = baseline_line([_trial("direct", 2), _trial("socat", 1)])
     assert "2 iperf3 processes" in line and "iperf 3.12" in line and "the tunnels: one iperf3 process" in line
+
+
+def test_the_baseline_line_names_the_records_own_generator() -> None:
+    """The report names no workload: the program and the config table come from the trials' records."""
+    gen = {"program": "iperf", "version": "iperf 2.1.9", "processes": 3, "flows": 3}
+    direct = TrialRecord(0, "direct", "direct", "lan", "iperf2", 1, "up", 1, {"generator": gen})
+    line = baseline_line([direct])
+    assert "3 iperf processes" in line and "one iperf process ([workload.iperf2] baseline_processes)" in line
+    assert "iperf3" not in line

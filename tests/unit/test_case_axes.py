@@ -14,8 +14,10 @@ from pathlib import Path
 from rich.console import Console
 
 from tests.unit.report_data import run, trial
-from tunbench.report import bmf, csv_export, json_export
 from tunbench.report.compare import run_from_export
+from tunbench.report.exporters import bmf
+from tunbench.report.exporters import csv as csv_format
+from tunbench.report.exporters import json as json_format
 from tunbench.report.terminal import trial_headline, workload_tables
 from tunbench.results import TrialRecord
 from tunbench.store.db import Store
@@ -93,14 +95,14 @@ def test_schema_2_moves_the_multi_client_rows_of_schema_1(tmp_path: Path) -> Non
 
 def test_json_and_csv_exports_carry_the_fields_and_old_exports_read_back() -> None:
     r = run([storm(1, 50, "connect"), clients(2, 20, "up")])
-    doc = json.loads(json_export.render(r))
+    doc = json.loads(json_format.render(r))
     assert [(t["clients"], t["variant"], t["flows"]) for t in doc["trials"]] == [(50, "connect", 1), (20, "", 1)]
     assert {(s["workload"], s["clients"], s["variant"]) for s in doc["summary"]} == {
         ("storm", 50, "connect"),
         ("clients", 20, ""),
     }
     assert [t.case for t in run_from_export(doc).trials] == [t.case for t in r.trials]
-    rows = list(csv.DictReader(io.StringIO(csv_export.render([r]))))
+    rows = list(csv.DictReader(io.StringIO(csv_format.render([r]))))
     assert [(row["clients"], row["variant"]) for row in rows] == [("50", "connect"), ("20", "")]
     # an export from before the fields: N in flows, the storm's variant in direction
     for t in doc["trials"]:

@@ -1,4 +1,4 @@
-"""`tunbench compare` logic (report/compare.py) on synthetic runs: verdict signs, gate, matching, inputs."""
+"""`tunbench compare` logic (report/compare/) on synthetic runs: verdict signs, gate, matching, inputs."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from tunbench.report.compare import (
     parse_threshold,
     run_from_export,
 )
-from tunbench.report.json_export import export
+from tunbench.report.exporters.json import export
 from tunbench.results import RunRecord
 from tunbench.store.db import Store
 
@@ -69,6 +69,15 @@ def test_parse_threshold_accepts_percent_and_fraction(text: str, want: float) ->
 def test_parse_threshold_refuses_ambiguous_or_invalid(text: str) -> None:
     with pytest.raises(CompareError):
         parse_threshold(text)
+
+
+@pytest.mark.parametrize("text", ["3", "abc", "-1%", "150%", "nan"])
+def test_parse_fraction_names_the_flag_it_parses(text: str) -> None:
+    from tunbench.units import parse_fraction
+
+    assert parse_fraction(" 2.5% ", "--redo-steal") == pytest.approx(0.025)
+    with pytest.raises(ValueError, match=f"^--redo-steal {text!r}: "):
+        parse_fraction(text, "--redo-steal")
 
 
 # ---- verdicts --------------------------------------------------------------------------------------
@@ -260,8 +269,15 @@ def test_json_export_round_trip_gives_the_same_verdicts(tmp_path: Path) -> None:
 
 
 def test_bad_json_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(CompareError, match="schema"):
+    from tunbench.errors import ExportError
+
+    with pytest.raises(ExportError, match="schema") as e:
         run_from_export({"schema": 99, "run": {}, "trials": []})
+    assert e.value.exit_code == 2
+    other = tmp_path / "other.json"
+    other.write_text('{"schema": 99}')
+    with pytest.raises(CompareError, match="schema"):  # compare's own error once it reads the file
+        load_run(str(other), tmp_path / "x.db")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     with pytest.raises(CompareError, match="cannot read"):

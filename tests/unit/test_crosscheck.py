@@ -103,7 +103,10 @@ def test_byte_checks_that_did_not_run_are_not_checked_not_passed() -> None:
     """Issue 28 #15: the byte cross-checks do not run on a --hosts run; the report says so, in every format,
     instead of showing nothing (which reads as agreed)."""
     from tests.unit.report_data import run
-    from tunbench.report import html, json_export, markdown, terminal
+    from tunbench.report import terminal
+    from tunbench.report.exporters import json as json_format
+    from tunbench.report.exporters import markdown
+    from tunbench.report.html import tables
     from tunbench.report.summary import summarize_trials, trial_warnings
     from tunbench.results import TrialRecord
 
@@ -121,9 +124,9 @@ def test_byte_checks_that_did_not_run_are_not_checked_not_passed() -> None:
     trials = [trial(i, **{"check.bytes.up.dev.ok": 1.0}) if i == 1 else trial(i) for i in range(1, 6)]
     summaries = summarize_trials(trials)
     assert any("bytes not cross-checked in 4 of 5" in line for line in terminal.warning_lines(summaries))
-    assert "byte cross-checks not run (not checked, not passed)" in html.warnings_html(summaries)
+    assert "byte cross-checks not run (not checked, not passed)" in tables.warnings_html(summaries)
     assert "bytes not cross-checked in 4 of 5" in markdown.render_run(run(trials))
-    assert '"code": "not-cross-checked"' in json_export.render(run(trials))
+    assert '"code": "not-cross-checked"' in json_format.render(run(trials))
 
 
 def test_the_loaded_rtt_is_taken_apart_into_idle_queue_and_residual() -> None:

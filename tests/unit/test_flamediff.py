@@ -34,19 +34,21 @@ def _store(path: Path, r: RunRecord, stacks: dict[str, str]) -> None:
         store.finish_run(rid, "done")
 
 
-@pytest.mark.skipif(find_tool("inferno-diff-folded") is None, reason="needs inferno (make tools)")
-def test_cli_writes_one_differential_flamegraph_per_case_and_side(tmp_path: Path) -> None:
+def ab_store(db: Path, stacks: dict[str, str]) -> Path:
+    """A store holding one run of labels a and b, 3 repetitions each, each trial with the client stacks
+    `stacks[label]`."""
     trials = [
         trial(i * 2 + k + 1, label, 4e9, repetition=i + 1, cpu_client_s=1.0)
         for i in range(3)
         for k, label in enumerate(("a", "b"))
     ]
-    db = tmp_path / "s.db"
-    _store(
-        db,
-        run(trials, uid="tbaaaaaa"),
-        {"a": "main;send 900\nmain;crypt 100\n", "b": "main;send 300\nmain;crypt 700\n"},
-    )
+    _store(db, run(trials, uid="tbaaaaaa"), stacks)
+    return db
+
+
+@pytest.mark.skipif(find_tool("inferno-diff-folded") is None, reason="needs inferno (make tools)")
+def test_cli_writes_one_differential_flamegraph_per_case_and_side(tmp_path: Path) -> None:
+    db = ab_store(tmp_path / "s.db", {"a": "main;send 900\nmain;crypt 100\n", "b": "main;send 300\nmain;crypt 700\n"})
     out = tmp_path / "diff"
     res = CliRunner().invoke(
         app, ["compare", "1", "--label-a", "a", "--label-b", "b", "--db", str(db), "--flamegraph-diff", str(out)]

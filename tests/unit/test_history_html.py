@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from tests.unit.history_data import STEP_AT, make_store
 from tunbench.cli import app
 from tunbench.report.history import HistoryError, build, load
-from tunbench.report.history_html import render
+from tunbench.report.html.history import render
 
 
 def chart_ids(page: str) -> list[str]:

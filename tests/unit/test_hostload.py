@@ -10,7 +10,7 @@ import pytest
 
 from tests.unit.report_data import trial
 from tunbench.monitor import hostload
-from tunbench.report.html import warnings_html
+from tunbench.report.html.tables import warnings_html
 from tunbench.report.summary import summarize_trials
 from tunbench.report.terminal import warning_lines
 from tunbench.stats import steal_warnings

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tunbench.report.json_export import JSON_SCHEMA, render
+from tunbench.report.exporters.json import JSON_SCHEMA, render
 from tunbench.results import RunRecord, TrialRecord
 
 

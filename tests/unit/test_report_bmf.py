@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.unit.report_data import demo_run, run, trial
-from tunbench.report import bmf
+from tunbench.report.exporters import bmf
 
 
 def _reject_constant(name: str) -> Any:

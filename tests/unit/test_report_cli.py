@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from tests.unit.report_data import demo_run
 from tunbench.cli import app
+from tunbench.errors import ExportError
 from tunbench.report.compare import CompareError
 from tunbench.store.db import Store
 
@@ -56,8 +57,9 @@ def test_stdout_formats_default_to_latest(store: Path) -> None:
 def test_errors(store: Path) -> None:
     runner = CliRunner()
     bad = runner.invoke(app, ["report", "-f", "pdf", "--db", str(store)])
-    assert isinstance(bad.exception, CompareError) and "choose one of" in str(bad.exception)
+    assert isinstance(bad.exception, ExportError) and "choose one of" in str(bad.exception)
     two_json = runner.invoke(app, ["report", "-f", "json", "first", "second", "--db", str(store)])
-    assert isinstance(two_json.exception, CompareError)
+    assert isinstance(two_json.exception, ExportError)
+    assert bad.exception.exit_code == two_json.exception.exit_code == 2
     missing = runner.invoke(app, ["report", "nope", "--db", str(store)])
     assert isinstance(missing.exception, CompareError) and "no run 'nope'" in str(missing.exception)

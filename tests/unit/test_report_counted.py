@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tests.unit.report_data import run, trial
-from tunbench.report import html
 from tunbench.report.counted import work_rows, work_table_html
+from tunbench.report.html import page as run_page
 from tunbench.results import TrialRecord
 
 
@@ -30,4 +30,4 @@ def test_table_only_when_something_was_counted() -> None:
     assert 'id="r0-work"' in page and "syscalls/MB" in page and "1,100" in page
     assert "packets/send" not in page  # a column nobody has is left out
     assert work_table_html([trial(1, "socat", 4e9)], "r0") == ""
-    assert 'id="r0-work"' in html.render([run(_trials())])
+    assert 'id="r0-work"' in run_page.render([run(_trials())])

@@ -7,7 +7,8 @@ import re
 from dataclasses import replace
 
 from tests.unit.report_data import demo_run, run, trial
-from tunbench.report import html
+from tunbench.report.html import base, cost
+from tunbench.report.html import page as run_page
 from tunbench.results import TrialRecord
 
 
@@ -16,7 +17,7 @@ def chart_ids(page: str) -> list[str]:
 
 
 def test_self_contained_with_plotly_embedded_once() -> None:
-    page = html.render([demo_run()])
+    page = run_page.render([demo_run()])
     assert page.startswith("<!DOCTYPE html>")
     assert "<script src=" not in page and "cdn.plot.ly" not in page.replace("https://cdn.plot.ly", "")
     assert page.count("Plotly.newPlot") == len(chart_ids(page))
@@ -24,7 +25,7 @@ def test_self_contained_with_plotly_embedded_once() -> None:
 
 
 def test_every_section_and_chart_of_a_full_run() -> None:
-    page = html.render([demo_run(with_latency=True)])
+    page = run_page.render([demo_run(with_latency=True)])
     ids = chart_ids(page)
     assert len(ids) == len(set(ids))
     for suffix in ("throughput", "ratio", "cpu", "bits-per-cpu", "series-0", "series-1", "fairness", "flows"):
@@ -36,7 +37,7 @@ def test_every_section_and_chart_of_a_full_run() -> None:
 
 
 def test_axes_have_titles_with_units() -> None:
-    page = html.render([demo_run()])
+    page = run_page.render([demo_run()])
     raw = re.findall(r'"yaxis":\{[^{}]*?"title":\{"text":"([^"]+)"', page)
     titles = [json.loads(f'"{t}"') for t in raw]
     assert "throughput (Gbit/s), log scale" in titles  # the demo's direct is 10x its tunnels and more
@@ -45,7 +46,7 @@ def test_axes_have_titles_with_units() -> None:
 
 
 def test_optional_sections_are_left_out_without_data() -> None:
-    page = html.render([run([trial(1, "socat", 1e9), trial(2, "socat", 1.1e9, repetition=2)])])
+    page = run_page.render([run([trial(1, "socat", 1e9), trial(2, "socat", 1.1e9, repetition=2)])])
     ids = chart_ids(page)
     assert "r0-throughput" in ids
     assert not {"r0-ratio", "r0-latency", "r0-fairness", "r0-cpu"} & set(ids)
@@ -55,25 +56,25 @@ def test_optional_sections_are_left_out_without_data() -> None:
 def test_text_is_escaped() -> None:
     r = run([trial(1, "<img src=x onerror=alert(1)>", 1e9)])
     r.scenario_text = "</pre><script>alert(2)</script>"
-    page = html.render([r])
+    page = run_page.render([r])
     assert "<img src=x" not in page and "<script>alert(2)" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
 
 
 def test_multiple_runs_have_a_toc_and_distinct_ids() -> None:
-    page = html.render([demo_run(rid=1, uid="tba", reps=3), demo_run(rid=2, uid="tbb", reps=3)])
+    page = run_page.render([demo_run(rid=1, uid="tba", reps=3), demo_run(rid=2, uid="tbb", reps=3)])
     ids = chart_ids(page)
     assert len(ids) == len(set(ids)) and "r1-throughput" in ids
     assert 'href="#run-0-tba"' in page and 'href="#run-1-tbb"' in page
 
 
 def test_stability_warnings_are_grouped() -> None:
-    page = html.render([demo_run(reps=3)])
+    page = run_page.render([demo_run(reps=3)])
     assert "Stability warnings" in page and "too few repetitions for a significance test</b> in 6 case(s)" in page
 
 
 def test_figure_data_is_valid_json() -> None:
-    page = html.render([demo_run()])
+    page = run_page.render([demo_run()])
     calls = re.findall(r'Plotly\.newPlot\(\s*"[^"]+",\s*(\[.*?\]),\s*(\{.*?\}),\s*\{"displaylogo"', page, flags=re.S)
     assert calls
     for data, layout in calls:
@@ -127,7 +128,7 @@ def test_many_clients_section_for_clients_and_storm_trials() -> None:
     ]
     trials.append(_clients_trial(100, "socat", 100, 1, status="failed"))
     trials += [_storm_trial(200, "socat", 10, cdf=True), _storm_trial(201, "direct", 10, cdf=False)]
-    page = html.render([run(trials)])
+    page = run_page.render([run(trials)])
     ids = set(chart_ids(page))
     assert ids >= MANY_CLIENT_IDS
     assert ">Many clients" in page and "N=100: 1 of 1 repetition(s) failed" in page
@@ -147,7 +148,7 @@ def test_many_clients_section_for_clients_and_storm_trials() -> None:
 
 
 def test_no_many_clients_section_for_a_plain_iperf3_run() -> None:
-    page = html.render([demo_run(reps=3)])
+    page = run_page.render([demo_run(reps=3)])
     assert not MANY_CLIENT_IDS & set(chart_ids(page))
     assert "Many clients" not in page
 
@@ -156,7 +157,7 @@ def test_the_profiles_events_are_marked_on_the_series() -> None:
     import dataclasses
 
     from tests.unit.report_data import trial
-    from tunbench.report.html import fig_timeseries, link_events
+    from tunbench.report.html.series import fig_timeseries, link_events
 
     t = trial(1, "wireguard-go", 1e8)
     t = dataclasses.replace(
@@ -196,21 +197,21 @@ def _spread_summaries(rates: dict[str, float]) -> tuple[list[object], dict[str, 
         for i, v in enumerate(samples(bps, 3, 0.02, seed=k + 1))
     ]
     summaries = summarize_trials(trials)
-    return summaries, html._colors((s.case.label, s.tunnel) for s in summaries)  # type: ignore[return-value]
+    return summaries, base.label_colors((s.case.label, s.tunnel) for s in summaries)  # type: ignore[return-value]
 
 
 def test_bars_spanning_orders_of_magnitude_get_a_labelled_log_axis() -> None:
     # direct at 20 Gbit/s and VPNs at 0.3-0.8 (issue 30, part 4): on a linear axis the VPNs are a few pixels
     summaries, colors = _spread_summaries({"direct": 20e9, "socat": 4e9, "wg": 0.8e9, "ovpn": 0.3e9})
-    fig = html.fig_throughput(summaries, colors)  # type: ignore[arg-type]
+    fig = cost.fig_throughput(summaries, colors)  # type: ignore[arg-type]
     assert fig.layout.yaxis.type == "log"
     assert fig.layout.yaxis.title.text == "throughput (Gbit/s), log scale"
     assert list(fig.layout.yaxis.ticktext) == ["0.2", "0.5", "1", "2", "5", "10", "20"]
-    ratio = html.fig_ratio(summaries, colors)  # type: ignore[arg-type]
+    ratio = cost.fig_ratio(summaries, colors)  # type: ignore[arg-type]
     assert ratio is not None and ratio.layout.yaxis.type == "log" and "0.02" in ratio.layout.yaxis.ticktext
 
 
 def test_bars_of_one_order_of_magnitude_keep_a_linear_axis() -> None:
     summaries, colors = _spread_summaries({"socat": 4e9, "wg": 0.8e9})
-    fig = html.fig_throughput(summaries, colors)  # type: ignore[arg-type]
+    fig = cost.fig_throughput(summaries, colors)  # type: ignore[arg-type]
     assert fig.layout.yaxis.type != "log" and fig.layout.yaxis.title.text == "throughput (Gbit/s)"

@@ -9,7 +9,8 @@ import re
 import pytest
 
 from tests.unit.report_data import run, trial
-from tunbench.report import html
+from tunbench.report.html import latency, series
+from tunbench.report.html import page as run_page
 from tunbench.results import TrialRecord
 
 
@@ -48,7 +49,7 @@ def rrul_trials() -> list[TrialRecord]:
 
 
 def test_the_loaded_rtt_is_stacked_into_propagation_queue_and_host() -> None:
-    fig = html.fig_rtt_parts(rrul_trials(), {"direct": "#7f7f7f", "wireguard-go": "#1f77b4"})
+    fig = latency.fig_rtt_parts(rrul_trials(), {"direct": "#7f7f7f", "wireguard-go": "#1f77b4"})
     assert fig is not None and fig.layout.barmode == "relative"
     bars = {d.name: d for d in fig.data if d.type == "bar"}
     assert list(bars) == ["propagation (idle RTT)", "bottleneck queues", "host / residual"]
@@ -71,7 +72,7 @@ def test_the_loaded_rtt_is_stacked_into_propagation_queue_and_host() -> None:
 def test_a_residual_not_judged_says_so() -> None:
     t = rrul(1, "direct", 1, 20.0, 30.0, 55.0)
     del t.metrics["check.rtt.ok"]  # no bottleneck both ways: stored, not judged
-    fig = html.fig_rtt_parts([t], {"direct": "#7f7f7f"})
+    fig = latency.fig_rtt_parts([t], {"direct": "#7f7f7f"})
     assert fig is not None
     residual = next(d for d in fig.data if d.name == "host / residual")
     assert "not judged" in residual.customdata[0][1] and "below zero" not in fig.layout.title.text
@@ -79,10 +80,10 @@ def test_a_residual_not_judged_says_so() -> None:
 
 
 def test_the_rtt_figure_is_in_the_page_only_with_the_figures() -> None:
-    page = html.render([run(rrul_trials())])
+    page = run_page.render([run(rrul_trials())])
     assert "r0-rtt-parts" in chart_ids(page) and ">Latency<" in page
-    plain = html.render([run([trial(1, "socat", 1e9), trial(2, "socat", 1e9, repetition=2)])])
-    assert "r0-rtt-parts" not in chart_ids(plain) and html.fig_rtt_parts(rrul_trials()[-1:], {}) is None
+    plain = run_page.render([run([trial(1, "socat", 1e9), trial(2, "socat", 1e9, repetition=2)])])
+    assert "r0-rtt-parts" not in chart_ids(plain) and latency.fig_rtt_parts(rrul_trials()[-1:], {}) is None
 
 
 def queue_trial(seq: int, label: str, rep: int, *, truncated: bool = False) -> TrialRecord:
@@ -101,7 +102,7 @@ def queue_trial(seq: int, label: str, rep: int, *, truncated: bool = False) -> T
 
 def test_queue_occupancy_has_its_own_chart_and_stays_out_of_the_throughput_one() -> None:
     trials = [queue_trial(1, "direct", 1), queue_trial(2, "wireguard-go", 1), queue_trial(3, "wireguard-go", 2)]
-    page = html.render([run(trials)])
+    page = run_page.render([run(trials)])
     ids = chart_ids(page)
     assert "r0-queue-0" in ids and "r0-series-0" in ids and ">Bottleneck queue occupancy<" in page
     data = re.search(r'Plotly\.newPlot\(\s*"r0-series-0",\s*(\[.*?\]),\s*\{', page, flags=re.S)
@@ -110,7 +111,7 @@ def test_queue_occupancy_has_its_own_chart_and_stays_out_of_the_throughput_one()
     assert len(rates) == 6  # two directions of three trials: throughput only
     assert max(v for d in rates for v in d["y"]) == pytest.approx(20.0)  # Mbit/s, not bytes of queue
     # the per-second chart drops a trial's other series itself, whoever calls it
-    alone = html.fig_timeseries(trials[:1], {"direct": "#7f7f7f"}, "lan · bidir · 1 flow")
+    alone = series.fig_timeseries(trials[:1], {"direct": "#7f7f7f"}, "lan · bidir · 1 flow")
     assert sorted(d.name for d in alone.data) == ["direct rep 1 (down)", "direct rep 1 (up)"]
 
 
@@ -118,7 +119,7 @@ def test_the_queue_chart_has_a_row_per_direction_and_a_line_per_repetition() -> 
     trials = [queue_trial(1, "direct", 1), queue_trial(2, "wireguard-go", 1, truncated=True)]
     trials.append(queue_trial(3, "wireguard-go", 2))
     trials.append(dataclasses.replace(trial(4, "socat", 1e7), series={"queue_bytes.up": []}))  # nothing to draw
-    fig = html.fig_queue(trials, {"direct": "#7f7f7f", "wireguard-go": "#1f77b4"}, "lan · bidir · 1 flow")
+    fig = series.fig_queue(trials, {"direct": "#7f7f7f", "wireguard-go": "#1f77b4"}, "lan · bidir · 1 flow")
     assert [a.text for a in fig.layout.annotations][:2] == ["up (client → server)", "down (server → client)"]
     assert len(fig.data) == 6  # 3 trials x 2 directions
     assert [d.showlegend for d in fig.data] == [True, False, True, False, False, False]  # one entry per tunnel
@@ -133,7 +134,7 @@ def test_the_queue_chart_has_a_row_per_direction_and_a_line_per_repetition() -> 
 def test_one_direction_only() -> None:
     t = queue_trial(1, "direct", 1)
     t = dataclasses.replace(t, series={"queue_bytes.down": [(0.1, 500.0), (0.2, 700.0)]})
-    fig = html.fig_queue([t], {"direct": "#7f7f7f"}, "g")
+    fig = series.fig_queue([t], {"direct": "#7f7f7f"}, "g")
     assert [a.text for a in fig.layout.annotations][:1] == ["down (server → client)"] and len(fig.data) == 1
     assert fig.layout.yaxis.title.text == "queue (bytes)"
 
@@ -142,6 +143,6 @@ def test_events_are_placed_by_the_series_origin_when_it_is_stored() -> None:
     t = trial(1, "wireguard-go", 1e8)
     profile = {"name": "p", "events": [{"at": "7s", "direction": "both", "outage": "3s"}]}
     t = dataclasses.replace(t, params={**t.params, "workload": {"omit_s": 1.0}, "profile": profile})
-    assert html.link_events(t) == [(6.0, 9.0, "outage")]  # stored before series_t0_s: --omit after the start
+    assert series.link_events(t) == [(6.0, 9.0, "outage")]  # stored before series_t0_s: --omit after the start
     t.metrics["series_t0_s"] = 4.5  # rrul: its load's measured seconds began 4.5 s into the workload
-    assert html.link_events(t) == [(2.5, 5.5, "outage")]
+    assert series.link_events(t) == [(2.5, 5.5, "outage")]

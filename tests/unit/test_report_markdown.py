@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from tests.unit.report_data import demo_run, run, trial
-from tunbench.report import markdown
+from tunbench.report.exporters import markdown
 
 
 def tables(text: str) -> list[list[list[str]]]:

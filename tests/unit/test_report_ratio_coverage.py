@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 
 from tests.unit.report_data import demo_run
-from tunbench.report import html, markdown
+from tunbench.report.exporters import markdown
+from tunbench.report.html import page as run_page
 
 
 def test_markdown_ratio_interval_shows_its_coverage() -> None:
@@ -19,6 +20,6 @@ def test_markdown_ratio_interval_shows_its_coverage() -> None:
 
 
 def test_html_ratio_interval_shows_its_coverage() -> None:
-    page = html.render([demo_run(reps=3)])
+    page = run_page.render([demo_run(reps=3)])
     assert "bootstrap 95% CI" not in page
     assert re.search(r"× \[\d\.\d\d–\d\.\d\d\] \(90% coverage\)", page)

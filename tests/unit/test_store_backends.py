@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from tests.pg import SUPERUSER, PgServer, raw_sql
 from tunbench.cli import app
-from tunbench.report import json_export
+from tunbench.report.exporters import json as json_format
 from tunbench.results import TrialRecord
 from tunbench.store.backend import PG_DDL, redact
 from tunbench.store.db import Store, StoreLost
@@ -145,7 +145,7 @@ def test_import_json_export_and_a_spool_merges_by_uid(store_db: str | Path, tmp_
         rid = new_run(sp, "tbbbbbbb")
         sp.add_trial(rid, trial(3))
         sp.finish_run(rid, "done")
-        doc = json_export.render(sp.find_run(None))
+        doc = json_format.render(sp.find_run(None))
     (tmp_path / "run.json").write_text(doc)
     res = CliRunner().invoke(app, ["db", "import", str(tmp_path / "run.json"), "--db", str(store_db)])
     assert res.exit_code == 0, res.output

@@ -65,7 +65,7 @@ def import_(
     Every run of an SQLite store (a spool file, another machine's store), or the run of a JSON export
     (which carries no artifacts). A run already there gets only the trials it lacks (by seq), so importing
     twice adds nothing; a different run under the same uid is refused. Sources are opened read-only."""
-    from tunbench.report.compare import run_from_export
+    from tunbench.report.exporters.json import run_from_export
     from tunbench.results import RunRecord
     from tunbench.store.db import Store
 

@@ -189,10 +189,10 @@ def history_report(
     machine: str | None,
     db: str,
 ) -> None:
-    """`tunbench report --history`: the HTML page of the history (report/history_html.py)."""
+    """`tunbench report --history`: the HTML page of the history (report/html/history.py)."""
     from tunbench.cli.checks import check_output_path, write_output
     from tunbench.report import history as hist
-    from tunbench.report.history_html import render
+    from tunbench.report.html.history import render
 
     if output is not None:
         check_output_path(output, "-o")

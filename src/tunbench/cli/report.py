@@ -1,5 +1,5 @@
 """`tunbench report`, its alias `tunbench export`, and `tunbench compare`: thin commands over
-report/compare.py and the exporters (report/exporters/).
+report/compare/, report/flamediff.py and the exporters (report/exporters/).
 
 The exporters are pure (`render(runs)`, one file per format); `write_report` here is the only code that
 writes their output, to a file or to stdout (hyperfine's ExportManager).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -17,6 +17,11 @@ from rich.markup import escape
 
 from tunbench.cli.console import console, err_console
 from tunbench.cli.options import DEFAULT_DB, DbOpt, RunArg
+
+if TYPE_CHECKING:
+    from tunbench.report.compare import CompareResult
+    from tunbench.report.flamediff import Diff
+    from tunbench.results import RunRecord
 
 OutputOpt = Annotated[Path | None, typer.Option("-o", "--output", help="File to write (default: stdout).")]
 
@@ -159,6 +164,15 @@ def compare(
             "stacks `run --flamegraph` stored with A's and B's trials (inferno-diff-folded; needs the store).",
         ),
     ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html",
+            help="Also write the comparison as one self-contained HTML page: per case, its verdicts, its counted-work "
+            "changes with their CIs (run --count-work) and, beside them, the differential flamegraph of each side "
+            "(when A and B were recorded with --flamegraph at one sampling rate; needs the store and inferno).",
+        ),
+    ] = None,
     target: Annotated[
         str | None,
         typer.Option(
@@ -198,10 +212,14 @@ def compare(
     1 = some case regressed beyond the threshold (significantly worse), 2 = A or B could not be loaded or
     matched. Cases of the direct baseline are shown but do not gate.
     """
-    from tunbench.report.compare import compare_lines, compare_runs, compare_table, load_run, parse_threshold
+    from tunbench.report.compare import compare_lines, compare_runs, compare_table, load_run
 
+    if html is not None:
+        from tunbench.cli.checks import check_output_path
+
+        check_output_path(html, "--html")  # before loading and comparing, not after
     kinds = _kinds(metrics)
-    limit = parse_threshold(threshold)
+    limit = _fraction(threshold, "--threshold")
     goal = _target(target)
     run_a = load_run(a, db)
     run_b = load_run(b, db) if b is not None else run_a
@@ -211,15 +229,23 @@ def compare(
     )  # fmt: skip
     table = compare_table(result)
     lines: list[str] = compare_lines(result)
+    goal_lines: list[str] = []
     if goal is not None:
         from tunbench.report.precision import target_lines
 
-        lines += [escape(line) for line in target_lines(result, [run_a, run_b], goal)]
+        goal_lines = target_lines(result, [run_a, run_b], goal)
+        lines += [escape(line) for line in goal_lines]
+    found = _flame_diffs(result, run_a, run_b, db, flamegraph_diff, html)
     if flamegraph_diff is not None:
-        from tunbench.report.flamediff import case_pairs, write_diffs
+        from tunbench.report.flamediff import write_diffs
 
-        pairs = case_pairs(((r.case_a, r.case_b) for r in result.rows), run_a.trials, run_b.trials)
-        lines += [escape(f"flamegraph diff: {line}") for line in write_diffs(pairs, db, flamegraph_diff)]
+        lines += [escape(f"flamegraph diff: {line}") for line in write_diffs(found or [], flamegraph_diff)]
+    if html is not None:
+        from tunbench.cli.checks import write_output
+        from tunbench.report.html.compare import render_comparison
+
+        write_output(html, render_comparison(result, found, goal_lines), "--html")
+        lines.append(escape(f"comparison page written to {html.resolve()}"))
     if console.is_terminal:
         console.print(table)
         for line in lines:
@@ -237,15 +263,44 @@ def compare(
         raise typer.Exit(result.exit_code)
 
 
+def _flame_diffs(
+    result: CompareResult, run_a: RunRecord, run_b: RunRecord, db: str | Path, out_dir: Path | None, html: Path | None
+) -> list[Diff] | None:
+    """The differential flamegraphs `--flamegraph-diff` writes and `--html` embeds; None when neither asks,
+    or when only the page asks and no trial has stacks (a page of a run without --flamegraph needs no inferno).
+    Both sides from the store: stacks are not in JSON exports."""
+    import tempfile
+
+    from tunbench.report.flamediff import case_pairs, diff_tools, diffs, has_stacks
+    from tunbench.store.db import store_exists
+
+    if out_dir is None and html is None:
+        return None
+    pairs = case_pairs(((r.case_a, r.case_b) for r in result.rows), run_a.trials, run_b.trials)
+    if out_dir is None and not (store_exists(db) and has_stacks(pairs, db)):
+        return None
+    tools = diff_tools("--flamegraph-diff" if out_dir is not None else "--html's differential flamegraphs")
+    with tempfile.TemporaryDirectory(prefix="tunbench-flamediff-") as tmp:
+        return diffs(pairs, db, tools, Path(tmp))
+
+
+def _fraction(text: str, flag: str) -> float:
+    """A share flag's value (units.parse_fraction); a bad one is a CompareError (exit 2) naming the flag."""
+    from tunbench.report.compare import CompareError
+    from tunbench.units import parse_fraction
+
+    try:
+        return parse_fraction(text, flag)
+    except ValueError as e:
+        raise CompareError(str(e)) from None
+
+
 def _target(text: str | None) -> float | None:
-    from tunbench.report.compare import CompareError, parse_threshold
+    from tunbench.report.compare import CompareError
 
     if text is None:
         return None
-    try:
-        goal = parse_threshold(text)
-    except CompareError as e:
-        raise CompareError(str(e).replace("--threshold", "--target")) from None
+    goal = _fraction(text, "--target")
     if goal <= 0.0:
         raise CompareError(f"--target {text!r}: must be above 0%, e.g. 3%")
     return goal

@@ -6,6 +6,7 @@ import math
 from statistics import median
 from typing import Any
 
+from tunbench.config.schema import WorkloadSection
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.stats import jain_index
 
@@ -64,10 +65,14 @@ def mode_of(case: CaseKey) -> str:
     return case.variant or case.direction
 
 
+DEFAULT_WORKLOAD = WorkloadSection().kind[0]
+"""The workload a scenario runs when it names none: case names leave it out."""
+
+
 def case_text(case: CaseKey) -> str:
-    """'socat · lan · up · 1 flow' (the workload is named only when it is not the default iperf3)."""
+    """'socat · lan · up · 1 flow' (the workload is named only when it is not the default one)."""
     parts = [case.label, case.profile, mode_of(case), count_text(case)]
-    if case.workload != "iperf3":
+    if case.workload != DEFAULT_WORKLOAD:
         parts.insert(2, case.workload)
     return " · ".join(parts)
 
@@ -127,16 +132,18 @@ def placement_line(trials: list[TrialRecord]) -> str:
 
 def baseline_line(trials: list[TrialRecord]) -> str:
     """How the direct baseline's traffic was generated, when not as the tunnels' was (params.generator:
-    more iperf3 processes, so one process's sending thread is not what it measures), or ""."""
-    direct = [t.params.get("generator") or {} for t in trials if t.status == "ok" and t.tunnel == "direct"]
-    spread = [g for g in direct if int(g.get("processes", 1)) > 1]
+    more processes of its program, so one process's sending thread is not what it measures), or ""."""
+    direct = [t for t in trials if t.status == "ok" and t.tunnel == "direct"]
+    spread = [(t, g) for t in direct if int((g := t.params.get("generator") or {}).get("processes", 1)) > 1]
     if not spread:
         return ""
-    procs = sorted({int(g["processes"]) for g in spread})
-    version = sorted({str(g.get("version") or "") for g in spread} - {""})
+    procs = sorted({int(g["processes"]) for _, g in spread})
+    program = "/".join(sorted({str(g.get("program") or "generator") for _, g in spread}))
+    version = sorted({str(g.get("version") or "") for _, g in spread} - {""})
+    kinds = "/".join(sorted({t.workload for t, _ in spread}))
     return (
-        f"direct: traffic from {'/'.join(map(str, procs))} iperf3 processes at once "
-        f"({', '.join(version) or 'iperf3'}; the flows spread over them, at least one each), so the baseline is "
-        "the path's and not one iperf3 thread's; the tunnels: one iperf3 process ([workload.iperf3] "
+        f"direct: traffic from {'/'.join(map(str, procs))} {program} processes at once "
+        f"({', '.join(version) or program}; the flows spread over them, at least one each), so the baseline is "
+        f"the path's and not one {program} thread's; the tunnels: one {program} process ([workload.{kinds}] "
         "baseline_processes)"
     )

@@ -1,6 +1,6 @@
 """The tables of the workloads that have their own (Workload.columns): each case's headline metrics, the
 median over its good repetitions, and how many repetitions were good. One model, drawn by the terminal
-table (report/terminal.py) and the HTML report (report/html.py)."""
+table (report/terminal.py) and the HTML report (report/html/)."""
 
 from __future__ import annotations
 

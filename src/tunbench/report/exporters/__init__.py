@@ -1,11 +1,12 @@
 """The exporters: one file per format behind one `Exporter` protocol, and the registry that names them
 (hyperfine's `export/`: a trait, one module per format, a manager that alone writes files).
 
-An exporter is pure: runs in, text (or bytes) out. It declares the name `--format` selects it by and the
-file suffixes that select it from `-o FILE`. The command layer (cli/report.py) picks one with `pick()` and
-is the only code that writes the output. Adding a format is one file here plus one line in `_EXPORTERS`.
-Each exporter imports its renderer when it renders, so listing the formats stays cheap (the HTML one
-pulls in plotly).
+Each format's file holds the format itself and its exporter: json.py (export, and import: run_from_export),
+csv.py, markdown.py, bmf.py; HTML, which is many charts, is the report/html/ package (its exporter in its
+__init__). An exporter is pure: runs in, text (or bytes) out. It declares the name `--format` selects it by
+and the file suffixes that select it from `-o FILE`. The command layer (cli/report.py) picks one with
+`pick()` and is the only code that writes the output. Adding a format is one file here plus one line in
+`_EXPORTERS`. The HTML exporter imports plotly only when it renders, so listing the formats stays cheap.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
+from tunbench.errors import ExportError
 from tunbench.report.exporters.bmf import BmfExporter
 from tunbench.report.exporters.csv import CsvExporter
-from tunbench.report.exporters.html import HtmlExporter
 from tunbench.report.exporters.json import JsonExporter
 from tunbench.report.exporters.markdown import MarkdownExporter
+from tunbench.report.html import HtmlExporter
 from tunbench.results import RunRecord
 
 
@@ -36,7 +38,7 @@ class Exporter(Protocol):
         ...
 
     def render(self, runs: Sequence[RunRecord]) -> str | bytes:
-        """The whole document for these runs (pure). Raises CompareError when the format cannot hold them."""
+        """The whole document for these runs (pure). Raises ExportError when the format cannot hold them."""
         ...
 
 
@@ -59,9 +61,7 @@ def by_suffix(path: Path) -> Exporter | None:
 def get(name: str) -> Exporter:
     exporter = REGISTRY.get(name)
     if exporter is None:
-        from tunbench.report.compare import CompareError
-
-        raise CompareError(f"--format {name!r}: choose one of {', '.join(REGISTRY)}")
+        raise ExportError(f"--format {name!r}: choose one of {', '.join(REGISTRY)}")
     return exporter
 
 

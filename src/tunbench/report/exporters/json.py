@@ -1,22 +1,231 @@
-"""The JSON exporter: one run in tunbench's own format (docs/json-format.md; report/json_export.py renders
-it). `tunbench export` and `tunbench run --json` use this exporter too."""
+"""The JSON format (docs/json-format.md), both ways: `render` writes a run (`--format json`, `tunbench export`,
+`run --json`), `run_from_export` reads one back (`compare FILE.json`, `db import`).
+
+Format history (bump JSON_SCHEMA on any incompatible change and say what changed):
+  1  (tunbench 0.1.0) run, trials, summary. Later in 1, added (readers ignore what they do not know):
+     trials[].series, the per-second series; trials[] and summary[] `clients` and `variant`, the
+     multi-client workloads' axes (before them, a `clients`/`storm` trial's `flows` held the client
+     count and a storm's `direction` its variant; now those are 1 and "-").
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
+from typing import Any
 
-from tunbench.results import RunRecord
+from tunbench.errors import ExportError
+from tunbench.report.interference import figures as interference_figures
+from tunbench.report.summary import CaseSummary, summarize_trials
+from tunbench.results import RunRecord, TrialRecord
+
+JSON_SCHEMA = 1
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def trial_json(t: TrialRecord) -> dict[str, Any]:
+    m = t.metrics
+    return {
+        "seq": t.seq,
+        "tunnel": t.tunnel,
+        "label": t.label,
+        "profile": t.profile,
+        "workload": t.workload,
+        "flows": t.flows,
+        "direction": t.direction,
+        "clients": t.clients,
+        "variant": t.variant,
+        "repetition": t.repetition,
+        "status": t.status,
+        "error": t.error or None,
+        "started_at": t.started_at,
+        "throughput_bps": m.get("throughput_bps"),
+        "throughput_bps_up": m.get("throughput_bps.up"),
+        "throughput_bps_down": m.get("throughput_bps.down"),
+        "retransmits": m.get("retransmits"),
+        "cpu": {
+            role: {"user_s": m.get(f"cpu.{role}.user_s"), "sys_s": m.get(f"cpu.{role}.sys_s")}
+            for role in ("client", "server")
+        },
+        "cgroup_cpu": {
+            role: {"user_s": m.get(f"cgroup_cpu.{role}.user_s"), "sys_s": m.get(f"cgroup_cpu.{role}.sys_s")}
+            for role in ("client", "server")
+        },
+        "sampled_cpu": {
+            role: {"user_s": m.get(f"sampled_cpu.{role}.user_s"), "sys_s": m.get(f"sampled_cpu.{role}.sys_s")}
+            for role in ("client", "server")
+        },
+        "trial_cpu": {
+            role: {"user_s": m.get(f"trial_cpu.{role}.user_s"), "sys_s": m.get(f"trial_cpu.{role}.sys_s")}
+            for role in ("client", "server")
+        },
+        "checks": {k: v for k, v in m.items() if k.startswith("check.")},
+        "interference": {
+            "interfered": m.get("interfered"),
+            "reason": t.params.get("interference"),
+            "foreign_cpu_pct": m.get("interference.foreign_cpu_pct"),
+            "other_runs": (t.params.get("interference_detail") or {}).get("runs"),
+            "harness_cpu_pct": m.get("harness.cpu_pct"),
+            "steal_pct": m.get("host.steal_pct"),
+        },
+        "rss_peak_bytes": {role: m.get(f"rss_peak_bytes.{role}") for role in ("client", "server")},
+        "duration_s": t.duration_s,
+        "setup_s": m.get("setup_s"),
+        "snd_cwnd_max_bytes": m.get("snd_cwnd_max_bytes"),
+        "streams": [{"stream": s[0], "direction": s[1], "received_bps": s[2], "retransmits": s[3]} for s in t.streams],
+        "metrics": m,
+        "series": {name: [[ts, v] for ts, v in pts] for name, pts in sorted(t.series.items())},
+        "params": t.params,
+    }
+
+
+def summary_json(s: CaseSummary) -> dict[str, Any]:
+    t = s.throughput
+    r = s.ratio_to_direct
+    return {
+        "tunnel": s.tunnel,
+        "label": s.case.label,
+        "profile": s.case.profile,
+        "workload": s.case.workload,
+        "flows": s.case.flows,
+        "direction": s.case.direction,
+        "clients": s.case.clients,
+        "variant": s.case.variant,
+        "n": s.n,
+        "n_units": s.throughput.n,  # independent units (warm bring-ups count once): what the CI counts
+        "n_failed": s.n_failed,
+        "throughput_bps": {
+            "median": _num(t.median),
+            "min": _num(t.min),
+            "max": _num(t.max),
+            "ci_low": _num(t.ci_low),
+            "ci_high": _num(t.ci_high),
+            "cv": _num(t.cv),
+            "ci_coverage": _num(t.ci_coverage),
+        },
+        "ratio_to_direct": None
+        if r is None
+        else {"value": _num(r.value), "ci_low": _num(r.ci_low), "ci_high": _num(r.ci_high)},
+        "bits_per_cpu_second": {role: f.bits_per_cpu_s for role, f in s.roles.items()},
+        "cpu_pct": {role: f.cpu_pct for role, f in s.roles.items()},
+        "rss_peak_bytes": {role: f.rss_peak_bytes for role, f in s.roles.items()},
+        "retransmits": s.retransmits,
+        "setup_s": s.setup_s,
+        "warnings": [{"code": w.code, "message": w.message, "fix": w.fix} for w in s.warnings],
+    }
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    return {
+        "id": run.id,
+        "uid": run.uid,
+        "name": run.name,
+        "started_at": run.started_at,
+        "finished_at": run.finished_at,
+        "status": run.status,
+        "tunbench_version": run.tunbench_version,
+        "provenance": run.provenance,
+        "scenario": run.scenario,
+        "scenario_text": run.scenario_text,
+        "scenario_hash": run.scenario_hash,
+    }
+
+
+def export(run: RunRecord) -> dict[str, Any]:
+    return {
+        "schema": JSON_SCHEMA,
+        "run": run_json(run),
+        "trials": [trial_json(t) for t in run.trials],
+        "summary": [summary_json(s) for s in summarize_trials(run.trials)],
+        "interference": interference_figures(run.trials),
+    }
+
+
+def render(run: RunRecord) -> str:
+    return json.dumps(export(run), indent=2, allow_nan=False, default=str) + "\n"
+
+
+# ---- import ---------------------------------------------------------------------------------------
+
+
+def run_from_export(data: dict[str, Any], source: str = "JSON") -> RunRecord:
+    """Rebuild a RunRecord (with its trials and their per-second series) from ``export``."""
+    if not isinstance(data, dict) or data.get("schema") != JSON_SCHEMA:
+        got = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise ExportError(f"{source}: not a tunbench JSON export of schema {JSON_SCHEMA} (schema: {got!r})")
+    try:
+        r = data["run"]
+        run = RunRecord(
+            id=int(r["id"]),
+            uid=str(r["uid"]),
+            name=str(r.get("name") or ""),
+            started_at=str(r.get("started_at") or ""),
+            finished_at=r.get("finished_at"),
+            status=str(r.get("status") or ""),
+            tunbench_version=str(r.get("tunbench_version") or ""),
+            provenance=dict(r.get("provenance") or {}),
+            scenario_text=str(r.get("scenario_text") or ""),
+            scenario_hash=str(r.get("scenario_hash") or ""),
+            scenario=dict(r.get("scenario") or {}),
+        )
+        run.trials = [_trial_from_export(t) for t in data["trials"]]
+    except (KeyError, TypeError, ValueError) as e:
+        raise ExportError(f"{source}: malformed tunbench JSON export ({type(e).__name__}: {e})") from e
+    return run
+
+
+def _axes_from_export(t: dict[str, Any]) -> tuple[int, str, int, str]:
+    """(flows, direction, clients, variant). An export from before the `clients`/`variant` fields held a
+    multi-client trial's client count in `flows` and a storm's variant in `direction` (as the store's
+    schema 1 did: store/migrations.py moves them the same way)."""
+    flows, direction = int(t["flows"]), str(t["direction"])
+    if "clients" in t:
+        return flows, direction, int(t["clients"]), str(t.get("variant") or "")
+    if t["workload"] == "storm":
+        return 1, "-", flows, direction
+    if t["workload"] == "clients":
+        return 1, direction, flows, ""
+    return flows, direction, 1, ""
+
+
+def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
+    flows, direction, clients, variant = _axes_from_export(t)
+    return TrialRecord(
+        seq=int(t["seq"]),
+        tunnel=str(t["tunnel"]),
+        label=str(t["label"]),
+        profile=str(t["profile"]),
+        workload=str(t["workload"]),
+        flows=flows,
+        direction=direction,
+        clients=clients,
+        variant=variant,
+        repetition=int(t["repetition"]),
+        params=dict(t.get("params") or {}),
+        status=str(t.get("status") or "ok"),
+        error=str(t.get("error") or ""),
+        started_at=str(t.get("started_at") or ""),
+        duration_s=t.get("duration_s"),
+        metrics=dict(t.get("metrics") or {}),
+        series={str(k): [(float(a), float(b)) for a, b in pts] for k, pts in (t.get("series") or {}).items()},
+        streams=[
+            (int(s["stream"]), str(s["direction"]), float(s["received_bps"]), s.get("retransmits"))
+            for s in t.get("streams") or []
+        ],
+    )
 
 
 class JsonExporter:
+    """`--format json`, `-o FILE.json`, `tunbench export` and `run --json`: one run in tunbench's own format."""
+
     name = "json"
     suffixes = (".json",)
 
     def render(self, runs: Sequence[RunRecord]) -> str:
-        from tunbench.report import json_export
-
         if len(runs) != 1:
-            from tunbench.report.compare import CompareError
-
-            raise CompareError("--format json exports one run at a time (the format holds one run)")
-        return json_export.render(runs[0])
+            raise ExportError("--format json exports one run at a time (the format holds one run)")
+        return render(runs[0])

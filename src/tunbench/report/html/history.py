@@ -22,7 +22,7 @@ from plotly.offline import get_plotlyjs
 from tunbench import __version__
 from tunbench.report.common import case_text
 from tunbench.report.history import History, Series
-from tunbench.report.html import _div, _e, _layout
+from tunbench.report.html.base import PLOTLY_FOOTER, chart_div, esc, layout
 from tunbench.results import CaseKey
 
 LINE = "#1f77b4"
@@ -79,7 +79,7 @@ def fig_series(s: Series) -> go.Figure:
             for i, p in enumerate(s.points)
         ],
         hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>commit %{customdata[2]}<br>median %{y:.4g} "
-        + _e(s.metric.unit)
+        + esc(s.metric.unit)
         + " [%{customdata[4]:.4g}, %{customdata[5]:.4g}] (CI coverage %{customdata[6]}), n=%{customdata[3]}"
         "<extra></extra>",
     )
@@ -89,7 +89,7 @@ def fig_series(s: Series) -> go.Figure:
         fig.add_vline(
             x=c.point.index + 0.5,  # between the last point of the old level and the first of the new
             line={"color": color, "dash": "dash", "width": 2},
-            annotation_text=f"{word} {_e(s.size_text(s.changes[i]))}",
+            annotation_text=f"{word} {esc(s.size_text(s.changes[i]))}",
             annotation_font_color=color,
             annotation_position="top left" if i % 2 else "top right",
         )
@@ -108,7 +108,7 @@ def fig_series(s: Series) -> go.Figure:
     fig.update_xaxes(tickmode="array", tickvals=x, ticktext=ticks, tickangle=-45 if len(x) > 12 else 0)
     by = "commit" if s.by_commit else "run"
     unit = f" ({s.metric.unit})" if s.metric.unit else ""
-    fig = _layout(fig, _e(s.title), f"{by}, in the order measured", f"{s.metric.title}{unit}")
+    fig = layout(fig, esc(s.title), f"{by}, in the order measured", f"{s.metric.title}{unit}")
     # not from zero, unlike the run report's bars: a history is read for shifts of a few percent
     return fig.update_yaxes(rangemode="normal")
 
@@ -119,9 +119,9 @@ def changes_table(h: History) -> str:
         for c in s.changes:
             cls = "bad" if c.regression else "ok"
             rows.append(
-                f"<tr><td>{_e(case_text(s.case))}</td><td>{_e(s.metric.title)}</td>"
+                f"<tr><td>{esc(case_text(s.case))}</td><td>{esc(s.metric.title)}</td>"
                 f'<td class="{cls}">{c.kind.lower()}</td>'
-                f"<td>{_e(s.change_text(c))}</td></tr>"
+                f"<td>{esc(s.change_text(c))}</td></tr>"
             )
     if not rows:
         return '<p class="ok">No change point in any series.</p>'
@@ -142,22 +142,24 @@ def render(h: History) -> str:
     by_case: dict[CaseKey, list[Series]] = defaultdict(list)
     for s in h.series:
         by_case[s.case].append(s)
-    parts = [f'<p class="meta">{_e(h.header())}</p>', '<h2 id="changes">Change points</h2>', changes_table(h)]
+    parts = [f'<p class="meta">{esc(h.header())}</p>', '<h2 id="changes">Change points</h2>', changes_table(h)]
     if not h.series:
         parts.append("<p>No finished run measured any case on this machine.</p>")
     for ci, (case, series) in enumerate(by_case.items()):
-        parts.append(f'<h2 id="case-{ci}">{_e(case_text(case))}</h2>')
+        parts.append(f'<h2 id="case-{ci}">{esc(case_text(case))}</h2>')
         for si, s in enumerate(series):
-            parts.append(_div(fig_series(s), f"h{ci}-{si}"))
+            parts.append(chart_div(fig_series(s), f"h{ci}-{si}"))
     toc = ""
     if len(by_case) > 1:
-        links = "".join(f'<li><a href="#case-{i}">{_e(case_text(c))}</a></li>' for i, c in enumerate(by_case))
+        links = "".join(f'<li><a href="#case-{i}">{esc(case_text(c))}</a></li>' for i, c in enumerate(by_case))
         toc = f"<nav><b>Cases</b><ul>{links}</ul></nav>"
     return template.substitute(
-        title=_e(title),
-        lead=_e(lead),
+        title=esc(title),
+        lead=esc(lead),
         toc=toc,
         body="\n".join(parts),
-        version=_e(__version__),
+        version=esc(__version__),
         plotlyjs=get_plotlyjs(),
+        main_class="",
+        footer=PLOTLY_FOOTER.replace("$version", esc(__version__)),
     )
