@@ -35,10 +35,14 @@ from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
 from tunbench.remote.hosts import HostRun, role_hosts
 from tunbench.remote.inventory import Inventory
 from tunbench.results import TrialRecord
-from tunbench.runner import LinkFactory, Runner, StopCheck, TrialObserver, WindowHook
+from tunbench.runner import Runner, StopCheck, TrialObserver, WindowHook
+from tunbench.sites.base import Site
+from tunbench.sites.hosts import HostsSite
+from tunbench.sites.local import LocalSite
 from tunbench.store.db import Store
 from tunbench.tomlfile import dotted, locate
 from tunbench.topology.build import TopologySpec
+from tunbench.trial.attempt import Setup
 from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
@@ -228,7 +232,6 @@ class RunPlan:
     skipped: list[tuple[str, str, str]]  # (tunnel label, workload, why)
     notes: list[str]  # what a dry run could not check (missing programs)
     flamegraphs: bool = False
-    link_factory: LinkFactory | None = None  # None: no profile is emulated
     inventory: Inventory | None = None  # --hosts: roles on those machines instead of local namespaces
     commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
     branch: str = ""  # its branch (`--branch`)
@@ -282,11 +285,8 @@ def prepare(
         warm=scenario.run.warm,
     )
     expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
-    link_factory: LinkFactory | None = None
-    if any(p.emulated for p in profiles):
-        from tunbench.link.emulator import link_factory
     plan = RunPlan(scenario, source, refs, profiles, options, cases, trials, expected, skip, notes)
-    plan.flamegraphs, plan.link_factory, plan.inventory = flamegraphs, link_factory, inventory
+    plan.flamegraphs, plan.inventory = flamegraphs, inventory
     if inventory is not None:
         check_placeable(plan, inventory)
     plan.cpuset, plan.cpuset_note = resolve_cpuset(plan)
@@ -616,7 +616,7 @@ def execute(
     wl = scenario.workload
     prov = provenance(plan)
     with Store(db_path) as store, run_scope() as ledger, contextlib.ExitStack() as remote:
-        hosts = None
+        site: Site = LocalSite(ledger, plan.cpuset)
         if plan.inventory is not None:
             logdir = remote.enter_context(workdir(ledger, "ssh"))
             hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay))
@@ -631,6 +631,7 @@ def execute(
             if missing:
                 raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
             prov["hosts"] = hosts.provenance()
+            site = HostsSite(hosts, ledger)
         uid = new_uid(ledger.prefix)  # the run's identity; the short prefix names what it creates
         run_id = store.create_run(
             uid=uid,
@@ -653,30 +654,26 @@ def execute(
                 from tunbench.profiling.counted import CountWork
 
                 hooks.append(CountWork())
-            runner = Runner(
-                ledger=ledger,
-                store=store,
-                run_id=run_id,
+            setup = Setup(
+                ledger,
+                site,
+                wl.duration_s,
+                wl.omit_s,
                 topology=TopologySpec(
                     mtu=scenario.topology.mtu,
                     sysctls=dict(scenario.sysctl),
                     ipv6=scenario.topology.ipv6,
                     congestion_control=scenario.topology.congestion_control,
                 ),
-                duration_s=wl.duration_s,
-                omit_s=wl.omit_s,
                 options=plan.options,
-                link_factory=plan.link_factory,
                 seed=scenario.run.seed,
-                observer=observer,
-                stop_on_error=scenario.run.stop_on_error,
-                hooks=hooks,
-                hosts=hosts,
-                stop=stop,
-                cpuset=plan.cpuset,
+                hooks=tuple(hooks),
                 redo=RedoPolicy.of(
                     scenario.run.redo_steal_pct, scenario.run.redo_interfered, scenario.run.foreign_cpu_pct
                 ),
+            )
+            runner = Runner(
+                setup, store, run_id, observer=observer, stop_on_error=scenario.run.stop_on_error, stop=stop
             )
             try:
                 outcome.records = runner.run(plan.trials)

@@ -15,7 +15,8 @@ from tunbench.plan import PlannedTrial, expand, interleave
 from tunbench.results import TrialRecord
 from tunbench.runner import Deadline, Runner
 from tunbench.store.db import Store
-from tunbench.topology.build import TopologySpec
+from tunbench.sites.local import LocalSite
+from tunbench.trial.attempt import Setup
 from tunbench.tunnels.registry import parse_ref
 from tunbench.workloads.base import BringupContext, Measurement, Workload
 
@@ -39,14 +40,8 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
     run_id = store.create_run(
         uid="tbabc123", name="t", tunbench_version="0", provenance={}, scenario_text="", scenario_hash="", scenario={}
     )
-    yield Runner(
-        ledger=state.Ledger.open("tbabc123"),
-        store=store,
-        run_id=run_id,
-        topology=TopologySpec(),
-        duration_s=1,
-        omit_s=0,
-    )
+    ledger = state.Ledger.open("tbabc123")
+    yield Runner(Setup(ledger, LocalSite(ledger), duration_s=1, omit_s=0), store, run_id)
     store.close()
 
 

@@ -22,11 +22,10 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.link.profile import Profile
 from tunbench.results import TrialRecord
+from tunbench.sites.base import AnyFleet
 from tunbench.tunnels.adapter import Placed, Target, Tunnel
-from tunbench.tunnels.fleet_env import FleetEnv
 from tunbench.tunnels.handshakes import HandshakeReader
 from tunbench.units import fmt, mbit
-from tunbench.workloads.fleet_hosts import HostsFleetEnv
 
 TRIAL_SETUP_S = 1.5  # namespaces, tunnel bring-up and teardown of a typical trial on this kind of host
 
@@ -123,7 +122,7 @@ class FleetContext:
     topology, the cgroups and the tunnel server (`env`); the workload brings the clients up (`env.fleet`)
     at its own pace and measures."""
 
-    env: FleetEnv | HostsFleetEnv  # this machine's namespaces, or the run's two hosts
+    env: AnyFleet  # this machine's namespaces, or the run's two hosts (sites/)
     ledger: Ledger
     workdir: Path
     title: str

@@ -9,7 +9,7 @@ Reported: aggregate and per-client throughput (distribution, Jain fairness), ser
 time, and per-client cost (server CPU-seconds and RSS bytes per connected client).
 
 Every process runs at its role's place (host/place.py): namespaces of this machine, or the server host and
-the client host's namespaces of a run between two hosts (workloads/fleet_hosts.py); the same steps either way.
+the client host's namespaces of a run between two hosts (sites/hosts_fleet.py); the same steps either way.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from tunbench.monitor.cost import cost_metrics, cumulative_cpu
 from tunbench.monitor.hostload import cpu_shares, cpu_times
 from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
+from tunbench.sites.hosts_fleet import HostsFleetEnv, SampledCost
+from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.stats.fairness import jain_index
-from tunbench.tunnels.fleet_env import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.units import fmt, mbit
 from tunbench.workloads import iperf3
 from tunbench.workloads import window as W
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
-from tunbench.workloads.fleet_hosts import HostsFleetEnv, SampledCost
 from tunbench.workloads.fleet_options import ClientsOptions
 
 PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace

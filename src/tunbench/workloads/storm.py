@@ -24,8 +24,8 @@ from tunbench.host.proc import rss_of
 from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
+from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.stats import percentile
-from tunbench.tunnels.fleet_env import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.units import fmt
 from tunbench.workloads import window as W
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
