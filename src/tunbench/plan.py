@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from tunbench.config.schema import Scenario
 from tunbench.link.profile import Profile
+from tunbench.remote.inventory import Inventory
 from tunbench.tunnels.registry import TunnelRef
 
 
@@ -183,3 +185,30 @@ def counterbalanced(block: list[Case], rng: random.Random) -> list[list[Case]]:
     orders = [first[i:] + first[:i] for i in range(len(first))]
     rng.shuffle(orders)
     return orders
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run will do, resolved and validated, before anything exists (`--dry-run` prints it);
+    session.preflight.prepare builds it once, and nothing changes it after."""
+
+    scenario: Scenario
+    source: str
+    refs: list[TunnelRef]
+    profiles: list[Profile]
+    options: dict[str, BaseModel]
+    cases: list[Case]
+    trials: list[PlannedTrial]
+    expected: list[float]  # seconds, per trial
+    skipped: list[tuple[str, str, str]]  # (tunnel label, workload, why)
+    notes: list[str]  # what a dry run could not check (missing programs)
+    flamegraphs: bool = False
+    inventory: Inventory | None = None  # --hosts: roles on those machines instead of local namespaces
+    commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
+    branch: str = ""  # its branch (`--branch`)
+    cpuset: dict[str, str] = field(default_factory=dict)  # side -> CPU list ([run] cpuset); {}: off
+    cpuset_note: str = ""  # e.g. the emulator shares a CPU
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.expected)

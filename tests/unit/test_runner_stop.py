@@ -14,8 +14,8 @@ from tunbench.link.profile import find_profile
 from tunbench.plan import PlannedTrial, expand, interleave
 from tunbench.results import TrialRecord
 from tunbench.runner import Deadline, Runner
-from tunbench.store.db import Store
 from tunbench.sites.local import LocalSite
+from tunbench.store.db import Store
 from tunbench.trial.attempt import Setup
 from tunbench.tunnels.registry import parse_ref
 from tunbench.workloads.base import BringupContext, Measurement, Workload

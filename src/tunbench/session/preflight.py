@@ -1,49 +1,31 @@
-"""`tunbench run` in two steps.
-
-`prepare(scenario)` resolves tunnels, profiles and workload options, expands the trials and runs the
-preflight checks (root, programs): it creates nothing, so `--dry-run` is `prepare` alone.
-`execute(plan, observer)` records the run in the store, runs the trials inside a run scope (the ledger and
-the final sweep) and always records how the run ended; the observer (the CLI's progress bar) is told
-when the run and each trial start and end.
+"""`tunbench run`, first step: `prepare(scenario)` resolves tunnels, profiles and workload options, sizes
+the repetitions to a budget when one is given, expands the trials and runs the preflight checks (root,
+programs, what cannot apply where): it creates nothing, so `--dry-run` is `prepare` alone, and the plan it
+returns is frozen.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
+import math
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel
 
-from tunbench import __version__, metadata
-from tunbench.config.load import check_workloads
+from tunbench.config.load import check_workloads, with_overrides
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError, DependencyMissing, TunbenchError
 from tunbench.host import HOST_TOOLS
-from tunbench.host.ledger import new_uid
-from tunbench.host.scope import run_scope
-from tunbench.host.workdir import workdir
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
-from tunbench.monitor.interference import RedoPolicy
-from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
-from tunbench.remote.hosts import HostRun, role_hosts
+from tunbench.plan import PlannedTrial, RunPlan, expand, interleave, skipped
+from tunbench.remote.hosts import role_hosts
 from tunbench.remote.inventory import Inventory
-from tunbench.results import TrialRecord
-from tunbench.runner import Runner, StopCheck, TrialObserver, WindowHook
-from tunbench.sites.base import Site
-from tunbench.sites.hosts import HostsSite
-from tunbench.sites.local import LocalSite
-from tunbench.store.db import Store
 from tunbench.tomlfile import dotted, locate
-from tunbench.topology.build import TopologySpec
-from tunbench.trial.attempt import Setup
-from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
 from tunbench.workloads import get as get_workload
@@ -217,30 +199,31 @@ def minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-@dataclass
-class RunPlan:
-    """Everything a run will do, resolved and validated, before anything exists (`--dry-run` prints it)."""
+@dataclass(frozen=True)
+class Budget:
+    """`--budget` / `--until`: the most wall time a run may take. The plan then holds as many repetitions
+    as the measured seconds alone allow (no round can be faster): the upper bound of a run that stops at the
+    deadline, at the pace it really keeps. `must_fit`: refused unless this many rounds fit at the plan's
+    estimated pace (calibrate's pairs)."""
 
-    scenario: Scenario
-    source: str
-    refs: list[TunnelRef]
-    profiles: list[Profile]
-    options: dict[str, BaseModel]
-    cases: list[Case]
-    trials: list[PlannedTrial]
-    expected: list[float]  # seconds, per trial
-    skipped: list[tuple[str, str, str]]  # (tunnel label, workload, why)
-    notes: list[str]  # what a dry run could not check (missing programs)
-    flamegraphs: bool = False
-    inventory: Inventory | None = None  # --hosts: roles on those machines instead of local namespaces
-    commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
-    branch: str = ""  # its branch (`--branch`)
-    cpuset: dict[str, str] = field(default_factory=dict)  # side -> CPU list ([run] cpuset); {}: off
-    cpuset_note: str = ""  # e.g. the emulator shares a CPU
+    seconds: float
+    text: str  # how the plan and the stop name it: "2m", "until 14:30"
+    must_fit: int = 0
 
-    @property
-    def total_s(self) -> float:
-        return sum(self.expected)
+    def rounds(self, cases: int, window_s: float) -> int:
+        """The most rounds of `cases` trials of `window_s` measured seconds each that the budget could hold."""
+        per_round = max(1.0, cases * window_s)
+        return max(2, min(1000, math.floor(self.seconds / per_round)))
+
+    def check_fits(self, per_round_s: float) -> None:
+        fit = math.floor(self.seconds / per_round_s)
+        if fit < self.must_fit:
+            raise ConfigError(
+                f"--budget {self.text}: a round of these trials takes about {per_round_s:.0f} s, so {fit} "
+                f"fit; at least {self.must_fit} are needed (--budget {math.ceil(self.must_fit * per_round_s)}s)",
+                source="command line",
+                key="budget",
+            )
 
 
 def prepare(
@@ -251,11 +234,14 @@ def prepare(
     text: str = "",
     flamegraphs: bool = False,
     inventory: Inventory | None = None,
+    budget: Budget | None = None,
+    build: tuple[str, str] = ("", ""),
 ) -> RunPlan:
     """Resolve tunnels, profiles and workload options, expand the trials and run the preflight checks
     (root, the programs every tunnel and workload needs, perf for flamegraphs). Creates nothing. A dry
     run needs no root and notes missing programs instead of failing on them. `text`: the scenario file's
-    text, when the tunnels and profiles came from it (errors then name its lines)."""
+    text, when the tunnels and profiles came from it (errors then name its lines). `budget`: the
+    repetitions are as many as it could hold (Budget). `build`: the build's (commit, branch)."""
     notes: list[str] = []
     refs = resolve_tunnels(scenario, source, text)
     profiles = resolve_profiles(scenario, source, notes if dry_run else None, text)
@@ -277,6 +263,11 @@ def prepare(
             source=source,
             key="run.warm",
         )
+    if budget is not None:
+        one = interleave(cases, 1, scenario.run.seed, blocks=scenario.run.order == "blocks")
+        budget.check_fits(sum(expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in one))
+        repeat = budget.rounds(len(cases), float(wl.duration_s + wl.omit_s))
+        scenario = with_overrides(scenario, {"run": {"repeat": repeat}})
     trials = interleave(
         cases,
         scenario.run.repeat,
@@ -285,11 +276,27 @@ def prepare(
         warm=scenario.run.warm,
     )
     expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
-    plan = RunPlan(scenario, source, refs, profiles, options, cases, trials, expected, skip, notes)
-    plan.flamegraphs, plan.inventory = flamegraphs, inventory
+    commit, branch = build
+    plan = RunPlan(
+        scenario,
+        source,
+        refs,
+        profiles,
+        options,
+        cases,
+        trials,
+        expected,
+        skip,
+        notes,
+        flamegraphs,
+        inventory,
+        commit,
+        branch,
+    )
     if inventory is not None:
         check_placeable(plan, inventory)
-    plan.cpuset, plan.cpuset_note = resolve_cpuset(plan)
+    cpuset, note = resolve_cpuset(plan)
+    plan = dataclasses.replace(plan, cpuset=cpuset, cpuset_note=note)
     check_caps(plan)
     check_events(plan)
     if dry_run:
@@ -449,21 +456,6 @@ def describe(plan: RunPlan) -> list[str]:
     return lines
 
 
-@dataclass
-class RunOutcome:
-    run_id: int
-    uid: str
-    status: str
-    records: list[TrialRecord] = field(default_factory=list)
-    stopped: str = ""  # why execute's `stop` ended the run before the plan's last trial ("": it did not)
-
-
-class RunObserver(TrialObserver, Protocol):
-    """Who watches a run: told when it starts (its id, prefix and plan), then about each trial."""
-
-    def run_started(self, run_id: int, uid: str, plan: RunPlan) -> None: ...
-
-
 def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
     """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
     emulated = [p.name for p in plan.profiles if p.emulated]
@@ -576,113 +568,3 @@ def program_needs(refs: list[TunnelRef], kinds: Iterable[str]) -> dict[str, list
     needs |= {f"tunnel {r.label}": required_programs(r) for r in refs}
     needs |= {f"workload {kind}": list(get_workload(kind).requires) for kind in kinds}
     return needs
-
-
-def provenance(plan: RunPlan) -> dict[str, Any]:
-    """The host and its machine identity, the tools, the build (commit, branch) when given, and each tunnel's
-    adapter, version, parameters and, when given (`commit=`), its build's commit; stored with the run."""
-    out: dict[str, Any] = metadata.collect()
-    out["tunnels"] = {
-        r.label: {
-            "adapter": r.name,
-            "version": tunnel_version(r),
-            "source": r.adapter.source,
-            "params": r.merged_params(),
-            **({"commit": r.commit} if r.commit else {}),
-        }
-        for r in plan.refs
-    }
-    out["build"] = {k: v for k, v in (("commit", plan.commit), ("branch", plan.branch)) if v}
-    out["seed"] = plan.scenario.run.seed
-    return out
-
-
-def execute(
-    plan: RunPlan,
-    observer: RunObserver,
-    *,
-    scenario_text: str,
-    db_path: str | Path,
-    flamegraph_dir: Path | None = None,
-    stop: StopCheck | None = None,
-) -> RunOutcome:
-    """Run a prepared plan: the run is recorded in the store first (a bad --db leaves nothing behind), the
-    trials run inside a run scope, and the run's end (done, interrupted, failed) is always recorded.
-    Ctrl-C (KeyboardInterrupt) ends the run as `interrupted`, the trials measured so far kept.
-    `flamegraph_dir`: where perf flamegraphs of the tunnel processes go (with plan.flamegraphs).
-    `stop`: asked between blocks (runner.StopCheck, e.g. runner.Deadline); when it ends the run early, the
-    run is done with whole blocks, the plan's trials being the upper bound, and outcome.stopped says why."""
-    scenario = plan.scenario
-    wl = scenario.workload
-    prov = provenance(plan)
-    with Store(db_path) as store, run_scope() as ledger, contextlib.ExitStack() as remote:
-        site: Site = LocalSite(ledger, plan.cpuset)
-        if plan.inventory is not None:
-            logdir = remote.enter_context(workdir(ledger, "ssh"))
-            hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay))
-            missing = hosts.tools_missing(program_needs(plan.refs, plan.scenario.workload.kind))
-            if (
-                any(p.emulated for p in plan.profiles)
-                and not hosts.conn("client").call("capabilities")["tunbench_link"]
-            ):
-                missing.append(
-                    f"{hosts.roles['client'].name}: tunbench-link (`make build` there) for the emulated profiles"
-                )
-            if missing:
-                raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
-            prov["hosts"] = hosts.provenance()
-            site = HostsSite(hosts, ledger)
-        uid = new_uid(ledger.prefix)  # the run's identity; the short prefix names what it creates
-        run_id = store.create_run(
-            uid=uid,
-            name=scenario.run.name,
-            tunbench_version=__version__,
-            provenance=prov,
-            scenario_text=scenario_text,
-            scenario_hash=hashlib.sha256(scenario_text.encode()).hexdigest(),
-            scenario=scenario.model_dump(),
-        )
-        outcome = RunOutcome(run_id=run_id, uid=uid, status="failed")
-        try:
-            observer.run_started(run_id, uid, plan)
-            hooks: list[WindowHook] = []
-            if plan.flamegraphs and flamegraph_dir is not None:
-                from tunbench.profiling.perf import Flamegraphs
-
-                hooks.append(Flamegraphs(ledger.prefix, flamegraph_dir))
-            if scenario.run.count_work:
-                from tunbench.profiling.counted import CountWork
-
-                hooks.append(CountWork())
-            setup = Setup(
-                ledger,
-                site,
-                wl.duration_s,
-                wl.omit_s,
-                topology=TopologySpec(
-                    mtu=scenario.topology.mtu,
-                    sysctls=dict(scenario.sysctl),
-                    ipv6=scenario.topology.ipv6,
-                    congestion_control=scenario.topology.congestion_control,
-                ),
-                options=plan.options,
-                seed=scenario.run.seed,
-                hooks=tuple(hooks),
-                redo=RedoPolicy.of(
-                    scenario.run.redo_steal_pct, scenario.run.redo_interfered, scenario.run.foreign_cpu_pct
-                ),
-            )
-            runner = Runner(
-                setup, store, run_id, observer=observer, stop_on_error=scenario.run.stop_on_error, stop=stop
-            )
-            try:
-                outcome.records = runner.run(plan.trials)
-                outcome.status = "done"
-                outcome.stopped = runner.stopped
-            except KeyboardInterrupt:
-                outcome.status = "interrupted"
-        finally:
-            store.finish_run(run_id, outcome.status)
-    if store.lost is not None:  # PostgreSQL went away: the rest of the run is in a spool file
-        raise store.lost
-    return outcome
