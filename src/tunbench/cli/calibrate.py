@@ -20,11 +20,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunbench.cli.console import console
-from tunbench.cli.options import DEFAULT_DB, DbOpt, parse_budget, parse_cpuset
+from tunbench.cli.options import DEFAULT_DB, DbOpt, parse_budget
 from tunbench.cli.outcome import exit_for
 from tunbench.cli.progress import RunProgress
 
 if TYPE_CHECKING:
+    from tunbench.config.cpuset import CpuSetting
     from tunbench.config.schema import Scenario
     from tunbench.plan import PlannedTrial
     from tunbench.report.compare import Metric
@@ -155,7 +156,7 @@ def calibrate(
             "name": name or f"calibrate-{adapter}",
             "order": "blocks",
             "warm": warm,
-            "cpuset": parse_cpuset(cpuset if cpuset is not None else default_cpuset()),
+            "cpuset": cpuset if cpuset is not None else default_cpuset(),
         },
         "workload": {
             "kind": ["iperf3"],
@@ -227,11 +228,8 @@ def equivalent_run(sc: Scenario, budget: str | None = None) -> str:
     )
 
 
-def _cpuset_flag(cpuset: str | dict[str, str]) -> str:
-    if cpuset == "off":
-        return ""
-    text = cpuset if isinstance(cpuset, str) else ",".join(f"{k}={v}" for k, v in cpuset.items())
-    return f" --cpuset {shlex.quote(text)}"
+def _cpuset_flag(cpuset: CpuSetting) -> str:
+    return "" if cpuset.off else f" --cpuset {shlex.quote(cpuset.flag())}"
 
 
 # ---- the calibration, from a stored A/A run (pure) -----------------------------------------------------

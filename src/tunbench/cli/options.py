@@ -23,26 +23,6 @@ DEFAULT_DB = "tunbench.db"
 _BUDGET = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|sec|m|min|h)?\s*$", re.I)
 
 
-def parse_cpuset(value: str | None) -> str | dict[str, str] | None:
-    """`--cpuset off|split|client=0,server=1,link=1` -> the scenario's [run] cpuset (None: not given)."""
-    if value is None:
-        return None
-    text = value.strip()
-    if "=" not in text:
-        if text not in ("off", "split"):
-            raise typer.BadParameter(
-                f"{value!r}: expected off, split or client=0,server=1[,link=1]", param_hint="--cpuset"
-            )
-        return text
-    out: dict[str, str] = {}
-    for item in re.split(r",(?=\s*[a-z]+\s*=)", text):
-        role, _, cpus = item.partition("=")
-        if not role.strip() or not cpus.strip():
-            raise typer.BadParameter(f"{value!r}: expected client=0,server=1[,link=1]", param_hint="--cpuset")
-        out[role.strip()] = cpus.strip()
-    return out
-
-
 CpusetOpt = Annotated[
     str | None,
     typer.Option(

@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from tunbench.cli.console import console
 from tunbench.cli.hosts import HostsOpt
-from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_budget, parse_cpuset, parse_until
+from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_budget, parse_until
 from tunbench.cli.outcome import exit_for
 
 
@@ -391,7 +391,7 @@ def run(
             "redo_interfered": True if redo_interfered else None,
             "count_work": True if count_work else None,
             "foreign_cpu_pct": _percent(foreign_cpu, "--foreign-cpu"),
-            "cpuset": parse_cpuset(cpuset),
+            "cpuset": cpuset,
         },
         "workload": {
             "kind": _csv(workload),

@@ -366,10 +366,10 @@ def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
     """`[run] cpuset` as the CPUs of each side on this host, and a note (a shared CPU); refused, naming the
     key, where it cannot apply: --hosts (placement is local only), workloads that start many clients or their
     own bring-ups, a host without a cpuset controller tunbench may use, CPUs this host does not offer."""
-    from tunbench.host.cgroup import cpuset_refusal, online_cpus, parse_cpu_list, split_placement
+    from tunbench.host.cgroup import cpuset_refusal, online_cpus, split_placement
 
     setting = plan.scenario.run.cpuset
-    if setting == "off":
+    if setting.off:
         return {}, ""
     if plan.inventory is not None:
         raise ConfigError(
@@ -389,15 +389,16 @@ def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
         raise ConfigError(f'{why}; set cpuset = "off"', source=plan.source, key="run.cpuset")
     cpus = online_cpus()
     note = ""
-    if setting == "split":
+    if setting.mode == "split":
         try:
             placed, note = split_placement(cpus)
         except ValueError as e:
             raise ConfigError(str(e), source=plan.source, key="run.cpuset") from None
     else:
-        placed = dict(setting)
-        for role, text in placed.items():
-            missing = sorted(set(parse_cpu_list(text)) - set(cpus))
+        placed = setting.cpu_lists()
+        for role, wanted in setting.roles:
+            text = placed[role]
+            missing = sorted(set(wanted) - set(cpus))
             if missing:
                 raise ConfigError(
                     f"{role} = {text!r}: CPU(s) {', '.join(map(str, missing))} not available here "
