@@ -18,6 +18,7 @@ from tunbench.sites.local import LocalSite
 from tunbench.store.db import Store
 from tunbench.trial.attempt import Setup
 from tunbench.tunnels.registry import parse_ref
+from tunbench.units import Window
 from tunbench.workloads.base import BringupContext, Measurement, Workload
 
 
@@ -41,7 +42,7 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
         uid="tbabc123", name="t", tunbench_version="0", provenance={}, scenario_text="", scenario_hash="", scenario={}
     )
     ledger = state.Ledger.open("tbabc123")
-    yield Runner(Setup(ledger, LocalSite(ledger), duration_s=1, omit_s=0), store, run_id)
+    yield Runner(Setup(ledger, LocalSite(ledger), Window(1, 0)), store, run_id)
     store.close()
 
 

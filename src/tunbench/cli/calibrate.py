@@ -176,7 +176,7 @@ def calibrate(
     plan = session.prepare(sc, source, budget=sized)
     n = plan.scenario.run.repeat
     wl = plan.scenario.workload
-    per_pair = sum(session.expected_s(pt, plan.options, wl.duration_s, wl.omit_s) for pt in plan.trials[:2])
+    per_pair = sum(session.expected_s(pt, plan.options, wl.window) for pt in plan.trials[:2])
     text = equivalent_run(plan.scenario, budget=None if pairs is not None else budget)
     clock = _Clocked(console, db)
     deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=MIN_PAIRS)

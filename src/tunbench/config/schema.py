@@ -19,6 +19,7 @@ from pydantic import (
 from tunbench.config.cpuset import CpuSetting
 from tunbench.topology.addresses import Family
 from tunbench.topology.settings import check_congestion_control
+from tunbench.units import Window
 
 Direction = Literal["up", "down", "bidir"]
 _SYSCTL_VALUE = re.compile(r"^[A-Za-z0-9_. -]+$")
@@ -70,6 +71,11 @@ class WorkloadSection(BaseModel):
     # whole seconds: iperf3 (3.12) truncates fractional -t/-O, and -t 0 means "forever"
     duration_s: int = Field(default=10, ge=1, le=3600)
     omit_s: int = Field(default=1, ge=0, le=600)
+
+    @property
+    def window(self) -> Window:
+        """The measured window every trial of the run gets."""
+        return Window(self.duration_s, self.omit_s)
 
     @field_validator("kind", mode="before")
     @classmethod

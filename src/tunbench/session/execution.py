@@ -126,8 +126,7 @@ def execute(
             setup = Setup(
                 ledger,
                 site,
-                wl.duration_s,
-                wl.omit_s,
+                wl.window,
                 topology=TopologySpec(
                     mtu=scenario.topology.mtu,
                     sysctls=dict(scenario.sysctl),

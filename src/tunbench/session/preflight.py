@@ -28,6 +28,7 @@ from tunbench.remote.inventory import Inventory
 from tunbench.tomlfile import dotted, locate
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
+from tunbench.units import Window
 from tunbench.workloads import get as get_workload
 from tunbench.workloads.base import TRIAL_SETUP_S
 
@@ -151,14 +152,14 @@ def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tu
         )
 
 
-def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], duration_s: float, omit_s: float) -> float:
+def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], window: Window) -> float:
     """The workload's own estimate of one trial's wall clock (idle phases, client set-up and searches
     included), for the time announced before a run and the progress bar's ETA."""
     workload = get_workload(pt.case.workload)
     opts = options.get(workload.kind) or workload.options(None)
-    full = workload.estimate(pt.case, opts, duration_s, omit_s)
+    full = workload.estimate(pt.case, opts, window)
     if pt.window > 1:  # a later window of a warm block: no bring-up or tear-down of its own
-        return max(duration_s + omit_s, full - TRIAL_SETUP_S)
+        return max(window.total_s, full - TRIAL_SETUP_S)
     return full
 
 
@@ -265,8 +266,8 @@ def prepare(
         )
     if budget is not None:
         one = interleave(cases, 1, scenario.run.seed, blocks=scenario.run.order == "blocks")
-        budget.check_fits(sum(expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in one))
-        repeat = budget.rounds(len(cases), float(wl.duration_s + wl.omit_s))
+        budget.check_fits(sum(expected_s(pt, options, wl.window) for pt in one))
+        repeat = budget.rounds(len(cases), wl.window.total_s)
         scenario = with_overrides(scenario, {"run": {"repeat": repeat}})
     trials = interleave(
         cases,
@@ -275,7 +276,7 @@ def prepare(
         blocks=scenario.run.order == "blocks",
         warm=scenario.run.warm,
     )
-    expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
+    expected = [expected_s(pt, options, wl.window) for pt in trials]
     commit, branch = build
     plan = RunPlan(
         scenario,

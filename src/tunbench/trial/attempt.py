@@ -19,6 +19,7 @@ from tunbench.sites.base import Site, Spot
 from tunbench.store.db import now_iso
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.adapter import Tunnel
+from tunbench.units import Window
 from tunbench.workloads.base import Context, Measurement, Workload
 
 
@@ -32,13 +33,12 @@ class WindowHook(Protocol):
 @dataclass(frozen=True)
 class Setup:
     """What every trial of a run shares: where its roles run (`site`), the topology settings, the measured
-    window (`duration_s`, of which the first `omit_s` are warm-up), each workload's options, the emulator's
+    window (its measured seconds and the warm-up before them), each workload's options, the emulator's
     seed, the window hooks and which windows are void (`redo`: RetryTrial, measured again)."""
 
     ledger: Ledger
     site: Site
-    duration_s: float
-    omit_s: float
+    window: Window
     topology: TopologySpec = field(default_factory=TopologySpec)
     options: dict[str, BaseModel] = field(default_factory=dict)
     seed: int = 1
@@ -80,8 +80,8 @@ class Setup:
                     "kind": c.workload,
                     "flows": c.flows,
                     "direction": c.direction,
-                    "duration_s": self.duration_s,
-                    "omit_s": self.omit_s,
+                    "duration_s": self.window.duration_s,
+                    "omit_s": self.window.omit_s,
                     **options.model_dump(),
                 },
                 "profile": c.profile.model_dump(),

@@ -29,11 +29,10 @@ def measure(setup: Setup, t: Attempt) -> None:
         ledger=setup.ledger,
         workdir=t.workdir,
         title=case.title,
-        duration_s=setup.duration_s,
-        omit_s=setup.omit_s,
+        window=setup.window,
         options=options,
     )
-    limit = workload.trial_timeout_s(case, options, setup.duration_s, setup.omit_s)
+    limit = workload.trial_timeout_s(case, options, setup.window)
     with watchdog(limit, f"the {workload.kind} trial"), setup.site.watched(rec.metrics, rec.params, setup.redo.limits):
         result = workload.measure(ctx)
     merge(rec, result)

@@ -14,7 +14,7 @@ def measure(setup: Setup, t: Attempt) -> None:
     rec.params["workload"]["clients"] = case.clients
     if case.variant:
         rec.params["workload"]["variant"] = case.variant
-    limit = workload.trial_timeout_s(case, options, setup.duration_s, setup.omit_s)
+    limit = workload.trial_timeout_s(case, options, setup.window)
     env = setup.site.fleet(
         t.spot,
         case.tunnel,
@@ -35,8 +35,7 @@ def measure(setup: Setup, t: Attempt) -> None:
             clients=case.clients,
             variant=case.variant,
             direction=case.direction,
-            duration_s=setup.duration_s,
-            omit_s=setup.omit_s,
+            window=setup.window,
             options=options,
         )
         with setup.site.watched(rec.metrics, rec.params, setup.redo.limits):

@@ -87,8 +87,7 @@ def bring_up(setup: Setup, t: Attempt, stack: contextlib.ExitStack) -> Held:
         title=case.title,
         flows=case.flows,
         direction=case.direction,
-        duration_s=setup.duration_s,
-        omit_s=setup.omit_s,
+        window=setup.window,
         options=t.options,
         client=pair.places["client"],
         server=pair.places["server"],
@@ -123,7 +122,7 @@ def measure_window(setup: Setup, t: Attempt, held: Held) -> Measured:
             started = time.monotonic()
             # a sample just before the measured window's start, then each second: with whole-second durations
             # one lands just before its end too, while every process of the roles is still alive
-            sampler.align(started + setup.omit_s - ALIGN_LEAD_S)
+            sampler.align(started + setup.window.omit_s - ALIGN_LEAD_S)
             result = t.workload.measure(held.ctx)
             ended = time.monotonic()
     tunnel.check_alive()

@@ -25,7 +25,7 @@ from tunbench.results import TrialRecord
 from tunbench.sites.base import AnyFleet
 from tunbench.tunnels.adapter import Placed, Target, Tunnel
 from tunbench.tunnels.handshakes import HandshakeReader
-from tunbench.units import fmt, mbit
+from tunbench.units import Window, fmt, mbit
 
 TRIAL_SETUP_S = 1.5  # namespaces, tunnel bring-up and teardown of a typical trial on this kind of host
 
@@ -82,8 +82,7 @@ class Context:
     title: str
     flows: int
     direction: str
-    duration_s: float
-    omit_s: float
+    window: Window  # the measured seconds and the warm-up before them
     options: BaseModel
     client: Place  # where the workload's client runs (the tunnel client's namespace or host)
     server: Place  # where its server runs
@@ -131,8 +130,7 @@ class FleetContext:
     clients: int
     variant: str
     direction: str
-    duration_s: float
-    omit_s: float
+    window: Window  # the measured seconds and the warm-up before them
     options: BaseModel
 
     @property
@@ -150,8 +148,7 @@ class BringupContext:
     ledger: Ledger
     workdir: Path
     title: str
-    duration_s: float
-    omit_s: float
+    window: Window  # the measured seconds and the warm-up before them
     options: BaseModel
 
 
@@ -247,11 +244,11 @@ class Workload(ABC, Generic[C, Opt]):
     def timeout_s(self, ctx: Context) -> float:
         """The watchdog: a `measure` call still running after this many seconds fails its trial."""
         axes = Axes(flows=ctx.flows, direction=ctx.direction)
-        return self.estimate(axes, ctx.options, ctx.duration_s, ctx.omit_s) + 30.0
+        return self.estimate(axes, ctx.options, ctx.window) + 30.0
 
-    def trial_timeout_s(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def trial_timeout_s(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """The watchdog of a fleet workload's whole trial (bring-up of N clients included)."""
-        return 2.0 * self.estimate(case, options, duration_s, omit_s) + 60.0
+        return 2.0 * self.estimate(case, options, window) + 60.0
 
     def cpu_cap(self, case: CaseAxes) -> bool:
         """Whether the runner gives the tunnel server a CPU quota group (host.cgroup.CpuCap) to drive."""
@@ -261,10 +258,10 @@ class Workload(ABC, Generic[C, Opt]):
         """How often the N-client readiness probe sends its echoes."""
         return 0.1
 
-    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """A rough wall-clock estimate of one trial of `case` (set-up included), for the run's time estimate
         and ETA."""
-        return duration_s + omit_s + TRIAL_SETUP_S
+        return window.total_s + TRIAL_SETUP_S
 
     def options(self, raw: dict[str, Any] | None) -> BaseModel:
         """The `[workload.<kind>]` table validated against Options (its defaults when there is none)."""

@@ -30,7 +30,7 @@ from tunbench.results import TrialRecord
 from tunbench.sites.hosts_fleet import HostsFleetEnv, SampledCost
 from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.stats.fairness import jain_index
-from tunbench.units import fmt, mbit
+from tunbench.units import Window, fmt, mbit
 from tunbench.workloads import iperf3
 from tunbench.workloads import window as W
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
@@ -110,10 +110,10 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
         # per-client cost seen so far in this run, per (label, profile, direction, protocol): {N: cost}
         self._costs: dict[tuple[str, ...], dict[int, dict[str, float]]] = {}
 
-    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         o = self.opts(options)
-        warmup = o.warmup_s if o.warmup_s is not None else max(omit_s, 1.0)
-        phase = warmup + duration_s + phase_pad_s(case.clients)
+        warmup = o.warmup_s if o.warmup_s is not None else max(window.omit_s, 1.0)
+        phase = warmup + window.duration_s + phase_pad_s(case.clients)
         return TRIAL_SETUP_S + case.clients * PER_CLIENT_SETUP_S + len(o.protocols) * phase
 
     def measure(self, ctx: FleetContext) -> Measurement:
@@ -160,7 +160,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
     ) -> None:
         mt = ctx.env
         lay, n = mt.layout, mt.layout.clients
-        warmup = opts.warmup_s if opts.warmup_s is not None else max(ctx.omit_s, 1.0)
+        warmup = opts.warmup_s if opts.warmup_s is not None else max(ctx.window.omit_s, 1.0)
         places = mt.fleet.places
         server_place = places.server
         with contextlib.ExitStack() as stack:
@@ -176,7 +176,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
             # between hosts each start is a request to the client host's agent: the pace its tunnel clients
             # were started at sizes the pad (locally the fixed 20 ms per client, as it always was)
             pad = phase_pad_s(n, 0.0 if mt.local else launch_pace(mt.fleet.launched_at))
-            run_s = warmup + ctx.duration_s + pad
+            run_s = warmup + ctx.window.duration_s + pad
             self._wait_listening(server_place, {PORT_BASE + i for i in lay.indices()}, servers)
             busy0 = cpu_times() if mt.local else None
             with mt.counters(rec.metrics, "" if headline else f"clients.{proto}."), mt.sampling() as sampler:
@@ -214,7 +214,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
             host_pct = cpu_shares(busy0, cpu_times()).get("busy_pct", 0.0)
             rec.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
             rec.metrics[f"clients.{proto}.host_cpu_saturated"] = 1.0 if host_pct > 90.0 else 0.0
-        timing = Timing(launched, ended, warmup, ctx.duration_s, pad)
+        timing = Timing(launched, ended, warmup, ctx.window.duration_s, pad)
         self._summarize(mt, rec, opts, proto, direction, timing, sampler, headline)
 
     @staticmethod
