@@ -40,7 +40,7 @@ class Case:
     profile: Profile
     flows: int
     direction: str
-    workload: str = "iperf3"
+    workload: str
     # the multi-client workloads' axes: how many clients, and the storm's variant; 1 and "" for every
     # other workload (flows and direction are then 1 and a direction or "-")
     clients: int = 1
@@ -72,7 +72,7 @@ def expand(
     profiles: list[Profile],
     flows: list[int],
     directions: list[str],
-    kinds: Sequence[str] = ("iperf3",),
+    kinds: Sequence[str],
     options: Mapping[str, BaseModel] | None = None,
 ) -> list[Case]:
     """Profiles x workloads x tunnels x the workload's own axes (a latency probe has no flows/direction).

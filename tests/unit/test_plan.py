@@ -10,7 +10,7 @@ from tunbench.tunnels.registry import parse_ref
 
 def cases():  # type: ignore[no-untyped-def]
     tunnels = [parse_ref("direct"), parse_ref("socat"), parse_ref("stunnel")]
-    return expand(tunnels, [find_profile("lan")], [1, 2], ["up", "down"])
+    return expand(tunnels, [find_profile("lan")], [1, 2], ["up", "down"], ["iperf3"])
 
 
 def test_expand_is_the_full_matrix() -> None:
@@ -56,7 +56,7 @@ def test_blocks_keep_a_cases_tunnels_together_in_shuffled_orders() -> None:
 
 def _pair_cases():  # type: ignore[no-untyped-def]
     tunnels = [parse_ref("socat[label=a]"), parse_ref("socat[label=b]")]
-    return expand(tunnels, [find_profile("lan")], [1], ["up"])
+    return expand(tunnels, [find_profile("lan")], [1], ["up"], ["iperf3"])
 
 
 def test_two_tunnels_are_counterbalanced_every_two_rounds() -> None:

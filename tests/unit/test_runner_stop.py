@@ -49,7 +49,7 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
 def plan(repeat: int) -> list[PlannedTrial]:
     """Two labels of one tunnel and one case: one block (a pair) per round."""
     tunnels = [parse_ref("direct[label=a]"), parse_ref("direct[label=b]")]
-    return interleave(expand(tunnels, [find_profile("lan")], [1], ["up"]), repeat, seed=3)
+    return interleave(expand(tunnels, [find_profile("lan")], [1], ["up"], ["iperf3"]), repeat, seed=3)
 
 
 def records(n: int) -> list[TrialRecord]:

@@ -29,6 +29,7 @@ from tunbench.tomlfile import dotted, locate
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
 from tunbench.units import Window
+from tunbench.workloads import REGISTRY
 from tunbench.workloads import get as get_workload
 from tunbench.workloads.base import TRIAL_SETUP_S
 
@@ -462,16 +463,18 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
     """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
     emulated = [p.name for p in plan.profiles if p.emulated]
     two = inventory.for_role("client").name != inventory.for_role("server").name
-    unplaced = [k for k in plan.scenario.workload.kind if not get_workload(k).pair() and k != "clients"]
+    kinds = plan.scenario.workload.kind
+    unplaced = [k for k in kinds if not get_workload(k).on_hosts()]
     if unplaced:
+        placeable = [k for k, w in REGISTRY.items() if w.on_hosts()]
         raise ConfigError(
             f"workload {unplaced[0]!r} is not placed on hosts yet (it brings up its own tunnels, or a storm of "
-            "clients): with --hosts use iperf3, latency, rrul, udp or clients",
+            f"clients): with --hosts use {', '.join(placeable[:-1])} or {placeable[-1]}",
             source=plan.source,
             key="workload.kind",
         )
-    if "clients" in plan.scenario.workload.kind:
-        check_clients_placeable(plan, inventory, emulated, two)
+    if fleets := [k for k in kinds if get_workload(k).fleet]:
+        check_fleet_placeable(plan, inventory, fleets[0], emulated, two)
     if emulated and two and plan.scenario.topology.underlay == "ipv6":
         raise ConfigError(
             f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts is IPv4 only for now (the "
@@ -516,36 +519,36 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
         )
 
 
-def check_clients_placeable(plan: RunPlan, inventory: Inventory, emulated: list[str], two: bool) -> None:
-    """The `clients` workload between hosts: two hosts, IPv4, the real network (no emulated profile), and an
+def check_fleet_placeable(plan: RunPlan, inventory: Inventory, kind: str, emulated: list[str], two: bool) -> None:
+    """A many-client workload (`kind`) between hosts: two hosts, IPv4, the real network (no emulated profile), and an
     address of the client host's network per client (tunbench_client_addresses)."""
     if not two:
         raise ConfigError(
-            "the clients workload runs between two hosts (its clients on the client host, the server on the "
+            f"the {kind} workload runs between two hosts (its clients on the client host, the server on the "
             "server host); with one host for both roles, run it locally (without --hosts)",
             source=inventory.source,
             key="tunbench_roles",
         )
     if plan.scenario.topology.underlay == "ipv6":
         raise ConfigError(
-            "the clients workload between hosts is IPv4 only: run it without --ip 6",
+            f"the {kind} workload between hosts is IPv4 only: run it without --ip 6",
             source=plan.source,
             key="topology.underlay",
         )
     if emulated:
         raise ConfigError(
-            f"profile(s) {', '.join(emulated)} emulate a link, which the clients workload between hosts does "
+            f"profile(s) {', '.join(emulated)} emulate a link, which the {kind} workload between hosts does "
             "not place yet (its clients reach the server over the hosts' own network): use --profile lan",
             source=plan.source,
             key="run.profiles",
         )
-    most = max((c.clients for c in plan.cases if c.workload == "clients"), default=0)
+    most = max((c.clients for c in plan.cases if get_workload(c.workload).fleet), default=0)
     client = inventory.for_role("client")
     pool = client.client_pool(most)
     if len(pool) < most:
         have = f"has {len(pool)}" if client.client_addresses else "is not set"
         raise ConfigError(
-            f"the clients workload brings up to {most} clients; between two hosts each needs an unused address "
+            f"the {kind} workload brings up to {most} clients; between two hosts each needs an unused address "
             f"of {client.name}'s network: its tunbench_client_addresses {have} (e.g. 192.0.2.100-192.0.2.163, "
             "docs/multi-host.md)",
             source=client.source,

@@ -193,6 +193,15 @@ class Workload(ABC, Generic[C, Opt]):
         """Why this workload has nothing to measure over `profile` ("" when it can run over it)."""
         return ""
 
+    # a fleet that a run between hosts can place (its server on the server host, its clients on the client
+    # host: sites/hosts_fleet.py); the pair workloads always can
+    fleet_on_hosts: ClassVar[bool] = False
+
+    @classmethod
+    def on_hosts(cls) -> bool:
+        """Whether a run on --hosts can place it."""
+        return cls.pair() or (cls.fleet and cls.fleet_on_hosts)
+
     @classmethod
     def pair(cls) -> bool:
         """Measured on the runner's one client/server pair (neither a fleet nor its own bring-ups): what warm

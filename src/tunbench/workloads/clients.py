@@ -79,6 +79,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
     Options: ClassVar[type[BaseModel]] = ClientsOptions
     layers: ClassVar[tuple[str, ...]] = ("l3",)
     fleet: ClassVar[bool] = True
+    fleet_on_hosts: ClassVar[bool] = True  # sites/hosts_fleet.py places it between two hosts
     one_way: ClassVar[bool] = True
     columns: ClassVar[tuple[Column, ...]] = (
         Column("UDP Mb/s", "clients.udp.aggregate_bps", "mbit"),
