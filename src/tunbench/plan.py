@@ -31,6 +31,7 @@ from pydantic import BaseModel
 from tunbench.config.schema import Scenario
 from tunbench.link.profile import Profile
 from tunbench.remote.inventory import Inventory
+from tunbench.results import CaseKey
 from tunbench.tunnels.registry import TunnelRef
 
 
@@ -47,11 +48,17 @@ class Case:
     variant: str = ""
 
     @property
+    def key(self) -> CaseKey:
+        """The case as a stored trial names it (its tunnel by label, its profile by name)."""
+        return CaseKey(
+            self.tunnel.label, self.profile.name, self.workload, self.flows, self.direction, self.clients, self.variant
+        )
+
+    @property
     def title(self) -> str:
         from tunbench import workloads
 
-        rest = workloads.get(self.workload).title(self)
-        return " · ".join([self.tunnel.label, self.profile.name, *([rest] if rest else [])])
+        return workloads.case_title(self.key)
 
 
 @dataclass(frozen=True)

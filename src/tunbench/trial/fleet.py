@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from tunbench.trial.attempt import Attempt, Setup, merge
 from tunbench.watchdog import watchdog
-from tunbench.workloads.base import FleetContext
+from tunbench.workloads.base import FleetContext, FleetWorkload
 
 
 def measure(setup: Setup, t: Attempt) -> None:
     case, workload, options, rec = t.case, t.workload, t.options, t.rec
+    assert isinstance(workload, FleetWorkload)
     rec.params["workload"]["clients"] = case.clients
     if case.variant:
         rec.params["workload"]["variant"] = case.variant

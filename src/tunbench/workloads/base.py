@@ -193,14 +193,10 @@ class Workload(ABC, Generic[C, Opt]):
         """Why this workload has nothing to measure over `profile` ("" when it can run over it)."""
         return ""
 
-    # a fleet that a run between hosts can place (its server on the server host, its clients on the client
-    # host: sites/hosts_fleet.py); the pair workloads always can
-    fleet_on_hosts: ClassVar[bool] = False
-
     @classmethod
     def on_hosts(cls) -> bool:
-        """Whether a run on --hosts can place it."""
-        return cls.pair() or (cls.fleet and cls.fleet_on_hosts)
+        """Whether a run on --hosts can place it (the pair workloads; a fleet says so itself)."""
+        return cls.pair()
 
     @classmethod
     def pair(cls) -> bool:
@@ -259,14 +255,6 @@ class Workload(ABC, Generic[C, Opt]):
         """The watchdog of a fleet workload's whole trial (bring-up of N clients included)."""
         return 2.0 * self.estimate(case, options, window) + 60.0
 
-    def cpu_cap(self, case: CaseAxes) -> bool:
-        """Whether the runner gives the tunnel server a CPU quota group (host.cgroup.CpuCap) to drive."""
-        return False
-
-    def probe_interval_s(self, options: BaseModel) -> float:
-        """How often the N-client readiness probe sends its echoes."""
-        return 0.1
-
     def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """A rough wall-clock estimate of one trial of `case` (set-up included), for the run's time estimate
         and ETA."""
@@ -282,3 +270,26 @@ class Workload(ABC, Generic[C, Opt]):
         if not isinstance(options, self.Options):
             raise TypeError(f"{self.kind}: options of type {type(options).__name__}, not {self.Options.__name__}")
         return options  # type: ignore[return-value]
+
+
+class FleetWorkload(Workload[FleetContext, Opt]):
+    """N clients through one tunnel server (the fleet shape, trial/fleet.py): the site sets up the clients'
+    topology, cgroups, the tunnel server and a readiness probe as this workload asks, and the workload
+    brings the clients up at its own pace."""
+
+    fleet: ClassVar[bool] = True
+    # a run between hosts can place it (its server on the server host, its clients on the client host:
+    # sites/hosts_fleet.py)
+    fleet_on_hosts: ClassVar[bool] = False
+
+    @classmethod
+    def on_hosts(cls) -> bool:
+        return cls.fleet_on_hosts
+
+    def cpu_cap(self, case: CaseAxes) -> bool:
+        """Whether the site gives the tunnel server a CPU quota group (host.cgroup.CpuCap) to drive."""
+        return False
+
+    def probe_interval_s(self, options: BaseModel) -> float:
+        """How often the N-client readiness probe sends its echoes."""
+        return 0.1

@@ -33,7 +33,7 @@ from tunbench.stats.fairness import jain_index
 from tunbench.units import Window, fmt, mbit
 from tunbench.workloads import iperf3
 from tunbench.workloads import window as W
-from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, FleetWorkload, Measurement
 from tunbench.workloads.fleet_options import ClientsOptions
 
 PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace
@@ -72,13 +72,12 @@ def phase_pad_s(n: int, per_launch_s: float = 0.0) -> float:
     return 1.0 + max(0.02, 1.5 * per_launch_s) * n
 
 
-class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
+class ClientsWorkload(FleetWorkload[ClientsOptions]):
     kind = "clients"
     description = "N clients through one tunnel server, synchronized window (MP-style): throughput, fairness, cost"
     axes: ClassVar[tuple[str, ...]] = ("clients", "direction")
     Options: ClassVar[type[BaseModel]] = ClientsOptions
     layers: ClassVar[tuple[str, ...]] = ("l3",)
-    fleet: ClassVar[bool] = True
     fleet_on_hosts: ClassVar[bool] = True  # sites/hosts_fleet.py places it between two hosts
     one_way: ClassVar[bool] = True
     columns: ClassVar[tuple[Column, ...]] = (

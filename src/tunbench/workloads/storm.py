@@ -28,17 +28,16 @@ from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.stats import percentile
 from tunbench.units import Window, fmt
 from tunbench.workloads import window as W
-from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, FleetWorkload, Measurement
 from tunbench.workloads.fleet_options import StormOptions
 
 
-class StormWorkload(Workload[FleetContext, StormOptions]):
+class StormWorkload(FleetWorkload[StormOptions]):
     kind = "storm"
     description = "N clients connect at once (C-style): time to a working tunnel, handshakes/s, overload recovery"
     axes: ClassVar[tuple[str, ...]] = ("clients", "variant")
     Options: ClassVar[type[BaseModel]] = StormOptions
     layers: ClassVar[tuple[str, ...]] = ("l3",)
-    fleet: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ()
     columns: ClassVar[tuple[Column, ...]] = (
         Column("ready", "clients.ready_count", "n"),
