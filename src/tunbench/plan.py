@@ -15,7 +15,7 @@ every tunnel equally after each such cycle, and by at most one block's worth in 
 whichever tunnel the coin put second more often.
 
 Warm alternation (`warm` > 1 windows): a block then covers `warm` consecutive rounds of one block key, and
-its tunnels are brought up once, side by side, for the whole block (Runner): each trial of it is a measured
+its tunnels are brought up once, side by side, for the whole block (trial/warm.py): each trial of it is a measured
 window on running tunnels (PlannedTrial.window), A B B A ..., counterbalanced as above, with no set-up or
 tear-down between windows. Workloads that bring their tunnels up themselves or run many clients stay cold.
 """

@@ -140,7 +140,7 @@ class FleetContext:
 
 @dataclass
 class BringupContext:
-    """For a workload whose measurement is the bring-up itself (connect): `bring_up(name)` is the runner's
+    """For a workload whose measurement is the bring-up itself (connect): `bring_up(name)` is the site's
     own pair bring-up (fresh namespaces, link and tunnel, in a sub-directory `name` of the trial's
     directory), as a context manager yielding the tunnel once it is up."""
 
@@ -200,7 +200,7 @@ class Workload(ABC, Generic[C, Opt]):
 
     @classmethod
     def pair(cls) -> bool:
-        """Measured on the runner's one client/server pair (neither a fleet nor its own bring-ups): what warm
+        """Measured on the one client/server pair (trial/pair.py) (neither a fleet nor its own bring-ups): what warm
         windows, CPU placement, CPU caps and --hosts apply to."""
         return not (cls.fleet or cls.owns_bringup)
 

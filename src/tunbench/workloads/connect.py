@@ -1,6 +1,6 @@
 """Tunnel setup time as a distribution: bring the tunnel up K times, each in a fresh topology with fresh
 keys, and time it from starting the tunnel's processes to every readiness probe passing (handshake and a
-ping through the tunnel included) — the runner's per-trial `setup_s`, K times over.
+ping through the tunnel included) — the pair shape's per-trial `setup_s`, K times over.
 
 The measured thing is the bring-up itself: the runner hands it its own pair bring-up (a BringupContext).
 """
