@@ -73,6 +73,16 @@ class PlannedTrial:
     """0: a cold trial (its own bring-up); k >= 1: the k-th trial of a warm block, measured on tunnels the
     block brought up once (one bring-up per tunnel per block)."""
 
+    @property
+    def warm(self) -> bool:
+        """A window of a warm block (measured on a tunnel the block keeps up), not a cold trial."""
+        return self.window > 0
+
+    @property
+    def reuses_bringup(self) -> bool:
+        """A later window of a warm block: no bring-up or tear-down of its own."""
+        return self.window > 1
+
 
 def expand(
     tunnels: list[TunnelRef],
@@ -219,3 +229,8 @@ class RunPlan:
     @property
     def total_s(self) -> float:
         return sum(self.expected)
+
+    @property
+    def warm(self) -> int:
+        """Windows per bring-up of the warm blocks (`[run] warm`, `--warm`); 1: every trial is cold."""
+        return self.scenario.run.warm

@@ -105,7 +105,7 @@ class Runner:
                 self.stopped = self.stop(block, records)
                 if self.stopped:
                     break
-            if pt.window:
+            if pt.warm:
                 warm.run_block(self.setup, block, self._started, functools.partial(self._done, records=records))
             else:
                 for bt in block:

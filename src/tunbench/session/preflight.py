@@ -159,19 +159,19 @@ def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], window: Windo
     workload = get_workload(pt.case.workload)
     opts = options.get(workload.kind) or workload.options(None)
     full = workload.estimate(pt.case, opts, window)
-    if pt.window > 1:  # a later window of a warm block: no bring-up or tear-down of its own
+    if pt.reuses_bringup:
         return max(window.total_s, full - TRIAL_SETUP_S)
     return full
 
 
 def warm_note(plan: RunPlan) -> str:
     """How the run's warm blocks measure ("" when every trial is cold)."""
-    warm = [pt for pt in plan.trials if pt.window]
+    warm = [pt for pt in plan.trials if pt.warm]
     if not warm:
         return ""
     bringups = len({(pt.block, pt.case.tunnel.label) for pt in warm})
     return (
-        f"warm: {len(warm)} trial(s) are windows on running tunnels, {plan.scenario.run.warm} per bring-up "
+        f"warm: {len(warm)} trial(s) are windows on running tunnels, {plan.warm} per bring-up "
         f"({bringups} bring-ups instead of {len(warm)})"
     )
 
@@ -187,13 +187,13 @@ def repetition_warning(plan: RunPlan) -> str:
     units: dict[tuple[str, str], set[object]] = {}
     for pt in plan.trials:
         if pt.case.tunnel.name != "direct":
-            units.setdefault((pt.case.tunnel.label, pt.case.title), set()).add(("b", pt.block) if pt.window else pt.seq)
+            units.setdefault((pt.case.tunnel.label, pt.case.title), set()).add(("b", pt.block) if pt.warm else pt.seq)
     cases = max(sum(1 for label, _ in units if label == one) for one in labels)
     return repetition_note(
         labels=len(labels),
         cases_per_label=cases,
         units=min(len(u) for u in units.values()),
-        warm=max(1, plan.scenario.run.warm),
+        warm=max(1, plan.warm),
     )
 
 
@@ -353,8 +353,8 @@ def check_events(plan: RunPlan) -> None:
         why = f"workload {kind!r} brings up many clients or its own tunnels"
     elif plan.inventory is not None:
         why = "with --hosts the emulator runs on a host, where the events are not started yet"
-    elif plan.scenario.run.warm > 1:
-        why = f"warm = {plan.scenario.run.warm} measures several windows per bring-up, and the events run once"
+    elif plan.warm > 1:
+        why = f"warm = {plan.warm} measures several windows per bring-up, and the events run once"
     if why:
         raise ConfigError(
             f"profile(s) {', '.join(scheduled)} change over time (events, a trace), which start with the "
@@ -510,7 +510,7 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             source=plan.source,
             key="run.tunnels",
         )
-    if plan.scenario.run.warm > 1:
+    if plan.warm > 1:
         raise ConfigError(
             "warm windows bring a block's tunnels up side by side, which two hosts' root namespaces cannot hold "
             "yet: with --hosts use warm = 1",
