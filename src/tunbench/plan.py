@@ -15,7 +15,7 @@ every tunnel equally after each such cycle, and by at most one block's worth in 
 whichever tunnel the coin put second more often.
 
 Warm alternation (`warm` > 1 windows): a block then covers `warm` consecutive rounds of one block key, and
-its tunnels are brought up once, side by side, for the whole block (Runner): each trial of it is a measured
+its tunnels are brought up once, side by side, for the whole block (trial/warm.py): each trial of it is a measured
 window on running tunnels (PlannedTrial.window), A B B A ..., counterbalanced as above, with no set-up or
 tear-down between windows. Workloads that bring their tunnels up themselves or run many clients stay cold.
 """
@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from tunbench.config.schema import Scenario
 from tunbench.link.profile import Profile
+from tunbench.remote.inventory import Inventory
+from tunbench.results import CaseKey
 from tunbench.tunnels.registry import TunnelRef
 
 
@@ -38,18 +41,24 @@ class Case:
     profile: Profile
     flows: int
     direction: str
-    workload: str = "iperf3"
+    workload: str
     # the multi-client workloads' axes: how many clients, and the storm's variant; 1 and "" for every
     # other workload (flows and direction are then 1 and a direction or "-")
     clients: int = 1
     variant: str = ""
 
     @property
+    def key(self) -> CaseKey:
+        """The case as a stored trial names it (its tunnel by label, its profile by name)."""
+        return CaseKey(
+            self.tunnel.label, self.profile.name, self.workload, self.flows, self.direction, self.clients, self.variant
+        )
+
+    @property
     def title(self) -> str:
         from tunbench import workloads
 
-        rest = workloads.get(self.workload).title(self)
-        return " · ".join([self.tunnel.label, self.profile.name, *([rest] if rest else [])])
+        return workloads.case_title(self.key)
 
 
 @dataclass(frozen=True)
@@ -64,13 +73,23 @@ class PlannedTrial:
     """0: a cold trial (its own bring-up); k >= 1: the k-th trial of a warm block, measured on tunnels the
     block brought up once (one bring-up per tunnel per block)."""
 
+    @property
+    def warm(self) -> bool:
+        """A window of a warm block (measured on a tunnel the block keeps up), not a cold trial."""
+        return self.window > 0
+
+    @property
+    def reuses_bringup(self) -> bool:
+        """A later window of a warm block: no bring-up or tear-down of its own."""
+        return self.window > 1
+
 
 def expand(
     tunnels: list[TunnelRef],
     profiles: list[Profile],
     flows: list[int],
     directions: list[str],
-    kinds: Sequence[str] = ("iperf3",),
+    kinds: Sequence[str],
     options: Mapping[str, BaseModel] | None = None,
 ) -> list[Case]:
     """Profiles x workloads x tunnels x the workload's own axes (a latency probe has no flows/direction).
@@ -183,3 +202,35 @@ def counterbalanced(block: list[Case], rng: random.Random) -> list[list[Case]]:
     orders = [first[i:] + first[:i] for i in range(len(first))]
     rng.shuffle(orders)
     return orders
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Everything a run will do, resolved and validated, before anything exists (`--dry-run` prints it);
+    session.preflight.prepare builds it once, and nothing changes it after."""
+
+    scenario: Scenario
+    source: str
+    refs: list[TunnelRef]
+    profiles: list[Profile]
+    options: dict[str, BaseModel]
+    cases: list[Case]
+    trials: list[PlannedTrial]
+    expected: list[float]  # seconds, per trial
+    skipped: list[tuple[str, str, str]]  # (tunnel label, workload, why)
+    notes: list[str]  # what a dry run could not check (missing programs)
+    flamegraphs: bool = False
+    inventory: Inventory | None = None  # --hosts: roles on those machines instead of local namespaces
+    commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
+    branch: str = ""  # its branch (`--branch`)
+    cpuset: dict[str, str] = field(default_factory=dict)  # side -> CPU list ([run] cpuset); {}: off
+    cpuset_note: str = ""  # e.g. the emulator shares a CPU
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.expected)
+
+    @property
+    def warm(self) -> int:
+        """Windows per bring-up of the warm blocks (`[run] warm`, `--warm`); 1: every trial is cold."""
+        return self.scenario.run.warm

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import AfterValidator
@@ -93,3 +94,18 @@ def _valid_rate(value: str) -> str:
 
 
 RateText = Annotated[str, AfterValidator(_valid_rate)]  # a rate as the user wrote it, e.g. "500mbit"
+
+
+@dataclass(frozen=True)
+class Window:
+    """A trial's measured window, in whole seconds (iperf3 3.12 truncates fractional -t/-O, and -t 0 means
+    "forever"): `duration_s` measured after `omit_s` of warm-up. Given once by the scenario
+    ([workload] duration_s / omit_s, `--duration` / `--omit`) and carried whole to every workload."""
+
+    duration_s: int
+    omit_s: int = 0
+
+    @property
+    def total_s(self) -> int:
+        """Warm-up and measured seconds together: the least a window can take."""
+        return self.duration_s + self.omit_s

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tunbench.errors import TrialError
 from tunbench.host.proc import run_cmd
+from tunbench.units import Window
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
 
 
@@ -46,7 +47,7 @@ class PingWorkload(Workload[Context, PingOptions]):
     )
     caption = "ICMP echo through the tunnel (toy workload)"
 
-    def estimate(self, case: CaseAxes, options: PingOptions, duration_s: float, omit_s: float) -> float:  # type: ignore[override]
+    def estimate(self, case: CaseAxes, options: PingOptions, window: Window) -> float:  # type: ignore[override]
         return options.count * options.interval_s + TRIAL_SETUP_S
 
     def measure(self, ctx: Context) -> Measurement:

@@ -16,7 +16,7 @@ from tunbench.host import ledger as state
 from tunbench.host.cgroup import RoleCgroup, cgroup_root
 from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
-from tunbench.runner import _cost_metrics
+from tunbench.trial.pair import cost_metrics_over
 
 # 1 s at half a core, 2 s at a full core (the window), 1 s at half a core; the burner reports the window's
 # edges on the monotonic clock and its own CPU time at each edge (time.process_time: what it really got,
@@ -71,7 +71,7 @@ def test_cpu_figures_cover_the_measured_window_only(tmp_path: Path, monkeypatch:
                 params={},
             )
             window = (truth["t0"] - sampler.t0, truth["t1"] - sampler.t0)
-            _cost_metrics(rec, sampler.results, sampler.wall_s, window)
+            cost_metrics_over(rec, sampler.results, sampler.wall_s, window)
     finally:
         ledger.close()
     m = rec.metrics

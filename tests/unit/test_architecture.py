@@ -96,3 +96,16 @@ def test_the_rule_sees_what_it_forbids(tmp_path: Path) -> None:
     f.write_text("import subprocess\nfrom pyroute2 import netns, IPRoute\nimport pyroute2.netns\n")
     assert len(_forbidden_imports(f)) == 3
     assert (SRC / "host" / "proc.py").exists() and _forbidden_imports(SRC / "host" / "proc.py")
+
+
+def test_the_runner_does_not_know_where_roles_run() -> None:
+    """runner.py orders, retries, stops and stores: where roles run is a site's (sites/), how a trial is
+    measured a shape's (trial/). No isinstance dispatch, nothing of a site, a place or a topology."""
+    path = SRC / "runner.py"
+    tree = ast.parse(path.read_text(), str(path))
+    calls = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+    assert "isinstance" not in calls
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    where = ("tunbench.sites", "tunbench.remote", "tunbench.topology", "tunbench.host", "tunbench.link")
+    assert not [m for m in imported if m.startswith(where)], imported
+    assert len(path.read_text().splitlines()) <= 300

@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from tests.unit.report_data import run, trial
 from tunbench.cli import app
-from tunbench.cli.calibrate import calibration_lines, labelled, noise_per_metric, parse_budget, parse_until
+from tunbench.cli.calibrate import calibration_lines, labelled, noise_per_metric
+from tunbench.cli.options import parse_budget, parse_until
 from tunbench.errors import ConfigError
 from tunbench.results import RunRecord
 

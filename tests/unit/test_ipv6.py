@@ -150,14 +150,14 @@ def test_records_the_families() -> None:
 def test_undeclared_cases_are_skipped_with_the_reason() -> None:
     lan = [find_profile("lan")]
     refs = [fam(parse_ref(n), "ipv6") for n in ("direct", "wireguard-go", "ipip", "gre")]
-    cases = expand(refs, lan, [1], ["up"])
+    cases = expand(refs, lan, [1], ["up"], ["iperf3"])
     assert {c.tunnel.name for c in cases} == {"direct", "wireguard-go"}
     assert skipped(refs, ["iperf3"]) == [
         ("ipip", "iperf3", "the adapter does not declare an IPv6 underlay (ipv6.underlay in its file)"),
         ("gre", "iperf3", "the adapter does not declare an IPv6 underlay (ipv6.underlay in its file)"),
     ]
     over = [fam(parse_ref(n), overlay="ipv6") for n in ("gre", "ipip", "socat", "ipsec-xfrm")]
-    assert {c.tunnel.name for c in expand(over, lan, [1], ["up"])} == {"gre"}
+    assert {c.tunnel.name for c in expand(over, lan, [1], ["up"], ["iperf3"])} == {"gre"}
     why = {label: reason for label, _, reason in skipped(over, ["iperf3"])}
     assert why["socat"] == "overlay = ipv6 is for L3 tunnels (an L4 proxy has no inner network)"
     assert why["ipip"] == why["ipsec-xfrm"] == "the adapter does not declare an IPv6 overlay (ipv6.overlay in its file)"

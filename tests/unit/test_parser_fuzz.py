@@ -211,7 +211,7 @@ def _scenario_pipeline(path: Path) -> None:
     from tunbench.plan import PlannedTrial
 
     for case in expand(refs, profiles, wl.flows, list(wl.directions), wl.kind, options=options)[:50]:
-        expected_s(PlannedTrial(1, case, 1), options, wl.duration_s, wl.omit_s)
+        expected_s(PlannedTrial(1, case, 1), options, wl.window)
 
 
 def _adapter_pipeline(path: Path) -> None:

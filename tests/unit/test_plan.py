@@ -10,7 +10,7 @@ from tunbench.tunnels.registry import parse_ref
 
 def cases():  # type: ignore[no-untyped-def]
     tunnels = [parse_ref("direct"), parse_ref("socat"), parse_ref("stunnel")]
-    return expand(tunnels, [find_profile("lan")], [1, 2], ["up", "down"])
+    return expand(tunnels, [find_profile("lan")], [1, 2], ["up", "down"], ["iperf3"])
 
 
 def test_expand_is_the_full_matrix() -> None:
@@ -56,7 +56,7 @@ def test_blocks_keep_a_cases_tunnels_together_in_shuffled_orders() -> None:
 
 def _pair_cases():  # type: ignore[no-untyped-def]
     tunnels = [parse_ref("socat[label=a]"), parse_ref("socat[label=b]")]
-    return expand(tunnels, [find_profile("lan")], [1], ["up"])
+    return expand(tunnels, [find_profile("lan")], [1], ["up"], ["iperf3"])
 
 
 def test_two_tunnels_are_counterbalanced_every_two_rounds() -> None:
@@ -130,3 +130,15 @@ def test_warm_leaves_workloads_that_bring_up_their_own_tunnels_cold() -> None:
     assert {t.window for t in trials if t.case.workload == "iperf3"} == {1, 2}
     storm_blocks = [t.block for t in trials if t.case.workload == "storm"]
     assert len(set(storm_blocks)) == len(storm_blocks)  # a cold trial is a block of its own here
+
+
+def test_a_case_and_its_stored_trial_have_one_title() -> None:
+    from tunbench.results import TrialRecord
+    from tunbench.workloads import case_title
+
+    tunnels = [parse_ref("direct"), parse_ref("wireguard-go[label=wg]")]
+    cases = expand(tunnels, [find_profile("lan")], [2], ["down"], ["iperf3", "latency"])
+    for c in cases:
+        rec = TrialRecord(1, c.tunnel.name, c.tunnel.label, c.profile.name, c.workload, c.flows, c.direction, 1, {})
+        assert c.title == case_title(rec.case) == case_title(c.key)
+    assert {c.title for c in cases} >= {"wg · lan · down · 2 flows", "wg · lan · latency"}

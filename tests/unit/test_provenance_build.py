@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -51,15 +52,13 @@ def test_run_records_commit_branch_and_machine(tmp_path: Path, monkeypatch: pyte
     from tunbench import session
     from tunbench.config.load import load_scenario, with_overrides
 
-    monkeypatch.setattr(session, "tunnel_version", lambda ref: "9.9")
+    monkeypatch.setattr("tunbench.session.execution.tunnel_version", lambda ref: "9.9")
     sc, _, source = load_scenario(None)
     sc = with_overrides(sc, {"run": {"tunnels": ["socat[label=new,commit=abc123]"], "direct": False}})
-    plan = session.prepare(sc, source, dry_run=True)
-    plan.commit, plan.branch = "def456", "main"
+    plan = session.prepare(sc, source, dry_run=True, build=("def456", "main"))
     prov = session.provenance(plan)
     assert prov["build"] == {"commit": "def456", "branch": "main"}
     assert prov["tunnels"]["new"]["commit"] == "abc123" and prov["tunnels"]["new"]["version"] == "9.9"
     assert "commit" not in prov["tunnels"]["new"]["params"]
     assert prov["machine"]["id"] == metadata.machine_of({"host": prov["host"], "cpu": prov["cpu"]})["id"]
-    plan.commit = plan.branch = ""
-    assert session.provenance(plan)["build"] == {}
+    assert session.provenance(dataclasses.replace(plan, commit="", branch=""))["build"] == {}

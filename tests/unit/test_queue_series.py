@@ -10,7 +10,7 @@ import pytest
 
 from tunbench.link.emulator import link_metrics, queue_series
 from tunbench.results import TrialRecord
-from tunbench.runner import Runner, _Window, series_span
+from tunbench.trial.pair import Measured, account, series_span
 from tunbench.workloads.base import Measurement
 
 S = 1_000_000_000  # ns
@@ -89,10 +89,10 @@ def test_the_runner_puts_the_queue_on_the_workloads_time_base() -> None:
     rec = TrialRecord(1, "direct", "direct", "p", "rrul", 1, "bidir", repetition=1, params={})
     call = (1000.0, 1020.0)
     result = Measurement(metrics={"throughput_bps": 1e7}, series_window=(1004.0, 1014.0))
-    window = _Window(result, SimpleNamespace(t0=1000.0, results={}, wall_s=20.0), {}, call)  # type: ignore[arg-type]
+    window = Measured(result, SimpleNamespace(t0=1000.0, results={}, wall_s=20.0), {}, call)  # type: ignore[arg-type]
     st = stats(up=occupancy(1003 * S, [100 * i for i in range(200)]))
-    fake = SimpleNamespace(_merge=Runner._merge)
-    Runner._account(fake, SimpleNamespace(rec=rec), SimpleNamespace(topo=object()), window, st)  # type: ignore[arg-type]
+    pair = SimpleNamespace(link_stats=lambda final: st, link_clock_offset_s=lambda: 0.0, underlay=lambda: None)
+    account(SimpleNamespace(rec=rec), SimpleNamespace(pair=pair), window, final=True)  # type: ignore[arg-type]
     pts = rec.series["queue_bytes.up"]
     # windows 10..109 of the record (1004.0-1004.1 s ... 1013.9-1014.0 s), at their ends since 1004 s
     assert len(pts) == 100 and pts[0] == (pytest.approx(0.1), 1000.0) and pts[-1] == (pytest.approx(10.0), 10900.0)

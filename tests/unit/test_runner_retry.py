@@ -16,9 +16,11 @@ from tunbench.link.profile import Profile
 from tunbench.plan import Case, PlannedTrial
 from tunbench.results import TrialRecord
 from tunbench.runner import MAX_ATTEMPTS, Runner
+from tunbench.sites.local import LocalSite
 from tunbench.store.db import Store
-from tunbench.topology.build import TopologySpec
+from tunbench.trial.attempt import Setup
 from tunbench.tunnels.registry import parse_ref
+from tunbench.units import Window
 from tunbench.workloads.base import BringupContext, Measurement, Workload
 
 
@@ -50,7 +52,7 @@ def run_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunOne]
     Scripted.calls = 0
     ledger = state.Ledger.open("tbabc123")
     store = Store(tmp_path / "r.db")
-    r = Runner(ledger=ledger, store=store, run_id=1, topology=TopologySpec(), duration_s=1, omit_s=0)
+    r = Runner(Setup(ledger, LocalSite(ledger), Window(1, 0)), store, run_id=1)
     case = Case(parse_ref("direct"), Profile(name="lan", emulated=False), 1, "up", workload="scripted")
 
     def go(script: list[Exception | None]) -> TrialRecord:
@@ -104,7 +106,7 @@ def test_a_hung_workload_fails_its_own_trial(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setattr(workloads, "get", lambda kind: Hangs())
     ledger = state.Ledger.open("tbabc124")
     with Store(tmp_path / "r.db") as store:
-        r = Runner(ledger=ledger, store=store, run_id=1, topology=TopologySpec(), duration_s=1, omit_s=0)
+        r = Runner(Setup(ledger, LocalSite(ledger), Window(1, 0)), store, run_id=1)
         case = Case(parse_ref("direct"), Profile(name="lan", emulated=False), 1, "up", workload="hangs")
         t0 = time.monotonic()
         rec = r.run_trial(PlannedTrial(1, case, 0))

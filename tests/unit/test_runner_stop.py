@@ -14,9 +14,11 @@ from tunbench.link.profile import find_profile
 from tunbench.plan import PlannedTrial, expand, interleave
 from tunbench.results import TrialRecord
 from tunbench.runner import Deadline, Runner
+from tunbench.sites.local import LocalSite
 from tunbench.store.db import Store
-from tunbench.topology.build import TopologySpec
+from tunbench.trial.attempt import Setup
 from tunbench.tunnels.registry import parse_ref
+from tunbench.units import Window
 from tunbench.workloads.base import BringupContext, Measurement, Workload
 
 
@@ -39,21 +41,15 @@ def runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runner]:
     run_id = store.create_run(
         uid="tbabc123", name="t", tunbench_version="0", provenance={}, scenario_text="", scenario_hash="", scenario={}
     )
-    yield Runner(
-        ledger=state.Ledger.open("tbabc123"),
-        store=store,
-        run_id=run_id,
-        topology=TopologySpec(),
-        duration_s=1,
-        omit_s=0,
-    )
+    ledger = state.Ledger.open("tbabc123")
+    yield Runner(Setup(ledger, LocalSite(ledger), Window(1, 0)), store, run_id)
     store.close()
 
 
 def plan(repeat: int) -> list[PlannedTrial]:
     """Two labels of one tunnel and one case: one block (a pair) per round."""
     tunnels = [parse_ref("direct[label=a]"), parse_ref("direct[label=b]")]
-    return interleave(expand(tunnels, [find_profile("lan")], [1], ["up"]), repeat, seed=3)
+    return interleave(expand(tunnels, [find_profile("lan")], [1], ["up"], ["iperf3"]), repeat, seed=3)
 
 
 def records(n: int) -> list[TrialRecord]:

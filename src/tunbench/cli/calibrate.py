@@ -8,7 +8,6 @@ it again (`tunbench compare calibrate-wireguard-go --label-a a --label-b b`).
 
 from __future__ import annotations
 
-import datetime
 import math
 import os
 import re
@@ -20,12 +19,13 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from tunbench.cli.console import console, err_console
-from tunbench.cli.options import DEFAULT_DB, DbOpt, parse_cpuset
+from tunbench.cli.console import console
+from tunbench.cli.options import DEFAULT_DB, DbOpt, parse_budget
+from tunbench.cli.outcome import exit_for
 from tunbench.cli.progress import RunProgress
-from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED, ConfigError
 
 if TYPE_CHECKING:
+    from tunbench.config.cpuset import CpuSetting
     from tunbench.config.schema import Scenario
     from tunbench.plan import PlannedTrial
     from tunbench.report.compare import Metric
@@ -34,42 +34,6 @@ if TYPE_CHECKING:
 
 LABELS = ("a", "b")
 MIN_PAIRS = 2  # the fewest pairs that give a spread at all
-_BUDGET = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|sec|m|min|h)?\s*$", re.I)
-
-
-def parse_budget(text: str) -> float:
-    """'60s', '2m', '1.5min', '90' (seconds) -> seconds (> 0)."""
-    m = _BUDGET.match(text)
-    if not m or float(m.group(1)) <= 0.0:
-        raise typer.BadParameter(f"{text!r}: expected a time such as 60s, 2m or 1.5min", param_hint="--budget")
-    scale = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[(m.group(2) or "").lower()]
-    return float(m.group(1)) * scale
-
-
-def parse_until(text: str, now: datetime.datetime | None = None) -> float:
-    """'14:30', '14:30:15' (the next time the local clock shows it: today, or tomorrow if already past) or an
-    ISO date and time '2026-11-24T14:30' -> seconds from `now` until then (> 0)."""
-    now = now or datetime.datetime.now()
-    raw = text.strip()
-    try:
-        if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", raw):
-            hour, minute, *sec = (int(x) for x in raw.split(":"))
-            t = datetime.time(hour, minute, sec[0] if sec else 0)
-            at = datetime.datetime.combine(now.date(), t)
-            if at <= now:
-                at += datetime.timedelta(days=1)
-        else:
-            at = datetime.datetime.fromisoformat(raw)
-            if at.tzinfo is not None:  # an offset given: that instant on this machine's local clock
-                at = at.astimezone().replace(tzinfo=None)
-    except ValueError:
-        raise typer.BadParameter(
-            f"{text!r}: expected a local time such as 14:30 or 14:30:15, or 2026-11-24T14:30", param_hint="--until"
-        ) from None
-    left = (at - now).total_seconds()
-    if left <= 0:
-        raise typer.BadParameter(f"{text!r} is in the past", param_hint="--until")
-    return left
 
 
 def labelled(ref: str, label: str) -> str:
@@ -193,7 +157,7 @@ def calibrate(
             "name": name or f"calibrate-{adapter}",
             "order": "blocks",
             "warm": warm,
-            "cpuset": parse_cpuset(cpuset if cpuset is not None else default_cpuset()),
+            "cpuset": cpuset if cpuset is not None else default_cpuset(),
         },
         "workload": {
             "kind": ["iperf3"],
@@ -205,21 +169,16 @@ def calibrate(
     }
     sc = with_overrides(sc, overrides)
     check_store_path(db, connect=True)
-    per_pair = session.prepare(sc, source, dry_run=True).total_s
-    fit = math.floor(budget_s / per_pair)
-    if pairs is None and fit < MIN_PAIRS:
-        raise ConfigError(
-            f"--budget {budget}: a pair of these trials takes about {per_pair:.0f} s, so {fit} pair(s) fit; "
-            f"calibrate needs at least {MIN_PAIRS} (--budget {math.ceil(MIN_PAIRS * per_pair)}s)",
-            source="command line",
-            key="budget",
-        )
     # --budget: the plan holds as many pairs as the measured seconds alone allow (no pair can be faster), and
     # the run stops at the deadline; --pairs: exactly that many
-    n = pairs if pairs is not None else max(fit, math.floor(budget_s / (2 * (duration + omit))))
-    sc = with_overrides(sc, {"run": {"repeat": n}})
-    text = equivalent_run(sc, budget=None if pairs is not None else budget)
-    plan = session.prepare(sc, source)
+    sized = None if pairs is not None else session.Budget(budget_s, budget, must_fit=MIN_PAIRS)
+    if pairs is not None:
+        sc = with_overrides(sc, {"run": {"repeat": pairs}})
+    plan = session.prepare(sc, source, budget=sized)
+    n = plan.scenario.run.repeat
+    wl = plan.scenario.workload
+    per_pair = sum(session.expected_s(pt, plan.options, wl.window) for pt in plan.trials[:2])
+    text = equivalent_run(plan.scenario, budget=None if pairs is not None else budget)
     clock = _Clocked(console, db)
     deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=MIN_PAIRS)
     if deadline is not None:
@@ -244,7 +203,7 @@ def calibrate(
         f"stored in {redact(db)} as run #{outcome.run_id} ({outcome.uid}, {escape(run_rec.name)}); "
         f"`tunbench compare {escape(run_rec.name)} --label-a a --label-b b` compares it again"
     )
-    _exit(outcome.status, run_rec)
+    exit_for(outcome.status, run_rec.trials, some="; their pairs are left out")
 
 
 def default_cpuset() -> str | None:
@@ -270,24 +229,8 @@ def equivalent_run(sc: Scenario, budget: str | None = None) -> str:
     )
 
 
-def _cpuset_flag(cpuset: str | dict[str, str]) -> str:
-    if cpuset == "off":
-        return ""
-    text = cpuset if isinstance(cpuset, str) else ",".join(f"{k}={v}" for k, v in cpuset.items())
-    return f" --cpuset {shlex.quote(text)}"
-
-
-def _exit(status: str, run_rec: RunRecord) -> None:
-    if status == "interrupted":
-        err_console.print("[yellow]interrupted: finished trials are kept in the store[/]")
-        raise typer.Exit(EXIT_INTERRUPTED)
-    failed = sum(1 for t in run_rec.trials if t.status != "ok")
-    if run_rec.trials and failed == len(run_rec.trials):
-        err_console.print(f"[red]nothing measured: all {failed} trial(s) failed[/]")
-        raise typer.Exit(EXIT_NOTHING_MEASURED)
-    if failed:
-        err_console.print(f"[yellow]{failed} trial(s) failed (of {len(run_rec.trials)}); their pairs are left out[/]")
-        raise typer.Exit(EXIT_TRIALS_FAILED)
+def _cpuset_flag(cpuset: CpuSetting) -> str:
+    return "" if cpuset.off else f" --cpuset {shlex.quote(cpuset.flag())}"
 
 
 # ---- the calibration, from a stored A/A run (pure) -----------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import re
 from pathlib import Path
 from typing import Annotated
@@ -19,26 +20,7 @@ DbOpt = Annotated[
     ),
 ]
 DEFAULT_DB = "tunbench.db"
-
-
-def parse_cpuset(value: str | None) -> str | dict[str, str] | None:
-    """`--cpuset off|split|client=0,server=1,link=1` -> the scenario's [run] cpuset (None: not given)."""
-    if value is None:
-        return None
-    text = value.strip()
-    if "=" not in text:
-        if text not in ("off", "split"):
-            raise typer.BadParameter(
-                f"{value!r}: expected off, split or client=0,server=1[,link=1]", param_hint="--cpuset"
-            )
-        return text
-    out: dict[str, str] = {}
-    for item in re.split(r",(?=\s*[a-z]+\s*=)", text):
-        role, _, cpus = item.partition("=")
-        if not role.strip() or not cpus.strip():
-            raise typer.BadParameter(f"{value!r}: expected client=0,server=1[,link=1]", param_hint="--cpuset")
-        out[role.strip()] = cpus.strip()
-    return out
+_BUDGET = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|sec|m|min|h)?\s*$", re.I)
 
 
 CpusetOpt = Annotated[
@@ -60,3 +42,38 @@ def need_db(db: str | Path) -> None:
 
     if not store_exists(db):
         raise TunbenchError(f"no result store at {db} (run `tunbench run` first, or pass --db PATH or URL)")
+
+
+def parse_budget(text: str) -> float:
+    """'60s', '2m', '1.5min', '90' (seconds) -> seconds (> 0)."""
+    m = _BUDGET.match(text)
+    if not m or float(m.group(1)) <= 0.0:
+        raise typer.BadParameter(f"{text!r}: expected a time such as 60s, 2m or 1.5min", param_hint="--budget")
+    scale = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[(m.group(2) or "").lower()]
+    return float(m.group(1)) * scale
+
+
+def parse_until(text: str, now: datetime.datetime | None = None) -> float:
+    """'14:30', '14:30:15' (the next time the local clock shows it: today, or tomorrow if already past) or an
+    ISO date and time '2026-11-24T14:30' -> seconds from `now` until then (> 0)."""
+    now = now or datetime.datetime.now()
+    raw = text.strip()
+    try:
+        if re.fullmatch(r"\d{1,2}:\d{2}(:\d{2})?", raw):
+            hour, minute, *sec = (int(x) for x in raw.split(":"))
+            t = datetime.time(hour, minute, sec[0] if sec else 0)
+            at = datetime.datetime.combine(now.date(), t)
+            if at <= now:
+                at += datetime.timedelta(days=1)
+        else:
+            at = datetime.datetime.fromisoformat(raw)
+            if at.tzinfo is not None:  # an offset given: that instant on this machine's local clock
+                at = at.astimezone().replace(tzinfo=None)
+    except ValueError:
+        raise typer.BadParameter(
+            f"{text!r}: expected a local time such as 14:30 or 14:30:15, or 2026-11-24T14:30", param_hint="--until"
+        ) from None
+    left = (at - now).total_seconds()
+    if left <= 0:
+        raise typer.BadParameter(f"{text!r} is in the past", param_hint="--until")
+    return left

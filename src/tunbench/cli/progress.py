@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from tunbench.plan import PlannedTrial
+from tunbench.plan import PlannedTrial, RunPlan
 from tunbench.report.terminal import trial_headline
 from tunbench.results import TrialRecord
-from tunbench.session import RunPlan, minutes, placement_text, repetition_warning, warm_note
+from tunbench.session import minutes, placement_text, repetition_warning, warm_note
 from tunbench.store.backend import redact
 
 

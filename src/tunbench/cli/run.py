@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -10,10 +9,10 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from tunbench.cli.console import console, err_console
+from tunbench.cli.console import console
 from tunbench.cli.hosts import HostsOpt
-from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_cpuset
-from tunbench.errors import EXIT_INTERRUPTED, EXIT_NOTHING_MEASURED, EXIT_TRIALS_FAILED
+from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_budget, parse_until
+from tunbench.cli.outcome import exit_for
 
 
 def _csv(value: str | None, cast: type = str) -> list | None:  # type: ignore[type-arg]
@@ -90,7 +89,6 @@ def _precision_flags(
 ) -> tuple[float | None, float | None]:
     """(--target-mde as a fraction, --budget (or the time left --until) in seconds), each None when not
     given; bad values name the flag."""
-    from tunbench.cli.calibrate import parse_budget, parse_until
     from tunbench.report.compare import CompareError, parse_threshold
 
     if budget is not None and until is not None:
@@ -138,14 +136,6 @@ def _target_labels(plan: Any) -> tuple[str, str]:
             param_hint="--target-mde",
         )
     return labels[0], labels[1]
-
-
-def _rounds_within(plan: Any, budget_s: float) -> int:
-    """The most repetitions a budget could hold: each round's measured seconds alone (no round can be faster);
-    the budget stops the run long before, at the pace it really keeps."""
-    wl = plan.scenario.workload
-    per_round = max(1.0, len(plan.cases) * float(wl.duration_s + wl.omit_s))
-    return max(2, min(1000, math.floor(budget_s / per_round)))
 
 
 def _stop_check(goal: float | None, labels: tuple[str, ...], budget_s: float | None, started: float) -> Any:
@@ -402,7 +392,7 @@ def run(
             "redo_interfered": True if redo_interfered else None,
             "count_work": True if count_work else None,
             "foreign_cpu_pct": _percent(foreign_cpu, "--foreign-cpu"),
-            "cpuset": parse_cpuset(cpuset),
+            "cpuset": cpuset,
         },
         "workload": {
             "kind": _csv(workload),
@@ -431,13 +421,19 @@ def run(
         from tunbench.remote.inventory import inventory_from_table
 
         inventory = inventory_from_table(sc.hosts, source, text=text)
-    plan = session.prepare(sc, source, dry_run=dry_run, text=ref_text, flamegraphs=flamegraph, inventory=inventory)
+    # with a budget and no --repeat, the plan is the upper bound: as many rounds as could fit
+    sized = session.Budget(budget_s, budget or "") if budget_s is not None and repeat is None and not full else None
+    plan = session.prepare(
+        sc,
+        source,
+        dry_run=dry_run,
+        text=ref_text,
+        flamegraphs=flamegraph,
+        inventory=inventory,
+        budget=sized,
+        build=build,
+    )
     labels = _target_labels(plan) if goal is not None else ()
-    if budget_s is not None and repeat is None and not full:  # the plan is the upper bound: as many as could fit
-        rounds = _rounds_within(plan, budget_s)
-        sc = with_overrides(sc, {"run": {"repeat": rounds}})
-        plan = session.prepare(sc, source, dry_run=dry_run, text=ref_text, flamegraphs=flamegraph, inventory=inventory)
-    plan.commit, plan.branch = build
     if dry_run:
         console.print(f"dry run of {source}: nothing was created", highlight=False)
         for line in session.describe(plan):
@@ -485,13 +481,4 @@ def run(
         f"stored in {redact(db)} as run #{outcome.run_id} ({outcome.uid}); "
         f"`tunbench show {outcome.run_id}` prints this again"
     )
-    if outcome.status == "interrupted":
-        err_console.print("[yellow]interrupted: finished trials are kept in the store[/]")
-        raise typer.Exit(EXIT_INTERRUPTED)
-    failed = sum(1 for t in run_rec.trials if t.status != "ok")
-    if run_rec.trials and failed == len(run_rec.trials):
-        err_console.print(f"[red]nothing measured: all {failed} trial(s) failed (see the errors above)[/]")
-        raise typer.Exit(EXIT_NOTHING_MEASURED)
-    if failed:
-        err_console.print(f"[yellow]{failed} trial(s) failed (of {len(run_rec.trials)}): see the errors above[/]")
-        raise typer.Exit(EXIT_TRIALS_FAILED)
+    exit_for(outcome.status, run_rec.trials, nothing=" (see the errors above)", some=": see the errors above")

@@ -5,10 +5,21 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    field_validator,
+    model_validator,
+)
 
+from tunbench.config.cpuset import CpuSetting
 from tunbench.topology.addresses import Family
 from tunbench.topology.settings import check_congestion_control
+from tunbench.units import Window
 
 Direction = Literal["up", "down", "bidir"]
 _SYSCTL_VALUE = re.compile(r"^[A-Za-z0-9_. -]+$")
@@ -34,7 +45,7 @@ class RunSection(_Strict):
     warm: int = Field(default=1, ge=1, le=100)
     # CPU placement of each side's processes (host.cgroup.RoleCgroup, docs/precision.md): "off"; "split" (client
     # side, server side, emulator on CPUs of their own where there are enough); or a map of CPU lists
-    cpuset: Literal["off", "split"] | dict[str, str] = "off"
+    cpuset: Annotated[CpuSetting, PlainValidator(CpuSetting.parse), PlainSerializer(CpuSetting.stored)] = CpuSetting()
     # a trial whose measured window lost at least this share of all CPUs' time to steal (the hypervisor ran
     # someone else: `host.steal_pct`) is void and measured again, at most 5 times in all; None: kept, flagged
     redo_steal_pct: float | None = Field(default=None, gt=0, le=100)
@@ -47,20 +58,6 @@ class RunSection(_Strict):
     # faults; monitor/work.py, docs/counted-work.md); off by default, its cost is measured in
     # docs/benchmarks/counted-work.md
     count_work: bool = False
-
-    @field_validator("cpuset")
-    @classmethod
-    def _cpuset(cls, v: str | dict[str, str]) -> str | dict[str, str]:
-        if isinstance(v, str):
-            return v
-        from tunbench.host.cgroup import PLACED_ROLES, parse_cpu_list
-
-        unknown = sorted(set(v) - set(PLACED_ROLES))
-        if unknown or not v:
-            raise ValueError(f"cpuset names the sides {', '.join(PLACED_ROLES)} (got {', '.join(unknown) or 'none'})")
-        for cpus in v.values():
-            parse_cpu_list(cpus)
-        return {role: ",".join(str(c) for c in parse_cpu_list(cpus)) for role, cpus in v.items()}
 
 
 class WorkloadSection(BaseModel):
@@ -75,6 +72,11 @@ class WorkloadSection(BaseModel):
     # whole seconds: iperf3 (3.12) truncates fractional -t/-O, and -t 0 means "forever"
     duration_s: int = Field(default=10, ge=1, le=3600)
     omit_s: int = Field(default=1, ge=0, le=600)
+
+    @property
+    def window(self) -> Window:
+        """The measured window every trial of the run gets."""
+        return Window(self.duration_s, self.omit_s)
 
     @field_validator("kind", mode="before")
     @classmethod

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
+from typing import Any
 
 from tunbench.errors import TunnelError
 from tunbench.host.ledger import Ledger
@@ -239,13 +239,3 @@ def profile_link_builder(profile: Profile, ledger: Ledger, workdir: Path, seed: 
         return emu
 
     return build
-
-
-class HasProfile(Protocol):
-    @property
-    def profile(self) -> Profile: ...
-
-
-def link_factory(case: HasProfile, ledger: Ledger, workdir: Path, seed: int) -> LinkBuilder | None:
-    """For the runner (a runner.LinkFactory): a link builder for the case's profile (None for plain veth)."""
-    return profile_link_builder(case.profile, ledger, workdir, seed)

@@ -223,7 +223,7 @@ class Layout:
 
 @dataclass(frozen=True)
 class HostsLayout(Layout):
-    """The clients of a trial between two hosts (workloads/fleet_hosts.py): the server is the server host itself (its
+    """The clients of a trial between two hosts (sites/hosts_fleet.py): the server is the server host itself (its
     own namespace, its underlay address `server_addr`); client i is the namespace `namespaces[i - 1]` of the
     client host, whose device on that host's NIC has the address `pool[i - 1]` (the inventory's
     tunbench_client_addresses). The inner addresses stay tunbench's own, as in a local trial."""

@@ -77,7 +77,7 @@ def client_variables(layout: Layout, i: int) -> dict[str, str]:
 
 class FleetPlaces(Protocol):
     """Where a fleet's roles run: the server's place, and each client's (namespaces of this machine, or a
-    server host and a client host's namespaces: workloads/fleet_hosts.py)."""
+    server host and a client host's namespaces: sites/hosts_fleet.py)."""
 
     @property
     def server(self) -> Place: ...

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tunbench.results import CaseKey
 from tunbench.workloads.base import Workload
 from tunbench.workloads.clients import ClientsWorkload
 from tunbench.workloads.connect import ConnectWorkload
@@ -38,3 +39,10 @@ def get(kind: str) -> Workload[Any, Any]:
     if kind not in REGISTRY:
         raise ConfigError(f"unknown workload {kind!r} (known: {', '.join(sorted(REGISTRY))})", key="workload.kind")
     return REGISTRY[kind]
+
+
+def case_title(case: CaseKey) -> str:
+    """What names a case, everywhere: its tunnel label, its profile, then what its workload says of it
+    (Workload.title): 'wireguard-go · lan · up · 1 flow', 'wg · lan · latency'."""
+    rest = get(case.workload).title(case)
+    return " · ".join([case.label, case.profile, *([rest] if rest else [])])

@@ -22,11 +22,10 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.link.profile import Profile
 from tunbench.results import TrialRecord
+from tunbench.sites.base import AnyFleet
 from tunbench.tunnels.adapter import Placed, Target, Tunnel
-from tunbench.tunnels.fleet_env import FleetEnv
 from tunbench.tunnels.handshakes import HandshakeReader
-from tunbench.units import fmt, mbit
-from tunbench.workloads.fleet_hosts import HostsFleetEnv
+from tunbench.units import Window, fmt, mbit
 
 TRIAL_SETUP_S = 1.5  # namespaces, tunnel bring-up and teardown of a typical trial on this kind of host
 
@@ -83,8 +82,7 @@ class Context:
     title: str
     flows: int
     direction: str
-    duration_s: float
-    omit_s: float
+    window: Window  # the measured seconds and the warm-up before them
     options: BaseModel
     client: Place  # where the workload's client runs (the tunnel client's namespace or host)
     server: Place  # where its server runs
@@ -123,7 +121,7 @@ class FleetContext:
     topology, the cgroups and the tunnel server (`env`); the workload brings the clients up (`env.fleet`)
     at its own pace and measures."""
 
-    env: FleetEnv | HostsFleetEnv  # this machine's namespaces, or the run's two hosts
+    env: AnyFleet  # this machine's namespaces, or the run's two hosts (sites/)
     ledger: Ledger
     workdir: Path
     title: str
@@ -132,8 +130,7 @@ class FleetContext:
     clients: int
     variant: str
     direction: str
-    duration_s: float
-    omit_s: float
+    window: Window  # the measured seconds and the warm-up before them
     options: BaseModel
 
     @property
@@ -143,7 +140,7 @@ class FleetContext:
 
 @dataclass
 class BringupContext:
-    """For a workload whose measurement is the bring-up itself (connect): `bring_up(name)` is the runner's
+    """For a workload whose measurement is the bring-up itself (connect): `bring_up(name)` is the site's
     own pair bring-up (fresh namespaces, link and tunnel, in a sub-directory `name` of the trial's
     directory), as a context manager yielding the tunnel once it is up."""
 
@@ -151,8 +148,7 @@ class BringupContext:
     ledger: Ledger
     workdir: Path
     title: str
-    duration_s: float
-    omit_s: float
+    window: Window  # the measured seconds and the warm-up before them
     options: BaseModel
 
 
@@ -198,8 +194,13 @@ class Workload(ABC, Generic[C, Opt]):
         return ""
 
     @classmethod
+    def on_hosts(cls) -> bool:
+        """Whether a run on --hosts can place it (the pair workloads; a fleet says so itself)."""
+        return cls.pair()
+
+    @classmethod
     def pair(cls) -> bool:
-        """Measured on the runner's one client/server pair (neither a fleet nor its own bring-ups): what warm
+        """Measured on the one client/server pair (trial/pair.py) (neither a fleet nor its own bring-ups): what warm
         windows, CPU placement, CPU caps and --hosts apply to."""
         return not (cls.fleet or cls.owns_bringup)
 
@@ -248,24 +249,16 @@ class Workload(ABC, Generic[C, Opt]):
     def timeout_s(self, ctx: Context) -> float:
         """The watchdog: a `measure` call still running after this many seconds fails its trial."""
         axes = Axes(flows=ctx.flows, direction=ctx.direction)
-        return self.estimate(axes, ctx.options, ctx.duration_s, ctx.omit_s) + 30.0
+        return self.estimate(axes, ctx.options, ctx.window) + 30.0
 
-    def trial_timeout_s(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def trial_timeout_s(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """The watchdog of a fleet workload's whole trial (bring-up of N clients included)."""
-        return 2.0 * self.estimate(case, options, duration_s, omit_s) + 60.0
+        return 2.0 * self.estimate(case, options, window) + 60.0
 
-    def cpu_cap(self, case: CaseAxes) -> bool:
-        """Whether the runner gives the tunnel server a CPU quota group (host.cgroup.CpuCap) to drive."""
-        return False
-
-    def probe_interval_s(self, options: BaseModel) -> float:
-        """How often the N-client readiness probe sends its echoes."""
-        return 0.1
-
-    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """A rough wall-clock estimate of one trial of `case` (set-up included), for the run's time estimate
         and ETA."""
-        return duration_s + omit_s + TRIAL_SETUP_S
+        return window.total_s + TRIAL_SETUP_S
 
     def options(self, raw: dict[str, Any] | None) -> BaseModel:
         """The `[workload.<kind>]` table validated against Options (its defaults when there is none)."""
@@ -277,3 +270,26 @@ class Workload(ABC, Generic[C, Opt]):
         if not isinstance(options, self.Options):
             raise TypeError(f"{self.kind}: options of type {type(options).__name__}, not {self.Options.__name__}")
         return options  # type: ignore[return-value]
+
+
+class FleetWorkload(Workload[FleetContext, Opt]):
+    """N clients through one tunnel server (the fleet shape, trial/fleet.py): the site sets up the clients'
+    topology, cgroups, the tunnel server and a readiness probe as this workload asks, and the workload
+    brings the clients up at its own pace."""
+
+    fleet: ClassVar[bool] = True
+    # a run between hosts can place it (its server on the server host, its clients on the client host:
+    # sites/hosts_fleet.py)
+    fleet_on_hosts: ClassVar[bool] = False
+
+    @classmethod
+    def on_hosts(cls) -> bool:
+        return cls.fleet_on_hosts
+
+    def cpu_cap(self, case: CaseAxes) -> bool:
+        """Whether the site gives the tunnel server a CPU quota group (host.cgroup.CpuCap) to drive."""
+        return False
+
+    def probe_interval_s(self, options: BaseModel) -> float:
+        """How often the N-client readiness probe sends its echoes."""
+        return 0.1

@@ -9,7 +9,7 @@ Reported: aggregate and per-client throughput (distribution, Jain fairness), ser
 time, and per-client cost (server CPU-seconds and RSS bytes per connected client).
 
 Every process runs at its role's place (host/place.py): namespaces of this machine, or the server host and
-the client host's namespaces of a run between two hosts (workloads/fleet_hosts.py); the same steps either way.
+the client host's namespaces of a run between two hosts (sites/hosts_fleet.py); the same steps either way.
 """
 
 from __future__ import annotations
@@ -27,13 +27,13 @@ from tunbench.monitor.cost import cost_metrics, cumulative_cpu
 from tunbench.monitor.hostload import cpu_shares, cpu_times
 from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
+from tunbench.sites.hosts_fleet import HostsFleetEnv, SampledCost
+from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.stats.fairness import jain_index
-from tunbench.tunnels.fleet_env import PER_CLIENT_SETUP_S, FleetEnv
-from tunbench.units import fmt, mbit
+from tunbench.units import Window, fmt, mbit
 from tunbench.workloads import iperf3
 from tunbench.workloads import window as W
-from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
-from tunbench.workloads.fleet_hosts import HostsFleetEnv, SampledCost
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, FleetWorkload, Measurement
 from tunbench.workloads.fleet_options import ClientsOptions
 
 PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace
@@ -72,13 +72,13 @@ def phase_pad_s(n: int, per_launch_s: float = 0.0) -> float:
     return 1.0 + max(0.02, 1.5 * per_launch_s) * n
 
 
-class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
+class ClientsWorkload(FleetWorkload[ClientsOptions]):
     kind = "clients"
     description = "N clients through one tunnel server, synchronized window (MP-style): throughput, fairness, cost"
     axes: ClassVar[tuple[str, ...]] = ("clients", "direction")
     Options: ClassVar[type[BaseModel]] = ClientsOptions
     layers: ClassVar[tuple[str, ...]] = ("l3",)
-    fleet: ClassVar[bool] = True
+    fleet_on_hosts: ClassVar[bool] = True  # sites/hosts_fleet.py places it between two hosts
     one_way: ClassVar[bool] = True
     columns: ClassVar[tuple[Column, ...]] = (
         Column("UDP Mb/s", "clients.udp.aggregate_bps", "mbit"),
@@ -110,10 +110,10 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
         # per-client cost seen so far in this run, per (label, profile, direction, protocol): {N: cost}
         self._costs: dict[tuple[str, ...], dict[int, dict[str, float]]] = {}
 
-    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         o = self.opts(options)
-        warmup = o.warmup_s if o.warmup_s is not None else max(omit_s, 1.0)
-        phase = warmup + duration_s + phase_pad_s(case.clients)
+        warmup = o.warmup_s if o.warmup_s is not None else max(window.omit_s, 1.0)
+        phase = warmup + window.duration_s + phase_pad_s(case.clients)
         return TRIAL_SETUP_S + case.clients * PER_CLIENT_SETUP_S + len(o.protocols) * phase
 
     def measure(self, ctx: FleetContext) -> Measurement:
@@ -160,7 +160,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
     ) -> None:
         mt = ctx.env
         lay, n = mt.layout, mt.layout.clients
-        warmup = opts.warmup_s if opts.warmup_s is not None else max(ctx.omit_s, 1.0)
+        warmup = opts.warmup_s if opts.warmup_s is not None else max(ctx.window.omit_s, 1.0)
         places = mt.fleet.places
         server_place = places.server
         with contextlib.ExitStack() as stack:
@@ -176,7 +176,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
             # between hosts each start is a request to the client host's agent: the pace its tunnel clients
             # were started at sizes the pad (locally the fixed 20 ms per client, as it always was)
             pad = phase_pad_s(n, 0.0 if mt.local else launch_pace(mt.fleet.launched_at))
-            run_s = warmup + ctx.duration_s + pad
+            run_s = warmup + ctx.window.duration_s + pad
             self._wait_listening(server_place, {PORT_BASE + i for i in lay.indices()}, servers)
             busy0 = cpu_times() if mt.local else None
             with mt.counters(rec.metrics, "" if headline else f"clients.{proto}."), mt.sampling() as sampler:
@@ -214,7 +214,7 @@ class ClientsWorkload(Workload[FleetContext, ClientsOptions]):
             host_pct = cpu_shares(busy0, cpu_times()).get("busy_pct", 0.0)
             rec.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
             rec.metrics[f"clients.{proto}.host_cpu_saturated"] = 1.0 if host_pct > 90.0 else 0.0
-        timing = Timing(launched, ended, warmup, ctx.duration_s, pad)
+        timing = Timing(launched, ended, warmup, ctx.window.duration_s, pad)
         self._summarize(mt, rec, opts, proto, direction, timing, sampler, headline)
 
     @staticmethod

@@ -1,6 +1,6 @@
 """Tunnel setup time as a distribution: bring the tunnel up K times, each in a fresh topology with fresh
 keys, and time it from starting the tunnel's processes to every readiness probe passing (handshake and a
-ping through the tunnel included) — the runner's per-trial `setup_s`, K times over.
+ping through the tunnel included) — the pair shape's per-trial `setup_s`, K times over.
 
 The measured thing is the bring-up itself: the runner hands it its own pair bring-up (a BringupContext).
 """
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tunbench.errors import CommandFailed, TrialError, TunnelError
 from tunbench.results import TrialRecord
 from tunbench.stats import percentile
-from tunbench.units import fmt
+from tunbench.units import Window, fmt
 from tunbench.workloads.base import TRIAL_SETUP_S, BringupContext, CaseAxes, Column, Measurement, Workload
 
 
@@ -57,7 +57,7 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
         m = rec.metrics
         return f"setup p50 {fmt(m.get('connect.p50_s'), 's')} ms, max {fmt(m.get('connect.max_s'), 's')} ms"
 
-    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         return self.opts(options).count * TRIAL_SETUP_S
 
     def measure(self, ctx: BringupContext) -> Measurement:

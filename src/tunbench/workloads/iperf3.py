@@ -288,8 +288,8 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
         return Iperf3Params(
             flows=ctx.flows,
             direction=ctx.direction,  # type: ignore[arg-type]
-            duration_s=ctx.duration_s,
-            omit_s=ctx.omit_s,
+            duration_s=ctx.window.duration_s,
+            omit_s=ctx.window.omit_s,
             rate_bps=parse_rate(rate) / ctx.flows if rate else None,  # -b is per stream
         )
 

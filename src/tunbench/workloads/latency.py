@@ -47,11 +47,11 @@ class LatencyWorkload(Workload[Context, LatencyOptions]):
 
     def measure(self, ctx: Context) -> Measurement:
         interval = f"{self.opts(ctx.options).interval_ms:g}ms"
-        r, raw = irtt.run_client(ctx, ctx.duration_s, "irtt", interval=interval)
+        r, raw = irtt.run_client(ctx, ctx.window.duration_s, "irtt", interval=interval)
         m = Measurement(artifacts={"irtt.json": raw})
         m.metrics.update(irtt.rtt_metrics(r, clock_skew=ctx.clock_skew))
         m.series["latency_ms"] = irtt.rtt_series(r)
         return m
 
     def timeout_s(self, ctx: Context) -> float:
-        return ctx.duration_s + 30.0
+        return ctx.window.duration_s + 30.0

@@ -33,7 +33,7 @@ from tunbench.link.emulator import LinkEmulator
 from tunbench.link.profile import Profile, ProfileEvent
 from tunbench.results import TrialRecord
 from tunbench.tunnels.handshakes import HandshakeSampler
-from tunbench.units import fmt
+from tunbench.units import Window, fmt
 from tunbench.workloads import iperf3, irtt
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
 
@@ -190,7 +190,7 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         name = "iperf3-flow.json"
         if opts.tcp:
             params = iperf3.Iperf3Params(
-                duration_s=math.ceil(ctx.duration_s),
+                duration_s=math.ceil(ctx.window.duration_s),
                 omit_s=0,
                 interval_s=TCP_INTERVAL_S,
                 logfile=str(ctx.client.workdir / name),
@@ -205,9 +205,9 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         sampler = HandshakeSampler(ctx.handshakes) if ctx.handshakes is not None else None
         try:
             with sampler or contextlib.nullcontext():
-                _, raw = irtt.run_client(ctx, ctx.duration_s, "irtt", interval=f"{opts.interval_ms:g}ms")
+                _, raw = irtt.run_client(ctx, ctx.window.duration_s, "irtt", interval=f"{opts.interval_ms:g}ms")
                 if flow is not None:
-                    deadline = time.monotonic() + ctx.duration_s + 30
+                    deadline = time.monotonic() + ctx.window.duration_s + 30
                     while flow.alive() and time.monotonic() < deadline:
                         time.sleep(0.05)
         finally:
@@ -223,7 +223,7 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         found = disruptions(schedule, start_wall, rebinds) or [
             (start_wall + a * 1_000_000, start_wall + b * 1_000_000) for a, b in upload_trace_gaps(emu.profile)
         ]
-        found = [d for d in found if d[0] < start_wall + int(ctx.duration_s * 1e9)]
+        found = [d for d in found if d[0] < start_wall + int(ctx.window.duration_s * 1e9)]
         if not found:
             raise TrialError("no outage, rebind or trace gap happened within the trial (is it within --duration?)")
         m = Measurement(artifacts={"irtt.json": raw})
@@ -238,8 +238,8 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
                 tcp, tcp_error = [], "iperf3 wrote no JSON"
         plist = probes(json.loads(raw))
         first = min((p.sent_ns for p in plist), default=0)
-        until = first + int(ctx.duration_s * 1e9)
-        expected = int(ctx.duration_s * 1000 / opts.interval_ms)
+        until = first + int(ctx.window.duration_s * 1e9)
+        expected = int(ctx.window.duration_s * 1000 / opts.interval_ms)
         m.metrics.update(recovery_metrics(plist, found[0], tcp, tcp_start, tcp_error, until, expected))
         if sampler is not None:  # a tunnel that declares no handshake counter has no such figure (not 0)
             n = sampler.since(found[0][0])
@@ -253,10 +253,10 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         return m
 
     def timeout_s(self, ctx: Context) -> float:
-        return ctx.duration_s + 60.0
+        return ctx.window.duration_s + 60.0
 
-    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        return duration_s + 3.0 + TRIAL_SETUP_S  # irtt waits up to 3 s for late replies
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
+        return window.duration_s + 3.0 + TRIAL_SETUP_S  # irtt waits up to 3 s for late replies
 
 
 def handshake_readings(sampler: HandshakeSampler, since_ns: int) -> bytes:

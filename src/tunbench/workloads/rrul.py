@@ -17,7 +17,7 @@ from tunbench.errors import TrialError
 from tunbench.host.place import Place, Proc
 from tunbench.results import TrialRecord
 from tunbench.stats import percentile
-from tunbench.units import fmt, mbit
+from tunbench.units import Window, fmt, mbit
 from tunbench.workloads import iperf3, irtt
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
 
@@ -95,11 +95,11 @@ class RrulWorkload(Workload[Context, RrulOptions]):
         idle_s = self.opts(ctx.options).idle_s
         before, raw_before = irtt.run_client(ctx, idle_s, "irtt-idle-before")
         # iperf3 reads -t and -O as whole seconds
-        ramp_s = math.ceil(ctx.omit_s)
+        ramp_s = math.ceil(ctx.window.omit_s)
         params = iperf3.Iperf3Params(
             flows=ctx.flows,
             direction="bidir",
-            duration_s=math.ceil(ctx.duration_s + LOAD_SLACK_S),
+            duration_s=math.ceil(ctx.window.duration_s + LOAD_SLACK_S),
             omit_s=ramp_s,
         )
         json_name = "iperf3-load.json"
@@ -122,7 +122,7 @@ class RrulWorkload(Workload[Context, RrulOptions]):
                 time.sleep(min(left, 0.05))
             if not load.alive():
                 raise TrialError(f"iperf3 load exited early: {_tail(ctx.client, json_name, load)}")
-            loaded, raw_loaded = irtt.run_client(ctx, ctx.duration_s, "irtt-loaded")
+            loaded, raw_loaded = irtt.run_client(ctx, ctx.window.duration_s, "irtt-loaded")
             if not _wait(load, params.timeout_s):
                 raise TrialError(f"iperf3 load did not finish within {params.timeout_s:g} s")
         finally:
@@ -150,10 +150,10 @@ class RrulWorkload(Workload[Context, RrulOptions]):
         return m
 
     def timeout_s(self, ctx: Context) -> float:
-        return 2 * self.opts(ctx.options).idle_s + ctx.duration_s + ctx.omit_s + 90.0
+        return 2 * self.opts(ctx.options).idle_s + ctx.window.duration_s + ctx.window.omit_s + 90.0
 
-    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
-        return 2 * self.opts(options).idle_s + duration_s + omit_s + TRIAL_SETUP_S
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
+        return 2 * self.opts(options).idle_s + window.total_s + TRIAL_SETUP_S
 
 
 def _tail(place: Place, name: str, d: Proc) -> str:

@@ -24,21 +24,20 @@ from tunbench.host.proc import rss_of
 from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
+from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.stats import percentile
-from tunbench.tunnels.fleet_env import PER_CLIENT_SETUP_S, FleetEnv
-from tunbench.units import fmt
+from tunbench.units import Window, fmt
 from tunbench.workloads import window as W
-from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, Measurement, Workload
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, FleetWorkload, Measurement
 from tunbench.workloads.fleet_options import StormOptions
 
 
-class StormWorkload(Workload[FleetContext, StormOptions]):
+class StormWorkload(FleetWorkload[StormOptions]):
     kind = "storm"
     description = "N clients connect at once (C-style): time to a working tunnel, handshakes/s, overload recovery"
     axes: ClassVar[tuple[str, ...]] = ("clients", "variant")
     Options: ClassVar[type[BaseModel]] = StormOptions
     layers: ClassVar[tuple[str, ...]] = ("l3",)
-    fleet: ClassVar[bool] = True
     requires: ClassVar[tuple[str, ...]] = ()
     columns: ClassVar[tuple[Column, ...]] = (
         Column("ready", "clients.ready_count", "n"),
@@ -71,7 +70,7 @@ class StormWorkload(Workload[FleetContext, StormOptions]):
     def probe_interval_s(self, options: BaseModel) -> float:
         return self.opts(options).probe_interval_s
 
-    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """A reconnect storms twice, an overload holds its CPU cap for overload_s."""
         o = self.opts(options)
         storms = 2.0 if case.variant == "reconnect" else 1.0

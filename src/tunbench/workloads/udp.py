@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import CommandFailed, TrialError
 from tunbench.results import TrialRecord
-from tunbench.units import RateText, fmt, mbit, parse_rate
+from tunbench.units import RateText, Window, fmt, mbit, parse_rate
 from tunbench.workloads import iperf3
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
 
@@ -153,7 +153,12 @@ class UdpWorkload(Workload[Context, UdpOptions]):
         opts = self.opts(ctx.options)
         rate = parse_rate(opts.rate)
         r, raw = _run_udp(
-            ctx, rate_bps=rate, size=opts.size, duration_s=ctx.duration_s, tag=opts.rate, buffer=opts.socket_buffer
+            ctx,
+            rate_bps=rate,
+            size=opts.size,
+            duration_s=ctx.window.duration_s,
+            tag=opts.rate,
+            buffer=opts.socket_buffer,
         )
         m = Measurement(artifacts={"iperf3-udp.json": raw.encode()})
         m.metrics.update(
@@ -175,7 +180,7 @@ class UdpWorkload(Workload[Context, UdpOptions]):
         return m
 
     def timeout_s(self, ctx: Context) -> float:
-        return ctx.duration_s + 20.0
+        return ctx.window.duration_s + 20.0
 
 
 # ---- the RFC 2544 search (pure) ------------------------------------------------------------------------
@@ -376,6 +381,6 @@ class UdpSearchWorkload(Workload[Context, UdpSearchOptions]):
         o = self.opts(ctx.options)
         return len(o.sizes) * o.max_steps * (o.step_s + 5.0) + 10.0
 
-    def estimate(self, case: CaseAxes, options: BaseModel, duration_s: float, omit_s: float) -> float:
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         o = self.opts(options)
         return len(o.sizes) * o.max_steps * (o.step_s + 0.5) + TRIAL_SETUP_S  # at most: a search may end sooner

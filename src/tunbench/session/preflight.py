@@ -1,47 +1,35 @@
-"""`tunbench run` in two steps.
-
-`prepare(scenario)` resolves tunnels, profiles and workload options, expands the trials and runs the
-preflight checks (root, programs): it creates nothing, so `--dry-run` is `prepare` alone.
-`execute(plan, observer)` records the run in the store, runs the trials inside a run scope (the ledger and
-the final sweep) and always records how the run ended; the observer (the CLI's progress bar) is told
-when the run and each trial start and end.
+"""`tunbench run`, first step: `prepare(scenario)` resolves tunnels, profiles and workload options, sizes
+the repetitions to a budget when one is given, expands the trials and runs the preflight checks (root,
+programs, what cannot apply where): it creates nothing, so `--dry-run` is `prepare` alone, and the plan it
+returns is frozen.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
+import math
 import os
 import shutil
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TypeVar
 
 from pydantic import BaseModel
 
-from tunbench import __version__, metadata
-from tunbench.config.load import check_workloads
+from tunbench.config.load import check_workloads, with_overrides
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError, DependencyMissing, TunbenchError
 from tunbench.host import HOST_TOOLS
-from tunbench.host.ledger import new_uid
-from tunbench.host.scope import run_scope
-from tunbench.host.workdir import workdir
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
-from tunbench.monitor.interference import RedoPolicy
-from tunbench.plan import Case, PlannedTrial, expand, interleave, skipped
-from tunbench.remote.hosts import HostRun, role_hosts
+from tunbench.plan import PlannedTrial, RunPlan, expand, interleave, skipped
+from tunbench.remote.hosts import role_hosts
 from tunbench.remote.inventory import Inventory
-from tunbench.results import TrialRecord
-from tunbench.runner import LinkFactory, Runner, StopCheck, TrialObserver, WindowHook
-from tunbench.store.db import Store
 from tunbench.tomlfile import dotted, locate
-from tunbench.topology.build import TopologySpec
-from tunbench.tunnels.adapter import tunnel_version
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
+from tunbench.units import Window
+from tunbench.workloads import REGISTRY
 from tunbench.workloads import get as get_workload
 from tunbench.workloads.base import TRIAL_SETUP_S
 
@@ -165,25 +153,25 @@ def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tu
         )
 
 
-def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], duration_s: float, omit_s: float) -> float:
+def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], window: Window) -> float:
     """The workload's own estimate of one trial's wall clock (idle phases, client set-up and searches
     included), for the time announced before a run and the progress bar's ETA."""
     workload = get_workload(pt.case.workload)
     opts = options.get(workload.kind) or workload.options(None)
-    full = workload.estimate(pt.case, opts, duration_s, omit_s)
-    if pt.window > 1:  # a later window of a warm block: no bring-up or tear-down of its own
-        return max(duration_s + omit_s, full - TRIAL_SETUP_S)
+    full = workload.estimate(pt.case, opts, window)
+    if pt.reuses_bringup:
+        return max(window.total_s, full - TRIAL_SETUP_S)
     return full
 
 
 def warm_note(plan: RunPlan) -> str:
     """How the run's warm blocks measure ("" when every trial is cold)."""
-    warm = [pt for pt in plan.trials if pt.window]
+    warm = [pt for pt in plan.trials if pt.warm]
     if not warm:
         return ""
     bringups = len({(pt.block, pt.case.tunnel.label) for pt in warm})
     return (
-        f"warm: {len(warm)} trial(s) are windows on running tunnels, {plan.scenario.run.warm} per bring-up "
+        f"warm: {len(warm)} trial(s) are windows on running tunnels, {plan.warm} per bring-up "
         f"({bringups} bring-ups instead of {len(warm)})"
     )
 
@@ -199,13 +187,13 @@ def repetition_warning(plan: RunPlan) -> str:
     units: dict[tuple[str, str], set[object]] = {}
     for pt in plan.trials:
         if pt.case.tunnel.name != "direct":
-            units.setdefault((pt.case.tunnel.label, pt.case.title), set()).add(("b", pt.block) if pt.window else pt.seq)
+            units.setdefault((pt.case.tunnel.label, pt.case.title), set()).add(("b", pt.block) if pt.warm else pt.seq)
     cases = max(sum(1 for label, _ in units if label == one) for one in labels)
     return repetition_note(
         labels=len(labels),
         cases_per_label=cases,
         units=min(len(u) for u in units.values()),
-        warm=max(1, plan.scenario.run.warm),
+        warm=max(1, plan.warm),
     )
 
 
@@ -213,31 +201,31 @@ def minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
-@dataclass
-class RunPlan:
-    """Everything a run will do, resolved and validated, before anything exists (`--dry-run` prints it)."""
+@dataclass(frozen=True)
+class Budget:
+    """`--budget` / `--until`: the most wall time a run may take. The plan then holds as many repetitions
+    as the measured seconds alone allow (no round can be faster): the upper bound of a run that stops at the
+    deadline, at the pace it really keeps. `must_fit`: refused unless this many rounds fit at the plan's
+    estimated pace (calibrate's pairs)."""
 
-    scenario: Scenario
-    source: str
-    refs: list[TunnelRef]
-    profiles: list[Profile]
-    options: dict[str, BaseModel]
-    cases: list[Case]
-    trials: list[PlannedTrial]
-    expected: list[float]  # seconds, per trial
-    skipped: list[tuple[str, str, str]]  # (tunnel label, workload, why)
-    notes: list[str]  # what a dry run could not check (missing programs)
-    flamegraphs: bool = False
-    link_factory: LinkFactory | None = None  # None: no profile is emulated
-    inventory: Inventory | None = None  # --hosts: roles on those machines instead of local namespaces
-    commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
-    branch: str = ""  # its branch (`--branch`)
-    cpuset: dict[str, str] = field(default_factory=dict)  # side -> CPU list ([run] cpuset); {}: off
-    cpuset_note: str = ""  # e.g. the emulator shares a CPU
+    seconds: float
+    text: str  # how the plan and the stop name it: "2m", "until 14:30"
+    must_fit: int = 0
 
-    @property
-    def total_s(self) -> float:
-        return sum(self.expected)
+    def rounds(self, cases: int, window_s: float) -> int:
+        """The most rounds of `cases` trials of `window_s` measured seconds each that the budget could hold."""
+        per_round = max(1.0, cases * window_s)
+        return max(2, min(1000, math.floor(self.seconds / per_round)))
+
+    def check_fits(self, per_round_s: float) -> None:
+        fit = math.floor(self.seconds / per_round_s)
+        if fit < self.must_fit:
+            raise ConfigError(
+                f"--budget {self.text}: a round of these trials takes about {per_round_s:.0f} s, so {fit} "
+                f"fit; at least {self.must_fit} are needed (--budget {math.ceil(self.must_fit * per_round_s)}s)",
+                source="command line",
+                key="budget",
+            )
 
 
 def prepare(
@@ -248,11 +236,14 @@ def prepare(
     text: str = "",
     flamegraphs: bool = False,
     inventory: Inventory | None = None,
+    budget: Budget | None = None,
+    build: tuple[str, str] = ("", ""),
 ) -> RunPlan:
     """Resolve tunnels, profiles and workload options, expand the trials and run the preflight checks
     (root, the programs every tunnel and workload needs, perf for flamegraphs). Creates nothing. A dry
     run needs no root and notes missing programs instead of failing on them. `text`: the scenario file's
-    text, when the tunnels and profiles came from it (errors then name its lines)."""
+    text, when the tunnels and profiles came from it (errors then name its lines). `budget`: the
+    repetitions are as many as it could hold (Budget). `build`: the build's (commit, branch)."""
     notes: list[str] = []
     refs = resolve_tunnels(scenario, source, text)
     profiles = resolve_profiles(scenario, source, notes if dry_run else None, text)
@@ -274,6 +265,11 @@ def prepare(
             source=source,
             key="run.warm",
         )
+    if budget is not None:
+        one = interleave(cases, 1, scenario.run.seed, blocks=scenario.run.order == "blocks")
+        budget.check_fits(sum(expected_s(pt, options, wl.window) for pt in one))
+        repeat = budget.rounds(len(cases), wl.window.total_s)
+        scenario = with_overrides(scenario, {"run": {"repeat": repeat}})
     trials = interleave(
         cases,
         scenario.run.repeat,
@@ -281,15 +277,28 @@ def prepare(
         blocks=scenario.run.order == "blocks",
         warm=scenario.run.warm,
     )
-    expected = [expected_s(pt, options, wl.duration_s, wl.omit_s) for pt in trials]
-    link_factory: LinkFactory | None = None
-    if any(p.emulated for p in profiles):
-        from tunbench.link.emulator import link_factory
-    plan = RunPlan(scenario, source, refs, profiles, options, cases, trials, expected, skip, notes)
-    plan.flamegraphs, plan.link_factory, plan.inventory = flamegraphs, link_factory, inventory
+    expected = [expected_s(pt, options, wl.window) for pt in trials]
+    commit, branch = build
+    plan = RunPlan(
+        scenario,
+        source,
+        refs,
+        profiles,
+        options,
+        cases,
+        trials,
+        expected,
+        skip,
+        notes,
+        flamegraphs,
+        inventory,
+        commit,
+        branch,
+    )
     if inventory is not None:
         check_placeable(plan, inventory)
-    plan.cpuset, plan.cpuset_note = resolve_cpuset(plan)
+    cpuset, note = resolve_cpuset(plan)
+    plan = dataclasses.replace(plan, cpuset=cpuset, cpuset_note=note)
     check_caps(plan)
     check_events(plan)
     if dry_run:
@@ -344,8 +353,8 @@ def check_events(plan: RunPlan) -> None:
         why = f"workload {kind!r} brings up many clients or its own tunnels"
     elif plan.inventory is not None:
         why = "with --hosts the emulator runs on a host, where the events are not started yet"
-    elif plan.scenario.run.warm > 1:
-        why = f"warm = {plan.scenario.run.warm} measures several windows per bring-up, and the events run once"
+    elif plan.warm > 1:
+        why = f"warm = {plan.warm} measures several windows per bring-up, and the events run once"
     if why:
         raise ConfigError(
             f"profile(s) {', '.join(scheduled)} change over time (events, a trace), which start with the "
@@ -359,10 +368,10 @@ def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
     """`[run] cpuset` as the CPUs of each side on this host, and a note (a shared CPU); refused, naming the
     key, where it cannot apply: --hosts (placement is local only), workloads that start many clients or their
     own bring-ups, a host without a cpuset controller tunbench may use, CPUs this host does not offer."""
-    from tunbench.host.cgroup import cpuset_refusal, online_cpus, parse_cpu_list, split_placement
+    from tunbench.host.cgroup import cpuset_refusal, online_cpus, split_placement
 
     setting = plan.scenario.run.cpuset
-    if setting == "off":
+    if setting.off:
         return {}, ""
     if plan.inventory is not None:
         raise ConfigError(
@@ -382,15 +391,16 @@ def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
         raise ConfigError(f'{why}; set cpuset = "off"', source=plan.source, key="run.cpuset")
     cpus = online_cpus()
     note = ""
-    if setting == "split":
+    if setting.mode == "split":
         try:
             placed, note = split_placement(cpus)
         except ValueError as e:
             raise ConfigError(str(e), source=plan.source, key="run.cpuset") from None
     else:
-        placed = dict(setting)
-        for role, text in placed.items():
-            missing = sorted(set(parse_cpu_list(text)) - set(cpus))
+        placed = setting.cpu_lists()
+        for role, wanted in setting.roles:
+            text = placed[role]
+            missing = sorted(set(wanted) - set(cpus))
             if missing:
                 raise ConfigError(
                     f"{role} = {text!r}: CPU(s) {', '.join(map(str, missing))} not available here "
@@ -449,35 +459,22 @@ def describe(plan: RunPlan) -> list[str]:
     return lines
 
 
-@dataclass
-class RunOutcome:
-    run_id: int
-    uid: str
-    status: str
-    records: list[TrialRecord] = field(default_factory=list)
-    stopped: str = ""  # why execute's `stop` ended the run before the plan's last trial ("": it did not)
-
-
-class RunObserver(TrialObserver, Protocol):
-    """Who watches a run: told when it starts (its id, prefix and plan), then about each trial."""
-
-    def run_started(self, run_id: int, uid: str, plan: RunPlan) -> None: ...
-
-
 def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
     """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
     emulated = [p.name for p in plan.profiles if p.emulated]
     two = inventory.for_role("client").name != inventory.for_role("server").name
-    unplaced = [k for k in plan.scenario.workload.kind if not get_workload(k).pair() and k != "clients"]
+    kinds = plan.scenario.workload.kind
+    unplaced = [k for k in kinds if not get_workload(k).on_hosts()]
     if unplaced:
+        placeable = [k for k, w in REGISTRY.items() if w.on_hosts()]
         raise ConfigError(
             f"workload {unplaced[0]!r} is not placed on hosts yet (it brings up its own tunnels, or a storm of "
-            "clients): with --hosts use iperf3, latency, rrul, udp or clients",
+            f"clients): with --hosts use {', '.join(placeable[:-1])} or {placeable[-1]}",
             source=plan.source,
             key="workload.kind",
         )
-    if "clients" in plan.scenario.workload.kind:
-        check_clients_placeable(plan, inventory, emulated, two)
+    if fleets := [k for k in kinds if get_workload(k).fleet]:
+        check_fleet_placeable(plan, inventory, fleets[0], emulated, two)
     if emulated and two and plan.scenario.topology.underlay == "ipv6":
         raise ConfigError(
             f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts is IPv4 only for now (the "
@@ -512,7 +509,7 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             source=plan.source,
             key="run.tunnels",
         )
-    if plan.scenario.run.warm > 1:
+    if plan.warm > 1:
         raise ConfigError(
             "warm windows bring a block's tunnels up side by side, which two hosts' root namespaces cannot hold "
             "yet: with --hosts use warm = 1",
@@ -521,36 +518,36 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
         )
 
 
-def check_clients_placeable(plan: RunPlan, inventory: Inventory, emulated: list[str], two: bool) -> None:
-    """The `clients` workload between hosts: two hosts, IPv4, the real network (no emulated profile), and an
+def check_fleet_placeable(plan: RunPlan, inventory: Inventory, kind: str, emulated: list[str], two: bool) -> None:
+    """A many-client workload (`kind`) between hosts: two hosts, IPv4, the real network (no emulated profile), and an
     address of the client host's network per client (tunbench_client_addresses)."""
     if not two:
         raise ConfigError(
-            "the clients workload runs between two hosts (its clients on the client host, the server on the "
+            f"the {kind} workload runs between two hosts (its clients on the client host, the server on the "
             "server host); with one host for both roles, run it locally (without --hosts)",
             source=inventory.source,
             key="tunbench_roles",
         )
     if plan.scenario.topology.underlay == "ipv6":
         raise ConfigError(
-            "the clients workload between hosts is IPv4 only: run it without --ip 6",
+            f"the {kind} workload between hosts is IPv4 only: run it without --ip 6",
             source=plan.source,
             key="topology.underlay",
         )
     if emulated:
         raise ConfigError(
-            f"profile(s) {', '.join(emulated)} emulate a link, which the clients workload between hosts does "
+            f"profile(s) {', '.join(emulated)} emulate a link, which the {kind} workload between hosts does "
             "not place yet (its clients reach the server over the hosts' own network): use --profile lan",
             source=plan.source,
             key="run.profiles",
         )
-    most = max((c.clients for c in plan.cases if c.workload == "clients"), default=0)
+    most = max((c.clients for c in plan.cases if get_workload(c.workload).fleet), default=0)
     client = inventory.for_role("client")
     pool = client.client_pool(most)
     if len(pool) < most:
         have = f"has {len(pool)}" if client.client_addresses else "is not set"
         raise ConfigError(
-            f"the clients workload brings up to {most} clients; between two hosts each needs an unused address "
+            f"the {kind} workload brings up to {most} clients; between two hosts each needs an unused address "
             f"of {client.name}'s network: its tunbench_client_addresses {have} (e.g. 192.0.2.100-192.0.2.163, "
             "docs/multi-host.md)",
             source=client.source,
@@ -575,116 +572,3 @@ def program_needs(refs: list[TunnelRef], kinds: Iterable[str]) -> dict[str, list
     needs |= {f"tunnel {r.label}": required_programs(r) for r in refs}
     needs |= {f"workload {kind}": list(get_workload(kind).requires) for kind in kinds}
     return needs
-
-
-def provenance(plan: RunPlan) -> dict[str, Any]:
-    """The host and its machine identity, the tools, the build (commit, branch) when given, and each tunnel's
-    adapter, version, parameters and, when given (`commit=`), its build's commit; stored with the run."""
-    out: dict[str, Any] = metadata.collect()
-    out["tunnels"] = {
-        r.label: {
-            "adapter": r.name,
-            "version": tunnel_version(r),
-            "source": r.adapter.source,
-            "params": r.merged_params(),
-            **({"commit": r.commit} if r.commit else {}),
-        }
-        for r in plan.refs
-    }
-    out["build"] = {k: v for k, v in (("commit", plan.commit), ("branch", plan.branch)) if v}
-    out["seed"] = plan.scenario.run.seed
-    return out
-
-
-def execute(
-    plan: RunPlan,
-    observer: RunObserver,
-    *,
-    scenario_text: str,
-    db_path: str | Path,
-    flamegraph_dir: Path | None = None,
-    stop: StopCheck | None = None,
-) -> RunOutcome:
-    """Run a prepared plan: the run is recorded in the store first (a bad --db leaves nothing behind), the
-    trials run inside a run scope, and the run's end (done, interrupted, failed) is always recorded.
-    Ctrl-C (KeyboardInterrupt) ends the run as `interrupted`, the trials measured so far kept.
-    `flamegraph_dir`: where perf flamegraphs of the tunnel processes go (with plan.flamegraphs).
-    `stop`: asked between blocks (runner.StopCheck, e.g. runner.Deadline); when it ends the run early, the
-    run is done with whole blocks, the plan's trials being the upper bound, and outcome.stopped says why."""
-    scenario = plan.scenario
-    wl = scenario.workload
-    prov = provenance(plan)
-    with Store(db_path) as store, run_scope() as ledger, contextlib.ExitStack() as remote:
-        hosts = None
-        if plan.inventory is not None:
-            logdir = remote.enter_context(workdir(ledger, "ssh"))
-            hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay))
-            missing = hosts.tools_missing(program_needs(plan.refs, plan.scenario.workload.kind))
-            if (
-                any(p.emulated for p in plan.profiles)
-                and not hosts.conn("client").call("capabilities")["tunbench_link"]
-            ):
-                missing.append(
-                    f"{hosts.roles['client'].name}: tunbench-link (`make build` there) for the emulated profiles"
-                )
-            if missing:
-                raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
-            prov["hosts"] = hosts.provenance()
-        uid = new_uid(ledger.prefix)  # the run's identity; the short prefix names what it creates
-        run_id = store.create_run(
-            uid=uid,
-            name=scenario.run.name,
-            tunbench_version=__version__,
-            provenance=prov,
-            scenario_text=scenario_text,
-            scenario_hash=hashlib.sha256(scenario_text.encode()).hexdigest(),
-            scenario=scenario.model_dump(),
-        )
-        outcome = RunOutcome(run_id=run_id, uid=uid, status="failed")
-        try:
-            observer.run_started(run_id, uid, plan)
-            hooks: list[WindowHook] = []
-            if plan.flamegraphs and flamegraph_dir is not None:
-                from tunbench.profiling.perf import Flamegraphs
-
-                hooks.append(Flamegraphs(ledger.prefix, flamegraph_dir))
-            if scenario.run.count_work:
-                from tunbench.profiling.counted import CountWork
-
-                hooks.append(CountWork())
-            runner = Runner(
-                ledger=ledger,
-                store=store,
-                run_id=run_id,
-                topology=TopologySpec(
-                    mtu=scenario.topology.mtu,
-                    sysctls=dict(scenario.sysctl),
-                    ipv6=scenario.topology.ipv6,
-                    congestion_control=scenario.topology.congestion_control,
-                ),
-                duration_s=wl.duration_s,
-                omit_s=wl.omit_s,
-                options=plan.options,
-                link_factory=plan.link_factory,
-                seed=scenario.run.seed,
-                observer=observer,
-                stop_on_error=scenario.run.stop_on_error,
-                hooks=hooks,
-                hosts=hosts,
-                stop=stop,
-                cpuset=plan.cpuset,
-                redo=RedoPolicy.of(
-                    scenario.run.redo_steal_pct, scenario.run.redo_interfered, scenario.run.foreign_cpu_pct
-                ),
-            )
-            try:
-                outcome.records = runner.run(plan.trials)
-                outcome.status = "done"
-                outcome.stopped = runner.stopped
-            except KeyboardInterrupt:
-                outcome.status = "interrupted"
-        finally:
-            store.finish_run(run_id, outcome.status)
-    if store.lost is not None:  # PostgreSQL went away: the rest of the run is in a spool file
-        raise store.lost
-    return outcome

@@ -1,7 +1,7 @@
-"""What the runner brings up for a trial of N clients (the `clients` and `storm` workloads): the switched
-topology, the emulator on the server's uplink, role cgroups, the fleet (keys, server), the readiness probe
-and, for overload, a CPU cap on the server, all on one ExitStack (teardown in reverse order on exit,
-error or Ctrl-C). The workload then brings the clients up at its own pace (`fleet.up`) and measures."""
+"""What the local site (sites/local.py) brings up for a trial of N clients (the `clients` and `storm` workloads):
+the switched topology, the emulator on the server's uplink, role cgroups, the fleet (keys, server), the
+readiness probe and, for overload, a CPU cap on the server, all on one ExitStack (teardown in reverse order on
+exit, error or Ctrl-C). The workload then brings the clients up at its own pace (`fleet.up`) and measures."""
 
 from __future__ import annotations
 
@@ -200,3 +200,7 @@ class FleetEnv:
 
     def failures_text(self, errors: dict[int, str], limit: int = 3) -> str:
         return failures_text(self.fleet, errors, limit)
+
+    def recorded(self) -> dict[str, object]:
+        """What the trial's params record about the set-up, once it is up: the sysctls applied."""
+        return {"sysctls": self.sysctls_applied}

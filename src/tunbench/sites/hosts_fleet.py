@@ -1,12 +1,11 @@
-"""What the runner brings up for a `clients` trial between two hosts: the FleetEnv of a local trial, placed
-on the run's hosts. The tunnel server runs in the server host's own namespace (its NIC, its underlay
-address); client i in a namespace of the client host with the i-th address of that host's
-`tunbench_client_addresses` (remote/clients.py). The same Fleet brings them up, through places answered
-by each host's agent; the readiness probe and the cost sampling run on the host whose processes they watch.
+"""What the hosts site (sites/hosts.py) brings up for a `clients` trial between two hosts: the FleetEnv of a
+local trial, placed on the run's hosts. The tunnel server runs in the server host's own namespace (its NIC,
+its underlay address); client i in a namespace of the client host with the i-th address of that host's
+`tunbench_client_addresses` (remote/clients.py). The same Fleet brings them up, through places answered by
+each host's agent; the readiness probe and the cost sampling run on the host whose processes they watch.
 
-What a local trial measures and this one does not: the namespaces' counters (no switch here: the hosts'
-NICs carry other traffic too) and the host's total CPU (two hosts).
-"""
+What a local trial measures and this one does not: the namespaces' counters (no switch here: the hosts' NICs
+carry other traffic too) and the host's total CPU (two hosts)."""
 
 from __future__ import annotations
 
@@ -23,10 +22,10 @@ from tunbench.monitor.sampler import RoleCost
 from tunbench.remote.connection import AgentConnection
 from tunbench.remote.hosts import HostRun
 from tunbench.remote.place import RemotePlace
+from tunbench.sites.local_fleet import failures_text
 from tunbench.topology.build import TopologySpec
 from tunbench.topology.layout import HostsLayout
 from tunbench.tunnels.fleet import Fleet
-from tunbench.tunnels.fleet_env import failures_text
 from tunbench.tunnels.registry import TunnelRef
 
 
@@ -238,6 +237,11 @@ class HostsFleetEnv:
             out.results["server"] = server.sample_stop(s_key, t0)
         finally:
             out.results["clients"] = first.sample_stop(c_key, t0)
+
+    def recorded(self) -> dict[str, object]:
+        """What the trial's params record about the set-up, once it is up: the sysctls applied and the hosts'
+        network (as a pair trial's `net`)."""
+        return {"sysctls": self.sysctls_applied, "net": self.net}
 
     def failures_text(self, errors: dict[int, str], limit: int = 3) -> str:
         return failures_text(self.fleet, errors, limit)

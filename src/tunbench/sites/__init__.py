@@ -1,0 +1,1 @@
+"""Where a trial's roles run: one protocol (sites/base.py), two sites (local namespaces, hosts over SSH)."""

@@ -1,0 +1,149 @@
+"""The hosts site (`--hosts`): the roles on the run's hosts, reached over SSH through each host's agent.
+A pair is remote/hosts.py's HostsTopology (two hosts, or both roles on one); the N-client set-up is
+sites/hosts_fleet.py. Each remote role is sampled by its host's agent over the window and mapped onto
+this machine's clock; the emulator runs on the client's host. What else ran is watched on every host,
+and a lost connection stops the run."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from tunbench.errors import ConfigError
+from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.ledger import Ledger
+from tunbench.host.place import Place
+from tunbench.link.profile import Profile
+from tunbench.monitor.interference import Thresholds, watched
+from tunbench.monitor.sampler import RoleCost, Sampler
+from tunbench.remote.hosts import HostRun, HostsTopology
+from tunbench.remote.interference import remote_interference, run_prefixes
+from tunbench.remote.place import RemotePlace
+from tunbench.sites.base import SampledRoles, Spot
+from tunbench.sites.hosts_fleet import HostsFleetEnv
+from tunbench.tunnels.adapter import ROLES, Tunnel
+from tunbench.tunnels.registry import TunnelRef
+
+
+@dataclass(frozen=True)
+class HostsPair:
+    """A pair on the run's hosts (sites.base.Pair)."""
+
+    topo: HostsTopology
+    places: dict[str, Place]
+    hosts: HostRun
+
+    @property
+    def cgroups(self) -> dict[str, RoleCgroup]:
+        return {}  # the roles' cgroups are the agents'
+
+    def clock_skew(self) -> tuple[float, float] | None:
+        return self.topo.clock_skew()
+
+    def start_schedule(self) -> None:
+        pass  # the agent's emulator starts its schedule itself
+
+    def counters(self, metrics: dict[str, float | None]) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # the hosts' NICs carry other traffic too
+
+    def sampled_roles(self, tunnel: Tunnel) -> SampledRoles:
+        return {}  # every role is sampled on its host
+
+    def remote_sampling(
+        self, tunnel: Tunnel, sampler: Sampler
+    ) -> contextlib.AbstractContextManager[dict[str, RoleCost]]:
+        link = self.topo.place("client") if self.topo.emulated else None  # the client's egress, or the pair
+        return remote_sampling(tunnel, self.topo, sampler, link)
+
+    def link_stats(self, final: bool) -> dict[str, Any] | None:
+        return self.topo.link_stats
+
+    def link_clock_offset_s(self) -> float | None:
+        clock = self.hosts.conn("client").clock  # where the emulator runs
+        return clock.mono_s if clock is not None else None
+
+    def underlay(self) -> tuple[dict[str, str], bool] | None:
+        return None
+
+
+@contextlib.contextmanager
+def remote_sampling(
+    tunnel: Tunnel, topo: HostsTopology, sampler: Sampler, link: RemotePlace | None = None
+) -> Iterator[dict[str, RoleCost]]:
+    """Each role sampled by its host's agent over the same window, and the emulator where `link` is the
+    place that runs one (role "link", as a local run samples its own); on exit the yielded dict holds their
+    costs on this machine's sampler clock (the clock offset measured at connect maps them)."""
+    started: list[tuple[str, RemotePlace, str]] = []
+    out: dict[str, RoleCost] = {}
+    try:
+        for role in ROLES:
+            place = topo.place(role)
+            d = tunnel.daemons.get(role)
+            started.append((role, place, place.sample_start(role, [d] if d else [])))
+        if link is not None:
+            started.append(("link", link, link.sample_start("link", [])))
+        yield out
+    except BaseException:
+        for _, place, key in started:  # a start or the measurement failed: its error is the one to see
+            place.sample_abandon(key)
+        raise
+    stopping = list(started)
+    try:
+        while stopping:  # each one stopped whatever happens to another
+            role, place, key = stopping.pop(0)
+            out[role] = place.sample_stop(key, sampler.t0)
+    finally:
+        for _, place, key in stopping:
+            place.sample_abandon(key)
+
+
+class HostsSite:
+    """Roles on the run's hosts (sites.base.Site), over the connections of `hosts`."""
+
+    def __init__(self, hosts: HostRun, ledger: Ledger) -> None:
+        self.hosts = hosts
+        self.ledger = ledger
+
+    def pair(self, stack: contextlib.ExitStack, spot: Spot, profile: Profile, params: dict[str, Any]) -> HostsPair:
+        topo = stack.enter_context(
+            HostsTopology(self.hosts, self.ledger.prefix, spot.tag, spot.spec, profile, spot.link_seed)
+        )
+        return HostsPair(topo, {role: topo.place(role) for role in ROLES}, self.hosts)
+
+    def bare_pair(
+        self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any]
+    ) -> contextlib.AbstractContextManager[Tunnel]:
+        raise ConfigError("a workload that brings its own tunnels up is not placed on hosts yet")
+
+    def fleet(
+        self, spot: Spot, tunnel: TunnelRef, profile: Profile, clients: int, *, cpu_cap: bool, probe_interval_s: float
+    ) -> HostsFleetEnv:
+        # the server on the server host, the clients on the client host
+        return HostsFleetEnv(
+            self.hosts,
+            self.ledger,
+            spot.tag,
+            spot.workdir,
+            tunnel,
+            spot.spec,
+            clients,
+            probe_interval_s=probe_interval_s,
+        )
+
+    @contextlib.contextmanager
+    def watched(self, metrics: dict[str, float | None], params: dict[str, Any], limits: Thresholds) -> Iterator[None]:
+        """Each host's other runs and its agent's CPU, beside this machine's load; this machine's foreign CPU
+        is not judged (the roles run on the hosts), and the run's agents are not other runs."""
+        conns = list(self.hosts.conns.values())
+        mine = dataclasses.replace(limits, foreign_cpu_pct=None)
+        with (
+            remote_interference(conns, metrics, params, self.ledger.prefix),
+            watched(metrics, params, run_prefixes(conns, self.ledger.prefix), mine),
+        ):
+            yield None
+
+    def lost(self) -> list[str]:
+        return [c.name for c in self.hosts.conns.values() if c.lost]

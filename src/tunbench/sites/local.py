@@ -1,0 +1,140 @@
+"""The local site: every role in a namespace of this machine. A pair is two namespaces and their link (a
+veth, or tunbench-link between two TUN devices), each side in its role cgroup (placed on its CPUs with
+`cpuset`); the N-client set-up is sites/local_fleet.py. This machine samples every role itself, reads the
+namespaces' counters and counts the underlay bytes for the cross-checks."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.ledger import Ledger
+from tunbench.host.place import LocalPlace, Place
+from tunbench.link.emulator import LinkEmulator, profile_link_builder
+from tunbench.link.profile import Profile
+from tunbench.monitor.counters import namespace_counters, short_ifname
+from tunbench.monitor.interference import Thresholds, watched
+from tunbench.monitor.sampler import RoleCost, Sampler
+from tunbench.sites.base import SampledRoles, Spot
+from tunbench.sites.local_fleet import FleetEnv
+from tunbench.topology.build import Topology
+from tunbench.tunnels.adapter import ROLES, Tunnel
+from tunbench.tunnels.registry import TunnelRef
+
+
+@dataclass(frozen=True)
+class LocalPair:
+    """A pair in this machine's namespaces (sites.base.Pair)."""
+
+    topo: Topology
+    places: dict[str, Place]
+    cgroups: dict[str, RoleCgroup]
+    emulator: LinkEmulator | None
+
+    def clock_skew(self) -> tuple[float, float] | None:
+        return None  # one clock
+
+    def start_schedule(self) -> None:
+        if self.emulator is not None:
+            self.emulator.start_schedule()
+
+    def counters(self, metrics: dict[str, float | None]) -> contextlib.AbstractContextManager[None]:
+        namespaces = {"client": self.topo.client.name, "server": self.topo.server.name}
+        return namespace_counters(namespaces, metrics, prefix=self.topo.prefix)
+
+    def sampled_roles(self, tunnel: Tunnel) -> SampledRoles:
+        roles: SampledRoles = {role: (functools.partial(tunnel.pids, role), self.cgroups.get(role)) for role in ROLES}
+        link_pid = self.emulator.pid if self.emulator is not None else None
+        if link_pid:
+            roles["link"] = ((lambda: [link_pid]), None)
+        return roles
+
+    def remote_sampling(
+        self, tunnel: Tunnel, sampler: Sampler
+    ) -> contextlib.AbstractContextManager[dict[str, RoleCost]]:
+        return contextlib.nullcontext({})  # nothing runs elsewhere
+
+    def link_stats(self, final: bool) -> dict[str, Any] | None:
+        return self.emulator.stats if final and self.emulator is not None else None
+
+    def link_clock_offset_s(self) -> float | None:
+        return 0.0
+
+    def underlay(self) -> tuple[dict[str, str], bool] | None:
+        devices = underlay_devices(self.topo)
+        return {role: short_ifname(dev, self.topo.prefix) for role, dev in devices.items()}, self.topo.link is not None
+
+
+def underlay_devices(topo: Topology) -> dict[str, str]:
+    """The device each namespace's underlay traffic arrives on: the emulator's TUN ends, or the veth."""
+    if isinstance(topo.link, LinkEmulator):
+        return {"client": topo.link.a.dev, "server": topo.link.b.dev}
+    return {"client": topo.ifname("vc"), "server": topo.ifname("vs")}
+
+
+class LocalSite:
+    """Roles in namespaces of this machine (sites.base.Site). `cpuset`: role -> CPU list ("link": the
+    emulator's), the pair's placement; {} leaves the roles unplaced."""
+
+    def __init__(self, ledger: Ledger, cpuset: Mapping[str, str] | None = None) -> None:
+        self.ledger = ledger
+        self.cpuset = dict(cpuset or {})
+
+    def pair(self, stack: contextlib.ExitStack, spot: Spot, profile: Profile, params: dict[str, Any]) -> LocalPair:
+        link = profile_link_builder(profile, self.ledger, spot.workdir, spot.link_seed)
+        name = f"{self.ledger.prefix}-{spot.tag}"  # the emulator's placement outlives it: entered first
+        link_cpus = self.cpuset.get("link", "") if link else ""
+        link_cg = stack.enter_context(RoleCgroup(f"{name}-link", self.ledger, cpus=link_cpus, account=False))
+        topo = stack.enter_context(Topology(self.ledger, spot.tag, spot.spec, link_builder=link, slot=spot.slot))
+        cgroups = {
+            role: stack.enter_context(RoleCgroup(f"{name}-{role}", self.ledger, cpus=self.cpuset.get(role, "")))
+            for role in ROLES
+        }
+        places: dict[str, Place] = {
+            role: LocalPlace(topo.ns_name(role), self.ledger, spot.workdir, placement=cgroups[role].placement_files)
+            for role in ROLES
+        }
+        emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
+        if emulator is not None and emulator.pid and link_cg.cpus:
+            link_cg.join(emulator.pid)
+        if self.cpuset:
+            params["cpuset"] = {r: c for r, c in self.cpuset.items() if r != "link" or link}
+        return LocalPair(topo, places, cgroups, emulator)
+
+    @contextlib.contextmanager
+    def bare_pair(self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any]) -> Iterator[Tunnel]:
+        link = profile_link_builder(profile, self.ledger, spot.workdir, spot.link_seed)
+        with (
+            Topology(self.ledger, spot.tag, spot.spec, link_builder=link) as topo,
+            Tunnel(tunnel, topo, self.ledger, spot.workdir, {}) as up,
+        ):
+            params.setdefault("sysctls", topo.sysctls_applied.get(topo.client.name, {}))
+            yield up
+
+    def fleet(
+        self, spot: Spot, tunnel: TunnelRef, profile: Profile, clients: int, *, cpu_cap: bool, probe_interval_s: float
+    ) -> FleetEnv:
+        return FleetEnv(
+            self.ledger,
+            spot.tag,
+            spot.workdir,
+            tunnel,
+            profile,
+            spot.spec,
+            spot.link_seed,
+            clients,
+            cpu_cap=cpu_cap,
+            probe_interval_s=probe_interval_s,
+        )
+
+    def watched(
+        self, metrics: dict[str, float | None], params: dict[str, Any], limits: Thresholds
+    ) -> contextlib.AbstractContextManager[None]:
+        return watched(metrics, params, self.ledger.prefix, limits)
+
+    def lost(self) -> list[str]:
+        return []

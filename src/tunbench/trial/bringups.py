@@ -1,0 +1,40 @@
+"""A workload whose measurement is the bring-up itself (`owns_bringup`: connect, recovery): it gets the
+site's bare pair bring-up as a function, and brings tunnels up as often as it measures."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+
+from tunbench.trial.attempt import Attempt, Setup, merge
+from tunbench.tunnels.adapter import Tunnel
+from tunbench.watchdog import watchdog
+from tunbench.workloads.base import BringupContext
+
+
+def measure(setup: Setup, t: Attempt) -> None:
+    case, workload, options, rec = t.case, t.workload, t.options, t.rec
+
+    @contextlib.contextmanager
+    def bring_up(name: str) -> Iterator[Tunnel]:
+        wd = t.workdir / name
+        wd.mkdir()
+        spot = dataclasses.replace(t.spot, tag=f"{t.tag}{name}", workdir=wd)
+        with setup.site.bare_pair(spot, case.tunnel, case.profile, rec.params) as tunnel:
+            yield tunnel
+
+    ctx = BringupContext(
+        bring_up=bring_up,
+        ledger=setup.ledger,
+        workdir=t.workdir,
+        title=case.title,
+        window=setup.window,
+        options=options,
+    )
+    limit = workload.trial_timeout_s(case, options, setup.window)
+    with watchdog(limit, f"the {workload.kind} trial"), setup.site.watched(rec.metrics, rec.params, setup.redo.limits):
+        result = workload.measure(ctx)
+    merge(rec, result)
+    if result.window is not None:
+        rec.duration_s = result.window[1] - result.window[0]

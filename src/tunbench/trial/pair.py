@@ -1,0 +1,176 @@
+"""The client/server pair: the site brings the pair up (topology, role cgroups, places), the tunnel comes
+up on it (with its CPU caps), then each measured window runs the workload while the roles are sampled,
+and the record gets the workload's metrics, the CPU over the measured window, the emulator's counters and
+queue occupancy, and the cross-checks.
+
+Per trial: pair up -> tunnel up -> workload servers -> [counters, host load, hooks, sampling + measure]
+-> tunnel checked alive -> everything torn down in reverse order -> accounted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+
+from tunbench.errors import RetryTrial
+from tunbench.host.cgroup import CpuCap
+from tunbench.link.emulator import link_metrics, queue_series
+from tunbench.monitor import crosscheck, work
+from tunbench.monitor.cost import cost_metrics
+from tunbench.monitor.sampler import RoleCost, Sampler
+from tunbench.results import TrialRecord
+from tunbench.sites.base import Pair
+from tunbench.trial.attempt import Attempt, Setup, merge
+from tunbench.tunnels.adapter import IPERF_PORT, Tunnel
+from tunbench.watchdog import watchdog
+from tunbench.workloads.base import Context, Measurement
+
+ALIGN_LEAD_S = 0.05  # the role sampler's ticks fall this long before the measured window's edges
+
+
+@dataclass(frozen=True)
+class Held:
+    """A client/server pair that is up, its tunnel too: what a measured window needs."""
+
+    pair: Pair
+    tunnel: Tunnel
+    ctx: Context
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured window: the workload's result and the costs sampled over it."""
+
+    result: Measurement
+    sampler: Sampler
+    remote_costs: dict[str, RoleCost]
+    call: tuple[float, float]  # time.monotonic() just before and just after the workload's measure()
+
+
+def measure(setup: Setup, t: Attempt) -> None:
+    """A cold pair trial: brought up, one window, torn down, then accounted (the emulator's counters are
+    complete once it has stopped)."""
+    with contextlib.ExitStack() as stack:
+        held = bring_up(setup, t, stack)
+        t.rec.metrics["setup_s"] = held.tunnel.setup_s
+        window = measure_window(setup, t, held)
+    account(t, held, window, final=True)
+
+
+def bring_up(setup: Setup, t: Attempt, stack: contextlib.ExitStack) -> Held:
+    """The site's pair, the tunnel's CPU caps and the tunnel, entered on `stack`."""
+    case, rec = t.case, t.rec
+    pair = setup.site.pair(stack, t.spot, case.profile, rec.params)
+    topo = pair.topo
+    rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
+    # client_cpu= / server_cpu=: the tunnel's processes only; entered before the tunnel, so the cap's
+    # cgroup is removed after the tunnel has stopped its processes (not by killing them first)
+    period_us = case.tunnel.cpu_period_us
+    caps = {
+        role: (stack.enter_context(CpuCap(f"{setup.ledger.prefix}-{t.tag}-{role}-cap", setup.ledger, period_us)), pct)
+        for role, pct in case.tunnel.cpu_caps.items()
+    }
+    tunnel = stack.enter_context(Tunnel(case.tunnel, topo, setup.ledger, t.workdir, pair.cgroups))
+    assert tunnel.target is not None
+    for role, (cap, pct) in caps.items():
+        cap.add(tunnel.pids(role))
+        cap.limit(pct)
+        rec.params.setdefault("cpu_cap", {})[role] = pct
+    if caps:
+        rec.params["cpu_cap_period_ms"] = period_us / 1000
+    ctx = Context(
+        topo=topo,
+        target=tunnel.target,
+        ledger=setup.ledger,
+        workdir=t.workdir,
+        title=case.title,
+        flows=case.flows,
+        direction=case.direction,
+        window=setup.window,
+        options=t.options,
+        client=pair.places["client"],
+        server=pair.places["server"],
+        server_port=IPERF_PORT,
+        layer=case.tunnel.adapter.spec.layer,
+        clock_skew=pair.clock_skew(),
+        handshakes=tunnel.handshakes(),
+        baseline=case.tunnel.name == "direct",
+    )
+    return Held(pair, tunnel, ctx)
+
+
+def measure_window(setup: Setup, t: Attempt, held: Held) -> Measured:
+    """One measured window on a pair that is up: the workload's servers, then counters, host load, hooks
+    and the role sampling around its measurement; the tunnel must still be alive after it."""
+    rec, pair, tunnel = t.rec, held.pair, held.tunnel
+    assert tunnel.target is not None
+    rec.params["ip"]["target"] = "ipv6" if ":" in tunnel.target.address else "ipv4"  # what the traffic used
+    rec.params["net"] = pair.topo.effective_settings()  # what the kernel really used (docs: settings)
+    with contextlib.ExitStack() as window:
+        t.workload.prepare(held.ctx, window)  # its servers, per window (iperf3 -s -1 serves one test)
+        window.enter_context(pair.counters(rec.metrics))
+        window.enter_context(setup.site.watched(rec.metrics, rec.params, setup.redo.limits))
+        for hook in setup.hooks:
+            window.enter_context(hook(held.ctx, tunnel, rec))
+        with (
+            Sampler(pair.sampled_roles(tunnel)) as sampler,
+            pair.remote_sampling(tunnel, sampler) as remote_costs,
+            watchdog(t.workload.timeout_s(held.ctx), f"the {t.workload.kind} workload"),
+        ):
+            pair.start_schedule()  # the profile's events count from the workload's start
+            started = time.monotonic()
+            # a sample just before the measured window's start, then each second: with whole-second durations
+            # one lands just before its end too, while every process of the roles is still alive
+            sampler.align(started + setup.window.omit_s - ALIGN_LEAD_S)
+            result = t.workload.measure(held.ctx)
+            ended = time.monotonic()
+    tunnel.check_alive()
+    if why := setup.redo.void(rec.metrics, rec.params):
+        raise RetryTrial(why)
+    return Measured(result, sampler, remote_costs, (started, ended))
+
+
+def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
+    """The record from a window: the workload's metrics, CPU over the measured window, the emulator's
+    counters and queue occupancy series (complete once the pair is down: `final`; a warm window's are
+    not) and the cross-checks."""
+    rec, pair = t.rec, held.pair
+    merge(rec, w.result)
+    measured = None
+    if w.result.window is not None:
+        measured = (w.result.window[0] - w.sampler.t0, w.result.window[1] - w.sampler.t0)
+    cost_metrics_over(rec, {**w.sampler.results, **w.remote_costs}, w.sampler.wall_s, measured)
+    rec.duration_s = float(rec.metrics["window_s"] or 0.0)
+    stats = pair.link_stats(final)
+    rec.metrics.update(link_metrics(stats))
+    t0, t1 = series_span(w.result, w.call)
+    rec.metrics["series_t0_s"] = t0 - w.call[0]  # the series' t = 0, after the workload's (and events') start
+    offset = pair.link_clock_offset_s()
+    if stats and offset is not None:  # the queue occupancy on the series' time base, the measured part only
+        queues, flags = queue_series(stats, round((t0 + offset) * 1e9), round((t1 + offset) * 1e9))
+        rec.series.update(queues)
+        rec.metrics.update(flags)
+    rec.metrics.update(crosscheck.rtt_checks(rec.metrics))
+    if (underlay := pair.underlay()) is not None:
+        devices, emulated = underlay
+        rec.metrics.update(crosscheck.byte_checks(rec.metrics, devices, emulated=emulated))
+        rec.metrics.update(work.ratios(rec.metrics, devices))  # counted work per MB and packet, if counted
+
+
+def series_span(result: Measurement, call: tuple[float, float]) -> tuple[float, float]:
+    """What a workload's time series cover (time.monotonic(); t = 0 at the start): its `series_window`, else
+    its measured `window`, else the whole call (`call`: just before and just after measure())."""
+    return result.series_window or result.window or call
+
+
+def cost_metrics_over(
+    rec: TrialRecord, costs: dict[str, RoleCost], wall_s: float, window: tuple[float, float] | None = None
+) -> None:
+    """CPU figures over the measured window (the headline: throughput counts those seconds only) and over
+    the whole workload call (`trial_cpu.*`, connect, warm-up and result exchange included), with the
+    cgroup-vs-sampling cross-check over the window (monitor/cost.py)."""
+    w0, w1 = (0.0, wall_s) if window is None else (max(0.0, window[0]), min(wall_s, window[1]))
+    rec.metrics["window_s"] = max(0.0, w1 - w0)
+    rec.metrics["trial_window_s"] = wall_s
+    cost_metrics(rec, costs, wall_s, (w0, w1))
