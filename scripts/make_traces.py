@@ -1,6 +1,6 @@
 """Generate the synthetic traces shipped with tunbench's built-in profiles (deterministic: seeded).
 
-    PYTHONPATH=src python scripts/make_traces.py [OUT_DIR]     # default: src/tunbench/profiles/traces
+    PYTHONPATH=src python scripts/make_traces.py [OUT_DIR]     # default: src/tunbench/wan_profiles/traces
 
 - lte-handover-{down,up}.mm: a 15 s drive on an LTE cell, in mahimahi's packet-delivery format (one line
   per 1500-byte delivery opportunity, its time in ms). The capacity wanders (a random walk of its logarithm
@@ -63,4 +63,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parents[1] / "src/tunbench/profiles/traces")
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parents[1] / "src/tunbench/wan_profiles/traces")

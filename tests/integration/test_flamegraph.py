@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import run_json
-from tunbench.profiling.perf import find_tool
+from tunbench.perf.flamegraph import find_tool
 from tunbench.store.db import Store
 
 pytestmark = pytest.mark.skipif(

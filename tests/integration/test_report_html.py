@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tunbench.monitor.work import probe
-from tunbench.profiling.perf import find_tool
+from tunbench.perf.flamegraph import find_tool
 from tunbench.report.compare import load_run
 
 pytestmark = [

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tunbench.errors import ConfigError
-from tunbench.tunnels.spec import load_adapter
+from tunbench.tunnels.adapter import load_adapter
 
 HEAD = "name = 'x'\nlayer = 'l4'\n"
 TAIL = "\n[target]\naddress = '127.0.0.1'\n"

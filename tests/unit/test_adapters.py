@@ -9,10 +9,10 @@ import pytest
 from tunbench.errors import ConfigError
 from tunbench.topology.addresses import AddressPlan
 from tunbench.topology.build import TopologySpec
-from tunbench.tunnels.adapter import base_variables
+from tunbench.tunnels.adapter import load_adapter
 from tunbench.tunnels.registry import builtin_names, parse_ref
-from tunbench.tunnels.spec import load_adapter
 from tunbench.tunnels.template import placeholders, render, render_argv
+from tunbench.tunnels.tunnel import base_variables
 
 REQUIRED = {"direct", "wireguard-go", "openvpn-udp", "openvpn-tcp", "ssh-forward", "socat", "stunnel"}
 

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tests.unit.report_data import run, trial
 from tests.unit.test_flamediff import ab_store
 from tunbench.cli import app
-from tunbench.profiling.perf import find_tool
+from tunbench.perf.flamegraph import find_tool
 from tunbench.report.compare import compare_runs
 from tunbench.report.flamediff import Diff, name_unnamed, same_rate, sample_period_ns
 from tunbench.report.html.compare import inline_svg, render_comparison

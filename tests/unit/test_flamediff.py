@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from tests.unit.report_data import run, trial
 from tunbench.cli import app
-from tunbench.profiling.perf import find_tool
+from tunbench.perf.flamegraph import find_tool
 from tunbench.report.flamediff import merge_folded
 from tunbench.results import RunRecord
 from tunbench.store.db import Store

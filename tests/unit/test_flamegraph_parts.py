@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tunbench.profiling import gosym
-from tunbench.profiling.perf import artifact_name, name_go_frames, record_argv
+from tunbench.perf import gosym
+from tunbench.perf.flamegraph import artifact_name, name_go_frames, record_argv
 
 WG = shutil.which("wireguard-go")
 

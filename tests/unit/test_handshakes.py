@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tunbench.errors import ConfigError
+from tunbench.tunnels.adapter import CmdHandshakes, LogHandshakes, SocketHandshakes, load_adapter
 from tunbench.tunnels.handshakes import (
     AGE_SLACK_S,
     HandshakeReader,
@@ -24,7 +25,6 @@ from tunbench.tunnels.handshakes import (
     socket_reply,
 )
 from tunbench.tunnels.registry import builtin_names, parse_ref
-from tunbench.tunnels.spec import CmdHandshakes, LogHandshakes, SocketHandshakes, load_adapter
 
 DATA = Path(__file__).parent.parent / "data" / "handshakes"
 S = 1_000_000_000

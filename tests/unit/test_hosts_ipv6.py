@@ -15,7 +15,7 @@ from tunbench.remote.hosts import HostAddressPlan, HostsTopology, role_hosts
 from tunbench.remote.inventory import load_inventory
 from tunbench.remote.place import RemotePlace
 from tunbench.topology.build import TopologySpec
-from tunbench.tunnels.adapter import base_variables
+from tunbench.tunnels.tunnel import base_variables
 
 INV = """\
 [client]

@@ -16,9 +16,9 @@ from tunbench.plan import expand, skipped
 from tunbench.session import prepare
 from tunbench.topology.addresses import BENCH_V6, AddressPlan
 from tunbench.topology.build import TopologySpec
-from tunbench.tunnels.adapter import base_variables
+from tunbench.tunnels.adapter import load_adapter
 from tunbench.tunnels.registry import TunnelRef, builtin_names, parse_ref
-from tunbench.tunnels.spec import load_adapter
+from tunbench.tunnels.tunnel import base_variables
 
 
 class _Placed:

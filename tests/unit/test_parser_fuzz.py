@@ -34,8 +34,8 @@ from tunbench.link.profile import Profile, find_profile
 from tunbench.plan import expand
 from tunbench.session import expected_s, resolve_profiles, resolve_tunnels
 from tunbench.tomlfile import locate
+from tunbench.tunnels.adapter import AdapterSpec
 from tunbench.tunnels.registry import missing_requirements, parse_ref
-from tunbench.tunnels.spec import AdapterSpec
 
 EXAMPLES = int(os.environ.get("TUNBENCH_FUZZ_EXAMPLES", "300"))  # per test: 7 tests, 2,100 inputs, ~8 s
 FUZZ = settings(

@@ -169,7 +169,7 @@ def test_a_trace_path_is_taken_relative_to_the_profile(tmp_path: Path) -> None:
     prof.write_text('name = "p"\n[up]\ntrace = "lte.mm"\n')
     p = load_profile_file(prof)
     assert p.up["trace"] == str(tmp_path / "lte.mm") and p.traced() and p.timed()
-    assert find_profile("lte-handover").up["trace"].endswith("profiles/traces/lte-handover-up.mm")
+    assert find_profile("lte-handover").up["trace"].endswith("wan_profiles/traces/lte-handover-up.mm")
 
 
 def test_a_rebind_moves_the_clients_address_and_ports_both_ways() -> None:

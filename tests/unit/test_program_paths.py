@@ -13,9 +13,9 @@ from tunbench import session
 from tunbench.cli import app
 from tunbench.config.load import load_scenario, with_overrides
 from tunbench.errors import TunnelError
-from tunbench.tunnels.adapter import Tunnel, last_words
 from tunbench.tunnels.programs import absolute, absolute_programs, program_params, rebased
 from tunbench.tunnels.registry import parse_ref
+from tunbench.tunnels.tunnel import Tunnel, last_words
 
 
 def test_program_parameters_are_those_requires_names_whole() -> None:

@@ -117,11 +117,11 @@ def test_doctor_hosts_line_says_what_the_host_can_count_or_the_fix(agent: tuple[
 def test_the_window_hook_counts_a_remote_role_through_its_agent(
     agent: tuple[Agent, RemotePlace], tmp_path: Path
 ) -> None:
-    """profiling/counted.CountWork: a role placed on a host goes to that host's agent (whose perf may differ
+    """perf/counted.CountWork: a role placed on a host goes to that host's agent (whose perf may differ
     from this machine's), a local one to this machine's perf; each trial says where."""
     from types import SimpleNamespace
 
-    from tunbench.profiling.counted import CountWork
+    from tunbench.perf.counted import CountWork
     from tunbench.results import TrialRecord
 
     a, place = agent

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from tests.unit.test_adapters import test_builtin_templates_only_use_known_variables as _templates_ok
 from tunbench.errors import ConfigError
 from tunbench.tunnels import registry
+from tunbench.tunnels.adapter import load_adapter
 from tunbench.tunnels.registry import kernel_module_available, missing_requirements, missing_text, parse_ref
-from tunbench.tunnels.spec import load_adapter
 
 NEW = ["boringtun", "wireguard-kernel", "ssh-tun", "vxlan", "gre", "ipip"]
 

@@ -247,7 +247,7 @@ def test_perf_not_permitted_says_why_and_doctor_says_what_to_set(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from tunbench import doctor
-    from tunbench.profiling import perf as perf_mod
+    from tunbench.perf import flamegraph as perf_mod
 
     wrapper = _nobody_perf(tmp_path)
     cap = work.probe(str(wrapper))

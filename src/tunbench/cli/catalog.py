@@ -15,8 +15,8 @@ def tunnels() -> None:
     """List the built-in tunnel adapters, whether their programs are installed, and their versions."""
     from rich.table import Table
 
-    from tunbench.tunnels.adapter import tunnel_version
     from tunbench.tunnels.registry import builtin_names, missing_requirements, missing_text, parse_ref
+    from tunbench.tunnels.tunnel import tunnel_version
 
     table = Table("tunnel", "layer", "status", "version", "parameters", "description", header_style="bold")
     for name in builtin_names():

@@ -122,7 +122,7 @@ def count_work_check(family: Family | None) -> Check:
     """Whether `run --count-work` can count here: perf present and allowed to count syscalls (and whether
     the host has hardware counters: instructions and cycles per byte then)."""
     from tunbench.monitor.work import probe
-    from tunbench.profiling.perf import find_tool
+    from tunbench.perf.flamegraph import find_tool
 
     perf = find_tool("perf")
     cap = probe(perf)

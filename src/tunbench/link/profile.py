@@ -23,7 +23,7 @@ FILE_KEYS = ("trace",)
 
 
 def builtin_dir() -> Path:
-    return Path(str(resources.files("tunbench.profiles")))
+    return Path(str(resources.files("tunbench.wan_profiles")))
 
 
 def _check_items(items: dict[str, str]) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tunbench.errors import CommandFailed, DependencyMissing, TunbenchError
 from tunbench.host.proc import run_cmd
-from tunbench.profiling.perf import find_tool
+from tunbench.perf.flamegraph import find_tool
 from tunbench.report.common import case_text
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.store.db import Store

@@ -22,8 +22,8 @@ from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.sites.hosts_fleet import HostsFleetEnv
 from tunbench.sites.local_fleet import FleetEnv
 from tunbench.topology.build import TopologySpec
-from tunbench.tunnels.adapter import Placed, Tunnel
 from tunbench.tunnels.registry import TunnelRef
+from tunbench.tunnels.tunnel import Placed, Tunnel
 
 AnyFleet = FleetEnv | HostsFleetEnv
 """A fleet set-up of either site: what a many-client workload is handed (workloads.base.FleetContext)."""

@@ -22,8 +22,8 @@ from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.sites.base import SampledRoles, Spot
 from tunbench.sites.local_fleet import FleetEnv
 from tunbench.topology.build import Topology
-from tunbench.tunnels.adapter import ROLES, Tunnel
 from tunbench.tunnels.registry import TunnelRef
+from tunbench.tunnels.tunnel import ROLES, Tunnel
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from tunbench.results import TrialRecord
 from tunbench.sites.base import Site, Spot
 from tunbench.store.db import now_iso
 from tunbench.topology.build import TopologySpec
-from tunbench.tunnels.adapter import Tunnel
+from tunbench.tunnels.tunnel import Tunnel
 from tunbench.units import Window
 from tunbench.workloads.base import Context, Measurement, Workload
 

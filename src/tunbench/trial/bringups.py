@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Iterator
 
 from tunbench.trial.attempt import Attempt, Setup, merge
-from tunbench.tunnels.adapter import Tunnel
+from tunbench.tunnels.tunnel import Tunnel
 from tunbench.watchdog import watchdog
 from tunbench.workloads.base import BringupContext
 

@@ -22,7 +22,7 @@ from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
 from tunbench.trial.attempt import Attempt, Setup, merge
-from tunbench.tunnels.adapter import IPERF_PORT, Tunnel
+from tunbench.tunnels.tunnel import IPERF_PORT, Tunnel
 from tunbench.watchdog import watchdog
 from tunbench.workloads.base import Context, Measurement
 

@@ -1,292 +1,328 @@
-"""The one generic adapter runner: keys -> files -> server (before, daemon, ready, after) -> client (same)
--> tunnel-wide ready probes -> target. Everything it starts is stopped on exit, client first."""
+"""The adapter file format (documented in docs/adapters.md). Loading validates everything, so a broken
+adapter fails with file:line: key: message before any namespace exists."""
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import re
-import time
-from dataclasses import dataclass
+import string
 from pathlib import Path
-from types import TracebackType
-from typing import Protocol
+from typing import Annotated, Literal
 
-from tunbench.errors import TunbenchError, TunnelError
-from tunbench.host.cgroup import RoleCgroup
-from tunbench.host.ledger import Ledger
-from tunbench.host.place import LocalPlace, Place, Proc
-from tunbench.host.proc import run_cmd
-from tunbench.topology.addresses import AddressPlan, Family
-from tunbench.topology.build import TopologySpec
-from tunbench.tunnels.handshakes import HandshakeReader, log_count, numbers, reading_value, socket_reply
-from tunbench.tunnels.registry import TunnelRef
-from tunbench.tunnels.spec import (
-    CmdHandshakes,
-    LogHandshakes,
-    Probe,
-    RoleSpec,
-)
-from tunbench.tunnels.steps import Steps
-from tunbench.tunnels.template import render_argv
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationInfo, field_validator
 
-log = logging.getLogger(__name__)
-
-IPERF_PORT = 5201
-PROXY_PORT = 15201
-ROLES = ("server", "client")
+from tunbench.errors import ConfigError
+from tunbench.tomlfile import locate, read_toml, validate
 
 
-@dataclass(frozen=True)
-class Target:
-    address: str
-    port: int
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class Placed(Protocol):
-    """What a tunnel needs from its topology: the run prefix, addresses, device names, the link's MTU, and
-    the place of each role (a namespace here, or a host reached over SSH)."""
+class LogProbe(_Strict):
+    kind: Literal["log"]
+    role: Literal["client", "server"]
+    pattern: str
 
-    prefix: str
-    addr: AddressPlan
-    spec: TopologySpec
-
-    def ifname(self, suffix: str) -> str: ...
-
-    def place(self, role: str) -> Place | None:
-        """A role's remote place, or None: the namespace `ns_name(role)` of this machine."""
-        ...
-
-    def ns_name(self, role: str) -> str: ...
-
-
-def base_variables(topo: Placed, workdir: Path, underlay: Family = "ipv4", overlay: Family = "ipv4") -> dict[str, str]:
-    """The variables every adapter gets (docs/adapters.md, "Variables"). `client_addr`/`server_addr` and the
-    `inner_*` addresses follow the run's families; the `*4`/`*6` names are always that family's."""
-    a = topo.addr
-    v6, inner6 = underlay == "ipv6", overlay == "ipv6"
-    client, server = (a.client6, a.server6) if v6 else (a.client, a.server)
-    return {
-        "tmp": str(workdir),
-        "prefix": topo.prefix,
-        "client_ns": topo.ns_name("client"),
-        "server_ns": topo.ns_name("server"),
-        "underlay": underlay,
-        "overlay": overlay,
-        "underlay_ip": "6" if v6 else "4",
-        "overlay_ip": "6" if inner6 else "4",
-        "client_addr": client,
-        "server_addr": server,
-        "client_endpoint": f"[{client}]" if v6 else client,
-        "server_endpoint": f"[{server}]" if v6 else server,
-        "underlay_prefixlen": str(a.prefixlen6 if v6 else a.prefixlen),
-        "client_addr4": a.client,
-        "server_addr4": a.server,
-        "client_addr6": a.client6,
-        "server_addr6": a.server6,
-        "inner_client": a.inner_client6 if inner6 else a.inner_client,
-        "inner_server": a.inner_server6 if inner6 else a.inner_server,
-        "inner_prefixlen": str(a.inner_prefixlen6 if inner6 else a.inner_prefixlen),
-        "inner_hostlen": "128" if inner6 else "32",
-        "inner_client4": a.inner_client,
-        "inner_server4": a.inner_server,
-        "inner_prefixlen4": str(a.inner_prefixlen),
-        "inner_client6": a.inner_client6,
-        "inner_server6": a.inner_server6,
-        "inner_prefixlen6": str(a.inner_prefixlen6),
-        "dev_client": topo.ifname("tc"),
-        "dev_server": topo.ifname("ts"),
-        "iperf_port": str(IPERF_PORT),
-        "proxy_port": str(PROXY_PORT),
-        "link_mtu": str(topo.spec.mtu),
-    }
-
-
-class Tunnel:
-    """`with Tunnel(ref, topo, ...) as t:` the tunnel is up and t.target reaches the server through it."""
-
-    def __init__(
-        self,
-        ref: TunnelRef,
-        topo: Placed,
-        ledger: Ledger,
-        workdir: Path,
-        cgroups: dict[str, RoleCgroup],
-    ) -> None:
-        self.ref = ref
-        self.spec = ref.adapter.spec
-        self.source = ref.adapter.source
-        self.topo = topo
-        self.workdir = workdir
-        self.cgroups = cgroups
-        self.steps = Steps(self.spec, self.source, workdir, ledger, cgroups)
-        self._host = self.steps.local(None)
-        self._places: dict[str, Place] = {}
-        self._stack = contextlib.ExitStack()
-        self.daemons: dict[str, Proc] = {}
-        self.vars: dict[str, str] = {
-            **base_variables(topo, workdir, ref.underlay, ref.overlay),
-            **ref.merged_params(),
-            "label": ref.label,
-        }
-        self.setup_s: float | None = None
-        self.target: Target | None = None
-
-    # ---- lifecycle -------------------------------------------------------------------------------
-    def __enter__(self) -> Tunnel:
-        t0 = time.monotonic()
+    @field_validator("pattern")
+    @classmethod
+    def _regex(cls, v: str) -> str:
         try:
-            for i, step in enumerate(self.spec.keys):
-                self.vars[step.name] = self.steps.key(step, self.vars, f"keys[{i}]")
-            for i, f in enumerate(self.spec.files):
-                self.steps.write(f.path, f.content, f.mode, self.vars, f"files[{i}]")
-            elsewhere = [p for p in map(self._place, ROLES) if p.workdir != self.workdir]
-            for place in elsewhere:  # a remote place: the keys and files there, with its own `{tmp}`
-                place.put_files(self.steps.files_for(place.workdir))
-            for role in ROLES:
-                self._role_up(role, getattr(self.spec, role))
-            self._wait(self.spec.ready, "ready", self._place("client"))
-            self.target = Target(
-                self.steps.render(self.spec.target.address, self.vars, "target.address"),
-                int(self.steps.render(self.spec.target.port, self.vars, "target.port")),
-            )
-        except BaseException as e:
-            self._stack.close()
-            if isinstance(e, TunbenchError) and not isinstance(e, TunnelError):
-                raise TunnelError(f"{self.ref.label}: {e}{self._logs()}") from e
-            raise
-        self.setup_s = time.monotonic() - t0
-        return self
-
-    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
-        self._stack.close()
-
-    def pids(self, role: str) -> list[int]:
-        d = self.daemons.get(role)
-        return self._place(role).pids(role, [d] if d else [])
-
-    def handshakes(self) -> HandshakeReader | None:
-        """The tunnel's handshake counter as its adapter declares it (`[handshakes]`), or None: it declares
-        none (a unix socket on another machine, a remote role's, reads as unknown). Its templates are rendered here,
-        so an unknown variable fails now, not at each reading."""
-        hs = self.spec.handshakes
-        if hs is None:
-            return None
-        if isinstance(hs, LogHandshakes):
-            daemon, pattern = self.daemons[hs.role], hs.pattern
-
-            def log() -> str | None:
-                # the daemon was ready, so its log has lines: an empty one is a read that failed (not a count
-                # of 0, which would then look like a restart)
-                return daemon.log_tail(1_000_000) or None
-
-            return HandshakeReader("count", log, lambda text, _: log_count(pattern, text))
-        if isinstance(hs, CmdHandshakes):
-            place = self._place(hs.ns)
-            argv = self.steps.argv(hs.run, self._vars(place), "handshakes.run")
-            what = f"{self.spec.name} handshakes"
-
-            def text() -> str | None:
-                res = place.run(argv, check=False, timeout_s=5, what=what)
-                return res.stdout if res.returncode == 0 else None
-
-        else:
-            place = self._place(hs.role)
-            v = self._vars(place)
-            path, until = self.steps.render(hs.path, v, "handshakes.path"), hs.until
-            send = self.steps.render(hs.send, v, "handshakes.send")
-            here = isinstance(place, LocalPlace)
-
-            def text() -> str | None:
-                # a socket on another machine cannot be reached from here: every reading fails and the figure
-                # is unknown (None), not missing as for a tunnel that declares no counter
-                return socket_reply(path, send, until) if here else None
-
-        kind, pattern = hs.value, hs.pattern
-        return HandshakeReader(kind, text, lambda out, at_s: reading_value(kind, numbers(pattern, out), at_s))
-
-    def check_alive(self) -> None:
-        for role, d in self.daemons.items():
-            if not d.alive():
-                raise TunnelError(
-                    f"{self.ref.label}: {role} process exited (code {d.returncode()}): {last_words(d)}{self._logs()}"
-                )
-
-    # ---- steps -----------------------------------------------------------------------------------
-    def _place(self, role: str) -> Place:
-        """Where a role's commands and probes run: its place; "host" (and anything else) is this machine."""
-        if role not in ROLES:
-            return self._host
-        if role not in self._places:
-            self._places[role] = self.topo.place(role) or self.steps.local(self.topo.ns_name(role))
-        return self._places[role]
-
-    def _vars(self, place: Place) -> dict[str, str]:
-        """The variables as a place sees them: `{tmp}` is its own copy of the trial's directory."""
-        return {**self.vars, "tmp": str(place.workdir)}
-
-    def _role_up(self, role: str, rs: RoleSpec) -> None:
-        place = self._place(role)
-        v = self._vars(place)
-        self.steps.commands(rs.before, v, place, f"{role}.before")
-        if rs.daemon:
-            d = self.steps.spawn(rs, v, place, role, role, role)
-            self._stack.callback(d.stop)
-            self.daemons[role] = d
-        self._wait(rs.ready, f"{role}.ready", place)
-        self.steps.commands(rs.after, v, place, f"{role}.after")
-
-    def _wait(self, plist: list[Probe], key: str, here: Place) -> None:
-        timeout = self.spec.ready_timeout_s
-
-        def timed_out(n: int, probe: Probe) -> Exception:
-            return TunnelError(
-                f"{self.ref.label}: not ready after {timeout:g} s: "
-                f"probe {key}[{n}] ({probe.kind}) never passed{self._logs()}"
-            )
-
-        self.steps.wait(
-            plist,
-            self._vars(here),
-            place_of=self._place,
-            here=here,
-            daemon_of=self.daemons.get,
-            key=key,
-            deadline=time.monotonic() + timeout,
-            check=self.check_alive,
-            timed_out=timed_out,
-        )
-
-    def _logs(self) -> str:
-        parts = []
-        for role, d in self.daemons.items():
-            tail = d.log_tail(15)
-            if tail:
-                parts.append(f"\n--- {role} log ({self._place(role).label}) ---\n{tail}")
-        return "".join(parts)
+            re.compile(v)
+        except re.error as e:
+            raise ValueError(f"invalid regular expression: {e}") from e
+        return v
 
 
-def last_words(proc: Proc, width: int = 160) -> str:
-    """The last line a process printed, for the first line of its error (the one a run's table and a CI log
-    show), or that it printed nothing."""
-    line = next((ln.strip() for ln in reversed(proc.log_tail(20).splitlines()) if ln.strip()), "")
-    if not line:
-        return "it printed nothing"
-    return line if len(line) <= width else line[: width - 1] + "…"
+class PortProbe(_Strict):
+    kind: Literal["port"]
+    ns: Literal["client", "server"]
+    port: str
+    proto: Literal["tcp", "udp"] = "tcp"
 
 
-def tunnel_version(ref: TunnelRef) -> str:
-    """The first line the adapter's version command prints (any exit code), or '' if it has none."""
-    spec = ref.adapter.spec
-    if not spec.version:
-        return ""
+class PingProbe(_Strict):
+    kind: Literal["ping"]
+    ns: Literal["client", "server"] = "client"
+    address: str
+
+
+class FileProbe(_Strict):
+    kind: Literal["file"]
+    path: str
+
+
+class CmdProbe(_Strict):
+    kind: Literal["cmd"]
+    ns: Literal["client", "server", "host"] = "host"
+    run: str
+
+
+Probe = Annotated[LogProbe | PortProbe | PingProbe | FileProbe | CmdProbe, Field(discriminator="kind")]
+
+
+def _compiled(v: str) -> re.Pattern[str]:
     try:
-        argv = render_argv(spec.version, ref.merged_params(), source=ref.adapter.source, key="version")
-        res = run_cmd(argv, check=False, timeout_s=10)
-    except TunbenchError as e:
-        return f"unknown ({e})"
-    text = (res.stdout + "\n" + res.stderr).strip()
-    if spec.version_regex:
-        m = re.search(spec.version_regex, text)
-        return m.group(1) if m and m.groups() else (m.group(0) if m else text.splitlines()[0] if text else "")
-    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        return re.compile(v)
+    except re.error as e:
+        raise ValueError(f"invalid regular expression: {e}") from e
+
+
+def _number_pattern(v: str) -> str:
+    """A pattern whose every match is one number: its first group, and with a second group the nanoseconds
+    that go with it (WireGuard's UAPI: `last_handshake_time_sec=`, `last_handshake_time_nsec=`)."""
+    if _compiled(v).groups not in (1, 2):
+        raise ValueError("needs one group (the number), or two (seconds and nanoseconds)")
+    return v
+
+
+# what the numbers a `cmd` or `socket` handshake counter reads are (docs/adapters.md, "Handshakes")
+HandshakeValue = Literal["count", "time", "age"]
+
+
+class LogHandshakes(_Strict):
+    """The handshakes are the lines of a role's daemon log that match `pattern`."""
+
+    kind: Literal["log"]
+    role: Literal["client", "server"] = "client"
+    pattern: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        _compiled(v)
+        return v
+
+
+class _NumbersRead(_Strict):
+    """What `cmd` and `socket` counters share: the numbers `pattern` finds in what they read, and what they
+    are (`value`)."""
+
+    pattern: str
+    value: HandshakeValue = "count"
+
+    @field_validator("pattern")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        return _number_pattern(v)
+
+
+class CmdHandshakes(_NumbersRead):
+    """A command (at `ns`) whose output holds the numbers `pattern` finds: a running count of handshakes,
+    or each peer's latest handshake as a time (`time`, Unix seconds, 0: none) or an age (`age`, seconds)."""
+
+    kind: Literal["cmd"]
+    ns: Literal["client", "server", "host"] = "client"
+    run: str
+
+
+class SocketHandshakes(_NumbersRead):
+    """A request to a unix socket on the role's machine (`path`: the socket file; `send`, then the reply up
+    to one that ends with `until`, or the socket's end), whose reply holds the numbers `pattern` finds, as
+    for `cmd`. For a UAPI socket (WireGuard in userspace): no fork per reading, and nanoseconds."""
+
+    kind: Literal["socket"]
+    role: Literal["client", "server"] = "client"
+    path: str
+    send: str = ""
+    until: str = "\n\n"
+
+
+HandshakeSpec = LogHandshakes | CmdHandshakes | SocketHandshakes
+Handshakes = Annotated[HandshakeSpec, Field(discriminator="kind")]
+
+
+class KeyStep(_Strict):
+    """Runs on the host in the trial's private directory; its stripped stdout becomes variable `name`."""
+
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
+    run: str
+    stdin: str | None = None
+
+
+class FileSpec(_Strict):
+    """A file written into the trial's private directory (templated), e.g. a config or a key."""
+
+    path: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    content: str
+    mode: str = Field(default="0600", pattern=r"^0[0-7]{3}$")
+
+
+class RoleSpec(_Strict):
+    """One side of the tunnel: commands before, a long-running daemon, probes, commands after."""
+
+    before: list[str] = []
+    daemon: str | None = None
+    env: dict[str, str] = {}
+    ready: list[Probe] = []
+    after: list[str] = []
+
+
+class TargetSpec(_Strict):
+    """Where the client-side traffic generator connects to reach the server through the tunnel."""
+
+    address: str
+    port: str = "{iperf_port}"
+
+
+class MultiFileSpec(_Strict):
+    """A file written per client (or once, for `multi.files`); the path may use {i} and one sub-directory."""
+
+    path: str = Field(pattern=r"^[A-Za-z0-9_.{}-]+(/[A-Za-z0-9_.{}-]+)?$")
+    content: str
+    mode: str = Field(default="0600", pattern=r"^0[0-7]{3}$")
+
+
+class MultiSpec(_Strict):
+    """One server, many clients (docs/adapters.md, "Many clients"). The top-level `keys` and `files` run
+    once; then per client i: `client_keys` (stdout -> per-client variables), `client_files`, and the
+    `server_peer` template (joined in client order into {server_peers}); then `files` once; then the
+    server role once and the client role in every client namespace."""
+
+    client_keys: list[KeyStep] = []
+    client_files: list[MultiFileSpec] = []
+    server_peer: str = ""
+    files: list[MultiFileSpec] = []
+    server: RoleSpec
+    client: RoleSpec
+    probe_address: str = "{inner_server}"  # "ready" = an ICMP echo to this address through the tunnel
+    max_clients: int = Field(default=4000, ge=1, le=4000)
+
+
+class IPv6Spec(_Strict):
+    """What the adapter can do over IPv6 (docs/adapters.md, "IPv6"). Undeclared means no: an adapter written
+    before IPv6 runs existed may put `{server_addr}:{port}` in its templates, so a run over IPv6 refuses it
+    at plan time instead of failing its trials."""
+
+    underlay: StrictBool = False  # runs over the IPv6 underlay (`--ip 6`): {server_addr} is then 2001:2::2
+    overlay: StrictBool = False  # carries IPv6 inside (`overlay = "ipv6"`): {inner_server} is then 2001:2:0:1::1
+    # parameter defaults that differ over an IPv6 underlay (the 20 bytes more of outer header: `mtu`)
+    underlay_params: dict[str, str] = {}
+
+
+KernelModule = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]+$")]
+
+
+class KernelNeedWhen(_Strict):
+    """`requires_kernel_when = [{ when = { datapath = "kernel" }, modules = ["esp4"] }]`: modules needed only
+    when every parameter in `when` has its value (strongSwan needs kernel ESP with one datapath only)."""
+
+    when: dict[str, str]
+    modules: list[KernelModule]
+
+
+class AdapterSpec(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
+    description: str = ""
+    layer: Literal["l3", "l4"]
+    requires: list[str] = []
+    # kernel modules (or built-in kernel features) the tunnel needs, by module name: "wireguard", "ip_gre"
+    requires_kernel: list[KernelModule] = []
+    requires_kernel_when: list[KernelNeedWhen] = []
+    kernel_hint: str = ""  # said with a missing module: the way to run without it
+    version: str | None = None
+    version_regex: str | None = None
+    params: dict[str, str] = {}
+    keys: list[KeyStep] = []
+    files: list[FileSpec] = []
+    server: RoleSpec = RoleSpec()
+    client: RoleSpec = RoleSpec()
+    ready: list[Probe] = []
+    target: TargetSpec
+    ready_timeout_s: float = Field(default=20.0, gt=0, le=600)
+    multi: MultiSpec | None = None  # optional: how to run one server with many clients
+    ipv6: IPv6Spec = IPv6Spec()
+    # optional: how to count the tunnel's handshakes (the recovery workload: did it re-handshake?)
+    handshakes: Handshakes | None = None
+
+    @field_validator("params")
+    @classmethod
+    def _param_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for k in v:
+            if not re.fullmatch(r"[a-z_][a-z0-9_]*", k):
+                raise ValueError(f"parameter name {k!r} must be lower_snake_case")
+            if k == "label":
+                raise ValueError("'label' is reserved (every adapter accepts it)")
+        return v
+
+    @field_validator("ipv6")
+    @classmethod
+    def _ipv6(cls, v: IPv6Spec, info: ValidationInfo) -> IPv6Spec:
+        """Checked as the `ipv6` field (declared after `layer` and `params`), so an error names its key."""
+        if v.overlay and info.data.get("layer") == "l4":
+            raise ValueError("ipv6.overlay: an L4 proxy has no inner network (overlay is for L3 tunnels)")
+        unknown = sorted(set(v.underlay_params) - set(info.data.get("params") or {}))
+        if unknown:
+            raise ValueError(f"ipv6.underlay_params: {unknown[0]!r} is not a parameter of the adapter")
+        if v.underlay_params and not v.underlay:
+            raise ValueError("ipv6.underlay_params without ipv6.underlay = true")
+        return v
+
+    @field_validator("handshakes")
+    @classmethod
+    def _handshakes(cls, v: HandshakeSpec | None, info: ValidationInfo) -> HandshakeSpec | None:
+        """A log is a daemon's: the role whose log is read must have one (checked as the `handshakes` field,
+        declared after the roles)."""
+        if isinstance(v, LogHandshakes):
+            role = info.data.get(v.role)
+            if isinstance(role, RoleSpec) and not role.daemon:
+                raise ValueError(f"a log is a daemon's output, and role {v.role!r} has no daemon")
+        return v
+
+
+class LoadedAdapter(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    spec: AdapterSpec
+    source: str
+    text: str
+
+
+# values that are not `{name}` templates: names, regexes, enums, file modes; params are the variables' values
+_NOT_TEMPLATES = {"name", "description", "version_regex", "pattern", "mode", "layer", "kind", "role", "ns", "proto",
+                  "params", "requires_kernel", "requires_kernel_when", "kernel_hint", "underlay_params", "value",
+                  "until"}  # fmt: skip
+
+
+def _templates(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every template string in a validated adapter (as a plain dump), with its path."""
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() if k not in _NOT_TEMPLATES for t in _templates(v, (*path, k))]
+    if isinstance(value, list):
+        return [t for i, v in enumerate(value) for t in _templates(v, (*path, i))]
+    return []
+
+
+def check_templates(spec: AdapterSpec, text: str, source: str) -> None:
+    """Placeholders are well-formed everywhere, and `requires` and `version` (rendered with the parameters
+    alone, before any trial) use only parameters: a bad one fails at load time with file:line: key."""
+    formatter = string.Formatter()
+    for path, template in _templates(spec.model_dump(exclude_none=True)):
+        key = ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[")
+        try:
+            fields = {f for _, f, _, _ in formatter.parse(template) if f is not None}
+            if any(not f.isidentifier() for f in fields):
+                raise ValueError("a placeholder is {name}")
+        except ValueError as e:
+            raise ConfigError(
+                f"bad template {template!r}: {e} (write {{{{ and }}}} for literal braces)",
+                source=source,
+                line=locate(text, path),
+                key=key,
+            ) from None
+        unknown = fields - set(spec.params) if path[0] in ("requires", "version") else set()
+        if unknown:
+            raise ConfigError(
+                f"{{{sorted(unknown)[0]}}} is not a parameter (known: {', '.join(sorted(spec.params)) or 'none'})",
+                source=source,
+                line=locate(text, path),
+                key=key,
+            )
+
+
+def load_adapter(path: Path) -> LoadedAdapter:
+    data, text = read_toml(path)
+    spec = validate(AdapterSpec, data, text=text, source=str(path))
+    check_templates(spec, text, str(path))
+    return LoadedAdapter(spec=spec, source=str(path), text=text)

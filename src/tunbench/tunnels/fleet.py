@@ -1,6 +1,6 @@
 """Fleet: one tunnel server and N tunnel clients, run from an adapter's `[multi]` table.
 
-The generic single-client runner (tunnels/adapter.py) brings one client up step by step; a fleet must
+The generic single-client runner (tunnels/tunnel.py) brings one client up step by step; a fleet must
 start hundreds at once, so it splits a client's life in two: `launch(i)` spawns the client's daemon (cheap,
 done at the offered rate), and `settle(i)` waits for that client's own ready probes and runs its `after`
 commands (on a thread pool). Per-client failures are returned, not raised: a storm counts them.
@@ -25,10 +25,10 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place, Proc
 from tunbench.host.proc import Daemon, stop_daemons
 from tunbench.topology.layout import Layout, client_inner
-from tunbench.tunnels.adapter import IPERF_PORT
+from tunbench.tunnels.adapter import MultiSpec, Probe
 from tunbench.tunnels.registry import TunnelRef
-from tunbench.tunnels.spec import MultiSpec, Probe
 from tunbench.tunnels.steps import Steps
+from tunbench.tunnels.tunnel import IPERF_PORT
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
-from tunbench.tunnels.spec import HandshakeValue
+from tunbench.tunnels.adapter import HandshakeValue
 
 # an `age` reading of the same handshake moves by the time a reading takes (and, in whole seconds, by its
 # rounding): two handshakes closer than this count as one (WireGuard's are REKEY_TIMEOUT, 5 s, apart)

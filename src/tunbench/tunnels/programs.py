@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 
 from tunbench.errors import ConfigError
+from tunbench.tunnels.adapter import AdapterSpec
 from tunbench.tunnels.registry import TunnelRef, find_adapter
-from tunbench.tunnels.spec import AdapterSpec
 
 _WITH_PARAMS = re.compile(r"^(?P<name>[^\[\]]+?)\[(?P<params>[^\]]*)\]$")
 

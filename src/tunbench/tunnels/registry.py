@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tunbench.errors import ConfigError
 from tunbench.topology.addresses import Family
-from tunbench.tunnels.spec import LoadedAdapter, load_adapter
+from tunbench.tunnels.adapter import LoadedAdapter, load_adapter
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 DEFAULT_CPU_PERIOD_US = 100_000  # the kernel's own default CFS period

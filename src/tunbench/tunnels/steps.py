@@ -20,7 +20,7 @@ from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace, Place, Proc
 from tunbench.host.proc import run_cmd
-from tunbench.tunnels.spec import (
+from tunbench.tunnels.adapter import (
     AdapterSpec,
     CmdProbe,
     FileProbe,

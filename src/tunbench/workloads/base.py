@@ -23,8 +23,8 @@ from tunbench.host.place import Place
 from tunbench.link.profile import Profile
 from tunbench.results import TrialRecord
 from tunbench.sites.base import AnyFleet
-from tunbench.tunnels.adapter import Placed, Target, Tunnel
 from tunbench.tunnels.handshakes import HandshakeReader
+from tunbench.tunnels.tunnel import Placed, Target, Tunnel
 from tunbench.units import Window, fmt, mbit
 
 TRIAL_SETUP_S = 1.5  # namespaces, tunnel bring-up and teardown of a typical trial on this kind of host

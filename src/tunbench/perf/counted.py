@@ -13,11 +13,11 @@ import functools
 from collections.abc import Callable, Iterator
 
 from tunbench.monitor import irqtime, work
-from tunbench.profiling.perf import find_tool
+from tunbench.perf.flamegraph import find_tool
 from tunbench.remote.counted import RemoteCounting
 from tunbench.remote.place import RemotePlace
 from tunbench.results import TrialRecord
-from tunbench.tunnels.adapter import Tunnel
+from tunbench.tunnels.tunnel import Tunnel
 from tunbench.workloads.base import Context
 
 

@@ -5,7 +5,7 @@ to an SVG stored as the trial's artifact `flamegraph.<role>.svg` (and written to
 
 perf runs in the root namespace (it follows pids, not network namespaces), in its own process group,
 and is stopped by pid with SIGINT so it writes its data. User-space and kernel frames both; frames of a
-stripped Go binary are named from its .gopclntab (profiling/gosym.py).
+stripped Go binary are named from its .gopclntab (perf/gosym.py).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from pathlib import Path
 
 from tunbench.errors import CommandFailed, DependencyMissing, TrialError
 from tunbench.host.proc import Daemon, run_cmd
-from tunbench.profiling import gosym
+from tunbench.perf import gosym
 from tunbench.results import TrialRecord
-from tunbench.tunnels.adapter import Tunnel
+from tunbench.tunnels.tunnel import Tunnel
 from tunbench.workloads.base import Context
 
 log = logging.getLogger(__name__)
