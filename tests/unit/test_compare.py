@@ -28,12 +28,12 @@ from tunbench.report.compare import (
     load_run,
     pair_trials,
     pair_values,
-    parse_threshold,
     run_from_export,
 )
 from tunbench.report.exporters.json import export
 from tunbench.results import RunRecord
 from tunbench.store.db import Store
+from tunbench.units import parse_fraction
 
 
 def one_case(
@@ -61,14 +61,14 @@ def rows_by_metric(result: CompareResult) -> dict[str, CaseComparison]:
 
 
 @pytest.mark.parametrize(("text", "want"), [("3%", 0.03), ("0.03", 0.03), (" 2.5% ", 0.025), ("0", 0.0)])
-def test_parse_threshold_accepts_percent_and_fraction(text: str, want: float) -> None:
-    assert parse_threshold(text) == pytest.approx(want)
+def test_parse_fraction_accepts_percent_and_fraction(text: str, want: float) -> None:
+    assert parse_fraction(text, "--threshold") == pytest.approx(want)
 
 
 @pytest.mark.parametrize("text", ["3", "abc", "-1%", "150%", "nan"])
-def test_parse_threshold_refuses_ambiguous_or_invalid(text: str) -> None:
-    with pytest.raises(CompareError):
-        parse_threshold(text)
+def test_parse_fraction_refuses_ambiguous_or_invalid(text: str) -> None:
+    with pytest.raises(ValueError, match=r"^--threshold "):
+        parse_fraction(text, "--threshold")
 
 
 @pytest.mark.parametrize("text", ["3", "abc", "-1%", "150%", "nan"])

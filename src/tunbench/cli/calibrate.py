@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunbench.cli.console import console
-from tunbench.cli.options import DEFAULT_DB, DbOpt, parse_budget
+from tunbench.cli.options import DEFAULT_DB, DbOpt, parse_budget, parse_share
 from tunbench.cli.outcome import exit_for
 from tunbench.cli.progress import RunProgress
 
@@ -132,7 +132,6 @@ def calibrate(
     from tunbench.cli.checks import check_store_path
     from tunbench.cli.progress import graceful_signals
     from tunbench.config.load import load_scenario, with_overrides
-    from tunbench.report.compare import parse_threshold
     from tunbench.report.precision import windows_per_bringup
     from tunbench.runner import Deadline
     from tunbench.store.backend import redact
@@ -141,9 +140,7 @@ def calibrate(
 
     started = time.monotonic()  # the run's cost besides its pairs counts from here
     budget_s = parse_budget(budget)
-    goal = parse_threshold(target)
-    if goal <= 0.0:
-        raise typer.BadParameter("must be above 0%", param_hint="--target")
+    goal = parse_share(target, "--target")
     refs = [labelled(tunnel, label) for label in LABELS]
     adapter = parse_ref(refs[0]).name
     sc, _, source = load_scenario(None)

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from tunbench.errors import TunbenchError
+from tunbench.units import parse_fraction
 
 DbOpt = Annotated[
     str,
@@ -77,3 +78,16 @@ def parse_until(text: str, now: datetime.datetime | None = None) -> float:
     if left <= 0:
         raise typer.BadParameter(f"{text!r} is in the past", param_hint="--until")
     return left
+
+
+def parse_share(text: str, flag: str) -> float:
+    """A share flag's value ('3%' or the fraction 0.03; `--target-mde`, `--target`, `--redo-steal`,
+    `--foreign-cpu`) as a fraction above 0, parsed here once for every command that takes one; a bad value
+    is a usage error naming the flag."""
+    try:
+        value = parse_fraction(text, flag)
+    except ValueError as e:
+        raise typer.BadParameter(str(e).removeprefix(f"{flag} "), param_hint=flag) from None
+    if value <= 0.0:
+        raise typer.BadParameter(f"{text!r}: must be above 0%, e.g. 3%", param_hint=flag)
+    return value

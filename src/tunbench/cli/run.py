@@ -11,7 +11,7 @@ from rich.markup import escape
 
 from tunbench.cli.console import console
 from tunbench.cli.hosts import HostsOpt
-from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_budget, parse_until
+from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_budget, parse_share, parse_until
 from tunbench.cli.outcome import exit_for
 
 
@@ -89,19 +89,12 @@ def _precision_flags(
 ) -> tuple[float | None, float | None]:
     """(--target-mde as a fraction, --budget (or the time left --until) in seconds), each None when not
     given; bad values name the flag."""
-    from tunbench.report.compare import CompareError, parse_threshold
-
     if budget is not None and until is not None:
         raise typer.BadParameter("give --budget or --until, not both", param_hint="--until")
     budget_s = parse_budget(budget) if budget is not None else parse_until(until) if until is not None else None
     if target is None:
         return None, budget_s
-    try:
-        goal = parse_threshold(target)
-    except CompareError as e:
-        raise typer.BadParameter(str(e).removeprefix("--threshold "), param_hint="--target-mde") from None
-    if goal <= 0.0:
-        raise typer.BadParameter(f"{target!r}: must be above 0%, e.g. 3%", param_hint="--target-mde")
+    goal = parse_share(target, "--target-mde")
     if budget_s is None:
         raise typer.BadParameter(
             f"{target!r} needs --budget (or --until): the most wall time the run may take to reach it (e.g. "
@@ -113,17 +106,7 @@ def _precision_flags(
 
 def _percent(text: str | None, flag: str) -> float | None:
     """'5%' (or the fraction 0.05) -> 5.0 percent, None when not given; a bad value names the flag."""
-    from tunbench.report.compare import CompareError, parse_threshold
-
-    if text is None:
-        return None
-    try:
-        fraction = parse_threshold(text)
-    except CompareError as e:
-        raise typer.BadParameter(str(e).removeprefix("--threshold "), param_hint=flag) from None
-    if fraction <= 0.0:
-        raise typer.BadParameter(f"{text!r}: must be above 0%, e.g. 5%", param_hint=flag)
-    return 100.0 * fraction
+    return None if text is None else 100.0 * parse_share(text, flag)
 
 
 def _target_labels(plan: Any) -> tuple[str, str]:

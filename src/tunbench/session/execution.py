@@ -29,7 +29,7 @@ from tunbench.sites.local import LocalSite
 from tunbench.store.db import Store
 from tunbench.topology.build import TopologySpec
 from tunbench.trial.attempt import Setup
-from tunbench.tunnels.adapter import tunnel_version
+from tunbench.tunnels.tunnel import tunnel_version
 
 
 @dataclass
@@ -88,19 +88,19 @@ def execute(
         site: Site = LocalSite(ledger, plan.cpuset)
         if plan.inventory is not None:
             logdir = remote.enter_context(workdir(ledger, "ssh"))
-            hosts = remote.enter_context(HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay))
-            missing = hosts.tools_missing(program_needs(plan.refs, plan.scenario.workload.kind))
+            host_run = remote.enter_context(HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay))
+            missing = host_run.tools_missing(program_needs(plan.refs, plan.scenario.workload.kind))
             if (
                 any(p.emulated for p in plan.profiles)
-                and not hosts.conn("client").call("capabilities")["tunbench_link"]
+                and not host_run.conn("client").call("capabilities")["tunbench_link"]
             ):
                 missing.append(
-                    f"{hosts.roles['client'].name}: tunbench-link (`make build` there) for the emulated profiles"
+                    f"{host_run.roles['client'].name}: tunbench-link (`make build` there) for the emulated profiles"
                 )
             if missing:
                 raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
-            prov["hosts"] = hosts.provenance()
-            site = HostsSite(hosts, ledger)
+            prov["hosts"] = host_run.provenance()
+            site = HostsSite(host_run, ledger)
         uid = new_uid(ledger.prefix)  # the run's identity; the short prefix names what it creates
         run_id = store.create_run(
             uid=uid,
@@ -116,11 +116,11 @@ def execute(
             observer.run_started(run_id, uid, plan)
             hooks: list[WindowHook] = []
             if plan.flamegraphs and flamegraph_dir is not None:
-                from tunbench.profiling.perf import Flamegraphs
+                from tunbench.perf.flamegraph import Flamegraphs
 
                 hooks.append(Flamegraphs(ledger.prefix, flamegraph_dir))
             if scenario.run.count_work:
-                from tunbench.profiling.counted import CountWork
+                from tunbench.perf.counted import CountWork
 
                 hooks.append(CountWork())
             setup = Setup(

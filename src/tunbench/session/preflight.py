@@ -311,7 +311,7 @@ def prepare(
     if inventory is None:  # with --hosts, each host's programs are checked once connected
         check_dependencies(refs, profiles, tuple(wl.kind))
     if flamegraphs:
-        from tunbench.profiling.perf import check_tools
+        from tunbench.perf.flamegraph import check_tools
 
         check_tools()
     return plan
@@ -482,8 +482,8 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             source=plan.source,
             key="topology.underlay",
         )
-    hosts = role_hosts(inventory, plan.scenario.topology.underlay)
-    client = hosts["client"]
+    by_role = role_hosts(inventory, plan.scenario.topology.underlay)
+    client = by_role["client"]
     if emulated and two and not client.egress_address:
         raise ConfigError(
             f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts runs on the client host's "
@@ -492,7 +492,10 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             source=client.source,
             key="tunbench_egress_address",
         )
-    taken = {client.address: f"{client.name}'s own", hosts["server"].address: f"the server {hosts['server'].name}'s"}
+    taken = {
+        client.address: f"{client.name}'s own",
+        by_role["server"].address: f"the server {by_role['server'].name}'s",
+    }
     if emulated and two and client.egress_address in taken:
         raise ConfigError(
             f"tunbench_egress_address {client.egress_address} is {taken[client.egress_address]} underlay address: "
@@ -502,7 +505,7 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
         )
     if plan.flamegraphs:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
-    # --count-work on hosts: each role is counted by its host's agent (profiling/counted.py, remote/counted.py)
+    # --count-work on hosts: each role is counted by its host's agent (perf/counted.py, remote/counted.py)
     if capped := [r.label for r in plan.refs if r.cpu_caps]:
         raise ConfigError(
             f"client_cpu= / server_cpu= cap processes on this machine: not with --hosts ({', '.join(capped)})",

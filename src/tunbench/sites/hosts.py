@@ -24,8 +24,8 @@ from tunbench.remote.interference import remote_interference, run_prefixes
 from tunbench.remote.place import RemotePlace
 from tunbench.sites.base import SampledRoles, Spot
 from tunbench.sites.hosts_fleet import HostsFleetEnv
-from tunbench.tunnels.adapter import ROLES, Tunnel
 from tunbench.tunnels.registry import TunnelRef
+from tunbench.tunnels.tunnel import ROLES, Tunnel
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class HostsPair:
 
     topo: HostsTopology
     places: dict[str, Place]
-    hosts: HostRun
+    host_run: HostRun
 
     @property
     def cgroups(self) -> dict[str, RoleCgroup]:
@@ -62,7 +62,7 @@ class HostsPair:
         return self.topo.link_stats
 
     def link_clock_offset_s(self) -> float | None:
-        clock = self.hosts.conn("client").clock  # where the emulator runs
+        clock = self.host_run.conn("client").clock  # where the emulator runs
         return clock.mono_s if clock is not None else None
 
     def underlay(self) -> tuple[dict[str, str], bool] | None:
@@ -103,15 +103,15 @@ def remote_sampling(
 class HostsSite:
     """Roles on the run's hosts (sites.base.Site), over the connections of `hosts`."""
 
-    def __init__(self, hosts: HostRun, ledger: Ledger) -> None:
-        self.hosts = hosts
+    def __init__(self, host_run: HostRun, ledger: Ledger) -> None:
+        self.host_run = host_run
         self.ledger = ledger
 
     def pair(self, stack: contextlib.ExitStack, spot: Spot, profile: Profile, params: dict[str, Any]) -> HostsPair:
         topo = stack.enter_context(
-            HostsTopology(self.hosts, self.ledger.prefix, spot.tag, spot.spec, profile, spot.link_seed)
+            HostsTopology(self.host_run, self.ledger.prefix, spot.tag, spot.spec, profile, spot.link_seed)
         )
-        return HostsPair(topo, {role: topo.place(role) for role in ROLES}, self.hosts)
+        return HostsPair(topo, {role: topo.place(role) for role in ROLES}, self.host_run)
 
     def bare_pair(
         self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any]
@@ -123,7 +123,7 @@ class HostsSite:
     ) -> HostsFleetEnv:
         # the server on the server host, the clients on the client host
         return HostsFleetEnv(
-            self.hosts,
+            self.host_run,
             self.ledger,
             spot.tag,
             spot.workdir,
@@ -137,7 +137,7 @@ class HostsSite:
     def watched(self, metrics: dict[str, float | None], params: dict[str, Any], limits: Thresholds) -> Iterator[None]:
         """Each host's other runs and its agent's CPU, beside this machine's load; this machine's foreign CPU
         is not judged (the roles run on the hosts), and the run's agents are not other runs."""
-        conns = list(self.hosts.conns.values())
+        conns = list(self.host_run.conns.values())
         mine = dataclasses.replace(limits, foreign_cpu_pct=None)
         with (
             remote_interference(conns, metrics, params, self.ledger.prefix),
@@ -146,4 +146,4 @@ class HostsSite:
             yield None
 
     def lost(self) -> list[str]:
-        return [c.name for c in self.hosts.conns.values() if c.lost]
+        return [c.name for c in self.host_run.conns.values() if c.lost]

@@ -74,10 +74,10 @@ class RemoteReadyProbe:
             self._conn.call("probe_close", probe=self._key)
 
 
-def client_pool(hosts: HostRun, clients: int) -> list[str]:
+def client_pool(host_run: HostRun, clients: int) -> list[str]:
     """The client host's first `clients` addresses of tunbench_client_addresses; a ConfigError naming its
     inventory line when it has fewer."""
-    host = hosts.roles["client"]
+    host = host_run.roles["client"]
     pool = host.client_pool(clients)
     if len(pool) < clients:
         have = f"has {len(pool)}" if host.client_addresses else "is not set"
@@ -98,7 +98,7 @@ class HostsFleetEnv:
 
     def __init__(
         self,
-        hosts: HostRun,
+        host_run: HostRun,
         ledger: Ledger,
         tag: str,
         workdir: Path,
@@ -108,7 +108,7 @@ class HostsFleetEnv:
         *,
         probe_interval_s: float = 0.1,
     ) -> None:
-        self.hosts = hosts
+        self.host_run = host_run
         self.ledger = ledger
         self.tag = tag
         self.workdir = workdir
@@ -152,11 +152,11 @@ class HostsFleetEnv:
             place.conn.call("place_close", place=place.key)
 
     def _build(self) -> None:
-        roles, n, m = self.hosts.roles, self.clients, self.metrics
-        pool = client_pool(self.hosts, n)
+        roles, n, m = self.host_run.roles, self.clients, self.metrics
+        pool = client_pool(self.host_run, n)
         server_addr = roles["server"].address or ""
         prefix = self.ledger.prefix
-        sconn, cconn = self.hosts.conn("server"), self.hosts.conn("client")
+        sconn, cconn = self.host_run.conn("server"), self.host_run.conn("client")
         r = sconn.call("place_open", tag=f"{self.tag}s", netns=None, roles=["server"], link_prefix=prefix)
         server = RemotePlace(sconn, str(r["place"]), str(r["workdir"]), None)
         self._stack.callback(self._close_place, server)

@@ -88,18 +88,6 @@ from tunbench.report.compare.result import (
 from tunbench.report.compare.settings import flatten, settings_differences
 from tunbench.report.compare.verdicts import compare_runs, unplaced_note
 from tunbench.report.exporters.json import run_from_export
-from tunbench.units import parse_fraction
-
-
-def parse_threshold(text: str) -> float:
-    """--threshold's value as a fraction (``units.parse_fraction``), a bad one a CompareError (exit 2).
-    Kept here for cli/run.py and cli/calibrate.py, which still import it from report/; new code calls
-    ``units.parse_fraction`` with its own flag."""
-    try:
-        return parse_fraction(text, "--threshold")
-    except ValueError as e:
-        raise CompareError(str(e)) from None
-
 
 __all__ = [
     "ABSOLUTE_PREFIXES",
@@ -131,7 +119,6 @@ __all__ = [
     "n_text",
     "pair_trials",
     "pair_values",
-    "parse_threshold",
     "repetition_note",
     "run_from_export",
     "run_name",
