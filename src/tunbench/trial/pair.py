@@ -154,7 +154,9 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     rec.metrics.update(crosscheck.rtt_checks(rec.metrics))
     if (underlay := pair.underlay()) is not None:
         devices, emulated = underlay
-        rec.metrics.update(crosscheck.byte_checks(rec.metrics, devices, emulated=emulated))
+        if (generator := t.workload.generator) is not None:
+            keys = generator.byte_keys()
+            rec.metrics.update(crosscheck.byte_checks(rec.metrics, devices, emulated=emulated, generator=keys))
         rec.metrics.update(work.ratios(rec.metrics, devices))  # counted work per MB and packet, if counted
 
 

@@ -71,6 +71,49 @@ class Column:
     unit: str
 
 
+@dataclass(frozen=True)
+class Generator:
+    """What a workload's traffic generator records about itself, by stored metric name, for the layers
+    that check it without knowing the workload: the report's generator-bound warning (`bound`, `cpu`,
+    `hint`) and the trial's byte cross-checks (`payload_bytes`, `sent_bytes`, monitor/crosscheck.py)."""
+
+    program: str  # its program, as a warning names it
+    bound: str  # 1.0: the generator itself was the bottleneck
+    cpu: tuple[str, ...]  # its own CPU on each side, % of one core
+    hint: str  # what to do when it was the bottleneck
+    payload_bytes: str  # "{direction}": the bytes its receiver counted in the measured seconds
+    sent_bytes: str  # "{direction}": the sender's bytes over the whole test (warm-up included)
+
+    def byte_keys(self) -> dict[str, tuple[str, str]]:
+        """direction -> (payload bytes, sent bytes) metric names, for the byte cross-checks."""
+        return {
+            d: (self.payload_bytes.format(direction=d), self.sent_bytes.format(direction=d)) for d in ("up", "down")
+        }
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """One scaling chart of a fleet workload (its metric against the client count, report/html/fleet.py):
+    the metric, its display scale (value / scale), the chart id's suffix, the title, the y-axis title and
+    the hover number format."""
+
+    metric: str
+    scale: float
+    slug: str
+    title: str
+    ytitle: str
+    fmt: str
+
+
+@dataclass(frozen=True)
+class ReadySeries:
+    """A fleet workload's per-client ready times, by stored series name: the CDF (x: seconds, y: fraction
+    ready) and, for stores that lack it, the raw ready time of each client (x: client, y: seconds)."""
+
+    cdf: str
+    by_client: str
+
+
 @dataclass
 class Context:
     """Everything a workload may use during one trial."""
@@ -204,6 +247,9 @@ class Workload(ABC, Generic[C, Opt]):
         windows, CPU placement, CPU caps and --hosts apply to."""
         return not (cls.fleet or cls.owns_bringup)
 
+    # its traffic generator's own figures (None: it records none), read by the report and the cross-checks
+    generator: ClassVar[Generator | None] = None
+
     # its own table (terminal and HTML): the headline metrics of its cases and a caption. Empty: a bulk
     # throughput workload, whose cases go in the throughput summary (Mbit/s, ×direct, CPU, Mbit/CPU-s)
     columns: ClassVar[tuple[Column, ...]] = ()
@@ -281,6 +327,11 @@ class FleetWorkload(Workload[FleetContext, Opt]):
     # a run between hosts can place it (its server on the server host, its clients on the client host:
     # sites/hosts_fleet.py)
     fleet_on_hosts: ClassVar[bool] = False
+
+    # its charts against the client count (the report's "Many clients" section)
+    scaling: ClassVar[tuple[Scaling, ...]] = ()
+    # its per-client ready times (the report's time-to-ready CDF); None: it records none
+    ready: ClassVar[ReadySeries | None] = None
 
     @classmethod
     def on_hosts(cls) -> bool:

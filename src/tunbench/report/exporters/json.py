@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from tunbench import workloads
 from tunbench.errors import ExportError
 from tunbench.report.interference import figures as interference_figures
 from tunbench.report.summary import CaseSummary, summarize_trials
@@ -180,14 +181,16 @@ def run_from_export(data: dict[str, Any], source: str = "JSON") -> RunRecord:
 
 def _axes_from_export(t: dict[str, Any]) -> tuple[int, str, int, str]:
     """(flows, direction, clients, variant). An export from before the `clients`/`variant` fields held a
-    multi-client trial's client count in `flows` and a storm's variant in `direction` (as the store's
-    schema 1 did: store/migrations.py moves them the same way)."""
+    multi-client trial's client count in `flows` (a workload with a "clients" axis) and, where it has a
+    "variant" axis (a storm), its variant in `direction` (as the store's schema 1 did: store/migrations.py
+    moves them the same way)."""
     flows, direction = int(t["flows"]), str(t["direction"])
     if "clients" in t:
         return flows, direction, int(t["clients"]), str(t.get("variant") or "")
-    if t["workload"] == "storm":
+    axes = w.axes if (w := workloads.REGISTRY.get(str(t["workload"]))) is not None else ()
+    if "variant" in axes:
         return 1, "-", flows, direction
-    if t["workload"] == "clients":
+    if "clients" in axes:
         return 1, direction, flows, ""
     return flows, direction, 1, ""
 
