@@ -7,12 +7,13 @@
 * Bytes: what the traffic generator's receiver (iperf3's) counted in the measured seconds vs the byte
   counter of the receiving namespace's underlay interface (the veth, or the emulator's TUN device) over
   the whole workload call, and, on emulated links, vs the emulator's delivered bytes in that direction.
-  Every payload byte the receiver counted crossed that interface, headers and tunnel encapsulation on
-  top, so the counter must be at least the payload (`BYTES_LOW`). It cannot exceed what the sender put on the wire over the whole
-  test (warm-up included) by more than the per-packet overhead (`BYTES_OVERHEAD`: inner TCP/IP headers,
-  the tunnel's encapsulation, outer headers, Ethernet, and a TCP-carrying tunnel's own ACKs), plus
-  `BYTES_SLACK` for the handshake, control connection and probes. The stored ratio is the counter over
-  the sender's whole-test bytes: the bytes on that wire per payload byte (the tunnel's overhead).
+  Every payload byte the receiver counted crossed that interface, headers and tunnel encapsulation on top,
+  so the counter must be at least the payload (`BYTES_LOW`). It cannot exceed what the sender put on the
+  wire over the whole test (warm-up included) by more than the per-packet overhead (`BYTES_OVERHEAD`:
+  inner TCP/IP headers, the tunnel's encapsulation, outer headers, Ethernet, and a TCP-carrying tunnel's
+  own ACKs), plus `BYTES_SLACK` for the handshake, control connection and probes. The stored ratio is the
+  counter over the sender's whole-test bytes: the bytes on that wire per payload byte (the tunnel's
+  overhead).
 * Latency under load (rrul over an emulated link): the loaded RTT should be the idle RTT (propagation and
   the host's own path) plus what the emulator's bottleneck queues held the packets, up and down (their
   median sojourn, `link.<dir>.sojourn_us_p50`). The rest is the residual (`check.rtt.residual_ms`): time
