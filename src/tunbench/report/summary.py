@@ -113,7 +113,7 @@ def per_trial_role(t: TrialRecord, role: str) -> dict[str, float | None]:
     if not m.get(f"processes.{role}"):
         return dict.fromkeys(("user_s", "sys_s", "cpu_pct", "bits_per_cpu_s", "rss_peak_bytes", "cgroup_cpu_s"))
     user, sys_ = m.get(f"cpu.{role}.user_s"), m.get(f"cpu.{role}.sys_s")
-    window = m.get("window_s") or t.duration_s
+    window = m.get("window_s") or t.window_s
     cpu = (user or 0.0) + (sys_ or 0.0) if user is not None or sys_ is not None else None
     pct = 100.0 * cpu / window if cpu is not None and window else None
     bps = m.get("throughput_bps")

@@ -37,4 +37,4 @@ def measure(setup: Setup, t: Attempt) -> None:
         result = workload.measure(ctx)
     merge(rec, result)
     if result.window is not None:
-        rec.duration_s = result.window[1] - result.window[0]
+        rec.window_s = result.window[1] - result.window[0]

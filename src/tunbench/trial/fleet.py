@@ -43,4 +43,4 @@ def measure(setup: Setup, t: Attempt) -> None:
             result = workload.measure(ctx)
     merge(rec, result)
     rec.metrics.update(env.metrics)
-    rec.duration_s = float(rec.metrics.get("window_s") or 0.0)
+    rec.window_s = float(rec.metrics.get("window_s") or 0.0)

@@ -141,7 +141,7 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     if w.result.window is not None:
         measured = (w.result.window[0] - w.sampler.t0, w.result.window[1] - w.sampler.t0)
     cost_metrics_over(rec, {**w.sampler.results, **w.remote_costs}, w.sampler.wall_s, measured)
-    rec.duration_s = float(rec.metrics["window_s"] or 0.0)
+    rec.window_s = float(rec.metrics["window_s"] or 0.0)
     stats = pair.link_stats(final)
     rec.metrics.update(link_metrics(stats))
     t0, t1 = series_span(w.result, w.call)

@@ -74,7 +74,7 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
             "steal_pct": m.get("host.steal_pct"),
         },
         "rss_peak_bytes": {role: m.get(f"rss_peak_bytes.{role}") for role in ("client", "server")},
-        "duration_s": t.duration_s,
+        "duration_s": t.window_s,  # the measured window, under the field name older exports have
         "setup_s": m.get("setup_s"),
         "snd_cwnd_max_bytes": m.get("snd_cwnd_max_bytes"),
         "streams": [{"stream": s[0], "direction": s[1], "received_bps": s[2], "retransmits": s[3]} for s in t.streams],
@@ -212,7 +212,7 @@ def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
         status=str(t.get("status") or "ok"),
         error=str(t.get("error") or ""),
         started_at=str(t.get("started_at") or ""),
-        duration_s=t.get("duration_s"),
+        window_s=t.get("duration_s"),
         metrics=dict(t.get("metrics") or {}),
         series={str(k): [(float(a), float(b)) for a, b in pts] for k, pts in (t.get("series") or {}).items()},
         streams=[
