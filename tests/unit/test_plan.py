@@ -139,6 +139,29 @@ def test_a_case_and_its_stored_trial_have_one_title() -> None:
     tunnels = [parse_ref("direct"), parse_ref("wireguard-go[label=wg]")]
     cases = expand(tunnels, [find_profile("lan")], [2], ["down"], ["iperf3", "latency"])
     for c in cases:
-        rec = TrialRecord(1, c.tunnel.name, c.tunnel.label, c.profile.name, c.workload, c.flows, c.direction, 1, {})
+        rec = TrialRecord(1, c.tunnel.name, c.label, c.profile, c.workload, c.flows, c.direction, 1, {})
         assert c.title == case_title(rec.case) == case_title(c.key)
     assert {c.title for c in cases} >= {"wg · lan · down · 2 flows", "wg · lan · latency"}
+
+
+def test_one_case_type_a_planned_case_is_its_key() -> None:
+    """Case extends CaseKey (issue 29: one case type): its names come from the tunnel and the profile it
+    holds, it is compared by its key's fields, and its key equals its stored trial's."""
+    import dataclasses
+
+    import pytest
+
+    from tunbench.plan import Case
+    from tunbench.results import CaseKey, TrialRecord
+
+    wg, lan = parse_ref("wireguard-go[label=wg]"), find_profile("lan")
+    c = Case.of(wg, lan, "iperf3", 2, "down")
+    assert isinstance(c, CaseKey) and (c.label, c.profile, c.tunnel, c.link) == ("wg", "lan", wg, lan)
+    assert {f.name for f in dataclasses.fields(Case)} == {f.name for f in dataclasses.fields(CaseKey)} | {
+        "tunnel",
+        "link",
+    }
+    assert c == Case.of(parse_ref("wireguard-go[label=wg]"), lan, "iperf3", 2, "down")
+    assert c.key == TrialRecord(1, "wireguard-go", "wg", "lan", "iperf3", 2, "down", 1, {}).case
+    with pytest.raises(ValueError):  # a name that is not its tunnel's label
+        Case("other", "lan", "iperf3", 2, "down", tunnel=wg, link=lan)

@@ -61,7 +61,7 @@ def measure(setup: Setup, t: Attempt) -> None:
 def bring_up(setup: Setup, t: Attempt, stack: contextlib.ExitStack) -> Held:
     """The site's pair, the tunnel's CPU caps and the tunnel, entered on `stack`."""
     case, rec = t.case, t.rec
-    pair = setup.site.pair(stack, t.spot, case.profile, rec.params)
+    pair = setup.site.pair(stack, t.spot, case.link, rec.params)
     topo = pair.topo
     rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
     # client_cpu= / server_cpu=: the tunnel's processes only; entered before the tunnel, so the cap's

@@ -35,7 +35,7 @@ class NoOptions(BaseModel):
 
 
 class CaseAxes(Protocol):
-    """A case's coordinates that a workload reads (plan.Case and results.CaseKey have them): parallel flows
+    """A case's coordinates that a workload reads (results.CaseKey, and so plan.Case, has them): parallel flows
     and direction, or, for the multi-client workloads, the client count and the storm variant."""
 
     @property
