@@ -165,3 +165,19 @@ def test_one_case_type_a_planned_case_is_its_key() -> None:
     assert c.key == TrialRecord(1, "wireguard-go", "wg", "lan", "iperf3", 2, "down", 1, {}).case
     with pytest.raises(ValueError):  # a name that is not its tunnel's label
         Case("other", "lan", "iperf3", 2, "down", tunnel=wg, link=lan)
+
+
+def test_the_report_names_cases_with_the_one_title_function() -> None:
+    """Issue 29: one case-title function. The report's case names (compare, history, chart groups, the
+    many-clients failures) are workloads.case_title's: a latency case is not 'latency · - · 1 flow'."""
+    from tunbench.report.html.base import group_title
+    from tunbench.results import CaseKey
+    from tunbench.workloads import case_title
+
+    latency = CaseKey("wg", "lan", "latency", 1, "-")
+    assert group_title(latency) == "lan · latency" and case_title(latency) == "wg · lan · latency"
+    storm = CaseKey("wg", "lan", "storm", 1, "-", clients=50, variant="connect")
+    assert group_title(storm) == "lan · storm · 50 clients · connect"
+    assert group_title(CaseKey("wg", "lan", "iperf3", 2, "up")) == "lan · up · 2 flows"  # the default: unnamed
+    # a workload this version does not know (an older store's) is still named, by its kind and axes
+    assert case_title(CaseKey("wg", "lan", "retired", 4, "up")) == "wg · lan · retired · up · 4 flows"

@@ -133,7 +133,7 @@ def test_many_clients_section_for_clients_and_storm_trials() -> None:
     page = run_page.render([run(trials)])
     ids = set(chart_ids(page))
     assert ids >= MANY_CLIENT_IDS
-    assert ">Many clients" in page and "N=100: 1 of 1 repetition(s) failed" in page
+    assert ">Many clients" in page and "socat · lan · clients · 100 clients · up: 1 of 1 repetition(s) failed" in page
     # the storm's own table, from StormWorkload.columns (as the terminal shows it): p99 0.29 s
     assert "storm (median of repetitions)" in page and '<th class="num">p99</th>' in page and ">0.29<" in page
     assert "<td>socat</td><td>connect</td><td>10</td>" in page  # variant, clients (one profile: no column)

@@ -199,6 +199,17 @@ C = TypeVar("C", Context, FleetContext, BringupContext, default=Context)
 Opt = TypeVar("Opt", bound=BaseModel, default=NoOptions)
 
 
+def axes_title(kind: str, axes: tuple[str, ...], case: CaseAxes) -> str:
+    """A case named by its workload's kind and its axes (Workload.title's default): 'latency',
+    'rrul · up · 4 flows', 'storm · 50 clients · all-at-once'."""
+    parts = [kind]
+    if "clients" in axes:
+        parts += [f"{case.clients} clients", case.variant or case.direction]
+    elif case.direction != "-":
+        parts += [case.direction, f"{case.flows} flow" + ("s" if case.flows > 1 else "")]
+    return " · ".join(parts)
+
+
 def cell(metrics: dict[str, float | None], column: Column) -> str:
     """A column's value(s) in one trial's metrics, written in its unit ("a / b" for several keys)."""
     return " / ".join(fmt(metrics.get(k), column.unit) for k in column.key.split("|"))
@@ -274,12 +285,7 @@ class Workload(ABC, Generic[C, Opt]):
     def title(self, case: CaseAxes) -> str:
         """What names a case of this workload after its tunnel and profile: 'latency', 'up · 4 flows',
         'storm · 50 clients · all-at-once'."""
-        parts = [self.kind]
-        if "clients" in self.axes:
-            parts += [f"{case.clients} clients", case.variant or case.direction]
-        elif case.direction != "-":
-            parts += [case.direction, f"{case.flows} flow" + ("s" if case.flows > 1 else "")]
-        return " · ".join(parts)
+        return axes_title(self.kind, self.axes, case)
 
     def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
         """The client counts and variants its cases sweep (its "clients" and "variant" axes)."""

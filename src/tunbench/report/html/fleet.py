@@ -18,6 +18,7 @@ from tunbench.report.common import (
 )
 from tunbench.report.html.base import DIRECT_COLOR, chart_div, esc, h3, label_colors, layout
 from tunbench.results import CaseKey, TrialRecord
+from tunbench.workloads import case_title
 from tunbench.workloads.base import FleetWorkload, Scaling
 
 
@@ -164,8 +165,9 @@ def multi_failures_html(trials: list[TrialRecord]) -> str:
         if not bad:
             continue
         errs = next((t.error.splitlines()[0] for t in bad if t.error), "no error recorded")
-        what = f"{case.label} · {case.profile} · {case.workload} · {_dir_or_variant(case)} · N={case.clients}"
-        items.append(f"<li>{esc(what)}: {len(bad)} of {len(ts)} repetition(s) failed, e.g. {esc(errs)}</li>")
+        items.append(
+            f"<li>{esc(case_title(case))}: {len(bad)} of {len(ts)} repetition(s) failed, e.g. {esc(errs)}</li>"
+        )
     return f'<ul class="bad">{"".join(items)}</ul>' if items else ""
 
 
