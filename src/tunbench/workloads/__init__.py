@@ -50,5 +50,5 @@ def case_title(case: CaseKey, *, label: bool = True) -> str:
     if w is not None:
         rest = w.title(case)
     else:
-        rest = axes_title(case.workload, ("clients", "variant") if case.clients != 1 else ("flows",), case)
+        rest = axes_title(case.workload, ("clients", "variant") if case.clients != 1 else ("flows", "direction"), case)
     return " · ".join([*([case.label] if label else []), case.profile, *([rest] if rest else [])])
