@@ -36,29 +36,43 @@ from tunbench.tunnels.registry import TunnelRef
 
 
 @dataclass(frozen=True)
-class Case:
-    tunnel: TunnelRef
-    profile: Profile
-    flows: int
-    direction: str
-    workload: str
-    # the multi-client workloads' axes: how many clients, and the storm's variant; 1 and "" for every
-    # other workload (flows and direction are then 1 and a direction or "-")
-    clients: int = 1
-    variant: str = ""
+class Case(CaseKey):
+    """A case as the plan holds it: its CaseKey (what a stored trial names it by, and what it is compared
+    and hashed by), with the tunnel reference and the link profile its label and profile name come from.
+    Build it with `of`, which takes those names from them."""
+
+    tunnel: TunnelRef = field(kw_only=True, compare=False)
+    link: Profile = field(kw_only=True, compare=False)
+
+    def __post_init__(self) -> None:
+        if (self.label, self.profile) != (self.tunnel.label, self.link.name):
+            raise ValueError(f"case {self.label}/{self.profile} built from {self.tunnel.label}/{self.link.name}")
+
+    @classmethod
+    def of(
+        cls,
+        tunnel: TunnelRef,
+        link: Profile,
+        workload: str,
+        flows: int = 1,
+        direction: str = "-",
+        clients: int = 1,
+        variant: str = "",
+    ) -> Case:
+        """The case of `workload` through `tunnel` over `link`, on its axes (the multi-client workloads':
+        how many clients and the storm's variant; 1 and "" for every other workload)."""
+        return cls(tunnel.label, link.name, workload, flows, direction, clients, variant, tunnel=tunnel, link=link)
 
     @property
     def key(self) -> CaseKey:
-        """The case as a stored trial names it (its tunnel by label, its profile by name)."""
-        return CaseKey(
-            self.tunnel.label, self.profile.name, self.workload, self.flows, self.direction, self.clients, self.variant
-        )
+        """The plain key, equal to a stored trial's `case` (a Case compares equal only to a Case)."""
+        return CaseKey(self.label, self.profile, self.workload, self.flows, self.direction, self.clients, self.variant)
 
     @property
     def title(self) -> str:
         from tunbench import workloads
 
-        return workloads.case_title(self.key)
+        return workloads.case_title(self)
 
 
 @dataclass(frozen=True)
@@ -114,7 +128,7 @@ def expand(
                     continue
                 if ip_refusal(t, w.fleet):
                     continue
-                out.extend(Case(t, p, f, d, kind, clients=c, variant=v) for f in fs for d in ds for c in cs for v in vs)
+                out.extend(Case.of(t, p, kind, f, d, c, v) for f in fs for d in ds for c in cs for v in vs)
     return out
 
 
@@ -147,7 +161,7 @@ def ip_refusal(t: TunnelRef, fleet: bool) -> str | None:
 
 def block_key(case: Case) -> tuple[object, ...]:
     """What a case shares with the cases it is paired with: everything but its tunnel."""
-    return (case.profile.name, case.workload, case.flows, case.direction, case.clients, case.variant)
+    return (case.profile, case.workload, case.flows, case.direction, case.clients, case.variant)
 
 
 def interleave(cases: list[Case], repeat: int, seed: int, *, blocks: bool = True, warm: int = 1) -> list[PlannedTrial]:

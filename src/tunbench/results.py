@@ -35,7 +35,9 @@ class TrialRecord:
     status: str = "ok"
     error: str = ""
     started_at: str = ""
-    duration_s: float | None = None
+    # the measured window's seconds (metrics["window_s"]); stored and exported as `duration_s` (the
+    # store's column and the JSON/CSV field keep that name so older stores and exports read back)
+    window_s: float | None = None
     metrics: dict[str, float | None] = field(default_factory=dict)
     series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     streams: list[tuple[int, str, float, int | None]] = field(default_factory=list)

@@ -32,7 +32,7 @@ def _trial(seq: int, bps: float, cpu_s: float) -> TrialRecord:
         m[f"cpu.{role}.sys_s"] = cpu_s * 0.7
     return TrialRecord(
         seq=seq, tunnel="socat", label="socat", profile="lan", workload="iperf3", flows=1, direction="up",
-        repetition=seq, params={}, metrics=m, duration_s=3.0,
+        repetition=seq, params={}, metrics=m, window_s=3.0,
     )  # fmt: skip
 
 

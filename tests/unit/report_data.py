@@ -57,7 +57,7 @@ def trial(
         status=status,
         error="" if status == "ok" else "tunnel did not come up\nmore detail",
         started_at="2026-01-01T00:00:00+00:00",
-        duration_s=window_s + 1.0,
+        window_s=window_s + 1.0,
         metrics=m,
         series={f"throughput_bps.{direction}": [(1.0, bps * 0.9), (2.0, bps * 1.1)]} if status == "ok" else {},
         streams=[(i + 5, direction, s, 0) for i, s in enumerate(share)] if status == "ok" else [],

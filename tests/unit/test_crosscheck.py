@@ -40,7 +40,8 @@ def test_byte_checks_pick_the_receiving_namespace_and_the_emulator() -> None:
         "counters.client.dev.vc.rx_bytes": 5e7,  # the ACKs' side: not the receiver of `up`
         "link.up.delivered_bytes": 0.5e9,  # the emulator saw half: a disagreement
     }
-    out = crosscheck.byte_checks(m, {"client": "vc", "server": "vs"}, emulated=True)
+    keys = iperf3.GENERATOR.byte_keys()
+    out = crosscheck.byte_checks(m, {"client": "vc", "server": "vs"}, emulated=True, generator=keys)
     assert out["check.bytes.up.dev.ok"] == 1.0 and out["check.bytes.up.dev.ratio"] == pytest.approx(1.3 / 1.2)
     assert out["check.bytes.up.link.ok"] == 0.0
     assert "check.bytes.down.dev.ok" not in out
@@ -58,6 +59,10 @@ def test_parse_records_generator_cpu_and_bytes() -> None:
     assert r.sent_bytes_total["up"] == omitted + doc["end"]["sum_sent"]["bytes"]
     m = iperf3.generator_metrics(r)
     assert m["iperf3.cpu.client_pct"] == cpu["host_total"] and m["iperf3.generator_bound"] == 0.0
+    # the stored names stay what older stores hold (the report reads them through Workload.generator)
+    assert m["iperf3.bytes.up"] == r.received_bytes["up"] and m["iperf3.sent_bytes_total.up"] > m["iperf3.bytes.up"]
+    g = iperf3.Iperf3Workload.generator
+    assert g is not None and set(m) == {g.bound, *g.cpu, *g.byte_keys()["up"]}
 
 
 def test_generator_bound_at_90_percent_of_a_core() -> None:
@@ -148,3 +153,37 @@ def test_the_loaded_rtt_is_taken_apart_into_idle_queue_and_residual() -> None:
     assert rtt_checks({"latency.idle_p50_ms": 1.0, "latency.loaded_p50_ms": 2.0}) == {}
     # a delay-only link has no emulated queue: the residual is stored, not judged
     assert "check.rtt.ok" not in rtt_checks({**m, "link.down.bottleneck": 0.0})
+
+
+def test_generator_figures_are_read_by_the_names_the_workload_declares(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report and the byte cross-checks know no workload's metric names: a workload whose generator
+    stores its figures under other names gets the same warnings and checks (issue 29)."""
+    from tunbench import workloads
+    from tunbench.report.summary import trial_warnings
+    from tunbench.results import TrialRecord
+    from tunbench.workloads.base import Generator
+
+    gen = Generator(
+        "blaster", "bl.bound", ("bl.cpu.tx", "bl.cpu.rx"), "use two", "bl.{direction}.got", "bl.{direction}.sent"
+    )
+
+    class Blaster(iperf3.Iperf3Workload):
+        kind = "blaster"
+        generator = gen
+
+    monkeypatch.setitem(workloads.REGISTRY, "blaster", Blaster())
+    m = {"bl.up.got": 1e9, "bl.up.sent": 1.2e9, "counters.server.dev.vs.rx_bytes": 1.3e9}
+    out = crosscheck.byte_checks(m, {"client": "vc", "server": "vs"}, emulated=False, generator=gen.byte_keys())
+    assert out == {"check.bytes.up.dev.ratio": pytest.approx(1.3 / 1.2), "check.bytes.up.dev.ok": 1.0}
+
+    def trial(seq: int, **metrics: float) -> TrialRecord:
+        return TrialRecord(seq, "direct", "direct", "lan", "blaster", 1, "up", seq, {}, metrics=dict(metrics))
+
+    bound = trial(1, **{"bl.bound": 1.0, "bl.cpu.rx": 97.0, "bl.up.got": 1e9})
+    codes = {w.code: w for w in trial_warnings([bound, trial(2, **{"bl.bound": 0.0})], "direct up")}
+    assert codes["generator-bound"].message.startswith("direct up: blaster itself used up to 97% of a core in 1 of 2")
+    assert codes["generator-bound"].fix == "use two"
+    assert "bytes not cross-checked in 1 of 2" in codes["not-cross-checked"].message
+    # the iperf3 names mean nothing to a workload that does not declare them
+    other = trial(3, **{"iperf3.generator_bound": 1.0, "iperf3.bytes.up": 1e9})
+    assert trial_warnings([other], "direct up") == []

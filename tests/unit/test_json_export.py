@@ -31,7 +31,7 @@ def trial(seq: int, label: str, bps: float, rep: int, cpu: float = 0.5) -> Trial
         repetition=rep,
         params={},
         metrics=metrics,
-        duration_s=2.0,
+        window_s=2.0,
         streams=[(5, "up", bps, 3)],
     )
 
@@ -123,3 +123,5 @@ def test_series_survive_an_export_and_a_reload() -> None:
     assert doc["trials"][0]["series"]["throughput_bps.up"] == [[1.0, 9.9e8], [2.0, 1.01e9]]
     back = run_from_export(doc)
     assert back.trials[0].series == t.series
+    # the measured window is exported under the field name older exports have, and reads back
+    assert doc["trials"][0]["duration_s"] == t.window_s == back.trials[0].window_s == 2.0

@@ -139,6 +139,45 @@ def test_a_case_and_its_stored_trial_have_one_title() -> None:
     tunnels = [parse_ref("direct"), parse_ref("wireguard-go[label=wg]")]
     cases = expand(tunnels, [find_profile("lan")], [2], ["down"], ["iperf3", "latency"])
     for c in cases:
-        rec = TrialRecord(1, c.tunnel.name, c.tunnel.label, c.profile.name, c.workload, c.flows, c.direction, 1, {})
+        rec = TrialRecord(1, c.tunnel.name, c.label, c.profile, c.workload, c.flows, c.direction, 1, {})
         assert c.title == case_title(rec.case) == case_title(c.key)
     assert {c.title for c in cases} >= {"wg · lan · down · 2 flows", "wg · lan · latency"}
+
+
+def test_one_case_type_a_planned_case_is_its_key() -> None:
+    """Case extends CaseKey (issue 29: one case type): its names come from the tunnel and the profile it
+    holds, it is compared by its key's fields, and its key equals its stored trial's."""
+    import dataclasses
+
+    import pytest
+
+    from tunbench.plan import Case
+    from tunbench.results import CaseKey, TrialRecord
+
+    wg, lan = parse_ref("wireguard-go[label=wg]"), find_profile("lan")
+    c = Case.of(wg, lan, "iperf3", 2, "down")
+    assert isinstance(c, CaseKey) and (c.label, c.profile, c.tunnel, c.link) == ("wg", "lan", wg, lan)
+    assert {f.name for f in dataclasses.fields(Case)} == {f.name for f in dataclasses.fields(CaseKey)} | {
+        "tunnel",
+        "link",
+    }
+    assert c == Case.of(parse_ref("wireguard-go[label=wg]"), lan, "iperf3", 2, "down")
+    assert c.key == TrialRecord(1, "wireguard-go", "wg", "lan", "iperf3", 2, "down", 1, {}).case
+    with pytest.raises(ValueError):  # a name that is not its tunnel's label
+        Case("other", "lan", "iperf3", 2, "down", tunnel=wg, link=lan)
+
+
+def test_the_report_names_cases_with_the_one_title_function() -> None:
+    """Issue 29: one case-title function. The report's case names (compare, history, chart groups, the
+    many-clients failures) are workloads.case_title's: a latency case is not 'latency · - · 1 flow'."""
+    from tunbench.report.html.base import group_title
+    from tunbench.results import CaseKey
+    from tunbench.workloads import case_title
+
+    latency = CaseKey("wg", "lan", "latency", 1, "-")
+    assert group_title(latency) == "lan · latency" and case_title(latency) == "wg · lan · latency"
+    storm = CaseKey("wg", "lan", "storm", 1, "-", clients=50, variant="connect")
+    assert group_title(storm) == "lan · storm · 50 clients · connect"
+    assert group_title(CaseKey("wg", "lan", "iperf3", 2, "up")) == "lan · up · 2 flows"  # the default: unnamed
+    # a workload this version does not know (an older store's) is still named, by its kind and axes
+    assert case_title(CaseKey("wg", "lan", "retired", 4, "up")) == "wg · lan · retired · up · 4 flows"

@@ -6,6 +6,8 @@ import json
 import re
 from dataclasses import replace
 
+import pytest
+
 from tests.unit.report_data import demo_run, run, trial
 from tunbench.report.html import base, cost
 from tunbench.report.html import page as run_page
@@ -131,7 +133,7 @@ def test_many_clients_section_for_clients_and_storm_trials() -> None:
     page = run_page.render([run(trials)])
     ids = set(chart_ids(page))
     assert ids >= MANY_CLIENT_IDS
-    assert ">Many clients" in page and "N=100: 1 of 1 repetition(s) failed" in page
+    assert ">Many clients" in page and "socat · lan · clients · 100 clients · up: 1 of 1 repetition(s) failed" in page
     # the storm's own table, from StormWorkload.columns (as the terminal shows it): p99 0.29 s
     assert "storm (median of repetitions)" in page and '<th class="num">p99</th>' in page and ">0.29<" in page
     assert "<td>socat</td><td>connect</td><td>10</td>" in page  # variant, clients (one profile: no column)
@@ -145,6 +147,33 @@ def test_many_clients_section_for_clients_and_storm_trials() -> None:
     assert lines["socat · up"]["x"] == [5, 20] and lines["socat · up"]["y"] == [10.0, 40.0]
     titles = [json.loads(f'"{t}"') for t in re.findall(r'"yaxis":\{[^{}]*?"title":\{"text":"([^"]+)"', page)]
     assert "aggregate UDP (Mbit/s)" in titles and "server RSS per client (KiB)" in titles
+
+
+def test_many_clients_charts_are_the_ones_the_workload_declares(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report names no fleet workload's metrics: a fleet workload declaring its own scaling chart and
+    ready-time series gets them plotted (issue 29)."""
+    from tunbench import workloads
+    from tunbench.workloads.base import ReadySeries, Scaling
+    from tunbench.workloads.storm import StormWorkload
+
+    class Swarm(StormWorkload):
+        kind = "swarm"
+        scaling = (Scaling("swarm.agg_bps", 1e6, "agg", "Swarm throughput", "swarm (Mbit/s)", ".3g"),)
+        ready = ReadySeries("swarm.cdf", "swarm.by_client")
+
+    monkeypatch.setitem(workloads.REGISTRY, "swarm", Swarm())
+    trials = [
+        replace(
+            trial(i, label, 1e6, direction="-", extra={"swarm.agg_bps": 1e6 * n}),
+            workload="swarm",
+            clients=n,
+            variant="connect",
+            series={"swarm.by_client": [(1.0, 0.2), (2.0, 0.3)]},
+        )
+        for i, (label, n) in enumerate((("direct", 5), ("socat", 5), ("socat", 10)), start=1)
+    ]
+    ids = set(chart_ids(run_page.render([run(trials)])))
+    assert {"r0-clients-agg", "r0-storm-cdf"} <= ids and not ids & MANY_CLIENT_IDS - {"r0-storm-cdf"}
 
 
 def test_no_many_clients_section_for_a_plain_iperf3_run() -> None:

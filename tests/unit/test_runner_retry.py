@@ -53,7 +53,7 @@ def run_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RunOne]
     ledger = state.Ledger.open("tbabc123")
     store = Store(tmp_path / "r.db")
     r = Runner(Setup(ledger, LocalSite(ledger), Window(1, 0)), store, run_id=1)
-    case = Case(parse_ref("direct"), Profile(name="lan", emulated=False), 1, "up", workload="scripted")
+    case = Case.of(parse_ref("direct"), Profile(name="lan", emulated=False), "scripted", 1, "up")
 
     def go(script: list[Exception | None]) -> TrialRecord:
         Scripted.script = script
@@ -107,7 +107,7 @@ def test_a_hung_workload_fails_its_own_trial(tmp_path: Path, monkeypatch: pytest
     ledger = state.Ledger.open("tbabc124")
     with Store(tmp_path / "r.db") as store:
         r = Runner(Setup(ledger, LocalSite(ledger), Window(1, 0)), store, run_id=1)
-        case = Case(parse_ref("direct"), Profile(name="lan", emulated=False), 1, "up", workload="hangs")
+        case = Case.of(parse_ref("direct"), Profile(name="lan", emulated=False), "hangs", 1, "up")
         t0 = time.monotonic()
         rec = r.run_trial(PlannedTrial(1, case, 0))
     assert time.monotonic() - t0 < 4

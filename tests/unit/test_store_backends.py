@@ -36,7 +36,7 @@ def new_run(store: Store, uid: str = "tb000001") -> int:
 def trial(seq: int, value: float = 1e9) -> TrialRecord:
     return TrialRecord(
         seq=seq, tunnel="socat", label="socat", profile="lan", workload="iperf3", flows=2, direction="up",
-        repetition=seq, params={"a": 1}, started_at="t", duration_s=3.0,
+        repetition=seq, params={"a": 1}, started_at="t", window_s=3.0,
         metrics={"throughput_bps": value, "cpu.client.user_s": 0.5},
         series={"throughput_bps.up": [(1.0, value), (2.0, value * 1.1)], "cpu_pct.client": [(0.1, 80.0)]},
         streams=[(5, "up", value / 2, 3), (7, "up", value / 2, None)],
@@ -125,6 +125,8 @@ def test_export_then_import_keeps_everything_and_never_duplicates(store_db: str 
     t2 = full.trials[1]
     assert t2.metrics["throughput_bps"] == 2e9 and t2.series["throughput_bps.up"] == [(1.0, 2e9), (2.0, 2.2e9)]
     assert t2.streams == [(5, "up", 1e9, 3), (7, "up", 1e9, None)] and t2.artifacts == {"iperf3.json": b'{"x": 1}'}
+    # the measured window, in the store's `duration_s` column
+    assert t2.window_s == 3.0 and raw_sql(store_db, "SELECT duration_s FROM trials WHERE seq = 2") == [(3.0,)]
     out = tmp_path / "out.db"
     res = runner.invoke(app, ["db", "export", str(out), "--db", str(store_db)])
     assert res.exit_code == 0, res.output

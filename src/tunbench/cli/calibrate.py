@@ -317,9 +317,9 @@ def calibration_lines(
 ) -> list[object]:
     """What calibrate prints after its run: what it measured, the interfered pairs it left out, the table (or
     why there is none), the assumption, and compare's verdict on the A/A."""
-    from tunbench.report.common import case_text
     from tunbench.report.compare import CompareError, compare_runs, verdict_line
     from tunbench.report.summary import leave_out_interfered
+    from tunbench.workloads import case_title as case_text
 
     noise = noise_per_metric(
         run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target, include_interfered=include_interfered

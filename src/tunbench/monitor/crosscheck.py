@@ -4,15 +4,16 @@
 * CPU: a role's cgroup counters (exact, every descendant) vs its 10 Hz per-process sampling (psutil),
   over the same measured window. They agree within `CPU_TOLERANCE_S` or `CPU_TOLERANCE_REL` of the cgroup
   figure, whichever is larger.
-* Bytes: what iperf3's receiver counted in the measured seconds vs the byte counter of the receiving
-  namespace's underlay interface (the veth, or the emulator's TUN device) over the whole workload call,
-  and, on emulated links, vs the emulator's delivered bytes in that direction. Every payload byte the
-  receiver counted crossed that interface, headers and tunnel encapsulation on top, so the counter must
-  be at least the payload (`BYTES_LOW`). It cannot exceed what the sender put on the wire over the whole
-  test (warm-up included) by more than the per-packet overhead (`BYTES_OVERHEAD`: inner TCP/IP headers,
-  the tunnel's encapsulation, outer headers, Ethernet, and a TCP-carrying tunnel's own ACKs), plus
-  `BYTES_SLACK` for the handshake, control connection and probes. The stored ratio is the counter over
-  the sender's whole-test bytes: the bytes on that wire per payload byte (the tunnel's overhead).
+* Bytes: what the traffic generator's receiver (iperf3's) counted in the measured seconds vs the byte
+  counter of the receiving namespace's underlay interface (the veth, or the emulator's TUN device) over
+  the whole workload call, and, on emulated links, vs the emulator's delivered bytes in that direction.
+  Every payload byte the receiver counted crossed that interface, headers and tunnel encapsulation on top,
+  so the counter must be at least the payload (`BYTES_LOW`). It cannot exceed what the sender put on the
+  wire over the whole test (warm-up included) by more than the per-packet overhead (`BYTES_OVERHEAD`:
+  inner TCP/IP headers, the tunnel's encapsulation, outer headers, Ethernet, and a TCP-carrying tunnel's
+  own ACKs), plus `BYTES_SLACK` for the handshake, control connection and probes. The stored ratio is the
+  counter over the sender's whole-test bytes: the bytes on that wire per payload byte (the tunnel's
+  overhead).
 * Latency under load (rrul over an emulated link): the loaded RTT should be the idle RTT (propagation and
   the host's own path) plus what the emulator's bottleneck queues held the packets, up and down (their
   median sojourn, `link.<dir>.sojourn_us_p50`). The rest is the residual (`check.rtt.residual_ms`): time
@@ -51,15 +52,20 @@ def bytes_check(payload: float, wire_upper: float, counter: float) -> tuple[floa
 
 
 def byte_checks(
-    metrics: Mapping[str, float | None], underlay: Mapping[str, str], emulated: bool
+    metrics: Mapping[str, float | None],
+    underlay: Mapping[str, str],
+    emulated: bool,
+    generator: Mapping[str, tuple[str, str]],
 ) -> dict[str, float | None]:
-    """`check.bytes.<dir>.{dev,link}.ratio|ok` from a trial's metrics: iperf3's bytes per direction
-    (`iperf3.bytes.<dir>`, `iperf3.sent_bytes_total.<dir>`), the receiving namespace's underlay counter
+    """`check.bytes.<dir>.{dev,link}.ratio|ok` from a trial's metrics: the traffic generator's bytes per
+    direction (`generator`: direction -> the names of its payload and its whole-test sent bytes, as its
+    workload declares them: Workload.generator), the receiving namespace's underlay counter
     (`counters.<role>.dev.<dev>.rx_bytes`) and the emulator's (`link.<dir>.delivered_bytes`). `underlay`
     maps role -> the underlay device's short name."""
     out: dict[str, float | None] = {}
     for direction, receiver in (("up", "server"), ("down", "client")):
-        payload, upper = metrics.get(f"iperf3.bytes.{direction}"), metrics.get(f"iperf3.sent_bytes_total.{direction}")
+        payload_key, sent_key = generator.get(direction, ("", ""))
+        payload, upper = metrics.get(payload_key), metrics.get(sent_key)
         if payload is None or upper is None:
             continue
         sources = {"dev": metrics.get(f"counters.{receiver}.dev.{underlay.get(receiver)}.rx_bytes")}

@@ -6,7 +6,6 @@ import math
 from statistics import median
 from typing import Any
 
-from tunbench.config.schema import WorkloadSection
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.stats import jain_index
 
@@ -63,18 +62,6 @@ def count_text(case: CaseKey) -> str:
 def mode_of(case: CaseKey) -> str:
     """The case's second axis: a storm's variant, else its direction ('-' for a workload without one)."""
     return case.variant or case.direction
-
-
-DEFAULT_WORKLOAD = WorkloadSection().kind[0]
-"""The workload a scenario runs when it names none: case names leave it out."""
-
-
-def case_text(case: CaseKey) -> str:
-    """'socat · lan · up · 1 flow' (the workload is named only when it is not the default one)."""
-    parts = [case.label, case.profile, mode_of(case), count_text(case)]
-    if case.workload != DEFAULT_WORKLOAD:
-        parts.insert(2, case.workload)
-    return " · ".join(parts)
 
 
 def trial_jain(t: TrialRecord) -> float | None:

@@ -7,10 +7,10 @@ import html
 import statistics
 from collections import defaultdict
 
-from tunbench.report.common import case_text
 from tunbench.report.compare import WORK_RATIOS
 from tunbench.report.summary import ROLES
 from tunbench.results import CaseKey, TrialRecord
+from tunbench.workloads import case_title
 
 Row = tuple[CaseKey, str, dict[str, float | None], str]  # case, role, suffix -> median, note
 
@@ -46,7 +46,7 @@ def work_table_html(trials: list[TrialRecord], pid: str) -> str:
     shown = [s for s in WORK_RATIOS if any(m[s] is not None for _, _, m, _ in rows)]
     head = "".join(f'<th class="num">{html.escape(WORK_RATIOS[s][0])}</th>' for s in shown)
     body = "".join(
-        f"<tr><td>{html.escape(case_text(case))}</td><td>{role}</td>"
+        f"<tr><td>{html.escape(case_title(case))}</td><td>{role}</td>"
         + "".join(f'<td class="num">{_num(m[s])}</td>' for s in shown)
         + f'<td class="note">{html.escape(note)}</td></tr>'
         for case, role, m, note in rows

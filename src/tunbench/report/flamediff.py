@@ -28,9 +28,9 @@ from pathlib import Path
 from tunbench.errors import CommandFailed, DependencyMissing, TunbenchError
 from tunbench.host.proc import run_cmd
 from tunbench.perf.flamegraph import find_tool
-from tunbench.report.common import case_text
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.store.db import Store
+from tunbench.workloads import case_title
 
 ROLES = ("client", "server")
 _SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -112,7 +112,7 @@ def same_rate(a: list[str], b: list[str]) -> tuple[bool, str]:
 
 
 def pair_text(ka: CaseKey, kb: CaseKey) -> str:
-    text = case_text(ka)
+    text = case_title(ka)
     return text.replace(ka.label, f"{ka.label} → {kb.label}", 1) if kb.label != ka.label else text
 
 

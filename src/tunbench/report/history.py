@@ -30,7 +30,6 @@ from pathlib import Path
 
 from tunbench.errors import TunbenchError
 from tunbench.metadata import machine_of
-from tunbench.report.common import case_text
 from tunbench.report.compare import METRIC_KINDS, Metric, metrics_for
 from tunbench.report.summary import LeftOut, interfered, interference_reason, leave_out_interfered, unit_values
 from tunbench.results import CaseKey, RunRecord, TrialRecord
@@ -43,6 +42,7 @@ from tunbench.stats.changepoints import (
     is_better,
     is_worse,
 )
+from tunbench.workloads import case_title
 
 EXIT_REGRESSED = 1
 """Exit status of `tunbench history --fail-on-regression-since` when a regression lies after the reference."""
@@ -148,7 +148,7 @@ class Series:
 
     @property
     def title(self) -> str:
-        return f"{case_text(self.case)} — {self.metric.title}"
+        return f"{case_title(self.case)} — {self.metric.title}"
 
     def size_text(self, c: Change) -> str:
         """The change and its CI: relative (+5.0% [...]) or, for absolute changes, in the metric's unit."""

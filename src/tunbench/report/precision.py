@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tunbench.report.common import case_text
 from tunbench.report.compare import CompareResult, metrics_for, pair_trials, pair_values
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats.compare import required_repetitions
 from tunbench.stats.paired import required_pairs
 from tunbench.stats.precision import Precision, fmt_mde, paired_precision
+from tunbench.workloads import case_title
 
 GATED_KINDS = ("throughput", "cpu")
 Budget = Callable[[Any, list[TrialRecord]], str]  # runner.Deadline (its block: list[PlannedTrial])
@@ -46,7 +46,7 @@ def gated_pairs(
         for metric in metrics:
             va, vb = pair_values(pairs, metric)
             if va:
-                out[f"{case_text(sides[label_a][0].case)} {metric.title}"] = (va, vb)
+                out[f"{case_title(sides[label_a][0].case)} {metric.title}"] = (va, vb)
     return out
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from statistics import median
 
+from tunbench import workloads
 from tunbench.monitor.crosscheck import failed_checks
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.stats import (
@@ -29,6 +30,7 @@ from tunbench.stats import (
     steal_warnings,
     summarize,
 )
+from tunbench.workloads.base import Generator
 
 ROLES = ("client", "server")
 # the WAN emulator's own process, when the profile is emulated (its cost is the harness's, not the tunnel's)
@@ -111,7 +113,7 @@ def per_trial_role(t: TrialRecord, role: str) -> dict[str, float | None]:
     if not m.get(f"processes.{role}"):
         return dict.fromkeys(("user_s", "sys_s", "cpu_pct", "bits_per_cpu_s", "rss_peak_bytes", "cgroup_cpu_s"))
     user, sys_ = m.get(f"cpu.{role}.user_s"), m.get(f"cpu.{role}.sys_s")
-    window = m.get("window_s") or t.duration_s
+    window = m.get("window_s") or t.window_s
     cpu = (user or 0.0) + (sys_ or 0.0) if user is not None or sys_ is not None else None
     pct = 100.0 * cpu / window if cpu is not None and window else None
     bps = m.get("throughput_bps")
@@ -268,23 +270,29 @@ def interference_causes(ts: list[TrialRecord]) -> str:
     return "; ".join(causes) or "; ".join(sorted(set(why) - {""}))
 
 
+def _generator(t: TrialRecord) -> Generator | None:
+    """What the trial's workload declares of its traffic generator's figures (None: none, or a workload
+    this version does not know)."""
+    w = workloads.REGISTRY.get(t.workload)
+    return w.generator if w is not None else None
+
+
 def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
-    """Per-trial flags as case warnings: the traffic generator was the bottleneck (iperf3 at >= 90 % of a
-    core), or an in-run cross-check disagreed (monitor/crosscheck.py)."""
+    """Per-trial flags as case warnings: the traffic generator was the bottleneck (its workload's
+    Generator.bound: iperf3 at >= 90 % of a core), or an in-run cross-check disagreed (monitor/crosscheck.py)."""
     out = []
-    bound = [t for t in ts if t.metrics.get("iperf3.generator_bound") == 1.0]
-    if bound:
-        pct = max(
-            max(t.metrics.get("iperf3.cpu.client_pct") or 0.0, t.metrics.get("iperf3.cpu.server_pct") or 0.0)
-            for t in bound
-        )
+    bound: dict[Generator, list[TrialRecord]] = defaultdict(list)
+    for t in ts:
+        if (g := _generator(t)) is not None and t.metrics.get(g.bound) == 1.0:
+            bound[g].append(t)
+    for g, hit in bound.items():
+        pct = max(t.metrics.get(k) or 0.0 for t in hit for k in g.cpu)
         out.append(
             StabilityWarning(
                 "generator-bound",
-                f"{label}: iperf3 itself used up to {pct:.0f}% of a core in {len(bound)} of {len(ts)} trial(s): "
+                f"{label}: {g.program} itself used up to {pct:.0f}% of a core in {len(hit)} of {len(ts)} trial(s): "
                 "the traffic generator, not the tunnel, may be the limit",
-                "iperf3 before 3.16 runs every stream in one thread; with iperf3 >= 3.16 (one thread per stream) "
-                "first in PATH, use --flows 2 or more",
+                g.hint,
             )
         )
     if hit := [t for t in ts if interfered(t)]:
@@ -305,7 +313,7 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
                 "see docs/cross-checks.md for the tolerances; the figures of these trials are less certain",
             )
         )
-    unchecked = [t for t in ts if _bytes_unchecked(t.metrics)]
+    unchecked = [t for t in ts if _bytes_unchecked(t)]
     if unchecked:  # no warning would otherwise read as "agreed"
         out.append(
             StabilityWarning(
@@ -378,7 +386,10 @@ def leave_out_interfered(
     return kept, LeftOut(tuple(bad), partners)
 
 
-def _bytes_unchecked(metrics: dict[str, float | None]) -> bool:
-    """An iperf3 trial (its bytes recorded) without any byte cross-check (`check.bytes.*`): not checked."""
-    has_bytes = any(metrics.get(f"iperf3.bytes.{d}") is not None for d in ("up", "down"))
-    return has_bytes and not any(k.startswith("check.bytes.") for k in metrics)
+def _bytes_unchecked(t: TrialRecord) -> bool:
+    """A trial with its generator's bytes recorded (iperf3's) but no byte cross-check (`check.bytes.*`):
+    not checked."""
+    if (g := _generator(t)) is None:
+        return False
+    has_bytes = any(t.metrics.get(payload) is not None for payload, _ in g.byte_keys().values())
+    return has_bytes and not any(k.startswith("check.bytes.") for k in t.metrics)

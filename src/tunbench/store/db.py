@@ -364,7 +364,7 @@ class Store:
                 t.status,
                 t.error,
                 t.started_at,
-                t.duration_s,
+                t.window_s,  # the `duration_s` column: the measured window (schema.sql)
                 t.clients,
                 t.variant,
             ),
@@ -525,7 +525,7 @@ class Store:
                 status=r[10],
                 error=r[11],
                 started_at=r[12],
-                duration_s=r[13],
+                window_s=r[13],
                 clients=r[14],
                 variant=r[15],
             )

@@ -41,7 +41,7 @@ CREATE TABLE IF NOT EXISTS trials (
     status      TEXT NOT NULL,                -- ok | failed
     error       TEXT NOT NULL DEFAULT '',
     started_at  TEXT NOT NULL,
-    duration_s  REAL,                         -- wall time of the measurement window
+    duration_s  REAL,                         -- wall time of the measurement window (TrialRecord.window_s)
     clients     INTEGER NOT NULL DEFAULT 1,   -- multi-client workloads (clients, storm): the client count
     variant     TEXT NOT NULL DEFAULT ''      -- storm: connect | reconnect | overload
 );

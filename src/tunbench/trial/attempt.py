@@ -53,10 +53,10 @@ class Setup:
     def spec(self, case: Case) -> TopologySpec:
         """The run's topology settings with the case's profile's own (MTU, sysctls, congestion control)."""
         return TopologySpec(
-            mtu=case.profile.mtu or self.topology.mtu,
-            sysctls={**self.topology.sysctls, **case.profile.sysctl},
+            mtu=case.link.mtu or self.topology.mtu,
+            sysctls={**self.topology.sysctls, **case.link.sysctl},
             ipv6=self.topology.ipv6,
-            congestion_control=case.profile.congestion_control or self.topology.congestion_control,
+            congestion_control=case.link.congestion_control or self.topology.congestion_control,
         )
 
     def record(self, pt: PlannedTrial, options: BaseModel) -> TrialRecord:
@@ -65,8 +65,8 @@ class Setup:
         return TrialRecord(
             seq=pt.seq,
             tunnel=c.tunnel.name,
-            label=c.tunnel.label,
-            profile=c.profile.name,
+            label=c.label,
+            profile=c.profile,
             workload=c.workload,
             flows=c.flows,
             direction=c.direction,
@@ -84,7 +84,7 @@ class Setup:
                     "omit_s": self.window.omit_s,
                     **options.model_dump(),
                 },
-                "profile": c.profile.model_dump(),
+                "profile": c.link.model_dump(),
                 "mtu": self.topology.mtu,
                 "ip": c.tunnel.families(),  # underlay / overlay (docs/adapters.md, "IPv6")
             },

@@ -21,7 +21,7 @@ def measure(setup: Setup, t: Attempt) -> None:
         wd = t.workdir / name
         wd.mkdir()
         spot = dataclasses.replace(t.spot, tag=f"{t.tag}{name}", workdir=wd)
-        with setup.site.bare_pair(spot, case.tunnel, case.profile, rec.params) as tunnel:
+        with setup.site.bare_pair(spot, case.tunnel, case.link, rec.params) as tunnel:
             yield tunnel
 
     ctx = BringupContext(
@@ -37,4 +37,4 @@ def measure(setup: Setup, t: Attempt) -> None:
         result = workload.measure(ctx)
     merge(rec, result)
     if result.window is not None:
-        rec.duration_s = result.window[1] - result.window[0]
+        rec.window_s = result.window[1] - result.window[0]

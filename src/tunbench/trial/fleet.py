@@ -19,7 +19,7 @@ def measure(setup: Setup, t: Attempt) -> None:
     env = setup.site.fleet(
         t.spot,
         case.tunnel,
-        case.profile,
+        case.link,
         case.clients,
         cpu_cap=workload.cpu_cap(case),
         probe_interval_s=workload.probe_interval_s(options),
@@ -31,8 +31,8 @@ def measure(setup: Setup, t: Attempt) -> None:
             ledger=setup.ledger,
             workdir=t.workdir,
             title=case.title,
-            label=case.tunnel.label,
-            profile=case.profile.name,
+            label=case.label,
+            profile=case.profile,
             clients=case.clients,
             variant=case.variant,
             direction=case.direction,
@@ -43,4 +43,4 @@ def measure(setup: Setup, t: Attempt) -> None:
             result = workload.measure(ctx)
     merge(rec, result)
     rec.metrics.update(env.metrics)
-    rec.duration_s = float(rec.metrics.get("window_s") or 0.0)
+    rec.window_s = float(rec.metrics.get("window_s") or 0.0)

@@ -61,7 +61,7 @@ def measure(setup: Setup, t: Attempt) -> None:
 def bring_up(setup: Setup, t: Attempt, stack: contextlib.ExitStack) -> Held:
     """The site's pair, the tunnel's CPU caps and the tunnel, entered on `stack`."""
     case, rec = t.case, t.rec
-    pair = setup.site.pair(stack, t.spot, case.profile, rec.params)
+    pair = setup.site.pair(stack, t.spot, case.link, rec.params)
     topo = pair.topo
     rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
     # client_cpu= / server_cpu=: the tunnel's processes only; entered before the tunnel, so the cap's
@@ -141,7 +141,7 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     if w.result.window is not None:
         measured = (w.result.window[0] - w.sampler.t0, w.result.window[1] - w.sampler.t0)
     cost_metrics_over(rec, {**w.sampler.results, **w.remote_costs}, w.sampler.wall_s, measured)
-    rec.duration_s = float(rec.metrics["window_s"] or 0.0)
+    rec.window_s = float(rec.metrics["window_s"] or 0.0)
     stats = pair.link_stats(final)
     rec.metrics.update(link_metrics(stats))
     t0, t1 = series_span(w.result, w.call)
@@ -154,7 +154,9 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     rec.metrics.update(crosscheck.rtt_checks(rec.metrics))
     if (underlay := pair.underlay()) is not None:
         devices, emulated = underlay
-        rec.metrics.update(crosscheck.byte_checks(rec.metrics, devices, emulated=emulated))
+        if (generator := t.workload.generator) is not None:
+            keys = generator.byte_keys()
+            rec.metrics.update(crosscheck.byte_checks(rec.metrics, devices, emulated=emulated, generator=keys))
         rec.metrics.update(work.ratios(rec.metrics, devices))  # counted work per MB and packet, if counted
 
 

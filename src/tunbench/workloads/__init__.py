@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tunbench.results import CaseKey
-from tunbench.workloads.base import Workload
+from tunbench.workloads.base import Workload, axes_title
 from tunbench.workloads.clients import ClientsWorkload
 from tunbench.workloads.connect import ConnectWorkload
 from tunbench.workloads.iperf3 import Iperf3Workload
@@ -41,8 +41,14 @@ def get(kind: str) -> Workload[Any, Any]:
     return REGISTRY[kind]
 
 
-def case_title(case: CaseKey) -> str:
+def case_title(case: CaseKey, *, label: bool = True) -> str:
     """What names a case, everywhere: its tunnel label, its profile, then what its workload says of it
-    (Workload.title): 'wireguard-go · lan · up · 1 flow', 'wg · lan · latency'."""
-    rest = get(case.workload).title(case)
-    return " · ".join([case.label, case.profile, *([rest] if rest else [])])
+    (Workload.title): 'wireguard-go · lan · up · 1 flow', 'wg · lan · latency'. label=False: without the
+    tunnel label ('lan · up · 1 flow'), where the tunnels of one case are shown side by side. A workload
+    this version does not know (in an older store) is named by its kind and the axes the case has."""
+    w = REGISTRY.get(case.workload)
+    if w is not None:
+        rest = w.title(case)
+    else:
+        rest = axes_title(case.workload, ("clients", "variant") if case.clients != 1 else ("flows", "direction"), case)
+    return " · ".join([*([case.label] if label else []), case.profile, *([rest] if rest else [])])

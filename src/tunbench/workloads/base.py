@@ -35,7 +35,7 @@ class NoOptions(BaseModel):
 
 
 class CaseAxes(Protocol):
-    """A case's coordinates that a workload reads (plan.Case and results.CaseKey have them): parallel flows
+    """A case's coordinates that a workload reads (results.CaseKey, and so plan.Case, has them): parallel flows
     and direction, or, for the multi-client workloads, the client count and the storm variant."""
 
     @property
@@ -69,6 +69,49 @@ class Column:
     header: str
     key: str
     unit: str
+
+
+@dataclass(frozen=True)
+class Generator:
+    """What a workload's traffic generator records about itself, by stored metric name, for the layers
+    that check it without knowing the workload: the report's generator-bound warning (`bound`, `cpu`,
+    `hint`) and the trial's byte cross-checks (`payload_bytes`, `sent_bytes`, monitor/crosscheck.py)."""
+
+    program: str  # its program, as a warning names it
+    bound: str  # 1.0: the generator itself was the bottleneck
+    cpu: tuple[str, ...]  # its own CPU on each side, % of one core
+    hint: str  # what to do when it was the bottleneck
+    payload_bytes: str  # "{direction}": the bytes its receiver counted in the measured seconds
+    sent_bytes: str  # "{direction}": the sender's bytes over the whole test (warm-up included)
+
+    def byte_keys(self) -> dict[str, tuple[str, str]]:
+        """direction -> (payload bytes, sent bytes) metric names, for the byte cross-checks."""
+        return {
+            d: (self.payload_bytes.format(direction=d), self.sent_bytes.format(direction=d)) for d in ("up", "down")
+        }
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """One scaling chart of a fleet workload (its metric against the client count, report/html/fleet.py):
+    the metric, its display scale (value / scale), the chart id's suffix, the title, the y-axis title and
+    the hover number format."""
+
+    metric: str
+    scale: float
+    slug: str
+    title: str
+    ytitle: str
+    fmt: str
+
+
+@dataclass(frozen=True)
+class ReadySeries:
+    """A fleet workload's per-client ready times, by stored series name: the CDF (x: seconds, y: fraction
+    ready) and, for stores that lack it, the raw ready time of each client (x: client, y: seconds)."""
+
+    cdf: str
+    by_client: str
 
 
 @dataclass
@@ -156,6 +199,17 @@ C = TypeVar("C", Context, FleetContext, BringupContext, default=Context)
 Opt = TypeVar("Opt", bound=BaseModel, default=NoOptions)
 
 
+def axes_title(kind: str, axes: tuple[str, ...], case: CaseAxes) -> str:
+    """A case named by its workload's kind and its axes (Workload.title's default): 'latency',
+    'rrul · up · 4 flows', 'storm · 50 clients · all-at-once'."""
+    parts = [kind]
+    if "clients" in axes:
+        parts += [f"{case.clients} clients", case.variant or case.direction]
+    elif case.direction != "-":
+        parts += [case.direction, f"{case.flows} flow" + ("s" if case.flows > 1 else "")]
+    return " · ".join(parts)
+
+
 def cell(metrics: dict[str, float | None], column: Column) -> str:
     """A column's value(s) in one trial's metrics, written in its unit ("a / b" for several keys)."""
     return " / ".join(fmt(metrics.get(k), column.unit) for k in column.key.split("|"))
@@ -204,6 +258,9 @@ class Workload(ABC, Generic[C, Opt]):
         windows, CPU placement, CPU caps and --hosts apply to."""
         return not (cls.fleet or cls.owns_bringup)
 
+    # its traffic generator's own figures (None: it records none), read by the report and the cross-checks
+    generator: ClassVar[Generator | None] = None
+
     # its own table (terminal and HTML): the headline metrics of its cases and a caption. Empty: a bulk
     # throughput workload, whose cases go in the throughput summary (Mbit/s, ×direct, CPU, Mbit/CPU-s)
     columns: ClassVar[tuple[Column, ...]] = ()
@@ -228,12 +285,7 @@ class Workload(ABC, Generic[C, Opt]):
     def title(self, case: CaseAxes) -> str:
         """What names a case of this workload after its tunnel and profile: 'latency', 'up · 4 flows',
         'storm · 50 clients · all-at-once'."""
-        parts = [self.kind]
-        if "clients" in self.axes:
-            parts += [f"{case.clients} clients", case.variant or case.direction]
-        elif case.direction != "-":
-            parts += [case.direction, f"{case.flows} flow" + ("s" if case.flows > 1 else "")]
-        return " · ".join(parts)
+        return axes_title(self.kind, self.axes, case)
 
     def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
         """The client counts and variants its cases sweep (its "clients" and "variant" axes)."""
@@ -281,6 +333,11 @@ class FleetWorkload(Workload[FleetContext, Opt]):
     # a run between hosts can place it (its server on the server host, its clients on the client host:
     # sites/hosts_fleet.py)
     fleet_on_hosts: ClassVar[bool] = False
+
+    # its charts against the client count (the report's "Many clients" section)
+    scaling: ClassVar[tuple[Scaling, ...]] = ()
+    # its per-client ready times (the report's time-to-ready CDF); None: it records none
+    ready: ClassVar[ReadySeries | None] = None
 
     @classmethod
     def on_hosts(cls) -> bool:

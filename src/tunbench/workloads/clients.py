@@ -33,7 +33,15 @@ from tunbench.stats.fairness import jain_index
 from tunbench.units import Window, fmt, mbit
 from tunbench.workloads import iperf3
 from tunbench.workloads import window as W
-from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, FleetWorkload, Measurement
+from tunbench.workloads.base import (
+    TRIAL_SETUP_S,
+    CaseAxes,
+    Column,
+    FleetContext,
+    FleetWorkload,
+    Measurement,
+    Scaling,
+)
 from tunbench.workloads.fleet_options import ClientsOptions
 
 PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace
@@ -89,6 +97,41 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         Column("CPU-s/cl", "clients.udp.server_cpu_s_per_client", "sec"),
         Column("RSS/cl", "clients.server_rss_bytes_per_client", "kb"),
         Column("failed", "clients.udp.failed_clients|clients.tcp.failed_clients", "n"),
+    )
+    scaling: ClassVar[tuple[Scaling, ...]] = (
+        Scaling(
+            "clients.udp.aggregate_bps",
+            1e6,
+            "udp",
+            "Aggregate UDP throughput of all clients",
+            "aggregate UDP (Mbit/s)",
+            ".3g",
+        ),
+        Scaling(
+            "clients.tcp.aggregate_bps",
+            1e6,
+            "tcp",
+            "Aggregate TCP throughput of all clients",
+            "aggregate TCP (Mbit/s)",
+            ".3g",
+        ),
+        Scaling(
+            "clients.udp.server_cpu_pct",
+            1.0,
+            "cpu",
+            "Tunnel server CPU during the UDP phase",
+            "server CPU (% of one core)",
+            ".1f",
+        ),
+        W.RSS_PER_CLIENT,
+        Scaling(
+            "clients.udp.server_cpu_s_per_client",
+            1.0,
+            "cpu-per-client",
+            "Tunnel server CPU time per client during the UDP phase",
+            "server CPU per client (CPU-seconds)",
+            ".3g",
+        ),
     )
     caption: ClassVar[str] = (
         "N clients, each through its own tunnel, over the window where all are active; per client: UDP median; "

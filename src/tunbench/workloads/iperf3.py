@@ -19,7 +19,7 @@ from tunbench.errors import RetryTrial, TrialError
 from tunbench.host.place import Place, Proc
 from tunbench.results import TrialRecord
 from tunbench.units import mbit, parse_rate
-from tunbench.workloads.base import CaseAxes, Context, Measurement, Workload
+from tunbench.workloads.base import CaseAxes, Context, Generator, Measurement, Workload
 
 Direction = Literal["up", "down", "bidir"]
 DIRECTIONS: tuple[Direction, ...] = ("up", "down", "bidir")
@@ -272,12 +272,30 @@ class Iperf3Options(BaseModel):
         return v
 
 
+# iperf3 (before 3.16) runs every stream in one thread: at this share of a core its own process, not the
+# tunnel, may be what limits the throughput
+GENERATOR_BOUND_PCT = 90.0
+
+# the names iperf3's own figures are stored under (Workload.generator): the report and the cross-checks
+# read them from here
+GENERATOR = Generator(
+    program="iperf3",
+    bound="iperf3.generator_bound",
+    cpu=("iperf3.cpu.client_pct", "iperf3.cpu.server_pct"),
+    hint="iperf3 before 3.16 runs every stream in one thread; with iperf3 >= 3.16 (one thread per stream) "
+    "first in PATH, use --flows 2 or more",
+    payload_bytes="iperf3.bytes.{direction}",
+    sent_bytes="iperf3.sent_bytes_total.{direction}",
+)
+
+
 class Iperf3Workload(Workload[Context, Iperf3Options]):
     """Bulk TCP with iperf3: a fresh one-test server per trial, receiver-side bytes as the headline."""
 
     kind = "iperf3"
     description = "bulk TCP throughput (iperf3), flows x direction; or its CPU cost at a fixed load (rate=)"
     Options = Iperf3Options
+    generator = GENERATOR
 
     def title(self, case: CaseAxes) -> str:
         """The default workload goes unnamed: 'up · 4 flows'."""
@@ -467,24 +485,18 @@ def measured_window(r: Iperf3Result, launched: float, exited: float) -> tuple[fl
 
 
 def generator_metrics(r: Iperf3Result) -> dict[str, float | None]:
-    """iperf3's own CPU figures, the bytes the cross-checks need, and whether the generator was the limit."""
-    m: dict[str, float | None] = {
-        "iperf3.cpu.client_pct": r.cpu_client_pct,
-        "iperf3.cpu.server_pct": r.cpu_server_pct,
-    }
+    """iperf3's own CPU figures, the bytes the cross-checks need, and whether the generator was the limit
+    (stored under GENERATOR's names)."""
+    client_cpu, server_cpu = GENERATOR.cpu
+    m: dict[str, float | None] = {client_cpu: r.cpu_client_pct, server_cpu: r.cpu_server_pct}
     for d, b in r.received_bytes.items():
-        m[f"iperf3.bytes.{d}"] = b
+        m[GENERATOR.payload_bytes.format(direction=d)] = b
     for d, b in r.sent_bytes_total.items():
-        m[f"iperf3.sent_bytes_total.{d}"] = b
+        m[GENERATOR.sent_bytes.format(direction=d)] = b
     busiest = max((v for v in (r.cpu_client_pct, r.cpu_server_pct) if v is not None), default=None)
     if busiest is not None:
-        m["iperf3.generator_bound"] = 1.0 if busiest >= GENERATOR_BOUND_PCT else 0.0
+        m[GENERATOR.bound] = 1.0 if busiest >= GENERATOR_BOUND_PCT else 0.0
     return m
-
-
-# iperf3 (before 3.16) runs every stream in one thread: at this share of a core its own process, not the
-# tunnel, may be what limits the throughput
-GENERATOR_BOUND_PCT = 90.0
 
 
 def wait_listening(place: Place, port: int, server: Proc, timeout_s: float = 10.0, proto: str = "tcp") -> None:

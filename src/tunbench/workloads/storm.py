@@ -28,8 +28,20 @@ from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
 from tunbench.stats import percentile
 from tunbench.units import Window, fmt
 from tunbench.workloads import window as W
-from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, FleetContext, FleetWorkload, Measurement
+from tunbench.workloads.base import (
+    TRIAL_SETUP_S,
+    CaseAxes,
+    Column,
+    FleetContext,
+    FleetWorkload,
+    Measurement,
+    ReadySeries,
+    Scaling,
+)
 from tunbench.workloads.fleet_options import StormOptions
+
+# where a storm stores its clients' ready times (FleetWorkload.ready: the report's time-to-ready CDF)
+READY = ReadySeries("clients.ready_cdf", "clients.ready_s_by_client")
 
 
 class StormWorkload(FleetWorkload[StormOptions]):
@@ -48,6 +60,8 @@ class StormWorkload(FleetWorkload[StormOptions]):
         Column("hs/s", "clients.handshakes_per_s", "n"),
         Column("srv CPU-s", "clients.server_cpu_s", "sec"),
     )
+    scaling: ClassVar[tuple[Scaling, ...]] = (W.RSS_PER_CLIENT,)
+    ready: ClassVar[ReadySeries | None] = READY
     caption: ClassVar[str] = (
         "N clients started at once: time to a working tunnel (an echo through it answered); hs/s: handshakes per "
         "second at the server"
@@ -165,9 +179,9 @@ class StormWorkload(FleetWorkload[StormOptions]):
                 raise TrialError(f"first storm: only {len(ready_s)} of {n} clients ready:\n{mt.failures_text(errors)}")
             return
         rec.metrics["window_s"] = elapsed
-        rec.series["clients.ready_cdf"] = W.ready_cdf(ready_s, n)
+        rec.series[READY.cdf] = W.ready_cdf(ready_s, n)
         rec.series["clients.ready_per_s"] = counts
-        rec.series["clients.ready_s_by_client"] = [(float(i), ready_at[i] - t0) for i in sorted(ready_at)]
+        rec.series[READY.by_client] = [(float(i), ready_at[i] - t0) for i in sorted(ready_at)]
         rec.streams = [(i, "ready_s", ready_at[i] - t0, None) for i in sorted(ready_at)]
         server = sampler.results["server"]
         cpu_s = server.cgroup_cpu.total_s if server.cgroup_cpu else server.cpu.total_s

@@ -12,6 +12,17 @@ from typing import Any
 from tunbench.errors import TrialError
 from tunbench.stats import percentile
 from tunbench.workloads import iperf3
+from tunbench.workloads.base import Scaling
+
+# the tunnel server's memory per connected client, which both multi-client workloads record: one chart
+RSS_PER_CLIENT = Scaling(
+    "clients.server_rss_bytes_per_client",
+    1024.0,
+    "rss",
+    "Tunnel server memory per connected client (RSS growth / N)",
+    "server RSS per client (KiB)",
+    ",.0f",
+)
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,11 @@ import math
 from rich.markup import escape
 from rich.table import Table
 
-from tunbench.report.common import case_text
 from tunbench.report.compare.repetitions import repetitions_for
 from tunbench.report.compare.result import OUTCOMES, CaseComparison, CompareResult
 from tunbench.report.terminal import grouped_lines
 from tunbench.stats import Comparison
+from tunbench.workloads import case_title
 
 _VERDICT_STYLE = {"better": "green", "worse": "red", "no significant change": "dim"}
 
@@ -168,9 +168,9 @@ def compare_lines(result: CompareResult) -> list[str]:
     lines = [f"[yellow]note: {escape(n)}[/]" for n in result.notes]
     lines += [f"[yellow]warning: {escape(s)}[/]" for s in result.settings]
     for k in result.unmatched_a:
-        lines.append(f"[dim]only in A: {escape(case_text(k))}[/]")
+        lines.append(f"[dim]only in A: {escape(case_title(k))}[/]")
     for k in result.unmatched_b:
-        lines.append(f"[dim]only in B: {escape(case_text(k))}[/]")
+        lines.append(f"[dim]only in B: {escape(case_title(k))}[/]")
     lines += [
         f"[yellow]warning:[/] {line}"
         for line in grouped_lines(result.warnings(), unit="comparison(s)", most=4, of=len(result.rows))

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from tunbench.errors import TunbenchError
-from tunbench.report.common import case_text
 from tunbench.report.compare.metrics import Metric
 from tunbench.report.terminal import Flagged
 from tunbench.results import CaseKey
 from tunbench.stats import Comparison
+from tunbench.workloads import case_title
 
 EXIT_REGRESSED = 1
 """Exit status of `tunbench compare` when a gated case regressed beyond the threshold (errors exit 2)."""
@@ -46,7 +46,7 @@ class CaseComparison:
 
     @property
     def case_label(self) -> str:
-        text = case_text(self.case_a)
+        text = case_title(self.case_a)
         if self.case_b.label != self.case_a.label:
             text = text.replace(self.case_a.label, f"{self.case_a.label} → {self.case_b.label}", 1)
         return text

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tunbench.report.common import case_text
 from tunbench.report.compare.format import fmt_change
 from tunbench.report.compare.load import run_name
 from tunbench.report.compare.metrics import METRIC_KINDS, Metric, metrics_for
@@ -27,6 +26,7 @@ from tunbench.stats import (
     compare,
     compare_paired,
 )
+from tunbench.workloads import case_title
 
 
 def _compare(
@@ -151,14 +151,14 @@ def compare_runs(
             dropped += lost
             if lost:
                 notes.append(
-                    f"{case_text(ka)}: {lost} repetition(s) dropped from the pairs (partner failed or missing), "
+                    f"{case_title(ka)}: {lost} repetition(s) dropped from the pairs (partner failed or missing), "
                     f"{len(trial_pairs)} pairs left"
                 )
         for metric in metrics:
             va, vb = metric_units(ta, metric), metric_units(tb, metric)
             if not va or not vb:
                 if metric.kind == "throughput":
-                    notes.append(f"{case_text(ka)}: no successful trials on {'A' if not va else 'B'}; not compared")
+                    notes.append(f"{case_title(ka)}: no successful trials on {'A' if not va else 'B'}; not compared")
                 continue
             paired = False
             if paired_design:
@@ -168,13 +168,13 @@ def compare_runs(
                 else:
                     if warm and pa:  # windows of one bring-up are not independent samples either
                         va, vb = pa, pb
-                    too_few.append(f"{case_text(ka)} {metric.title}")
+                    too_few.append(f"{case_title(ka)} {metric.title}")
                     if metric.kind == "throughput" or len(too_few) == 1:
                         notes.append(
-                            f"{case_text(ka)} {metric.title}: {len(pa)} pair(s) by repetition, fewer than "
+                            f"{case_title(ka)} {metric.title}: {len(pa)} pair(s) by repetition, fewer than "
                             f"{MIN_PAIRS}: compared unpaired"
                         )
-            label = f"{case_text(ka)} {metric.title}"
+            label = f"{case_title(ka)} {metric.title}"
             res = _compare(
                 va, vb, metric, threshold=threshold, threshold_abs=abs_limits, confidence=confidence, seed=seed,
                 label=label, paired=paired,

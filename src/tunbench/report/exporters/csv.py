@@ -32,7 +32,7 @@ TRIAL_COLUMNS = (
     "status",
     "error",
     "started_at",
-    "duration_s",
+    "duration_s",  # TrialRecord.window_s, under the column name older exports have
 )
 METRIC_COLUMNS = ("throughput_bps", "throughput_bps.up", "throughput_bps.down", "retransmits", "window_s", "setup_s")
 _ROLE_KEYS = ("cpu_user_s", "cpu_sys_s", "cpu_pct", "bits_per_cpu_s")
@@ -47,7 +47,7 @@ def _cell(x: Any) -> Any:
 
 def _row(run: RunRecord, t: TrialRecord, extra: list[str]) -> list[Any]:
     base = [run.id, run.uid, run.name, t.seq, t.tunnel, t.label, t.profile, t.workload, t.flows, t.direction]
-    base += [t.clients, t.variant, t.repetition, t.status, (t.error or "").strip(), t.started_at, t.duration_s]
+    base += [t.clients, t.variant, t.repetition, t.status, (t.error or "").strip(), t.started_at, t.window_s]
     metrics = [t.metrics.get(k) for k in METRIC_COLUMNS]
     derived: list[float | None] = []
     for role in ROLES:

@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from tunbench import workloads
 from tunbench.errors import ExportError
 from tunbench.report.interference import figures as interference_figures
 from tunbench.report.summary import CaseSummary, summarize_trials
@@ -73,7 +74,7 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
             "steal_pct": m.get("host.steal_pct"),
         },
         "rss_peak_bytes": {role: m.get(f"rss_peak_bytes.{role}") for role in ("client", "server")},
-        "duration_s": t.duration_s,
+        "duration_s": t.window_s,  # the measured window, under the field name older exports have
         "setup_s": m.get("setup_s"),
         "snd_cwnd_max_bytes": m.get("snd_cwnd_max_bytes"),
         "streams": [{"stream": s[0], "direction": s[1], "received_bps": s[2], "retransmits": s[3]} for s in t.streams],
@@ -180,14 +181,16 @@ def run_from_export(data: dict[str, Any], source: str = "JSON") -> RunRecord:
 
 def _axes_from_export(t: dict[str, Any]) -> tuple[int, str, int, str]:
     """(flows, direction, clients, variant). An export from before the `clients`/`variant` fields held a
-    multi-client trial's client count in `flows` and a storm's variant in `direction` (as the store's
-    schema 1 did: store/migrations.py moves them the same way)."""
+    multi-client trial's client count in `flows` (a workload with a "clients" axis) and, where it has a
+    "variant" axis (a storm), its variant in `direction` (as the store's schema 1 did: store/migrations.py
+    moves them the same way)."""
     flows, direction = int(t["flows"]), str(t["direction"])
     if "clients" in t:
         return flows, direction, int(t["clients"]), str(t.get("variant") or "")
-    if t["workload"] == "storm":
+    axes = w.axes if (w := workloads.REGISTRY.get(str(t["workload"]))) is not None else ()
+    if "variant" in axes:
         return 1, "-", flows, direction
-    if t["workload"] == "clients":
+    if "clients" in axes:
         return 1, direction, flows, ""
     return flows, direction, 1, ""
 
@@ -209,7 +212,7 @@ def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
         status=str(t.get("status") or "ok"),
         error=str(t.get("error") or ""),
         started_at=str(t.get("started_at") or ""),
-        duration_s=t.get("duration_s"),
+        window_s=t.get("duration_s"),
         metrics=dict(t.get("metrics") or {}),
         series={str(k): [(float(a), float(b)) for a, b in pts] for k, pts in (t.get("series") or {}).items()},
         streams=[

@@ -12,9 +12,9 @@ from typing import Any
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from tunbench.report.common import DEFAULT_WORKLOAD, flows_text
 from tunbench.report.summary import BASELINE
 from tunbench.results import CaseKey
+from tunbench.workloads import case_title
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
@@ -62,10 +62,8 @@ def rate_unit(values: Iterable[float | None]) -> tuple[float, str]:
 
 
 def group_title(case: CaseKey) -> str:
-    parts = [case.profile, case.direction, flows_text(case.flows)]
-    if case.workload != DEFAULT_WORKLOAD:
-        parts.insert(1, case.workload)
-    return " · ".join(parts)
+    """The case without its tunnel ('lan · up · 1 flow'): where a chart shows the tunnels side by side."""
+    return case_title(case, label=False)
 
 
 def layout(fig: go.Figure, title: str, xtitle: str, ytitle: str, **kw: Any) -> go.Figure:

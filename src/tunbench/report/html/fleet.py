@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -17,62 +18,33 @@ from tunbench.report.common import (
 )
 from tunbench.report.html.base import DIRECT_COLOR, chart_div, esc, h3, label_colors, layout
 from tunbench.results import CaseKey, TrialRecord
+from tunbench.workloads import case_title
+from tunbench.workloads.base import FleetWorkload, Scaling
 
 
 def is_fleet(t: TrialRecord) -> bool:
     """A trial of N clients through one server (Workload.fleet): its per-client "streams" and ready times
-    are not parallel flows of one iperf3 test, so it has a section of its own."""
-    w = workloads.REGISTRY.get(t.workload)
-    return w is not None and w.fleet
+    are not parallel flows of one test, so it has a section of its own."""
+    return _fleet(t) is not None
 
 
 _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 
-# metric, scale, chart id suffix, title, y-axis title, hover format
+
+def _fleet(t: TrialRecord) -> FleetWorkload[Any] | None:
+    w = workloads.REGISTRY.get(t.workload)
+    return w if isinstance(w, FleetWorkload) else None
 
 
-_SCALING: tuple[tuple[str, float, str, str, str, str], ...] = (
-    (
-        "clients.udp.aggregate_bps",
-        1e6,
-        "udp",
-        "Aggregate UDP throughput of all clients",
-        "aggregate UDP (Mbit/s)",
-        ".3g",
-    ),
-    (
-        "clients.tcp.aggregate_bps",
-        1e6,
-        "tcp",
-        "Aggregate TCP throughput of all clients",
-        "aggregate TCP (Mbit/s)",
-        ".3g",
-    ),
-    (
-        "clients.udp.server_cpu_pct",
-        1.0,
-        "cpu",
-        "Tunnel server CPU during the UDP phase",
-        "server CPU (% of one core)",
-        ".1f",
-    ),
-    (
-        "clients.server_rss_bytes_per_client",
-        1024.0,
-        "rss",
-        "Tunnel server memory per connected client (RSS growth / N)",
-        "server RSS per client (KiB)",
-        ",.0f",
-    ),
-    (
-        "clients.udp.server_cpu_s_per_client",
-        1.0,
-        "cpu-per-client",
-        "Tunnel server CPU time per client during the UDP phase",
-        "server CPU per client (CPU-seconds)",
-        ".3g",
-    ),
-)
+def scaling_charts() -> list[Scaling]:
+    """The scaling charts the fleet workloads declare (FleetWorkload.scaling), in registry order, each
+    metric once (two workloads may record the same one)."""
+    charts: dict[str, Scaling] = {}
+    for w in workloads.REGISTRY.values():
+        if isinstance(w, FleetWorkload):
+            for c in w.scaling:
+                charts.setdefault(c.metric, c)
+    return list(charts.values())
 
 
 def _mc_namer(trials: list[TrialRecord]) -> Callable[[TrialRecord], str]:
@@ -128,10 +100,13 @@ def fig_clients_scaling(
 
 
 def _ready_cdf(t: TrialRecord) -> list[tuple[float, float]]:
-    pts = [(x, y) for x, y in t.series.get("clients.ready_cdf") or [] if is_num(x) and is_num(y)]
+    """A trial's time-to-ready CDF, from the series its workload declares (FleetWorkload.ready)."""
+    if (w := _fleet(t)) is None or w.ready is None:
+        return []
+    pts = [(x, y) for x, y in t.series.get(w.ready.cdf) or [] if is_num(x) and is_num(y)]
     if pts:
         return sorted(pts)
-    xs = sorted(v for _, v in t.series.get("clients.ready_s_by_client") or [] if is_num(v))
+    xs = sorted(v for _, v in t.series.get(w.ready.by_client) or [] if is_num(v))
     return [(x, (i + 1) / len(xs)) for i, x in enumerate(xs)]
 
 
@@ -190,8 +165,9 @@ def multi_failures_html(trials: list[TrialRecord]) -> str:
         if not bad:
             continue
         errs = next((t.error.splitlines()[0] for t in bad if t.error), "no error recorded")
-        what = f"{case.label} · {case.profile} · {case.workload} · {_dir_or_variant(case)} · N={case.clients}"
-        items.append(f"<li>{esc(what)}: {len(bad)} of {len(ts)} repetition(s) failed, e.g. {esc(errs)}</li>")
+        items.append(
+            f"<li>{esc(case_title(case))}: {len(bad)} of {len(ts)} repetition(s) failed, e.g. {esc(errs)}</li>"
+        )
     return f'<ul class="bad">{"".join(items)}</ul>' if items else ""
 
 
@@ -201,12 +177,13 @@ def many_clients_html(trials: list[TrialRecord], pid: str) -> str:
         return ""
     colors = label_colors((t.label, t.tunnel) for t in multi)
     parts = [h3(pid, "many-clients", "Many clients"), multi_failures_html(multi)]
-    if any(m in t.metrics for t in multi for m, *_ in _SCALING):
+    scaling = scaling_charts()
+    if any(c.metric in t.metrics for t in multi for c in scaling):
         charts = []
-        for metric, scale, slug, title, ytitle, fmt in _SCALING:
-            f = fig_clients_scaling(multi, colors, metric, scale, title, ytitle, fmt)
+        for c in scaling:
+            f = fig_clients_scaling(multi, colors, c.metric, c.scale, c.title, c.ytitle, c.fmt)
             if f is not None:
-                charts.append(chart_div(f, f"{pid}-clients-{slug}"))
+                charts.append(chart_div(f, f"{pid}-clients-{c.slug}"))
         if charts:
             parts.append('<p class="note">Scaling with the number of concurrent clients (x: N clients).</p>')
             parts.append(f'<div class="grid2">{"".join(charts)}</div>')

@@ -20,10 +20,10 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from tunbench import __version__
-from tunbench.report.common import case_text
 from tunbench.report.history import History, Series
 from tunbench.report.html.base import PLOTLY_FOOTER, chart_div, esc, layout
 from tunbench.results import CaseKey
+from tunbench.workloads import case_title
 
 LINE = "#1f77b4"
 BAND = "rgba(31, 119, 180, 0.18)"
@@ -119,7 +119,7 @@ def changes_table(h: History) -> str:
         for c in s.changes:
             cls = "bad" if c.regression else "ok"
             rows.append(
-                f"<tr><td>{esc(case_text(s.case))}</td><td>{esc(s.metric.title)}</td>"
+                f"<tr><td>{esc(case_title(s.case))}</td><td>{esc(s.metric.title)}</td>"
                 f'<td class="{cls}">{c.kind.lower()}</td>'
                 f"<td>{esc(s.change_text(c))}</td></tr>"
             )
@@ -146,12 +146,12 @@ def render(h: History) -> str:
     if not h.series:
         parts.append("<p>No finished run measured any case on this machine.</p>")
     for ci, (case, series) in enumerate(by_case.items()):
-        parts.append(f'<h2 id="case-{ci}">{esc(case_text(case))}</h2>')
+        parts.append(f'<h2 id="case-{ci}">{esc(case_title(case))}</h2>')
         for si, s in enumerate(series):
             parts.append(chart_div(fig_series(s), f"h{ci}-{si}"))
     toc = ""
     if len(by_case) > 1:
-        links = "".join(f'<li><a href="#case-{i}">{esc(case_text(c))}</a></li>' for i, c in enumerate(by_case))
+        links = "".join(f'<li><a href="#case-{i}">{esc(case_title(c))}</a></li>' for i, c in enumerate(by_case))
         toc = f"<nav><b>Cases</b><ul>{links}</ul></nav>"
     return template.substitute(
         title=esc(title),
