@@ -19,7 +19,7 @@ from typing import Protocol
 
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
-from tunbench.host.proc import Daemon, rss_of, run_cmd, tree_pids
+from tunbench.host.proc import Daemon, rss_of, run_cmd, stop_daemons, tree_pids
 
 TCP_LISTEN = "0A"
 Completed = subprocess.CompletedProcess[str]
@@ -91,6 +91,11 @@ class Place(Protocol):
     def wait_exits(self, procs: Sequence[Proc], timeout_s: float) -> list[float | None]:
         """Wait until every one of `procs` (daemons started here) has exited, at most `timeout_s`; each one's
         exit time on this machine's time.monotonic() clock, None for one still running."""
+        ...
+
+    def stop(self, procs: Sequence[Proc]) -> None:
+        """End many of the daemons started here at once (one SIGTERM each, one shared wait, one SIGKILL of
+        the rest): the time of the slowest, not the sum of their grace periods."""
         ...
 
 
@@ -239,3 +244,9 @@ class LocalPlace:
         if len(daemons) != len(procs):
             raise TypeError("a local place waits for its own daemons only")
         return wait_exits(daemons, timeout_s)
+
+    def stop(self, procs: Sequence[Proc]) -> None:
+        daemons = [p for p in procs if isinstance(p, Daemon)]
+        if len(daemons) != len(procs):
+            raise TypeError("a local place stops its own daemons only")
+        stop_daemons(daemons)
