@@ -64,3 +64,31 @@ def test_groups_that_end_on_sigterm_are_not_killed(tmp_path: Path) -> None:
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+class _Recorder:
+    """A place that only records what it was asked to stop (the grouping is under test, not the stopping)."""
+
+    def __init__(self, machine: str, calls: list[tuple[str, list[str]]]) -> None:
+        self.machine = machine
+        self._calls = calls
+
+    def stop(self, procs: list[str]) -> None:
+        self._calls.append((self.machine, list(procs)))
+
+
+def test_a_fleet_stops_its_clients_with_one_call_per_machine() -> None:
+    """Every client has a place of its own (its namespace), but the places of one machine stop together: one
+    stop for this machine's 4 clients and one request to host h2's agent for its 2, not one each."""
+    from types import SimpleNamespace
+
+    from tunbench.tunnels.fleet import Fleet
+
+    calls: list[tuple[str, list[str]]] = []
+    places = {i: _Recorder("" if i < 4 else "h2", calls) for i in range(6)}
+    fleet = SimpleNamespace(
+        clients={i: f"client{i}" for i in range(6)}, places=SimpleNamespace(client=lambda i: places[i])
+    )
+    Fleet.stop_clients(fleet, [0, 1, 2, 3, 4, 5, 9])  # type: ignore[arg-type]
+    assert sorted(calls) == [("", ["client0", "client1", "client2", "client3"]), ("h2", ["client4", "client5"])]
+    assert fleet.clients == {}

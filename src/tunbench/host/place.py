@@ -52,6 +52,7 @@ class Place(Protocol):
 
     label: str  # for messages: "namespace tb1a2b3c-t3s", "host h2"
     workdir: Path
+    machine: str  # which machine its processes run on ("" this one): places on one machine stop together
 
     def run(
         self,
@@ -94,8 +95,9 @@ class Place(Protocol):
         ...
 
     def stop(self, procs: Sequence[Proc]) -> None:
-        """End many of the daemons started here at once (one SIGTERM each, one shared wait, one SIGKILL of
-        the rest): the time of the slowest, not the sum of their grace periods."""
+        """End many daemons started on this place's machine (here or at other places of it) at once: one
+        SIGTERM each, one shared wait, one SIGKILL of the rest; the time of the slowest, not the sum of
+        their grace periods."""
         ...
 
 
@@ -163,6 +165,7 @@ class LocalPlace:
         self.netns = netns
         self.ledger = ledger
         self.workdir = workdir
+        self.machine = ""
         self.cgroups = dict(cgroups or {})
         self.placement = list(placement)
         self.label = f"namespace {netns}" if netns else "this host"

@@ -58,6 +58,7 @@ class RemotePlace:
         self.workdir = Path(workdir)
         self.netns = netns
         self.label = f"host {conn.name}" + (f", namespace {netns}" if netns else "")
+        self.machine = conn.name
 
     def run(
         self,

@@ -331,14 +331,14 @@ class Fleet:
         return err
 
     def stop_clients(self, indices: list[int]) -> None:
-        """End many clients at once: per place (this machine's namespaces, or a client host's agent in one
+        """End many clients at once: per machine (this one's namespaces, or a client host's agent in one
         request), every process group SIGTERMed, one shared wait, SIGKILL of what is left."""
-        by_place: dict[int, tuple[Place, list[Proc]]] = {}
+        by_machine: dict[str, tuple[Place, list[Proc]]] = {}
         for i in indices:
             if i in self.clients:
                 place = self.places.client(i)
-                by_place.setdefault(id(place), (place, []))[1].append(self.clients.pop(i))
-        for place, procs in by_place.values():
+                by_machine.setdefault(place.machine, (place, []))[1].append(self.clients.pop(i))
+        for place, procs in by_machine.values():
             place.stop(procs)
 
     def pids(self, role: str) -> list[int]:
