@@ -23,8 +23,8 @@ from pyroute2 import netns
 
 from tunbench.host.cgroup import V1_CPU, V1_CPUACCT, V1_CPUSET, V2_CANDIDATES, remove_cgroup
 from tunbench.host.ledger import NAME_RE, STATE_DIR, Ledger, all_ledgers, owner_alive
-from tunbench.host.netns import delete_namespace, pids_in_namespaces, remove_prefixed_links
-from tunbench.host.proc import stop_group
+from tunbench.host.netns import delete_namespaces, pids_in_namespaces, remove_prefixed_links
+from tunbench.host.proc import stop_groups
 
 WG_SOCKETS = Path("/var/run/wireguard")
 
@@ -51,7 +51,9 @@ class CleanReport:
 
 
 def _kill_recorded(ledger: Ledger) -> int:
-    n = 0
+    """End the ledger's recorded processes that still run (pid and start time must both match, or the pid
+    now belongs to someone else), all at once: one SIGTERM each, one shared wait, one SIGKILL of the rest."""
+    mine: list[int] = []
     for rec in ledger.procs:
         try:
             p = psutil.Process(rec.pid)
@@ -59,11 +61,12 @@ def _kill_recorded(ledger: Ledger) -> int:
                 continue  # the pid was reused by an unrelated process
         except psutil.Error:
             continue
-        stop_group(rec.pid, term_timeout_s=1.0)
+        mine.append(rec.pid)
+    stop_groups(mine, term_timeout_s=1.0)
+    for pid in mine:  # a leader that left its group (setsid) is not in the group signalled above
         with contextlib.suppress(ProcessLookupError):
-            os.kill(rec.pid, signal.SIGKILL)
-        n += 1
-    return n
+            os.kill(pid, signal.SIGKILL)
+    return len(mine)
 
 
 def _cgroup_dirs() -> list[Path]:
@@ -84,10 +87,9 @@ def clean_ledger(ledger: Ledger, report: CleanReport | None = None) -> CleanRepo
     for rec in ledger.links:  # after the processes: a TUN device goes with the process that holds it
         if rec.netns is None or rec.netns in existing:
             report.links += remove_prefixed_links(rec.netns, rec.prefix)
-    for ns in ledger.netns:
-        if ns in existing:
-            delete_namespace(ns)
-            report.namespaces.append(ns)
+    gone = [ns for ns in ledger.netns if ns in existing]
+    delete_namespaces(gone)
+    report.namespaces.extend(gone)
     for p in ledger.paths:
         if os.path.lexists(p):
             shutil.rmtree(p, ignore_errors=True)
@@ -132,12 +134,10 @@ def clean(force: bool = False) -> CleanReport:
             clean_ledger(ledger, report)
         path.unlink(missing_ok=True)
     # the sweep: prefixed names whose run is not alive
-    for ns in netns.listnetns():
-        m = NAME_RE.match(ns)
-        if m and m.group(1) not in live:
-            report.processes += len(pids_in_namespaces([ns]))
-            delete_namespace(ns)
-            report.namespaces.append(ns)
+    dead = [ns for ns in netns.listnetns() if (m := NAME_RE.match(ns)) and m.group(1) not in live]
+    report.processes += len(pids_in_namespaces(dead))
+    delete_namespaces(dead)
+    report.namespaces.extend(dead)
     for cgdir in _cgroup_dirs():
         m = NAME_RE.match(cgdir.name)
         if m and m.group(1) not in live and remove_cgroup(cgdir):

@@ -19,7 +19,7 @@ from typing import Protocol
 
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
-from tunbench.host.proc import Daemon, rss_of, run_cmd, tree_pids
+from tunbench.host.proc import Daemon, rss_of, run_cmd, stop_daemons, tree_pids
 
 TCP_LISTEN = "0A"
 Completed = subprocess.CompletedProcess[str]
@@ -52,6 +52,7 @@ class Place(Protocol):
 
     label: str  # for messages: "namespace tb1a2b3c-t3s", "host h2"
     workdir: Path
+    machine: str  # which machine its processes run on ("" this one): places on one machine stop together
 
     def run(
         self,
@@ -91,6 +92,12 @@ class Place(Protocol):
     def wait_exits(self, procs: Sequence[Proc], timeout_s: float) -> list[float | None]:
         """Wait until every one of `procs` (daemons started here) has exited, at most `timeout_s`; each one's
         exit time on this machine's time.monotonic() clock, None for one still running."""
+        ...
+
+    def stop(self, procs: Sequence[Proc]) -> None:
+        """End many daemons started on this place's machine (here or at other places of it) at once: one
+        SIGTERM each, one shared wait, one SIGKILL of the rest; the time of the slowest, not the sum of
+        their grace periods."""
         ...
 
 
@@ -158,6 +165,7 @@ class LocalPlace:
         self.netns = netns
         self.ledger = ledger
         self.workdir = workdir
+        self.machine = ""
         self.cgroups = dict(cgroups or {})
         self.placement = list(placement)
         self.label = f"namespace {netns}" if netns else "this host"
@@ -239,3 +247,9 @@ class LocalPlace:
         if len(daemons) != len(procs):
             raise TypeError("a local place waits for its own daemons only")
         return wait_exits(daemons, timeout_s)
+
+    def stop(self, procs: Sequence[Proc]) -> None:
+        daemons = [p for p in procs if isinstance(p, Daemon)]
+        if len(daemons) != len(procs):
+            raise TypeError("a local place stops its own daemons only")
+        stop_daemons(daemons)

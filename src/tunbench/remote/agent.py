@@ -31,7 +31,7 @@ from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger, LinkRecord
 from tunbench.host.netns import prefixed_links, remove_prefixed_links
 from tunbench.host.place import LocalPlace
-from tunbench.host.proc import Daemon
+from tunbench.host.proc import Daemon, stop_daemons
 from tunbench.host.ready import ReadyProbe
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
@@ -330,6 +330,10 @@ class Agent:
         d = self.procs.pop(proc, None)
         if d is not None:
             d.stop()
+
+    def op_procs_stop(self, procs: list[str]) -> None:
+        """Stop many daemons at once (a fleet's clients on this host): one SIGTERM each, one shared wait."""
+        stop_daemons([d for d in (self.procs.pop(k, None) for k in procs) if d is not None])
 
     def op_port_open(self, place: str, port: int, proto: str) -> bool:
         return self._place(place).port_open(port, proto)

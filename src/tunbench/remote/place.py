@@ -23,7 +23,7 @@ class RemoteProc:
         self.key = key
         self._pid = pid
         self.what = what
-        self._stopped = False
+        self.stopped = False
 
     @property
     def pid(self) -> int:
@@ -43,8 +43,8 @@ class RemoteProc:
         return str(self._state(lines)["log"])
 
     def stop(self) -> None:
-        if not self._stopped:
-            self._stopped = True
+        if not self.stopped:
+            self.stopped = True
             with contextlib.suppress(HostLost):  # a lost agent ends its processes on its own (EOF)
                 self._conn.call("proc_stop", proc=self.key)
 
@@ -58,6 +58,7 @@ class RemotePlace:
         self.workdir = Path(workdir)
         self.netns = netns
         self.label = f"host {conn.name}" + (f", namespace {netns}" if netns else "")
+        self.machine = conn.name
 
     def run(
         self,
@@ -114,6 +115,17 @@ class RemotePlace:
     def rss(self, role: str, procs: Sequence[Proc]) -> list[int]:
         keys = [p.key for p in procs if isinstance(p, RemoteProc)]
         return [int(b) for b in self.conn.call("rss", place=self.key, role=role, procs=keys)]
+
+    def stop(self, procs: Sequence[Proc]) -> None:
+        """One request: the agent stops them all at once there (its stop_daemons)."""
+        mine = [p for p in procs if isinstance(p, RemoteProc) and not p.stopped]
+        if len(mine) != len([p for p in procs if not (isinstance(p, RemoteProc) and p.stopped)]):
+            raise TypeError("a remote place stops its own daemons only")
+        for p in mine:
+            p.stopped = True
+        if mine:
+            with contextlib.suppress(HostLost):  # a lost agent ends its processes on its own (EOF)
+                self.conn.call("procs_stop", wait_s=60.0, procs=[p.key for p in mine])
 
     def wait_exits(self, procs: Sequence[Proc], timeout_s: float) -> list[float | None]:
         """The agent waits there; its exit times come back on this machine's monotonic clock."""

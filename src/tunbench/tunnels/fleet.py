@@ -23,7 +23,6 @@ from tunbench.errors import ConfigError, TunbenchError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place, Proc
-from tunbench.host.proc import Daemon, stop_daemons
 from tunbench.topology.layout import Layout, client_inner
 from tunbench.tunnels.adapter import MultiSpec, Probe
 from tunbench.tunnels.registry import TunnelRef
@@ -332,14 +331,15 @@ class Fleet:
         return err
 
     def stop_clients(self, indices: list[int]) -> None:
-        """End many clients at once: SIGTERM every process group, one wait, SIGKILL what is left (a remote
-        place's daemons: one stop each, its agent does the same per process group)."""
-        procs = [self.clients.pop(i) for i in indices if i in self.clients]
-        local = [p for p in procs if isinstance(p, Daemon)]
-        stop_daemons(local)
-        for p in procs:
-            if not isinstance(p, Daemon):
-                p.stop()
+        """End many clients at once: per machine (this one's namespaces, or a client host's agent in one
+        request), every process group SIGTERMed, one shared wait, SIGKILL of what is left."""
+        by_machine: dict[str, tuple[Place, list[Proc]]] = {}
+        for i in indices:
+            if i in self.clients:
+                place = self.places.client(i)
+                by_machine.setdefault(place.machine, (place, []))[1].append(self.clients.pop(i))
+        for place, procs in by_machine.values():
+            place.stop(procs)
 
     def pids(self, role: str) -> list[int]:
         """The role's processes on its place's host (for a remote place, pids there)."""
