@@ -195,10 +195,15 @@ WRITER = textwrap.dedent(
     with Store(url) as s:
         rid = s.create_run(uid=f"tbc0ffe{who}", name=f"w{who}", tunbench_version="0", provenance={},
                            scenario_text="", scenario_hash="", scenario={})
+        def other_has(trials):  # the other writer's run exists and holds at least `trials` trials
+            other = [r for r in s.runs() if r.uid != f"tbc0ffe{who}"]
+            return bool(other) and len(s.trials(other[0].id)) >= trials
         for seq in range(1, 41):
-            if seq == 2:  # a barrier: go on only once the other writer has its run, so the writes overlap
+            # two barriers, so the writes overlap however the scheduler runs the two processes: go on only
+            # once the other writer has its run, and again halfway once it has written its first half
+            if seq in (2, 21):
                 deadline = time.monotonic() + 60
-                while len(s.runs()) < 2 and time.monotonic() < deadline:
+                while not other_has(0 if seq == 2 else 20) and time.monotonic() < deadline:
                     time.sleep(0.01)
             s.add_trial(rid, TrialRecord(seq=seq, tunnel=f"t{who}", label=f"t{who}", profile="lan",
                 workload="iperf3", flows=1, direction="up", repetition=1, params={"who": who}, started_at="t",
