@@ -118,9 +118,9 @@ class RemotePlace:
 
     def stop(self, procs: Sequence[Proc]) -> None:
         """One request: the agent stops them all at once there (its stop_daemons)."""
-        mine = [p for p in procs if isinstance(p, RemoteProc) and not p.stopped]
-        if len(mine) != len([p for p in procs if not (isinstance(p, RemoteProc) and p.stopped)]):
+        if not all(isinstance(p, RemoteProc) for p in procs):
             raise TypeError("a remote place stops its own daemons only")
+        mine = [p for p in procs if isinstance(p, RemoteProc) and not p.stopped]
         for p in mine:
             p.stopped = True
         if mine:
