@@ -84,6 +84,9 @@ class HostRun:
         self.inventory = inventory
         self.underlay = underlay
         self.roles = role_hosts(inventory, underlay)
+        # every client host (a fleet spreads its clients over them; one-client workloads use roles["client"],
+        # the first)
+        self.client_hosts: tuple[Host, ...] = inventory.clients()
         self._ledger = ledger
         self._logdir = logdir
         self._stack = contextlib.ExitStack()
@@ -92,7 +95,8 @@ class HostRun:
     def __enter__(self) -> HostRun:
         """Connect to every host at once (docs/benchmarks/multi-host.md: 2.6 s one after the other, 1.6 s at
         once for two)."""
-        distinct = {h.name: h for h in self.roles.values()}  # one connection per host, whatever its roles
+        # one connection per host, whatever its roles
+        distinct = {h.name: h for h in (*self.roles.values(), *self.client_hosts)}
         conns = [AgentConnection(h, self._ledger, self._logdir, self.inventory.ssh_config) for h in distinct.values()]
         with ThreadPoolExecutor(max_workers=len(conns)) as pool:
             results = list(pool.map(_enter, conns))
@@ -112,15 +116,20 @@ class HostRun:
     def conn(self, role: str) -> AgentConnection:
         return self.conns[self.roles[role].name]
 
+    def conn_of(self, host: Host) -> AgentConnection:
+        return self.conns[host.name]
+
     def provenance(self) -> dict[str, Any]:
         """Per host: its roles, the agent's version, the clock offset and its uncertainty, and the host's
         kernel, CPU, governor and the NIC carrying its underlay address (driver, offloads, MTU)."""
         out: dict[str, Any] = {}
-        for role, h in self.roles.items():
-            if h.name in out:  # one host with both roles
-                out[h.name]["role"] = "client, server"
+        placed = [*self.roles.items(), *(("client", h) for h in self.client_hosts)]
+        for role, h in placed:
+            if h.name in out:  # one host with both roles, or the first client host again
+                if role not in out[h.name]["role"]:
+                    out[h.name]["role"] = "client, server"
                 continue
-            conn = self.conn(role)
+            conn = self.conns[h.name]
             address = underlay_address(h, self.underlay)
             facts = conn.call("facts", address=address)
             out[h.name] = {

@@ -35,6 +35,9 @@ class Host:
     # tunbench_client_addresses: unused IPv4 addresses of the host's network, one per client of a `clients`
     # trial between two hosts (first and last, inclusive: workloads/fleet_hosts.py gives client i the i-th)
     client_addresses: tuple[str, str] | None = None
+    # tunbench_client_weight: this client host's share of a fleet's clients against the other client hosts'
+    # (default 1: an even spread; remote/spread.py)
+    client_weight: float = 1.0
 
     def client_pool(self, n: int) -> list[str]:
         """The first `n` addresses of tunbench_client_addresses ([] without it; fewer when it is smaller)."""
@@ -64,8 +67,14 @@ class Inventory:
     source: str
     ssh_config: str | None  # tunbench_ssh_config on `all`: passed as `ssh -F`
 
+    def clients(self) -> tuple[Host, ...]:
+        """Every host with the client role, in the inventory's order: a fleet (clients, storm) spreads its
+        clients over them; a one-client workload runs on the first."""
+        return tuple(h for h in self.hosts if "client" in h.roles)
+
     def for_role(self, role: str) -> Host:
-        """The one host that takes `role`; a ConfigError naming the file if none or several do."""
+        """The one host that takes `role` (for `client`: the first of the client hosts); a ConfigError naming
+        the file if none, or several for another role, do."""
         if role not in ROLES:
             raise ConfigError(f"unknown role {role!r} (roles are {', '.join(ROLES)})", source=self.source)
         found = [h for h in self.hosts if role in h.roles]
@@ -74,7 +83,7 @@ class Inventory:
                 f"no host takes the role {role!r}: put one in a [{role}] group or give it tunbench_roles={role}",
                 source=self.source,
             )
-        if len(found) > 1:
+        if len(found) > 1 and role != "client":
             where = ", ".join(f"{h.name} ({h.source})" for h in found)
             raise ConfigError(
                 f"the role {role!r} is on {len(found)} hosts: {where}; give it to one", source=self.source
