@@ -242,11 +242,15 @@ def test_yaml_errors_name_file_line_key(tmp_path: Path, text: str, line: int, ke
 
 
 def test_for_role_errors_name_the_file(tmp_path: Path) -> None:
-    path = write(tmp_path, "lab.ini", "[client]\na\nb\n")
+    path = write(tmp_path, "lab.ini", "[client]\na\nb\n[server]\nc\nd\n")
     inv = load_inventory(path)
     with pytest.raises(ConfigError) as exc:
-        inv.for_role("client")
-    assert exc.value.source == str(path) and f"a ({path}:2), b ({path}:3)" in str(exc.value)
+        inv.for_role("server")
+    assert exc.value.source == str(path) and f"c ({path}:5), d ({path}:6)" in str(exc.value)
+    # any number of client hosts: a fleet spreads over them, a one-client workload takes the first
+    assert inv.for_role("client").name == "a" and [h.name for h in inv.clients()] == ["a", "b"]
+    path = write(tmp_path, "lab.ini", "[client]\na\nb\n")
+    inv = load_inventory(path)
     with pytest.raises(ConfigError, match=r"no host takes the role 'server'.*\[server\] group") as exc:
         inv.for_role("server")
     assert exc.value.source == str(path)
