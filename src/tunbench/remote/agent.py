@@ -322,6 +322,26 @@ class Agent:
         self.procs[key] = d
         return {"proc": key, "pid": d.pid}
 
+    def op_spawn_many(self, spawns: list[dict[str, Any]], start_mono: float | None = None) -> list[dict[str, Any]]:
+        """Many daemons in one request (a storm's clients on this host), at this host's own launch pace:
+        from `start_mono` (this host's monotonic clock; None: now) each spawn waits for its `delay_s`, then
+        starts. Per spawn: its proc key, pid and the monotonic time it was started, or its error (a failed
+        spawn does not stop the others)."""
+        start = time.monotonic() if start_mono is None else float(start_mono)
+        out: list[dict[str, Any]] = []
+        for sp in spawns:
+            wait = start + float(sp.get("delay_s", 0.0)) - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            at = time.monotonic()
+            try:
+                r = self.op_spawn(sp["place"], sp["argv"], sp["what"], sp["log_name"], sp.get("env"), sp["role"])
+            except TunbenchError as e:
+                out.append({"error": str(e), "at": at})
+                continue
+            out.append({**r, "at": at})
+        return out
+
     def op_proc_state(self, proc: str, lines: int = 0) -> dict[str, Any]:
         d = self.procs[proc]
         return {"alive": d.alive(), "returncode": d.returncode(), "log": d.log_tail(lines) if lines else ""}

@@ -291,6 +291,11 @@ class Workload(ABC, Generic[C, Opt]):
         """The client counts and variants its cases sweep (its "clients" and "variant" axes)."""
         return [1], [""]
 
+    def start_tolerance_s(self, options: BaseModel) -> float | None:
+        """Between hosts: how far apart the client hosts may start (a coordinated start); None: the
+        workload starts its clients without one."""
+        return None
+
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         """Start servers; register their teardown on `stack`."""
 
