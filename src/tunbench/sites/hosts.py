@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tunbench.errors import ConfigError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
@@ -113,10 +112,27 @@ class HostsSite:
         )
         return HostsPair(topo, {role: topo.place(role) for role in ROLES}, self.host_run)
 
+    def client_machines(self) -> tuple[str, ...]:
+        return tuple(h.name for h in self.host_run.client_hosts)
+
+    @contextlib.contextmanager
     def bare_pair(
-        self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any]
-    ) -> contextlib.AbstractContextManager[Tunnel]:
-        raise ConfigError("a workload that brings its own tunnels up is not placed on hosts yet")
+        self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any], machine: str | None = None
+    ) -> Iterator[Tunnel]:
+        """A fresh topology between the client host `machine` (the first by default) and the server host, and
+        the tunnel on it, as pair() and trial/pair.py bring them up (the roles' cgroups are the agents')."""
+        by_name = {h.name: h for h in self.host_run.client_hosts}
+        if machine is not None and machine not in by_name:
+            raise ValueError(f"{machine!r} is not a client host of this run ({', '.join(by_name)})")
+        client = by_name[machine] if machine is not None else None
+        with (
+            HostsTopology(
+                self.host_run, self.ledger.prefix, spot.tag, spot.spec, profile, spot.link_seed, client=client
+            ) as topo,
+            Tunnel(tunnel, topo, self.ledger, spot.workdir, {}) as up,
+        ):
+            params.setdefault("sysctls", topo.sysctls_applied.get(topo.ns_name("client"), {}))
+            yield up
 
     def fleet(
         self, spot: Spot, tunnel: TunnelRef, profile: Profile, clients: int, *, cpu_cap: bool, probe_interval_s: float
