@@ -77,3 +77,36 @@ def test_the_hosts_site_offers_its_client_hosts_and_no_other(hosts: _Hosts, tmp_
     spot = Spot("t1u1", tmp_path, TopologySpec(), 0)
     with pytest.raises(ValueError, match="'s1' is not a client host of this run"), contextlib.ExitStack() as stack:
         stack.enter_context(site.bare_pair(spot, None, Profile(name="lan", emulated=False), {}, "s1"))  # type: ignore[arg-type]
+
+
+def test_the_bare_pair_puts_its_client_on_the_machine_asked(
+    hosts: _Hosts, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The site's bare pair builds its topology on the chosen client host and brings the tunnel up on it."""
+    from tunbench.sites import hosts as site_mod
+
+    seen: list[tuple[str, str]] = []
+
+    class Topo(HostsTopology):
+        def __enter__(self) -> Topo:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def ns_name(self, role: str) -> str:
+            return ""
+
+    @contextlib.contextmanager
+    def tunnel(ref: object, topo: HostsTopology, *args: object) -> Any:
+        seen.append((topo.hosts_by_role["client"].name, topo.addr.client))
+        yield SimpleNamespace(setup_s=0.1)
+
+    monkeypatch.setattr(site_mod, "HostsTopology", Topo)
+    monkeypatch.setattr(site_mod, "Tunnel", tunnel)
+    site = HostsSite(hosts, SimpleNamespace(prefix="tbabc123"))  # type: ignore[arg-type]
+    lan = Profile(name="lan", emulated=False)
+    for machine in ("c2", None, "c1"):
+        with site.bare_pair(Spot("t1u1", tmp_path, TopologySpec(), 0), None, lan, {}, machine):  # type: ignore[arg-type]
+            pass
+    assert seen == [("c2", "10.10.0.3"), ("c1", "10.10.0.2"), ("c1", "10.10.0.2")]
