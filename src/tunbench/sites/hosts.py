@@ -1,5 +1,6 @@
 """The hosts site (`--hosts`): the roles on the run's hosts, reached over SSH through each host's agent.
-A pair is remote/hosts.py's HostsTopology (two hosts, or both roles on one); the N-client set-up is
+A pair is remote/hosts.py's HostsTopology (two hosts, or both roles on one), a bare pair one on the client
+host a bring-up workload asks for (any of the run's client hosts); the N-client set-up is
 sites/hosts_fleet.py. Each remote role is sampled by its host's agent over the window and mapped onto
 this machine's clock; the emulator runs on the client's host. What else ran is watched on every host,
 and a lost connection stops the run."""
