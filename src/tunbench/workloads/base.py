@@ -183,16 +183,19 @@ class FleetContext:
 
 @dataclass
 class BringupContext:
-    """For a workload whose measurement is the bring-up itself (connect): `bring_up(name)` is the site's
-    own pair bring-up (fresh namespaces, link and tunnel, in a sub-directory `name` of the trial's
-    directory), as a context manager yielding the tunnel once it is up."""
+    """For a workload whose measurement is the bring-up itself (connect): `bring_up(name, machine)` is the
+    site's own pair bring-up (fresh namespaces or places, link and tunnel, in a sub-directory `name` of the
+    trial's directory) with its client on `machine`, as a context manager yielding the tunnel once it is up.
+    `machines`: the client machines the site offers, by name (a run's client hosts); () for this machine
+    alone, which bring_up names None."""
 
-    bring_up: Callable[[str], AbstractContextManager[Tunnel]]
+    bring_up: Callable[[str, str | None], AbstractContextManager[Tunnel]]
     ledger: Ledger
     workdir: Path
     title: str
     window: Window  # the measured seconds and the warm-up before them
     options: BaseModel
+    machines: tuple[str, ...] = ()
 
 
 C = TypeVar("C", Context, FleetContext, BringupContext, default=Context)
