@@ -29,6 +29,7 @@ from tunbench.tomlfile import dotted, locate
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
 from tunbench.units import Window
+from tunbench.remote.spread import spread
 from tunbench.workloads import REGISTRY
 from tunbench.workloads import get as get_workload
 from tunbench.workloads.base import TRIAL_SETUP_S
@@ -544,8 +545,9 @@ def check_fleet_placeable(plan: RunPlan, inventory: Inventory, kind: str, emulat
             source=plan.source,
             key="run.profiles",
         )
-    most = max((c.clients for c in plan.cases if get_workload(c.workload).fleet), default=0)
+    most_n = max((c.clients for c in plan.cases if get_workload(c.workload).fleet), default=0)
     client = inventory.for_role("client")
+    most = next((sh.count for sh in spread(most_n, inventory.clients()) if sh.host.name == client.name), 0)
     pool = client.client_pool(most)
     if len(pool) < most:
         have = f"has {len(pool)}" if client.client_addresses else "is not set"

@@ -138,7 +138,7 @@ class HostsSite:
     def fleet(
         self, spot: Spot, tunnel: TunnelRef, profile: Profile, clients: int, *, cpu_cap: bool, probe_interval_s: float
     ) -> HostsFleetEnv:
-        # the server on the server host, the clients on the client host
+        # the server on the server host, the clients spread over the client hosts
         return HostsFleetEnv(
             self.host_run,
             self.ledger,
@@ -147,6 +147,7 @@ class HostsSite:
             tunnel,
             spot.spec,
             clients,
+            cpu_cap=cpu_cap,
             probe_interval_s=probe_interval_s,
         )
 

@@ -22,9 +22,10 @@ from types import TracebackType
 from typing import Any
 
 from tunbench.errors import ConfigError, TunbenchError
-from tunbench.host.cgroup import CpuCap, CpuUsage
+from tunbench.host.cgroup import CpuUsage
 from tunbench.host.ledger import Ledger
 from tunbench.monitor.sampler import RoleCost
+from tunbench.remote.cap import RemoteCpuCap
 from tunbench.remote.clock import ClockOffset
 from tunbench.remote.connection import AgentConnection
 from tunbench.remote.hosts import HostRun
@@ -222,9 +223,11 @@ class HostsFleetEnv:
         topology: TopologySpec,
         clients: int,
         *,
+        cpu_cap: bool = False,
         probe_interval_s: float = 0.1,
     ) -> None:
         self.host_run = host_run
+        self.want_cap = cpu_cap
         self.ledger = ledger
         self.tag = tag
         self.workdir = workdir
@@ -241,7 +244,7 @@ class HostsFleetEnv:
         self.metrics: dict[str, float | None] = {}
         self.sysctls_applied: dict[str, str] = {}
         self.net: dict[str, object] = {}
-        self.cap: CpuCap | None = None  # the overload variant's cap on the server (not on hosts yet)
+        self.cap: RemoteCpuCap | None = None  # the overload variant's cap on the server, on its host
 
     @property
     def fleet(self) -> Fleet:
@@ -312,6 +315,8 @@ class HostsFleetEnv:
         r = sconn.call("place_open", tag=f"{self.tag}s", netns=None, roles=["server"], link_prefix=prefix)
         server = RemotePlace(sconn, str(r["place"]), str(r["workdir"]), None)
         self._stack.callback(self._close_place, server)
+        if self.want_cap:  # before the server starts, as a local cap is
+            self.cap = self._stack.enter_context(RemoteCpuCap(server))
         t0 = time.monotonic()
         opened: list[tuple[Share, dict[str, Any] | None, BaseException | None]] = []
 
@@ -367,6 +372,8 @@ class HostsFleetEnv:
         m["clients.keys_s"] = fleet.keys_s
         fleet.start_server()
         m["setup_s"] = fleet.server_up_s
+        if self.cap is not None:
+            self.cap.add(fleet.pids("server"))
         address = fleet.steps.render(fleet.multi.probe_address, fleet.vars, "multi.probe_address")
         probes: dict[str, tuple[RemoteReadyProbe, set[int]]] = {}
         try:
