@@ -25,11 +25,11 @@ from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_w
 from tunbench.plan import PlannedTrial, RunPlan, expand, interleave, skipped
 from tunbench.remote.hosts import role_hosts
 from tunbench.remote.inventory import Inventory
+from tunbench.remote.spread import spread
 from tunbench.tomlfile import dotted, locate
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
 from tunbench.units import Window
-from tunbench.remote.spread import spread
 from tunbench.workloads import REGISTRY
 from tunbench.workloads import get as get_workload
 from tunbench.workloads.base import TRIAL_SETUP_S
