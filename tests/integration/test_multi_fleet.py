@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import leftovers, tunbench
+from tests.integration.test_lifecycle import start_run
 from tests.sshhosts import SshHosts, ssh_hosts
 
 CLIENT_HOSTS = ("h2", "h3", "h4")
@@ -183,3 +186,102 @@ def test_openvpn_storms_connect_reconnect_and_overload_over_three_hosts(hosts: S
     # held to 5% of a core on its host for 3 s, the server connects fewer clients then than without a cap
     assert over["clients.ready_during_overload"] < 90
     nothing_left(hosts, agent_prefixes(doc))
+
+
+# ---- faults ------------------------------------------------------------------------------------------------
+
+
+def test_an_unreachable_client_host_stops_the_run_before_it_starts(hosts: SshHosts, tmp_path: Path) -> None:
+    v = host_vars(hosts)["h4"].replace(f"tunbench_address={hosts.address('h4')}", "tunbench_address=198.18.201.253")
+    # h5: no such host in the ssh_config, and an address this machine has no route to
+    inv = fleet_inventory(hosts, tmp_path, extra=f"h5 ansible_host=198.18.201.253 {v.split(' ', 1)[1]}")
+    text = inv.read_text().replace("\nh5 ", "\n[client]\nh5 ")
+    inv.write_text(text.replace("tunbench_ssh_config=", "tunbench_ssh_config=", 1))
+    res, _ = run_hosts(tmp_path, inv, storm(tmp_path, "wireguard-go", 12, ["connect"]))
+    assert res.returncode != 0, res.stdout
+    assert "h5" in res.stdout + res.stderr, res.stdout + res.stderr
+    assert trial_rows(tmp_path / "r.db") == []  # nothing started
+    nothing_left(hosts, wait_s=15)
+
+
+def trial_rows(db: Path) -> list[tuple[str, str]]:
+    if not db.exists():
+        return []
+    con = sqlite3.connect(db)
+    try:
+        return [(r[0], r[1] or "") for r in con.execute("SELECT status, error FROM trials ORDER BY seq")]
+    except sqlite3.OperationalError:  # no tables yet
+        return []
+    finally:
+        con.close()
+
+
+def test_a_client_host_lost_mid_run_fails_its_trial_by_name_and_keeps_the_rest(hosts: SshHosts, tmp_path: Path) -> None:
+    sc = scenario(
+        tmp_path,
+        """
+[run]
+tunnels = ["wireguard-go"]
+repeat = 2
+direct = false
+[workload]
+kind = ["clients"]
+duration_s = 10
+omit_s = 1
+[workload.clients]
+clients = [9]
+protocols = ["udp"]
+udp_rate_bps = 1000000
+""",
+    )
+    proc, prefix = start_run(tmp_path / "r.db", "--hosts", str(fleet_inventory(hosts, tmp_path)), sc)
+    try:
+        deadline = time.monotonic() + 120
+        while not trial_rows(tmp_path / "r.db") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert trial_rows(tmp_path / "r.db"), "the first trial never ended"
+        time.sleep(4.0)  # into the second trial's traffic
+        assert hosts.cut("h4") > 0
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode not in (0, None), out
+    rows = trial_rows(tmp_path / "r.db")
+    assert [r[0] for r in rows] == ["ok", "failed"], rows  # the first trial is kept; the run stops there
+    assert "h4" in rows[1][1], rows
+    nothing_left(hosts, wait_s=20)
+    assert leftovers(prefix) == []
+
+
+def test_clocks_known_too_loosely_refuse_a_storm_with_the_measured_figures(hosts: SshHosts, tmp_path: Path) -> None:
+    sc = storm(tmp_path, "wireguard-go", 12, ["connect"], "start_tolerance_s = 0.000001")
+    res, _ = run_hosts(tmp_path, fleet_inventory(hosts, tmp_path), sc)
+    err = " ".join(res.stderr.split())
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "start_tolerance_s" in err and "known to ±" in err, err
+    assert all(f"{h} ± " in err for h in CLIENT_HOSTS), err  # each host's measured uncertainty
+    assert trial_rows(tmp_path / "r.db") == []
+    nothing_left(hosts, wait_s=15)
+
+
+def test_sigkill_of_the_controller_mid_storm_then_clean_hosts_leaves_nothing(hosts: SshHosts, tmp_path: Path) -> None:
+    inv = fleet_inventory(hosts, tmp_path)
+    proc, prefix = start_run(tmp_path / "r.db", "--hosts", str(inv), storm(tmp_path, "wireguard-go", 150, ["connect"]))
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # the clients' namespaces exist on the last client host
+            if hosts.sh("h4", "ip netns list | grep -q c32").returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the storm's clients never appeared on h4")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    res = tunbench("clean", "--hosts", str(inv), "--db", str(tmp_path / "r.db"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert all(f"{h}:" in res.stdout for h in ("h1", *CLIENT_HOSTS)), res.stdout
+    nothing_left(hosts, wait_s=30)
+    assert leftovers(prefix) == []
