@@ -61,6 +61,15 @@ class Host:
         return [*argv, *self.ssh_args, self.ssh_host]
 
 
+def pool_overlap(a: Host, b: Host) -> tuple[str, str] | None:
+    """The addresses both hosts' tunbench_client_addresses hold (first, last), or None."""
+    if a.client_addresses is None or b.client_addresses is None:
+        return None
+    lo = max(ipaddress.IPv4Address(a.client_addresses[0]), ipaddress.IPv4Address(b.client_addresses[0]))
+    hi = min(ipaddress.IPv4Address(a.client_addresses[1]), ipaddress.IPv4Address(b.client_addresses[1]))
+    return (str(lo), str(hi)) if lo <= hi else None
+
+
 @dataclass(frozen=True)
 class Inventory:
     hosts: tuple[Host, ...]
