@@ -147,8 +147,9 @@ def doctor_hosts(path: Path) -> int:
 
 
 def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, str, str]]:
-    """On a client host of two: whether its egress address and its client addresses are usable there (free,
-    on the network of the NIC that routes to the server)."""
+    """On each client host apart from the server's: whether its egress address and its client addresses are
+    usable there (free, on the network of the NIC that routes to the server), and whether its client
+    addresses are its own (no other client host's, no host's own address)."""
     from tunbench.errors import ConfigError, TunbenchError
     from tunbench.topology.layout import MAX_CLIENTS
 
@@ -159,7 +160,7 @@ def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, s
         return []
     if "client" not in host.roles or server.name == name or not server.address:
         return []
-    out = []
+    out = _pool_verdicts(inv, host)
     for var, what, addresses in (
         ("tunbench_egress_address", "the egress address", [host.egress_address] if host.egress_address else []),
         ("tunbench_client_addresses", "the client address", host.client_pool(MAX_CLIENTS)),
@@ -173,3 +174,27 @@ def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, s
         shown = addresses[0] if len(addresses) == 1 else f"{addresses[0]}-{addresses[-1]} ({len(addresses)})"
         out.append((not why, var, why or f"{shown}: free, on the network that routes to {server.name}", "pick others"))
     return out
+
+
+def _pool_verdicts(inv: Any, host: Any) -> list[tuple[bool, str, str, str]]:
+    """A client host's tunbench_client_addresses against the inventory (no host needed): a range another
+    client host's overlaps, or one holding a host's own or egress address, is a ✗; with several client
+    hosts, the host's share of a fleet by tunbench_client_weight."""
+    from tunbench.remote.inventory import pool_overlap
+
+    if host.client_addresses is None:
+        return []
+    var = "tunbench_client_addresses"
+    clients = inv.clients()
+    for other in clients:
+        if other.name != host.name and (both := pool_overlap(host, other)):
+            return [(False, var, f"{both[0]}-{both[1]} are {other.name}'s too", "give each client host its own")]
+    for h in inv.hosts:
+        for what, addr in (("own", h.address), ("egress", h.egress_address)):
+            if addr and host.pool_holds(addr):
+                return [(False, var, f"holds {addr}, {h.name}'s {what} address", "leave the hosts' addresses out")]
+    if len(clients) < 2:
+        return []
+    total = sum(h.client_weight for h in clients)
+    share = f"{host.client_weight:g} of {total:g}, {100 * host.client_weight / total:.0f}% of a fleet's clients"
+    return [(True, "tunbench_client_weight", f"{share}; no other client host's addresses", "")]
