@@ -423,3 +423,15 @@ def test_a_port_in_the_ssh_uri_is_checked_as_any_port() -> None:
     with pytest.raises(ConfigError, match="bad port 99999") as exc:
         inventory_from_table({"client": {"ssh": "ssh://h:99999"}}, "s.toml")
     assert exc.value.key == "hosts.client.ssh"
+
+
+def test_every_variable_and_table_key_is_documented() -> None:
+    """docs/multi-host.md's table lists every tunbench_* variable, and the [hosts] reader's docstring every key."""
+    import re
+
+    from tunbench.remote.inventory import HOST_TABLE_KEYS, TUNBENCH_VARS
+
+    docs = (Path(__file__).parents[2] / "docs" / "multi-host.md").read_text()
+    assert [v for v in sorted(TUNBENCH_VARS) if f"| `{v}` |" not in docs] == []
+    doc = inventory_from_table.__doc__ or ""
+    assert [k for k in sorted(HOST_TABLE_KEYS) if not re.search(rf"\b{k}\b", doc)] == []
