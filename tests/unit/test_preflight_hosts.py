@@ -48,6 +48,9 @@ def refusal(tmp_path: Path, hosts: Path, **kw: str) -> ConfigError:
 def test_three_client_hosts_with_enough_addresses_pass(tmp_path: Path) -> None:
     p = plan(tmp_path, inventory(tmp_path))
     assert {c.clients for c in p.cases} == {5, 100}
+    lines = session.describe(p)
+    assert "hosts: server srv; 3 client hosts: c1, c2, c3" in lines  # no weights shown when all are 1
+    assert not any("between the first client host" in ln for ln in lines)  # no pair workload in this run
 
 
 def test_a_client_host_short_of_its_share_is_named_with_its_line_share_and_weight(tmp_path: Path) -> None:
