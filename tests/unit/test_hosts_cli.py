@@ -5,6 +5,7 @@ and each client host's addresses are checked."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,6 +32,10 @@ class FakeConnection:
 
     calls: ClassVar[list[tuple[str, str, dict[str, Any]]]] = []
     unreachable: ClassVar[set[str]] = set()
+    # when set, each connect (each clean) waits here for the other hosts': it passes only if they run at once
+    # (one after the other, the first would wait out the timeout and the test fail on BrokenBarrierError)
+    connect_together: ClassVar[threading.Barrier | None] = None
+    clean_together: ClassVar[threading.Barrier | None] = None
 
     def __init__(self, host: Any, ledger: object, logdir: Path, ssh_config: str | None) -> None:
         self.name = host.name
@@ -38,6 +43,8 @@ class FakeConnection:
         self.clock = SimpleNamespace(wall_s=0.0, uncertainty_s=0.0)
 
     def __enter__(self) -> FakeConnection:
+        if self.connect_together is not None:
+            self.connect_together.wait(timeout=30)
         if self.name in self.unreachable:
             raise TunbenchError(f"{self.name}: ssh: connect to host: No route to host")
         return self
@@ -47,6 +54,8 @@ class FakeConnection:
 
     def call(self, op: str, **args: Any) -> Any:
         self.calls.append((self.name, op, args))
+        if op == "clean" and self.clean_together is not None:
+            self.clean_together.wait(timeout=30)
         answers: dict[str, Any] = {
             "clean": {"processes": 1 if self.name == "c3" else 0},
             "capabilities": {"root": True, "tun": True, "cgroup": "v2", "tunbench_link": True, "netem": False},
@@ -72,6 +81,8 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> type[FakeConnection
     monkeypatch.setattr("tunbench.remote.connection.AgentConnection", FakeConnection)
     monkeypatch.setattr(FakeConnection, "calls", [])
     monkeypatch.setattr(FakeConnection, "unreachable", set())
+    monkeypatch.setattr(FakeConnection, "connect_together", None)
+    monkeypatch.setattr(FakeConnection, "clean_together", None)
     return FakeConnection
 
 
@@ -85,10 +96,18 @@ def test_clean_hosts_reaches_every_host_of_the_inventory(
     fake: type[FakeConnection], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake.unreachable = {"c2"}
+    fake.connect_together = threading.Barrier(5)  # the five hosts connect at once
+    fake.clean_together = threading.Barrier(4)  # and the four reachable ones clean at once
     assert cli_hosts.clean_hosts(lab(tmp_path)) == 1  # the one host not cleaned
-    assert [(h, op) for h, op, _ in fake.calls] == [("gw", "clean"), ("c1", "clean"), ("c3", "clean"), ("srv", "clean")]
+    assert sorted(h for h, op, _ in fake.calls if op == "clean") == ["c1", "c3", "gw", "srv"]
     out, err = capsys.readouterr()
-    assert "c2: not cleaned" in err and "c3: removed" in out and "srv: nothing to clean" in out
+    assert "c2: not cleaned" in err and "No route to host" in err
+    assert out.splitlines() == [  # in the inventory's order, whichever answered first
+        "gw: nothing to clean",
+        "c1: nothing to clean",
+        "c3: removed 0 run ledger(s), 1 process(es), 0 namespace(s), 0 link(s), 0 cgroup(s), 0 path(s)",
+        "srv: nothing to clean",
+    ]
 
 
 def test_doctor_hosts_checks_every_client_hosts_addresses(

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,8 +33,8 @@ def agent() -> None:
 
 @contextlib.contextmanager
 def connected(path: Path) -> Iterator[list[tuple[str, Any]]]:
-    """Connect to every host of an inventory: (name, AgentConnection or the error that stopped it)."""
-    from tunbench.errors import TunbenchError
+    """Connect to every host of an inventory, all at once: (name, AgentConnection or the TunbenchError that
+    stopped it), in the inventory's order."""
     from tunbench.host.scope import run_scope
     from tunbench.host.workdir import workdir
     from tunbench.remote.connection import AgentConnection
@@ -41,32 +42,47 @@ def connected(path: Path) -> Iterator[list[tuple[str, Any]]]:
 
     inv = load_inventory(path)
     with run_scope() as ledger, workdir(ledger, "ssh") as logdir, contextlib.ExitStack() as stack:
-        out: list[tuple[str, Any]] = []
-        for h in inv.hosts:
-            try:
-                out.append((h.name, stack.enter_context(AgentConnection(h, ledger, logdir, inv.ssh_config))))
-            except TunbenchError as e:
-                out.append((h.name, e))
-        yield out
+        conns = [AgentConnection(h, ledger, logdir, inv.ssh_config) for h in inv.hosts]
+        results = _at_once(lambda c: c.__enter__(), conns, on_done=stack.push)
+        yield [(h.name, res) for h, res in zip(inv.hosts, results, strict=True)]
+
+
+def _at_once(fn: Callable[[Any], Any], items: list[Any], on_done: Callable[[Any], object] | None = None) -> list[Any]:
+    """`fn` of each item in threads of their own (one host's slow answer does not hold up the others'): each
+    result, or the TunbenchError it raised, in the items' order. `on_done(item)`, in the caller's thread, for
+    each item whose call returned, before any other exception is raised (so what was opened is closed)."""
+    from tunbench.errors import TunbenchError
+
+    def one(item: Any) -> Any:
+        try:
+            return fn(item)
+        except TunbenchError as e:  # handed back: the caller says which host failed, and how
+            return e
+
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        futures = [pool.submit(one, item) for item in items]
+    for item, f in zip(items, futures, strict=True):
+        if on_done is not None and f.exception() is None and not isinstance(f.result(), TunbenchError):
+            on_done(item)
+    return [f.result() for f in futures]  # any other exception is raised here
 
 
 def clean_hosts(path: Path) -> int:
-    """`tunbench clean --hosts`: each host removes what killed runs left there. Returns the hosts that
-    could not be cleaned."""
+    """`tunbench clean --hosts`: each host removes what killed runs left there, all hosts at once. Returns the
+    hosts that could not be cleaned."""
     from tunbench.errors import TunbenchError
     from tunbench.host.clean import CleanReport
 
     failed = 0
     with connected(path) as conns:
+        live = [conn for _, conn in conns if not isinstance(conn, TunbenchError)]
+        reports = dict(zip(map(id, live), _at_once(lambda c: c.call("clean", wait_s=120.0), live), strict=True))
         for name, conn in conns:
-            if isinstance(conn, Exception):
-                err_console.print(f"[red]{name}: not cleaned: {conn}[/]", highlight=False)
-                failed += 1
-                continue
-            try:
-                rep = conn.call("clean", wait_s=120.0)
-            except TunbenchError as e:
-                err_console.print(f"[red]{name}: not cleaned: {e}[/]", highlight=False)
+            rep = conn if isinstance(conn, TunbenchError) else reports[id(conn)]
+            if isinstance(rep, TunbenchError):
+                err_console.print(f"[red]{name}: not cleaned: {rep}[/]", highlight=False)
                 failed += 1
                 continue
             done = CleanReport(**rep)
