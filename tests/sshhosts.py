@@ -1,7 +1,7 @@
 """Real SSH "hosts" on this one machine, for the multi-host integration tests.
 
 Each host is a network namespace `tbh-<6 hex>-<name>` running its own `sshd` with a throwaway host key;
-the hosts share an underlay 198.18.200.0/24 and 2001:2:0:c8::/64 (h1 .1 / ::1, h2 .2 / ::2, ...) through a
+the hosts share an underlay 198.18.200.0/23 (198.18.201.0/24 is free for client addresses) and 2001:2:0:c8::/64 (h1 .1 / ::1, h2 .2 / ::2, ...) through a
 bridge in one more namespace, `tbh-<hex>-sw0`. The root namespace gets no address, route or link: the
 controller reaches a host only with `ssh -F <ssh_config> <name>`, whose `ProxyCommand` is
 `ip netns exec <ns> socat STDIO TCP:127.0.0.1:22`. The `tbh-` prefix is not a run prefix (`tb` + 6 hex),
@@ -280,7 +280,7 @@ def ssh_hosts(
             sw_cmds += [f"link set p{h.index} master br0", f"link set p{h.index} up"]
             host_cmds = [
                 "link set lo up",
-                f"addr add {SUBNET4}.{h.index}/24 dev eth0",
+                f"addr add {SUBNET4}.{h.index}/23 dev eth0",
                 f"addr add {SUBNET6}::{h.index}/64 dev eth0 nodad",
                 "link set eth0 up",
             ]

@@ -27,11 +27,11 @@ from typing import IO, Any
 import psutil
 
 from tunbench.errors import TunbenchError
-from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.cgroup import CpuCap, RoleCgroup
 from tunbench.host.ledger import Ledger, LinkRecord
 from tunbench.host.netns import prefixed_links, remove_prefixed_links
 from tunbench.host.place import LocalPlace
-from tunbench.host.proc import Daemon, stop_daemons
+from tunbench.host.proc import Daemon, stop_daemons, tree_pids
 from tunbench.host.ready import ReadyProbe
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
@@ -93,6 +93,7 @@ class Agent:
         self.probes: dict[str, ReadyProbe] = {}
         self.counts: dict[str, work.Counting] = {}  # counted work in progress (op_count_open)
         self._count_cap: work.Capability | None = None  # what perf may count here, probed once
+        self.caps: dict[str, tuple[CpuCap, str]] = {}  # CPU caps (op_cap_open) and their places
         self._n = 0
 
     # ---- requests ---------------------------------------------------------------------------------
@@ -322,6 +323,26 @@ class Agent:
         self.procs[key] = d
         return {"proc": key, "pid": d.pid}
 
+    def op_spawn_many(self, spawns: list[dict[str, Any]], start_mono: float | None = None) -> list[dict[str, Any]]:
+        """Many daemons in one request (a storm's clients on this host), at this host's own launch pace:
+        from `start_mono` (this host's monotonic clock; None: now) each spawn waits for its `delay_s`, then
+        starts. Per spawn: its proc key, pid and the monotonic time it was started, or its error (a failed
+        spawn does not stop the others)."""
+        start = time.monotonic() if start_mono is None else float(start_mono)
+        out: list[dict[str, Any]] = []
+        for sp in spawns:
+            wait = start + float(sp.get("delay_s", 0.0)) - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+            at = time.monotonic()
+            try:
+                r = self.op_spawn(sp["place"], sp["argv"], sp["what"], sp["log_name"], sp.get("env"), sp["role"])
+            except TunbenchError as e:
+                out.append({"error": str(e), "at": at})
+                continue
+            out.append({**r, "at": at})
+        return out
+
     def op_proc_state(self, proc: str, lines: int = 0) -> dict[str, Any]:
         d = self.procs[proc]
         return {"alive": d.alive(), "returncode": d.returncode(), "log": d.log_tail(lines) if lines else ""}
@@ -442,6 +463,55 @@ class Agent:
         from tunbench.host.clean import clean
 
         return asdict(clean())
+
+    # ---- CPU caps (remote/cap.py) -------------------------------------------------------------------
+    def op_cap_open(self, place: str, period_us: int = 100_000) -> str:
+        """A CPU cap (host/cgroup.py CpuCap: a cgroup-v1 `cpu` group and its CFS quota) for processes of
+        `place`; it is removed at cap_close, or when the place closes (which the agent's end of input does):
+        whatever is still in it then is killed, as a local cap does. Uncapped until cap_limit."""
+        st = self.places.get(place)
+        if st is None:
+            raise TunbenchError(f"no place {place} on this host (closed already?)")
+        key = self._id("c")
+        cap = CpuCap(f"{self.ledger.prefix}-{key}-cap", self.ledger, period_us)
+        try:
+            cap.__enter__()
+        except BaseException as e:
+            cap.__exit__(type(e), e, e.__traceback__)  # its directory, if made before the failure
+            raise
+        self.caps[key] = (cap, place)
+        st.stack.callback(self.op_cap_close, key)
+        return key
+
+    def op_cap_add(self, cap: str, pids: list[int]) -> None:
+        """Put processes of the cap's place under the cap: each must be one of the place's (its roles'
+        cgroups' members, or its daemons' process trees), never another process of this host."""
+        c, place = self._cap(cap)
+        st = self.places[place]
+        daemons = [self.procs[k] for k in st.procs if k in self.procs]
+        mine = set(tree_pids([d.pid for d in daemons]))
+        for cg in st.place.cgroups.values():
+            mine.update(cg.pids())
+        if stray := [p for p in pids if p not in mine]:
+            raise TunbenchError(
+                f"pid(s) {', '.join(map(str, stray))} are not processes of place {place} ({st.place.label})"
+            )
+        c.add(pids)
+
+    def op_cap_limit(self, cap: str, pct: float | None) -> None:
+        """The cap's quota in % of one core (None: no limit)."""
+        self._cap(cap)[0].limit(pct)
+
+    def op_cap_close(self, cap: str) -> None:
+        c = self.caps.pop(cap, None)
+        if c is not None:
+            c[0].__exit__(None, None, None)
+
+    def _cap(self, key: str) -> tuple[CpuCap, str]:
+        try:
+            return self.caps[key]
+        except KeyError:
+            raise TunbenchError(f"no CPU cap {key} on this host (closed already?)") from None
 
     # ---- helpers ----------------------------------------------------------------------------------
     def _remove_links(self, rec: LinkRecord) -> None:

@@ -28,6 +28,9 @@ class ClockOffset:
     def to_local_mono(self, host_mono: float) -> float:
         return host_mono - self.mono_s
 
+    def to_host_mono(self, local_mono: float) -> float:
+        return local_mono + self.mono_s
+
 
 @dataclass(frozen=True)
 class Exchange:

@@ -65,11 +65,16 @@ class AgentConnection:
             hello = self.call("hello", wait_s=CONNECT_TIMEOUT_S)
             self.info = AgentInfo(hello["version"], hello["build"], int(hello["pid"]), hello["prefix"])
             self._check_version(self.info)
-            self.clock = estimate_offset(lambda: self.call("clock", wait_s=10.0))
+            self.measure_clock()
         except BaseException:
             self.close()
             raise
         return self
+
+    def measure_clock(self) -> ClockOffset:
+        """The host's clock offset measured (again): kept in `clock`, and returned."""
+        self.clock = estimate_offset(lambda: self.call("clock", wait_s=10.0))
+        return self.clock
 
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         self.close()

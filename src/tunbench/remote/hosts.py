@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from tunbench.errors import ConfigError, TunbenchError
+from tunbench.errors import ConfigError, TrialError, TunbenchError
 from tunbench.host.ledger import Ledger
 from tunbench.link.profile import Profile
 from tunbench.remote.connection import AgentConnection
@@ -74,6 +74,20 @@ def role_hosts(inv: Inventory, underlay: Family = "ipv4") -> dict[str, Host]:
                 key=var,
             )
     return hosts
+
+
+def check_client_address(host: Host, emulated: bool, underlay: Family) -> None:
+    """A client host other than the first (which the run's preflight checked) needs what the first does
+    between two hosts: its underlay address of the run's family and, with an emulated profile, its egress
+    address; a TrialError naming the host and the variable otherwise."""
+    if emulated and not host.egress_address:
+        raise TrialError(
+            f"profile emulates a link, which between two hosts runs on the client host's egress: set "
+            f"tunbench_egress_address= on host {host.name} (docs/multi-host.md)"
+        )
+    if not underlay_address(host, underlay):
+        var = "tunbench_address6" if underlay == "ipv6" else "tunbench_address"
+        raise TrialError(f"client host {host.name} has no {underlay} underlay address: set {var}= on it")
 
 
 class HostRun:
@@ -157,22 +171,34 @@ class HostRun:
 
 class HostsTopology:
     """One trial's roles on the run's hosts (tunnels.adapter.Placed): a place per role, opened on enter and
-    closed (processes, cgroup, trial directory, the run's links) on exit."""
+    closed (processes, cgroup, trial directory, the run's links) on exit. `client`: which client host takes
+    the client role (the first, `hosts.roles["client"]`, by default)."""
 
     def __init__(
-        self, hosts: HostRun, prefix: str, tag: str, spec: TopologySpec, profile: Profile | None = None, seed: int = 0
+        self,
+        hosts: HostRun,
+        prefix: str,
+        tag: str,
+        spec: TopologySpec,
+        profile: Profile | None = None,
+        seed: int = 0,
+        *,
+        client: Host | None = None,
     ) -> None:
         self.hosts = hosts
         self.profile = profile
         self.seed = seed
-        self.shared = hosts.roles["client"].name == hosts.roles["server"].name
+        self.hosts_by_role = {"client": client or hosts.roles["client"], "server": hosts.roles["server"]}
+        self.shared = self.hosts_by_role["client"].name == self.hosts_by_role["server"].name
         self.link_stats: dict[str, Any] | None = None
         self.prefix = prefix
         self.tag = tag
         self.spec = spec
         self.link = None
         self.sysctls_applied: dict[str, dict[str, str]] = {}
-        r = hosts.roles
+        r = self.hosts_by_role
+        if not self.shared and r["client"].name != hosts.roles["client"].name:
+            check_client_address(r["client"], self.emulated, hosts.underlay)
         # two hosts: the hosts' own underlay addresses; with an emulated profile the client's is its host's
         # egress address (the emulator's namespace sends from it)
         client_addr = (r["client"].egress_address if self.emulated else None) or r["client"].address or ""
@@ -198,7 +224,7 @@ class HostsTopology:
                 if role == "client" and self.emulated:
                     self._open_egress()
                     continue
-                conn = self.hosts.conn(role)
+                conn = self.conn(role)
                 r = conn.call(
                     "place_open", tag=f"{self.tag}{role[0]}", netns=None, roles=[role], link_prefix=self.prefix
                 )
@@ -223,7 +249,7 @@ class HostsTopology:
         """Two hosts and an emulated profile: the client runs in a namespace of the client host whose traffic
         to the server crosses tunbench-link, from the host's egress address (remote/egress.py)."""
         assert self.profile is not None
-        conn, host = self.hosts.conn("client"), self.hosts.roles["client"]
+        conn, host = self.conn("client"), self.hosts_by_role["client"]
         r = conn.call(
             "egress_open",
             tag=f"{self.tag}c",
@@ -241,7 +267,7 @@ class HostsTopology:
     def _open_pair(self) -> None:
         """Both roles on one host: its agent builds the two namespaces and their link (tunnels' variables then
         name those namespaces and tunbench's own underlay addresses, as in a local run)."""
-        conn = self.hosts.conn("client")
+        conn = self.conn("client")
         spec = self._spec_json()
         profile = self.profile.model_dump() if self.profile is not None and self.profile.emulated else None
         r = conn.call("pair_open", tag=self.tag, spec=spec, profile=profile, seed=self.seed)
@@ -264,9 +290,13 @@ class HostsTopology:
         None when one host carries both roles (one clock)."""
         if self.shared:
             return None
-        c, s = self.hosts.conn("client").clock, self.hosts.conn("server").clock
+        c, s = self.conn("client").clock, self.conn("server").clock
         assert c is not None and s is not None
         return s.wall_s - c.wall_s, s.uncertainty_s + c.uncertainty_s
+
+    def conn(self, role: str) -> AgentConnection:
+        """The agent of the host that takes `role` in this topology."""
+        return self.hosts.conn_of(self.hosts_by_role[role])
 
     def place(self, role: str) -> RemotePlace:
         return self._places[role]

@@ -25,11 +25,13 @@ from tunbench.runner import Runner, StopCheck, TrialObserver, WindowHook
 from tunbench.session.preflight import program_needs
 from tunbench.sites.base import Site
 from tunbench.sites.hosts import HostsSite
+from tunbench.sites.hosts_fleet import check_clocks
 from tunbench.sites.local import LocalSite
 from tunbench.store.db import Store
 from tunbench.topology.build import TopologySpec
 from tunbench.trial.attempt import Setup
 from tunbench.tunnels.tunnel import tunnel_version
+from tunbench.workloads import get as get_workload
 
 
 @dataclass
@@ -99,6 +101,11 @@ def execute(
                 )
             if missing:
                 raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
+            for kind in wl.kind:  # a storm's clocks before anything starts (measured again at each storm)
+                w = get_workload(kind)
+                tolerance = w.start_tolerance_s(plan.options.get(kind) or w.options(None))
+                if tolerance is not None:
+                    check_clocks(host_run, host_run.client_hosts, tolerance, source=plan.source)
             prov["hosts"] = host_run.provenance()
             site = HostsSite(host_run, ledger)
         uid = new_uid(ledger.prefix)  # the run's identity; the short prefix names what it creates

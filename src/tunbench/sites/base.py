@@ -112,10 +112,15 @@ class Site(Protocol):
         recorded in `params`."""
         ...
 
+    def client_machines(self) -> tuple[str, ...]:
+        """The machines a client may run on, by name (a run's client hosts); () for this machine alone."""
+        ...
+
     def bare_pair(
-        self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any]
+        self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any], machine: str | None = None
     ) -> contextlib.AbstractContextManager[Tunnel]:
-        """A fresh pair and its tunnel, for a workload whose measurement is the bring-up itself."""
+        """A fresh pair and its tunnel, for a workload whose measurement is the bring-up itself; its client on
+        `machine` (one of client_machines(); None: the site's first or only one)."""
         ...
 
     def fleet(

@@ -1,5 +1,6 @@
 """The hosts site (`--hosts`): the roles on the run's hosts, reached over SSH through each host's agent.
-A pair is remote/hosts.py's HostsTopology (two hosts, or both roles on one); the N-client set-up is
+A pair is remote/hosts.py's HostsTopology (two hosts, or both roles on one), a bare pair one on the client
+host a bring-up workload asks for (any of the run's client hosts); the N-client set-up is
 sites/hosts_fleet.py. Each remote role is sampled by its host's agent over the window and mapped onto
 this machine's clock; the emulator runs on the client's host. What else ran is watched on every host,
 and a lost connection stops the run."""
@@ -12,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tunbench.errors import ConfigError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
@@ -113,15 +113,32 @@ class HostsSite:
         )
         return HostsPair(topo, {role: topo.place(role) for role in ROLES}, self.host_run)
 
+    def client_machines(self) -> tuple[str, ...]:
+        return tuple(h.name for h in self.host_run.client_hosts)
+
+    @contextlib.contextmanager
     def bare_pair(
-        self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any]
-    ) -> contextlib.AbstractContextManager[Tunnel]:
-        raise ConfigError("a workload that brings its own tunnels up is not placed on hosts yet")
+        self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any], machine: str | None = None
+    ) -> Iterator[Tunnel]:
+        """A fresh topology between the client host `machine` (the first by default) and the server host, and
+        the tunnel on it, as pair() and trial/pair.py bring them up (the roles' cgroups are the agents')."""
+        by_name = {h.name: h for h in self.host_run.client_hosts}
+        if machine is not None and machine not in by_name:
+            raise ValueError(f"{machine!r} is not a client host of this run ({', '.join(by_name)})")
+        client = by_name[machine] if machine is not None else None
+        with (
+            HostsTopology(
+                self.host_run, self.ledger.prefix, spot.tag, spot.spec, profile, spot.link_seed, client=client
+            ) as topo,
+            Tunnel(tunnel, topo, self.ledger, spot.workdir, {}) as up,
+        ):
+            params.setdefault("sysctls", topo.sysctls_applied.get(topo.ns_name("client"), {}))
+            yield up
 
     def fleet(
         self, spot: Spot, tunnel: TunnelRef, profile: Profile, clients: int, *, cpu_cap: bool, probe_interval_s: float
     ) -> HostsFleetEnv:
-        # the server on the server host, the clients on the client host
+        # the server on the server host, the clients spread over the client hosts
         return HostsFleetEnv(
             self.host_run,
             self.ledger,
@@ -130,6 +147,7 @@ class HostsSite:
             tunnel,
             spot.spec,
             clients,
+            cpu_cap=cpu_cap,
             probe_interval_s=probe_interval_s,
         )
 

@@ -1,8 +1,11 @@
-"""What the hosts site (sites/hosts.py) brings up for a `clients` trial between two hosts: the FleetEnv of a
-local trial, placed on the run's hosts. The tunnel server runs in the server host's own namespace (its NIC,
-its underlay address); client i in a namespace of the client host with the i-th address of that host's
+"""What the hosts site (sites/hosts.py) brings up for a fleet (`clients`, `storm`) between hosts: the
+FleetEnv of a local trial, placed on the run's hosts. The tunnel server runs in the server host's own
+namespace (its NIC, its underlay address); the clients are spread over the client hosts by weight
+(remote/spread.py), each client in a namespace of its host with the next address of that host's
 `tunbench_client_addresses` (remote/clients.py). The same Fleet brings them up, through places answered by
-each host's agent; the readiness probe and the cost sampling run on the host whose processes they watch.
+each host's agent: all at once, each host's clients are launched in one request at an instant agreed in
+this machine's clock (each agent is given it through its measured clock offset). The readiness probe and
+the cost sampling run on the host whose processes they watch.
 
 What a local trial measures and this one does not: the namespaces' counters (no switch here: the hosts' NICs
 carry other traffic too) and the host's total CPU (two hosts)."""
@@ -11,44 +14,96 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from tunbench.errors import ConfigError, TunbenchError
+from tunbench.host.cgroup import CpuUsage
 from tunbench.host.ledger import Ledger
 from tunbench.monitor.sampler import RoleCost
+from tunbench.remote.cap import RemoteCpuCap
+from tunbench.remote.clock import ClockOffset
 from tunbench.remote.connection import AgentConnection
 from tunbench.remote.hosts import HostRun
-from tunbench.remote.place import RemotePlace
+from tunbench.remote.inventory import Host
+from tunbench.remote.place import RemotePlace, Spawn, Spawned
+from tunbench.remote.spread import Share, spread
 from tunbench.sites.local_fleet import failures_text
 from tunbench.topology.build import TopologySpec
 from tunbench.topology.layout import HostsLayout
-from tunbench.tunnels.fleet import Fleet
+from tunbench.tunnels.fleet import ClientSpawn, ClientSpawned, Fleet
 from tunbench.tunnels.registry import TunnelRef
 
 
 @dataclass
 class SampledCost:
-    """The sampling of one traffic phase, as a local Sampler reports it: per role, and its wall time."""
+    """The sampling of one traffic phase, as a local Sampler reports it: per role, and its wall time; with
+    several client hosts, `results["clients"]` sums them and `per_host` holds each host's clients."""
 
     results: dict[str, RoleCost] = field(default_factory=dict)
     wall_s: float = 0.0
+    per_host: dict[str, RoleCost] = field(default_factory=dict)
+
+
+def summed(costs: list[RoleCost]) -> RoleCost:
+    """Several hosts' costs of one role as one: CPU, cgroup CPU (None if a host had none), peak memory and
+    processes added up; the series only when there is one host (the hosts' samples are not simultaneous)."""
+    if len(costs) == 1:
+        return costs[0]
+    cg = [c.cgroup_cpu for c in costs]
+    return RoleCost(
+        cpu=CpuUsage(sum(c.cpu.user_s for c in costs), sum(c.cpu.sys_s for c in costs)),
+        rss_peak_bytes=sum(c.rss_peak_bytes for c in costs),
+        processes=sum(c.processes for c in costs),
+        cgroup_cpu=None
+        if any(u is None for u in cg)
+        else CpuUsage(sum(u.user_s for u in cg if u), sum(u.sys_s for u in cg if u)),
+    )
 
 
 class HostsFleetPlaces:
-    def __init__(self, server: RemotePlace, clients: list[RemotePlace]) -> None:
+    """The server's place, and client i's place on its client host; each host's clients launch in one
+    request (fleet.FleetPlaces)."""
+
+    batched = True
+
+    def __init__(self, server: RemotePlace, clients: list[RemotePlace], start_wait_s: float = 120.0) -> None:
         self.server = server
         self._clients = clients
+        self.start_wait_s = start_wait_s
+        self.skew: dict[str, float] = {}  # per host: its first launch - the agreed instant (this machine's clock)
 
     def client(self, i: int) -> RemotePlace:
         return self._clients[i - 1]
 
+    def spawn_batch(self, spawns: list[ClientSpawn], start_at: float | None) -> dict[int, ClientSpawned] | None:
+        by_host: dict[str, list[ClientSpawn]] = {}
+        for sp in spawns:
+            by_host.setdefault(sp.place.machine, []).append(sp)
+
+        def one(batch: list[ClientSpawn]) -> list[Spawned]:
+            first = self.client(batch[0].i)
+            wire = [Spawn(self.client(sp.i), sp.argv, sp.what, sp.log_name, sp.env, "clients") for sp in batch]
+            wait = self.start_wait_s + 0.05 * len(batch) + max(0.0, (start_at or 0.0) - time.monotonic())
+            return first.spawn_many(wire, start_at, wait_s=wait)
+
+        out: dict[int, ClientSpawned] = {}
+        with ThreadPoolExecutor(max(1, len(by_host))) as pool:
+            for (host, batch), got in zip(by_host.items(), pool.map(one, by_host.values()), strict=True):
+                for sp, r in zip(batch, got, strict=True):
+                    out[sp.i] = ClientSpawned(r.proc, r.at, r.error)
+                if start_at is not None and got:
+                    self.skew[host] = min(r.at for r in got) - start_at
+        return out
+
 
 class RemoteReadyProbe:
-    """tunnels' readiness probe (host/ready.py) run by the client host's agent; `ready_at` on this machine's
-    monotonic clock."""
+    """tunnels' readiness probe (host/ready.py) run by a client host's agent for its clients (keyed by their
+    fleet index); `ready_at` on this machine's monotonic clock."""
 
     def __init__(self, conn: AgentConnection, namespaces: dict[int, str], address: str, interval_s: float) -> None:
         self._conn = conn
@@ -74,27 +129,89 @@ class RemoteReadyProbe:
             self._conn.call("probe_close", probe=self._key)
 
 
-def client_pool(host_run: HostRun, clients: int) -> list[str]:
-    """The client host's first `clients` addresses of tunbench_client_addresses; a ConfigError naming its
-    inventory line when it has fewer."""
-    host = host_run.roles["client"]
-    pool = host.client_pool(clients)
-    if len(pool) < clients:
-        have = f"has {len(pool)}" if host.client_addresses else "is not set"
+class HostsReadyProbe:
+    """One RemoteReadyProbe per client host, answering for the whole fleet as the local probe does."""
+
+    def __init__(self, probes: dict[str, tuple[RemoteReadyProbe, set[int]]]) -> None:
+        self._probes = probes
+
+    @property
+    def ready_at(self) -> dict[int, float]:
+        return {k: t for probe, _ in self._probes.values() for k, t in probe.ready_at.items()}
+
+    def _split(self, keys: Iterable[int]) -> list[tuple[RemoteReadyProbe, list[int]]]:
+        keys = set(keys)
+        return [(probe, sorted(mine & keys)) for probe, mine in self._probes.values() if mine & keys]
+
+    def watch(self, keys: Iterable[int]) -> None:
+        for probe, mine in self._split(keys):
+            probe.watch(mine)
+
+    def wait(self, keys: Iterable[int], deadline: float) -> bool:
+        """Every host waited for on its own thread (each agent answers for its clients)."""
+        parts = self._split(keys)
+        with ThreadPoolExecutor(max(1, len(parts))) as pool:
+            return all(pool.map(lambda pm: pm[0].wait(pm[1], deadline), parts))
+
+    def close(self) -> None:
+        for probe, _ in self._probes.values():
+            probe.close()
+
+
+def client_pools(shares: list[Share]) -> list[list[str]]:
+    """Each share's addresses: its host's first `count` of tunbench_client_addresses; a ConfigError naming
+    the host's inventory line when it has fewer."""
+    out = []
+    for share in shares:
+        host = share.host
+        pool = host.client_pool(share.count)
+        if len(pool) < share.count:
+            have = f"has {len(pool)}" if host.client_addresses else "is not set"
+            raise ConfigError(
+                f"{share.count} clients on {host.name} need as many unused addresses of its network, one per "
+                f"client: its tunbench_client_addresses {have} (e.g. 192.0.2.100-192.0.2.163)",
+                source=host.source,
+                key="tunbench_client_addresses",
+            )
+        out.append(pool)
+    return out
+
+
+def clock_uncertainty_s(host_run: HostRun, hosts: Sequence[Host]) -> float:
+    """How well two client hosts' starts can be compared: the two largest clock offset uncertainties added
+    (each host's offset to this machine is known to ± half its best round trip); one host: its own."""
+    unc = sorted((c.clock.uncertainty_s for h in hosts if (c := host_run.conn_of(h)).clock), reverse=True)
+    return sum(unc[:2])
+
+
+def check_clocks(
+    host_run: HostRun, hosts: Sequence[Host], tolerance_s: float, *, measure: bool = False, source: str = ""
+) -> list[ClockOffset]:
+    """The client hosts' clock offsets (measured again with `measure`); a ConfigError with each host's
+    uncertainty when two hosts' starts could not be agreed to within `tolerance_s`."""
+    conns = [host_run.conn_of(h) for h in hosts]
+    if measure:
+        with ThreadPoolExecutor(max(1, len(conns))) as pool:
+            list(pool.map(lambda c: c.measure_clock(), conns))
+    clocks = [c.clock for c in conns if c.clock is not None]
+    unc = clock_uncertainty_s(host_run, hosts)
+    if unc > tolerance_s:
+        each = ", ".join(f"{c.name} ± {1e3 * c.clock.uncertainty_s:.2f} ms" for c in conns if c.clock)
         raise ConfigError(
-            f"{clients} clients between two hosts need as many unused addresses of {host.name}'s network, one "
-            f"per client: its tunbench_client_addresses {have} (e.g. 192.0.2.100-192.0.2.163)",
-            source=host.source,
-            key="tunbench_client_addresses",
+            f"the client hosts' clocks are known to ± {1e3 * unc:.2f} ms of each other ({each}: half the best "
+            f"round trip to each), more than the storm's start_tolerance_s of {1e3 * tolerance_s:.2f} ms: a start "
+            "agreed to that precision cannot be kept. Raise start_tolerance_s, or bring the hosts closer",
+            source=source,
+            key="workload.storm.start_tolerance_s",
         )
-    return pool
+    return clocks
 
 
 class HostsFleetEnv:
-    """`with HostsFleetEnv(...) as env:` as FleetEnv: the client namespaces exist, the server runs, env.probe
-    watches nothing yet; env.fleet.up(...) brings the clients up."""
+    """`with HostsFleetEnv(...) as env:` as FleetEnv: the client namespaces exist on every client host, the
+    server runs, env.probe watches nothing yet; env.fleet.up(...) brings the clients up."""
 
-    local = False  # the host-wide CPU share and the namespace counters are not read (two hosts)
+    local = False  # the host-wide CPU share and the namespace counters are not read (several hosts)
 
     def __init__(
         self,
@@ -106,9 +223,11 @@ class HostsFleetEnv:
         topology: TopologySpec,
         clients: int,
         *,
+        cpu_cap: bool = False,
         probe_interval_s: float = 0.1,
     ) -> None:
         self.host_run = host_run
+        self.want_cap = cpu_cap
         self.ledger = ledger
         self.tag = tag
         self.workdir = workdir
@@ -116,13 +235,16 @@ class HostsFleetEnv:
         self.spec = topology
         self.clients = clients
         self.probe_interval_s = probe_interval_s
+        self.shares = spread(clients, host_run.client_hosts)
         self._stack = contextlib.ExitStack()
         self._fleet: Fleet | None = None
-        self.probe: RemoteReadyProbe | None = None
+        self._places: HostsFleetPlaces | None = None
+        self.probe: HostsReadyProbe | None = None
         self._layout: HostsLayout | None = None
         self.metrics: dict[str, float | None] = {}
         self.sysctls_applied: dict[str, str] = {}
         self.net: dict[str, object] = {}
+        self.cap: RemoteCpuCap | None = None  # the overload variant's cap on the server, on its host
 
     @property
     def fleet(self) -> Fleet:
@@ -133,6 +255,15 @@ class HostsFleetEnv:
     def layout(self) -> HostsLayout:
         assert self._layout is not None
         return self._layout
+
+    @property
+    def places(self) -> HostsFleetPlaces:
+        assert self._places is not None
+        return self._places
+
+    def host_of(self) -> dict[int, str]:
+        """Each client's host, by fleet index."""
+        return {i: sh.host.name for sh in self.shares for i in sh.indices}
 
     def __enter__(self) -> HostsFleetEnv:
         try:
@@ -151,59 +282,119 @@ class HostsFleetEnv:
         with contextlib.suppress(Exception):  # a lost host tears down on its own (EOF)
             place.conn.call("place_close", place=place.key)
 
-    def _build(self) -> None:
-        roles, n, m = self.host_run.roles, self.clients, self.metrics
-        pool = client_pool(self.host_run, n)
-        server_addr = roles["server"].address or ""
-        prefix = self.ledger.prefix
-        sconn, cconn = self.host_run.conn("server"), self.host_run.conn("client")
-        r = sconn.call("place_open", tag=f"{self.tag}s", netns=None, roles=["server"], link_prefix=prefix)
-        server = RemotePlace(sconn, str(r["place"]), str(r["workdir"]), None)
-        self._stack.callback(self._close_place, server)
-        t0 = time.monotonic()
+    def _open_clients(self, share: Share, pool: list[str]) -> dict[str, Any]:
+        """One client host's namespaces (remote/clients.py), in one request to its agent."""
+        conn, n = self.host_run.conn_of(share.host), share.count
+        tag = f"{self.tag}c"
         try:
-            c = cconn.call(
-                "clients_open",
-                wait_s=120.0 + 0.5 * n,
-                tag=f"{self.tag}c",
-                link_prefix=prefix,
-                addresses=pool,
-                server=server_addr,
-                sysctls=self.spec.namespace_sysctls(),
+            return dict(
+                conn.call(
+                    "clients_open",
+                    wait_s=120.0 + 0.5 * n,
+                    tag=tag,
+                    link_prefix=self.ledger.prefix,
+                    addresses=pool,
+                    server=self.host_run.roles["server"].address or "",
+                    sysctls=self.spec.namespace_sysctls(),
+                )
             )
         except BaseException:
             # given up on (a timeout, the trial's watchdog, Ctrl-C): the agent may still finish it; closing
             # the tag, which it reads after that request, frees the namespaces and addresses (a lost host
             # tears down on its own)
             with contextlib.suppress(TunbenchError):
-                cconn.call("close_tag", tag=f"{self.tag}c", wait_s=120.0 + 0.5 * n)
+                conn.call("close_tag", tag=tag, wait_s=120.0 + 0.5 * n)
             raise
-        places = [
-            RemotePlace(cconn, str(k), str(c["workdir"]), str(ns))
-            for k, ns in zip(c["places"], c["netns"], strict=True)
-        ]
-        for place in places:  # closed in reverse: the first client's place owns the namespaces, it goes last
-            self._stack.callback(self._close_place, place)
+
+    def _build(self) -> None:
+        roles, m = self.host_run.roles, self.metrics
+        pools = client_pools(self.shares)
+        server_addr = roles["server"].address or ""
+        prefix = self.ledger.prefix
+        sconn = self.host_run.conn("server")
+        r = sconn.call("place_open", tag=f"{self.tag}s", netns=None, roles=["server"], link_prefix=prefix)
+        server = RemotePlace(sconn, str(r["place"]), str(r["workdir"]), None)
+        self._stack.callback(self._close_place, server)
+        if self.want_cap:  # before the server starts, as a local cap is
+            self.cap = self._stack.enter_context(RemoteCpuCap(server))
+        t0 = time.monotonic()
+        opened: list[tuple[Share, dict[str, Any] | None, BaseException | None]] = []
+
+        def open_one(k: int) -> tuple[dict[str, Any] | None, BaseException | None]:
+            try:
+                return self._open_clients(self.shares[k], pools[k]), None
+            except BaseException as e:  # every host's outcome is kept: what opened is closed below
+                return None, e
+
+        with ThreadPoolExecutor(max(1, len(self.shares))) as pool:
+            for share, (c, err) in zip(self.shares, pool.map(open_one, range(len(self.shares))), strict=True):
+                opened.append((share, c, err))
+        places: list[RemotePlace] = []
+        namespaces: list[str] = []
+        for share, c, _ in opened:
+            if c is None:
+                continue
+            conn = self.host_run.conn_of(share.host)
+            mine = [
+                RemotePlace(conn, str(k), str(c["workdir"]), str(ns))
+                for k, ns in zip(c["places"], c["netns"], strict=True)
+            ]
+            for place in mine:  # closed in reverse: a host's first client's place owns its namespaces, last
+                self._stack.callback(self._close_place, place)
+            places += mine
+            namespaces += [str(ns) for ns in c["netns"]]
+        if errors := [e for _, _, e in opened if e is not None]:
+            raise errors[0]
         m["clients.topology_setup_s"] = time.monotonic() - t0
-        self.sysctls_applied = dict(c["sysctls"])
-        self.net = {"clients": {**c["device"], "addresses": f"{pool[0]}-{pool[-1]}"}}
+        first = opened[0][1]
+        assert first is not None
+        self.sysctls_applied = dict(first["sysctls"])
+        self.net = {
+            "clients": {
+                **first["device"],
+                "addresses": ", ".join(f"{p[0]}-{p[-1]}" for p in pools),
+                "hosts": {sh.host.name: sh.count for sh in self.shares},
+            }
+        }
+        flat = [a for p in pools for a in p]
         self._layout = HostsLayout(
             prefix,
             self.tag,
-            n,
+            self.clients,
             mtu=self.spec.mtu,
             server_addr=server_addr,
-            pool=tuple(pool),
-            namespaces=tuple(c["netns"]),
+            pool=tuple(flat),
+            namespaces=tuple(namespaces),
         )
-        fleet = Fleet(self.tunnel, self._layout, self.ledger, self.workdir, {}, places=HostsFleetPlaces(server, places))
+        self._places = HostsFleetPlaces(server, places)
+        fleet = Fleet(self.tunnel, self._layout, self.ledger, self.workdir, {}, places=self._places)
         self._fleet = self._stack.enter_context(fleet)
         m["clients.keys_s"] = fleet.keys_s
         fleet.start_server()
         m["setup_s"] = fleet.server_up_s
+        if self.cap is not None:
+            self.cap.add(fleet.pids("server"))
         address = fleet.steps.render(fleet.multi.probe_address, fleet.vars, "multi.probe_address")
-        self.probe = RemoteReadyProbe(cconn, dict(enumerate(c["netns"], start=1)), address, self.probe_interval_s)
-        self._stack.callback(self.probe.close)
+        probes: dict[str, tuple[RemoteReadyProbe, set[int]]] = {}
+        try:
+            for sh in self.shares:
+                conn = self.host_run.conn_of(sh.host)
+                ns = {i: namespaces[i - 1] for i in sh.indices}
+                probes[sh.host.name] = (RemoteReadyProbe(conn, ns, address, self.probe_interval_s), set(sh.indices))
+        finally:
+            self.probe = HostsReadyProbe(probes)
+            self._stack.callback(self.probe.close)
+
+    def start_lead_s(self, tolerance_s: float) -> float:
+        """Before a coordinated start: each client host's clock offset measured again (the run may be
+        hours old) and checked (check_clocks); the lead to give the agents: time for the requests to reach
+        every host, with a margin."""
+        hosts = [sh.host for sh in self.shares]
+        clocks = check_clocks(self.host_run, hosts, tolerance_s, measure=True)
+        return 0.2 + 4.0 * max(k.rtt_s for k in clocks)
+
+    def clock_uncertainty_s(self) -> float:
+        return clock_uncertainty_s(self.host_run, [sh.host for sh in self.shares])
 
     def counters(
         self, metrics: dict[str, float | None], key_prefix: str = ""
@@ -213,30 +404,42 @@ class HostsFleetEnv:
 
     @contextlib.contextmanager
     def sampling(self) -> Iterator[SampledCost]:
-        """The server's cost per process on the server host, the clients' cgroup totals on the client host,
-        each sampled there and moved onto this machine's clock."""
+        """The server's cost per process on the server host, each client host's cgroup total there, each
+        sampled on its host and moved onto this machine's clock; `results["clients"]` sums the hosts."""
         out = SampledCost()
         fleet = self.fleet
-        server, first = fleet.places.server, fleet.places.client(1)
-        assert isinstance(server, RemotePlace) and isinstance(first, RemotePlace)
-        s_key = server.sample_start("server", [fleet.server] if fleet.server else [])
+        server = self.places.server
+        firsts = {sh.host.name: self.places.client(sh.first) for sh in self.shares}
+        started: list[tuple[str, RemotePlace, str]] = []
         try:
-            c_key = first.sample_start("clients", [], cgroup_only=True)
+            started.append(("server", server, server.sample_start("server", [fleet.server] if fleet.server else [])))
+            for name, place in firsts.items():
+                started.append((name, place, place.sample_start("clients", [], cgroup_only=True)))
         except BaseException:
-            server.sample_abandon(s_key)
+            for _, place, key in started:
+                place.sample_abandon(key)
             raise
         t0 = time.monotonic()  # the workload's phase clock starts right after: the series' origin
         try:
             yield out
         except BaseException:
-            server.sample_abandon(s_key)
-            first.sample_abandon(c_key)
+            for _, place, key in started:
+                place.sample_abandon(key)
             raise
         out.wall_s = time.monotonic() - t0
+        stopping = list(started)
         try:
-            out.results["server"] = server.sample_stop(s_key, t0)
+            while stopping:  # each one stopped whatever happens to another
+                name, place, key = stopping.pop(0)
+                cost = place.sample_stop(key, t0)
+                if name == "server":
+                    out.results["server"] = cost
+                else:
+                    out.per_host[name] = cost
         finally:
-            out.results["clients"] = first.sample_stop(c_key, t0)
+            for _, place, key in stopping:
+                place.sample_abandon(key)
+        out.results["clients"] = summed(list(out.per_host.values()))
 
     def recorded(self) -> dict[str, object]:
         """What the trial's params record about the set-up, once it is up: the sysctls applied and the hosts'

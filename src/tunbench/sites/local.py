@@ -105,8 +105,15 @@ class LocalSite:
             params["cpuset"] = {r: c for r, c in self.cpuset.items() if r != "link" or link}
         return LocalPair(topo, places, cgroups, emulator)
 
+    def client_machines(self) -> tuple[str, ...]:
+        return ()  # this machine, unnamed
+
     @contextlib.contextmanager
-    def bare_pair(self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any]) -> Iterator[Tunnel]:
+    def bare_pair(
+        self, spot: Spot, tunnel: TunnelRef, profile: Profile, params: dict[str, Any], machine: str | None = None
+    ) -> Iterator[Tunnel]:
+        if machine is not None:
+            raise ValueError(f"a local run has no client machine {machine!r}")
         link = profile_link_builder(profile, self.ledger, spot.workdir, spot.link_seed)
         with (
             Topology(self.ledger, spot.tag, spot.spec, link_builder=link) as topo,

@@ -1,5 +1,6 @@
-"""A workload whose measurement is the bring-up itself (`owns_bringup`: connect, recovery): it gets the
-site's bare pair bring-up as a function, and brings tunnels up as often as it measures."""
+"""A workload whose measurement is the bring-up itself (`owns_bringup`: connect): it gets the site's bare
+pair bring-up as a function and the site's client machines, and brings tunnels up as often as it
+measures, on whichever machines it chooses."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ def measure(setup: Setup, t: Attempt) -> None:
     case, workload, options, rec = t.case, t.workload, t.options, t.rec
 
     @contextlib.contextmanager
-    def bring_up(name: str) -> Iterator[Tunnel]:
+    def bring_up(name: str, machine: str | None) -> Iterator[Tunnel]:
         wd = t.workdir / name
         wd.mkdir()
         spot = dataclasses.replace(t.spot, tag=f"{t.tag}{name}", workdir=wd)
-        with setup.site.bare_pair(spot, case.tunnel, case.link, rec.params) as tunnel:
+        with setup.site.bare_pair(spot, case.tunnel, case.link, rec.params, machine) as tunnel:
             yield tunnel
 
+    machines = setup.site.client_machines()
     ctx = BringupContext(
         bring_up=bring_up,
         ledger=setup.ledger,
@@ -31,8 +33,10 @@ def measure(setup: Setup, t: Attempt) -> None:
         title=case.title,
         window=setup.window,
         options=options,
+        machines=machines,
     )
-    limit = workload.trial_timeout_s(case, options, setup.window)
+    # the workload's bring-ups are per client machine: each machine gets the whole limit
+    limit = workload.trial_timeout_s(case, options, setup.window) * max(1, len(machines))
     with watchdog(limit, f"the {workload.kind} trial"), setup.site.watched(rec.metrics, rec.params, setup.redo.limits):
         result = workload.measure(ctx)
     merge(rec, result)

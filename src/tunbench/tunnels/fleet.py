@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol
@@ -74,14 +75,44 @@ def client_variables(layout: Layout, i: int) -> dict[str, str]:
     }
 
 
+@dataclass(frozen=True)
+class ClientSpawn:
+    """Client i's daemon, rendered, for a batch launch (FleetPlaces.spawn_batch)."""
+
+    i: int
+    place: Place
+    argv: list[str]
+    what: str
+    log_name: str
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ClientSpawned:
+    proc: Proc | None  # None: it did not start (error)
+    at: float  # when it was started, on this machine's monotonic clock
+    error: str | None = None
+
+
 class FleetPlaces(Protocol):
     """Where a fleet's roles run: the server's place, and each client's (namespaces of this machine, or a
-    server host and a client host's namespaces: sites/hosts_fleet.py)."""
+    server host and client hosts' namespaces: sites/hosts_fleet.py)."""
 
     @property
     def server(self) -> Place: ...
 
     def client(self, i: int) -> Place: ...
+
+    @property
+    def batched(self) -> bool:
+        """Whether spawn_batch launches (client hosts) or the fleet launches one by one (this machine)."""
+        ...
+
+    def spawn_batch(self, spawns: list[ClientSpawn], start_at: float | None) -> dict[int, ClientSpawned] | None:
+        """Start these clients' daemons in as few requests as the places allow, from `start_at` (this
+        machine's monotonic clock; None: at once); None when the places start one at a time (this machine,
+        where a spawn is already local)."""
+        ...
 
 
 class LocalFleetPlaces:
@@ -94,6 +125,11 @@ class LocalFleetPlaces:
 
     def client(self, i: int) -> Place:
         return self._steps.local(self._layout.client_ns(i))
+
+    batched = False  # a local spawn is no round trip: Fleet.up launches one by one
+
+    def spawn_batch(self, spawns: list[ClientSpawn], start_at: float | None) -> dict[int, ClientSpawned] | None:
+        return None
 
 
 class Fleet:
@@ -138,6 +174,7 @@ class Fleet:
         self.server: Proc | None = None
         self.clients: dict[int, Proc] = {}
         self.launched_at: dict[int, float] = {}
+        self.started_at: float | None = None  # the agreed instant of the last batch launch (Fleet.up)
         self.keys_s: float | None = None
         self._cancel = threading.Event()  # set when bringing clients up is abandoned (error, Ctrl-C)
         self.server_up_s: float | None = None
@@ -189,11 +226,19 @@ class Fleet:
         self.vars["server_peers"] = "".join(peers)
         for n, mf in enumerate(self.multi.files):
             st.write(mf.path, mf.content, mf.mode, self.vars, f"multi.files[{n}]")
-        first = next(iter(self.layout.indices()))
-        elsewhere = {str(p.workdir): p for p in (self.places.server, self.places.client(first))}
-        elsewhere.pop(str(self.workdir), None)
+        places = [self.places.server, *(place for place, _ in self.machines(self.layout.indices()).values())]
+        elsewhere = {(p.machine, str(p.workdir)): p for p in places}
+        elsewhere.pop(("", str(self.workdir)), None)
         for place in elsewhere.values():  # a remote place (the clients share one trial directory per host)
             place.put_files(st.files_for(place.workdir))  # with its own `{tmp}`
+
+    def machines(self, indices: Iterable[int]) -> dict[str, tuple[Place, list[int]]]:
+        """The clients `indices` by the machine they run on: its first client's place, and theirs."""
+        out: dict[str, tuple[Place, list[int]]] = {}
+        for i in indices:
+            place = self.places.client(i)
+            out.setdefault(place.machine, (place, []))[1].append(i)
+        return out
 
     @staticmethod
     def _at(variables: dict[str, str], place: Place) -> dict[str, str]:
@@ -282,15 +327,29 @@ class Fleet:
         timeout_s: float = 60.0,
         on_launch: Callable[[int], None] | None = None,
         retries: int = 0,
+        start_lead_s: float | None = None,
     ) -> dict[int, str]:
         """Launch clients (all at once, or `rate_per_s` per second) and settle each on a pool. Returns the
         errors of the clients that failed (index -> message). With `retries`, a client that failed is
-        stopped and launched again (that many times) before it counts as failed."""
+        stopped and launched again (that many times) before it counts as failed. All at once on places
+        that launch in batches (client hosts): each host's clients in one request, all started at one
+        instant `start_lead_s` after the requests go out (None: each host at once), on this machine's clock
+        (`started_at`); the `before` commands run ahead of it."""
         errors: dict[int, str] = {}
         t0 = time.monotonic()
         pool = ThreadPoolExecutor(SETTLE_POOL)
+        indices = list(indices)
         try:
             futures = {}
+            if rate_per_s <= 0 and (batch := self._launch_batch(indices, start_lead_s)) is not None:
+                for i, err in batch.items():
+                    if err is not None:
+                        errors[i] = err
+                        continue
+                    if on_launch:
+                        on_launch(i)
+                    futures[i] = pool.submit(self._settle_retrying, i, timeout_s, retries)
+                indices = []  # launched
             for n, i in enumerate(indices):
                 if rate_per_s > 0:
                     wait = t0 + n / rate_per_s - time.monotonic()
@@ -315,6 +374,33 @@ class Fleet:
             raise
         pool.shutdown(wait=True)
         return errors
+
+    def _launch_batch(self, indices: list[int], lead_s: float | None) -> dict[int, str | None] | None:
+        """Launch `indices` through FleetPlaces.spawn_batch: per client its error or None; None when the
+        places launch one at a time (or the clients run no daemon)."""
+        rs = self.multi.client
+        if rs.daemon is None or not indices or not self.places.batched:
+            return None
+        spawns = []
+        for i in indices:
+            place = self.places.client(i)
+            v = self._at(self.client_vars[i], place)
+            argv, env = self.steps.daemon(rs, v, f"multi.client[{i}]")
+            spawns.append(ClientSpawn(i, place, argv, f"{self.spec.name} client{i}", f"client{i}.log", env))
+        for i in indices:  # ahead of the start: a storm's instant is its daemons'
+            place = self.places.client(i)
+            self.steps.commands(rs.before, self._at(self.client_vars[i], place), place, f"multi.client[{i}].before")
+        out: dict[int, str | None] = {}
+        start_at = None if lead_s is None else time.monotonic() + lead_s
+        self.started_at = start_at
+        got = self.places.spawn_batch(spawns, start_at)
+        assert got is not None
+        for i, r in got.items():
+            self.launched_at[i] = r.at
+            if r.proc is not None:
+                self.clients[i] = r.proc
+            out[i] = r.error
+        return out
 
     def _settle_retrying(self, i: int, timeout_s: float, retries: int) -> str | None:
         err = self.settle(i, timeout_s)
@@ -342,18 +428,22 @@ class Fleet:
             place.stop(procs)
 
     def pids(self, role: str) -> list[int]:
-        """The role's processes on its place's host (for a remote place, pids there)."""
+        """The role's processes on its place's host (for a remote place, pids there; the clients' of the
+        first client machine only: pids of several machines do not mix)."""
         if role == "server":
             return self.places.server.pids("server", [self.server] if self.server else [])
         first = next(iter(self.layout.indices()))
         return self.places.client(first).pids("clients", list(self.clients.values()))
 
     def rss(self, role: str) -> list[int]:
-        """The resident memory of each of the role's processes, read on its place's host."""
+        """The resident memory of each of the role's processes, read on the host of each (every client
+        machine's, in turn)."""
         if role == "server":
             return self.places.server.rss("server", [self.server] if self.server else [])
-        first = next(iter(self.layout.indices()))
-        return self.places.client(first).rss("clients", list(self.clients.values()))
+        out: list[int] = []
+        for place, indices in self.machines(self.layout.indices()).values():
+            out += place.rss("clients", [self.clients[i] for i in indices if i in self.clients])
+        return out
 
     def check_server(self) -> None:
         if self.server is not None and not self.server.alive():

@@ -113,10 +113,15 @@ class Steps:
     def spawn(self, rs: RoleSpec, variables: Vars, place: Place, role: str, name: str, key: str) -> Proc:
         """Start a role's daemon at its place, in its own process group and the role's cgroup; its output
         goes to `<name>.log` in the place's trial directory."""
+        argv, env = self.daemon(rs, variables, key)
+        return place.spawn(argv, what=f"{self.spec.name} {name}", log_name=f"{name}.log", env=env, role=role)
+
+    def daemon(self, rs: RoleSpec, variables: Vars, key: str) -> tuple[list[str], dict[str, str]]:
+        """A role's daemon command line and environment, rendered."""
         assert rs.daemon is not None
         argv = self.argv(rs.daemon, variables, f"{key}.daemon")
         env = {k: self.render(v, variables, f"{key}.env.{k}") for k, v in rs.env.items()}
-        return place.spawn(argv, what=f"{self.spec.name} {name}", log_name=f"{name}.log", env=env, role=role)
+        return argv, env
 
     # ---- readiness -----------------------------------------------------------------------------------
     def probe_ok(

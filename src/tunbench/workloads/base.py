@@ -183,16 +183,19 @@ class FleetContext:
 
 @dataclass
 class BringupContext:
-    """For a workload whose measurement is the bring-up itself (connect): `bring_up(name)` is the site's
-    own pair bring-up (fresh namespaces, link and tunnel, in a sub-directory `name` of the trial's
-    directory), as a context manager yielding the tunnel once it is up."""
+    """For a workload whose measurement is the bring-up itself (connect): `bring_up(name, machine)` is the
+    site's own pair bring-up (fresh namespaces or places, link and tunnel, in a sub-directory `name` of the
+    trial's directory) with its client on `machine`, as a context manager yielding the tunnel once it is up.
+    `machines`: the client machines the site offers, by name (a run's client hosts); () for this machine
+    alone, which bring_up names None."""
 
-    bring_up: Callable[[str], AbstractContextManager[Tunnel]]
+    bring_up: Callable[[str, str | None], AbstractContextManager[Tunnel]]
     ledger: Ledger
     workdir: Path
     title: str
     window: Window  # the measured seconds and the warm-up before them
     options: BaseModel
+    machines: tuple[str, ...] = ()
 
 
 C = TypeVar("C", Context, FleetContext, BringupContext, default=Context)
@@ -290,6 +293,11 @@ class Workload(ABC, Generic[C, Opt]):
     def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
         """The client counts and variants its cases sweep (its "clients" and "variant" axes)."""
         return [1], [""]
+
+    def start_tolerance_s(self, options: BaseModel) -> float | None:
+        """Between hosts: how far apart the client hosts may start (a coordinated start); None: the
+        workload starts its clients without one."""
+        return None
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         """Start servers; register their teardown on `stack`."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -29,6 +30,7 @@ from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
 from tunbench.sites.hosts_fleet import HostsFleetEnv, SampledCost
 from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
+from tunbench.stats import percentile
 from tunbench.stats.fairness import jain_index
 from tunbench.units import Window, fmt, mbit
 from tunbench.workloads import iperf3
@@ -43,6 +45,7 @@ from tunbench.workloads.base import (
     Scaling,
 )
 from tunbench.workloads.fleet_options import ClientsOptions
+from tunbench.workloads.per_host import by_host
 
 PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace
 NONLINEAR_WARN_RATIO = 1.5  # per-client cost at the largest N over the smallest N above this: a warning
@@ -63,6 +66,19 @@ class Timing:
 def _report(proto: str, i: int) -> str:
     """Client i's iperf3 JSON report, in its place's trial directory."""
     return f"iperf-{proto}-c{i}.json"
+
+
+def wait_exits(mt: FleetEnv | HostsFleetEnv, procs: dict[int, Proc], timeout_s: float) -> dict[int, float | None]:
+    """When each client's process exited (this machine's clock; None: still running at the timeout), waited
+    for on each client machine at once."""
+    groups = list(mt.fleet.machines(procs).values())
+
+    def one(group: tuple[Place, list[int]]) -> dict[int, float | None]:
+        place, indices = group
+        return dict(zip(indices, place.wait_exits([procs[i] for i in indices], timeout_s), strict=True))
+
+    with ThreadPoolExecutor(max(1, len(groups))) as pool:
+        return {i: t for part in pool.map(one, groups) for i, t in part.items()}
 
 
 def launch_pace(launched_at: dict[int, float]) -> float:
@@ -177,6 +193,9 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             late = n - len(mt.probe.ready_at)
             raise TrialError(f"{late} of {n} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
         rec.metrics["clients.ready_s"] = max(mt.probe.ready_at.values()) - t0
+        if isinstance(mt, HostsFleetEnv):  # each client host's last client ready
+            for host, ready in by_host(mt.host_of(), mt.probe.ready_at).items():
+                rec.metrics[f"clients.host.{host}.ready_s"] = max(ready.values()) - t0
         rec.metrics["clients.connected"] = float(n)
         conn_rss = sum(mt.fleet.rss("server"))
         client_rss = mt.fleet.rss("clients")
@@ -250,9 +269,9 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
                 # a client still running well after its end is hung (e.g. its control connection starved
                 # by an overloaded tunnel): it is stopped when the stack closes and counts as failed
                 timeout = max(0.0, s0 + run_s + 15.0 + 0.05 * n - time.monotonic())
-                exits = places.client(1).wait_exits(list(clients.values()), timeout)
+                exits = wait_exits(mt, clients, timeout)
                 # the exit anchors the client's intervals
-                ended = {i: t - s0 for i, t in zip(clients, exits, strict=True) if t is not None}
+                ended = {i: t - s0 for i, t in exits.items() if t is not None}
         if busy0 is not None:
             host_pct = cpu_shares(busy0, cpu_times()).get("busy_pct", 0.0)
             rec.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
@@ -289,24 +308,29 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         receiver = "client" if direction == "down" else "server"
         intervals: dict[int, list[W.Interval]] = {}
         failed: list[str] = []
+        failed_at: set[int] = set()
         starts: dict[int, float] = {}
         for i, launched in timing.launched.items():
             data = mt.fleet.places.client(i).read(_report(proto, i))
+            why = None
             if data is None:
-                failed.append(f"client {i}: no report {_report(proto, i)}")
-                continue
-            try:
-                ivs, _ = W.iperf3_intervals(data.decode(errors="replace"), receiver=receiver, offset_s=0.0)
-            except TrialError as e:
-                failed.append(f"client {i}: {e}")
-                continue
-            if not ivs:
-                failed.append(f"client {i}: no intervals")
+                why = f"no report {_report(proto, i)}"
+            else:
+                try:
+                    ivs, _ = W.iperf3_intervals(data.decode(errors="replace"), receiver=receiver, offset_s=0.0)
+                except TrialError as e:
+                    why = str(e)
+                else:
+                    why = None if ivs else "no intervals"
+            if why is not None:
+                failed.append(f"client {i}: {why}")
+                failed_at.add(i)
                 continue
             starts[i] = W.anchor(launched, timing.ended.get(i), ivs[-1].end_s)
             intervals[i] = W.shift(ivs, starts[i])
         kept, late = W.split_late(starts, timing.pad_s)
         failed += [f"client {i}: its test began {starts[i] - min(starts.values()):.1f} s after the first" for i in late]
+        failed_at |= set(late)
         intervals = {i: intervals[i] for i in kept}
         if len(failed) * 2 > n:
             raise TrialError(f"{proto}: {len(failed)} of {n} iperf3 clients failed: " + "; ".join(failed[:3]))
@@ -350,6 +374,8 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             # saturated host measures the clients, not the server (keep N x rate well below one tunnel's max)
             m[f"{p}.clients_cpu_s"] = clients_cg.total_s
             m[f"{p}.clients_cpu_pct"] = 100.0 * clients_cg.total_s / sampler.wall_s
+        if isinstance(mt, HostsFleetEnv) and isinstance(sampler, SampledCost):
+            self._per_host(mt, rec, proto, per_client, failed_at, sampler, intervals, win)
         rec.series[f"{p}.aggregate_bps"] = W.per_second(intervals, win)
         rec.series[f"{p}.per_client_bps"] = [(float(i), per_client[i]) for i in sorted(per_client)]
         cost_metrics(
@@ -362,6 +388,35 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             m["clients.server_cpu_s_per_client"] = m[f"{p}.server_cpu_s_per_client"]
             m["clients.server_cpu_pct_per_client"] = m[f"{p}.server_cpu_pct_per_client"]
             rec.streams = [(i, direction, per_client[i], None) for i in sorted(per_client)]
+
+    @staticmethod
+    def _per_host(
+        mt: HostsFleetEnv,
+        rec: Measurement,
+        proto: str,
+        per_client: dict[int, float],
+        failed_at: set[int],
+        sampler: SampledCost,
+        intervals: dict[int, list[W.Interval]],
+        win: W.Window,
+    ) -> None:
+        """Each client host's figures of the phase (workloads/per_host.py): its clients' aggregate, median
+        and fairness, loss, failures and their CPU there."""
+        host_of = mt.host_of()
+        for host, mine in by_host(host_of, per_client).items():
+            p = f"clients.host.{host}.{proto}"
+            vals = [mine[i] for i in sorted(mine)]
+            m = rec.metrics
+            m[f"{p}.aggregate_bps"] = sum(vals)
+            m[f"{p}.per_client_bps_p50"] = percentile(vals, 50)
+            m[f"{p}.jain"] = jain_index(vals)
+            m[f"{p}.failed_clients"] = float(sum(1 for i in failed_at if host_of[i] == host))
+            if proto == "udp" and (ivs := [intervals[i] for i in mine if i in intervals]):
+                lost, packets = zip(*(W.loss_in(iv, win) for iv in ivs), strict=True)
+                m[f"{p}.loss_pct"] = 100.0 * sum(lost) / sum(packets) if sum(packets) else None
+            cost = sampler.per_host.get(host)
+            if cost is not None and cost.cgroup_cpu is not None:
+                m[f"{p}.clients_cpu_s"] = cost.cgroup_cpu.total_s
 
     # ---- non-linear growth across the sweep (within this run) -------------------------------------
     def _growth(self, ctx: FleetContext, rec: Measurement, opts: ClientsOptions, direction: str) -> None:

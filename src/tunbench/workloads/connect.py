@@ -3,11 +3,16 @@ keys, and time it from starting the tunnel's processes to every readiness probe 
 ping through the tunnel included) — the pair shape's per-trial `setup_s`, K times over.
 
 The measured thing is the bring-up itself: the runner hands it its own pair bring-up (a BringupContext).
+Between hosts (`--hosts`), each bring-up is a fresh topology between one client host and the server host;
+with several client hosts, each gets `count` bring-ups, taken in turn (host 1, 2, 3, 1, 2, 3...) so that
+whatever drifts over the trial (the server's state, the network, the controller) falls on every host
+alike. The metrics are then the aggregate over all hosts and, per host, `connect.host.<name>.*`.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,6 +42,31 @@ def connect_metrics(times_s: list[float], failures: int) -> dict[str, float | No
     }
 
 
+HOST_KEY = "connect.host."
+HOST_FIELDS = ("p50_s", "max_s", "count", "failures")
+
+
+def host_metrics(host: str, times_s: list[float], failures: int) -> dict[str, float | None]:
+    """One client host's share of the bring-ups (pure): `connect.host.<host>.p50_s`, `.max_s`, `.count`,
+    `.failures`."""
+    m = connect_metrics(times_s, failures)
+    return {f"{HOST_KEY}{host}.{f}": m[f"connect.{f}"] for f in HOST_FIELDS}
+
+
+def hosts_in(metrics: Iterable[str]) -> list[str]:
+    """The client hosts named by per-host metrics, in order (a host name may hold dots)."""
+    found = {k.removeprefix(HOST_KEY).removesuffix(".p50_s") for k in metrics if k.startswith(HOST_KEY)}
+    return sorted(h for h in found if f"{HOST_KEY}{h}.p50_s" in metrics)
+
+
+def turns(count: int, machines: tuple[str, ...]) -> list[tuple[str, str | None]]:
+    """The bring-ups in order, (name, machine), round-robin over the machines (pure); on this machine alone
+    (no machines) `u1`, `u2`...; between hosts `h<j>u<i>`, j the client host's place in the list."""
+    if not machines:
+        return [(f"u{i}", None) for i in range(1, count + 1)]
+    return [(f"h{j}u{i}", m) for i in range(1, count + 1) for j, m in enumerate(machines, 1)]
+
+
 class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
     kind = "connect"
     description = "tunnel setup time: K bring-ups (start to first packet through), p50/p90/max"
@@ -53,6 +83,16 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
     )
     caption = "tunnel bring-up: start of its processes to a packet through it"
 
+    @classmethod
+    def on_hosts(cls) -> bool:
+        return True  # each bring-up between a client host and the server host (sites/hosts.py bare_pair)
+
+    def table_columns(self, trials: Sequence[TrialRecord]) -> list[Column]:
+        """The aggregate columns, then each client host's p50 where the trials ran on several."""
+        hosts = sorted({h for t in trials for h in hosts_in(t.metrics)})
+        per_host = [Column(f"{h} p50", f"{HOST_KEY}{h}.p50_s", "s") for h in hosts] if len(hosts) > 1 else []
+        return [*self.columns, *per_host]
+
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
         return f"setup p50 {fmt(m.get('connect.p50_s'), 's')} ms, max {fmt(m.get('connect.max_s'), 's')} ms"
@@ -65,18 +105,28 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
         rec = Measurement()
         times: list[float] = []
         errors: list[str] = []
+        by_host: dict[str, tuple[list[float], list[str]]] = {m: ([], []) for m in ctx.machines}
         t_start = time.monotonic()
-        for i in range(1, opts.count + 1):
+        for name, machine in turns(opts.count, ctx.machines):
             try:
-                with ctx.bring_up(f"u{i}") as tunnel:
+                with ctx.bring_up(name, machine) as tunnel:
                     assert tunnel.setup_s is not None
                     times.append(tunnel.setup_s)
+                    if machine is not None:
+                        by_host[machine][0].append(tunnel.setup_s)
             except (TunnelError, CommandFailed) as e:
-                errors.append(str(e).splitlines()[0])
+                why = str(e).splitlines()[0]
+                errors.append(why if machine is None else f"{machine}: {why}")
+                if machine is not None:
+                    by_host[machine][1].append(why)
         rec.window = (t_start, time.monotonic())
         if not times:
-            raise TrialError(f"no bring-up of {opts.count} succeeded: {errors[0] if errors else 'unknown'}")
+            raise TrialError(f"no bring-up of {len(errors)} succeeded: {errors[0] if errors else 'unknown'}")
         rec.metrics.update(connect_metrics(times, len(errors)))
+        for host, (host_times, host_errors) in by_host.items():
+            rec.metrics.update(host_metrics(host, host_times, len(host_errors)))
+        if ctx.machines:
+            rec.params["client_hosts"] = list(ctx.machines)
         rec.metrics["setup_s"] = percentile(times, 50)
         rec.series["connect_s"] = [(float(i), t) for i, t in enumerate(times, 1)]
         if errors:

@@ -52,6 +52,9 @@ class StormOptions(SweepOptions):
     probe_interval_s: float = Field(default=0.1, ge=0.01, le=5)
     overload_cpu_pct: float = Field(default=5.0, gt=0, le=100)  # server CPU cap during the overload
     overload_s: float = Field(default=10.0, gt=0, le=600)  # how long the cap holds after the storm begins
+    # between hosts: how far apart the client hosts' starts may be (the clocks' uncertainty included); a run
+    # whose clocks are known less well is refused, a storm that started further apart is warned about
+    start_tolerance_s: float = Field(default=0.05, gt=0, le=10)
 
     @field_validator("variants")
     @classmethod

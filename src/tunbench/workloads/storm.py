@@ -13,6 +13,7 @@ Variants (the `variants` option; each is a case of its own, Case.variant):
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import ClassVar
@@ -20,11 +21,11 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from tunbench.errors import TrialError
-from tunbench.host.proc import rss_of
 from tunbench.monitor.cost import cost_metrics
-from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
-from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
+from tunbench.sites.base import AnyFleet
+from tunbench.sites.hosts_fleet import HostsFleetEnv
+from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S
 from tunbench.stats import percentile
 from tunbench.units import Window, fmt
 from tunbench.workloads import window as W
@@ -39,6 +40,9 @@ from tunbench.workloads.base import (
     Scaling,
 )
 from tunbench.workloads.fleet_options import StormOptions
+from tunbench.workloads.per_host import by_host
+
+log = logging.getLogger(__name__)
 
 # where a storm stores its clients' ready times (FleetWorkload.ready: the report's time-to-ready CDF)
 READY = ReadySeries("clients.ready_cdf", "clients.ready_s_by_client")
@@ -51,6 +55,7 @@ class StormWorkload(FleetWorkload[StormOptions]):
     Options: ClassVar[type[BaseModel]] = StormOptions
     layers: ClassVar[tuple[str, ...]] = ("l3",)
     requires: ClassVar[tuple[str, ...]] = ()
+    fleet_on_hosts: ClassVar[bool] = True  # spread over the client hosts, started at one agreed instant
     columns: ClassVar[tuple[Column, ...]] = (
         Column("ready", "clients.ready_count", "n"),
         Column("p50 s", "clients.ready_p50_s", "sec"),
@@ -84,6 +89,9 @@ class StormWorkload(FleetWorkload[StormOptions]):
     def probe_interval_s(self, options: BaseModel) -> float:
         return self.opts(options).probe_interval_s
 
+    def start_tolerance_s(self, options: BaseModel) -> float | None:
+        return self.opts(options).start_tolerance_s
+
     def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """A reconnect storms twice, an overload holds its CPU cap for overload_s."""
         o = self.opts(options)
@@ -96,15 +104,13 @@ class StormWorkload(FleetWorkload[StormOptions]):
         n, variant = ctx.clients, _variant(ctx.variant)
         rec = Measurement()
         mt = ctx.env
-        if not isinstance(mt, FleetEnv):
-            raise TrialError("a storm runs on this machine only (session refuses it with --hosts)")
-        base_rss = sum(rss_of(mt.fleet.pids("server")))
+        base_rss = sum(mt.fleet.rss("server"))
         if variant == "reconnect":
             self._storm(mt, opts, rec, "clients.connect.", measured=False)
             mt.fleet.stop_clients(list(mt.layout.indices()))
         self._storm(mt, opts, rec, "clients.", measured=True, overload=variant == "overload")
-        conn_rss = sum(rss_of(mt.fleet.pids("server")))
-        client_rss = rss_of(mt.fleet.pids("clients"))
+        conn_rss = sum(mt.fleet.rss("server"))
+        client_rss = mt.fleet.rss("clients")
         ready = int(rec.metrics.get("clients.ready_count") or 0)
         rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
         rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
@@ -116,7 +122,7 @@ class StormWorkload(FleetWorkload[StormOptions]):
 
     def _storm(
         self,
-        mt: FleetEnv,
+        mt: AnyFleet,
         opts: StormOptions,
         rec: Measurement,
         p: str,
@@ -127,17 +133,24 @@ class StormWorkload(FleetWorkload[StormOptions]):
         lay, probe, n = mt.layout, mt.probe, mt.layout.clients
         assert probe is not None
         timer: threading.Timer | None = None
-        with mt.counters(rec.metrics, "" if measured else p), Sampler(mt.roles()) as sampler:
+        hosts = mt if isinstance(mt, HostsFleetEnv) else None
+        lead = hosts.start_lead_s(opts.start_tolerance_s) if hosts is not None and opts.rate_per_s <= 0 else None
+        with mt.counters(rec.metrics, "" if measured else p), mt.sampling() as sampler:
             t0 = time.monotonic()
             if overload:
-                assert mt.cap is not None
                 cap = mt.cap
+                if cap is None:
+                    raise TrialError("the overload variant needs a CPU cap on the server, which this site lacks")
                 cap.limit(opts.overload_cpu_pct)
                 timer = threading.Timer(opts.overload_s, lambda: cap.limit(None))
                 timer.start()
             probe.watch(lay.indices())
             try:
-                errors = mt.fleet.up(lay.indices(), rate_per_s=opts.rate_per_s, timeout_s=opts.timeout_s)
+                errors = mt.fleet.up(
+                    lay.indices(), rate_per_s=opts.rate_per_s, timeout_s=opts.timeout_s, start_lead_s=lead
+                )
+                if mt.fleet.started_at is not None:  # between hosts: the storm began at the agreed instant
+                    t0 = mt.fleet.started_at
                 probe.wait(lay.indices(), t0 + opts.timeout_s)
             finally:
                 if timer is not None:
@@ -147,24 +160,21 @@ class StormWorkload(FleetWorkload[StormOptions]):
             elapsed = time.monotonic() - t0
         ready_at = dict(probe.ready_at)
         launched = {i: mt.fleet.launched_at[i] - t0 for i in lay.indices() if i in mt.fleet.launched_at}
-        ready_s = [ready_at[i] - t0 for i in sorted(ready_at)]
-        from_launch = [ready_at[i] - t0 - launched[i] for i in sorted(ready_at) if i in launched]
         m = rec.metrics
-        m[f"{p}ready_count"] = float(len(ready_s))
-        m[f"{p}success_ratio"] = len(ready_s) / n
-        m[f"{p}failed_count"] = float(n - len(ready_s))
-        for q in (50, 90, 99):
-            m[f"{p}ready_p{q}_s"] = percentile(ready_s, q) if ready_s else None
-        m[f"{p}ready_max_s"] = max(ready_s) if ready_s else None
-        m[f"{p}ready_from_launch_p50_s"] = percentile(from_launch, 50) if from_launch else None
-        m[f"{p}ready_from_launch_p99_s"] = percentile(from_launch, 99) if from_launch else None
-        m[f"{p}launch_spread_s"] = max(launched.values()) if launched else None
-        counts = W.per_second_counts(ready_s)
-        m[f"{p}handshakes_per_s_peak"] = max((c for _, c in counts), default=0.0)
-        m[f"{p}handshakes_per_s"] = len(ready_s) / max(ready_s) if ready_s and max(ready_s) > 0 else None
+        m.update(ready_metrics(p, ready_at, launched, t0, n))
+        counts = W.per_second_counts([ready_at[i] - t0 for i in sorted(ready_at)])
+        ready_s = sorted(ready_at[i] - t0 for i in ready_at)
         m[f"{p}storm_s"] = elapsed
         if errors:
             m[f"{p}client_errors"] = float(len(errors))
+        server = sampler.results["server"]
+        cpu_s = server.cgroup_cpu.total_s if server.cgroup_cpu else server.cpu.total_s
+        # the server's cost per phase (the wiki's server statistics): CPU over the phase, peak memory
+        m[f"{p}server_cpu_s"] = cpu_s
+        m[f"{p}server_cpu_pct"] = 100.0 * cpu_s / sampler.wall_s if sampler.wall_s > 0 else None
+        m[f"{p}server_rss_peak_bytes"] = float(server.rss_peak_bytes)
+        if hosts is not None:
+            self._hosts(hosts, opts, m, p, ready_at, launched, t0)
         if overload:
             end = opts.overload_s
             m["clients.overload_s"] = end
@@ -183,14 +193,78 @@ class StormWorkload(FleetWorkload[StormOptions]):
         rec.series["clients.ready_per_s"] = counts
         rec.series[READY.by_client] = [(float(i), ready_at[i] - t0) for i in sorted(ready_at)]
         rec.streams = [(i, "ready_s", ready_at[i] - t0, None) for i in sorted(ready_at)]
-        server = sampler.results["server"]
-        cpu_s = server.cgroup_cpu.total_s if server.cgroup_cpu else server.cpu.total_s
-        m["clients.server_cpu_s"] = cpu_s
         m["clients.server_cpu_s_per_client"] = cpu_s / len(ready_s) if ready_s else None
-        m["clients.server_cpu_pct"] = 100.0 * cpu_s / elapsed if elapsed > 0 else None
         cost_metrics(rec, sampler.results, sampler.wall_s, sampled_roles=("server",))
         if errors and len(ready_s) < n:
             rec.artifacts["client_errors.txt"] = mt.failures_text(errors, limit=20).encode()
+
+    @staticmethod
+    def _hosts(
+        env: HostsFleetEnv,
+        opts: StormOptions,
+        m: dict[str, float | None],
+        p: str,
+        ready_at: dict[int, float],
+        launched: dict[int, float],
+        t0: float,
+    ) -> None:
+        """Between hosts: each client host's storm figures, and the start skew achieved among the hosts
+        (each host's first launch against the agreed instant, on this machine's clock)."""
+        host_of = env.host_of()
+        split_ready = by_host(host_of, ready_at)
+        split_launched = by_host(host_of, launched)
+        for sh in env.shares:
+            name = sh.host.name
+            hp = host_prefix(p, name)
+            m.update(ready_metrics(hp, split_ready.get(name, {}), split_launched.get(name, {}), t0, sh.count))
+        late = env.places.skew
+        if late:
+            for name, s in late.items():
+                m[f"{host_prefix(p, name)}start_late_s"] = s
+            skew = max(late.values()) - min(late.values()) if len(late) > 1 else 0.0
+            unc = env.clock_uncertainty_s()
+            m[f"{p}start_skew_s"] = skew
+            m[f"{p}start_skew_uncertainty_s"] = unc
+            m[f"{p}start_tolerance_s"] = opts.start_tolerance_s
+            if skew + unc > opts.start_tolerance_s:
+                log.warning(
+                    "the storm started %.1f ms (± %.1f ms) apart on the client hosts, more than its "
+                    "start_tolerance_s of %.1f ms: %s",
+                    1e3 * skew,
+                    1e3 * unc,
+                    1e3 * opts.start_tolerance_s,
+                    ", ".join(f"{h} {1e3 * s:+.1f} ms" for h, s in late.items()),
+                )
+
+
+def host_prefix(p: str, host: str) -> str:
+    """A phase's metric prefix (`clients.`, `clients.connect.`) for one client host's figures."""
+    return f"clients.host.{host}.{p.removeprefix('clients.')}"
+
+
+def ready_metrics(
+    p: str, ready_at: dict[int, float], launched: dict[int, float], t0: float, n: int
+) -> dict[str, float | None]:
+    """A storm's readiness figures of `n` clients (all of them, or one host's) under prefix `p`: how many
+    came up, the time to ready from the storm's start (percentiles, max) and from each one's launch, the
+    launch spread and the handshakes per second."""
+    ready_s = [ready_at[i] - t0 for i in sorted(ready_at)]
+    from_launch = [ready_at[i] - t0 - launched[i] for i in sorted(ready_at) if i in launched]
+    m: dict[str, float | None] = {
+        f"{p}ready_count": float(len(ready_s)),
+        f"{p}success_ratio": len(ready_s) / n if n else None,
+        f"{p}failed_count": float(n - len(ready_s)),
+    }
+    for q in (50, 90, 99):
+        m[f"{p}ready_p{q}_s"] = percentile(ready_s, q) if ready_s else None
+    m[f"{p}ready_max_s"] = max(ready_s) if ready_s else None
+    m[f"{p}ready_from_launch_p50_s"] = percentile(from_launch, 50) if from_launch else None
+    m[f"{p}ready_from_launch_p99_s"] = percentile(from_launch, 99) if from_launch else None
+    m[f"{p}launch_spread_s"] = max(launched.values()) if launched else None
+    counts = W.per_second_counts(ready_s)
+    m[f"{p}handshakes_per_s_peak"] = max((c for _, c in counts), default=0.0)
+    m[f"{p}handshakes_per_s"] = len(ready_s) / max(ready_s) if ready_s and max(ready_s) > 0 else None
+    return m
 
 
 def _variant(name: str) -> str:
