@@ -1,11 +1,11 @@
 """Real SSH "hosts" on this one machine, for the multi-host integration tests.
 
 Each host is a network namespace `tbh-<6 hex>-<name>` running its own `sshd` with a throwaway host key;
-the hosts share an underlay 198.18.200.0/23 (198.18.201.0/24 is free for client addresses) and 2001:2:0:c8::/64 (h1 .1 / ::1, h2 .2 / ::2, ...) through a
-bridge in one more namespace, `tbh-<hex>-sw0`. The root namespace gets no address, route or link: the
-controller reaches a host only with `ssh -F <ssh_config> <name>`, whose `ProxyCommand` is
-`ip netns exec <ns> socat STDIO TCP:127.0.0.1:22`. The `tbh-` prefix is not a run prefix (`tb` + 6 hex),
-so `tunbench clean` never sweeps these namespaces.
+the hosts share an underlay 198.18.200.0/23 (h1 .200.1, h2 .200.2, ...; the rest of it is free for client
+addresses) and 2001:2:0:c8::/64 (h1 ::1, h2 ::2, ...) through a bridge in one more namespace, `tbh-<hex>-sw0`.
+The root namespace gets no address, route or link: the controller reaches a host only with
+`ssh -F <ssh_config> <name>`, whose `ProxyCommand` is `ip netns exec <ns> socat STDIO TCP:127.0.0.1:22`.
+The `tbh-` prefix is not a run prefix (`tb` + 6 hex), so `tunbench clean` never sweeps these namespaces.
 
 What a session on a host sees (sshd runs through a launcher, and its sessions inherit what it sees):
 - the host's network namespace (its `eth0` on the underlay, `lo`);

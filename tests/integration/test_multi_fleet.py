@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import leftovers, tunbench
-from tests.integration.test_lifecycle import start_run
 from tests.sshhosts import SshHosts, ssh_hosts
 
 CLIENT_HOSTS = ("h2", "h3", "h4")
@@ -170,7 +168,9 @@ def test_openvpn_storms_connect_reconnect_and_overload_over_three_hosts(hosts: S
     res, doc = run_hosts(
         tmp_path,
         fleet_inventory(hosts, tmp_path, weights=weights),
-        storm(tmp_path, "openvpn-udp", 90, ["connect", "reconnect", "overload"], "overload_s = 3\noverload_cpu_pct = 5"),
+        storm(
+            tmp_path, "openvpn-udp", 90, ["connect", "reconnect", "overload"], "overload_s = 3\noverload_cpu_pct = 5"
+        ),
     )
     assert res.returncode == 0, res.stdout + res.stderr
     trials = {t["variant"]: t for t in doc["trials"]}

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tunbench import workloads
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.units import fmt
 from tunbench.workloads.base import Column
+from tunbench.workloads.per_host import host_key, hosts_in
 
 # a case's axes, in column order, with the value that means "not an axis of this workload", and the header
 AXES: dict[str, tuple[object, str]] = {
@@ -35,6 +36,9 @@ class Row:
     ok: int
     failed: int
     cells: list[str]  # one per column, the median written in its unit; empty when no repetition was good
+    # a fleet over several client hosts: per host, its own figures of the columns that have one (workloads/
+    # per_host.py), "" where a column is not per host (the server's)
+    hosts: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -58,6 +62,22 @@ def cell(trials: list[TrialRecord], column: Column) -> str:
     return " / ".join(fmt(median(trials, k), column.unit) for k in column.key.split("|"))
 
 
+def host_rows(trials: list[TrialRecord], columns: list[Column]) -> list[tuple[str, list[str]]]:
+    """The per-host rows of a case whose good repetitions ran over several client hosts: per host, each
+    column's median over the host's own figures ("" for a column without one)."""
+    suffixes = [k.removeprefix("clients.") for c in columns for k in c.key.split("|") if host_key(k, "x")]
+    names = hosts_in((k for t in trials for k in t.metrics), suffixes)
+    rows = []
+    for name in names:
+        cells = []
+        for c in columns:
+            keys = [host_key(k, name) for k in c.key.split("|")]
+            have = [k for k in keys if k is not None and any(k in t.metrics for t in trials)]
+            cells.append(" / ".join(fmt(median(trials, k), c.unit) for k in have) if len(have) == len(keys) else "")
+        rows.append((name, cells))
+    return rows
+
+
 def headline_tables(trials: list[TrialRecord]) -> list[HeadlineTable]:
     """One table per workload in `trials` with a table of its own, in registry order."""
     groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
@@ -76,7 +96,8 @@ def headline_tables(trials: list[TrialRecord]) -> list[HeadlineTable]:
         rows = []
         for k in keys:
             ok = [t for t in groups[k] if t.status == "ok"]
-            rows.append(Row(k, len(ok), len(groups[k]) - len(ok), [cell(ok, c) for c in cols] if ok else []))
+            cells = [cell(ok, c) for c in cols] if ok else []
+            rows.append(Row(k, len(ok), len(groups[k]) - len(ok), cells, host_rows(ok, cols)))
         axes = [a for a, (neutral, _) in AXES.items() if any(getattr(k, a) != neutral for k in keys)]
         tables.append(HeadlineTable(kind, workload.caption, axes, cols, rows))
     return tables

@@ -313,6 +313,17 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
                 "see docs/cross-checks.md for the tolerances; the figures of these trials are less certain",
             )
         )
+    if skewed := [t for t in ts if _start_skewed(t)]:
+        worst = max((t.metrics.get("clients.start_skew_s") or 0.0) for t in skewed)
+        out.append(
+            StabilityWarning(
+                "start-skew",
+                f"{label}: the client hosts started up to {1e3 * worst:.1f} ms apart in {len(skewed)} of {len(ts)} "
+                "trial(s), more than the storm's start_tolerance_s",
+                "a busy client host or a slow link to it launches late: its clients' ready times carry that "
+                "offset (the per-host rows show which host); see docs/multi-host.md",
+            )
+        )
     unchecked = [t for t in ts if _bytes_unchecked(t)]
     if unchecked:  # no warning would otherwise read as "agreed"
         out.append(
@@ -323,6 +334,16 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
             )
         )
     return out
+
+
+def _start_skewed(t: TrialRecord) -> bool:
+    """A storm over client hosts whose achieved start skew (with the clocks' uncertainty) exceeded its
+    tolerance."""
+    m = t.metrics
+    skew, unc, tol = (
+        m.get(k) for k in ("clients.start_skew_s", "clients.start_skew_uncertainty_s", "clients.start_tolerance_s")
+    )
+    return skew is not None and tol is not None and skew + (unc or 0.0) > tol
 
 
 # ---- interfered trials ------------------------------------------------------------------------------------

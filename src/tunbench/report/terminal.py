@@ -152,6 +152,7 @@ CAUSES: dict[str, str] = {
     "cross-check": "",
     "not-cross-checked": "",
     "common-limit": "",
+    "start-skew": "",
     "too-few-repetitions": f"fewer than {MIN_REPETITIONS} good repetitions",
     "few-for-significance": f"{MIN_REPETITIONS}-{MIN_REPETITIONS_SIGNIFICANCE - 1} repetitions, too few for a "
     "reliable significance test,",
@@ -206,6 +207,7 @@ _RUN_CODES = (
     "cross-check",
     "not-cross-checked",
     "common-limit",
+    "start-skew",
     "too-few-repetitions",
 )
 
@@ -277,6 +279,14 @@ def workload_tables(trials: list[TrialRecord]) -> list[Table]:
                 *cells,
                 n,
             )
+            for host, host_cells in r.hosts:  # a fleet over several client hosts: each host's own figures
+                table.add_row(
+                    f"  [dim]└ {escape(host)}[/]",
+                    *([""] if show_profile else []),
+                    *["" for _ in ht.axes],
+                    *host_cells,
+                    "",
+                )
         out.append(table)
     return out
 

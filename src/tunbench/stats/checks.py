@@ -63,6 +63,7 @@ WarningCode: TypeAlias = Literal[
     "steal",
     "interfered",
     "common-limit",
+    "start-skew",
 ]
 
 CV_WARN = 0.05

@@ -48,6 +48,12 @@ def headline_tables_html(trials: list[TrialRecord], pid: str) -> str:
             rows.append(
                 "<tr>" + "".join(f"<td{NUM_CELL if i >= first_num else ''}>{c}</td>" for i, c in enumerate(cells))
             )
+            for host, host_cells in r.hosts:  # a fleet over several client hosts: each host's own figures
+                sub = [f"&nbsp;&nbsp;└ {esc(host)}", *[""] * (first_num - 1), *(esc(c) for c in host_cells), ""]
+                rows.append(
+                    '<tr class="note">'
+                    + "".join(f"<td{NUM_CELL if i >= first_num else ''}>{c}</td>" for i, c in enumerate(sub))
+                )
         head = "".join(f"<th{NUM_CELL if i >= first_num else ''}>{esc(h)}</th>" for i, h in enumerate(heads))
         parts.append(f'<h4 id="{pid}-workload-{esc(ht.kind)}">{esc(ht.kind)} (median of repetitions)</h4>')
         if ht.caption:
