@@ -200,6 +200,12 @@ def test_table_hosts() -> None:
         ("[client]\nh1 tunbench_client_addresses=10.0.0.9-10.0.0.1\n", 2, "tunbench_client_addresses", "below"),
         ("[client]\nh1 tunbench_client_addresses=10.0.0.9\n", 2, "tunbench_client_addresses", "FIRST-LAST"),
         ("[client]\nh1 tunbench_client_addresses=2001:db8::/64\n", 2, "tunbench_client_addresses", "IPv4"),
+        ("[client]\nh1 tunbench_client_weight=0\n", 2, "tunbench_client_weight", "bad weight '0'"),
+        ("[client]\nh1 tunbench_client_weight=-2\n", 2, "tunbench_client_weight", "bad weight '-2'"),
+        ("[client]\nh1 tunbench_client_weight=nan\n", 2, "tunbench_client_weight", "bad weight 'nan'"),
+        ("[client]\nh1 tunbench_client_weight=heavy\n", 2, "tunbench_client_weight", "bad weight 'heavy'"),
+        ("[client]\nh1\n[client:vars]\ntunbench_client_weight=inf\n", 4, "tunbench_client_weight", "bad weight"),
+        ("[client]\nh1\n[client:vars]\ntunbench_client_weight=[2]\n", 4, "tunbench_client_weight", "positive"),
         ("[client]\nh1 ansible_port\n", 2, "h1", "key=value"),
         ("[client]\nh1 x='unclosed\n", 2, "", "cannot split"),
         ("[client:kids]\nh1\n", 1, "[client:kids]", "unknown section type"),
@@ -229,6 +235,9 @@ def test_ini_errors_name_file_line_key(tmp_path: Path, text: str, line: int | No
         ("all:\n  hosts: [h1, h2]\n", 2, "all.hosts", "expected a mapping"),
         ("all:\n  hosts:\n    h1:\n      tunbench_roles: [client, db]\n", 4, "tunbench_roles", "unknown role 'db'"),
         ("all:\n  hosts:\n    h1: {ansible_host: [1]}\n", 3, "ansible_host", "expected a string"),
+        ("all:\n  hosts:\n    h1:\n      tunbench_client_weight: .inf\n", 4, "tunbench_client_weight", "bad weight"),
+        ("all:\n  hosts:\n    h1:\n      tunbench_client_weight: true\n", 4, "tunbench_client_weight", "bad weight"),
+        ("all:\n  hosts:\n    h1:\n      tunbench_client_weight: 0.0\n", 4, "tunbench_client_weight", "bad weight"),
         ("all:\n  hosts:\n   h1:\n  - x\n", 4, "", "YAML syntax error"),
     ],
 )
@@ -273,7 +282,13 @@ def test_missing_file() -> None:
         ({"client": {"ssh": "h", "port": 0}}, "hosts.client.port", "bad port"),
         ({"client": {"ssh": "h", "address": "h2"}}, "hosts.client.address", "IPv4"),
         ({"client": {"ssh": "-oProxyCommand=x"}}, "hosts.client.ssh", "bad destination"),
+        ({"client": {"ssh": "@h"}}, "hosts.client.ssh", "bad destination '@h'"),
+        ({"client": [{"ssh": "h"}, {"ssh": "ssh://h:x"}]}, "hosts.client.1.ssh", "bad ssh URI"),
         ({"client": {"ssh": "h", "ssh_args": [1]}}, "hosts.client.ssh_args", "list of strings"),
+        ({"client": {"ssh": "h", "client_weight": 0}}, "hosts.client.client_weight", "bad weight 0"),
+        ({"client": {"ssh": "h", "client_weight": "2"}}, "hosts.client.client_weight", "bad weight '2'"),
+        ({"client": {"ssh": "h", "client_weight": True}}, "hosts.client.client_weight", "bad weight True"),
+        ({"client": {"ssh": "h", "client_weight": float("inf")}}, "hosts.client.client_weight", "bad weight inf"),
         ({"client": {"ssh": "h"}, "server": {"ssh": "h", "port": 2}}, "hosts.server", "different settings"),
         ({}, "hosts", "no hosts"),
     ],
@@ -303,6 +318,51 @@ def test_client_addresses_are_a_range_or_a_block(tmp_path: Path) -> None:
         inventory_from_table({"client": {"ssh": "h1", "client_addresses": "x"}}, "s.toml")
 
 
+TABLE_CLIENTS = """\
+[hosts.server]
+ssh = "root@srv"
+[[hosts.client]]
+ssh = "root@c1"
+client_weight = 2
+[[hosts.client]]
+ssh = "root@c2"
+client_addresses = "192.0.2.100-192.0.2.119"
+"""
+
+
+def test_a_table_gives_several_client_hosts_as_an_array_of_tables() -> None:
+    import tomllib
+
+    text = TABLE_CLIENTS
+    inv = inventory_from_table(tomllib.loads(text)["hosts"], "s.toml", text=text)
+    assert [(h.name, h.client_weight) for h in inv.clients()] == [("c1", 2.0), ("c2", 1.0)]
+    assert inv.for_role("client").name == "c1" and inv.for_role("server").name == "srv"
+    assert inv.host("c2").client_pool(1) == ["192.0.2.100"] and inv.host("c2").source == "s.toml:6"
+    bad = text.replace('ssh = "root@c2"', 'ssh = "root@c2"\nclient_weight = -1')
+    with pytest.raises(ConfigError) as exc:
+        inventory_from_table(tomllib.loads(bad)["hosts"], "s.toml", text=bad)
+    assert (exc.value.key, exc.value.line) == ("hosts.client.1.client_weight", 8) and "bad weight -1" in str(exc.value)
+    with pytest.raises(ConfigError, match="expected a table") as exc:
+        inventory_from_table({"server": [{"ssh": "a"}, {"ssh": "b"}]}, "s.toml")  # one server host only
+    assert exc.value.key == "hosts.server"
+    with pytest.raises(ConfigError, match="required key is missing") as exc:
+        inventory_from_table({"client": [{"ssh": "a"}, {"address": "192.0.2.1"}]}, "s.toml")
+    assert exc.value.key == "hosts.client.1.ssh"
+
+
+def test_client_weight_is_a_number_from_text_groups_or_yaml(tmp_path: Path) -> None:
+    """INI's text, a [group:vars] literal, YAML's number and the table's all read as one weight; default 1."""
+    ini = "[client]\nh1 tunbench_client_weight=2.5\nh2\nh3\n[client:vars]\ntunbench_client_weight=3\n[server]\nh4\n"
+    inv = load_inventory(write(tmp_path, "w.ini", ini))
+    assert [h.client_weight for h in inv.clients()] == [2.5, 3.0, 3.0]
+    assert inv.host("h4").client_weight == 1.0  # [client:vars] is the client group's only
+    assert load_inventory(write(tmp_path, "n.ini", "[client]\nh1\n")).hosts[0].client_weight == 1.0
+    yml = "all:\n  children:\n    client:\n      hosts:\n        h1: {tunbench_client_weight: 2}\n        h2:\n"
+    assert [h.client_weight for h in load_inventory(write(tmp_path, "w.yml", yml)).clients()] == [2.0, 1.0]
+    table = inventory_from_table({"client": {"ssh": "h1", "client_weight": 4}}, "s.toml")
+    assert table.hosts[0].client_weight == 4.0
+
+
 def test_both_vocabularies_describe_one_host_alike(tmp_path: Path) -> None:
     """The inventory and the [hosts] table go through one validator: the same host, the same Host."""
     ini = write(
@@ -311,7 +371,7 @@ def test_both_vocabularies_describe_one_host_alike(tmp_path: Path) -> None:
         "[client]\nbench1 ansible_host=192.0.2.1 ansible_user=root ansible_port=2222"
         " ansible_ssh_private_key_file=~/.ssh/lab ansible_ssh_common_args='-o ProxyJump=gw'"
         " tunbench_address6=2001:db8::1 tunbench_egress_address=192.0.2.11"
-        " tunbench_client_addresses=192.0.2.100-192.0.2.119 tunbench_command=/opt/tb\n",
+        " tunbench_client_addresses=192.0.2.100-192.0.2.119 tunbench_client_weight=2.5 tunbench_command=/opt/tb\n",
     )
     table = {
         "client": {
@@ -322,6 +382,7 @@ def test_both_vocabularies_describe_one_host_alike(tmp_path: Path) -> None:
             "address6": "2001:db8::1",
             "egress_address": "192.0.2.11",
             "client_addresses": "192.0.2.100-192.0.2.119",
+            "client_weight": 2.5,
             "command": "/opt/tb",
         }
     }
@@ -329,6 +390,7 @@ def test_both_vocabularies_describe_one_host_alike(tmp_path: Path) -> None:
     b = inventory_from_table(table, "s.toml").for_role("client")
     assert dataclasses.replace(a, source="") == dataclasses.replace(b, source="")
     assert a.address == "192.0.2.1"  # the destination's literal, in both
+    assert a.client_weight == 2.5
 
 
 @pytest.mark.parametrize(
@@ -338,6 +400,7 @@ def test_both_vocabularies_describe_one_host_alike(tmp_path: Path) -> None:
         ("tunbench_address", "address", "h2", "expected an IPv4 address, not 'h2'"),
         ("tunbench_address6", "address6", "10.0.0.1", "expected an IPv6 address, not '10.0.0.1'"),
         ("tunbench_client_addresses", "client_addresses", "10.0.0.9", "expected FIRST-LAST"),
+        ("tunbench_client_weight", "client_weight", "-1", "bad weight"),
         ("ansible_host", "ssh", "-oProxyCommand=x", "bad destination '-oProxyCommand=x'"),
     ],
 )
@@ -348,7 +411,8 @@ def test_both_vocabularies_refuse_a_value_alike(
     path = write(tmp_path, "bad.ini", f"[client]\nh1 {ini_var}={value}\n")
     with pytest.raises(ConfigError) as ini:
         load_inventory(path)
-    entry: dict[str, object] = {"ssh": "h1", table_key: int(value) if table_key == "port" else value}
+    number = table_key in ("port", "client_weight")  # a TOML number, where INI has text
+    entry: dict[str, object] = {"ssh": "h1", table_key: int(value) if number else value}
     with pytest.raises(ConfigError) as tbl:
         inventory_from_table({"client": entry}, "s.toml")
     assert (ini.value.key, tbl.value.key) == (ini_var, f"hosts.client.{table_key}")
@@ -359,3 +423,15 @@ def test_a_port_in_the_ssh_uri_is_checked_as_any_port() -> None:
     with pytest.raises(ConfigError, match="bad port 99999") as exc:
         inventory_from_table({"client": {"ssh": "ssh://h:99999"}}, "s.toml")
     assert exc.value.key == "hosts.client.ssh"
+
+
+def test_every_variable_and_table_key_is_documented() -> None:
+    """docs/multi-host.md's table lists every tunbench_* variable, and the [hosts] reader's docstring every key."""
+    import re
+
+    from tunbench.remote.inventory import HOST_TABLE_KEYS, TUNBENCH_VARS
+
+    docs = (Path(__file__).parents[2] / "docs" / "multi-host.md").read_text()
+    assert [v for v in sorted(TUNBENCH_VARS) if f"| `{v}` |" not in docs] == []
+    doc = inventory_from_table.__doc__ or ""
+    assert [k for k in sorted(HOST_TABLE_KEYS) if not re.search(rf"\b{k}\b", doc)] == []

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,8 +33,8 @@ def agent() -> None:
 
 @contextlib.contextmanager
 def connected(path: Path) -> Iterator[list[tuple[str, Any]]]:
-    """Connect to every host of an inventory: (name, AgentConnection or the error that stopped it)."""
-    from tunbench.errors import TunbenchError
+    """Connect to every host of an inventory, all at once: (name, AgentConnection or the TunbenchError that
+    stopped it), in the inventory's order."""
     from tunbench.host.scope import run_scope
     from tunbench.host.workdir import workdir
     from tunbench.remote.connection import AgentConnection
@@ -41,32 +42,47 @@ def connected(path: Path) -> Iterator[list[tuple[str, Any]]]:
 
     inv = load_inventory(path)
     with run_scope() as ledger, workdir(ledger, "ssh") as logdir, contextlib.ExitStack() as stack:
-        out: list[tuple[str, Any]] = []
-        for h in inv.hosts:
-            try:
-                out.append((h.name, stack.enter_context(AgentConnection(h, ledger, logdir, inv.ssh_config))))
-            except TunbenchError as e:
-                out.append((h.name, e))
-        yield out
+        conns = [AgentConnection(h, ledger, logdir, inv.ssh_config) for h in inv.hosts]
+        results = _at_once(lambda c: c.__enter__(), conns, on_done=stack.push)
+        yield [(h.name, res) for h, res in zip(inv.hosts, results, strict=True)]
+
+
+def _at_once(fn: Callable[[Any], Any], items: list[Any], on_done: Callable[[Any], object] | None = None) -> list[Any]:
+    """`fn` of each item in threads of their own (one host's slow answer does not hold up the others'): each
+    result, or the TunbenchError it raised, in the items' order. `on_done(item)`, in the caller's thread, for
+    each item whose call returned, before any other exception is raised (so what was opened is closed)."""
+    from tunbench.errors import TunbenchError
+
+    def one(item: Any) -> Any:
+        try:
+            return fn(item)
+        except TunbenchError as e:  # handed back: the caller says which host failed, and how
+            return e
+
+    if not items:
+        return []
+    with ThreadPoolExecutor(max_workers=len(items)) as pool:
+        futures = [pool.submit(one, item) for item in items]
+    for item, f in zip(items, futures, strict=True):
+        if on_done is not None and f.exception() is None and not isinstance(f.result(), TunbenchError):
+            on_done(item)
+    return [f.result() for f in futures]  # any other exception is raised here
 
 
 def clean_hosts(path: Path) -> int:
-    """`tunbench clean --hosts`: each host removes what killed runs left there. Returns the hosts that
-    could not be cleaned."""
+    """`tunbench clean --hosts`: each host removes what killed runs left there, all hosts at once. Returns the
+    hosts that could not be cleaned."""
     from tunbench.errors import TunbenchError
     from tunbench.host.clean import CleanReport
 
     failed = 0
     with connected(path) as conns:
+        live = [conn for _, conn in conns if not isinstance(conn, TunbenchError)]
+        reports = dict(zip(map(id, live), _at_once(lambda c: c.call("clean", wait_s=120.0), live), strict=True))
         for name, conn in conns:
-            if isinstance(conn, Exception):
-                err_console.print(f"[red]{name}: not cleaned: {conn}[/]", highlight=False)
-                failed += 1
-                continue
-            try:
-                rep = conn.call("clean", wait_s=120.0)
-            except TunbenchError as e:
-                err_console.print(f"[red]{name}: not cleaned: {e}[/]", highlight=False)
+            rep = conn if isinstance(conn, TunbenchError) else reports[id(conn)]
+            if isinstance(rep, TunbenchError):
+                err_console.print(f"[red]{name}: not cleaned: {rep}[/]", highlight=False)
                 failed += 1
                 continue
             done = CleanReport(**rep)
@@ -147,8 +163,9 @@ def doctor_hosts(path: Path) -> int:
 
 
 def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, str, str]]:
-    """On a client host of two: whether its egress address and its client addresses are usable there (free,
-    on the network of the NIC that routes to the server)."""
+    """On each client host apart from the server's: whether its egress address and its client addresses are
+    usable there (free, on the network of the NIC that routes to the server), and whether its client
+    addresses are its own (no other client host's, no host's own address)."""
     from tunbench.errors import ConfigError, TunbenchError
     from tunbench.topology.layout import MAX_CLIENTS
 
@@ -159,7 +176,7 @@ def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, s
         return []
     if "client" not in host.roles or server.name == name or not server.address:
         return []
-    out = []
+    out = _pool_verdicts(inv, host)
     for var, what, addresses in (
         ("tunbench_egress_address", "the egress address", [host.egress_address] if host.egress_address else []),
         ("tunbench_client_addresses", "the client address", host.client_pool(MAX_CLIENTS)),
@@ -173,3 +190,27 @@ def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, s
         shown = addresses[0] if len(addresses) == 1 else f"{addresses[0]}-{addresses[-1]} ({len(addresses)})"
         out.append((not why, var, why or f"{shown}: free, on the network that routes to {server.name}", "pick others"))
     return out
+
+
+def _pool_verdicts(inv: Any, host: Any) -> list[tuple[bool, str, str, str]]:
+    """A client host's tunbench_client_addresses against the inventory (no host needed): a range another
+    client host's overlaps, or one holding a host's own or egress address, is a ✗; with several client
+    hosts, the host's share of a fleet by tunbench_client_weight."""
+    from tunbench.remote.inventory import pool_overlap
+
+    if host.client_addresses is None:
+        return []
+    var = "tunbench_client_addresses"
+    clients = inv.clients()
+    for other in clients:
+        if other.name != host.name and (both := pool_overlap(host, other)):
+            return [(False, var, f"{both[0]}-{both[1]} are {other.name}'s too", "give each client host its own")]
+    for h in inv.hosts:
+        for what, addr in (("own", h.address), ("egress", h.egress_address)):
+            if addr and host.pool_holds(addr):
+                return [(False, var, f"holds {addr}, {h.name}'s {what} address", "leave the hosts' addresses out")]
+    if len(clients) < 2:
+        return []
+    total = sum(h.client_weight for h in clients)
+    share = f"{host.client_weight:g} of {total:g}, {100 * host.client_weight / total:.0f}% of a fleet's clients"
+    return [(True, "tunbench_client_weight", f"{share}; no other client host's addresses", "")]

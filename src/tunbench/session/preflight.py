@@ -7,6 +7,7 @@ returns is frozen.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import os
 import shutil
@@ -24,8 +25,8 @@ from tunbench.host import HOST_TOOLS
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
 from tunbench.plan import PlannedTrial, RunPlan, expand, interleave, skipped
 from tunbench.remote.hosts import role_hosts
-from tunbench.remote.inventory import Inventory
-from tunbench.remote.spread import spread
+from tunbench.remote.inventory import Host, Inventory, pool_overlap
+from tunbench.remote.spread import Share, spread
 from tunbench.tomlfile import dotted, locate
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
@@ -433,16 +434,24 @@ def skipped_lines(plan: RunPlan) -> list[str]:
 def describe(plan: RunPlan) -> list[str]:
     """The plan as text, for `tunbench run --dry-run`."""
     scenario = plan.scenario
-    per_case: dict[str, float] = {}
+    per_case: dict[str, tuple[float, int]] = {}
     for pt, e in zip(plan.trials, plan.expected, strict=True):
-        per_case[pt.case.title] = e
+        per_case[pt.case.title] = e, pt.case.clients if get_workload(pt.case.workload).fleet else 0
+    inv = plan.inventory
+    spreads = fleet_spreads(plan, inv) if inv is not None and len(inv.clients()) > 1 else {}
+    cases = []
+    for title, (e, n) in per_case.items():
+        cases.append(f"  {title}  (~{minutes(e)} per trial)")
+        if n in spreads:
+            cases.append("    clients: " + ", ".join(f"{sh.host.name} {sh.count}" for sh in spreads[n]))
     lines = [
         "tunnels: "
         + ", ".join(f"{r.label} ({', '.join([r.adapter.spec.layer.upper(), *built(r)])})" for r in plan.refs),
         "profiles: " + ", ".join(f"{p.name} ({'emulated' if p.emulated else 'veth'})" for p in plan.profiles),
         "workloads: " + ", ".join(scenario.workload.kind),
+        *hosts_lines(plan),
         f"cases ({len(plan.cases)}):",
-        *(f"  {title}  (~{minutes(e)} per trial)" for title, e in per_case.items()),
+        *cases,
         f"{len(plan.cases)} cases × {scenario.run.repeat} repetitions = {len(plan.trials)} trials, "
         f"about {minutes(plan.total_s)} (seed {scenario.run.seed})",
     ]
@@ -457,6 +466,21 @@ def describe(plan: RunPlan) -> list[str]:
     builds += [f"{r.label} at commit {r.commit}" for r in plan.refs if r.commit]
     if builds:
         lines.append("build: " + ", ".join(builds))
+    return lines
+
+
+def hosts_lines(plan: RunPlan) -> list[str]:
+    """With several client hosts: which hosts take which role (and their weights), and that the pair
+    workloads run on the first client host only (nothing with one client host, or locally)."""
+    inv = plan.inventory
+    if inv is None or len(inv.clients()) < 2:
+        return []
+    clients, server = inv.clients(), inv.for_role("server")
+    weighted = any(h.client_weight != 1.0 for h in clients)
+    names = [h.name + (f" (weight {h.client_weight:g})" if weighted else "") for h in clients]
+    lines = [f"hosts: server {server.name}; {len(clients)} client hosts: {', '.join(names)}"]
+    if pairs := [k for k in plan.scenario.workload.kind if get_workload(k).pair()]:
+        lines.append(f"  {', '.join(pairs)}: between the first client host, {clients[0].name}, and the server only")
     return lines
 
 
@@ -475,7 +499,7 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
             key="workload.kind",
         )
     if fleets := [k for k in kinds if get_workload(k).fleet]:
-        check_fleet_placeable(plan, inventory, fleets[0], emulated, two)
+        check_fleet_placeable(plan, inventory, fleets[0], emulated)
     if emulated and two and plan.scenario.topology.underlay == "ipv6":
         raise ConfigError(
             f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts is IPv4 only for now (the "
@@ -522,14 +546,44 @@ def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
         )
 
 
-def check_fleet_placeable(plan: RunPlan, inventory: Inventory, kind: str, emulated: list[str], two: bool) -> None:
-    """A many-client workload (`kind`) between hosts: two hosts, IPv4, the real network (no emulated profile), and an
-    address of the client host's network per client (tunbench_client_addresses)."""
-    if not two:
+def fleet_spreads(plan: RunPlan, inventory: Inventory) -> dict[int, list[Share]]:
+    """Each client count of the plan's fleet cases (clients, storm), shared among the inventory's client hosts
+    by tunbench_client_weight (remote/spread.py), smallest count first."""
+    counts = sorted({c.clients for c in plan.cases if get_workload(c.workload).fleet})
+    return {n: spread(n, inventory.clients()) for n in counts}
+
+
+def _most_per_host(spreads: Mapping[int, list[Share]]) -> dict[str, tuple[int, int]]:
+    """Per client host, the most clients any case gives it and that case's client count. Not always the
+    largest case's share: largest remainder can give a host fewer of a larger fleet (the Alabama paradox)."""
+    most: dict[str, tuple[int, int]] = {}
+    for n, shares in spreads.items():
+        for sh in shares:
+            if sh.count > most.get(sh.host.name, (0, 0))[0]:
+                most[sh.host.name] = (sh.count, n)
+    return most
+
+
+def check_fleet_placeable(plan: RunPlan, inventory: Inventory, kind: str, emulated: list[str]) -> None:
+    """A many-client workload (`kind`) between hosts: its clients on the client hosts (spread by weight), its
+    server on another host, IPv4, the real network (no emulated profile), and for each client host an
+    underlay address and an address of its network per client of its share (tunbench_client_addresses),
+    none of them a run host's own and no two client hosts' the same."""
+    clients = inventory.clients()
+    server = inventory.for_role("server")
+    if clients == (server,):
         raise ConfigError(
             f"the {kind} workload runs between two hosts (its clients on the client host, the server on the "
             "server host); with one host for both roles, run it locally (without --hosts)",
             source=inventory.source,
+            key="tunbench_roles",
+        )
+    if server in clients:
+        raise ConfigError(
+            f"host {server.name} is both the server host and one of {len(clients)} client hosts: the {kind} "
+            "workload between hosts runs its clients on client hosts apart from the server's; take the client "
+            f"role from {server.name}",
+            source=server.source,
             key="tunbench_roles",
         )
     if plan.scenario.topology.underlay == "ipv6":
@@ -545,29 +599,65 @@ def check_fleet_placeable(plan: RunPlan, inventory: Inventory, kind: str, emulat
             source=plan.source,
             key="run.profiles",
         )
-    most_n = max((c.clients for c in plan.cases if get_workload(c.workload).fleet), default=0)
-    client = inventory.for_role("client")
-    most = next((sh.count for sh in spread(most_n, inventory.clients()) if sh.host.name == client.name), 0)
-    pool = client.client_pool(most)
-    if len(pool) < most:
-        have = f"has {len(pool)}" if client.client_addresses else "is not set"
-        raise ConfigError(
-            f"the {kind} workload brings up to {most} clients; between two hosts each needs an unused address "
-            f"of {client.name}'s network: its tunbench_client_addresses {have} (e.g. 192.0.2.100-192.0.2.163, "
-            "docs/multi-host.md)",
-            source=client.source,
-            key="tunbench_client_addresses",
+    most = _most_per_host(fleet_spreads(plan, inventory))
+    placed = [h for h in clients if h.name in most]
+    for host in placed:
+        if not host.address:
+            raise ConfigError(
+                f"host {host.name} takes up to {most[host.name][0]} of the {kind} workload's clients and has no "
+                "IPv4 underlay address: set tunbench_address= (the address the server host reaches it on) or an "
+                "IPv4 literal in ansible_host",
+                source=host.source,
+                key="tunbench_address",
+            )
+    pools = {h.name: h.client_pool(most[h.name][0]) for h in placed}
+    for host in placed:
+        share, n = most[host.name]
+        if len(pools[host.name]) < share:
+            _short_pool(kind, host, clients, share, n, len(pools[host.name]))
+    taken: dict[str, str] = {}  # every run host's own addresses, and what each is
+    for h in (*clients, server):
+        whose = f"the server {h.name}'s" if h is server else f"{h.name}'s own"
+        if h.address:
+            taken.setdefault(h.address, f"{whose} underlay address")
+        if h.egress_address:
+            taken.setdefault(h.egress_address, f"{h.name}'s egress address (tunbench_egress_address)")
+    for host in placed:
+        if clash := next((a for a in pools[host.name] if a in taken), None):
+            raise ConfigError(
+                f"tunbench_client_addresses holds {clash}, {taken[clash]}: the clients need unused addresses "
+                "of the network",
+                source=host.source,
+                key="tunbench_client_addresses",
+            )
+    for a, b in itertools.combinations(clients, 2):
+        if both := pool_overlap(a, b):
+            raise ConfigError(
+                f"{b.name}'s addresses overlap {a.name}'s ({a.source}) at {both[0]}-{both[1]}: each client "
+                "host's clients need addresses of their own (the hosts may share a network, not addresses)",
+                source=b.source,
+                key="tunbench_client_addresses",
+            )
+
+
+def _short_pool(kind: str, host: Host, clients: tuple[Host, ...], share: int, n: int, have: int) -> None:
+    """Refuse a client host whose tunbench_client_addresses cannot hold its share of `n` clients."""
+    has = f"has {have}" if host.client_addresses else "is not set"
+    if len(clients) == 1:
+        what = f"the {kind} workload brings up to {n} clients; between two hosts each needs"
+    else:
+        total = sum(h.client_weight for h in clients)
+        what = (
+            f"the {kind} workload's {n} clients are spread over {len(clients)} client hosts by "
+            f"tunbench_client_weight: {host.name}'s share is {share} (weight {host.client_weight:g} of "
+            f"{total:g}), and each needs"
         )
-    server = inventory.for_role("server")
-    taken = {client.address: f"{client.name}'s own", server.address: f"the server {server.name}'s"}
-    clash = next((a for a in pool if a in taken), None)
-    if clash is not None:
-        raise ConfigError(
-            f"tunbench_client_addresses holds {clash}, {taken[clash]} underlay address: the clients need unused "
-            "addresses of the network",
-            source=client.source,
-            key="tunbench_client_addresses",
-        )
+    raise ConfigError(
+        f"{what} an unused address of {host.name}'s network: its tunbench_client_addresses {has} (e.g. "
+        "192.0.2.100-192.0.2.163, docs/multi-host.md)",
+        source=host.source,
+        key="tunbench_client_addresses",
+    )
 
 
 def program_needs(refs: list[TunnelRef], kinds: Iterable[str]) -> dict[str, list[str]]:

@@ -7,7 +7,7 @@ file, the line and the key as that file spells it. model.py holds what they desc
 """
 
 from tunbench.remote.inventory.ansible import TUNBENCH_VARS, load_inventory
-from tunbench.remote.inventory.model import DEFAULT_COMMAND, ROLES, Host, Inventory
+from tunbench.remote.inventory.model import DEFAULT_COMMAND, ROLES, Host, Inventory, pool_overlap
 from tunbench.remote.inventory.table import HOST_TABLE_KEYS, inventory_from_table
 from tunbench.remote.inventory.validate import SSH_CONNECTIONS, address_range
 
@@ -22,4 +22,5 @@ __all__ = [
     "address_range",
     "inventory_from_table",
     "load_inventory",
+    "pool_overlap",
 ]

@@ -38,6 +38,7 @@ TUNBENCH_VARS = frozenset(
         "tunbench_address6",
         "tunbench_egress_address",
         "tunbench_client_addresses",
+        "tunbench_client_weight",
         "tunbench_roles",
         "tunbench_command",
         "tunbench_ssh_config",
@@ -331,14 +332,15 @@ def _textual(key: str, var: _Var | None) -> Raw | None:
     return Raw(value, key, var.line)
 
 
-def _number(key: str, var: _Var | None) -> Raw | None:
-    """A port as Ansible reads it: a number, or text that is one (INI values are text)."""
+def _number(key: str, var: _Var | None, kind: type[int] | type[float] = int) -> Raw | None:
+    """A port (`kind` int) or a weight (float) as Ansible reads it: a number, or text that is one (INI
+    values are text)."""
     if var is None:
         return None
     value = var.value
     if isinstance(value, str):
         with contextlib.suppress(ValueError):  # not a number: the validator refuses it as written
-            return Raw(int(value.strip()), key, var.line, shown=value)
+            return Raw(kind(value.strip()), key, var.line, shown=value)
     return Raw(value, key, var.line)
 
 
@@ -376,6 +378,7 @@ def _raw_host(p: _Parsed, h: _HostDef, groups: set[str], merged: dict[str, _Var]
         address6=_textual("tunbench_address6", merged.get("tunbench_address6")),
         egress_address=_textual("tunbench_egress_address", merged.get("tunbench_egress_address")),
         client_addresses=_textual("tunbench_client_addresses", merged.get("tunbench_client_addresses")),
+        client_weight=_number("tunbench_client_weight", merged.get("tunbench_client_weight"), float),
         command=_textual("tunbench_command", merged.get("tunbench_command")),
         roles=frozenset(g for g in groups if g in ROLES),
         named_roles=Raw(roles.value, "tunbench_roles", roles.line) if roles is not None else None,

@@ -46,6 +46,16 @@ class Host:
         first, last = (ipaddress.IPv4Address(a) for a in self.client_addresses)
         return [str(first + k) for k in range(min(n, int(last) - int(first) + 1))]
 
+    def pool_holds(self, address: str) -> bool:
+        """Whether tunbench_client_addresses (all of it, not only a fleet's part) holds `address`."""
+        if self.client_addresses is None:
+            return False
+        first, last = (ipaddress.IPv4Address(a) for a in self.client_addresses)
+        try:
+            return first <= ipaddress.IPv4Address(address) <= last
+        except ValueError:  # an IPv6 address
+            return False
+
     def ssh_argv(self, ssh_config: str | None = None) -> list[str]:
         """`ssh` with this host's options, ending with the destination (the caller appends the remote
         command). BatchMode=yes always, and first, so no ssh_args or config can turn prompts back on."""
@@ -59,6 +69,15 @@ class Host:
         if self.user:
             argv += ["-l", self.user]
         return [*argv, *self.ssh_args, self.ssh_host]
+
+
+def pool_overlap(a: Host, b: Host) -> tuple[str, str] | None:
+    """The addresses both hosts' tunbench_client_addresses hold (first, last), or None."""
+    if a.client_addresses is None or b.client_addresses is None:
+        return None
+    lo = max(ipaddress.IPv4Address(a.client_addresses[0]), ipaddress.IPv4Address(b.client_addresses[0]))
+    hi = min(ipaddress.IPv4Address(a.client_addresses[1]), ipaddress.IPv4Address(b.client_addresses[1]))
+    return (str(lo), str(hi)) if lo <= hi else None
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ HOST_TABLE_KEYS = frozenset(
         "address6",
         "egress_address",
         "client_addresses",
+        "client_weight",
         "command",
     }
 )
@@ -39,11 +40,11 @@ class _Where:
     def __init__(self, source: str, text: str, prefix: str) -> None:
         self.source, self.text, self.prefix = source, text, prefix
 
-    def __call__(self, *path: str) -> tuple[str, int | None]:
+    def __call__(self, *path: str | int) -> tuple[str, int | None]:
         keys = [self.prefix, *path] if self.prefix else list(path)
-        return ".".join(keys), locate(self.text, keys) if self.text else None
+        return ".".join(map(str, keys)), locate(self.text, keys) if self.text else None
 
-    def error(self, message: str, *path: str) -> ConfigError:
+    def error(self, message: str, *path: str | int) -> ConfigError:
         key, line = self(*path)
         return ConfigError(message, source=self.source, line=line, key=key)
 
@@ -64,12 +65,15 @@ def inventory_from_table(table: Mapping[str, Any], source: str, *, text: str = "
         address = "192.0.2.2"
         address6 = "2001:db8::2"           # optional
         egress_address = "192.0.2.11"      # optional: a second address, for emulated profiles (client host)
-        client_addresses = "192.0.2.100-192.0.2.119"   # optional: one per client of `clients` (client host)
+        client_addresses = "192.0.2.100-192.0.2.119"   # optional: one per client of a fleet (client host)
+        client_weight = 2                  # optional: a client host's share of a fleet against the others' (default 1)
         command = "/opt/tunbench/bin/tunbench"   # optional: how to start tunbench there (default "tunbench")
 
-    A role is `client`, `server` or `middle`. Two roles whose tables give the same `ssh` destination are one
-    host taking both roles; their other keys must then agree. `name` (default: the destination's host part)
-    names the host in messages and results. `text` (the scenario's TOML text) lets errors carry a line.
+    A role is `client`, `server` or `middle`. Several client hosts are an array of tables, `[[hosts.client]]`
+    once per host (a fleet spreads its clients over them by `client_weight`; a one-client workload runs on the
+    first); errors name one as `hosts.client.1.ssh`. Two roles whose tables give the same `ssh` destination are
+    one host taking both roles; their other keys must then agree. `name` (default: the destination's host
+    part) names the host in messages and results. `text` (the scenario's TOML text) lets errors carry a line.
     """
     where = _Where(source, text, prefix)
     if not isinstance(table, Mapping):
@@ -84,19 +88,18 @@ def inventory_from_table(table: Mapping[str, Any], source: str, *, text: str = "
             continue
         if role not in ROLES:
             raise where.error(f"unknown role (roles are {', '.join(ROLES)}; or ssh_config)", role)
-        if not isinstance(entry, Mapping):
-            raise where.error("expected a table with at least `ssh`", role)
-        for key in entry:
-            if key not in HOST_TABLE_KEYS:
-                raise where.error(f"unknown key (known: {', '.join(sorted(HOST_TABLE_KEYS))})", role, key)
-        host = validate_host(_raw_host(role, entry, where))
-        same = hosts.get(host.ssh_host + "@" + (host.user or ""))
-        if same is not None:
-            fields = sorted(HOST_TABLE_KEYS - {"ssh"})  # every setting but the destination itself
-            if any(getattr(same, f) != getattr(host, f) for f in fields):
-                raise where.error(f"the same host as {'/'.join(sorted(same.roles))}, with different settings", role)
-            host = dataclasses.replace(same, roles=same.roles | host.roles)
-        hosts[host.ssh_host + "@" + (host.user or "")] = host
+        for at, one in _entries(role, entry, where):
+            for key in one:
+                if key not in HOST_TABLE_KEYS:
+                    raise where.error(f"unknown key (known: {', '.join(sorted(HOST_TABLE_KEYS))})", *at, key)
+            host = validate_host(_raw_host(at, one, where))
+            same = hosts.get(host.ssh_host + "@" + (host.user or ""))
+            if same is not None:
+                fields = sorted(HOST_TABLE_KEYS - {"ssh"})  # every setting but the destination itself
+                if any(getattr(same, f) != getattr(host, f) for f in fields):
+                    raise where.error(f"the same host as {'/'.join(sorted(same.roles))}, with different settings", *at)
+                host = dataclasses.replace(same, roles=same.roles | host.roles)
+            hosts[host.ssh_host + "@" + (host.user or "")] = host
     if not hosts:
         raise where.error("no hosts: give at least [hosts.client] and [hosts.server]")
     names = [h.name for h in hosts.values()]
@@ -105,37 +108,51 @@ def inventory_from_table(table: Mapping[str, Any], source: str, *, text: str = "
     return Inventory(hosts=tuple(hosts.values()), source=source, ssh_config=ssh_config)
 
 
-def _destination(dest: str, role: str, where: _Where) -> tuple[str | None, str, int | None]:
+def _entries(role: str, entry: Any, where: _Where) -> list[tuple[tuple[str | int, ...], Mapping[str, Any]]]:
+    """A role's table, or for `client` an array of tables (several client hosts): each with its path."""
+    if role == "client" and isinstance(entry, list) and entry:
+        for i, one in enumerate(entry):
+            if not isinstance(one, Mapping):
+                raise where.error("expected a table with at least `ssh`", role, i)
+        return [((role, i), one) for i, one in enumerate(entry)]
+    if not isinstance(entry, Mapping):
+        several = " (or, for client, an array of them: [[hosts.client]])" if role == "client" else ""
+        raise where.error(f"expected a table with at least `ssh`{several}", role)
+    return [((role,), entry)]
+
+
+def _destination(dest: str, at: tuple[str | int, ...], where: _Where) -> tuple[str | None, str, int | None]:
     """(user, host, port) of `[user@]host` or `ssh://[user@]host[:port]`; the host is checked by the validator."""
     if dest.startswith("ssh://"):
         m = re.fullmatch(r"ssh://(?:([^@/]+)@)?(\[[^\]]+\]|[^:/@]+)(?::(\d+))?/?", dest)
         if not m:
-            raise where.error(f"bad ssh URI {dest!r}", role, "ssh")
+            raise where.error(f"bad ssh URI {dest!r}", *at, "ssh")
         return m.group(1), m.group(2).strip("[]"), int(m.group(3)) if m.group(3) else None
-    user_part, at, host = dest.rpartition("@")
-    if at and not user_part:
-        raise where.error(f"bad destination {dest!r}", role, "ssh")
-    return (user_part if at else None), host, None
+    user_part, sign, host = dest.rpartition("@")
+    if sign and not user_part:
+        raise where.error(f"bad destination {dest!r}", *at, "ssh")
+    return (user_part if sign else None), host, None
 
 
-def _raw_host(role: str, entry: Mapping[str, Any], where: _Where) -> RawHost:
-    """One role's table in the validator's vocabulary: each key as it is, the destination taken apart."""
+def _raw_host(at: tuple[str | int, ...], entry: Mapping[str, Any], where: _Where) -> RawHost:
+    """One role's table (`at`: its path, the role first) in the validator's vocabulary: each key as it is,
+    the destination taken apart."""
 
     def raw(key: str) -> Raw | None:
         if entry.get(key) is None:
             return None
-        name, line = where(role, key)
+        name, line = where(*at, key)
         return Raw(entry[key], name, line)
 
     ssh = raw("ssh")
     if ssh is None:
-        raise where.error("required key is missing", role, "ssh")
+        raise where.error("required key is missing", *at, "ssh")
     dest = text_value(where.source, ssh) or ""
-    user, host, port = _destination(dest, role, where)
+    user, host, port = _destination(dest, at, where)
     ssh_args = raw("ssh_args")
     return RawHost(
         source=where.source,
-        line=where(role)[1],
+        line=where(*at)[1],
         host=Raw(host, ssh.key, ssh.line, shown=dest),
         name=raw("name"),
         user=Raw(user, ssh.key, ssh.line) if user is not None else None,
@@ -146,6 +163,7 @@ def _raw_host(role: str, entry: Mapping[str, Any], where: _Where) -> RawHost:
         address6=raw("address6"),
         egress_address=raw("egress_address"),
         client_addresses=raw("client_addresses"),
+        client_weight=raw("client_weight"),
         command=raw("command"),
-        roles=frozenset({role}),
+        roles=frozenset({str(at[0])}),
     )

@@ -9,6 +9,7 @@ decided here only."""
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -53,6 +54,7 @@ class RawHost:
     address6: Raw | None = None
     egress_address: Raw | None = None
     client_addresses: Raw | None = None
+    client_weight: Raw | None = None  # a number (the Ansible reader reads its text as one)
     command: Raw | None = None
     roles: frozenset[str] = frozenset()  # the roles its place in the file gives (a group, a table's name)
     named_roles: Raw | None = None  # roles given as a value: a list, or names split at spaces and commas
@@ -130,6 +132,17 @@ def _port(source: str, raw: Raw | None) -> int | None:
     return p
 
 
+def _weight(source: str, raw: Raw | None) -> float:
+    """A client host's weight: a positive, finite number (default 1)."""
+    if raw is None or raw.value is None:
+        return 1.0
+    w = raw.value
+    if isinstance(w, bool) or not isinstance(w, int | float) or not math.isfinite(w) or w <= 0:
+        shown = raw.shown if raw.shown is not None else w
+        raise error(source, f"bad weight {shown!r} (expected a positive number, e.g. 1 or 2.5)", raw)
+    return float(w)
+
+
 def _ssh_args(source: str, raws: tuple[Raw, ...]) -> list[str]:
     args: list[str] = []
     for raw in raws:
@@ -201,4 +214,5 @@ def validate_host(raw: RawHost) -> Host:
         source=f"{src}:{raw.line}" if raw.line is not None else src,
         egress_address=_ip(src, raw.egress_address, 4),
         client_addresses=_pool(src, raw.client_addresses),
+        client_weight=_weight(src, raw.client_weight),
     )
