@@ -144,9 +144,8 @@ def storms(rounds: int) -> None:
                     print(f"round {r + 1} {where} {n}: {rows[(where, n)][-1]}", flush=True)
     med = {k: {f: statistics.median(x[f] for x in v) for f in v[0]} for k, v in rows.items()}
     print(f"\nwireguard-go storms (connect, all at once), median of {rounds} round(s):\n")
-    print(
-        "| placement | clients | launch spread s | ready p50 s | ready max s | hs/s | start skew ms | controller CPU-s |"
-    )
+    head = ["placement", "clients", "launch spread s", "ready p50 s", "ready max s", "hs/s", "start skew ms"]
+    print("| " + " | ".join([*head, "controller CPU-s"]) + " |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for (where, n), m in sorted(med.items()):
         skew = f"{1e3 * m['skew']:.2f} ± {1e3 * m['unc']:.2f}" if where == "hosts" else "–"
