@@ -334,7 +334,7 @@ def test_doctor_hosts_verdicts(hosts: SshHosts, tmp_path: Path) -> None:
     res = tunbench("doctor", "--hosts", str(good))
     assert "✓ tunbench_egress_address" in res.stdout, res.stdout  # (exit 1: this machine lacks gre, ipip...)
     assert f"✓ tunbench_client_addresses: {SUBNET4}.120-{SUBNET4}.139 (20): free" in res.stdout, res.stdout
-    off = write_inventory(hosts, tmp_path, h1="tunbench_egress_address=198.18.201.5")
+    off = write_inventory(hosts, tmp_path, h1="tunbench_egress_address=198.18.203.5")  # outside the /23
     res = tunbench("doctor", "--hosts", str(off))
     assert (
         res.returncode == 1 and "✗ tunbench_egress_address" in res.stdout and "not in a network of eth0" in res.stdout

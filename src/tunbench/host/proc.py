@@ -76,6 +76,7 @@ def run_cmd(
         )
     except FileNotFoundError as e:
         raise DependencyMissing(f"{what + ': ' if what else ''}`{full[0]}` not found ({e})") from e
+    _RUNNING.add(proc.pid)
     try:
         out, err = proc.communicate(stdin, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -86,10 +87,25 @@ def run_cmd(
         _kill_group(proc.pid)
         proc.wait()
         raise
+    finally:
+        _RUNNING.discard(proc.pid)
     result = subprocess.CompletedProcess(full, proc.returncode, out, err)
     if check and proc.returncode != 0:
         raise CommandFailed(full, proc.returncode, out + err, what=what)
     return result
+
+
+# the process groups of the commands run_cmd is waiting for (on any thread): kill_running ends them
+_RUNNING: set[int] = set()
+
+
+def kill_running() -> int:
+    """End every command a run_cmd on another thread is still waiting for (its whole process group): a
+    teardown that must not wait for them (the agent's, at the end of its input). How many there were."""
+    pids = list(_RUNNING)
+    for pid in pids:
+        _kill_group(pid)
+    return len(pids)
 
 
 def _kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
@@ -31,7 +32,7 @@ from tunbench.host.cgroup import CpuCap, RoleCgroup
 from tunbench.host.ledger import Ledger, LinkRecord
 from tunbench.host.netns import prefixed_links, remove_prefixed_links
 from tunbench.host.place import LocalPlace
-from tunbench.host.proc import Daemon, stop_daemons, tree_pids
+from tunbench.host.proc import Daemon, kill_running, stop_daemons, tree_pids
 from tunbench.host.ready import ReadyProbe
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
@@ -72,6 +73,12 @@ def runtime_path(path: str) -> PurePosixPath:
             f"{path!r}: a file probe on a remote host looks in the trial's directory or under /run only"
         )
     return p
+
+
+# requests answered side by side (they read state or run a command in a place, and change nothing the others
+# read), CONCURRENT_POOL at once; the teardown ends the commands still running (host.proc.kill_running)
+CONCURRENT = frozenset({"run", "exists", "proc_state", "port_open", "listening", "read", "pids", "rss"})
+CONCURRENT_POOL = 16
 
 
 class _PlaceState:
@@ -538,6 +545,7 @@ class Agent:
         return f"{kind}{self._n}"
 
     def close(self) -> None:
+        kill_running()  # a command answered on the pool (an iperf3 client) must not outlive the teardown
         for key in list(self.counts):
             self.counts.pop(key).finish()
         for key in list(self.probes):
@@ -580,22 +588,58 @@ def serve(inp: IO[str], out: IO[str], on_eof_while_busy: Callable[[], None] | No
                 on_eof_while_busy()
 
         threading.Thread(target=read, name="tunbench-agent-input", daemon=True).start()
+        write_lock = threading.Lock()
+        running = Running(busy)
+
+        def answer(req: dict[str, Any]) -> None:
+            try:
+                a = {"id": req.get("id"), "ok": True, "result": agent.handle(req["op"], req.get("args") or {})}
+            except Exception as e:  # every failure goes back to the controller, which decides
+                a = error_answer(req.get("id"), e)
+            finally:
+                running.done()
+            with write_lock:
+                out.write(json.dumps(a) + "\n")
+                out.flush()
+
+        # requests that only read or run a command in a place (a fleet's readiness probes and `after`
+        # commands, many clients at once) are answered on a pool, so a host's clients settle side by side;
+        # every other request is answered in turn, in the order it came
+        pool = ThreadPoolExecutor(CONCURRENT_POOL, thread_name_prefix="tunbench-agent")
+        stack.callback(pool.shutdown, wait=False, cancel_futures=True)  # the teardown does not wait for them
         while (text := lines.get()) is not None:
             try:
                 req = json.loads(text)
             except json.JSONDecodeError as e:
-                out.write(json.dumps(error_answer(None, TunbenchError(f"not a JSON request: {e}"))) + "\n")
-                out.flush()
+                with write_lock:
+                    out.write(json.dumps(error_answer(None, TunbenchError(f"not a JSON request: {e}"))) + "\n")
+                    out.flush()
                 continue
-            busy.set()
-            try:
-                answer = {"id": req.get("id"), "ok": True, "result": agent.handle(req["op"], req.get("args") or {})}
-            except Exception as e:  # every failure goes back to the controller, which decides
-                answer = error_answer(req.get("id"), e)
-            finally:
-                busy.clear()
-            out.write(json.dumps(answer) + "\n")
-            out.flush()
+            running.start()
+            if req.get("op") in CONCURRENT:
+                pool.submit(answer, req)
+            else:
+                answer(req)
+
+
+class Running:
+    """How many requests are being answered; `busy` is set while any is."""
+
+    def __init__(self, busy: threading.Event) -> None:
+        self._busy = busy
+        self._n = 0
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        with self._lock:
+            self._n += 1
+            self._busy.set()
+
+    def done(self) -> None:
+        with self._lock:
+            self._n -= 1
+            if self._n == 0:
+                self._busy.clear()
 
 
 def _lines(inp: IO[str]) -> Iterator[str]:

@@ -53,7 +53,10 @@ class AgentConnection:
         self._err_path = logdir / f"ssh-{host.name}.log"
         self._chan: LineChannel | None = None
         self._next = 0
-        self._lock = threading.Lock()  # one request at a time (a fleet settles clients from a thread pool)
+        self._send = threading.Lock()  # one request written at a time
+        self._turn = threading.Condition()  # who reads the next answer; the answers read for other callers
+        self._reading = False
+        self._answers: dict[int, dict[str, Any] | None] = {}
         self.info: AgentInfo | None = None
         self.clock: ClockOffset | None = None
         self.lost = False  # the channel ended: every later request fails, so the run stops
@@ -97,24 +100,19 @@ class AgentConnection:
 
     # ---- requests -----------------------------------------------------------------------------------
     def call(self, op: str, *, wait_s: float = CALL_TIMEOUT_S, **args: Any) -> Any:
-        """Send one request and wait for its answer; callers on several threads take turns (the agent
-        answers one request at a time anyway)."""
-        with self._lock:
-            return self._call(op, wait_s, args)
-
-    def _call(self, op: str, wait_s: float, args: dict[str, Any]) -> Any:
+        """Send one request and wait for its answer. Callers on several threads each have a request in
+        flight (the agent answers the ones that only read or run a command side by side): whichever waiting
+        caller is free reads the next answer and hands it to its caller."""
         chan = self._chan
         if chan is None:
             raise HostLost(f"{self.name}: not connected")
-        self._next += 1
-        req_id = self._next
         try:
-            chan.send(json.dumps({"id": req_id, "op": op, "args": args}).encode())
-            deadline = time.monotonic() + wait_s
-            while True:
-                answer = json.loads(chan.readline(deadline))
-                if answer.get("id") == req_id:
-                    break  # (an answer to a request given up on earlier is skipped)
+            with self._send:
+                self._next += 1
+                req_id = self._next
+                self._answers[req_id] = None
+                chan.send(json.dumps({"id": req_id, "op": op, "args": args}).encode())
+            answer = self._await(chan, req_id, time.monotonic() + wait_s)
         except ChannelClosed as e:
             raise self._lost(str(e)) from None
         except KeyboardInterrupt:
@@ -122,9 +120,40 @@ class AgentConnection:
             # take a teardown request before it ends, but it tears down at once when its input closes
             self.close()
             raise
+        finally:
+            with self._turn:
+                self._answers.pop(req_id, None)  # (an answer to a request given up on is dropped)
         if answer.get("ok"):
             return answer.get("result")
         raise error_from(answer.get("error") or {}, self.name)
+
+    def _await(self, chan: LineChannel, req_id: int, deadline: float) -> dict[str, Any]:
+        """The answer to `req_id`: read by this thread when no other is reading, else handed over by the one
+        that is."""
+        while True:
+            with self._turn:
+                while self._reading and self._answers.get(req_id) is None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise ChannelClosed("no answer in time")
+                    self._turn.wait(min(left, 1.0))
+                got = self._answers.get(req_id)
+                if got is not None:
+                    return got
+                self._reading = True
+            try:
+                line = chan.readline(deadline)
+            finally:
+                with self._turn:
+                    self._reading = False
+                    self._turn.notify_all()
+            answer = json.loads(line)
+            if answer.get("id") == req_id:
+                return dict(answer)
+            with self._turn:
+                if answer.get("id") in self._answers:
+                    self._answers[answer["id"]] = answer
+                    self._turn.notify_all()
 
     def _lost(self, why: str) -> HostLost:
         self.lost = True
