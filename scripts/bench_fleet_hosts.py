@@ -6,11 +6,15 @@ the start skew achieved among the client hosts, and the controller's own CPU (it
 ssh clients, sampled with psutil; the tunnel processes it starts are not counted) with its marginal cost
 per client between the two storm sizes.
 
+With `--compare SRC` (another checkout's src/, e.g. a worktree of an earlier commit), a third placement
+runs the same storms over the hosts with that tunbench, controller and agents alike: before/after, side by
+side in one sitting.
+
 With `openvpn`, it runs examples/openvpn-storm.toml unchanged with `--hosts` on a four-host inventory
 (`--repeat 1`, as docs/benchmarks/clients.md ran it locally) and prints its table.
 
 Usage (as root, alone on the machine):
-  .venv/bin/python scripts/bench_fleet_hosts.py [storm [ROUNDS] | openvpn]"""
+  .venv/bin/python scripts/bench_fleet_hosts.py [storm [ROUNDS] [--compare SRC] | openvpn]"""
 
 from __future__ import annotations
 
@@ -84,14 +88,15 @@ class ControllerCpu:
         return sum(self.seen.values())
 
 
-def run(tmp: Path, tag: str, args: list[str]) -> tuple[dict, float, str]:  # type: ignore[type-arg]
+def run(tmp: Path, tag: str, args: list[str], src: Path | None = None) -> tuple[dict, float, str]:  # type: ignore[type-arg]
     out = tmp / f"{tag}.json"
+    env = {**os.environ, "COLUMNS": "160", **({"PYTHONPATH": str(src)} if src else {})}
     proc = subprocess.Popen(
         [sys.executable, "-m", "tunbench", "run", "--db", str(tmp / f"{tag}.db"), "--json", str(out), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "COLUMNS": "160"},
+        env=env,
     )
     cpu = ControllerCpu(proc.pid)
     text, _ = proc.communicate(timeout=3600)
@@ -109,7 +114,7 @@ def storm_scenario(tmp: Path, n: int) -> Path:
     return path
 
 
-def storms(rounds: int) -> None:
+def storms(rounds: int, compare: Path | None = None) -> None:
     pools = {
         "h2": "198.18.200.100-198.18.200.219",
         "h3": "198.18.201.1-198.18.201.120",
@@ -119,13 +124,20 @@ def storms(rounds: int) -> None:
     with tempfile.TemporaryDirectory() as d, ssh_hosts(Path(d), ("h1", "h2", "h3", "h4")) as hosts:
         tmp = Path(d)
         inv = inventory(hosts, tmp / "fleet.ini", pools)
+        invs = {"hosts": inv}
+        if compare is not None:  # the same hosts, whose agents run the other tree
+            old = tmp / "fleet-old.ini"
+            old.write_text(inv.read_text().replace(f"PYTHONPATH={ROOT / 'src'}", f"PYTHONPATH={compare}"))
+            invs["hosts-old"] = old
+        places = ["local", *invs]
         for r in range(rounds):
-            order = ["local", "hosts"] if r % 2 == 0 else ["hosts", "local"]
+            order = places if r % 2 == 0 else places[::-1]
             for n in SIZES:
                 sc = storm_scenario(tmp, n)
                 for where in order:
-                    extra = ["--hosts", str(inv)] if where == "hosts" else []
-                    doc, cpu_s, _ = run(tmp, f"{where}{n}r{r}", [str(sc), *extra])
+                    extra = ["--hosts", str(invs[where])] if where in invs else []
+                    src = compare if where == "hosts-old" else None
+                    doc, cpu_s, _ = run(tmp, f"{where}{n}r{r}", [str(sc), *extra], src)
                     (t,) = doc["trials"]
                     if t["status"] != "ok":
                         raise SystemExit(f"{where} {n}: {t['error']}")
@@ -148,13 +160,13 @@ def storms(rounds: int) -> None:
     print("| " + " | ".join([*head, "controller CPU-s"]) + " |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for (where, n), m in sorted(med.items()):
-        skew = f"{1e3 * m['skew']:.2f} ± {1e3 * m['unc']:.2f}" if where == "hosts" else "–"
+        skew = f"{1e3 * m['skew']:.2f} ± {1e3 * m['unc']:.2f}" if where != "local" else "–"
         print(
             f"| {where} | {n} | {m['launch']:.3f} | {m['p50']:.2f} | {m['max']:.2f} | {m['hs']:.0f} | {skew} "
             f"| {m['cpu']:.2f} |"
         )
     lo, hi = SIZES
-    for where in ("local", "hosts"):
+    for where in sorted({w for w, _ in med}):
         per = (med[(where, hi)]["cpu"] - med[(where, lo)]["cpu"]) / (hi - lo)
         print(f"controller CPU per client ({where}, {lo} -> {hi} clients): {1e3 * per:.2f} ms")
 
@@ -182,4 +194,7 @@ if __name__ == "__main__":
     if mode == "openvpn":
         openvpn()
     else:
-        storms(int(sys.argv[2]) if len(sys.argv) > 2 else 3)
+        args = sys.argv[2:]
+        cmp_src = Path(args[args.index("--compare") + 1]).resolve() if "--compare" in args else None
+        nums = [a for a in args if a.isdigit()]
+        storms(int(nums[0]) if nums else 3, cmp_src)

@@ -202,6 +202,11 @@ def test_an_unreachable_client_host_stops_the_run_before_it_starts(hosts: SshHos
     assert "h5" in res.stdout + res.stderr, res.stdout + res.stderr
     assert trial_rows(tmp_path / "r.db") == []  # nothing started
     nothing_left(hosts, wait_s=15)
+    # a one-client workload runs on the first client host only: the unreachable one is not needed
+    res, doc = run_hosts(tmp_path, inv, "-t", "wireguard-go", "--no-direct", "--duration", "1", "--omit", "0")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert set(doc["run"]["provenance"]["hosts"]) == {"h1", "h2"}
+    nothing_left(hosts, agent_prefixes(doc), wait_s=15)
 
 
 def trial_rows(db: Path) -> list[tuple[str, str]]:

@@ -94,13 +94,15 @@ class HostRun:
     """`with HostRun(inventory, ledger, logdir) as hosts:` every host has an agent until the block ends.
     `underlay`: the run's underlay family, which of each host's addresses the tunnels use."""
 
-    def __init__(self, inventory: Inventory, ledger: Ledger, logdir: Path, underlay: Family = "ipv4") -> None:
+    def __init__(
+        self, inventory: Inventory, ledger: Ledger, logdir: Path, underlay: Family = "ipv4", *, all_clients: bool = True
+    ) -> None:
+        """`all_clients`: connect to every client host (a fleet or `connect` spreads over them); False: only
+        the first, the one-client workloads' (another client host, even an unreachable one, is not used)."""
         self.inventory = inventory
         self.underlay = underlay
         self.roles = role_hosts(inventory, underlay)
-        # every client host (a fleet spreads its clients over them; one-client workloads use roles["client"],
-        # the first)
-        self.client_hosts: tuple[Host, ...] = inventory.clients()
+        self.client_hosts: tuple[Host, ...] = inventory.clients() if all_clients else (self.roles["client"],)
         self._ledger = ledger
         self._logdir = logdir
         self._stack = contextlib.ExitStack()

@@ -90,7 +90,10 @@ def execute(
         site: Site = LocalSite(ledger, plan.cpuset)
         if plan.inventory is not None:
             logdir = remote.enter_context(workdir(ledger, "ssh"))
-            host_run = remote.enter_context(HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay))
+            spread = any(not get_workload(k).pair() for k in wl.kind)  # a fleet or connect: every client host
+            host_run = remote.enter_context(
+                HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay, all_clients=spread)
+            )
             missing = host_run.tools_missing(program_needs(plan.refs, plan.scenario.workload.kind))
             if (
                 any(p.emulated for p in plan.profiles)
