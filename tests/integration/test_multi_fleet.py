@@ -121,7 +121,7 @@ udp_rate_bps = {rate:.0f}
         assert m[f"clients.host.{h}.ready_s"] <= m["clients.ready_s"]
     assert m["clients.udp.server_cpu_s"] > 0
     assert set(doc["run"]["provenance"]["hosts"]) == {"h1", *CLIENT_HOSTS}
-    assert "h2" in res.stdout and "h4" in res.stdout, res.stdout  # the table's per-host rows
+    assert all(f"└ {h}" in res.stdout for h in CLIENT_HOSTS), res.stdout  # the table's per-host rows
     nothing_left(hosts, agent_prefixes(doc))
 
 
@@ -163,6 +163,7 @@ def test_a_300_client_wireguard_go_storm_over_three_hosts(hosts: SshHosts, tmp_p
     (t,) = doc["trials"]
     assert t["status"] == "ok", t["error"]
     check_storm(t["metrics"], 300, {"h2": 100, "h3": 100, "h4": 100})
+    assert all(f"└ {h}" in res.stdout for h in CLIENT_HOSTS), res.stdout  # per-host rows under the total
     nothing_left(hosts, agent_prefixes(doc))
 
 

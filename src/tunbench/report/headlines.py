@@ -12,7 +12,7 @@ from tunbench import workloads
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.units import fmt
 from tunbench.workloads.base import Column
-from tunbench.workloads.per_host import host_key, hosts_in
+from tunbench.workloads.per_host import host_key
 
 # a case's axes, in column order, with the value that means "not an axis of this workload", and the header
 AXES: dict[str, tuple[object, str]] = {
@@ -62,11 +62,19 @@ def cell(trials: list[TrialRecord], column: Column) -> str:
     return " / ".join(fmt(median(trials, k), column.unit) for k in column.key.split("|"))
 
 
+def client_hosts(trials: list[TrialRecord]) -> list[str]:
+    """The client hosts the trials' fleets spread over (params.net.clients.hosts, in order), when several."""
+    names: dict[str, None] = {}
+    for t in trials:
+        hosts = ((t.params.get("net") or {}).get("clients") or {}).get("hosts") or {}
+        names.update(dict.fromkeys(hosts))
+    return list(names) if len(names) > 1 else []
+
+
 def host_rows(trials: list[TrialRecord], columns: list[Column]) -> list[tuple[str, list[str]]]:
     """The per-host rows of a case whose good repetitions ran over several client hosts: per host, each
     column's median over the host's own figures ("" for a column without one)."""
-    suffixes = [k.removeprefix("clients.") for c in columns for k in c.key.split("|") if host_key(k, "x")]
-    names = hosts_in((k for t in trials for k in t.metrics), suffixes)
+    names = client_hosts(trials)
     rows = []
     for name in names:
         cells = []

@@ -1,10 +1,11 @@
 """Per-host figures of a fleet spread over several client hosts (sites/hosts_fleet.py): each aggregate
 metric `clients.X` has a per-host twin `clients.host.<name>.X`, computed from that host's clients alone.
-The report's tables draw one sub-row per host from these names (report/headlines.py)."""
+The report's tables draw one sub-row per host from these names, for the hosts a trial records in
+params.net.clients.hosts (report/headlines.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -16,20 +17,6 @@ def host_key(key: str, host: str) -> str | None:
     if not key.startswith("clients.") or key.startswith(HOST):
         return None
     return f"{HOST}{host}.{key.removeprefix('clients.')}"
-
-
-def hosts_in(metrics: Iterable[str], suffixes: Iterable[str]) -> list[str]:
-    """The hosts that have a twin of one of `suffixes` (the part of a `clients.` name after `clients.`) among
-    `metrics`, in first-seen order."""
-    ends = tuple(f".{s}" for s in suffixes)
-    out: dict[str, None] = {}
-    for name in metrics:
-        if name.startswith(HOST):
-            rest = name.removeprefix(HOST)
-            for end in ends:
-                if rest.endswith(end) and len(rest) > len(end):
-                    out[rest[: -len(end)]] = None
-    return list(out)
 
 
 def by_host(host_of: Mapping[int, str], values: Mapping[int, T]) -> dict[str, dict[int, T]]:
