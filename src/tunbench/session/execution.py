@@ -25,7 +25,7 @@ from tunbench.runner import Runner, StopCheck, TrialObserver, WindowHook
 from tunbench.session.preflight import program_needs
 from tunbench.sites.base import Site
 from tunbench.sites.hosts import HostsSite
-from tunbench.sites.hosts_fleet import check_clocks
+from tunbench.sites.hosts_start import check_clocks
 from tunbench.sites.local import LocalSite
 from tunbench.store.db import Store
 from tunbench.topology.build import TopologySpec

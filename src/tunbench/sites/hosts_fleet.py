@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,16 +26,15 @@ from tunbench.host.cgroup import CpuUsage
 from tunbench.host.ledger import Ledger
 from tunbench.monitor.sampler import RoleCost
 from tunbench.remote.cap import RemoteCpuCap
-from tunbench.remote.clock import ClockOffset
-from tunbench.remote.connection import AgentConnection
 from tunbench.remote.hosts import HostRun
-from tunbench.remote.inventory import Host
-from tunbench.remote.place import RemotePlace, Spawn, Spawned
+from tunbench.remote.place import RemotePlace
 from tunbench.remote.spread import Share, spread
+from tunbench.sites.hosts_ready import HostsReadyProbe, RemoteReadyProbe
+from tunbench.sites.hosts_start import HostsFleetPlaces, check_clocks, clock_uncertainty_s
 from tunbench.sites.local_fleet import failures_text
 from tunbench.topology.build import TopologySpec
 from tunbench.topology.layout import HostsLayout
-from tunbench.tunnels.fleet import ClientSpawn, ClientSpawned, Fleet
+from tunbench.tunnels.fleet import Fleet
 from tunbench.tunnels.registry import TunnelRef
 
 
@@ -65,99 +64,6 @@ def summed(costs: list[RoleCost]) -> RoleCost:
     )
 
 
-class HostsFleetPlaces:
-    """The server's place, and client i's place on its client host; each host's clients launch in one
-    request (fleet.FleetPlaces)."""
-
-    batched = True
-
-    def __init__(self, server: RemotePlace, clients: list[RemotePlace], start_wait_s: float = 120.0) -> None:
-        self.server = server
-        self._clients = clients
-        self.start_wait_s = start_wait_s
-        self.skew: dict[str, float] = {}  # per host: its first launch - the agreed instant (this machine's clock)
-
-    def client(self, i: int) -> RemotePlace:
-        return self._clients[i - 1]
-
-    def spawn_batch(self, spawns: list[ClientSpawn], start_at: float | None) -> dict[int, ClientSpawned] | None:
-        by_host: dict[str, list[ClientSpawn]] = {}
-        for sp in spawns:
-            by_host.setdefault(sp.place.machine, []).append(sp)
-
-        def one(batch: list[ClientSpawn]) -> list[Spawned]:
-            first = self.client(batch[0].i)
-            wire = [Spawn(self.client(sp.i), sp.argv, sp.what, sp.log_name, sp.env, "clients") for sp in batch]
-            wait = self.start_wait_s + 0.05 * len(batch) + max(0.0, (start_at or 0.0) - time.monotonic())
-            return first.spawn_many(wire, start_at, wait_s=wait)
-
-        out: dict[int, ClientSpawned] = {}
-        with ThreadPoolExecutor(max(1, len(by_host))) as pool:
-            for (host, batch), got in zip(by_host.items(), pool.map(one, by_host.values()), strict=True):
-                for sp, r in zip(batch, got, strict=True):
-                    out[sp.i] = ClientSpawned(r.proc, r.at, r.error)
-                if start_at is not None and got:
-                    self.skew[host] = min(r.at for r in got) - start_at
-        return out
-
-
-class RemoteReadyProbe:
-    """tunnels' readiness probe (host/ready.py) run by a client host's agent for its clients (keyed by their
-    fleet index); `ready_at` on this machine's monotonic clock."""
-
-    def __init__(self, conn: AgentConnection, namespaces: dict[int, str], address: str, interval_s: float) -> None:
-        self._conn = conn
-        self._key = str(conn.call("probe_open", namespaces=namespaces, address=address, interval_s=interval_s))
-        self.ready_at: dict[int, float] = {}
-
-    def watch(self, keys: Iterable[int]) -> None:
-        keys = list(keys)
-        for k in keys:
-            self.ready_at.pop(k, None)
-        self._conn.call("probe_watch", probe=self._key, keys=keys)
-
-    def wait(self, keys: Iterable[int], deadline: float) -> bool:
-        keys = list(keys)
-        timeout = max(0.0, deadline - time.monotonic())
-        got = self._conn.call("probe_wait", wait_s=timeout + 30.0, probe=self._key, keys=keys, timeout_s=timeout)
-        assert self._conn.clock is not None
-        self.ready_at.update({int(k): self._conn.clock.to_local_mono(float(t)) for k, t in got.items()})
-        return set(keys) <= self.ready_at.keys()
-
-    def close(self) -> None:
-        with contextlib.suppress(Exception):  # a lost host closed it on its own
-            self._conn.call("probe_close", probe=self._key)
-
-
-class HostsReadyProbe:
-    """One RemoteReadyProbe per client host, answering for the whole fleet as the local probe does."""
-
-    def __init__(self, probes: dict[str, tuple[RemoteReadyProbe, set[int]]]) -> None:
-        self._probes = probes
-
-    @property
-    def ready_at(self) -> dict[int, float]:
-        return {k: t for probe, _ in self._probes.values() for k, t in probe.ready_at.items()}
-
-    def _split(self, keys: Iterable[int]) -> list[tuple[RemoteReadyProbe, list[int]]]:
-        keys = set(keys)
-        return [(probe, sorted(mine & keys)) for probe, mine in self._probes.values() if mine & keys]
-
-    def watch(self, keys: Iterable[int]) -> None:
-        for probe, mine in self._split(keys):
-            probe.watch(mine)
-
-    def wait(self, keys: Iterable[int], deadline: float) -> bool:
-        """Every host waited for on its own thread (each agent answers for its clients)."""
-        parts = self._split(keys)
-        with ThreadPoolExecutor(max(1, len(parts))) as pool:
-            return all(pool.map(lambda pm: pm[0].wait(pm[1], deadline), parts))
-
-    def close(self) -> None:
-        for probe, _ in self._probes.values():
-            probe.close()
-
-
 def client_pools(shares: list[Share]) -> list[list[str]]:
     """Each share's addresses: its host's first `count` of tunbench_client_addresses; a ConfigError naming
     the host's inventory line when it has fewer."""
@@ -175,36 +81,6 @@ def client_pools(shares: list[Share]) -> list[list[str]]:
             )
         out.append(pool)
     return out
-
-
-def clock_uncertainty_s(host_run: HostRun, hosts: Sequence[Host]) -> float:
-    """How well two client hosts' starts can be compared: the two largest clock offset uncertainties added
-    (each host's offset to this machine is known to ± half its best round trip); one host: its own."""
-    unc = sorted((c.clock.uncertainty_s for h in hosts if (c := host_run.conn_of(h)).clock), reverse=True)
-    return sum(unc[:2])
-
-
-def check_clocks(
-    host_run: HostRun, hosts: Sequence[Host], tolerance_s: float, *, measure: bool = False, source: str = ""
-) -> list[ClockOffset]:
-    """The client hosts' clock offsets (measured again with `measure`); a ConfigError with each host's
-    uncertainty when two hosts' starts could not be agreed to within `tolerance_s`."""
-    conns = [host_run.conn_of(h) for h in hosts]
-    if measure:
-        with ThreadPoolExecutor(max(1, len(conns))) as pool:
-            list(pool.map(lambda c: c.measure_clock(), conns))
-    clocks = [c.clock for c in conns if c.clock is not None]
-    unc = clock_uncertainty_s(host_run, hosts)
-    if unc > tolerance_s:
-        each = ", ".join(f"{c.name} ± {1e3 * c.clock.uncertainty_s:.2f} ms" for c in conns if c.clock)
-        raise ConfigError(
-            f"the client hosts' clocks are known to ± {1e3 * unc:.2f} ms of each other ({each}: half the best "
-            f"round trip to each), more than the storm's start_tolerance_s of {1e3 * tolerance_s:.2f} ms: a start "
-            "agreed to that precision cannot be kept. Raise start_tolerance_s, or bring the hosts closer",
-            source=source,
-            key="workload.storm.start_tolerance_s",
-        )
-    return clocks
 
 
 class HostsFleetEnv:

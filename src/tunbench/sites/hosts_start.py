@@ -1,0 +1,82 @@
+"""Starting a fleet's clients on the client hosts at one instant (sites/hosts_fleet.py): each host's clients
+launched in one request to its agent, at an instant agreed on this machine's clock and mapped onto each
+host's through its measured clock offset; and whether the clocks are known well enough for that."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from tunbench.errors import ConfigError
+from tunbench.remote.clock import ClockOffset
+from tunbench.remote.hosts import HostRun
+from tunbench.remote.inventory import Host
+from tunbench.remote.place import RemotePlace, Spawn, Spawned
+from tunbench.tunnels.fleet import ClientSpawn, ClientSpawned
+
+
+class HostsFleetPlaces:
+    """The server's place, and client i's place on its client host; each host's clients launch in one
+    request (fleet.FleetPlaces)."""
+
+    batched = True
+
+    def __init__(self, server: RemotePlace, clients: list[RemotePlace], start_wait_s: float = 120.0) -> None:
+        self.server = server
+        self._clients = clients
+        self.start_wait_s = start_wait_s
+        self.skew: dict[str, float] = {}  # per host: its first launch - the agreed instant (this machine's clock)
+
+    def client(self, i: int) -> RemotePlace:
+        return self._clients[i - 1]
+
+    def spawn_batch(self, spawns: list[ClientSpawn], start_at: float | None) -> dict[int, ClientSpawned] | None:
+        by_host: dict[str, list[ClientSpawn]] = {}
+        for sp in spawns:
+            by_host.setdefault(sp.place.machine, []).append(sp)
+
+        def one(batch: list[ClientSpawn]) -> list[Spawned]:
+            first = self.client(batch[0].i)
+            wire = [Spawn(self.client(sp.i), sp.argv, sp.what, sp.log_name, sp.env, "clients") for sp in batch]
+            wait = self.start_wait_s + 0.05 * len(batch) + max(0.0, (start_at or 0.0) - time.monotonic())
+            return first.spawn_many(wire, start_at, wait_s=wait)
+
+        out: dict[int, ClientSpawned] = {}
+        with ThreadPoolExecutor(max(1, len(by_host))) as pool:
+            for (host, batch), got in zip(by_host.items(), pool.map(one, by_host.values()), strict=True):
+                for sp, r in zip(batch, got, strict=True):
+                    out[sp.i] = ClientSpawned(r.proc, r.at, r.error)
+                if start_at is not None and got:
+                    self.skew[host] = min(r.at for r in got) - start_at
+        return out
+
+
+def clock_uncertainty_s(host_run: HostRun, hosts: Sequence[Host]) -> float:
+    """How well two client hosts' starts can be compared: the two largest clock offset uncertainties added
+    (each host's offset to this machine is known to ± half its best round trip); one host: its own."""
+    unc = sorted((c.clock.uncertainty_s for h in hosts if (c := host_run.conn_of(h)).clock), reverse=True)
+    return sum(unc[:2])
+
+
+def check_clocks(
+    host_run: HostRun, hosts: Sequence[Host], tolerance_s: float, *, measure: bool = False, source: str = ""
+) -> list[ClockOffset]:
+    """The client hosts' clock offsets (measured again with `measure`); a ConfigError with each host's
+    uncertainty when two hosts' starts could not be agreed to within `tolerance_s`."""
+    conns = [host_run.conn_of(h) for h in hosts]
+    if measure:
+        with ThreadPoolExecutor(max(1, len(conns))) as pool:
+            list(pool.map(lambda c: c.measure_clock(), conns))
+    clocks = [c.clock for c in conns if c.clock is not None]
+    unc = clock_uncertainty_s(host_run, hosts)
+    if unc > tolerance_s:
+        each = ", ".join(f"{c.name} ± {1e3 * c.clock.uncertainty_s:.2f} ms" for c in conns if c.clock)
+        raise ConfigError(
+            f"the client hosts' clocks are known to ± {1e3 * unc:.2f} ms of each other ({each}: half the best "
+            f"round trip to each), more than the storm's start_tolerance_s of {1e3 * tolerance_s:.2f} ms: a start "
+            "agreed to that precision cannot be kept. Raise start_tolerance_s, or bring the hosts closer",
+            source=source,
+            key="workload.storm.start_tolerance_s",
+        )
+    return clocks
