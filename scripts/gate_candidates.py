@@ -7,7 +7,10 @@ the wall time a pair took in the run, and the MDE that SD gives at the pairs a 2
 and with 3 metrics gated, level 5%/3).
 
 Usage (as root, alone on the machine):
-  .venv/bin/python scripts/gate_candidates.py [TUNNEL] [--pairs N] [--only NAME,...]"""
+  .venv/bin/python scripts/gate_candidates.py [TUNNEL] [--pairs N] [--only NAME,...] [--no-count]
+
+--no-count measures without `--count-work` (perf stat costs the tunnel 18-29% of its throughput here:
+docs/benchmarks/counted-work.md), so only throughput and CPU per bit."""
 
 from __future__ import annotations
 
@@ -57,12 +60,13 @@ def _t(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
-def measure(tmp: Path, name: str, tunnel: str, pairs: int) -> list[dict[str, object]]:
+def measure(tmp: Path, name: str, tunnel: str, pairs: int, count: bool = True) -> list[dict[str, object]]:
     window, rate = CONFIGS[name]
     sc = scenario(tmp, name, tunnel, window, rate, pairs)
     db = tmp / f"{name}.db"
+    counting = ["--count-work"] if count else []
     res = subprocess.run(
-        [sys.executable, "-m", "tunbench", "run", str(sc), "--count-work", "--db", str(db), "--name", name],
+        [sys.executable, "-m", "tunbench", "run", str(sc), *counting, "--db", str(db), "--name", name],
         capture_output=True,
         text=True,
         timeout=3600,
@@ -109,13 +113,14 @@ def main() -> None:
     ap.add_argument("tunnel", nargs="?", default="wireguard-go")
     ap.add_argument("--pairs", type=int, default=16)
     ap.add_argument("--only", default="", help="comma-separated configuration names")
+    ap.add_argument("--no-count", action="store_true", help="without --count-work")
     args = ap.parse_args()
     names = [n for n in CONFIGS if not args.only or n in args.only.split(",")]
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as d:
         for name in names:
             t0 = time.monotonic()
-            got = measure(Path(d), name, args.tunnel, args.pairs)
+            got = measure(Path(d), name, args.tunnel, args.pairs, not args.no_count)
             rows += got
             print(f"{name}: {time.monotonic() - t0:.0f} s", flush=True)
             for r in got:
