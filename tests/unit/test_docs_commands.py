@@ -32,6 +32,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FIXTURES = {
     "my-vpn.toml": ROOT / "examples" / "adapters" / "socat-tls.toml",
     "lab.ini": ROOT / "examples" / "hosts" / "lab.ini",
+    "lab-fleet.ini": ROOT / "examples" / "hosts" / "lab-fleet.ini",
 }
 
 
