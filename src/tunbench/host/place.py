@@ -14,6 +14,7 @@ import re
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -45,6 +46,29 @@ class Proc(Protocol):
     def log_tail(self, lines: int = 20) -> str: ...
 
     def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """A daemon to start at a place, rendered (what Place.spawn takes): one of a batch started in one request
+    (a client host's clients: RemotePlace.spawn_many)."""
+
+    place: Place
+    argv: Sequence[str]
+    what: str
+    log_name: str
+    env: Mapping[str, str]
+    role: str
+
+
+@dataclass(frozen=True)
+class Started:
+    """A spawn of a batch: its daemon (None: it failed to start, `error`), and when it was started (or
+    tried), on this machine's monotonic clock."""
+
+    proc: Proc | None
+    at: float
+    error: str | None = None
 
 
 class Place(Protocol):

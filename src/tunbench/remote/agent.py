@@ -331,16 +331,13 @@ class Agent:
         return {"proc": key, "pid": d.pid}
 
     def op_spawn_many(self, spawns: list[dict[str, Any]], start_mono: float | None = None) -> list[dict[str, Any]]:
-        """Many daemons in one request (a storm's clients on this host), at this host's own launch pace:
-        from `start_mono` (this host's monotonic clock; None: now) each spawn waits for its `delay_s`, then
-        starts. Per spawn: its proc key, pid and the monotonic time it was started, or its error (a failed
-        spawn does not stop the others)."""
-        start = time.monotonic() if start_mono is None else float(start_mono)
+        """Many daemons in one request (a storm's clients on this host), at this host's own launch pace: from
+        `start_mono` (this host's monotonic clock; None: now), one after another. Per spawn: its proc key, pid
+        and the monotonic time it was started, or its error (a failed spawn does not stop the others)."""
+        if start_mono is not None and (wait := float(start_mono) - time.monotonic()) > 0:
+            time.sleep(wait)
         out: list[dict[str, Any]] = []
         for sp in spawns:
-            wait = start + float(sp.get("delay_s", 0.0)) - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
             at = time.monotonic()
             try:
                 r = self.op_spawn(sp["place"], sp["argv"], sp["what"], sp["log_name"], sp.get("env"), sp["role"])

@@ -6,13 +6,12 @@ from __future__ import annotations
 import base64
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tunbench.errors import TunbenchError
 from tunbench.host.cgroup import CpuUsage
-from tunbench.host.place import Completed, Proc, completed
+from tunbench.host.place import Completed, Proc, Spawn, Started, completed
 from tunbench.monitor.sampler import RoleCost, RoleSample
 from tunbench.remote.connection import AgentConnection
 from tunbench.remote.protocol import HostLost
@@ -50,25 +49,9 @@ class RemoteProc:
                 self._conn.call("proc_stop", proc=self.key)
 
 
-@dataclass(frozen=True)
-class Spawn:
-    """One daemon of a batch (RemotePlace.spawn_many): what Place.spawn takes, at its place, `delay_s` after
-    the batch's start."""
-
-    place: RemotePlace
-    argv: Sequence[str]
-    what: str
-    log_name: str
-    env: Mapping[str, str]
-    role: str
-    delay_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Spawned:
-    proc: RemoteProc | None  # None: it failed to start (error)
-    at: float  # when it was started (or tried), on this machine's monotonic clock
-    error: str | None = None
+def _key(place: object) -> str:
+    assert isinstance(place, RemotePlace), "a batch of spawns is for places of one host"
+    return place.key
 
 
 class RemotePlace:
@@ -113,23 +96,23 @@ class RemotePlace:
         )
         return RemoteProc(self.conn, str(r["proc"]), int(r["pid"]), what)
 
-    def spawn_many(self, spawns: Sequence[Spawn], start_mono: float | None, wait_s: float) -> list[Spawned]:
-        """Many daemons of this place's host in one request (their places are on the same host): the agent
-        starts them from `start_mono` (this machine's monotonic clock, mapped onto the host's; None: at
-        once), each after its own delay. Their start times come back on this machine's clock."""
+    def spawn_many(self, spawns: Sequence[Spawn], start_mono: float | None, wait_s: float) -> list[Started]:
+        """Many daemons of this place's host in one request (their places, RemotePlaces of the same host):
+        the agent starts them one after another from `start_mono` (this machine's monotonic clock, mapped
+        onto the host's; None: at once). Their start times come back on this machine's clock."""
         clock = self.conn.clock
         assert clock is not None
         start = None if start_mono is None else clock.to_host_mono(start_mono)
         wire = [
-            {"place": sp.place.key, "argv": list(sp.argv), "what": sp.what, "log_name": sp.log_name,
-             "env": dict(sp.env), "role": sp.role, "delay_s": sp.delay_s}
+            {"place": _key(sp.place), "argv": list(sp.argv), "what": sp.what, "log_name": sp.log_name,
+             "env": dict(sp.env), "role": sp.role}
             for sp in spawns
         ]  # fmt: skip
         got = self.conn.call("spawn_many", wait_s=wait_s, spawns=wire, start_mono=start)
         out = []
         for sp, r in zip(spawns, got, strict=True):
             proc = None if "error" in r else RemoteProc(self.conn, str(r["proc"]), int(r["pid"]), sp.what)
-            out.append(Spawned(proc, clock.to_local_mono(float(r["at"])), r.get("error")))
+            out.append(Started(proc, clock.to_local_mono(float(r["at"])), r.get("error")))
         return out
 
     def port_open(self, port: int, proto: str = "tcp") -> bool:

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from tunbench.errors import ConfigError
+from tunbench.host.place import Spawn, Started
 from tunbench.remote.clock import ClockOffset
 from tunbench.remote.hosts import HostRun
 from tunbench.remote.inventory import Host
-from tunbench.remote.place import RemotePlace, Spawn, Spawned
-from tunbench.tunnels.fleet import ClientSpawn, ClientSpawned
+from tunbench.remote.place import RemotePlace
 
 
 class HostsFleetPlaces:
@@ -31,22 +31,19 @@ class HostsFleetPlaces:
     def client(self, i: int) -> RemotePlace:
         return self._clients[i - 1]
 
-    def spawn_batch(self, spawns: list[ClientSpawn], start_at: float | None) -> dict[int, ClientSpawned] | None:
-        by_host: dict[str, list[ClientSpawn]] = {}
-        for sp in spawns:
-            by_host.setdefault(sp.place.machine, []).append(sp)
+    def spawn_batch(self, spawns: dict[int, Spawn], start_at: float | None) -> dict[int, Started]:
+        by_host: dict[str, list[int]] = {}
+        for i, sp in spawns.items():
+            by_host.setdefault(sp.place.machine, []).append(i)
 
-        def one(batch: list[ClientSpawn]) -> list[Spawned]:
-            first = self.client(batch[0].i)
-            wire = [Spawn(self.client(sp.i), sp.argv, sp.what, sp.log_name, sp.env, "clients") for sp in batch]
-            wait = self.start_wait_s + 0.05 * len(batch) + max(0.0, (start_at or 0.0) - time.monotonic())
-            return first.spawn_many(wire, start_at, wait_s=wait)
+        def one(indices: list[int]) -> list[Started]:
+            wait = self.start_wait_s + 0.05 * len(indices) + max(0.0, (start_at or 0.0) - time.monotonic())
+            return self.client(indices[0]).spawn_many([spawns[i] for i in indices], start_at, wait_s=wait)
 
-        out: dict[int, ClientSpawned] = {}
+        out: dict[int, Started] = {}
         with ThreadPoolExecutor(max(1, len(by_host))) as pool:
-            for (host, batch), got in zip(by_host.items(), pool.map(one, by_host.values()), strict=True):
-                for sp, r in zip(batch, got, strict=True):
-                    out[sp.i] = ClientSpawned(r.proc, r.at, r.error)
+            for (host, indices), got in zip(by_host.items(), pool.map(one, by_host.values()), strict=True):
+                out.update(zip(indices, got, strict=True))
                 if start_at is not None and got:
                     self.skew[host] = min(r.at for r in got) - start_at
         return out

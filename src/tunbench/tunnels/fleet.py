@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol
@@ -23,7 +22,7 @@ from typing import Protocol
 from tunbench.errors import ConfigError, TunbenchError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
-from tunbench.host.place import Place, Proc
+from tunbench.host.place import Place, Proc, Spawn, Started
 from tunbench.topology.layout import Layout, client_inner
 from tunbench.tunnels.adapter import MultiSpec, Probe
 from tunbench.tunnels.registry import TunnelRef
@@ -75,25 +74,6 @@ def client_variables(layout: Layout, i: int) -> dict[str, str]:
     }
 
 
-@dataclass(frozen=True)
-class ClientSpawn:
-    """Client i's daemon, rendered, for a batch launch (FleetPlaces.spawn_batch)."""
-
-    i: int
-    place: Place
-    argv: list[str]
-    what: str
-    log_name: str
-    env: dict[str, str]
-
-
-@dataclass(frozen=True)
-class ClientSpawned:
-    proc: Proc | None  # None: it did not start (error)
-    at: float  # when it was started, on this machine's monotonic clock
-    error: str | None = None
-
-
 class FleetPlaces(Protocol):
     """Where a fleet's roles run: the server's place, and each client's (namespaces of this machine, or a
     server host and client hosts' namespaces: sites/hosts_fleet.py)."""
@@ -108,10 +88,9 @@ class FleetPlaces(Protocol):
         """Whether spawn_batch launches (client hosts) or the fleet launches one by one (this machine)."""
         ...
 
-    def spawn_batch(self, spawns: list[ClientSpawn], start_at: float | None) -> dict[int, ClientSpawned] | None:
-        """Start these clients' daemons in as few requests as the places allow, from `start_at` (this
-        machine's monotonic clock; None: at once); None when the places start one at a time (this machine,
-        where a spawn is already local)."""
+    def spawn_batch(self, spawns: dict[int, Spawn], start_at: float | None) -> dict[int, Started]:
+        """Start these clients' daemons (by fleet index) in as few requests as the places allow, from
+        `start_at` (this machine's monotonic clock; None: at once); only where `batched`."""
         ...
 
 
@@ -128,8 +107,8 @@ class LocalFleetPlaces:
 
     batched = False  # a local spawn is no round trip: Fleet.up launches one by one
 
-    def spawn_batch(self, spawns: list[ClientSpawn], start_at: float | None) -> dict[int, ClientSpawned] | None:
-        return None
+    def spawn_batch(self, spawns: dict[int, Spawn], start_at: float | None) -> dict[int, Started]:
+        raise NotImplementedError("this machine's clients are launched one by one (not batched)")
 
 
 class Fleet:
@@ -336,29 +315,14 @@ class Fleet:
         instant `start_lead_s` after the requests go out (None: each host at once), on this machine's clock
         (`started_at`); the `before` commands run ahead of it."""
         errors: dict[int, str] = {}
-        t0 = time.monotonic()
         pool = ThreadPoolExecutor(SETTLE_POOL)
         indices = list(indices)
         try:
             futures = {}
-            if rate_per_s <= 0 and (batch := self._launch_batch(indices, start_lead_s)) is not None:
-                for i, err in batch.items():
-                    if err is not None:
-                        errors[i] = err
-                        continue
-                    if on_launch:
-                        on_launch(i)
-                    futures[i] = pool.submit(self._settle_retrying, i, timeout_s, retries)
-                indices = []  # launched
-            for n, i in enumerate(indices):
-                if rate_per_s > 0:
-                    wait = t0 + n / rate_per_s - time.monotonic()
-                    if wait > 0:
-                        time.sleep(wait)
-                try:
-                    self.launch(i)
-                except TunbenchError as e:
-                    errors[i] = str(e)
+            batched = rate_per_s <= 0 and self.multi.client.daemon is not None and self.places.batched
+            for i, err in self._launch_batch(indices, start_lead_s) if batched else self._paced(indices, rate_per_s):
+                if err is not None:
+                    errors[i] = err
                     continue
                 if on_launch:
                     on_launch(i)
@@ -375,32 +339,37 @@ class Fleet:
         pool.shutdown(wait=True)
         return errors
 
-    def _launch_batch(self, indices: list[int], lead_s: float | None) -> dict[int, str | None] | None:
-        """Launch `indices` through FleetPlaces.spawn_batch: per client its error or None; None when the
-        places launch one at a time (or the clients run no daemon)."""
+    def _paced(self, indices: list[int], rate_per_s: float) -> Iterator[tuple[int, str | None]]:
+        """Launch clients one by one (all at once, or `rate_per_s` per second), yielding each as it is
+        launched (its settling starts while the next ones launch) with its error or None."""
+        t0 = time.monotonic()
+        for n, i in enumerate(indices):
+            if rate_per_s > 0 and (wait := t0 + n / rate_per_s - time.monotonic()) > 0:
+                time.sleep(wait)
+            try:
+                self.launch(i)
+            except TunbenchError as e:
+                yield i, str(e)
+                continue
+            yield i, None
+
+    def _launch_batch(self, indices: list[int], lead_s: float | None) -> Iterator[tuple[int, str | None]]:
+        """Launch `indices` through FleetPlaces.spawn_batch (each machine's in one request, at one instant
+        `lead_s` from now), the `before` commands ahead of it; each client with its error or None."""
         rs = self.multi.client
-        if rs.daemon is None or not indices or not self.places.batched:
-            return None
-        spawns = []
+        spawns = {}
         for i in indices:
             place = self.places.client(i)
             v = self._at(self.client_vars[i], place)
+            self.steps.commands(rs.before, v, place, f"multi.client[{i}].before")
             argv, env = self.steps.daemon(rs, v, f"multi.client[{i}]")
-            spawns.append(ClientSpawn(i, place, argv, f"{self.spec.name} client{i}", f"client{i}.log", env))
-        for i in indices:  # ahead of the start: a storm's instant is its daemons'
-            place = self.places.client(i)
-            self.steps.commands(rs.before, self._at(self.client_vars[i], place), place, f"multi.client[{i}].before")
-        out: dict[int, str | None] = {}
-        start_at = None if lead_s is None else time.monotonic() + lead_s
-        self.started_at = start_at
-        got = self.places.spawn_batch(spawns, start_at)
-        assert got is not None
-        for i, r in got.items():
+            spawns[i] = Spawn(place, argv, f"{self.spec.name} client{i}", f"client{i}.log", env, "clients")
+        self.started_at = None if lead_s is None else time.monotonic() + lead_s
+        for i, r in self.places.spawn_batch(spawns, self.started_at).items():
             self.launched_at[i] = r.at
             if r.proc is not None:
                 self.clients[i] = r.proc
-            out[i] = r.error
-        return out
+            yield i, r.error
 
     def _settle_retrying(self, i: int, timeout_s: float, retries: int) -> str | None:
         err = self.settle(i, timeout_s)
