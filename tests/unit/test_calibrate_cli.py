@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -13,9 +14,10 @@ from typer.testing import CliRunner
 
 from tests.unit.report_data import run, trial
 from tunbench.cli import app
-from tunbench.cli.calibrate import calibration_lines, labelled, noise_per_metric
+from tunbench.cli.calibrate import calibration_lines, calibration_record, labelled, noise_per_metric
 from tunbench.cli.options import parse_budget, parse_until
 from tunbench.errors import ConfigError
+from tunbench.report.compare import Gate
 from tunbench.results import RunRecord
 
 
@@ -57,23 +59,44 @@ def _text(lines: list[object]) -> str:
     return console.export_text()
 
 
-def test_noise_per_metric_pairs_by_repetition_at_holms_level_over_the_metrics() -> None:
+def test_noise_per_metric_pairs_by_repetition_at_the_gates_level_per_tier() -> None:
     noise = noise_per_metric(_aa_run(), pair_s=8.0, overhead_s=5.0, target=0.03)
-    assert [m.title for m, _ in noise] == ["throughput", "CPU/bit client"]  # no server CPU in this run
+    # no server CPU in this run: CPU/bit client alone in the main tier, throughput in the wide one
+    assert [(m.title, round(nb.level, 9), nb.target) for m, nb in noise] == [
+        ("CPU/bit client", 0.05, 0.03),
+        ("throughput", 0.05, 0.06),
+    ]
     for _, nb in noise:
-        assert nb.n_pairs == 8 and nb.level == pytest.approx(0.025)
+        assert nb.n_pairs == 8
         assert 0.005 < nb.pair_sd < 0.1 and math.isfinite(nb.mde)
         assert [p.pairs for p in nb.projections] == [6, 14, 36, 74]  # (budget - 5 s) / 8 s
+    every = noise_per_metric(_aa_run(), pair_s=8.0, overhead_s=5.0, target=0.03, gate=Gate("all"))
+    assert [(m.title, round(nb.level, 9), nb.target) for m, nb in every] == [
+        ("throughput", 0.025, 0.03),
+        ("CPU/bit client", 0.025, 0.03),
+    ]
+
+
+def test_the_calibration_is_recorded_with_its_gate() -> None:
+    noise = noise_per_metric(_aa_run(), pair_s=8.0, overhead_s=5.0, target=0.03)
+    rec = calibration_record(noise, Gate())
+    assert rec["gate"] == "cost" and rec["wide"] == 2.0 and rec["pair_s"] == 8.0
+    metrics = rec["metrics"]
+    assert isinstance(metrics, dict) and list(metrics) == ["cpu_s_per_bit.client", "throughput_bps"]
+    thr = metrics["throughput_bps"]
+    assert thr["target"] == 0.06 and thr["pairs"] == 8 and set(thr["mde_per_budget_s"]) == {"60", "120", "300", "600"}
+    json.dumps(rec, allow_nan=False)  # storable as it is
 
 
 def test_calibration_prints_the_noise_the_mde_per_budget_the_assumption_and_the_aa_verdict() -> None:
     text = _text(calibration_lines(_aa_run(), pair_s=8.0, overhead_s=5.0, target=0.03))
     assert "calibration: A/A of socat · lan · up · 1 flow as labels a and b, 8 ok pair(s); 8.0 s per pair" in text
     header = next(line for line in text.splitlines() if "metric" in line and "trial CV" in line)
-    for col in ("pair sd [CI]", "MDE now", "1 min", "2 min", "5 min", "10 min", "for ±3%"):
+    for col in ("gate", "pair sd [CI]", "MDE now", "1 min", "2 min", "5 min", "10 min", "for its target"):
         assert col in header
     row = next(line for line in text.splitlines() if "throughput" in line and "±" in line)
-    assert "(14)" in row and "pairs," in row
+    assert "(14)" in row and "pairs," in row and "±6.0% · 0.05" in row
+    assert "gate: CPU/bit client at ±3.0%" in " ".join(text.split())
     assert "1/sqrt(pairs)" in " ".join(text.split())
     assert "verdict: 0 regressed" in text
 

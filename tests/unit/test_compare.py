@@ -22,6 +22,7 @@ from tunbench.report.compare import (
     CaseComparison,
     CompareError,
     CompareResult,
+    Gate,
     compare_lines,
     compare_runs,
     compare_table,
@@ -465,7 +466,7 @@ def test_holm_keeps_a_lone_p_of_0_03_from_failing_a_gate_of_two_comparisons() ->
     # Holm over the 2 gated comparisons gives 0.063 for both: no regression.
     a = one_case("socat", [10e9, 11e9, 12e9, 13e9, 14e9], rid=1, uid="tba")
     b = one_case("socat", [5e9, 6e9, 7e9, 8e9, 11.5e9], rid=2, uid="tbb")
-    res = compare_runs(a, b)
+    res = compare_runs(a, b, gate=Gate("all"))
     rows = rows_by_metric(res)
     assert set(rows) == {"throughput_bps", "cpu_s_per_bit.client"}
     for r in rows.values():
@@ -490,7 +491,7 @@ def test_gate_family_too_large_for_the_repetitions_says_so() -> None:
     # 4 vs 4: the rank test's floor is 0.029, above 0.05 / 2: Holm can never reject anything.
     a = one_case("socat", [4.0e9, 4.1e9, 3.9e9, 4.05e9], rid=1, uid="tba")
     b = one_case("socat", [2.0e9, 2.1e9, 1.9e9, 2.05e9], rid=2, uid="tbb")
-    res = compare_runs(a, b)
+    res = compare_runs(a, b, gate=Gate("all"))
     assert res.exit_code == 0
     assert any("Holm-adjusted" in n and "--repeat" in n for n in res.notes)
 
@@ -664,7 +665,9 @@ def test_cli_compare_says_paired_for_labels_of_one_run_and_unpaired_for_two_runs
     text = " ".join(paired.output.split())
     assert "paired: 10 pairs of the same run, by repetition" in text
     assert "paired t on log ratios" in text and "regression(s) beyond the threshold" in text
-    assert "slower" in text
+    assert "costlier" in text
+    assert "gate: CPU/bit client at ±3.0% (the tunnel's CPU time per bit" in text
+    assert "throughput at ±6.0% in a Holm family of its own" in text
     two = runner.invoke(
         app, ["compare", "base", "pr", "--label-a", "old", "--label-b", "new", "--threshold", "3%", "--db", str(db)]
     )
@@ -754,7 +757,8 @@ def test_verdict_counts_each_gated_comparison_once_and_matches_the_exit_status()
     assert res.exit_code == EXIT_REGRESSED
     last = _plain(res)[-1]
     assert last.startswith("verdict: 2 regressed, 2 improved, 2 unchanged, 2 undecided (unpaired Mann-Whitney U, ")
-    assert "Holm over 8 at alpha 0.05, threshold 3.0%; smallest detectable change ±" in last
+    assert "Holm over 4 at alpha 0.05, threshold 3.0%; throughput: Holm over 4 at alpha 0.05, threshold 6.0%; " in last
+    assert "; smallest detectable change ±" in last and "(throughput: ±" in last
     assert last.endswith(f"→ exit {EXIT_REGRESSED}, regression")
 
 
@@ -820,7 +824,8 @@ def test_cli_compare_target_says_the_mde_reached_and_what_reaches_the_target(tmp
     base = ["compare", "pr", "--label-a", "old", "--label-b", "new", "--db", str(db)]
     far = runner.invoke(app, [*base, "--target", "1%"])
     text = " ".join(far.output.split())
-    assert re.search(r"MDE reached: ±[0-9.]+% \(the largest of 2 gated: ", text), text
+    assert re.search(r"MDE reached: ±[0-9.]+% \(the largest of 1 gated: ", text), text
+    assert re.search(r"MDE reached: ±[0-9.]+% \(the largest of 1 in the wide tier: .* throughput\); ", text), text
     m = re.search(
         r"for ±1\.0% about (\d+) pairs in all, (\d+) more; at this run's pace \(6\.5 s per repetition\)", text
     )

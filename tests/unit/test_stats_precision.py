@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from tunbench.report.compare import Gate
 from tunbench.report.precision import PrecisionStop, gated_pairs, stop_text
 from tunbench.results import TrialRecord
 from tunbench.stats import compare_paired
@@ -46,21 +47,46 @@ def noise(n: int, sd: float, seed: int = 1) -> list[float]:
     return [math.exp(x) for x in np.random.default_rng(seed).normal(0.0, sd, n)]
 
 
-def test_the_gated_comparisons_are_throughput_and_both_cpu_per_bit() -> None:
-    pairs = gated_pairs(records(noise(4, 0.05)), "a", "b")
-    assert sorted(pairs) == sorted(
-        f"a · lan · up · 1 flow {m}" for m in ("throughput", "CPU/bit client", "CPU/bit server")
-    )
-    assert all(len(va) == len(vb) == 4 for va, vb in pairs.values())
+def test_the_gated_comparisons_are_both_cpu_per_bit_and_throughput_in_the_wide_tier() -> None:
+    tiers = gated_pairs(records(noise(4, 0.05)), "a", "b")
+    assert sorted(tiers["gate"]) == [f"a · lan · up · 1 flow CPU/bit {side}" for side in ("client", "server")]
+    assert list(tiers["wide"]) == ["a · lan · up · 1 flow throughput"]
+    assert all(len(va) == len(vb) == 4 for tier in tiers.values() for va, vb in tier.values())
+    every = gated_pairs(records(noise(4, 0.05)), "a", "b", gate=Gate("all"))
+    assert len(every["gate"]) == 3 and not every["wide"]
 
 
 def test_the_mde_is_compares_paired_mde_at_holms_first_level() -> None:
     ratios = noise(10, 0.05)
-    p = paired_precision(gated_pairs(records(ratios), "a", "b"), target=0.03)
+    p = paired_precision(gated_pairs(records(ratios), "a", "b")["gate"], target=0.03)
     sd = rms(np.log(ratios))
-    assert p.family == 3
-    assert p.level == pytest.approx(0.05 / 3)
-    assert p.mde == pytest.approx(min_detectable_effect_paired(sd, 10, confidence=1 - 0.05 / 3), rel=1e-6)
+    assert p.family == 2
+    assert p.level == pytest.approx(0.05 / 2)
+    assert p.mde == pytest.approx(min_detectable_effect_paired(sd, 10, confidence=1 - 0.05 / 2), rel=1e-6)
+
+
+def test_it_stops_only_when_the_wide_tier_reaches_its_own_target_too() -> None:
+    # CPU per bit quiet (1% per pair), throughput noisy (12%): the main tier reaches 5% within a few pairs, the
+    # wide tier (throughput, 10%) needs many more; the stop waits for both.
+    rng = np.random.default_rng(9)
+    done: list[TrialRecord] = []
+    for k in range(1, 41):
+        r = math.exp(rng.normal(0.0, 0.12))
+        done.append(trial(2 * k - 1, "a", k, 1e9))
+        done.append(trial(2 * k, "b", k, 1e9 * r, cpu_s=0.5 * r * math.exp(rng.normal(0.0, 0.01))))
+    stop = PrecisionStop("a", "b", target=0.05)
+    states = []
+    for n in range(3, 41):
+        why = stop([], done[: 2 * n])
+        assert stop.state is not None
+        states.append(stop.state)
+        if why:
+            break
+    main_first = next(i for i, s in enumerate(states) if s.main.reached)
+    assert not states[main_first].reached  # the main tier alone is not enough
+    last = states[-1]
+    assert last.reached and last.wide is not None and last.wide.mde <= 0.10
+    assert last.wide.target == pytest.approx(0.10)
 
 
 def test_it_stops_when_the_mde_falls_under_the_target_and_not_before() -> None:
@@ -76,8 +102,8 @@ def test_it_stops_when_the_mde_falls_under_the_target_and_not_before() -> None:
         if why:
             first = n
             break
-        assert not (math.isfinite(state.mde) and state.mde <= 0.05)
-    assert first is not None and first >= 3  # the MDE at Holm's level 0.05/3 from 2 pairs (df 1) is huge
+        assert not (math.isfinite(state.main.mde) and state.main.mde <= 0.05 and state.wide and state.wide.reached)
+    assert first is not None and first >= 3  # the MDE at Holm's level 0.05/2 from 2 pairs (df 1) is huge
     assert stop.by == "target"
     assert why.startswith("stopped at the target: ±") and f"after {first} pairs" in why
 
@@ -130,7 +156,9 @@ def test_it_falls_back_to_the_budget_and_says_how_far_it_got() -> None:
     assert asked == [2 * n for n in range(1, 9)]  # asked once per block, after the precision check
     assert stop.by == "budget" and stop.state is not None
     text = stop_text(stop.state, "budget")
-    assert re.match(r"stopped at the budget: ±[0-9.]+% reached after 8 pairs .*; ±1\.0% needs about \d+ more", text)
+    assert re.match(
+        r"stopped at the budget: ±[0-9.]+% reached after 8 pairs .*; ±1\.0% and ±2\.0% need about \d+ more", text
+    )
     assert stop.state.more_pairs > 0
 
 

@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunbench.cli.console import console
-from tunbench.cli.options import DEFAULT_DB, DbOpt, parse_budget, parse_share
+from tunbench.cli.options import DEFAULT_DB, DbOpt, GateOpt, gate_flag, parse_budget, parse_share
 from tunbench.cli.outcome import exit_for
 from tunbench.cli.progress import RunProgress
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from tunbench.config.cpuset import CpuSetting
     from tunbench.config.schema import Scenario
     from tunbench.plan import PlannedTrial
-    from tunbench.report.compare import Metric
+    from tunbench.report.compare import Gate, Metric
     from tunbench.results import RunRecord, TrialRecord
     from tunbench.stats import NoiseBudget
 
@@ -109,6 +109,7 @@ def calibrate(
             "steal); by default they are left out, and a line says how many and why.",
         ),
     ] = False,
+    gate: GateOpt = "cost",
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
@@ -119,12 +120,14 @@ def calibrate(
     a pair starts only if, at the pace so far, it ends within the budget. The run is stored like any other,
     named calibrate-<tunnel>.
 
-    Then, per metric (throughput, CPU per bit of client and server): the CV of one trial, the SD of the
-    within-pair log ratio ln(b/a) (the noise a paired `compare` sees through), the MDE at the pairs
-    measured, and the MDE projected to 1, 2, 5 and 10 minutes, with the budget that detects --target (3%).
-    MDE: the change a paired comparison detects with 80% power at Holm's level over the metrics. The
-    projection assumes the within-pair noise stays as measured and pairs cost what they cost here, so it
-    falls as about 1/sqrt(pairs) (4x the budget, half the MDE).
+    Then, per metric (CPU per bit of client and server, throughput) and as the gate will judge it (--gate
+    cost: CPU per bit at --target, Holm over the two; throughput in a family of its own at twice --target):
+    the CV of one trial, the SD of the within-pair log ratio ln(b/a) (the noise a paired `compare` sees
+    through), the MDE at the pairs measured, and the MDE projected to 1, 2, 5 and 10 minutes, with the
+    budget that reaches each metric's target. MDE: the change a paired comparison detects with 80% power at
+    its tier's Holm level. The projection assumes the within-pair noise stays as measured and pairs cost
+    what they cost here, so it falls as about 1/sqrt(pairs) (4x the budget, half the MDE). The table is
+    recorded with the run (its provenance, `calibration`).
 
     Needs root. Exit status as for `tunbench run`.
     """
@@ -141,6 +144,7 @@ def calibrate(
     started = time.monotonic()  # the run's cost besides its pairs counts from here
     budget_s = parse_budget(budget)
     goal = parse_share(target, "--target")
+    tiers = gate_flag(gate)
     refs = [labelled(tunnel, label) for label in LABELS]
     adapter = parse_ref(refs[0]).name
     sc, _, source = load_scenario(None)
@@ -193,9 +197,17 @@ def calibrate(
     pair_s = span / ran * windows_per_bringup(run_rec) if span > 0 else per_pair * warm
     overhead_s = max(0.0, total_s - span)
     for line in calibration_lines(
-        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=goal, include_interfered=include_interfered
+        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=goal, include_interfered=include_interfered, gate=tiers
     ):
         console.print(line)
+    noise = noise_per_metric(
+        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=goal, include_interfered=include_interfered, gate=tiers
+    )
+    if noise:
+        with Store(db) as store:
+            store.update_provenance(
+                outcome.run_id, {**run_rec.provenance, "calibration": calibration_record(noise, tiers)}
+            )
     console.print(
         f"stored in {redact(db)} as run #{outcome.run_id} ({outcome.uid}, {escape(run_rec.name)}); "
         f"`tunbench compare {escape(run_rec.name)} --label-a a --label-b b` compares it again"
@@ -234,15 +246,23 @@ def _cpuset_flag(cpuset: CpuSetting) -> str:
 
 
 def noise_per_metric(
-    run_rec: RunRecord, *, pair_s: float, overhead_s: float, target: float, include_interfered: bool = False
+    run_rec: RunRecord,
+    *,
+    pair_s: float,
+    overhead_s: float,
+    target: float,
+    include_interfered: bool = False,
+    gate: Gate | None = None,
 ) -> list[tuple[Metric, NoiseBudget]]:
-    """Per metric with at least 2 pairs of values > 0: its noise and MDE per budget, at Holm's level over those
-    metrics (as `compare` of the same run would gate them). Pairs with an interfered trial are left out
-    (``report.summary.leave_out_interfered``) unless `include_interfered`."""
-    from tunbench.report.compare import metrics_for, pair_trials, pair_values
+    """Per metric with at least 2 pairs of values > 0: its noise and MDE per budget, as `compare` of the same
+    run would gate it (``report.compare.gate``): at Holm's level over the metrics of its tier, against the
+    tier's target (the wide tier's: ``wide`` x `target`). Main-tier metrics come first. Pairs with an
+    interfered trial are left out (``report.summary.leave_out_interfered``) unless `include_interfered`."""
+    from tunbench.report.compare import Gate, metrics_for, pair_trials, pair_values
     from tunbench.report.summary import leave_out_interfered
     from tunbench.stats import noise_budget
 
+    gate = gate or Gate()
     trials, _ = leave_out_interfered(run_rec.trials, paired=True, include=include_interfered)
     a = [t for t in trials if t.label == LABELS[0]]
     b = [t for t in trials if t.label == LABELS[1]]
@@ -252,10 +272,50 @@ def noise_per_metric(
         va, vb = pair_values(trial_pairs, metric)
         if len(va) >= MIN_PAIRS and min(va + vb) > 0.0:
             values.append((metric, va, vb))
-    family = max(1, len(values))
-    return [
-        (m, noise_budget(va, vb, pair_s, overhead_s=overhead_s, family=family, target=target)) for m, va, vb in values
-    ]
+    has_cpu = any(m.kind == "cpu" for m, _, _ in values)
+    tiers = {m.name: gate.tier(m, case_has_cpu=has_cpu) for m, _, _ in values}
+    family = {t: sum(1 for x in tiers.values() if x == t) for t in set(tiers.values())}
+    values.sort(key=lambda v: tiers[v[0].name] == "wide")
+    out = []
+    for m, va, vb in values:
+        tier = tiers[m.name]
+        nb = noise_budget(
+            va, vb, pair_s, overhead_s=overhead_s, family=family[tier], target=gate.threshold(tier, target)
+        )
+        out.append((m, nb))
+    return out
+
+
+def calibration_record(noise: list[tuple[Metric, NoiseBudget]], gate: Gate) -> dict[str, object]:
+    """What calibrate records with its run (provenance ``calibration``): the gate it calibrated, and per metric
+    its pairs, pair SD with CI, level, MDE now, target with the pairs and seconds that reach it, and the MDE
+    per budget."""
+    first = noise[0][1]
+    return {
+        "gate": gate.name,
+        "wide": gate.wide,
+        "pair_s": first.pair_s,
+        "metrics": {
+            m.name: {
+                "title": m.title,
+                "pairs": nb.n_pairs,
+                "pair_sd": _finite(nb.pair_sd),
+                "pair_sd_ci": [_finite(x) for x in nb.pair_sd_ci],
+                "trial_cv": _finite(nb.trial_cv),
+                "level": nb.level,
+                "mde": _finite(nb.mde),
+                "target": nb.target,
+                "target_pairs": nb.target_pairs,
+                "target_s": _finite(nb.target_s),
+                "mde_per_budget_s": {f"{p.budget_s:g}": _finite(p.mde) for p in nb.projections},
+            }
+            for m, nb in noise
+        },
+    }
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
 
 
 def _mde(x: float) -> str:
@@ -276,26 +336,28 @@ def _budget(s: float) -> str:
 
 def calibration_table(noise: list[tuple[Metric, NoiseBudget]]) -> Table:
     first = noise[0][1]
-    level = f"alpha {first.level:.2g}" + (f" (0.05, Holm over {len(noise)} metrics)" if len(noise) > 1 else "")
     table = Table(
         title=f"noise and MDE per budget (paired, {first.n_pairs} pairs measured, {first.pair_s:.1f} s per pair)",
         header_style="bold",
         caption="trial CV: one trial's spread (both labels); pair sd: SD of ln(b/a) over the pairs [95% CI]; "
-        f"MDE: the change a paired comparison detects with 80% power at {level}; (n): the pairs a budget buys",
+        "gate: the metric's target and level in the gate (alpha 0.05, Holm over its tier); MDE: the change a "
+        "paired comparison detects with 80% power at that level; (n): the pairs a budget buys",
         caption_justify="left",
     )
     table.add_column("metric")
+    table.add_column("gate", justify="right")
     table.add_column("trial CV", justify="right")
     table.add_column("pair sd [CI]", justify="right")
     table.add_column("MDE now", justify="right")
     for p in first.projections:
         table.add_column(_budget(p.budget_s), justify="right")
-    table.add_column(f"for ±{first.target:.0%}".replace(".0%", "%"), justify="right")
+    table.add_column("for its target", justify="right")
     for metric, nb in noise:
         lo, hi = nb.pair_sd_ci
         need = f"{nb.target_pairs} pairs, {_minutes(nb.target_s)}" if nb.target_pairs else "–"
         table.add_row(
             metric.title,
+            f"±{nb.target:.1%} · {nb.level:.2g}",
             _pct(nb.trial_cv),
             f"{_pct(nb.pair_sd)} [{_pct(lo)}, {_pct(hi)}]".replace("[–, –]", "").strip(),
             _mde(nb.mde),
@@ -313,7 +375,13 @@ ASSUMPTION = (
 
 
 def calibration_lines(
-    run_rec: RunRecord, *, pair_s: float, overhead_s: float, target: float, include_interfered: bool = False
+    run_rec: RunRecord,
+    *,
+    pair_s: float,
+    overhead_s: float,
+    target: float,
+    include_interfered: bool = False,
+    gate: Gate | None = None,
 ) -> list[object]:
     """What calibrate prints after its run: what it measured, the interfered pairs it left out, the table (or
     why there is none), the assumption, and compare's verdict on the A/A."""
@@ -322,7 +390,7 @@ def calibration_lines(
     from tunbench.workloads import case_title as case_text
 
     noise = noise_per_metric(
-        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target, include_interfered=include_interfered
+        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target, include_interfered=include_interfered, gate=gate
     )
     _, left = leave_out_interfered(run_rec.trials, paired=True, include=include_interfered)
     cases = sorted({f"{t.tunnel} · " + case_text(t.case).removeprefix(f"{t.label} · ") for t in run_rec.trials})
@@ -344,10 +412,11 @@ def calibration_lines(
     try:
         res = compare_runs(
             run_rec, run_rec, label_a=LABELS[0], label_b=LABELS[1], kinds=("throughput", "cpu"),
-            include_interfered=include_interfered,
+            include_interfered=include_interfered, gate=gate, threshold=target,
         )  # fmt: skip
     except CompareError as e:
         return [*out, f"[yellow]A/A check: not compared ({escape(str(e))})[/]"]
     out.append("A/A check (the same tunnel on both sides; a regressed or improved comparison here is a false one):")
+    out.append(f"[dim]{escape(res.gate_line())}[/]")
     out.append(verdict_line(res))
     return out

@@ -5,11 +5,14 @@ from __future__ import annotations
 import datetime
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from tunbench.errors import TunbenchError
+
+if TYPE_CHECKING:
+    from tunbench.report.compare import Gate
 from tunbench.units import parse_fraction
 
 DbOpt = Annotated[
@@ -33,6 +36,28 @@ CpusetOpt = Annotated[
         "with the server); or client=0,server=1,link=1. Recorded with every trial.",
     ),
 ]
+
+
+GateOpt = Annotated[
+    str,
+    typer.Option(
+        "--gate",
+        help="Which comparisons gate: cost (default): CPU per bit of client and server (and latency) at the "
+        "threshold, the quietest figure of the tunnel's speed on a shared host, and throughput at 2x the "
+        "threshold in a Holm family of its own; all: every metric at the threshold, one family "
+        "(docs/precision.md, the gate).",
+    ),
+]
+
+
+def gate_flag(name: str) -> Gate:
+    """--gate as a report.compare.Gate; a bad name is a usage error naming the flag (exit 2)."""
+    from tunbench.report.compare import parse_gate
+
+    try:
+        return parse_gate(name)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--gate") from None
 
 
 RunArg = Annotated[str | None, typer.Argument(metavar="RUN", help="Run id, uid or name (default: latest).")]

@@ -16,10 +16,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from tunbench.cli.console import console, err_console
-from tunbench.cli.options import DEFAULT_DB, DbOpt, RunArg
+from tunbench.cli.options import DEFAULT_DB, DbOpt, GateOpt, RunArg
 
 if TYPE_CHECKING:
-    from tunbench.report.compare import CompareResult
+    from tunbench.report.compare import CompareResult, Gate
     from tunbench.report.flamediff import Diff
     from tunbench.results import RunRecord
 
@@ -181,6 +181,15 @@ def compare(
             "above, about how many more pairs and how much time (at the run's pace) would reach it.",
         ),
     ] = None,
+    gate: GateOpt = "cost",
+    wide: Annotated[
+        float,
+        typer.Option(
+            "--wide",
+            help="The gate's wide tier (throughput under --gate cost) is judged at this multiple of --threshold "
+            "(and of --target). Default: 2.",
+        ),
+    ] = 2.0,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Compare B to A per matching case: change of the median with a distribution-free CI and its real
@@ -221,11 +230,12 @@ def compare(
     kinds = _kinds(metrics)
     limit = _fraction(threshold, "--threshold")
     goal = _target(target)
+    tiers = _gate(gate, wide)
     run_a = load_run(a, db)
     run_b = load_run(b, db) if b is not None else run_a
     result = compare_runs(
         run_a, run_b, label_a=label_a, label_b=label_b, threshold=limit, threshold_abs={"ms": threshold_ms},
-        kinds=kinds, use_pairs=not unpaired, include_interfered=include_interfered,
+        kinds=kinds, use_pairs=not unpaired, include_interfered=include_interfered, gate=tiers,
     )  # fmt: skip
     table = compare_table(result)
     lines: list[str] = compare_lines(result)
@@ -255,10 +265,10 @@ def compare(
         # last columns (verdict, MDE). Print it at its natural width, and the lines unwrapped.
         # (Console.print(width=) can only narrow, so a console of that width does the printing.)
         natural = console.measure(table, options=console.options.update(width=10_000)).maximum
-        wide = Console(width=max(console.width, natural))
-        wide.print(table)
+        broad = Console(width=max(console.width, natural))
+        broad.print(table)
         for line in lines:
-            wide.print(line, soft_wrap=True)
+            broad.print(line, soft_wrap=True)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
 
@@ -304,6 +314,17 @@ def _target(text: str | None) -> float | None:
     if goal <= 0.0:
         raise CompareError(f"--target {text!r}: must be above 0%, e.g. 3%")
     return goal
+
+
+def _gate(name: str, wide: float) -> Gate:
+    """The --gate and --wide flags as a Gate; a bad one is a CompareError (exit 2) naming the flag."""
+    from tunbench.report.compare import CompareError, parse_gate
+
+    try:
+        return parse_gate(name, wide)
+    except ValueError as e:
+        flag = "--wide" if "wide" in str(e) else "--gate"
+        raise CompareError(f"{flag}: {e}") from None
 
 
 def _kinds(text: str) -> tuple[str, ...]:

@@ -11,7 +11,16 @@ from rich.markup import escape
 
 from tunbench.cli.console import console
 from tunbench.cli.hosts import HostsOpt
-from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, parse_budget, parse_share, parse_until
+from tunbench.cli.options import (
+    DEFAULT_DB,
+    CpusetOpt,
+    DbOpt,
+    GateOpt,
+    gate_flag,
+    parse_budget,
+    parse_share,
+    parse_until,
+)
 from tunbench.cli.outcome import exit_for
 
 
@@ -121,8 +130,11 @@ def _target_labels(plan: Any) -> tuple[str, str]:
     return labels[0], labels[1]
 
 
-def _stop_check(goal: float | None, labels: tuple[str, ...], budget_s: float | None, started: float) -> Any:
+def _stop_check(
+    goal: float | None, labels: tuple[str, ...], budget_s: float | None, started: float, gate: Any = None
+) -> Any:
     """--target-mde: a PrecisionStop with the budget as its fallback; --budget alone: the deadline."""
+    from tunbench.report.compare import Gate
     from tunbench.report.precision import PrecisionStop
     from tunbench.runner import Deadline
 
@@ -131,16 +143,24 @@ def _stop_check(goal: float | None, labels: tuple[str, ...], budget_s: float | N
     deadline = Deadline(started + budget_s, min_blocks=2)
     if goal is None:
         return deadline
-    return PrecisionStop(labels[0], labels[1], goal, budget=deadline)
+    return PrecisionStop(labels[0], labels[1], goal, budget=deadline, gate=gate or Gate())
 
 
-def _stop_plan(goal: float | None, budget: str | None, plan: Any) -> str:
+def _stop_plan(goal: float | None, budget: str | None, plan: Any, gate: Any = None) -> str:
+    from tunbench.report.compare import Gate
+
     reps = plan.scenario.run.repeat
     if goal is None:
         return f"budget {budget}: repetitions until it is spent, at most {reps}"
+    gate = gate or Gate()
+    tiers = (
+        "every gated comparison (--gate all)"
+        if gate.name == "all"
+        else f"CPU/bit client and server (--gate cost; throughput's at most ±{gate.threshold('wide', goal):.1%})"
+    )
     return (
-        f"target ±{goal:.1%}".replace(".0%", "%") + f" within {budget}: pairs until the largest paired MDE of the "
-        f"gated comparisons is at most the target (never on significance), at most {reps}"
+        f"target ±{goal:.1%}".replace(".0%", "%") + f" within {budget}: pairs until the largest paired MDE of "
+        f"{tiers} is at most the target (never on significance), at most {reps}"
     )
 
 
@@ -304,8 +324,9 @@ def run(
         typer.Option(
             "--target-mde",
             help="Stop once the paired comparison of the run's two tunnel labels can detect this change, e.g. "
-            "3%: the largest MDE of the gated comparisons (throughput, CPU/bit client and server; Holm's level) "
-            "at most this. Needs --budget and exactly two tunnels (labels) besides direct; --repeat is then the "
+            "3%: the largest MDE of the gated comparisons (--gate cost: CPU/bit client and server, Holm's level) "
+            "at most this, and throughput's at most twice this. Needs --budget and exactly two tunnels (labels) "
+            "besides direct; --repeat is then the "
             "upper bound (default: as many pairs as the budget could hold). Stops on precision, never on "
             "significance. Places each side on a CPU of its own (--cpuset split) unless --cpuset or the "
             "scenario says otherwise.",
@@ -328,6 +349,7 @@ def run(
         ),
     ] = None,
     cpuset: CpusetOpt = None,
+    gate: GateOpt = "cost",
     db: DbOpt = DEFAULT_DB,
     hosts: HostsOpt = None,
 ) -> None:
@@ -352,6 +374,7 @@ def run(
 
     started = time.monotonic()  # --budget counts from here
     goal, budget_s = _precision_flags(target_mde, budget, until)
+    tiers = gate_flag(gate)
     if until is not None:
         budget = f"until {until}"  # how the plan and the stop name it
     sc, text, source = load_scenario(scenario)
@@ -428,10 +451,10 @@ def run(
         return
     for line in session.skipped_lines(plan):
         console.print(f"[yellow]{escape(line)}[/]")
-    stop = _stop_check(goal, labels, budget_s, started)
+    stop = _stop_check(goal, labels, budget_s, started, tiers)
     precise = stop if goal is not None else None  # a report.precision.PrecisionStop
     if stop is not None:
-        console.print(_stop_plan(goal, budget, plan), highlight=False)
+        console.print(_stop_plan(goal, budget, plan, tiers), highlight=False)
     with graceful_signals(console), RunProgress(console, db) as progress:
         if precise is not None:
             precise.listener = _precision_listener(progress, budget_s, started)

@@ -2,22 +2,23 @@
 
 Asked at each block boundary (runner.StopCheck: the next block's trials and the records so far), it pairs
 the two labels' ok trials by repetition, as `compare --label-a A --label-b B` of the same run will, takes
-the gated metrics (throughput and CPU per bit of client and server) of every case the two labels share, and
-stops once the largest paired MDE at Holm's level over those comparisons is at most the target
-(`tunbench.stats.precision`: the width of the interval, never significance). Otherwise it asks the budget
-(runner.Deadline, passed in) and stops there when the next block would overrun it. `state` is the last
-answer, for the progress line and the final message.
+the comparisons the gate holds (``report.compare.gate``: by default CPU per bit of client and server at the
+target, throughput in its wide tier at ``wide`` x the target) of every case the two labels share, and stops
+once, in each tier, the largest paired MDE at Holm's level over that tier's comparisons is at most the tier's
+target (`tunbench.stats.precision`: the width of the interval, never significance). Otherwise it asks the
+budget (runner.Deadline, passed in) and stops there when the next block would overrun it. `state` is the
+last answer, for the progress line and the final message.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tunbench.report.compare import CompareResult, metrics_for, pair_trials, pair_values
+from tunbench.report.compare import CompareResult, Gate, metrics_for, pair_trials, pair_values
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats.compare import required_repetitions
 from tunbench.stats.paired import required_pairs
@@ -26,32 +27,64 @@ from tunbench.workloads import case_title
 
 GATED_KINDS = ("throughput", "cpu")
 Budget = Callable[[Any, list[TrialRecord]], str]  # runner.Deadline (its block: list[PlannedTrial])
+Pairs = dict[str, tuple[list[float], list[float]]]
 
 
 def gated_pairs(
-    trials: list[TrialRecord], label_a: str, label_b: str, kinds: tuple[str, ...] = GATED_KINDS
-) -> dict[str, tuple[list[float], list[float]]]:
-    """'case metric' -> (A's values, B's values) of the pairs by repetition, for every case both labels have
-    and every metric of `kinds` with a value in both partners (what compare gates for two labels)."""
+    trials: list[TrialRecord],
+    label_a: str,
+    label_b: str,
+    kinds: tuple[str, ...] = GATED_KINDS,
+    gate: Gate | None = None,
+) -> dict[str, Pairs]:
+    """Per tier of the gate ("gate", "wide"): 'case metric' -> (A's values, B's values) of the pairs by
+    repetition, for every case both labels have and every metric of `kinds` with a value in both partners
+    (what compare gates for two labels, in the tier compare will put it)."""
+    gate = gate or Gate()
     by_case: dict[tuple[str, ...], dict[str, list[TrialRecord]]] = {}
     for t in trials:
         if t.label in (label_a, label_b):
             by_case.setdefault(_rest(t.case), {}).setdefault(t.label, []).append(t)
-    out: dict[str, tuple[list[float], list[float]]] = {}
+    out: dict[str, Pairs] = {"gate": {}, "wide": {}}
     metrics = metrics_for(trials, kinds)
     for sides in by_case.values():
         if label_a not in sides or label_b not in sides:
             continue
         pairs, _ = pair_trials(sides[label_a], sides[label_b])
+        values = {m.name: pair_values(pairs, m) for m in metrics}
+        has_cpu = any(values[m.name][0] for m in metrics if m.kind == "cpu")
         for metric in metrics:
-            va, vb = pair_values(pairs, metric)
-            if va:
-                out[f"{case_title(sides[label_a][0].case)} {metric.title}"] = (va, vb)
+            va, vb = values[metric.name]
+            tier = gate.tier(metric, case_has_cpu=has_cpu)
+            if va and tier:
+                out[tier][f"{case_title(sides[label_a][0].case)} {metric.title}"] = (va, vb)
     return out
 
 
 def _rest(case: CaseKey) -> tuple[str, ...]:
     return (case.profile, case.workload, str(case.flows), case.direction, str(case.clients), case.variant)
+
+
+@dataclass(frozen=True)
+class GatePrecision:
+    """Where each tier of the gate stands: ``main`` at the target, ``wide`` (None when the gate has no wide
+    comparison) at its own, wider target."""
+
+    main: Precision
+    wide: Precision | None = None
+
+    @property
+    def reached(self) -> bool:
+        return self.main.reached and (self.wide is None or self.wide.reached)
+
+    @property
+    def n_pairs(self) -> int:
+        return self.main.n_pairs
+
+    @property
+    def more_pairs(self) -> int:
+        """About how many more pairs both targets need at the current spread (0: reached or unknown)."""
+        return max(self.main.more_pairs, self.wide.more_pairs if self.wide is not None else 0)
 
 
 @dataclass
@@ -63,12 +96,18 @@ class PrecisionStop:
     target: float
     budget: Budget | None = None
     alpha: float = 0.05
-    state: Precision | None = None
+    gate: Gate = field(default_factory=Gate)
+    state: GatePrecision | None = None
     by: str = ""  # "target" or "budget" once it stopped the run
-    listener: Callable[[Precision], None] | None = None
+    listener: Callable[[GatePrecision], None] | None = None
 
-    def measure(self, done: list[TrialRecord]) -> Precision:
-        return paired_precision(gated_pairs(done, self.label_a, self.label_b), target=self.target, alpha=self.alpha)
+    def measure(self, done: list[TrialRecord]) -> GatePrecision:
+        tiers = gated_pairs(done, self.label_a, self.label_b, gate=self.gate)
+        main = paired_precision(tiers["gate"], target=self.target, alpha=self.alpha)
+        wide = None
+        if tiers["wide"]:
+            wide = paired_precision(tiers["wide"], target=self.gate.threshold("wide", self.target), alpha=self.alpha)
+        return GatePrecision(main, wide)
 
     def __call__(self, block: Sequence[object], done: list[TrialRecord]) -> str:
         self.state = self.measure(done)
@@ -83,24 +122,36 @@ class PrecisionStop:
         return why
 
 
-def status_text(p: Precision) -> str:
-    """The precision so far, for the progress line: 'MDE ±5.2% (target ±3%) after 8 pairs'."""
-    return f"MDE {fmt_mde(p.mde)} (target {fmt_mde(p.target)}) after {p.n_pairs} pair(s)"
+def status_text(p: GatePrecision) -> str:
+    """The precision so far, for the progress line: 'MDE ±5.2% (target ±3%), throughput ±7.0% (target ±6%)
+    after 8 pairs'."""
+    return f"MDE {_tier(p.main)}{_wide(p)} after {p.n_pairs} pair(s)"
 
 
-def stop_text(p: Precision, by: str) -> str:
+def _tier(p: Precision) -> str:
+    return f"{fmt_mde(p.mde)} (target {fmt_mde(p.target)})"
+
+
+def _wide(p: GatePrecision) -> str:
+    """The wide tier's part of a line (under the cost gate it holds throughput alone)."""
+    return "" if p.wide is None else f", throughput {_tier(p.wide)}"
+
+
+def stop_text(p: GatePrecision, by: str) -> str:
     """Why the run ended: at the target, at the budget, or (by == "plan") after the planned repetitions."""
     if by == "target":
-        return f"stopped at the target: {fmt_mde(p.mde)} after {p.n_pairs} pairs ({_worst(p)})"
+        return f"stopped at the target: {fmt_mde(p.main.mde)} after {p.n_pairs} pairs ({_worst(p.main)}){_wide(p)}"
     where = "at the budget" if by == "budget" else "after the planned repetitions (--repeat)"
+    undefined = not math.isfinite(p.main.mde) or (p.wide is not None and not math.isfinite(p.wide.mde))
+    targets = fmt_mde(p.main.target) + (f" and {fmt_mde(p.wide.target)}" if p.wide is not None else "")
     need = (
-        f"{fmt_mde(p.target)} needs about {p.more_pairs} more pairs at this spread"
+        f"{targets} need about {p.more_pairs} more pairs at this spread"
         if p.more_pairs
-        else f"{fmt_mde(p.target)} cannot be projected yet (too few pairs)"
-        if not math.isfinite(p.mde)
+        else f"{targets} cannot be projected yet (too few pairs)"
+        if undefined
         else ""
     )
-    reached = f"{fmt_mde(p.mde)} reached after {p.n_pairs} pairs ({_worst(p)})"
+    reached = f"{fmt_mde(p.main.mde)} reached after {p.n_pairs} pairs ({_worst(p.main)}){_wide(p)}"
     return f"stopped {where}: {reached}" + (f"; {need}" if need else "")
 
 
@@ -111,17 +162,26 @@ def _worst(p: Precision) -> str:
 
 
 def target_lines(result: CompareResult, runs: Sequence[RunRecord], target: float) -> list[str]:
-    """What `compare --target 3%` adds under the verdict: the MDE reached (the largest of the gated
-    comparisons, at Holm's level, as the verdict line's range) and, when it is above the target, about how
-    many more pairs (repetitions per side, unpaired) and how much more time at the run's own pace would reach
-    it, assuming the spread stays as measured (as `calibrate` projects)."""
-    gated = [r for r in result.rows if r.gated and not r.result.absolute]
-    if not gated:
+    """What `compare --target 3%` adds under the verdict, per tier of the gate: the MDE reached (the largest of
+    the tier's gated comparisons, at Holm's level, as the verdict line's range) and, when it is above the
+    tier's target (the wide tier's: ``wide`` x the target), about how many more pairs (repetitions per side,
+    unpaired) and how much more time at the run's own pace would reach it, assuming the spread stays as
+    measured (as `calibrate` projects)."""
+    main = [r for r in result.rows if r.gated and not r.wide and not r.result.absolute]
+    wide = [r for r in result.rows if r.gated and r.wide and not r.result.absolute]
+    if not main and not wide:
         return [f"target {fmt_mde(target)}: no relative gated comparison to measure it on"]
+    lines = _tier_lines(main or wide, runs, target, "gated")
+    if main and wide:
+        lines += _tier_lines(wide, runs, result.gate.threshold("wide", target), "in the wide tier")
+    return lines
+
+
+def _tier_lines(gated: list[Any], runs: Sequence[RunRecord], target: float, what: str) -> list[str]:
     worst = max(gated, key=lambda r: (math.isnan(r.result.min_detectable_effect), r.result.min_detectable_effect))
     c = worst.result
     where = f"{worst.case_label} {worst.metric.title}"
-    got = f"MDE reached: {fmt_mde(c.min_detectable_effect)} (the largest of {len(gated)} gated: {where})"
+    got = f"MDE reached: {fmt_mde(c.min_detectable_effect)} (the largest of {len(gated)} {what}: {where})"
     if math.isfinite(c.min_detectable_effect) and c.min_detectable_effect <= target:
         return [f"{got}; the target {fmt_mde(target)} is reached"]
     strict = 1.0 - c.alpha / max(1, c.family_size)

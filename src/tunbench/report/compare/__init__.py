@@ -20,9 +20,12 @@ apply to a difference of signed values. Absolute comparisons take a threshold in
 ``threshold_abs`` per unit; the CLI offers ``--threshold-ms`` (the unit of every absolute metric in the
 catalogue); an absolute comparison in another unit (throughput with a 0 value, say) has threshold 0.
 
-Multiple comparisons. Every comparison that can fail the gate (all but the direct baseline's) is one
-family, Holm-adjusted (``tunbench.stats.multiple``: family-wise error <= alpha, the property a pass/fail
-gate needs); the direct rows are a family of their own. Verdicts use the adjusted p-value.
+Multiple comparisons. The comparisons that can fail the gate (all but the direct baseline's and counted
+work's) are Holm-adjusted per tier of the gate (``tunbench.stats.multiple``: family-wise error <= alpha per
+family, the property a pass/fail gate needs). The default ``cost`` gate (``gate``) holds CPU per bit and
+latency at the threshold in one family and throughput at a wider threshold in a family of its own;
+``Gate("all")`` holds every metric at the threshold in one family. The direct rows are a family of their
+own. Verdicts use the adjusted p-value.
 
 Paired or unpaired. When A and B are two labels of ONE run, the trials of a case under the two labels with
 the same repetition number ran in the same repetition round (seconds apart): they are pairs, and the
@@ -46,7 +49,8 @@ Cases of the ``direct`` baseline are compared and shown but never gate: a change
 host, not the tunnel (it is a reason to distrust the other verdicts, and a warning says so).
 
 Only ``load_run`` does I/O; everything else is pure. The package, one concern per module: ``metrics`` (what is
-judged), ``load`` (A and B in), ``pairing`` (which trials face which), ``verdicts`` (compare_runs, Holm),
+judged), ``gate`` (which comparisons gate, at which threshold),
+``load`` (A and B in), ``pairing`` (which trials face which), ``verdicts`` (compare_runs, Holm),
 ``repetitions`` (the one rule on how many), ``settings`` (differing network settings), ``format`` (the table and
 lines), ``result`` (the types). This module re-exports what the rest of tunbench imports.
 """
@@ -66,6 +70,7 @@ from tunbench.report.compare.format import (
     threshold_text,
     verdict_line,
 )
+from tunbench.report.compare.gate import DEFAULT_WIDE, GATE_NAMES, Gate, parse_gate
 from tunbench.report.compare.load import load_run, run_name
 from tunbench.report.compare.metrics import (
     ABSOLUTE_PREFIXES,
@@ -91,8 +96,10 @@ from tunbench.report.exporters.json import run_from_export
 
 __all__ = [
     "ABSOLUTE_PREFIXES",
+    "DEFAULT_WIDE",
     "EXIT_REGRESSED",
     "GATED_PER_CASE",
+    "GATE_NAMES",
     "METRIC_KINDS",
     "OUTCOMES",
     "THROUGHPUT",
@@ -100,6 +107,7 @@ __all__ = [
     "CaseComparison",
     "CompareError",
     "CompareResult",
+    "Gate",
     "Metric",
     "Outcome",
     "bringup_unit",
@@ -119,6 +127,7 @@ __all__ = [
     "n_text",
     "pair_trials",
     "pair_values",
+    "parse_gate",
     "repetition_note",
     "run_from_export",
     "run_name",

@@ -112,7 +112,8 @@ def caption(result: CompareResult, family: int) -> str:
         method = f"unpaired: {result.analysis_reason}; {_UNPAIRED_TEXT}"
     return (
         f"{method}. A, B: medians (CPU/bit in CPU-seconds per Gbit); p Holm: adjusted over the {family} gated "
-        "comparisons (verdicts use it); MDE: change detectable with 80% power at Holm's level"
+        "comparisons of the row's tier (verdicts use it; (wide): the gate's wide tier, its own family and "
+        "threshold); MDE: change detectable with 80% power at Holm's level"
     )
 
 
@@ -121,7 +122,7 @@ def n_text(c: Comparison) -> str:
 
 
 def compare_table(result: CompareResult) -> Table:
-    family = max((r.result.family_size for r in result.rows if r.gated), default=1)
+    family = max((r.result.family_size for r in result.rows if r.gated and not r.wide), default=1)
     table = Table(
         title=escape(f"B {result.b_name} vs A {result.a_name}{threshold_text(result)}"),
         caption=escape(caption(result, family)),
@@ -143,7 +144,9 @@ def compare_table(result: CompareResult) -> Table:
     for i, r in enumerate(result.rows):
         c = r.result
         style = _VERDICT_STYLE[c.verdict]
-        verdict = f"[{style}]{r.verdict_text}[/]" + ("" if r.gated else " [dim](not gated)[/]")
+        verdict = f"[{style}]{r.verdict_text}[/]" + (
+            " [dim](wide)[/]" if r.wide else "" if r.gated else " [dim](not gated)[/]"
+        )
         first = i == 0 or result.rows[i - 1].case_a != r.case_a
         if first and i:
             table.add_section()
@@ -179,6 +182,8 @@ def compare_lines(result: CompareResult) -> list[str]:
     if regs:
         worst = ", ".join(f"{r.case_label} {r.metric.title} {fmt_change(r.result)}" for r in regs)
         lines.append(f"[bold red]{len(regs)} regression(s) beyond the threshold: {escape(worst)}[/]")
+    if any(r.gated for r in result.rows):
+        lines.append(f"[dim]{escape(result.gate_line())}[/]")
     lines.append(verdict_line(result))
     return lines
 
@@ -205,13 +210,22 @@ def verdict_line(result: CompareResult) -> str:
     if not gated:
         return f"[bold]verdict:[/] nothing gated (only the direct baseline was compared) {end}"
     counts = ", ".join(f"{tally[o]} {o}" for o in OUTCOMES)
-    first = gated[0].result
-    family = first.family_size
-    level = f"Holm over {family} at alpha {first.alpha:.2g}" if family > 1 else f"alpha {first.alpha:.2g}"
+    main = [r for r in gated if not r.wide] or gated
     limits = threshold_text(result).removeprefix(", ")
-    how = f"{_METHOD[result.analysis]}, {level}" + (f", {limits}" if limits else "")
+    how = f"{_METHOD[result.analysis]}, {_level(main[0].result)}" + (f", {limits}" if limits else "")
+    if wide := [r for r in gated if r.wide]:
+        titles = ", ".join(dict.fromkeys(r.metric.title for r in wide))
+        at = f", threshold {wide[0].result.threshold:.1%}" if wide[0].result.threshold else ""
+        how += f"; {titles}: {_level(wide[0].result)}{at}"
     style = "bold red" if code else "bold yellow" if tally["undecided"] else "bold green"
-    return f"[{style}]verdict: {counts}[/] ({escape(how)}; {escape(_detectable(result, gated))}) {end}"
+    seen = _detectable(result, main)
+    if wide and (wide_seen := _detectable(result, wide)).startswith("smallest"):
+        seen += f" ({', '.join(dict.fromkeys(r.metric.title for r in wide))}: {wide_seen.split(' change ', 1)[1]})"
+    return f"[{style}]verdict: {counts}[/] ({escape(how)}; {escape(seen)}) {end}"
+
+
+def _level(c: Comparison) -> str:
+    return f"Holm over {c.family_size} at alpha {c.alpha:.2g}" if c.family_size > 1 else f"alpha {c.alpha:.2g}"
 
 
 def _detectable(result: CompareResult, gated: list[CaseComparison]) -> str:

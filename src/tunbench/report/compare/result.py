@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from tunbench.errors import TunbenchError
+from tunbench.report.compare.gate import Gate
 from tunbench.report.compare.metrics import Metric
 from tunbench.report.terminal import Flagged
 from tunbench.results import CaseKey
@@ -38,6 +39,8 @@ class CaseComparison:
     metric: Metric
     result: Comparison
     gated: bool
+    wide: bool = False
+    """A gated comparison in the gate's wide tier (``report.compare.gate``: its own Holm family and threshold)."""
 
     @property
     def verdict_text(self) -> str:
@@ -71,6 +74,13 @@ class CompareResult:
     """"paired" (every row), "unpaired" (every row) or "mixed"; ``analysis_reason`` says why, in one line."""
     analysis_reason: str = "A and B are different runs"
     dropped_pairs: int = 0
+    gate: Gate = field(default_factory=Gate)
+
+    def gate_line(self) -> str:
+        """What gated this comparison and why (``Gate.describe``), from the gated rows' metric titles."""
+        main = list(dict.fromkeys(r.metric.title for r in self.rows if r.gated and not r.wide))
+        wide = list(dict.fromkeys(r.metric.title for r in self.rows if r.gated and r.wide))
+        return self.gate.describe(self.threshold, main, wide)
 
     @property
     def regressions(self) -> list[CaseComparison]:

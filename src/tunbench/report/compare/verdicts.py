@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tunbench.report.compare.format import fmt_change
+from tunbench.report.compare.gate import Gate
 from tunbench.report.compare.load import run_name
 from tunbench.report.compare.metrics import METRIC_KINDS, Metric, metrics_for
 from tunbench.report.compare.pairing import by_case, match_cases, metric_units, pair_trials, pair_values
@@ -65,12 +66,12 @@ def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
     the rows and notes on the family."""
     notes: list[str] = []
     out = list(rows)
-    for family in ("gate", "direct", "work"):
+    for family in ("gate", "wide", "direct", "work"):
         idx = [i for i, r in enumerate(rows) if _family(r) == family]
         adjusted = adjust([rows[i].result for i in idx])
         for i, res in zip(idx, adjusted, strict=True):
             out[i] = replace(rows[i], result=res)
-        if family != "gate" or not adjusted:
+        if family not in ("gate", "wide") or not adjusted:
             continue
         m = adjusted[0].family_size
         alpha = adjusted[0].alpha
@@ -86,8 +87,11 @@ def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
 
 
 def _family(row: CaseComparison) -> str:
-    """A row's Holm family: the gate's, the direct baseline's (feeds a note), or counted work's (explains)."""
-    return "gate" if row.gated else "direct" if row.metric.gates else "work"
+    """A row's Holm family: the gate's main or wide tier, the direct baseline's (feeds a note), or counted work's
+    (explains)."""
+    if row.gated:
+        return "wide" if row.wide else "gate"
+    return "direct" if row.metric.gates else "work"
 
 
 def compare_runs(
@@ -103,8 +107,12 @@ def compare_runs(
     seed: int = 0,
     use_pairs: bool = True,
     include_interfered: bool = False,
+    gate: Gate | None = None,
 ) -> CompareResult:
     """Compare B (candidate) to A (baseline) per matching case and metric; Holm across the gate.
+
+    ``gate`` (default: ``Gate()``, the cost gate) says which comparisons gate at ``threshold`` and which in
+    its wide tier, at a multiple of it, in a Holm family of their own (``report.compare.gate``).
 
     Two labels of one run are compared paired (by repetition) where a case has >= ``MIN_PAIRS`` pairs,
     two runs unpaired (see the module docstring). use_pairs=False compares one run's labels unpaired too.
@@ -116,6 +124,7 @@ def compare_runs(
         raise CompareError(
             f"A and B are the same {run_name(a)}: give two runs, or two labels with --label-a X --label-b Y"
         )
+    gate = gate or Gate()
     abs_limits = dict(threshold_abs or {})
     trials_a, left_a = leave_out_interfered(a.trials, paired=paired_design, include=include_interfered)
     trials_b, left_b = (trials_a, LeftOut()) if same_run else leave_out_interfered(b.trials, include=include_interfered)
@@ -154,7 +163,9 @@ def compare_runs(
                     f"{case_title(ka)}: {lost} repetition(s) dropped from the pairs (partner failed or missing), "
                     f"{len(trial_pairs)} pairs left"
                 )
+        has_cpu = any(metric_units(ta, m) and metric_units(tb, m) for m in metrics if m.kind == "cpu")
         for metric in metrics:
+            tier = gate.tier(metric, case_has_cpu=has_cpu)
             va, vb = metric_units(ta, metric), metric_units(tb, metric)
             if not va or not vb:
                 if metric.kind == "throughput":
@@ -176,10 +187,11 @@ def compare_runs(
                         )
             label = f"{case_title(ka)} {metric.title}"
             res = _compare(
-                va, vb, metric, threshold=threshold, threshold_abs=abs_limits, confidence=confidence, seed=seed,
-                label=label, paired=paired,
+                va, vb, metric, threshold=gate.threshold(tier, threshold), threshold_abs=abs_limits,
+                confidence=confidence, seed=seed, label=label, paired=paired,
             )  # fmt: skip
-            rows.append(CaseComparison(ka, kb, tunnel, metric, res, case_gated and metric.gates))
+            gated = case_gated and tier != ""
+            rows.append(CaseComparison(ka, kb, tunnel, metric, res, gated, gated and tier == "wide"))
     rows, family_notes = _holm(rows)
     notes.extend(family_notes)
     for r in rows:
@@ -209,6 +221,7 @@ def compare_runs(
         analysis=analysis,
         analysis_reason=reason,
         dropped_pairs=dropped,
+        gate=gate,
     )
 
 

@@ -1,0 +1,90 @@
+"""Which comparisons gate, and at which threshold (`compare --gate`, `run --gate`, `calibrate --gate`).
+
+A CI gate has to see a small change in a short budget, so it should judge the quietest figure of the tunnel's
+speed. On a small shared host that is the tunnel's CPU time per bit, not its throughput: measured A/A on this
+project's 2-vCPU VM (docs/benchmarks/precision.md, "Which quantities are quiet"), the within-pair noise of
+wireguard-go at saturation was 2-4% for CPU per bit of either side and 5-6% for throughput, with the same
+trials. A change that makes the tunnel's code slower moves both: at saturation it spends more CPU per bit,
+and where it is CPU-bound it also moves fewer bits.
+
+Two gates:
+
+* ``cost`` (the default): CPU per bit of client and server, and latency where a workload measures it, gate at
+  the threshold, in one Holm family. Throughput is gated too, but *wide*: at ``wide`` x the threshold, in a
+  Holm family of its own, so its larger noise neither widens the main family's level nor hides behind it.
+  A case with no CPU figure on both sides (CPU not sampled) gates its throughput at the threshold instead,
+  so every case keeps a figure of speed in the main family.
+* ``all``: every metric at the threshold, in one family (what `compare` did before the gate was split).
+
+The gate is pure data; ``tier`` says where one comparison belongs and ``describe`` is the line `compare` prints.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from tunbench.report.compare.metrics import Metric
+
+Tier: TypeAlias = Literal["gate", "wide", ""]
+"""``gate``: the main family, at the threshold; ``wide``: its own family, at the wide threshold; "": shown
+only (counted work, the direct baseline)."""
+
+GATE_NAMES = ("cost", "all")
+DEFAULT_WIDE = 2.0
+"""Throughput's threshold under the ``cost`` gate, as a multiple of the main one: its per-pair noise was
+1.5-2x that of CPU per bit here, so at 2x a budget that reaches the main target reaches this one too."""
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``name``: one of ``GATE_NAMES``; ``wide``: the wide tier's threshold as a multiple of the main one."""
+
+    name: str = "cost"
+    wide: float = DEFAULT_WIDE
+
+    def __post_init__(self) -> None:
+        if self.name not in GATE_NAMES:
+            raise ValueError(f"unknown gate {self.name!r} (expected one of: {', '.join(GATE_NAMES)})")
+        if not (math.isfinite(self.wide) and self.wide >= 1.0):
+            raise ValueError(f"the wide factor must be a number >= 1, got {self.wide}")
+
+    def tier(self, metric: Metric, *, case_has_cpu: bool = True) -> Tier:
+        """Where a comparison of ``metric`` belongs (the direct baseline's rows are the caller's to drop)."""
+        if not metric.gates:
+            return ""
+        if self.name == "cost" and metric.kind == "throughput" and case_has_cpu:
+            return "wide"
+        return "gate"
+
+    def threshold(self, tier: Tier, threshold: float) -> float:
+        """The relative threshold of a tier: the main one, or ``wide`` x it."""
+        return threshold * self.wide if tier == "wide" else threshold
+
+    def describe(self, threshold: float, main: Sequence[str], wide: Sequence[str]) -> str:
+        """The line that says what gates and why, e.g. for the ``cost`` gate at 3%: 'gate: CPU/bit client, CPU/bit
+        server at ±3.0% (...); throughput at ±6.0% (...)'. ``main`` / ``wide``: the metric titles of each tier."""
+        at = f" at {_pct(threshold)}" if threshold > 0 else ""
+        if self.name == "all":
+            return f"gate: every metric{at}, one Holm family (--gate all)"
+        text = f"gate: {', '.join(main) or 'nothing'}{at}"
+        if any(t.startswith("CPU/bit") for t in main):
+            text += " (the tunnel's CPU time per bit: the quietest figure of its speed on a shared host)"
+        if wide:
+            wide_at = f" at {_pct(self.threshold('wide', threshold))}" if threshold > 0 else ""
+            text += (
+                f"; {', '.join(wide)}{wide_at} in a Holm family of its own (noisier per pair; --gate all gates it "
+                "with the rest)"
+            )
+        return text
+
+
+def _pct(x: float) -> str:
+    return f"±{x:.1%}"
+
+
+def parse_gate(text: str, wide: float = DEFAULT_WIDE) -> Gate:
+    """A Gate from a flag's value; ValueError names the choices."""
+    return Gate(text.strip().lower(), wide)

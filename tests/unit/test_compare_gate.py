@@ -1,0 +1,145 @@
+"""The gate's tiers (report/compare/gate.py): CPU per bit gates at the threshold, throughput in a wide tier of
+its own, `--gate all` as before, and a case without CPU figures keeps throughput in the main tier."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tests.unit.report_data import run, trial
+from tunbench.cli import app
+from tunbench.report.compare import (
+    EXIT_REGRESSED,
+    CaseComparison,
+    CompareError,
+    CompareResult,
+    Gate,
+    compare_lines,
+    compare_runs,
+)
+from tunbench.results import RunRecord
+from tunbench.store.db import Store
+
+
+def _ab(*, slower: float, costlier: float, reps: int = 12, cpu: bool = True, seed: int = 3) -> RunRecord:
+    """base and pr in one run, paired by repetition: pr moves `slower` fewer bits and spends `costlier` more
+    CPU per bit on both sides; 1% noise per trial on each figure, 5% drift per round shared by the pair."""
+    rng = np.random.default_rng(seed)
+    trials = []
+    for rep in range(1, reps + 1):
+        drift = 4e9 * rng.lognormal(0.0, 0.05)
+        for label, bits, cost in (("base", 1.0, 1.0), ("pr", 1.0 - slower, 1.0 + costlier)):
+            bps = drift * bits * rng.lognormal(0.0, 0.01)
+            # CPU seconds over the 2 s window, so that CPU per bit = cost x 1e-9 s/bit (x noise)
+            secs = [bps * 2.0 * 1e-9 * cost * rng.lognormal(0.0, 0.01) for _ in range(2)] if cpu else [None, None]
+            trials.append(
+                trial(len(trials) + 1, label, bps, tunnel="wireguard-go", repetition=rep,
+                      cpu_client_s=secs[0], cpu_server_s=secs[1])
+            )  # fmt: skip
+    return run(trials, uid="tbgate00")
+
+
+def _rows(res: CompareResult) -> dict[str, CaseComparison]:
+    return {r.metric.name: r for r in res.rows}
+
+
+def test_cost_gate_holds_cpu_per_bit_at_the_threshold_and_throughput_wide_in_its_own_family() -> None:
+    r = _ab(slower=0.0, costlier=0.0)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    rows = _rows(res)
+    for side in ("client", "server"):
+        cpu = rows[f"cpu_s_per_bit.{side}"]
+        assert cpu.gated and not cpu.wide
+        assert cpu.result.family_size == 2 and cpu.result.threshold == pytest.approx(0.03)
+    thr = rows["throughput_bps"]
+    assert thr.gated and thr.wide
+    assert thr.result.family_size == 1 and thr.result.threshold == pytest.approx(0.06)
+    assert res.exit_code == 0
+
+
+def test_gate_all_holds_every_metric_at_the_threshold_in_one_family() -> None:
+    r = _ab(slower=0.0, costlier=0.0)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate("all"))
+    assert all(x.gated and not x.wide and x.result.family_size == 3 for x in res.rows)
+    assert all(x.result.threshold == pytest.approx(0.03) for x in res.rows)
+
+
+def test_a_4_percent_throughput_loss_fails_the_all_gate_but_not_the_wide_tier() -> None:
+    # the same data: 4.5% fewer bits at the same CPU per bit. Under --gate all it is a regression at 3%; the cost
+    # gate judges throughput against 6% and CPU per bit (unchanged) against 3%.
+    r = _ab(slower=0.045, costlier=0.0)
+    every = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate("all"))
+    assert _rows(every)["throughput_bps"].result.regressed and every.exit_code == EXIT_REGRESSED
+    cost = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    assert not _rows(cost)["throughput_bps"].result.regressed and cost.exit_code == 0
+    assert res_outcome(cost, "throughput_bps") == "unchanged"
+
+
+def test_a_costlier_build_fails_the_cost_gate_on_cpu_per_bit() -> None:
+    r = _ab(slower=0.0, costlier=0.05)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    rows = _rows(res)
+    assert rows["cpu_s_per_bit.client"].result.regressed and rows["cpu_s_per_bit.server"].result.regressed
+    assert res.exit_code == EXIT_REGRESSED
+
+
+def test_a_wide_regression_beyond_its_threshold_still_fails_the_gate() -> None:
+    r = _ab(slower=0.10, costlier=0.0)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    assert _rows(res)["throughput_bps"].result.regressed and res.exit_code == EXIT_REGRESSED
+
+
+def test_a_case_without_cpu_figures_gates_its_throughput_at_the_threshold() -> None:
+    r = _ab(slower=0.04, costlier=0.0, cpu=False)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    thr = _rows(res)["throughput_bps"]
+    assert thr.gated and not thr.wide and thr.result.threshold == pytest.approx(0.03)
+    assert res.exit_code == EXIT_REGRESSED
+
+
+def res_outcome(res: CompareResult, name: str) -> str:
+    return res.outcome(_rows(res)[name])
+
+
+def test_the_gate_line_says_what_gates_at_which_threshold_and_why() -> None:
+    r = _ab(slower=0.0, costlier=0.0)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    line = res.gate_line()
+    assert line.startswith("gate: CPU/bit client, CPU/bit server at ±3.0% (the tunnel's CPU time per bit")
+    assert "throughput at ±6.0% in a Holm family of its own" in line
+    lines = compare_lines(res)
+    assert "gate: CPU/bit client" in lines[-2] and lines[-1].startswith("[bold")
+    assert "throughput: alpha 0.05, threshold 6.0%" in lines[-1]
+    every = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate("all"))
+    assert every.gate_line() == "gate: every metric at ±3.0%, one Holm family (--gate all)"
+
+
+@pytest.mark.parametrize(("name", "wide"), [("speed", 2.0), ("cost", 0.5), ("cost", float("nan"))])
+def test_a_bad_gate_is_refused(name: str, wide: float) -> None:
+    with pytest.raises(ValueError):
+        Gate(name, wide)
+
+
+def test_cli_compare_gate_flags(tmp_path: Path) -> None:
+    db = tmp_path / "gate.db"
+    r = _ab(slower=0.045, costlier=0.0)
+    with Store(db) as store:
+        rid = store.create_run(
+            uid=r.uid, name="pr-1", tunbench_version="0.1.0", provenance=r.provenance, scenario_text="",
+            scenario_hash="", scenario={},
+        )  # fmt: skip
+        for t in r.trials:
+            store.add_trial(rid, t)
+    cli = CliRunner()
+    args = ["compare", "pr-1", "--label-a", "base", "--label-b", "pr", "--threshold", "3%", "--db", str(db)]
+    assert cli.invoke(app, args).exit_code == 0
+    assert cli.invoke(app, [*args, "--gate", "all"]).exit_code == EXIT_REGRESSED
+    assert cli.invoke(app, [*args, "--wide", "1"]).exit_code == EXIT_REGRESSED
+    bad = cli.invoke(app, [*args, "--gate", "speed"])  # main() turns a TunbenchError into its exit status
+    assert isinstance(bad.exception, CompareError) and bad.exception.exit_code == 2
+    assert str(bad.exception) == "--gate: unknown gate 'speed' (expected one of: cost, all)"
+    half = cli.invoke(app, [*args, "--wide", "0.5"])
+    assert isinstance(half.exception, CompareError) and str(half.exception).startswith("--wide: ")
