@@ -130,7 +130,9 @@ def job_env(pg_url: str, base: str, head: str, head_params: str, repeat: int) ->
         "BUILD": f"cp {socat} ./socat",  # each side's "build": its own copy, found by a relative bin=
         "TUNNEL_BASE": f"socat[label=base,bin=../base/socat,commit={base}]",
         "TUNNEL_HEAD": f"socat[label=head,bin=./socat,{head_params}commit={head}]",
-        "REPEAT": str(repeat),
+        "TARGET": "3%",
+        "BUDGET": "2m",
+        "REPEAT": str(repeat),  # the upper bound of pairs: the recipe stops at TARGET, BUDGET or REPEAT
         "DURATION": "1",
         "OMIT": "0",
         "THRESHOLD": "3%",
@@ -139,6 +141,8 @@ def job_env(pg_url: str, base: str, head: str, head_params: str, repeat: int) ->
 
 def recipe_job() -> dict[str, Any]:
     job: dict[str, Any] = yaml.safe_load(RECIPE.read_text())["jobs"]["tunbench"]
+    given = set(job_env("postgresql://x", "b", "h", "", 1)) - set(os.environ)
+    assert set(job["env"]) <= given, f"the recipe's env has keys the test does not set: {set(job['env']) - given}"
     names = [s["name"] for s in job["steps"]]
     assert names[1] == "Build base and head" and names[-1] == "Fail on a significant regression"
     return job

@@ -74,6 +74,9 @@ def test_the_readme_quickstart_with_relative_builds_from_another_directory(tmp_p
     assert f"base (L3, bin={base})" in plan and f"pr (L3, bin={pr})" in plan
     assert "a real run would fail" not in dry.stdout  # both builds found from the relative paths
     assert "verdict:" in compare.stdout
+    said = " ".join(compare.stdout.split())  # the gate it applied, and why, above the verdict
+    assert "gate: CPU/bit client, CPU/bit server at ±3.0% (the tunnel's CPU time per bit" in said, said
+    assert "throughput at ±6.0% in a Holm family of its own" in said, said
     exported = subprocess.run(
         [sys.executable, "-m", "tunbench", "export", "pr-1", "--db", str(db)],
         cwd=here, env=env, capture_output=True, text=True, check=True,

@@ -61,10 +61,12 @@ def _text(lines: list[object]) -> str:
 
 def test_noise_per_metric_pairs_by_repetition_at_the_gates_level_per_tier() -> None:
     noise = noise_per_metric(_aa_run(), pair_s=8.0, overhead_s=5.0, target=0.03)
-    # no server CPU in this run: CPU/bit client alone in the main tier, throughput in the wide one
+    # no server CPU in this run: the tunnel's CPU per bit (its client side's) in the main tier, throughput and
+    # the client side's in the wide one
     assert [(m.title, round(nb.level, 9), nb.target) for m, nb in noise] == [
-        ("CPU/bit client", 0.05, 0.03),
-        ("throughput", 0.05, 0.06),
+        ("CPU/bit tunnel", 0.05, 0.03),
+        ("throughput", 0.025, 0.06),
+        ("CPU/bit client", 0.025, 0.06),
     ]
     for _, nb in noise:
         assert nb.n_pairs == 8
@@ -72,8 +74,9 @@ def test_noise_per_metric_pairs_by_repetition_at_the_gates_level_per_tier() -> N
         assert [p.pairs for p in nb.projections] == [6, 14, 36, 74]  # (budget - 5 s) / 8 s
     every = noise_per_metric(_aa_run(), pair_s=8.0, overhead_s=5.0, target=0.03, gate=Gate("all"))
     assert [(m.title, round(nb.level, 9), nb.target) for m, nb in every] == [
-        ("throughput", 0.025, 0.03),
-        ("CPU/bit client", 0.025, 0.03),
+        ("throughput", round(0.05 / 3, 9), 0.03),
+        ("CPU/bit tunnel", round(0.05 / 3, 9), 0.03),
+        ("CPU/bit client", round(0.05 / 3, 9), 0.03),
     ]
 
 
@@ -82,7 +85,7 @@ def test_the_calibration_is_recorded_with_its_gate() -> None:
     rec = calibration_record(noise, Gate())
     assert rec["gate"] == "cost" and rec["wide"] == 2.0 and rec["pair_s"] == 8.0
     metrics = rec["metrics"]
-    assert isinstance(metrics, dict) and list(metrics) == ["cpu_s_per_bit.client", "throughput_bps"]
+    assert isinstance(metrics, dict) and list(metrics) == ["cpu_s_per_bit", "throughput_bps", "cpu_s_per_bit.client"]
     thr = metrics["throughput_bps"]
     assert thr["target"] == 0.06 and thr["pairs"] == 8 and set(thr["mde_per_budget_s"]) == {"60", "120", "300", "600"}
     json.dumps(rec, allow_nan=False)  # storable as it is
@@ -95,8 +98,8 @@ def test_calibration_prints_the_noise_the_mde_per_budget_the_assumption_and_the_
     for col in ("gate", "pair sd [CI]", "MDE now", "1 min", "2 min", "5 min", "10 min", "for its target"):
         assert col in header
     row = next(line for line in text.splitlines() if "throughput" in line and "±" in line)
-    assert "(14)" in row and "pairs," in row and "±6.0% · 0.05" in row
-    assert "gate: CPU/bit client at ±3.0%" in " ".join(text.split())
+    assert "(14)" in row and "pairs," in row and "±6.0% · 0.025" in row
+    assert "gate: CPU/bit tunnel at ±3.0%" in " ".join(text.split())
     assert "1/sqrt(pairs)" in " ".join(text.split())
     assert "verdict: 0 regressed" in text
 

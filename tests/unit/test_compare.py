@@ -180,7 +180,7 @@ def test_very_noisy_cpu_with_small_threshold_does_not_crash() -> None:
     for i, t in enumerate(b.trials):
         t.metrics["cpu.client.sys_s"] = [0.2, 2.0, 0.4, 1.5, 0.1][i]
     res = compare_runs(a, b, threshold=0.01)
-    cpu = rows_by_metric(res)["cpu_s_per_bit.client"]
+    cpu = rows_by_metric(res)["cpu_s_per_bit"]  # the tunnel's, both sides: the cost gate's main tier
     assert cpu.result.threshold == 0.01
     assert any(w.code == "underpowered" for w in cpu.result.warnings)
 
@@ -248,7 +248,7 @@ def test_table_has_one_row_per_case_and_metric() -> None:
     a = one_case("socat", samples(4e9, 6, 0.02, seed=1), rid=1, uid="tba")
     b = one_case("socat", samples(3e9, 6, 0.02, seed=2), rid=2, uid="tbb")
     table = compare_table(compare_runs(a, b))
-    assert table.row_count == 2  # throughput + client CPU per bit
+    assert table.row_count == 3  # throughput, the tunnel's CPU per bit, its client side's
     assert [c.header for c in table.columns][:2] == ["case", "metric"]
 
 
@@ -460,23 +460,23 @@ def test_change_interval_prints_its_real_coverage_not_95() -> None:
 # ---- multiple comparisons ---------------------------------------------------------------------------
 
 
-def test_holm_keeps_a_lone_p_of_0_03_from_failing_a_gate_of_two_comparisons() -> None:
+def test_holm_keeps_a_lone_p_of_0_03_from_failing_a_gate_of_three_comparisons() -> None:
     # 5 vs 5 with two crossed pairs: exact p = 2 * 4/252 = 0.032 for throughput and for CPU per bit
-    # (same CPU seconds, so CPU per bit mirrors throughput). Unadjusted both would be "worse";
-    # Holm over the 2 gated comparisons gives 0.063 for both: no regression.
+    # (same CPU seconds, so CPU per bit mirrors throughput; the tunnel's is its client side's here).
+    # Unadjusted all would be "worse"; Holm over the 3 gated comparisons (--gate all) gives 0.095: no regression.
     a = one_case("socat", [10e9, 11e9, 12e9, 13e9, 14e9], rid=1, uid="tba")
     b = one_case("socat", [5e9, 6e9, 7e9, 8e9, 11.5e9], rid=2, uid="tbb")
     res = compare_runs(a, b, gate=Gate("all"))
     rows = rows_by_metric(res)
-    assert set(rows) == {"throughput_bps", "cpu_s_per_bit.client"}
+    assert set(rows) == {"throughput_bps", "cpu_s_per_bit", "cpu_s_per_bit.client"}
     for r in rows.values():
         assert r.result.p_value == pytest.approx(8 / 252)
-        assert r.result.p_adjusted == pytest.approx(16 / 252)
-        assert r.result.family_size == 2
+        assert r.result.p_adjusted == pytest.approx(24 / 252)
+        assert r.result.family_size == 3
         assert r.result.verdict == "no significant change"
     assert res.exit_code == 0
     assert "p Holm" in [c.header for c in compare_table(res).columns]
-    assert "0.063" in _render(res)
+    assert "0.095" in _render(res)
 
 
 def test_holm_leaves_clear_regressions_standing() -> None:
@@ -666,8 +666,8 @@ def test_cli_compare_says_paired_for_labels_of_one_run_and_unpaired_for_two_runs
     assert "paired: 10 pairs of the same run, by repetition" in text
     assert "paired t on log ratios" in text and "regression(s) beyond the threshold" in text
     assert "costlier" in text
-    assert "gate: CPU/bit client at ±3.0% (the tunnel's CPU time per bit" in text
-    assert "throughput at ±6.0% in a Holm family of its own" in text
+    assert "gate: CPU/bit tunnel at ±3.0% (the tunnel's CPU time per bit, both sides" in text
+    assert "throughput, CPU/bit client at ±6.0% in a Holm family of their own" in text
     two = runner.invoke(
         app, ["compare", "base", "pr", "--label-a", "old", "--label-b", "new", "--threshold", "3%", "--db", str(db)]
     )
@@ -706,21 +706,23 @@ def _plain(res: CompareResult) -> list[str]:
 
 def test_warnings_of_two_default_runs_are_one_line_per_cause_with_a_count() -> None:
     res = compare_runs(_default_like("tbaaaaaa", 1), _default_like("tbbbbbbb", 2), threshold=0.03)
-    assert len(res.rows) == 38  # 2 direct throughput rows + 12 tunnel cases x 3 metrics
+    assert len(res.rows) == 50  # 2 direct throughput rows + 12 tunnel cases x 4 metrics
     lines = _plain(res)
     warnings = [ln for ln in lines if ln.startswith("warning:") and "settings" not in ln]
     causes = [ln.split(" in ", 1)[0] for ln in warnings]
     assert len(causes) == len(set(causes)), warnings  # one line per cause
     assert len(lines) <= 10, lines  # before: more than 100 lines
     assert any(
-        "too few repetitions for any change to be called significant in all 38 comparison(s)" in ln for ln in lines
+        "too few repetitions for any change to be called significant in all 50 comparison(s)" in ln for ln in lines
     )
     noisy = next(ln for ln in warnings if ln.startswith("warning: noisy (CV >= 5%) in "))
     count = int(re.search(r"in (\d+) comparison\(s\)", noisy).group(1))  # type: ignore[union-attr]
     flagged = {f.subject for f in res.warnings() if f.warning.code == "high-cv"}
     assert count == len(flagged) > 4 and f"and {count - 4} more" in noisy  # 4 named, the rest counted
-    assert lines[-1].startswith("verdict: 0 regressed, 0 improved, 0 unchanged, 36 undecided (")
-    assert "no change is detectable at these repetitions: use --repeat 7 or more" in lines[-1]
+    assert lines[-1].startswith("verdict: 0 regressed, 0 improved, 0 unchanged, 48 undecided (")
+    # the main tier (the tunnel's CPU per bit, 12 cases) needs 6 per side; the wide one (36) 7, as a note says
+    assert "no change is detectable at these repetitions: use --repeat 6 or more" in lines[-1]
+    assert any("36 gated comparisons, Holm-adjusted" in ln and "use --repeat 7 or more" in ln for ln in lines)
 
 
 def _case(label: str, median: float, cv: float, seed: int, reps: int = 8) -> list[float]:
@@ -746,26 +748,26 @@ def _four_outcomes(threshold: float = 0.03) -> CompareResult:
 
 def test_verdict_counts_each_gated_comparison_once_and_matches_the_exit_status() -> None:
     res = _four_outcomes()
-    by_label = {(r.case_a.label, r.metric.kind): res.outcome(r) for r in res.rows}
-    assert by_label == {
-        ("slow", "throughput"): "regressed", ("slow", "cpu"): "regressed",
-        ("fast", "throughput"): "improved", ("fast", "cpu"): "improved",
-        ("same", "throughput"): "unchanged", ("same", "cpu"): "unchanged",
-        ("noisy", "throughput"): "undecided", ("noisy", "cpu"): "undecided",
-    }  # fmt: skip
-    assert res.tally() == {"regressed": 2, "improved": 2, "unchanged": 2, "undecided": 2}
+    outcomes: dict[str, set[str]] = {}
+    for r in res.rows:
+        outcomes.setdefault(r.case_a.label, set()).add(res.outcome(r))
+    assert outcomes == {"slow": {"regressed"}, "fast": {"improved"}, "same": {"unchanged"}, "noisy": {"undecided"}}
+    assert res.tally() == {"regressed": 3, "improved": 3, "unchanged": 3, "undecided": 3}  # 3 metrics per case
     assert res.exit_code == EXIT_REGRESSED
     last = _plain(res)[-1]
-    assert last.startswith("verdict: 2 regressed, 2 improved, 2 unchanged, 2 undecided (unpaired Mann-Whitney U, ")
-    assert "Holm over 4 at alpha 0.05, threshold 3.0%; throughput: Holm over 4 at alpha 0.05, threshold 6.0%; " in last
-    assert "; smallest detectable change ±" in last and "(throughput: ±" in last
+    assert last.startswith("verdict: 3 regressed, 3 improved, 3 unchanged, 3 undecided (unpaired Mann-Whitney U, ")
+    assert (
+        "Holm over 4 at alpha 0.05, threshold 3.0%; throughput, CPU/bit client: Holm over 8 at alpha 0.05, "
+        "threshold 6.0%; " in last
+    )
+    assert "; smallest detectable change ±" in last and "(throughput, CPU/bit client: ±" in last
     assert last.endswith(f"→ exit {EXIT_REGRESSED}, regression")
 
 
 def test_without_a_threshold_a_finite_mde_is_enough_for_unchanged() -> None:
     res = _four_outcomes(threshold=0.0)
-    assert res.tally()["undecided"] == 0 and res.tally()["unchanged"] == 4
-    mdes = sorted(r.result.min_detectable_effect for r in res.rows)
+    assert res.tally()["undecided"] == 0 and res.tally()["unchanged"] == 6
+    mdes = sorted(r.result.min_detectable_effect for r in res.rows if not r.wide)
     assert f"smallest detectable change ±{mdes[0]:.1%} to ±{mdes[-1]:.1%}" in _plain(res)[-1]
 
 
@@ -782,7 +784,7 @@ def test_cli_compare_ends_with_the_verdict_line(ab_store: Path) -> None:
     slow = CliRunner().invoke(app, ["compare", "fast", "slow", "--db", str(ab_store), "--threshold", "3%"])
     assert slow.exit_code == EXIT_REGRESSED
     last = " ".join(slow.output.strip().splitlines()[-3:])  # the terminal may wrap it
-    assert re.search(r"verdict: 2 regressed, 0 improved, 0 unchanged, 0 undecided .*→ exit 1, regression$", last)
+    assert re.search(r"verdict: 3 regressed, 0 improved, 0 unchanged, 0 undecided .*→ exit 1, regression$", last)
 
 
 def test_warm_windows_are_compared_as_one_pair_per_pair_of_bring_ups() -> None:
@@ -825,7 +827,7 @@ def test_cli_compare_target_says_the_mde_reached_and_what_reaches_the_target(tmp
     far = runner.invoke(app, [*base, "--target", "1%"])
     text = " ".join(far.output.split())
     assert re.search(r"MDE reached: ±[0-9.]+% \(the largest of 1 gated: ", text), text
-    assert re.search(r"MDE reached: ±[0-9.]+% \(the largest of 1 in the wide tier: .* throughput\); ", text), text
+    assert re.search(r"MDE reached: ±[0-9.]+% \(the largest of 2 in the wide tier: .*\); ", text), text
     m = re.search(
         r"for ±1\.0% about (\d+) pairs in all, (\d+) more; at this run's pace \(6\.5 s per repetition\)", text
     )

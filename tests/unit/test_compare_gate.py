@@ -50,20 +50,20 @@ def test_cost_gate_holds_cpu_per_bit_at_the_threshold_and_throughput_wide_in_its
     r = _ab(slower=0.0, costlier=0.0)
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
     rows = _rows(res)
-    for side in ("client", "server"):
-        cpu = rows[f"cpu_s_per_bit.{side}"]
-        assert cpu.gated and not cpu.wide
-        assert cpu.result.family_size == 2 and cpu.result.threshold == pytest.approx(0.03)
-    thr = rows["throughput_bps"]
-    assert thr.gated and thr.wide
-    assert thr.result.family_size == 1 and thr.result.threshold == pytest.approx(0.06)
+    total = rows["cpu_s_per_bit"]
+    assert total.metric.title == "CPU/bit tunnel" and total.gated and not total.wide
+    assert total.result.family_size == 1 and total.result.threshold == pytest.approx(0.03)
+    for name in ("throughput_bps", "cpu_s_per_bit.client", "cpu_s_per_bit.server"):
+        wide = rows[name]
+        assert wide.gated and wide.wide
+        assert wide.result.family_size == 3 and wide.result.threshold == pytest.approx(0.06)
     assert res.exit_code == 0
 
 
 def test_gate_all_holds_every_metric_at_the_threshold_in_one_family() -> None:
     r = _ab(slower=0.0, costlier=0.0)
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate("all"))
-    assert all(x.gated and not x.wide and x.result.family_size == 3 for x in res.rows)
+    assert all(x.gated and not x.wide and x.result.family_size == 4 for x in res.rows)
     assert all(x.result.threshold == pytest.approx(0.03) for x in res.rows)
 
 
@@ -78,12 +78,25 @@ def test_a_4_percent_throughput_loss_fails_the_all_gate_but_not_the_wide_tier() 
     assert res_outcome(cost, "throughput_bps") == "unchanged"
 
 
-def test_a_costlier_build_fails_the_cost_gate_on_cpu_per_bit() -> None:
-    r = _ab(slower=0.0, costlier=0.05)
+def test_a_costlier_build_fails_the_cost_gate_on_the_tunnels_cpu_per_bit() -> None:
+    r = _ab(slower=0.0, costlier=0.045)
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
     rows = _rows(res)
-    assert rows["cpu_s_per_bit.client"].result.regressed and rows["cpu_s_per_bit.server"].result.regressed
-    assert res.exit_code == EXIT_REGRESSED
+    assert rows["cpu_s_per_bit"].result.regressed and res.exit_code == EXIT_REGRESSED
+    # each side alone is judged at 6%: 4.5% costlier is not beyond it
+    assert not rows["cpu_s_per_bit.client"].result.regressed and not rows["cpu_s_per_bit.server"].result.regressed
+
+
+def test_the_tunnels_cpu_per_bit_is_the_sum_of_the_sides() -> None:
+    from tunbench.report.compare import metrics_for
+
+    r = _ab(slower=0.0, costlier=0.0, reps=3)
+    by_name = {m.name: m for m in metrics_for(r.trials, ("cpu",))}
+    for t in r.trials:
+        total = by_name["cpu_s_per_bit"].value(t)
+        sides = [by_name[f"cpu_s_per_bit.{side}"].value(t) for side in ("client", "server")]
+        assert total is not None and None not in sides
+        assert total == pytest.approx(sum(x for x in sides if x is not None))
 
 
 def test_a_wide_regression_beyond_its_threshold_still_fails_the_gate() -> None:
@@ -108,13 +121,28 @@ def test_the_gate_line_says_what_gates_at_which_threshold_and_why() -> None:
     r = _ab(slower=0.0, costlier=0.0)
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
     line = res.gate_line()
-    assert line.startswith("gate: CPU/bit client, CPU/bit server at ±3.0% (the tunnel's CPU time per bit")
-    assert "throughput at ±6.0% in a Holm family of its own" in line
+    assert line.startswith("gate: CPU/bit tunnel at ±3.0% (the tunnel's CPU time per bit, both sides")
+    assert "; throughput, CPU/bit client, CPU/bit server at ±6.0% in a Holm family of their own" in line
     lines = compare_lines(res)
-    assert "gate: CPU/bit client" in lines[-2] and lines[-1].startswith("[bold")
-    assert "throughput: alpha 0.05, threshold 6.0%" in lines[-1]
+    assert "gate: CPU/bit tunnel" in lines[-2] and lines[-1].startswith("[bold")
+    assert "throughput, CPU/bit client, CPU/bit server: Holm over 3 at alpha 0.05, threshold 6.0%" in lines[-1]
     every = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate("all"))
     assert every.gate_line() == "gate: every metric at ±3.0%, one Holm family (--gate all)"
+
+
+def test_a_case_measured_on_one_side_only_gates_that_sides_cpu_as_the_tunnels() -> None:
+    rng = np.random.default_rng(4)
+    trials = []
+    for rep in range(1, 9):
+        for label, cost in (("base", 1.0), ("pr", 1.05)):
+            bps = 4e9 * rng.lognormal(0.0, 0.01)
+            trials.append(trial(len(trials) + 1, label, bps, tunnel="socat", repetition=rep,
+                                cpu_client_s=bps * 2e-9 * cost))  # fmt: skip
+    r = run(trials, uid="tbone000")
+    rows = _rows(compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03))
+    assert "cpu_s_per_bit.server" not in rows
+    assert rows["cpu_s_per_bit"].result.change == pytest.approx(rows["cpu_s_per_bit.client"].result.change)
+    assert rows["cpu_s_per_bit"].result.regressed
 
 
 @pytest.mark.parametrize(("name", "wide"), [("speed", 2.0), ("cost", 0.5), ("cost", float("nan"))])

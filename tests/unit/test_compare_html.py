@@ -119,7 +119,12 @@ def test_page_puts_verdicts_counted_work_and_flamegraph_in_one_case_section() ->
     assert 'id="case-0-fg-client-frames"' in section
     assert "refused: the stacks were not sampled at one rate" in section  # the server side says why it has none
     assert section.index("case-0-verdicts") < section.index("case-0-fg-client")  # the verdicts, then beside them
-    assert 'id="verdict">verdict: 2 regressed' in page  # throughput, and so CPU per bit
+    assert 'id="verdict">verdict: 3 regressed' in page  # throughput, and so CPU per bit (the tunnel's, its client's)
+    # what gated and why sits with the verdict, not among the warnings; the wide tier is marked in the table
+    head = page.split('id="verdict"')[1].split("</section>")[0]
+    assert '<p class="meta">gate: CPU/bit tunnel (the tunnel&#x27;s CPU time per bit, both sides' in head
+    assert "gate: " not in page.split('class="warnings"')[-1].split("</div>")[0]
+    assert "throughput</td>" in verdicts.group(0) and 'slower <span class="note">(wide)</span>' in verdicts.group(0)
 
 
 def test_page_without_stacks_says_how_to_record_them() -> None:

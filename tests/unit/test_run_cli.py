@@ -340,6 +340,7 @@ AA = ["-t", "wireguard-go[label=a]", "-t", "wireguard-go[label=b]", "--no-direct
         (["--cpuset", "half", *AA], "--cpuset"),
         (["--cpuset", "client=0,router=1", *AA], "run.cpuset"),
         (["--cpuset", "client=0-", *AA], "run.cpuset"),
+        (["--gate", "speed", "--target-mde", "3%", "--budget", "2m", *AA], "unknown gate 'speed'"),
     ],
 )
 def test_bad_precision_and_placement_flags_name_the_flag(

@@ -120,8 +120,9 @@ def calibrate(
     a pair starts only if, at the pace so far, it ends within the budget. The run is stored like any other,
     named calibrate-<tunnel>.
 
-    Then, per metric (CPU per bit of client and server, throughput) and as the gate will judge it (--gate
-    cost: CPU per bit at --target, Holm over the two; throughput in a family of its own at twice --target):
+    Then, per metric (the tunnel's CPU per bit, throughput, each side's CPU per bit) and as the gate will
+    judge it (--gate cost: the tunnel's CPU per bit at --target; the others in a family of their own at
+    twice --target):
     the CV of one trial, the SD of the within-pair log ratio ln(b/a) (the noise a paired `compare` sees
     through), the MDE at the pairs measured, and the MDE projected to 1, 2, 5 and 10 minutes, with the
     budget that reaches each metric's target. MDE: the change a paired comparison detects with 80% power at
@@ -258,7 +259,7 @@ def noise_per_metric(
     run would gate it (``report.compare.gate``): at Holm's level over the metrics of its tier, against the
     tier's target (the wide tier's: ``wide`` x `target`). Main-tier metrics come first. Pairs with an
     interfered trial are left out (``report.summary.leave_out_interfered``) unless `include_interfered`."""
-    from tunbench.report.compare import Gate, metrics_for, pair_trials, pair_values
+    from tunbench.report.compare import CPU_TOTAL, Gate, metrics_for, pair_trials, pair_values
     from tunbench.report.summary import leave_out_interfered
     from tunbench.stats import noise_budget
 
@@ -272,7 +273,7 @@ def noise_per_metric(
         va, vb = pair_values(trial_pairs, metric)
         if len(va) >= MIN_PAIRS and min(va + vb) > 0.0:
             values.append((metric, va, vb))
-    has_cpu = any(m.kind == "cpu" for m, _, _ in values)
+    has_cpu = any(m.name == CPU_TOTAL for m, _, _ in values)
     tiers = {m.name: gate.tier(m, case_has_cpu=has_cpu) for m, _, _ in values}
     family = {t: sum(1 for x in tiers.values() if x == t) for t in set(tiers.values())}
     values.sort(key=lambda v: tiers[v[0].name] == "wide")

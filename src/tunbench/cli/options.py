@@ -42,10 +42,10 @@ GateOpt = Annotated[
     str,
     typer.Option(
         "--gate",
-        help="Which comparisons gate: cost (default): CPU per bit of client and server (and latency) at the "
-        "threshold, the quietest figure of the tunnel's speed on a shared host, and throughput at 2x the "
-        "threshold in a Holm family of its own; all: every metric at the threshold, one family "
-        "(docs/precision.md, the gate).",
+        help="Which comparisons gate: cost (default): the tunnel's CPU per bit, client and server together (and "
+        "latency), at the threshold, the quietest figure of its speed on a shared host, and throughput and each "
+        "side's CPU per bit at 2x the threshold in a Holm family of their own; all: every metric at the "
+        "threshold, one family (docs/precision.md, the gate).",
     ),
 ]
 

@@ -186,8 +186,9 @@ def compare(
         float,
         typer.Option(
             "--wide",
-            help="The gate's wide tier (throughput under --gate cost) is judged at this multiple of --threshold "
-            "(and of --target). Default: 2.",
+            help="The gate's wide tier (throughput and each side's CPU per bit under --gate cost) is judged at "
+            "this multiple of --threshold "
+            "(and of --target).",
         ),
     ] = 2.0,
     db: DbOpt = DEFAULT_DB,
@@ -197,9 +198,13 @@ def compare(
 
     Changes are relative (median(B) / median(A) - 1), except for signed metrics (latency increase under
     load) and data with a value <= 0: those are absolute, median(B) - median(A) in the metric's unit, and
-    take --threshold-ms instead of the relative --threshold. Verdicts use p-values Holm-adjusted across
-    every comparison that gates, so that by the test a false verdict anywhere in the comparison has at most
-    alpha's chance (0.05) when trials are independent. Measured on this project's 2-core VM with the earlier
+    take --threshold-ms instead of the relative --threshold. What gates (--gate cost, the default): the
+    tunnel's CPU per bit, client and server together (and latency), at the threshold, the quietest figure
+    of its speed on a shared host, and throughput and each side's CPU per bit at --wide (2) times the
+    threshold in a family of their own; --gate all: every metric at the threshold. A line above the
+    verdict says which. Verdicts use p-values Holm-adjusted within each family, so that by the test a false
+    verdict in a family has at most alpha's chance (0.05) when trials are independent. Measured on this
+    project's 2-core VM with the earlier
     signed-rank verdict (A/A runs of 8 pairs of 1 s, scripts/aa_rate.py, docs/benchmarks/precision.md): false
     verdicts in 2 of 112 runs placed (--cpuset split; 1.8%, 95% CI 0.2-6.3%), 7 of 90 unplaced (7.8%, CI
     3.2-15.4%).

@@ -156,7 +156,8 @@ def _stop_plan(goal: float | None, budget: str | None, plan: Any, gate: Any = No
     tiers = (
         "every gated comparison (--gate all)"
         if gate.name == "all"
-        else f"CPU/bit client and server (--gate cost; throughput's at most ±{gate.threshold('wide', goal):.1%})"
+        else f"the tunnel's CPU/bit (--gate cost; throughput's and each side's at most "
+        f"±{gate.threshold('wide', goal):.1%})"
     )
     return (
         f"target ±{goal:.1%}".replace(".0%", "%") + f" within {budget}: pairs until the largest paired MDE of "
@@ -324,8 +325,9 @@ def run(
         typer.Option(
             "--target-mde",
             help="Stop once the paired comparison of the run's two tunnel labels can detect this change, e.g. "
-            "3%: the largest MDE of the gated comparisons (--gate cost: CPU/bit client and server, Holm's level) "
-            "at most this, and throughput's at most twice this. Needs --budget and exactly two tunnels (labels) "
+            "3%: the largest MDE of the gated comparisons (--gate cost: the tunnel's CPU per bit, client and "
+            "server together) at most this, and the wide tier's (throughput, each side's CPU per bit) at most "
+            "twice this. Needs --budget and exactly two tunnels (labels) "
             "besides direct; --repeat is then the "
             "upper bound (default: as many pairs as the budget could hold). Stops on precision, never on "
             "significance. Places each side on a CPU of its own (--cpuset split) unless --cpuset or the "

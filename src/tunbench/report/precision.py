@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tunbench.report.compare import CompareResult, Gate, metrics_for, pair_trials, pair_values
+from tunbench.report.compare import CPU_TOTAL, CompareResult, Gate, metrics_for, pair_trials, pair_values
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats.compare import required_repetitions
 from tunbench.stats.paired import required_pairs
@@ -52,7 +52,7 @@ def gated_pairs(
             continue
         pairs, _ = pair_trials(sides[label_a], sides[label_b])
         values = {m.name: pair_values(pairs, m) for m in metrics}
-        has_cpu = any(values[m.name][0] for m in metrics if m.kind == "cpu")
+        has_cpu = bool(values.get(CPU_TOTAL, ([], []))[0])
         for metric in metrics:
             va, vb = values[metric.name]
             tier = gate.tier(metric, case_has_cpu=has_cpu)

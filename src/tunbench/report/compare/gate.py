@@ -1,20 +1,23 @@
 """Which comparisons gate, and at which threshold (`compare --gate`, `run --gate`, `calibrate --gate`).
 
 A CI gate has to see a small change in a short budget, so it should judge the quietest figure of the tunnel's
-speed. On a small shared host that is the tunnel's CPU time per bit, not its throughput: measured A/A on this
-project's 2-vCPU VM (docs/benchmarks/precision.md, "Which quantities are quiet"), the within-pair noise of
-wireguard-go at saturation was 2-4% for CPU per bit of either side and 5-6% for throughput, with the same
-trials. A change that makes the tunnel's code slower moves both: at saturation it spends more CPU per bit,
-and where it is CPU-bound it also moves fewer bits.
+speed. On a small shared host that is the tunnel's CPU time per bit, not its throughput, and the quietest of
+the CPU figures is the tunnel's whole CPU per bit, client and server side together. Measured A/A on this
+project's 2-vCPU VM (docs/benchmarks/precision.md), the within-pair noise of wireguard-go at saturation was
+3-5% for CPU per bit of either side, a little less for both together (their noises are correlated, +0.8, but
+not fully) and 5-7% for throughput, with the same trials; one gated figure also needs no Holm share. A change
+that makes the tunnel's code slower moves all of them: at saturation it spends more CPU per bit, and where it
+is CPU-bound it also moves fewer bits.
 
 Two gates:
 
-* ``cost`` (the default): CPU per bit of client and server, and latency where a workload measures it, gate at
-  the threshold, in one Holm family. Throughput is gated too, but *wide*: at ``wide`` x the threshold, in a
-  Holm family of its own, so its larger noise neither widens the main family's level nor hides behind it.
-  A case with no CPU figure on both sides (CPU not sampled) gates its throughput at the threshold instead,
-  so every case keeps a figure of speed in the main family.
-* ``all``: every metric at the threshold, in one family (what `compare` did before the gate was split).
+* ``cost`` (the default): the tunnel's CPU per bit (``CPU/bit tunnel``, both sides), and latency where a
+  workload measures it, gate at the threshold, in one Holm family. Throughput and each side's CPU per bit are
+  gated too, but *wide*: at ``wide`` x the threshold, in a Holm family of their own, so their larger noise
+  neither widens the main family's level nor hides behind it, and a large one-sided or speed regression
+  still fails. A case with no CPU figure (CPU not sampled) gates its throughput at the threshold instead, so
+  every case keeps a figure of speed in the main family.
+* ``all``: every metric at the threshold, in one family.
 
 The gate is pure data; ``tier`` says where one comparison belongs and ``describe`` is the line `compare` prints.
 """
@@ -26,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from tunbench.report.compare.metrics import Metric
+from tunbench.report.compare.metrics import CPU_TOTAL, Metric
 
 Tier: TypeAlias = Literal["gate", "wide", ""]
 """``gate``: the main family, at the threshold; ``wide``: its own family, at the wide threshold; "": shown
@@ -34,8 +37,9 @@ only (counted work, the direct baseline)."""
 
 GATE_NAMES = ("cost", "all")
 DEFAULT_WIDE = 2.0
-"""Throughput's threshold under the ``cost`` gate, as a multiple of the main one: its per-pair noise was
-1.5-2x that of CPU per bit here, so at 2x a budget that reaches the main target reaches this one too."""
+"""The wide tier's threshold under the ``cost`` gate, as a multiple of the main one: throughput's per-pair noise
+was 1.5-2x that of the tunnel's CPU per bit here, so at 2x a budget that reaches the main target reaches this
+one too."""
 
 
 @dataclass(frozen=True)
@@ -52,12 +56,13 @@ class Gate:
             raise ValueError(f"the wide factor must be a number >= 1, got {self.wide}")
 
     def tier(self, metric: Metric, *, case_has_cpu: bool = True) -> Tier:
-        """Where a comparison of ``metric`` belongs (the direct baseline's rows are the caller's to drop)."""
+        """Where a comparison of ``metric`` belongs (the direct baseline's rows are the caller's to drop).
+        ``case_has_cpu``: the case has the tunnel's CPU per bit on both sides of the comparison."""
         if not metric.gates:
             return ""
-        if self.name == "cost" and metric.kind == "throughput" and case_has_cpu:
-            return "wide"
-        return "gate"
+        if self.name == "all" or metric.name == CPU_TOTAL or metric.kind not in ("throughput", "cpu"):
+            return "gate"
+        return "wide" if case_has_cpu else "gate"
 
     def threshold(self, tier: Tier, threshold: float) -> float:
         """The relative threshold of a tier: the main one, or ``wide`` x it."""
@@ -71,12 +76,13 @@ class Gate:
             return f"gate: every metric{at}, one Holm family (--gate all)"
         text = f"gate: {', '.join(main) or 'nothing'}{at}"
         if any(t.startswith("CPU/bit") for t in main):
-            text += " (the tunnel's CPU time per bit: the quietest figure of its speed on a shared host)"
+            text += " (the tunnel's CPU time per bit, both sides: the quietest figure of its speed on a shared host)"
         if wide:
             wide_at = f" at {_pct(self.threshold('wide', threshold))}" if threshold > 0 else ""
+            own, them = ("its", "it") if len(wide) == 1 else ("their", "them")
             text += (
-                f"; {', '.join(wide)}{wide_at} in a Holm family of its own (noisier per pair; --gate all gates it "
-                "with the rest)"
+                f"; {', '.join(wide)}{wide_at} in a Holm family of {own} own (noisier per pair; --gate all gates "
+                f"{them} with the rest)"
             )
         return text
 

@@ -1,5 +1,6 @@
 """The metrics compare judges: how each is read from a trial, which way is better, how it is shown, whether
-it gates (throughput, CPU per bit per side, latency; counted work, which explains and never gates).
+it gates (throughput, CPU per bit of the tunnel and per side, latency; counted work, which explains and never
+gates; which of them gate at which threshold is ``gate``'s).
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ def _cpu_per_bit(role: str) -> Callable[[TrialRecord], float | None]:
     return value
 
 
+def _cpu_per_bit_total(t: TrialRecord) -> float | None:
+    """The CPU seconds per bit of all the tunnel's processes, client and server side together: the sum of the
+    sides' CPU per bit (one throughput, one window), over the sides that have tunnel processes."""
+    sides = [_cpu_per_bit(role)(t) for role in ROLES]
+    present = [x for x in sides if x is not None]
+    return sum(present) if present else None
+
+
+CPU_TOTAL = "cpu_s_per_bit"
+"""The name of the tunnel's CPU per bit, both sides together (`CPU/bit tunnel`): what the default gate holds."""
+
+
 def _metric_value(name: str) -> Callable[[TrialRecord], float | None]:
     return lambda t: t.metrics.get(name)
 
@@ -74,11 +87,16 @@ ABSOLUTE_PREFIXES = ("latency.increase_",)
 
 
 def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS) -> list[Metric]:
-    """The metrics to compare: throughput, CPU per bit per role, and any ``latency.*_ms`` metric present."""
+    """The metrics to compare: throughput, CPU per bit of the tunnel (both sides together) and per role, and any
+    ``latency.*_ms`` metric present."""
     out: list[Metric] = []
     if "throughput" in kinds:
         out.append(THROUGHPUT)
     if "cpu" in kinds:
+        out.append(
+            Metric(CPU_TOTAL, "CPU/bit tunnel", "cpu", False, _cpu_per_bit_total, _fmt_cpu_per_bit, "cheaper",
+                   "costlier", unit="s/Gbit", scale=1e9)
+        )  # fmt: skip
         for role in ROLES:
             out.append(
                 Metric(

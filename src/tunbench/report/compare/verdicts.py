@@ -9,7 +9,7 @@ from dataclasses import replace
 from tunbench.report.compare.format import fmt_change
 from tunbench.report.compare.gate import Gate
 from tunbench.report.compare.load import run_name
-from tunbench.report.compare.metrics import METRIC_KINDS, Metric, metrics_for
+from tunbench.report.compare.metrics import CPU_TOTAL, METRIC_KINDS, Metric, metrics_for
 from tunbench.report.compare.pairing import by_case, match_cases, metric_units, pair_trials, pair_values
 from tunbench.report.compare.repetitions import repetitions_for
 from tunbench.report.compare.result import CaseComparison, CompareError, CompareResult
@@ -163,7 +163,7 @@ def compare_runs(
                     f"{case_title(ka)}: {lost} repetition(s) dropped from the pairs (partner failed or missing), "
                     f"{len(trial_pairs)} pairs left"
                 )
-        has_cpu = any(metric_units(ta, m) and metric_units(tb, m) for m in metrics if m.kind == "cpu")
+        has_cpu = any(metric_units(ta, m) and metric_units(tb, m) for m in metrics if m.name == CPU_TOTAL)
         for metric in metrics:
             tier = gate.tier(metric, case_has_cpu=has_cpu)
             va, vb = metric_units(ta, metric), metric_units(tb, metric)

@@ -104,7 +104,13 @@ def _table(rows: list[CaseComparison], tid: str) -> str:
         cls = {"better": "ok", "worse": "bad"}.get(c.verdict, "")
         # counted work never gates (its heading says so); a direct baseline's row does not either
         shown_gated = r.gated or r.metric.kind == "work"
-        verdict = _e(r.verdict_text) + ("" if shown_gated else ' <span class="note">(not gated)</span>')
+        verdict = _e(r.verdict_text) + (
+            ' <span class="note">(wide)</span>'
+            if r.wide
+            else ""
+            if shown_gated
+            else ' <span class="note">(not gated)</span>'
+        )
         cells = [
             _e(r.metric.fmt(c.baseline.median / r.metric.scale)),
             _e(r.metric.fmt(c.candidate.median / r.metric.scale)),
@@ -181,7 +187,8 @@ def render_comparison(result: CompareResult, diffs: list[Diff] | None, extra_lin
     template = Template(resources.files("tunbench.report").joinpath("templates/report.html").read_text("utf-8"))
     family = max((r.result.family_size for r in result.rows if r.gated), default=1)
     *notes, verdict = [_plain(line) for line in compare_lines(result)]
-    notes += list(extra_lines)
+    gate = [n for n in notes if n.startswith("gate: ")]  # what gated and why: beside the verdict, not a warning
+    notes = [n for n in notes if n not in gate] + list(extra_lines)
     by_case: dict[tuple[CaseKey, CaseKey], list[Diff]] = {}
     for d in diffs or []:
         by_case.setdefault((d.case_a, d.case_b), []).append(d)
@@ -196,6 +203,7 @@ def render_comparison(result: CompareResult, diffs: list[Diff] | None, extra_lin
     verdict_cls = "bad" if result.exit_code else "warn" if result.tally()["undecided"] else "ok"
     head = [
         f'<p class="verdict {verdict_cls}" id="verdict">{_e(verdict)}</p>',
+        *(f'<p class="meta">{_e(line)}</p>' for line in gate),
         f'<p class="meta">{_e(caption(result, family))}</p>',
     ]
     if notes:

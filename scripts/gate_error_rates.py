@@ -1,0 +1,295 @@
+"""The default gate's error rates, measured (issue 31, step 4): A/A runs of the README's A/B line as written,
+A/B runs against a wireguard-go slowed by a known amount, and the long reference run that sizes it.
+
+Every comparison is appended to a JSON-lines file (default docs/benchmarks/data/gate-runs.jsonl), one record
+per run, so sittings on other days add to the same count; `summary` reads them all.
+
+    # A/A: the README's line with the same binary on both sides, N times (each run 2 minutes)
+    .venv/bin/python scripts/gate_error_rates.py aa --runs 5
+    # the reference: one long run of the plain patched build against spin levels (scripts/build_wg_spin.sh)
+    .venv/bin/python scripts/gate_error_rates.py --db ref.db reference --minutes 21 --spin 400,500
+    # power: the README's line, base = spin off, pr = spin N
+    .venv/bin/python scripts/gate_error_rates.py ab --runs 10 --spin 350
+    .venv/bin/python scripts/gate_error_rates.py summary
+    # what the noise of the runs kept in a store is made of (per-pair SDs, correlations)
+    .venv/bin/python scripts/gate_error_rates.py --db DB noise
+
+Each run takes the measurement lock (/tmp/tunbench-measure.lock) for itself, so other measurements wait and
+do not overlap. Runs as root with the project's interpreter (PYTHONPATH=src when run from a checkout).
+The README's line (what `aa` and `ab` run, with the sides' binaries filled in):
+
+    tunbench run -t 'wireguard-go[bin=BASE,label=base]' -t 'wireguard-go[bin=PR,label=pr]' --no-direct \\
+        --direction up --duration 2 --omit 1 --target-mde 3% --budget 2m --redo-interfered --name NAME
+    tunbench compare NAME --label-a base --label-b pr --threshold 3% --target 3%
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from scipy.stats import binomtest
+
+from tunbench.report.compare import compare_runs
+from tunbench.store.db import Store
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "docs/benchmarks/data/gate-runs.jsonl"
+LOCK = "/tmp/tunbench-measure.lock"
+SPIN_DIR = Path("/var/tmp/wg-spin")
+RECIPE = [
+    "--no-direct", "--direction", "up", "--duration", "2", "--omit", "1", "--target-mde", "3%", "--budget", "2m",
+    "--redo-interfered",
+]  # fmt: skip
+THRESHOLD = 0.03
+EXTRA: list[str] = []  # --extra: flags added to the recipe (to try a variant; recorded with each run)
+
+
+def tunbench() -> list[str]:
+    return [sys.executable, "-m", "tunbench"]
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def spin_bin(n: int) -> str:
+    """A wrapper that runs the patched build with `n` spin steps per packet (0: off), made once."""
+    if not (SPIN_DIR / "wireguard-go").exists():
+        sys.exit(f"{SPIN_DIR}/wireguard-go is missing: run scripts/build_wg_spin.sh first")
+    path = SPIN_DIR / f"wireguard-go-spin{n}"
+    if not path.exists():
+        path.write_text(
+            f'#!/bin/sh\nTB_SPIN_ITERS={n}\nexport TB_SPIN_ITERS\nexec "$(dirname "$0")/wireguard-go" "$@"\n'
+        )
+        path.chmod(0o755)
+    return str(path)
+
+
+def measure(args: list[str], db: Path) -> tuple[float, str]:
+    """One `tunbench run` under the lock; (its wall time, its output)."""
+    start = time.monotonic()
+    proc = subprocess.run(
+        ["flock", LOCK, *tunbench(), "run", *args, "--db", str(db)], capture_output=True, text=True, check=False
+    )
+    wall = time.monotonic() - start
+    if proc.returncode not in (0, 4):
+        sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
+        sys.exit(f"tunbench run exited {proc.returncode}")
+    return wall, proc.stdout
+
+
+def judged(db: Path, name: str, label_a: str, label_b: str) -> dict[str, Any]:
+    """compare's paired verdicts on one run (as `compare NAME --label-a A --label-b B --threshold 3%`)."""
+    with Store(db) as store:
+        run = store.find_run(name)
+    res = compare_runs(run, run, label_a=label_a, label_b=label_b, threshold=THRESHOLD)
+    metrics = {}
+    for r in res.rows:
+        c = r.result
+        metrics[r.metric.name] = {
+            "tier": "wide" if r.wide else "gate" if r.gated else "",
+            "change": c.change,
+            "ci": [c.ci_low, c.ci_high],
+            "p_adjusted": c.p_adjusted,
+            "mde": c.min_detectable_effect,
+            "threshold": c.threshold,
+            "pairs": c.n_pairs,
+            "pair_sd": c.pair_sd,
+            "outcome": res.outcome(r),
+            "significant": c.significant,
+        }
+    return {"metrics": metrics, "exit": res.exit_code, "gate": res.gate_line()}
+
+
+def record(rec: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a") as f:
+        f.write(json.dumps(rec, allow_nan=True) + "\n")
+
+
+def one(kind: str, base: str, pr: str, db: Path, out: Path, extra: dict[str, Any]) -> dict[str, Any]:
+    name = f"gate-{kind}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}"
+    tunnels = ["-t", f"wireguard-go[bin={base},label=base]", "-t", f"wireguard-go[bin={pr},label=pr]"]
+    started = datetime.now(UTC).isoformat(timespec="seconds")
+    wall, text = measure([*tunnels, *RECIPE, *EXTRA, "--name", name], db)
+    stop = re.search(r"stopped (at the target|at the budget|after the planned repetitions)", text)
+    rec = {
+        "kind": kind, "name": name, "started": started, "commit": commit(), "wall_s": round(wall, 1),
+        "stopped": stop.group(1) if stop else "", "extra": " ".join(EXTRA), **extra, **judged(db, name, "base", "pr"),
+    }  # fmt: skip
+    record(rec, out)
+    return rec
+
+
+def line(rec: dict[str, Any]) -> str:
+    parts = []
+    for name, m in rec["metrics"].items():
+        if m["tier"]:
+            parts.append(f"{name.split('.')[-1][:6]} {m['change']:+.1%} mde ±{m['mde']:.1%} {m['outcome']}")
+    return f"{rec['name']}: {rec['wall_s']:.0f} s, {rec.get('stopped', '')}; " + "; ".join(parts)
+
+
+def cmd_runs(kind: str, args: argparse.Namespace) -> None:
+    if kind == "aa":
+        base = pr = args.bin
+        extra: dict[str, Any] = {"bin": args.bin}
+    else:
+        base, pr = spin_bin(0), spin_bin(args.spin)
+        extra = {"spin": args.spin}
+    with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
+        db = Path(args.db) if args.db else Path(tmp) / "gate.db"
+        for i in range(args.runs):
+            rec = one(kind, base, pr, db, Path(args.out), extra)
+            print(f"[{i + 1}/{args.runs}] {line(rec)}", flush=True)
+
+
+def cmd_reference(args: argparse.Namespace) -> None:
+    spins = [int(x) for x in args.spin.split(",")]
+    tunnels = ["-t", f"wireguard-go[bin={spin_bin(0)},label=base]"]
+    for n in spins:
+        tunnels += ["-t", f"wireguard-go[bin={spin_bin(n)},label=spin{n}]"]
+    name = args.existing or f"gate-reference-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}"
+    with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
+        db = Path(args.db) if args.db else Path(tmp) / "gate.db"
+        started = datetime.now(UTC).isoformat(timespec="seconds")
+        run_args = [
+            *tunnels, "--no-direct", "--direction", "up", "--duration", "2", "--omit", "1", "--cpuset", "split",
+            "--repeat", "1000", "--budget", f"{args.minutes}m", "--name", name,
+        ]  # fmt: skip
+        wall = 0.0
+        if args.existing:  # judge a reference run kept in --db again (e.g. after the gate changed)
+            with Store(db) as store:
+                run = store.find_run(name)
+            started = run.trials[0].started_at
+            wall = (datetime.fromisoformat(run.trials[-1].started_at) - datetime.fromisoformat(started)).total_seconds()
+        else:
+            wall, _ = measure(run_args, db)
+        for n in spins:
+            rec = {
+                "kind": "reference", "name": name, "started": started, "commit": commit(), "wall_s": round(wall, 1),
+                "spin": n, **judged(db, name, "base", f"spin{n}"),
+            }  # fmt: skip
+            record(rec, Path(args.out))
+            print(f"spin {n}: " + line(rec), flush=True)
+
+
+def _rate(k: int, n: int) -> str:
+    if not n:
+        return "no runs"
+    ci = binomtest(k, n).proportion_ci(0.95, method="exact")
+    return f"{k} of {n} ({k / n:.1%}, 95% CI {ci.low:.1%}-{ci.high:.1%})"
+
+
+def cmd_summary(args: argparse.Namespace) -> None:
+    recs = [json.loads(x) for x in Path(args.out).read_text().splitlines() if x.strip()]
+    aa = [r for r in recs if r["kind"] == "aa"]
+    false = sum(
+        1 for r in aa if any(m["outcome"] in ("regressed", "improved") for m in r["metrics"].values() if m["tier"])
+    )
+    print(f"A/A: false verdicts (any gated comparison regressed or improved): {_rate(false, len(aa))}")
+    within = sum(
+        1 for r in aa if all(m["mde"] <= THRESHOLD for m in r["metrics"].values() if m["tier"] == "gate")
+        and r["wall_s"] <= 125
+    )  # fmt: skip
+    print(f"A/A: MDE <= 3% on every gated metric of the main tier within 2 minutes: {_rate(within, len(aa))}")
+    for name in sorted({k for r in aa for k in r["metrics"]}):
+        ms = [r["metrics"][name] for r in aa if name in r["metrics"]]
+        mdes = sorted(m["mde"] for m in ms if math.isfinite(m["mde"]))
+        if mdes:
+            print(f"  {name}: MDE median ±{mdes[len(mdes) // 2]:.1%}, range ±{mdes[0]:.1%} to ±{mdes[-1]:.1%}")
+    walls = sorted(r["wall_s"] for r in aa)
+    pairs = sorted(m["pairs"] for r in aa for k, m in r["metrics"].items() if k == "cpu_s_per_bit.client")
+    if walls and pairs:
+        print(f"  wall: {walls[0]:.0f}-{walls[-1]:.0f} s; pairs: {pairs[0]}-{pairs[-1]}")
+    for r in recs:
+        if r["kind"] == "reference":
+            print(f"reference, spin {r['spin']} ({r['wall_s'] / 60:.0f} min): " + "; ".join(
+                f"{k}: {m['change']:+.2%} [{m['ci'][0]:+.2%}, {m['ci'][1]:+.2%}] ({m['pairs']} pairs)"
+                for k, m in r["metrics"].items() if m["tier"]
+            ))  # fmt: skip
+    for spin in sorted({r["spin"] for r in recs if r["kind"] == "ab"}):
+        ab = [r for r in recs if r["kind"] == "ab" and r["spin"] == spin]
+        for name in ("cpu_s_per_bit.client", "cpu_s_per_bit.server"):
+            hit = sum(1 for r in ab if r["metrics"].get(name, {}).get("outcome") == "regressed")
+            sig = sum(1 for r in ab if r["metrics"].get(name, {}).get("significant"))
+            print(f"A/B spin {spin}: {name} regressed in {_rate(hit, len(ab))}; significant in {sig}")
+        anyhit = sum(1 for r in ab if r["exit"] == 1)
+        print(f"A/B spin {spin}: the gate failed (exit 1) in {_rate(anyhit, len(ab))}")
+
+
+def cmd_noise(args: argparse.Namespace) -> None:
+    """Per run of DB: each gated metric's per-pair SD of ln(pr/base), and how the metrics' log ratios correlate
+    (what the noise is made of)."""
+    import numpy as np
+
+    from tunbench.report.compare import metrics_for, pair_trials, pair_values
+
+    with Store(Path(args.db)) as store:
+        runs = [r for r in store.runs() if r.name.startswith(args.prefix)]
+        for summary in runs:
+            run = store.find_run(str(summary.id))
+            labels = sorted({t.label for t in run.trials})
+            if len(labels) != 2:
+                continue
+            a = [t for t in run.trials if t.label == "base"]
+            b = [t for t in run.trials if t.label != "base"]
+            pairs, _ = pair_trials(a, b)
+            d = {}
+            for m in metrics_for(run.trials, ("throughput", "cpu")):
+                va, vb = pair_values(pairs, m)
+                d[m.title] = np.log(np.asarray(vb) / np.asarray(va))
+            sds = ", ".join(f"{k} {np.std(v, ddof=1):.1%}" for k, v in d.items())
+            keys = list(d)
+            corr = ", ".join(
+                f"{keys[i]}~{keys[j]} {np.corrcoef(d[keys[i]], d[keys[j]])[0, 1]:+.2f}"
+                for i in range(len(keys))
+                for j in range(i + 1, len(keys))
+            )
+            print(f"{run.name}: {len(pairs)} pairs; per-pair SD: {sds}; correlation: {corr}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default=str(DATA), help="the JSON-lines file runs are appended to")
+    p.add_argument("--db", help="keep the runs in this store (default: a temporary one)")
+    p.add_argument("--extra", default="", help="flags added to the README's line, e.g. '--flows 4' (a variant)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    aa = sub.add_parser("aa")
+    aa.add_argument("--runs", type=int, default=5)
+    aa.add_argument("--bin", default="/usr/bin/wireguard-go")
+    ab = sub.add_parser("ab")
+    ab.add_argument("--runs", type=int, default=10)
+    ab.add_argument("--spin", type=int, required=True)
+    ref = sub.add_parser("reference")
+    ref.add_argument("--minutes", type=int, default=21)
+    ref.add_argument("--spin", default="400,500")
+    ref.add_argument("--existing", help="judge this run of --db again instead of measuring")
+    sub.add_parser("summary")
+    noise = sub.add_parser("noise")
+    noise.add_argument("--prefix", default="gate-")
+    args = p.parse_args()
+    EXTRA.extend(shlex.split(args.extra))
+    if args.cmd == "summary":
+        cmd_summary(args)
+    elif args.cmd == "noise":
+        cmd_noise(args)
+    elif args.cmd == "reference":
+        cmd_reference(args)
+    else:
+        cmd_runs(args.cmd, args)
+
+
+if __name__ == "__main__":
+    main()
