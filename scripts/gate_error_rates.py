@@ -34,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +95,8 @@ def judged(db: Path, name: str, label_a: str, label_b: str) -> dict[str, Any]:
     with Store(db) as store:
         run = store.find_run(name)
     res = compare_runs(run, run, label_a=label_a, label_b=label_b, threshold=THRESHOLD)
+    # what the test detects, whatever the size: the same comparison with no threshold (a significant change)
+    seen = {r.metric.name: r.result.verdict for r in compare_runs(run, run, label_a=label_a, label_b=label_b).rows}
     metrics = {}
     for r in res.rows:
         c = r.result
@@ -109,6 +111,7 @@ def judged(db: Path, name: str, label_a: str, label_b: str) -> dict[str, Any]:
             "pair_sd": c.pair_sd,
             "outcome": res.outcome(r),
             "significant": c.significant,
+            "detected": seen.get(r.metric.name, ""),
         }
     return {"metrics": metrics, "exit": res.exit_code, "gate": res.gate_line()}
 
@@ -151,8 +154,20 @@ def cmd_runs(kind: str, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="gate-") as tmp:
         db = Path(args.db) if args.db else Path(tmp) / "gate.db"
         for i in range(args.runs):
+            if args.until and datetime.now().astimezone() + RUN_S > _until(args.until):
+                print(f"stopped before run {i + 1}: it would end after {args.until}", flush=True)
+                break
             rec = one(kind, base, pr, db, Path(args.out), extra)
             print(f"[{i + 1}/{args.runs}] {line(rec)}", flush=True)
+
+
+RUN_S = timedelta(seconds=135)  # a 2-minute budget, its start and its store
+
+
+def _until(text: str) -> datetime:
+    """HH:MM today (local time)."""
+    hour, minute = (int(x) for x in text.split(":"))
+    return datetime.now().astimezone().replace(hour=hour, minute=minute, second=0, microsecond=0)
 
 
 def cmd_reference(args: argparse.Namespace) -> None:
@@ -199,6 +214,13 @@ def cmd_summary(args: argparse.Namespace) -> None:
         1 for r in aa if any(m["outcome"] in ("regressed", "improved") for m in r["metrics"].values() if m["tier"])
     )
     print(f"A/A: false verdicts (any gated comparison regressed or improved): {_rate(false, len(aa))}")
+    for tier in ("gate", "wide"):
+        seen = sum(
+            1
+            for r in aa
+            if any(m.get("detected") in ("better", "worse") for m in r["metrics"].values() if m["tier"] == tier)
+        )
+        print(f"A/A: a significant change of any size in the {tier} tier (no threshold): {_rate(seen, len(aa))}")
     within = sum(
         1 for r in aa if all(m["mde"] <= THRESHOLD for m in r["metrics"].values() if m["tier"] == "gate")
         and r["wall_s"] <= 125
@@ -221,12 +243,34 @@ def cmd_summary(args: argparse.Namespace) -> None:
             ))  # fmt: skip
     for spin in sorted({r["spin"] for r in recs if r["kind"] == "ab"}):
         ab = [r for r in recs if r["kind"] == "ab" and r["spin"] == spin]
-        for name in ("cpu_s_per_bit.client", "cpu_s_per_bit.server"):
+        for name in ("cpu_s_per_bit", "cpu_s_per_bit.client", "cpu_s_per_bit.server", "throughput_bps"):
             hit = sum(1 for r in ab if r["metrics"].get(name, {}).get("outcome") == "regressed")
-            sig = sum(1 for r in ab if r["metrics"].get(name, {}).get("significant"))
-            print(f"A/B spin {spin}: {name} regressed in {_rate(hit, len(ab))}; significant in {sig}")
+            seen = sum(1 for r in ab if r["metrics"].get(name, {}).get("detected") == "worse")
+            print(
+                f"A/B spin {spin}: {name}: a significant slowdown detected in {_rate(seen, len(ab))}; "
+                f"regressed beyond its threshold in {hit}"
+            )
         anyhit = sum(1 for r in ab if r["exit"] == 1)
         print(f"A/B spin {spin}: the gate failed (exit 1) in {_rate(anyhit, len(ab))}")
+
+
+def cmd_rejudge(args: argparse.Namespace) -> None:
+    """Judge the runs of the records again with this checkout's compare (their stores: --db, one or more),
+    keeping each record's run facts (wall time, how it stopped)."""
+    recs = [json.loads(x) for x in Path(args.out).read_text().splitlines() if x.strip()]
+    dbs = [Path(x) for x in args.stores]
+    out = []
+    for rec in recs:
+        for db in dbs:
+            with Store(db) as store:
+                names = {r.name for r in store.runs()}
+            if rec["name"] in names:
+                label_b = f"spin{rec['spin']}" if rec["kind"] == "reference" else "pr"
+                rec = {**rec, **judged(db, rec["name"], "base", label_b)}
+                break
+        out.append(rec)
+    Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in out))
+    print(f"judged {len(out)} record(s) again")
 
 
 def cmd_noise(args: argparse.Namespace) -> None:
@@ -269,14 +313,18 @@ def main() -> None:
     aa = sub.add_parser("aa")
     aa.add_argument("--runs", type=int, default=5)
     aa.add_argument("--bin", default="/usr/bin/wireguard-go")
+    aa.add_argument("--until", help="start no run that would end after this local time, HH:MM")
     ab = sub.add_parser("ab")
     ab.add_argument("--runs", type=int, default=10)
     ab.add_argument("--spin", type=int, required=True)
+    ab.add_argument("--until", help="start no run that would end after this local time, HH:MM")
     ref = sub.add_parser("reference")
     ref.add_argument("--minutes", type=int, default=21)
     ref.add_argument("--spin", default="400,500")
     ref.add_argument("--existing", help="judge this run of --db again instead of measuring")
     sub.add_parser("summary")
+    rejudge = sub.add_parser("rejudge")
+    rejudge.add_argument("stores", nargs="+", help="the stores the records' runs are in")
     noise = sub.add_parser("noise")
     noise.add_argument("--prefix", default="gate-")
     args = p.parse_args()
@@ -285,6 +333,8 @@ def main() -> None:
         cmd_summary(args)
     elif args.cmd == "noise":
         cmd_noise(args)
+    elif args.cmd == "rejudge":
+        cmd_rejudge(args)
     elif args.cmd == "reference":
         cmd_reference(args)
     else:

@@ -2,12 +2,13 @@
 
 Asked at each block boundary (runner.StopCheck: the next block's trials and the records so far), it pairs
 the two labels' ok trials by repetition, as `compare --label-a A --label-b B` of the same run will, takes
-the comparisons the gate holds (``report.compare.gate``: by default CPU per bit of client and server at the
-target, throughput in its wide tier at ``wide`` x the target) of every case the two labels share, and stops
-once, in each tier, the largest paired MDE at Holm's level over that tier's comparisons is at most the tier's
-target (`tunbench.stats.precision`: the width of the interval, never significance). Otherwise it asks the
-budget (runner.Deadline, passed in) and stops there when the next block would overrun it. `state` is the
-last answer, for the progress line and the final message.
+the comparisons the gate holds (``report.compare.gate``: by default the tunnel's CPU per bit at the target;
+throughput and each side's CPU per bit in the wide tier at ``wide`` x the target) of every case the two
+labels share, and stops once, in each tier, the largest paired MDE at Holm's level over that tier's
+comparisons is at most the tier's target (`tunbench.stats.precision`: the width of the interval, never
+significance) and it has at least ``MIN_STOP_PAIRS`` pairs (a few pairs' SD is too uncertain to stop on).
+Otherwise it asks the budget (runner.Deadline, passed in) and stops there when the next block would overrun
+it. `state` is the last answer, for the progress line and the final message.
 """
 
 from __future__ import annotations
@@ -65,17 +66,25 @@ def _rest(case: CaseKey) -> tuple[str, ...]:
     return (case.profile, case.workload, str(case.flows), case.direction, str(case.clients), case.variant)
 
 
+MIN_STOP_PAIRS = 10
+"""The fewest pairs a run stops on at its target. The SD of a few pairs is itself a guess: A/A runs of the
+README's line on this VM stopped "at the target" after 5 pairs whose SD was 0.6% (the VM's per-pair noise
+is 3.6-4.3% over 100 pairs), claiming an MDE of ±1.0%. From 10 pairs the SD is known to about ±25%."""
+
+
 @dataclass(frozen=True)
 class GatePrecision:
     """Where each tier of the gate stands: ``main`` at the target, ``wide`` (None when the gate has no wide
-    comparison) at its own, wider target."""
+    comparison) at its own, wider target; the target counts as reached from ``min_pairs`` pairs on."""
 
     main: Precision
     wide: Precision | None = None
+    min_pairs: int = 0
 
     @property
     def reached(self) -> bool:
-        return self.main.reached and (self.wide is None or self.wide.reached)
+        tiers = self.main.reached and (self.wide is None or self.wide.reached)
+        return tiers and self.n_pairs >= self.min_pairs
 
     @property
     def n_pairs(self) -> int:
@@ -84,7 +93,8 @@ class GatePrecision:
     @property
     def more_pairs(self) -> int:
         """About how many more pairs both targets need at the current spread (0: reached or unknown)."""
-        return max(self.main.more_pairs, self.wide.more_pairs if self.wide is not None else 0)
+        tiers = max(self.main.more_pairs, self.wide.more_pairs if self.wide is not None else 0)
+        return max(tiers, self.min_pairs - self.n_pairs if math.isfinite(self.main.mde) else 0)
 
 
 @dataclass
@@ -97,6 +107,7 @@ class PrecisionStop:
     budget: Budget | None = None
     alpha: float = 0.05
     gate: Gate = field(default_factory=Gate)
+    min_pairs: int = MIN_STOP_PAIRS
     state: GatePrecision | None = None
     by: str = ""  # "target" or "budget" once it stopped the run
     listener: Callable[[GatePrecision], None] | None = None
@@ -107,7 +118,7 @@ class PrecisionStop:
         wide = None
         if tiers["wide"]:
             wide = paired_precision(tiers["wide"], target=self.gate.threshold("wide", self.target), alpha=self.alpha)
-        return GatePrecision(main, wide)
+        return GatePrecision(main, wide, self.min_pairs)
 
     def __call__(self, block: Sequence[object], done: list[TrialRecord]) -> str:
         self.state = self.measure(done)
