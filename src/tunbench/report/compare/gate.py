@@ -2,12 +2,12 @@
 
 A CI gate has to see a small change in a short budget, so it should judge the quietest figure of the tunnel's
 speed. On a small shared host that is the tunnel's CPU time per bit, not its throughput, and the quietest of
-the CPU figures is the tunnel's whole CPU per bit, client and server side together. Measured A/A on this
-project's 2-vCPU VM (docs/benchmarks/precision.md), the within-pair noise of wireguard-go at saturation was
-3-5% for CPU per bit of either side, a little less for both together (their noises are correlated, +0.8, but
-not fully) and 5-7% for throughput, with the same trials; one gated figure also needs no Holm share. A change
-that makes the tunnel's code slower moves all of them: at saturation it spends more CPU per bit, and where it
-is CPU-bound it also moves fewer bits.
+the CPU figures is the tunnel's whole CPU per bit, client and server side together. Measured on this
+project's 2-vCPU VM (docs/benchmarks/precision.md; 20-minute paired runs of 77-171 pairs), the within-pair
+noise of wireguard-go at saturation was 3.6-4.6% for CPU per bit of either side, 3.4-4.3% for both together
+(their noises are correlated, +0.8, but not fully) and 4.7-5.8% for throughput, with the same trials; one
+gated figure also needs no Holm share. A change that makes the tunnel's code slower moves all of them: at
+saturation it spends more CPU per bit, and where it is CPU-bound it also moves fewer bits.
 
 Two gates:
 
