@@ -21,7 +21,7 @@ def test_calibrate_prints_noise_and_mde_per_budget_and_stores_the_run(tmp_path: 
         r"calibration: A/A of direct · lan · up · 1 flow as labels a and b, 2 ok pair\(s\); [0-9.]+ s per", out
     )
     header = next(line for line in out.splitlines() if "metric" in line and "trial CV" in line)
-    for col in ("pair sd [CI]", "MDE now", "1 min", "2 min", "5 min", "10 min", "for ±3%"):
+    for col in ("gate", "pair sd [CI]", "MDE now", "1 min", "2 min", "5 min", "10 min", "for its target"):
         assert col in header, header
     row = next(line for line in out.splitlines() if line.lstrip("│ ").startswith("throughput"))
     assert "∞" in row  # 2 pairs: the signed-rank test cannot reach 0.05 yet
