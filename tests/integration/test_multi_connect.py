@@ -133,8 +133,14 @@ def test_a_cpu_cap_on_a_host_caps_a_busy_loop(hosts: SshHosts, tmp_path: Path) -
             place = RemotePlace(conn, str(r["place"]), str(r["workdir"]), None)
             argv = [sys.executable, "-c", "while True: pass"]
             busy = place.spawn(argv, what="busy loop", log_name="b.log", role="server")
+            pids = place.pids("server", [busy])
+            deadline = time.monotonic() + 5
+            while not pids and time.monotonic() < deadline:  # right after the spawn the agent may see none yet
+                time.sleep(0.1)
+                pids = place.pids("server", [busy])
+            assert pids, "the busy loop's pid never showed"
             with RemoteCpuCap(place) as cap:
-                cap.add(place.pids("server", [busy]))
+                cap.add(pids)
                 cap.limit(10.0)
                 capped = cpu_pct(busy.pid, 2.0)
                 cap.limit(None)
