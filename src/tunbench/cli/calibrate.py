@@ -197,13 +197,14 @@ def calibrate(
     # the unit of the paired analysis: a pair of trials, or with --warm a pair of bring-ups (its windows' mean)
     pair_s = span / ran * windows_per_bringup(run_rec) if span > 0 else per_pair * warm
     overhead_s = max(0.0, total_s - span)
-    for line in calibration_lines(
-        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=goal, include_interfered=include_interfered, gate=tiers
-    ):
-        console.print(line)
     noise = noise_per_metric(
         run_rec, pair_s=pair_s, overhead_s=overhead_s, target=goal, include_interfered=include_interfered, gate=tiers
     )
+    for line in calibration_lines(
+        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=goal, include_interfered=include_interfered, gate=tiers,
+        noise=noise,
+    ):  # fmt: skip
+        console.print(line)
     if noise:
         with Store(db) as store:
             store.update_provenance(
@@ -383,6 +384,7 @@ def calibration_lines(
     target: float,
     include_interfered: bool = False,
     gate: Gate | None = None,
+    noise: list[tuple[Metric, NoiseBudget]] | None = None,
 ) -> list[object]:
     """What calibrate prints after its run: what it measured, the interfered pairs it left out, the table (or
     why there is none), the assumption, and compare's verdict on the A/A."""
@@ -390,9 +392,11 @@ def calibration_lines(
     from tunbench.report.summary import leave_out_interfered
     from tunbench.workloads import case_title as case_text
 
-    noise = noise_per_metric(
-        run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target, include_interfered=include_interfered, gate=gate
-    )
+    if noise is None:  # the caller's, when it has them (calibrate records them too)
+        noise = noise_per_metric(
+            run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target, include_interfered=include_interfered,
+            gate=gate,
+        )  # fmt: skip
     _, left = leave_out_interfered(run_rec.trials, paired=True, include=include_interfered)
     cases = sorted({f"{t.tunnel} · " + case_text(t.case).removeprefix(f"{t.label} · ") for t in run_rec.trials})
     pairs = max((nb.n_pairs for _, nb in noise), default=0)

@@ -69,8 +69,9 @@ class Gate:
         return threshold * self.wide if tier == "wide" else threshold
 
     def describe(self, threshold: float, main: Sequence[str], wide: Sequence[str]) -> str:
-        """The line that says what gates and why, e.g. for the ``cost`` gate at 3%: 'gate: CPU/bit client, CPU/bit
-        server at ±3.0% (...); throughput at ±6.0% (...)'. ``main`` / ``wide``: the metric titles of each tier."""
+        """The line that says what gates and why, e.g. for the ``cost`` gate at 3%: 'gate: CPU/bit tunnel at ±3.0%
+        (...); throughput, CPU/bit client, CPU/bit server at ±6.0% (...)'. ``main`` / ``wide``: the metric
+        titles of each tier."""
         at = f" at {_pct(threshold)}" if threshold > 0 else ""
         if self.name == "all":
             return f"gate: every metric{at}, one Holm family (--gate all)"
