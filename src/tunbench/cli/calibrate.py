@@ -260,7 +260,8 @@ def noise_per_metric(
     run would gate it (``report.compare.gate``): at Holm's level over the metrics of its tier, against the
     tier's target (the wide tier's: ``wide`` x `target`). Main-tier metrics come first. Pairs with an
     interfered trial are left out (``report.summary.leave_out_interfered``) unless `include_interfered`."""
-    from tunbench.report.compare import CPU_TOTAL, Gate, metrics_for, pair_trials, pair_values
+    from tunbench.report.compare import Gate, metrics_for, pair_trials, pair_values
+    from tunbench.report.compare.gate import MAIN_CPU, main_metric
     from tunbench.report.summary import leave_out_interfered
     from tunbench.stats import noise_budget
 
@@ -274,8 +275,9 @@ def noise_per_metric(
         va, vb = pair_values(trial_pairs, metric)
         if len(va) >= MIN_PAIRS and min(va + vb) > 0.0:
             values.append((metric, va, vb))
-    has_cpu = any(m.name == CPU_TOTAL for m, _, _ in values)
-    tiers = {m.name: gate.tier(m, case_has_cpu=has_cpu) for m, _, _ in values}
+    main = main_metric([m.name for m, _, _ in values if m.name in MAIN_CPU])
+    tiers = {m.name: tier for m, _, _ in values if (tier := gate.tier(m, main=main)) is not None}
+    values = [v for v in values if v[0].name in tiers]
     family = {t: sum(1 for x in tiers.values() if x == t) for t in set(tiers.values())}
     values.sort(key=lambda v: tiers[v[0].name] == "wide")
     out = []

@@ -113,6 +113,19 @@ def deltas(role: str, before: Snapshot, after: Snapshot, prefix: str = "") -> di
     return m
 
 
+CARRIED = "carried_bytes"
+"""The trial metric of the bytes the tunnel carried: both directions of the client's underlay link, over the
+counters' span (the whole workload call), what the tunnel's CPU per bit carried divides by."""
+
+
+def carried_bytes(metrics: Mapping[str, float | None], device: str, role: str = "client") -> float | None:
+    """The bytes `role`'s underlay `device` moved both ways (its rx + tx counters; `deltas` keeps non-zero ones
+    only, so a missing one is 0, and None when both are): every packet the tunnel sent or received there,
+    retransmissions and packets later dropped included, so it counts the tunnel's work, not the goodput."""
+    rx, tx = (metrics.get(f"counters.{role}.dev.{device}.{f}_bytes") for f in ("rx", "tx"))
+    return None if rx is None and tx is None else (rx or 0.0) + (tx or 0.0)
+
+
 def snapshot(netns: str) -> Snapshot:
     res = run_cmd(["cat", "/proc/net/snmp", "/proc/net/dev"], netns=netns, timeout_s=5, what="host counters")
     return parse_both(res.stdout)

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tunbench.report.compare import CPU_TOTAL, CompareResult, Gate, metrics_for, pair_trials, pair_values
+from tunbench.report.compare import CompareResult, Gate, metrics_for, pair_trials, pair_values
+from tunbench.report.compare.gate import MAIN_CPU, main_metric
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats.compare import required_repetitions
 from tunbench.stats.paired import required_pairs
@@ -53,10 +54,10 @@ def gated_pairs(
             continue
         pairs, _ = pair_trials(sides[label_a], sides[label_b])
         values = {m.name: pair_values(pairs, m) for m in metrics}
-        has_cpu = bool(values.get(CPU_TOTAL, ([], []))[0])
+        main = main_metric([name for name in MAIN_CPU if values.get(name, ([], []))[0]])
         for metric in metrics:
             va, vb = values[metric.name]
-            tier = gate.tier(metric, case_has_cpu=has_cpu)
+            tier = gate.tier(metric, main=main)
             if va and tier:
                 out[tier][f"{case_title(sides[label_a][0].case)} {metric.title}"] = (va, vb)
     return out

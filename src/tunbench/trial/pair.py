@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from tunbench.errors import RetryTrial
 from tunbench.host.cgroup import CpuCap
 from tunbench.link.emulator import link_metrics, queue_series
-from tunbench.monitor import crosscheck, work
+from tunbench.monitor import counters, crosscheck, work
 from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.results import TrialRecord
@@ -154,6 +154,8 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     rec.metrics.update(crosscheck.rtt_checks(rec.metrics))
     if (underlay := pair.underlay()) is not None:
         devices, emulated = underlay
+        if (carried := counters.carried_bytes(rec.metrics, devices["client"])) is not None:
+            rec.metrics[counters.CARRIED] = carried
         if (generator := t.workload.generator) is not None:
             keys = generator.byte_keys()
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, devices, emulated=emulated, generator=keys))

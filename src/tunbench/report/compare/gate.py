@@ -1,35 +1,40 @@
 """Which comparisons gate, and at which threshold (`compare --gate`, `run --gate`, `calibrate --gate`).
 
 A CI gate has to see a small change in a short budget, so it should judge the quietest figure of the tunnel's
-speed. On a small shared host that is the tunnel's CPU time per bit, not its throughput, and the quietest of
-the CPU figures is the tunnel's whole CPU per bit, client and server side together. Measured on this
-project's 2-vCPU VM (docs/benchmarks/precision.md; 20-minute paired runs of 77-171 pairs), the within-pair
-noise of wireguard-go at saturation was 3.6-4.6% for CPU per bit of either side, 3.4-4.3% for both together
-(their noises are correlated, +0.8, but not fully) and 4.7-5.8% for throughput, with the same trials; one
+speed. On a small shared host that is the tunnel's CPU time per bit it carried, not its throughput: the CPU
+seconds of all its processes, client and server side, over each whole trial (the cgroup's exact count), per
+bit its client's underlay link carried over the same trial, both ways (``CPU/bit carried``). Measured on this
+project's 2-vCPU VM (docs/benchmarks/precision.md; paired runs of 77-181 pairs), the within-pair noise of
+wireguard-go at saturation was 2.6-3.8% for it, 3.4-5.8% for the CPU per bit of goodput over the measured
+window (``CPU/bit tunnel``, whose window edges are read from 10 Hz samples and whose goodput leaves out the
+retransmitted and dropped packets the tunnel did handle), 3.6-4.6% per side and 4.7-11% for throughput. One
 gated figure also needs no Holm share. A change that makes the tunnel's code slower moves all of them: at
 saturation it spends more CPU per bit, and where it is CPU-bound it also moves fewer bits.
 
 Two gates:
 
-* ``cost`` (the default): the tunnel's CPU per bit (``CPU/bit tunnel``, both sides), and latency where a
-  workload measures it, gate at the threshold, in one Holm family. Throughput and each side's CPU per bit are
-  gated too, but *wide*: at ``wide`` x the threshold, in a Holm family of their own, so their larger noise
-  neither widens the main family's level nor hides behind it, and a large one-sided or speed regression
-  still fails. A case with no CPU figure (CPU not sampled) gates its throughput at the threshold instead, so
-  every case keeps a figure of speed in the main family.
+* ``cost`` (the default): the tunnel's CPU per bit carried, and latency where a workload measures it, gate
+  at the threshold, in one Holm family. A case whose trials did not count the bytes carried (a run on other
+  hosts, a store from before) gates ``CPU/bit tunnel`` there instead; where both exist, ``CPU/bit tunnel``
+  is left out, as the sides' figures below say the same with their own noise. Throughput and each side's CPU
+  per bit are gated too, but *wide*: at ``wide`` x the threshold, in a Holm family of their own, so their
+  larger noise neither widens the main family's level nor hides behind it, and a large one-sided or speed
+  regression still fails. A case with no CPU figure (CPU not sampled) gates its throughput at the threshold
+  instead, so every case keeps a figure of speed in the main family.
 * ``all``: every metric at the threshold, in one family.
 
-The gate is pure data; ``tier`` says where one comparison belongs and ``describe`` is the line `compare` prints.
+The gate is pure data; ``main_metric`` and ``tier`` say where one comparison belongs and ``describe`` is the
+line `compare` prints.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from tunbench.report.compare.metrics import CPU_TOTAL, Metric
+from tunbench.report.compare.metrics import CPU_CARRIED, CPU_TOTAL, Metric
 
 Tier: TypeAlias = Literal["gate", "wide", ""]
 """``gate``: the main family, at the threshold; ``wide``: its own family, at the wide threshold; "": shown
@@ -55,28 +60,38 @@ class Gate:
         if not (math.isfinite(self.wide) and self.wide >= 1.0):
             raise ValueError(f"the wide factor must be a number >= 1, got {self.wide}")
 
-    def tier(self, metric: Metric, *, case_has_cpu: bool = True) -> Tier:
-        """Where a comparison of ``metric`` belongs (the direct baseline's rows are the caller's to drop).
-        ``case_has_cpu``: the case has the tunnel's CPU per bit on both sides of the comparison."""
+    def tier(self, metric: Metric, *, main: str | None = CPU_TOTAL) -> Tier | None:
+        """Where a comparison of ``metric`` belongs (the direct baseline's rows are the caller's to drop), None
+        when the case leaves it out. ``main``: the case's main CPU figure (``main_metric``), None when it has
+        none on both sides of the comparison."""
         if not metric.gates:
             return ""
-        if self.name == "all" or metric.name == CPU_TOTAL or metric.kind not in ("throughput", "cpu"):
+        if self.name == "all":
             return "gate"
-        return "wide" if case_has_cpu else "gate"
+        if metric.name == CPU_TOTAL and main == CPU_CARRIED:
+            return None
+        if metric.name == main or metric.kind not in ("throughput", "cpu"):
+            return "gate"
+        return "wide" if main is not None else "gate"
 
     def threshold(self, tier: Tier, threshold: float) -> float:
         """The relative threshold of a tier: the main one, or ``wide`` x it."""
         return threshold * self.wide if tier == "wide" else threshold
 
     def describe(self, threshold: float, main: Sequence[str], wide: Sequence[str]) -> str:
-        """The line that says what gates and why, e.g. for the ``cost`` gate at 3%: 'gate: CPU/bit tunnel at ±3.0%
+        """The line that says what gates and why, e.g. for the ``cost`` gate at 3%: 'gate: CPU/bit carried at ±3.0%
         (...); throughput, CPU/bit client, CPU/bit server at ±6.0% (...)'. ``main`` / ``wide``: the metric
         titles of each tier."""
         at = f" at {_pct(threshold)}" if threshold > 0 else ""
         if self.name == "all":
             return f"gate: every metric{at}, one Holm family (--gate all)"
         text = f"gate: {', '.join(main) or 'nothing'}{at}"
-        if any(t.startswith("CPU/bit") for t in main):
+        if "CPU/bit carried" in main:
+            text += (
+                " (the tunnel's CPU time per bit it carried, both sides, over whole trials: the quietest figure of "
+                "its speed on a shared host)"
+            )
+        elif any(t.startswith("CPU/bit") for t in main):
             text += " (the tunnel's CPU time per bit, both sides: the quietest figure of its speed on a shared host)"
         if wide:
             wide_at = f" at {_pct(self.threshold('wide', threshold))}" if threshold > 0 else ""
@@ -86,6 +101,16 @@ class Gate:
                 f"{them} with the rest)"
             )
         return text
+
+
+MAIN_CPU = (CPU_CARRIED, CPU_TOTAL)
+"""The candidates for a case's main CPU figure, first choice first."""
+
+
+def main_metric(present: Collection[str]) -> str | None:
+    """The main CPU figure of a case from the metric names it has on both sides of a comparison: the CPU per
+    bit carried, else the CPU per bit of goodput, else None (the case's throughput gates in their place)."""
+    return next((name for name in MAIN_CPU if name in present), None)
 
 
 def _pct(x: float) -> str:

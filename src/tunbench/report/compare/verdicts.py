@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from tunbench.report.compare.format import fmt_change
-from tunbench.report.compare.gate import Gate
+from tunbench.report.compare.gate import MAIN_CPU, Gate, main_metric
 from tunbench.report.compare.load import run_name
-from tunbench.report.compare.metrics import CPU_TOTAL, METRIC_KINDS, Metric, metrics_for
+from tunbench.report.compare.metrics import METRIC_KINDS, Metric, metrics_for
 from tunbench.report.compare.pairing import by_case, match_cases, metric_units, pair_trials, pair_values
 from tunbench.report.compare.repetitions import repetitions_for
 from tunbench.report.compare.result import CaseComparison, CompareError, CompareResult
@@ -163,9 +163,13 @@ def compare_runs(
                     f"{case_title(ka)}: {lost} repetition(s) dropped from the pairs (partner failed or missing), "
                     f"{len(trial_pairs)} pairs left"
                 )
-        has_cpu = any(metric_units(ta, m) and metric_units(tb, m) for m in metrics if m.name == CPU_TOTAL)
+        main = main_metric(
+            [m.name for m in metrics if m.name in MAIN_CPU and metric_units(ta, m) and metric_units(tb, m)]
+        )
         for metric in metrics:
-            tier = gate.tier(metric, case_has_cpu=has_cpu)
+            tier = gate.tier(metric, main=main)
+            if tier is None:
+                continue
             va, vb = metric_units(ta, metric), metric_units(tb, metric)
             if not va or not vb:
                 if metric.kind == "throughput":
