@@ -11,8 +11,8 @@ per run, so sittings on other days add to the same count; `summary` reads them a
     # power: the README's line, base = spin off, pr = spin N
     .venv/bin/python scripts/gate_error_rates.py ab --runs 10 --spin 350
     .venv/bin/python scripts/gate_error_rates.py summary
-    # what the noise of the runs kept in a store is made of (per-pair SDs, correlations)
-    .venv/bin/python scripts/gate_error_rates.py --db DB noise
+    # what the noise of the runs kept in stores is made of (per-pair SDs, correlations, three readings)
+    .venv/bin/python scripts/gate_error_rates.py --db DB1,DB2 noise
 
 Each run takes the measurement lock (/tmp/tunbench-measure.lock) for itself, so other measurements wait and
 do not overlap. Runs as root with the project's interpreter (PYTHONPATH=src when run from a checkout).
@@ -34,12 +34,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from scipy.stats import binomtest
 
+from tunbench.monitor.counters import CARRIED, carried_bytes
 from tunbench.report.compare import compare_runs
 from tunbench.store.db import Store
 
@@ -90,10 +92,23 @@ def measure(args: list[str], db: Path) -> tuple[float, str]:
     return wall, proc.stdout
 
 
+def backfill_carried(run: Any) -> bool:
+    """Give the trials of a store from before `carried_bytes` their count, from the same counters a run records
+    it from now (the client's veth, both ways, over the whole workload call); True if any trial got one."""
+    filled = False
+    for t in run.trials:
+        if CARRIED not in t.metrics and (carried := carried_bytes(t.metrics, "vc")) is not None:
+            t.metrics[CARRIED] = carried
+            filled = True
+    return filled
+
+
 def judged(db: Path, name: str, label_a: str, label_b: str) -> dict[str, Any]:
-    """compare's paired verdicts on one run (as `compare NAME --label-a A --label-b B --threshold 3%`)."""
+    """compare's paired verdicts on one run (as `compare NAME --label-a A --label-b B --threshold 3%`), with the
+    metric the main tier gated on (`main`)."""
     with Store(db) as store:
         run = store.find_run(name)
+    filled = backfill_carried(run)
     res = compare_runs(run, run, label_a=label_a, label_b=label_b, threshold=THRESHOLD)
     # what the test detects, whatever the size: the same comparison with no threshold (a significant change)
     seen = {r.metric.name: r.result.verdict for r in compare_runs(run, run, label_a=label_a, label_b=label_b).rows}
@@ -113,7 +128,9 @@ def judged(db: Path, name: str, label_a: str, label_b: str) -> dict[str, Any]:
             "significant": c.significant,
             "detected": seen.get(r.metric.name, ""),
         }
-    return {"metrics": metrics, "exit": res.exit_code, "gate": res.gate_line()}
+    main = next((k for k, m in metrics.items() if m["tier"] == "gate"), "")
+    out = {"metrics": metrics, "exit": res.exit_code, "gate": res.gate_line(), "main": main}
+    return out | ({"carried": "backfilled from counters.client.dev.vc"} if filled else {})
 
 
 def record(rec: dict[str, Any], out: Path) -> None:
@@ -207,14 +224,28 @@ def _rate(k: int, n: int) -> str:
     return f"{k} of {n} ({k / n:.1%}, 95% CI {ci.low:.1%}-{ci.high:.1%})"
 
 
+def design(rec: dict[str, Any]) -> str:
+    """Which gate judged a record: its main tier's metric, and whether its run was judged again later (its
+    stop then followed the gate it was measured under)."""
+    main = rec.get("main") or next((k for k, m in rec["metrics"].items() if m["tier"] == "gate"), "")
+    return f"{main}, judged again" if rec.get("rejudged") else main
+
+
 def cmd_summary(args: argparse.Namespace) -> None:
     recs = [json.loads(x) for x in Path(args.out).read_text().splitlines() if x.strip()]
+    for d in sorted({design(r) for r in recs}):
+        print(f"== main tier: {d}")
+        summarize([r for r in recs if design(r) == d])
+
+
+def summarize(recs: list[dict[str, Any]]) -> None:
     aa = [r for r in recs if r["kind"] == "aa"]
     false = sum(
         1 for r in aa if any(m["outcome"] in ("regressed", "improved") for m in r["metrics"].values() if m["tier"])
     )
-    print(f"A/A: false verdicts (any gated comparison regressed or improved): {_rate(false, len(aa))}")
-    for tier in ("gate", "wide"):
+    if aa:
+        print(f"A/A: false verdicts (any gated comparison regressed or improved): {_rate(false, len(aa))}")
+    for tier in ("gate", "wide") if aa else ():
         seen = sum(
             1
             for r in aa
@@ -225,7 +256,8 @@ def cmd_summary(args: argparse.Namespace) -> None:
         1 for r in aa if all(m["mde"] <= THRESHOLD for m in r["metrics"].values() if m["tier"] == "gate")
         and r["wall_s"] <= 125
     )  # fmt: skip
-    print(f"A/A: MDE <= 3% on every gated metric of the main tier within 2 minutes: {_rate(within, len(aa))}")
+    if aa:
+        print(f"A/A: MDE <= 3% on every gated metric of the main tier within 2 minutes: {_rate(within, len(aa))}")
     for name in sorted({k for r in aa for k in r["metrics"]}):
         ms = [r["metrics"][name] for r in aa if name in r["metrics"]]
         mdes = sorted(m["mde"] for m in ms if math.isfinite(m["mde"]))
@@ -243,7 +275,8 @@ def cmd_summary(args: argparse.Namespace) -> None:
             ))  # fmt: skip
     for spin in sorted({r["spin"] for r in recs if r["kind"] == "ab"}):
         ab = [r for r in recs if r["kind"] == "ab" and r["spin"] == spin]
-        for name in ("cpu_s_per_bit", "cpu_s_per_bit.client", "cpu_s_per_bit.server", "throughput_bps"):
+        names = sorted({k for r in ab for k, m in r["metrics"].items() if m["tier"]})
+        for name in names:
             hit = sum(1 for r in ab if r["metrics"].get(name, {}).get("outcome") == "regressed")
             seen = sum(1 for r in ab if r["metrics"].get(name, {}).get("detected") == "worse")
             print(
@@ -255,53 +288,90 @@ def cmd_summary(args: argparse.Namespace) -> None:
 
 
 def cmd_rejudge(args: argparse.Namespace) -> None:
-    """Judge the runs of the records again with this checkout's compare (their stores: --db, one or more),
-    keeping each record's run facts (wall time, how it stopped)."""
+    """Judge the runs of the records again with this checkout's compare (their stores: one or more), keeping
+    each record's run facts (wall time, how it stopped). --append: add the new judgements as records of their
+    own (`rejudged`: the commit that judged them), for the runs of records measured under another main tier
+    (--design), and keep the originals; else replace the records in place."""
     recs = [json.loads(x) for x in Path(args.out).read_text().splitlines() if x.strip()]
     dbs = [Path(x) for x in args.stores]
     out = []
     for rec in recs:
+        if args.append and (rec.get("rejudged") or design(rec) != args.design):
+            continue
         for db in dbs:
             with Store(db) as store:
                 names = {r.name for r in store.runs()}
             if rec["name"] in names:
                 label_b = f"spin{rec['spin']}" if rec["kind"] == "reference" else "pr"
                 rec = {**rec, **judged(db, rec["name"], "base", label_b)}
+                rec = rec | ({"rejudged": commit()} if args.append else {})
                 break
-        out.append(rec)
-    Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in out))
+        if not args.append or rec.get("rejudged"):
+            out.append(rec)
+    if args.append:
+        for rec in out:
+            record(rec, Path(args.out))
+    else:
+        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in out))
     print(f"judged {len(out)} record(s) again")
+
+
+def _cpu(m: dict[str, Any], role: str, key: str) -> float:
+    return float(m[f"{key}.{role}.user_s"] + m[f"{key}.{role}.sys_s"])
+
+
+READINGS: dict[
+    str, Callable[[dict[str, Any]], float]
+] = {  # one quantity taken different ways: which way is quiet (docs/precision.md, the gate)
+    "window CPU / goodput": lambda m: (_cpu(m, "client", "cpu") + _cpu(m, "server", "cpu")) / m["iperf3.bytes.up"],
+    "trial CPU / iperf3 sent": lambda m: (
+        (_cpu(m, "client", "trial_cpu") + _cpu(m, "server", "trial_cpu")) / m["iperf3.sent_bytes_total.up"]
+    ),
+    "trial CPU / carried": lambda m: (_cpu(m, "client", "trial_cpu") + _cpu(m, "server", "trial_cpu")) / m[CARRIED],
+}
 
 
 def cmd_noise(args: argparse.Namespace) -> None:
     """Per run of DB: each gated metric's per-pair SD of ln(pr/base), and how the metrics' log ratios correlate
-    (what the noise is made of)."""
+    (what the noise is made of); then, over every trial (none left out), the per-pair SD of the tunnel's CPU
+    per bit read three ways (READINGS), and their RMS over the runs."""
     import numpy as np
 
     from tunbench.report.compare import metrics_for, pair_trials, pair_values
 
-    with Store(Path(args.db)) as store:
-        runs = [r for r in store.runs() if r.name.startswith(args.prefix)]
-        for summary in runs:
-            run = store.find_run(str(summary.id))
-            labels = sorted({t.label for t in run.trials})
-            if len(labels) != 2:
-                continue
-            a = [t for t in run.trials if t.label == "base"]
-            b = [t for t in run.trials if t.label != "base"]
-            pairs, _ = pair_trials(a, b)
-            d = {}
-            for m in metrics_for(run.trials, ("throughput", "cpu")):
-                va, vb = pair_values(pairs, m)
-                d[m.title] = np.log(np.asarray(vb) / np.asarray(va))
-            sds = ", ".join(f"{k} {np.std(v, ddof=1):.1%}" for k, v in d.items())
-            keys = list(d)
-            corr = ", ".join(
-                f"{keys[i]}~{keys[j]} {np.corrcoef(d[keys[i]], d[keys[j]])[0, 1]:+.2f}"
-                for i in range(len(keys))
-                for j in range(i + 1, len(keys))
-            )
-            print(f"{run.name}: {len(pairs)} pairs; per-pair SD: {sds}; correlation: {corr}")
+    variances: dict[str, list[float]] = {k: [] for k in READINGS}
+    for path in args.db.split(","):
+        with Store(Path(path)) as store:
+            runs = [r for r in store.runs() if r.name.startswith(args.prefix)]
+            for summary in runs:
+                run = store.find_run(str(summary.id))
+                backfill_carried(run)
+                a = [t for t in run.trials if t.label == "base" and t.status == "ok"]
+                for label in sorted({t.label for t in run.trials} - {"base"}):
+                    b = [t for t in run.trials if t.label == label and t.status == "ok"]
+                    pairs, _ = pair_trials(a, b)
+                    d = {}
+                    for m in metrics_for(run.trials, ("throughput", "cpu")):
+                        va, vb = pair_values(pairs, m)
+                        d[m.title] = np.log(np.asarray(vb) / np.asarray(va))
+                    sds = ", ".join(f"{k} {np.std(v, ddof=1):.1%}" for k, v in d.items())
+                    keys = list(d)
+                    corr = ", ".join(
+                        f"{keys[i]}~{keys[j]} {np.corrcoef(d[keys[i]], d[keys[j]])[0, 1]:+.2f}"
+                        for i in range(len(keys))
+                        for j in range(i + 1, len(keys))
+                    )
+                    print(f"{run.name} {label}: {len(pairs)} pairs; per-pair SD: {sds}; correlation: {corr}")
+                    read = {}
+                    for name, f in READINGS.items():
+                        x = np.log([f(pb.metrics) / f(pa.metrics) for pa, pb in pairs])
+                        variances[name].append(float(np.var(x, ddof=1)))
+                        read[name] = float(np.std(x, ddof=1))
+                    print("  read three ways, every trial: " + ", ".join(f"{k} {v:.1%}" for k, v in read.items()))
+    print(
+        f"RMS over {len(variances['trial CPU / carried'])} comparisons: "
+        + ", ".join(f"{k} {math.sqrt(sum(v) / len(v)):.2%}" for k, v in variances.items() if v)
+    )
 
 
 def main() -> None:
@@ -325,6 +395,8 @@ def main() -> None:
     sub.add_parser("summary")
     rejudge = sub.add_parser("rejudge")
     rejudge.add_argument("stores", nargs="+", help="the stores the records' runs are in")
+    rejudge.add_argument("--append", action="store_true", help="add the judgements as new records")
+    rejudge.add_argument("--design", default="cpu_s_per_bit", help="with --append: the main tier judged again")
     noise = sub.add_parser("noise")
     noise.add_argument("--prefix", default="gate-")
     args = p.parse_args()

@@ -15,6 +15,7 @@ import pytest
 from tests.integration.helpers import STARTED
 from tunbench.errors import ConfigError
 from tunbench.host.ledger import Ledger
+from tunbench.host.netns import run_in_netns
 from tunbench.link.binary import link_binary_or_none
 from tunbench.link.emulator import profile_link_builder
 from tunbench.link.profile import parse_inline
@@ -144,3 +145,21 @@ def test_a_sysctl_the_kernel_keeps_global_is_refused(ledger: Ledger) -> None:
         pass
     assert e.value.key == "sysctl.net.core.default_qdisc"
     assert host("core/default_qdisc") == before
+
+
+def test_a_sysctl_the_kernel_keeps_read_only_in_a_namespace_is_refused_naming_the_key(ledger: Ledger) -> None:
+    """net.core.rmem_default is per namespace but read-only inside one on recent kernels: a clear error naming
+    the key, not an internal PermissionError on every trial."""
+    probe = "/proc/sys/net/core/rmem_default"
+    with Topology(ledger, "sr", TopologySpec()) as topo:
+        mode = run_in_netns(topo.client.name, lambda: os.stat(probe).st_mode & 0o222)
+    if mode:
+        pytest.skip("net.core.rmem_default is writable inside a namespace on this kernel")
+    before = host("core/rmem_default")
+    with (
+        pytest.raises(ConfigError, match="read-only inside a network namespace") as e,
+        Topology(ledger, "sr", TopologySpec(sysctls={"net.core.rmem_default": "4194304"})),
+    ):
+        pass
+    assert e.value.key == "sysctl.net.core.rmem_default"
+    assert host("core/rmem_default") == before

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from tests.unit.report_data import run, trial
 from tunbench.cli import app
 from tunbench.report.compare import (
+    CPU_CARRIED,
     EXIT_REGRESSED,
     CaseComparison,
     CompareError,
@@ -171,3 +172,66 @@ def test_cli_compare_gate_flags(tmp_path: Path) -> None:
     assert str(bad.exception) == "--gate: unknown gate 'speed' (expected one of: cost, all)"
     half = cli.invoke(app, [*args, "--wide", "0.5"])
     assert isinstance(half.exception, CompareError) and str(half.exception).startswith("--wide: ")
+
+
+def _carried(*, costlier: float, retrans_noise: float, reps: int = 14, seed: int = 5) -> RunRecord:
+    """base and pr with the whole trial's CPU and the bytes carried: pr spends `costlier` more CPU per byte it
+    carries. Each trial's goodput loses a random share (up to `retrans_noise`) of what was carried, as
+    retransmitted and dropped packets do, so CPU per bit of goodput is noisy where CPU per bit carried is not."""
+    rng = np.random.default_rng(seed)
+    trials = []
+    for rep in range(1, reps + 1):
+        for label, cost in (("base", 1.0), ("pr", 1.0 + costlier)):
+            carried = 1e9 * rng.lognormal(0.0, 0.05)  # bytes over the whole trial, both ways
+            cpu = carried * 8 * 1e-9 * cost * rng.lognormal(0.0, 0.002)  # seconds: 1 ns per bit carried
+            bps = carried * 8 / 3.0 * (1.0 - rng.uniform(0.0, retrans_noise))  # goodput of the 2 s window
+            extra = {
+                "carried_bytes": carried,
+                "trial_cpu.client.user_s": cpu * 0.1, "trial_cpu.client.sys_s": cpu * 0.4,
+                "trial_cpu.server.user_s": cpu * 0.1, "trial_cpu.server.sys_s": cpu * 0.4,
+            }  # fmt: skip
+            window_cpu = cpu * 2.0 / 3.0 * rng.lognormal(0.0, 0.04)  # the window's edges, read from 10 Hz samples
+            trials.append(
+                trial(len(trials) + 1, label, bps, tunnel="wireguard-go", repetition=rep,
+                      cpu_client_s=window_cpu / 2, cpu_server_s=window_cpu / 2, extra=extra)
+            )  # fmt: skip
+    return run(trials, uid="tbgate01")
+
+
+def test_cpu_per_bit_carried_is_the_whole_trials_cpu_over_the_bits_carried() -> None:
+    from tunbench.report.compare import metrics_for
+
+    r = _carried(costlier=0.0, retrans_noise=0.0, reps=2)
+    carried = next(m for m in metrics_for(r.trials, ("cpu",)) if m.name == CPU_CARRIED)
+    assert carried.title == "CPU/bit carried"
+    for t in r.trials:
+        cpu = sum(v for k, v in t.metrics.items() if k.startswith("trial_cpu.") and v is not None)
+        assert carried.value(t) == pytest.approx(cpu / (8 * (t.metrics["carried_bytes"] or 0.0)))
+    # trials from before the count (no carried_bytes) have no such metric at all
+    old = _ab(slower=0.0, costlier=0.0, reps=2)
+    assert CPU_CARRIED not in {m.name for m in metrics_for(old.trials, ("cpu",))}
+
+
+def test_with_the_bytes_carried_counted_the_cost_gate_holds_cpu_per_bit_carried_and_drops_cpu_per_bit_tunnel() -> None:
+    r = _carried(costlier=0.0, retrans_noise=0.0)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    rows = _rows(res)
+    assert "cpu_s_per_bit" not in rows  # the sides' figures say the same, with their own noise
+    main = rows[CPU_CARRIED]
+    assert main.gated and not main.wide and main.result.family_size == 1
+    assert {n for n, x in rows.items() if x.wide} == {"throughput_bps", "cpu_s_per_bit.client", "cpu_s_per_bit.server"}
+    assert res.gate_line().startswith("gate: CPU/bit carried at ±3.0% (the tunnel's CPU time per bit it carried")
+    every = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate("all"))
+    assert {"cpu_s_per_bit", CPU_CARRIED} <= set(_rows(every))  # --gate all compares every metric
+
+
+def test_a_4_percent_costlier_build_is_caught_by_cpu_per_bit_carried_through_goodput_noise() -> None:
+    # up to 8% of each trial's carried bytes never counts as goodput, at random, and the window's CPU is read
+    # with 4% noise: CPU per bit of goodput resolves 4% in 14 pairs barely if at all, CPU per bit carried can
+    r = _carried(costlier=0.04, retrans_noise=0.08)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    rows = _rows(res)
+    assert rows[CPU_CARRIED].result.regressed and res.exit_code == EXIT_REGRESSED
+    every = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate("all"))
+    mde = {n: _rows(every)[n].result.min_detectable_effect for n in ("cpu_s_per_bit", CPU_CARRIED)}
+    assert mde[CPU_CARRIED] < 0.25 * mde["cpu_s_per_bit"], mde

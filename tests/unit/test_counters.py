@@ -64,3 +64,12 @@ def test_deltas_keep_all_snmp_and_only_nonzero_interfaces() -> None:
 def test_short_ifname() -> None:
     assert short_ifname("tb123456-tc", "tb123456") == "tc"
     assert short_ifname("eth0", "tb123456") == "eth0"
+
+
+def test_carried_bytes_counts_both_directions_and_a_missing_one_as_zero() -> None:
+    from tunbench.monitor.counters import carried_bytes
+
+    m: dict[str, float | None] = {"counters.client.dev.vc.rx_bytes": 5e6, "counters.client.dev.vc.tx_bytes": 3e8}
+    assert carried_bytes(m, "vc") == 3.05e8
+    assert carried_bytes({"counters.client.dev.vc.tx_bytes": 3e8}, "vc") == 3e8  # deltas keep non-zero ones only
+    assert carried_bytes(m, "vs") is None and carried_bytes(m, "vc", role="server") is None

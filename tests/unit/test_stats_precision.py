@@ -203,3 +203,12 @@ def test_it_does_not_stop_on_the_target_before_ten_pairs() -> None:
     assert stop.state is not None and stop.state.main.reached and not stop.state.reached
     assert stop.state.more_pairs == MIN_STOP_PAIRS - 5
     assert stop([], done[: 2 * MIN_STOP_PAIRS]).startswith("stopped at the target")
+
+
+def test_with_the_bytes_carried_counted_the_stop_watches_cpu_per_bit_carried() -> None:
+    trials = records(noise(4, 0.05))
+    for t in trials:
+        t.metrics |= {"carried_bytes": 1e8, "trial_cpu.client.user_s": 0.3, "trial_cpu.server.sys_s": 0.3}
+    tiers = gated_pairs(trials, "a", "b")
+    assert list(tiers["gate"]) == ["a · lan · up · 1 flow CPU/bit carried"]
+    assert "a · lan · up · 1 flow CPU/bit tunnel" not in tiers["wide"] and len(tiers["wide"]) == 3

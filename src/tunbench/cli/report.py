@@ -199,7 +199,8 @@ def compare(
     Changes are relative (median(B) / median(A) - 1), except for signed metrics (latency increase under
     load) and data with a value <= 0: those are absolute, median(B) - median(A) in the metric's unit, and
     take --threshold-ms instead of the relative --threshold. What gates (--gate cost, the default): the
-    tunnel's CPU per bit, client and server together (and latency), at the threshold, the quietest figure
+    tunnel's CPU per bit carried, client and server together, over whole trials (CPU per bit of goodput
+    where a trial did not count the bytes carried; and latency), at the threshold, the quietest figure
     of its speed on a shared host, and throughput and each side's CPU per bit at --wide (2) times the
     threshold in a family of their own; --gate all: every metric at the threshold. A line above the
     verdict says which. Verdicts use p-values Holm-adjusted within each family, so that by the test a false

@@ -59,17 +59,28 @@ def _write_all(settings: dict[str, str], paths: dict[str, str]) -> dict[str, str
                 key=f"sysctl.{key}",
             )
     for key, path in paths.items():
-        fd = os.open(path, os.O_WRONLY)
+        try:
+            # a key the kernel shows read-only inside a namespace (net.core.rmem_default on 6.x) fails here
+            fd = os.open(path, os.O_WRONLY)
+        except OSError as e:
+            raise ConfigError(_refused(settings[key], e), key=f"sysctl.{key}") from e
         try:
             os.write(fd, settings[key].encode())
         except OSError as e:
-            why = (
-                "the kernel does not allow it inside a namespace" if e.errno == errno.EPERM else (e.strerror or str(e))
-            )
-            raise ConfigError(f"the kernel refused {settings[key]!r}: {why}", key=f"sysctl.{key}") from e
+            raise ConfigError(_refused(settings[key], e), key=f"sysctl.{key}") from e
         finally:
             os.close(fd)
     return {key: _read_file(path) for key, path in paths.items()}
+
+
+def _refused(value: str, e: OSError) -> str:
+    if e.errno == errno.EACCES:
+        why = "the kernel makes this key read-only inside a network namespace (set it on the host, or drop it)"
+    elif e.errno == errno.EPERM:
+        why = "the kernel does not allow it inside a namespace"
+    else:
+        why = e.strerror or str(e)
+    return f"the kernel refused {value!r}: {why}"
 
 
 def apply(netns: str, settings: Mapping[str, str]) -> dict[str, str]:

@@ -74,6 +74,7 @@ from tunbench.report.compare.gate import DEFAULT_WIDE, GATE_NAMES, Gate, parse_g
 from tunbench.report.compare.load import load_run, run_name
 from tunbench.report.compare.metrics import (
     ABSOLUTE_PREFIXES,
+    CPU_CARRIED,
     CPU_TOTAL,
     METRIC_KINDS,
     THROUGHPUT,
@@ -97,6 +98,7 @@ from tunbench.report.exporters.json import run_from_export
 
 __all__ = [
     "ABSOLUTE_PREFIXES",
+    "CPU_CARRIED",
     "CPU_TOTAL",
     "DEFAULT_WIDE",
     "EXIT_REGRESSED",
