@@ -4,12 +4,13 @@ A CI gate has to see a small change in a short budget, so it should judge the qu
 speed. On a small shared host that is the tunnel's CPU time per bit it carried, not its throughput: the CPU
 seconds of all its processes, client and server side, over each whole trial (the cgroup's exact count), per
 bit its client's underlay link carried over the same trial, both ways (``CPU/bit carried``). Measured on this
-project's 2-vCPU VM (docs/benchmarks/precision.md; paired runs of 77-181 pairs), the within-pair noise of
-wireguard-go at saturation was 2.6-3.8% for it, 3.4-5.8% for the CPU per bit of goodput over the measured
-window (``CPU/bit tunnel``, whose window edges are read from 10 Hz samples and whose goodput leaves out the
-retransmitted and dropped packets the tunnel did handle), 3.6-4.6% per side and 4.7-11% for throughput. One
-gated figure also needs no Holm share. A change that makes the tunnel's code slower moves all of them: at
-saturation it spends more CPU per bit, and where it is CPU-bound it also moves fewer bits.
+project's 2-vCPU VM (docs/benchmarks/precision.md; 20-minute paired runs of 77-171 pairs), the within-pair
+noise of wireguard-go at saturation was 2.4-3.5% for it, 3.4-4.3% for the CPU per bit of goodput over the
+measured window (``CPU/bit tunnel``: that window's CPU is interpolated from 10 Hz samples at its edges, and
+goodput leaves out the retransmitted and dropped packets the tunnel did handle), 3.6-4.6% per side and
+4.7-5.8% for throughput, with the same trials. One gated figure also needs no Holm share. A change that
+makes the tunnel's code slower moves all of them: at saturation it spends more CPU per bit, and where it is
+CPU-bound it also moves fewer bits.
 
 Two gates:
 
