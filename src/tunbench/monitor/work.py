@@ -31,6 +31,7 @@ from typing import Protocol
 from tunbench.errors import CommandFailed, TunbenchError
 from tunbench.host.ledger import Ledger
 from tunbench.host.proc import Daemon, run_cmd
+from tunbench.monitor.counters import carried_bytes
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +205,8 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
         if f"work.{role}.syscalls" not in metrics:
             continue
         c = f"counters.{role}.dev.{dev}"
-        rx_b, tx_b = metrics.get(f"{c}.rx_bytes"), metrics.get(f"{c}.tx_bytes")
         rx_p, tx_p = metrics.get(f"{c}.rx_packets"), metrics.get(f"{c}.tx_packets")
-        nbytes = (rx_b or 0.0) + (tx_b or 0.0)
+        nbytes = carried_bytes(metrics, dev, role) or 0.0
         w = f"work.{role}"
         per_mb = {
             "syscalls_per_mb": metrics.get(f"{w}.syscalls"),
