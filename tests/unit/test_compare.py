@@ -972,3 +972,14 @@ def test_history_offers_counted_work_by_name_and_kind() -> None:
     ]
     assert [m.name for m in pick_metrics(["work.client.packets_per_send"], trials)] == ["work.client.packets_per_send"]
     assert not [n for n in DEFAULT_METRICS if n.startswith("work.")]  # shown when asked for
+
+
+def test_compare_target_never_advises_fewer_pairs_than_the_run_stops_on(tmp_path: Path) -> None:
+    from tunbench.report.precision import MIN_STOP_PAIRS
+
+    db = tmp_path / "few.db"
+    _store_with(db, _paired_run("tbaaaaab", reps=5), "pr")
+    out = CliRunner().invoke(app, ["compare", "pr", "--label-a", "old", "--label-b", "new", "--db", str(db),
+                                   "--target", "1.2%"])  # fmt: skip
+    m = re.search(r"for ±1\.2% about (\d+) pairs in all", " ".join(out.output.split()))
+    assert m and int(m.group(1)) >= MIN_STOP_PAIRS, out.output

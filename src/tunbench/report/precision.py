@@ -201,7 +201,7 @@ def _tier_lines(gated: list[Any], runs: Sequence[RunRecord], target: float, what
         sds = [r.result.pair_sd for r in gated if math.isfinite(r.result.pair_sd)]
         if not sds:
             return [f"{got}; {fmt_mde(target)}: the spread is undefined, measure more pairs first"]
-        need = required_pairs(max(sds), target, confidence=strict)
+        need = max(required_pairs(max(sds), target, confidence=strict), MIN_STOP_PAIRS)  # what the run's stop holds
         have, unit = min(r.result.n_pairs for r in gated), "pairs"
     else:
         cvs = [max(r.result.baseline.cv, r.result.candidate.cv) for r in gated]
