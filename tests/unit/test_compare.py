@@ -121,7 +121,30 @@ def test_change_below_threshold_is_not_a_regression() -> None:
     a = one_case("socat", samples(4.00e9, 8, 0.001, seed=1), rid=1, uid="tba")
     b = one_case("socat", samples(3.92e9, 8, 0.001, seed=2), rid=2, uid="tbb")  # -2 %, very precise
     assert compare_runs(a, b, threshold=0.0).exit_code == EXIT_REGRESSED
-    assert compare_runs(a, b, threshold=0.05).exit_code == 0
+    within = compare_runs(a, b, threshold=0.05)
+    assert within.exit_code == 0
+    # significant (p far below alpha), but smaller than the threshold: named, not called "no change"
+    thr = rows_by_metric(within)["throughput_bps"]
+    assert thr.result.verdict == "no significant change" and thr.result.within_threshold
+    assert thr.wide and thr.verdict_text == "slower, within 10.0%"  # the wide tier: twice the threshold
+    same = one_case("socat", samples(4.00e9, 8, 0.001, seed=3), rid=3, uid="tbc")
+    assert not rows_by_metric(compare_runs(a, same, threshold=0.05))["throughput_bps"].result.within_threshold
+
+
+def test_caption_counts_each_tiers_family() -> None:
+    rng = np.random.default_rng(7)
+    base = samples(4e9, 10, 0.01, seed=1)
+    a = one_case("socat", base, rid=1, uid="tba", cpu=1.0)
+    b = one_case("socat", [v * (1 + rng.normal(0, 0.01)) for v in base], rid=2, uid="tbb", cpu=1.0)
+    res = compare_runs(a, b, threshold=0.03)
+    main = max(r.result.family_size for r in res.rows if r.gated and not r.wide)
+    wide = max(r.result.family_size for r in res.rows if r.wide)
+    out = io.StringIO()
+    from rich.console import Console
+
+    Console(file=out, width=400).print(compare_table(res))
+    text = " ".join(out.getvalue().split())
+    assert f"adjusted over the {main} gated comparison(s) of the main tier, or the {wide} of the wide tier" in text
 
 
 def test_cpu_per_bit_regression_at_equal_throughput() -> None:

@@ -133,6 +133,21 @@ class Comparison:
         return self.verdict != "no significant change"
 
     @property
+    def within_threshold(self) -> bool:
+        """Not a verdict, but a real change smaller than the threshold: the interval excludes 0 and p (Holm's
+        where adjusted) is below alpha, yet ``abs(change) < threshold`` (rule 3 alone failed)."""
+        p = self.p_value if math.isnan(self.p_adjusted) else self.p_adjusted
+        beside_zero = self.ci_low > 0.0 or self.ci_high < 0.0
+        return (
+            not self.significant
+            and self.threshold > 0.0
+            and beside_zero
+            and p < self.alpha
+            and self.p_floor < self.alpha
+            and abs(self.change) < self.threshold
+        )
+
+    @property
     def p_floor(self) -> float:
         """The smallest p-value this comparison's exact test can give (rule 4)."""
         if self.analysis == "paired":

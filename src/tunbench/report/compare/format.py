@@ -102,7 +102,7 @@ _PAIRED_TEXT = (
 )
 
 
-def caption(result: CompareResult, family: int) -> str:
+def caption(result: CompareResult, family: int, wide_family: int = 0) -> str:
     if result.analysis == "paired":
         method = f"paired: {result.analysis_reason}; {_PAIRED_TEXT}"
     elif result.analysis == "mixed":
@@ -110,10 +110,13 @@ def caption(result: CompareResult, family: int) -> str:
         method += f"unpaired rows: {_UNPAIRED_TEXT}"
     else:
         method = f"unpaired: {result.analysis_reason}; {_UNPAIRED_TEXT}"
+    tiers = f"the {family} gated comparison(s) of the main tier"
+    if wide_family:
+        tiers += f", or the {wide_family} of the wide tier for (wide) rows (their own family and threshold)"
     return (
-        f"{method}. A, B: medians (CPU/bit in CPU-seconds per Gbit); p Holm: adjusted over the {family} gated "
-        "comparisons of the row's tier (verdicts use it; (wide): the gate's wide tier, its own family and "
-        "threshold); MDE: change detectable with 80% power at Holm's level"
+        f"{method}. A, B: medians (CPU/bit in CPU-seconds per Gbit); p Holm: adjusted over {tiers}; verdicts use "
+        "it, and a significant change smaller than the threshold is named but does not gate ('within'); MDE: "
+        "change detectable with 80% power at Holm's level"
     )
 
 
@@ -123,9 +126,10 @@ def n_text(c: Comparison) -> str:
 
 def compare_table(result: CompareResult) -> Table:
     family = max((r.result.family_size for r in result.rows if r.gated and not r.wide), default=1)
+    wide_family = max((r.result.family_size for r in result.rows if r.wide), default=0)
     table = Table(
         title=escape(f"B {result.b_name} vs A {result.a_name}{threshold_text(result)}"),
-        caption=escape(caption(result, family)),
+        caption=escape(caption(result, family, wide_family)),
         header_style="bold",
     )
     for col, justify in [

@@ -44,8 +44,17 @@ class CaseComparison:
 
     @property
     def verdict_text(self) -> str:
-        v = self.result.verdict
-        return self.metric.better if v == "better" else self.metric.worse if v == "worse" else v
+        """The metric's word for a verdict ("slower", "cheaper"), else "no significant change"; a real change
+        smaller than the threshold says so ("costlier, within 6.0%"): it does not gate, but p < alpha is not
+        "no change"."""
+        c = self.result
+        if c.verdict != "no significant change":
+            return self.metric.better if c.verdict == "better" else self.metric.worse
+        if not c.within_threshold:
+            return c.verdict
+        word = self.metric.better if (c.ci_low > 0.0) == c.higher_is_better else self.metric.worse
+        limit = f"{c.threshold:g} {c.unit}".rstrip() if c.absolute else f"{c.threshold:.1%}"
+        return f"{word}, within {limit}"
 
     @property
     def case_label(self) -> str:
