@@ -205,10 +205,10 @@ def compare(
     threshold in a family of their own; --gate all: every metric at the threshold. A line above the
     verdict says which. Verdicts use p-values Holm-adjusted within each family, so that by the test a false
     verdict in a family has at most alpha's chance (0.05) when trials are independent. Measured on this
-    project's 2-core VM with the earlier
-    signed-rank verdict (A/A runs of 8 pairs of 1 s, scripts/aa_rate.py, docs/benchmarks/precision.md): false
-    verdicts in 2 of 112 runs placed (--cpuset split; 1.8%, 95% CI 0.2-6.3%), 7 of 90 unplaced (7.8%, CI
-    3.2-15.4%).
+    project's 2-core VM with this gate (104 A/A runs of the README's A/B line, up to 2 minutes each,
+    scripts/gate_error_rates.py, docs/benchmarks/precision.md): false verdicts in 0 of 104 (95% CI 0-3.5%).
+    A significant change smaller than its threshold is named in the table ("costlier, within 6.0%") and
+    does not gate.
 
     Analysis: two runs are compared unpaired (Mann-Whitney U, Hodges-Lehmann shift CI). Two labels of ONE
     run (A alone, or A = B, with --label-a/--label-b) are compared paired: trials of the same case and
