@@ -132,19 +132,25 @@ def test_change_below_threshold_is_not_a_regression() -> None:
 
 
 def test_caption_counts_each_tiers_family() -> None:
-    rng = np.random.default_rng(7)
-    base = samples(4e9, 10, 0.01, seed=1)
-    a = one_case("socat", base, rid=1, uid="tba", cpu=1.0)
-    b = one_case("socat", [v * (1 + rng.normal(0, 0.01)) for v in base], rid=2, uid="tbb", cpu=1.0)
+    a = one_case("socat", samples(4e9, 10, 0.01, seed=1), rid=1, uid="tba", cpu=1.0)
+    b = one_case("socat", samples(4e9, 10, 0.01, seed=2), rid=2, uid="tbb", cpu=1.0)
     res = compare_runs(a, b, threshold=0.03)
-    main = max(r.result.family_size for r in res.rows if r.gated and not r.wide)
-    wide = max(r.result.family_size for r in res.rows if r.wide)
+    # main: the tunnel's CPU per bit alone; wide: throughput and the client's CPU per bit (no server process)
+    assert {r.metric.name: r.wide for r in res.rows} == {
+        "throughput_bps": True, "cpu_s_per_bit": False, "cpu_s_per_bit.client": True,
+    }  # fmt: skip
+    main, wide = 1, 2
+    assert res.family_sizes() == (main, wide)
     out = io.StringIO()
     from rich.console import Console
 
     Console(file=out, width=400).print(compare_table(res))
     text = " ".join(out.getvalue().split())
-    assert f"adjusted over the {main} gated comparison(s) of the main tier, or the {wide} of the wide tier" in text
+    said = f"adjusted over the {main} gated comparison(s) of the main tier, or the {wide} of the wide tier"
+    assert said in text
+    from tunbench.report.html.compare import render_comparison
+
+    assert said in render_comparison(res, None)  # the HTML page's caption: the same words
 
 
 def test_cpu_per_bit_regression_at_equal_throughput() -> None:

@@ -134,18 +134,15 @@ class Comparison:
 
     @property
     def within_threshold(self) -> bool:
-        """Not a verdict, but a real change smaller than the threshold: the interval excludes 0 and p (Holm's
-        where adjusted) is below alpha, yet ``abs(change) < threshold`` (rule 3 alone failed)."""
+        """Not a verdict, but a real change smaller than the threshold: rules 1, 2 and 4 hold (with Holm's p
+        where adjusted), so only rule 3, ``abs(change) >= threshold``, kept it from being one."""
         p = self.p_value if math.isnan(self.p_adjusted) else self.p_adjusted
-        beside_zero = self.ci_low > 0.0 or self.ci_high < 0.0
-        return (
-            not self.significant
-            and self.threshold > 0.0
-            and beside_zero
-            and p < self.alpha
-            and self.p_floor < self.alpha
-            and abs(self.change) < self.threshold
-        )
+        return not self.significant and _evident(self.ci_low, self.ci_high, p, self.alpha, self.p_floor)
+
+    @property
+    def side(self) -> Literal["better", "worse"]:
+        """Which way the interval points, by the side of 0 its low end lies on (a verdict's direction)."""
+        return _side(self.ci_low, self.higher_is_better)
 
     @property
     def p_floor(self) -> float:
@@ -430,12 +427,18 @@ def _verdict(
     higher_is_better: bool,
 ) -> Verdict:
     """The verdict; its direction is the interval's (the side of 0 it lies on), never the point's alone."""
-    reachable = p_floor < alpha
-    significant = (lo > 0.0 or hi < 0.0) and p < alpha and abs(change) >= threshold and reachable
-    if not significant:
+    if not (_evident(lo, hi, p, alpha, p_floor) and abs(change) >= threshold):
         return "no significant change"
-    up = lo > 0.0
-    return "better" if up == higher_is_better else "worse"
+    return _side(lo, higher_is_better)
+
+
+def _side(lo: float, higher_is_better: bool) -> Literal["better", "worse"]:
+    return "better" if (lo > 0.0) == higher_is_better else "worse"
+
+
+def _evident(lo: float, hi: float, p: float, alpha: float, p_floor: float) -> bool:
+    """Rules 1, 2 and 4: the interval excludes 0, p is below alpha, and the test can reach alpha at all."""
+    return (lo > 0.0 or hi < 0.0) and p < alpha and p_floor < alpha
 
 
 def _mann_whitney_p(b: FloatArray, c: FloatArray) -> float:

@@ -102,7 +102,7 @@ _PAIRED_TEXT = (
 )
 
 
-def caption(result: CompareResult, family: int, wide_family: int = 0) -> str:
+def caption(result: CompareResult) -> str:
     if result.analysis == "paired":
         method = f"paired: {result.analysis_reason}; {_PAIRED_TEXT}"
     elif result.analysis == "mixed":
@@ -110,6 +110,7 @@ def caption(result: CompareResult, family: int, wide_family: int = 0) -> str:
         method += f"unpaired rows: {_UNPAIRED_TEXT}"
     else:
         method = f"unpaired: {result.analysis_reason}; {_UNPAIRED_TEXT}"
+    family, wide_family = result.family_sizes()
     tiers = f"the {family} gated comparison(s) of the main tier"
     if wide_family:
         tiers += f", or the {wide_family} of the wide tier for (wide) rows (their own family and threshold)"
@@ -125,11 +126,9 @@ def n_text(c: Comparison) -> str:
 
 
 def compare_table(result: CompareResult) -> Table:
-    family = max((r.result.family_size for r in result.rows if r.gated and not r.wide), default=1)
-    wide_family = max((r.result.family_size for r in result.rows if r.wide), default=0)
     table = Table(
         title=escape(f"B {result.b_name} vs A {result.a_name}{threshold_text(result)}"),
-        caption=escape(caption(result, family, wide_family)),
+        caption=escape(caption(result)),
         header_style="bold",
     )
     for col, justify in [

@@ -48,11 +48,10 @@ class CaseComparison:
         smaller than the threshold says so ("costlier, within 6.0%"): it does not gate, but p < alpha is not
         "no change"."""
         c = self.result
-        if c.verdict != "no significant change":
-            return self.metric.better if c.verdict == "better" else self.metric.worse
+        v = c.side if c.within_threshold else c.verdict
+        word = self.metric.better if v == "better" else self.metric.worse if v == "worse" else v
         if not c.within_threshold:
-            return c.verdict
-        word = self.metric.better if (c.ci_low > 0.0) == c.higher_is_better else self.metric.worse
+            return word
         limit = f"{c.threshold:g} {c.unit}".rstrip() if c.absolute else f"{c.threshold:.1%}"
         return f"{word}, within {limit}"
 
@@ -84,6 +83,11 @@ class CompareResult:
     analysis_reason: str = "A and B are different runs"
     dropped_pairs: int = 0
     gate: Gate = field(default_factory=Gate)
+
+    def family_sizes(self) -> tuple[int, int]:
+        """The Holm family sizes of the gated rows: (main tier, at least 1; wide tier, 0 without one)."""
+        main = max((r.result.family_size for r in self.rows if r.gated and not r.wide), default=1)
+        return main, max((r.result.family_size for r in self.rows if r.wide), default=0)
 
     def gate_line(self) -> str:
         """What gated this comparison and why (``Gate.describe``), from the gated rows' metric titles."""

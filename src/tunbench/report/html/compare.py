@@ -185,8 +185,6 @@ def render_comparison(result: CompareResult, diffs: list[Diff] | None, extra_lin
     """The page. `diffs`: the differential flamegraphs (None: none were looked for, no trial has stacks);
     `extra_lines`: more plain lines to show with the notes (`--target`'s)."""
     template = Template(resources.files("tunbench.report").joinpath("templates/report.html").read_text("utf-8"))
-    family = max((r.result.family_size for r in result.rows if r.gated and not r.wide), default=1)
-    wide_family = max((r.result.family_size for r in result.rows if r.wide), default=0)
     *notes, verdict = [_plain(line) for line in compare_lines(result)]
     gate = [n for n in notes if n.startswith("gate: ")]  # what gated and why: beside the verdict, not a warning
     notes = [n for n in notes if n not in gate] + list(extra_lines)
@@ -205,7 +203,7 @@ def render_comparison(result: CompareResult, diffs: list[Diff] | None, extra_lin
     head = [
         f'<p class="verdict {verdict_cls}" id="verdict">{_e(verdict)}</p>',
         *(f'<p class="meta">{_e(line)}</p>' for line in gate),
-        f'<p class="meta">{_e(caption(result, family, wide_family))}</p>',
+        f'<p class="meta">{_e(caption(result))}</p>',
     ]
     if notes:
         head.append('<div class="warnings"><ul>' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul></div>")
