@@ -337,6 +337,9 @@ def test_load_run_from_store_and_missing_run(tmp_path: Path) -> None:
     assert load_run("1", db).name == "first"
     with pytest.raises(CompareError, match="no run"):
         load_run("nope", db)
+    # the store itself given as A (`tunbench compare results/demo.db`): said so, with the line to type
+    with pytest.raises(CompareError, match=rf"{re.escape(str(db))} is a result store, not a run: .* --db "):
+        load_run(str(db), tmp_path / "other.db")
     with pytest.raises(CompareError, match="no result store"):
         load_run("1", tmp_path / "missing.db")
 

@@ -17,6 +17,11 @@ def load_run(ref: str, db: str | Path) -> RunRecord:
 
     path = Path(ref)
     if path.is_file():
+        if _is_sqlite(path):
+            raise CompareError(
+                f"{path} is a result store, not a run: name the runs and give the store, "
+                f"e.g. `tunbench compare RUN_A RUN_B --db {path}` (`tunbench show --list --db {path}` lists them)"
+            )
         try:
             data = json.loads(path.read_text())
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -32,6 +37,15 @@ def load_run(ref: str, db: str | Path) -> RunRecord:
             return store.find_run(ref)
     except TunbenchError as e:
         raise CompareError(str(e)) from e
+
+
+def _is_sqlite(path: Path) -> bool:
+    """Whether the file starts with SQLite's header (a store given where a run or an export was expected)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
 
 
 def run_name(run: RunRecord) -> str:
