@@ -173,7 +173,7 @@ def test_openvpn_storms_connect_reconnect_and_overload_over_three_hosts(hosts: S
         tmp_path,
         fleet_inventory(hosts, tmp_path, weights=weights),
         storm(
-            tmp_path, "openvpn-udp", 90, ["connect", "reconnect", "overload"], "overload_s = 3\noverload_cpu_pct = 5"
+            tmp_path, "openvpn-udp", 90, ["connect", "reconnect", "overload"], "overload_s = 3\noverload_cpu_pct = 2"
         ),
     )
     assert res.returncode == 0, res.stdout + res.stderr
@@ -184,7 +184,9 @@ def test_openvpn_storms_connect_reconnect_and_overload_over_three_hosts(hosts: S
     check_storm(trials["reconnect"]["metrics"], 90, {"h2": 45, "h3": 23, "h4": 22}, p="clients.connect.")
     over = trials["overload"]["metrics"]
     assert over["clients.recovery_s"] is not None  # every client ended up with a working tunnel
-    # held to 5% of a core on its host for 3 s, the server connects fewer clients then than without a cap
+    # held to 2% of a core on its host for 3 s (0.06 CPU-s), the server connects fewer clients then than
+    # without a cap: 90 connects cost it 0.11-0.13 CPU-s here, so at 5% (0.15 CPU-s, less the storm's lead)
+    # all 90 could finish inside the cap (seen once in CI: 90 ready at 2.7 s, the cap lifted at 2.77 s)
     assert over["clients.ready_during_overload"] < 90
     nothing_left(hosts, agent_prefixes(doc))
 
