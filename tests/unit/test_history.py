@@ -251,3 +251,26 @@ def test_a_short_commit_matches_exactly() -> None:
     assert key[1] == 2 and what.startswith("commit c2")
     with pytest.raises(HistoryError):
         resolve_ref("c", runs, "--since")  # a prefix of fewer than 4 characters is still refused
+
+
+# ---- issue 43 ------------------------------------------------------------------------------------------------
+
+
+def test_a_commit_measured_twice_keeps_each_runs_trials_apart() -> None:
+    """Issue 43 item 5: two runs of one commit, 3 trials each, were pooled by trial seq (unique only within a
+    run): trial 1 of the first run and trial 1 of the second became one unit, their geometric mean. 0.5 and
+    1.0 Gbit/s in opposite order gave 3 units of 0.707 (median 0.707); the 6 trials are 6 units (median 0.75)."""
+    runs = _runs_of([[1e9, 0.5e9, 0.5e9], [0.5e9, 1e9, 1e9]])
+    for r in runs:
+        r.provenance["build"] = {"commit": "c1", "branch": "main"}
+    s = build(runs, metrics=["throughput"]).series[0]
+    (p,) = s.points
+    assert s.by_commit and len(p.runs) == 2
+    assert p.summary.n == 6 and sorted(p.values) == [0.5e9] * 3 + [1e9] * 3
+    assert p.summary.median == pytest.approx(0.75e9)
+    # warm bring-up tags are per run too: bring-up 0 of each run is its own unit
+    for r in runs:
+        for t in r.trials:
+            t.params["warm"] = {"bringup": 0}
+    (w,) = build(runs, metrics=["throughput"]).series[0].points
+    assert w.summary.n == 2

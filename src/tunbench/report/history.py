@@ -5,8 +5,9 @@ A series is one case (label, profile, workload, flows, direction, clients, varia
 catalogue) over the runs of one machine. A point is one run, or one commit: when every run of the series
 names the commit its build came from (``tunbench run --commit`` or the tunnel's ``commit=``), the runs of one
 commit are pooled into one point, placed where that commit was first measured (tunbench does not read git:
-the order is the order the commits were benchmarked in). A point's figure is the median of its trials with
-the CI of the median that ``tunbench report`` shows (``stats.summarize``).
+the order is the order the commits were benchmarked in). A point's figure is the median of its units (each
+run's trials, or its warm bring-ups: ``unit_values`` of one run at a time, as seqs and bring-up tags are
+unique only within a run) with the CI of the median that ``tunbench report`` shows (``stats.summarize``).
 
 Only runs whose status is ``done`` count; any other status (running, interrupted, failed, killed...) is
 left out and counted. Runs of other machines (``metadata.machine_of``: host name, CPU model, kernel) are
@@ -431,7 +432,9 @@ def _series(
     dropped: list[str] = []
     for key, members in groups.items():  # insertion order: the first run of each key, in time order
         trials = [t for _, ts, _ in members for t in ts]
-        values = unit_values(trials, metric.value)  # warm windows: one value per bring-up
+        # units are made run by run: a trial's seq and a warm bring-up's tag are unique only within its run,
+        # so the trials of two runs of one commit must never share a unit (issue 43 item 5)
+        values = [v for _, ts, _ in members for v in unit_values(ts, metric.value)]  # warm: one per bring-up
         first = members[0][0]
         gone = [t for _, _, left in members for t in left.trials]
         if not values:

@@ -89,7 +89,9 @@ def unit_mean(values: list[float]) -> float:
 
 def unit_values(trials: Iterable[TrialRecord], value: Callable[[TrialRecord], float | None]) -> list[float]:
     """A metric's ok, finite values, one per independent unit (``unit_key``, ``unit_mean``), in the order the
-    units first appear. Every summary or interval of a case is computed on these."""
+    units first appear. Every summary or interval of a case is computed on these. ``trials`` are one run's:
+    a unit's key (a seq, a bring-up tag) is unique only within its run, so pooling runs means calling this
+    once per run (``report.history`` does)."""
     units: dict[tuple[str, object], list[float]] = {}
     for t in trials:
         v = value(t) if t.status == "ok" else None
