@@ -6,19 +6,20 @@ Tunbench cases are typically repeated 3–10 times. At those sizes the bootstrap
 of the median is dishonest: the bootstrap median can only take values near the order statistics,
 so for n = 3 the "95 %" interval is [min, max], whose true coverage is 1 - 2 * 0.5**3 = 75 %.
 
-``summarize`` therefore supports two methods and picks one with ``ci_method="auto"`` (default):
+``summarize`` therefore supports two methods; ``ci_method="auto"`` (default, what every report uses) is the
+order-statistic interval at every n:
 
-* ``"order-statistic"`` (used by ``auto`` when n < 10): the classical distribution-free interval
-  [x_(k), x_(n-k+1)] from the Binomial(n, 1/2) distribution of the number of values below the true
-  median. Its coverage is exact for continuous data (no assumption on the shape), conservative
-  because of discreteness, and *reported* in ``Summary.ci_coverage``. If even [min, max] cannot
-  reach the requested confidence (n <= 5 at 95 %), the interval is [min, max] and ``ci_coverage``
-  says what it really is (n = 3: 0.75, n = 4: 0.875, n = 5: 0.9375). ``checks.stability_warnings``
-  flags those n.
-* ``"bootstrap"`` (used by ``auto`` when n >= 10): percentile bootstrap of the median with
-  ``resamples`` resamples from ``numpy.random.default_rng(seed)``; ``ci_coverage`` is then the
-  nominal ``confidence`` (an approximation: in simulations on lognormal data it covered about
-  0.92–0.95 for n = 10–30, so it is slightly liberal).
+* ``"order-statistic"``: the classical distribution-free interval [x_(k), x_(n-k+1)] from the
+  Binomial(n, 1/2) distribution of the number of values below the true median (the interval
+  ``scipy.stats.quantile_test`` gives). Its coverage is exact for continuous data (no assumption on the
+  shape), at least ``confidence`` (the narrowest such symmetric interval is chosen: 0.9785 at n = 10, 0.9567
+  at n = 25, 0.9727 at n = 60), and *reported* in ``Summary.ci_coverage``. If even [min, max] cannot reach
+  the requested confidence (n <= 5 at 95 %), the interval is [min, max] and ``ci_coverage`` says what it
+  really is (n = 3: 0.75, n = 4: 0.875, n = 5: 0.9375). ``checks.stability_warnings`` flags those n.
+* ``"bootstrap"`` (only when asked for): percentile bootstrap of the median with ``resamples`` resamples
+  from ``numpy.random.default_rng(seed)``; ``ci_coverage`` is then the nominal ``confidence``, which it does
+  not reach: on lognormal data it covered about 0.92-0.95 for n = 10-30. Until issue 43 (item 7) ``auto``
+  used it from n = 10 on, so the report's "95%" interval of 10 or more values covered about 93%.
 
 Confidence interval of a ratio
 ------------------------------
@@ -59,8 +60,6 @@ from tunbench.stats.shift import ratio_interval
 CIMethod: TypeAlias = Literal["auto", "order-statistic", "bootstrap"]
 
 DEFAULT_RESAMPLES = 10_000
-AUTO_BOOTSTRAP_MIN_N = 10
-"""``ci_method="auto"`` switches from the order-statistic interval to the bootstrap at this n."""
 
 _NAN = float("nan")
 
@@ -71,8 +70,9 @@ class Summary:
 
     ``stdev`` is the sample standard deviation (ddof=1); ``cv`` = stdev / |mean|.
     ``[ci_low, ci_high]`` is a confidence interval for the population *median*, computed by
-    ``ci_method`` ("order-statistic" or "bootstrap", "none" when n < 2); ``ci_coverage`` is its
-    exact coverage (order-statistic) or its nominal coverage (bootstrap), NaN when n < 2.
+    ``ci_method`` ("order-statistic", the default at every n; "bootstrap" only when asked for; "none" when
+    n < 2); ``ci_coverage`` is its exact coverage (order-statistic) or its nominal coverage (bootstrap),
+    NaN when n < 2.
     """
 
     n: int
@@ -183,7 +183,7 @@ def _median_ci(
     n = x.size
     if n < 2:
         return "none", _NAN, _NAN, _NAN
-    if ci_method == "bootstrap" or (ci_method == "auto" and n >= AUTO_BOOTSTRAP_MIN_N):
+    if ci_method == "bootstrap":  # never for "auto": its nominal coverage is not its real one
         meds = bootstrap_medians(x, resamples, np.random.default_rng(seed))
         lo, hi = percentile_interval(meds, confidence)
         return "bootstrap", lo, hi, confidence
