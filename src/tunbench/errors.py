@@ -1,24 +1,32 @@
 """The error tree. cli.py turns every TunbenchError into one `Error: ...` line and an exit code.
 
-Exit codes (README, `tunbench run --help`): 0 ok; 1 an error (store, tunnel, not root...) or, for
-`tunbench compare`, a regression; 2 invalid configuration (scenario, adapter, profile, flag); 3 a program
+Exit codes (README, docs/ci.md, `tunbench run --help`): 0 ok; 1 a verdict of "regressed" (`compare`,
+`history --fail-on-regression-since`, `run --gate`) or a failed check (`doctor`, `clean`), and nothing else;
+2 invalid input (scenario, adapter, profile, flag, a store or export that cannot be read as one); 3 a program
 or kernel feature is missing; 4 `tunbench run` finished but some trials failed; 5 `tunbench run` measured
-nothing (no trial ok); 130 interrupted.
+nothing (no trial ok); 6 an error stopped the command (store, tunnel, not root, a host); 70 an internal error,
+a bug in tunbench (the traceback goes to a log file); 130 interrupted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+EXIT_REGRESSED = 1  # compare, history, run --gate: a regression beyond the threshold; nothing else exits 1
+EXIT_INVALID = 2  # a flag, file or reference that cannot be used
+EXIT_MISSING = 3  # a program or kernel feature is missing
 EXIT_TRIALS_FAILED = 4  # tunbench run: some trials failed, others were measured
 EXIT_NOTHING_MEASURED = 5  # tunbench run: not one trial ok
+EXIT_ERROR = 6  # an error stopped the command: never read as a verdict
+EXIT_INTERNAL = 70  # a bug in tunbench (sysexits' EX_SOFTWARE): an exception tunbench did not expect
 EXIT_INTERRUPTED = 130
 
 
 class TunbenchError(Exception):
-    """Base of every error tunbench reports to the user (never shown as a traceback)."""
+    """Base of every error tunbench reports to the user (never shown as a traceback). Its exit code is not 1,
+    which means "regressed" to a CI job."""
 
-    exit_code = 1
+    exit_code = EXIT_ERROR
 
 
 class ExportError(TunbenchError):

@@ -86,7 +86,7 @@ def test_postgresql_gone_mid_run_spools_the_rest(tmp_path: Path) -> None:
         finally:
             if proc.poll() is None:
                 proc.kill()
-        assert proc.returncode == 1, out
+        assert proc.returncode == 6, out  # EXIT_ERROR: the store went away
         assert "Traceback" not in out
         (spool,) = tmp_path.glob(f"tunbench-spool-{uid}-*.db")  # a new file, created exclusively
         (error,) = [line for line in out.splitlines() if line.startswith("Error:")]

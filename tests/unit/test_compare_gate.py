@@ -13,7 +13,9 @@ from tests.unit.report_data import run, trial
 from tunbench.cli import app
 from tunbench.report.compare import (
     CPU_CARRIED,
+    CPU_DELIVERED,
     EXIT_REGRESSED,
+    OVERHEAD,
     CaseComparison,
     CompareError,
     CompareResult,
@@ -174,19 +176,23 @@ def test_cli_compare_gate_flags(tmp_path: Path) -> None:
     assert isinstance(half.exception, CompareError) and str(half.exception).startswith("--wide: ")
 
 
-def _carried(*, costlier: float, retrans_noise: float, reps: int = 14, seed: int = 5) -> RunRecord:
-    """base and pr with the whole trial's CPU and the bytes carried: pr spends `costlier` more CPU per byte it
-    carries. Each trial's goodput loses a random share (up to `retrans_noise`) of what was carried, as
-    retransmitted and dropped packets do, so CPU per bit of goodput is noisy where CPU per bit carried is not."""
+def _carried(
+    *, costlier: float, retrans_noise: float, reps: int = 14, seed: int = 5, padding: float = 0.0
+) -> RunRecord:
+    """base and pr with the whole trial's CPU, the payload delivered and the bytes carried: pr spends
+    `costlier` more CPU per byte it delivers and puts `padding` more bytes on the wire per payload byte. Each
+    trial's goodput loses a random share (up to `retrans_noise`) of what was carried, as retransmitted and
+    dropped packets do, so CPU per bit of goodput is noisy where CPU per bit delivered (whole test) is not."""
     rng = np.random.default_rng(seed)
     trials = []
     for rep in range(1, reps + 1):
-        for label, cost in (("base", 1.0), ("pr", 1.0 + costlier)):
-            carried = 1e9 * rng.lognormal(0.0, 0.05)  # bytes over the whole trial, both ways
-            cpu = carried * 8 * 1e-9 * cost * rng.lognormal(0.0, 0.002)  # seconds: 1 ns per bit carried
-            bps = carried * 8 / 3.0 * (1.0 - rng.uniform(0.0, retrans_noise))  # goodput of the 2 s window
+        for label, cost, pad in (("base", 1.0, 0.0), ("pr", 1.0 + costlier, padding)):
+            payload = 1e9 * rng.lognormal(0.0, 0.05)  # bytes the generator moved over the whole test, both ways
+            carried = payload * 1.05 * (1.0 + pad) * rng.lognormal(0.0, 0.002)  # on the wire: headers, padding
+            cpu = payload * 8 * 1e-9 * cost * rng.lognormal(0.0, 0.002)  # seconds: 1 ns per bit delivered
+            bps = payload * 8 / 3.0 * (1.0 - rng.uniform(0.0, retrans_noise))  # goodput of the 2 s window
             extra = {
-                "carried_bytes": carried,
+                "carried_bytes": carried, "delivered_bytes": payload,
                 "trial_cpu.client.user_s": cpu * 0.1, "trial_cpu.client.sys_s": cpu * 0.4,
                 "trial_cpu.server.user_s": cpu * 0.1, "trial_cpu.server.sys_s": cpu * 0.4,
             }  # fmt: skip
@@ -198,40 +204,77 @@ def _carried(*, costlier: float, retrans_noise: float, reps: int = 14, seed: int
     return run(trials, uid="tbgate01")
 
 
-def test_cpu_per_bit_carried_is_the_whole_trials_cpu_over_the_bits_carried() -> None:
+def test_cpu_per_bit_delivered_is_the_whole_trials_cpu_over_the_payload_bits() -> None:
     from tunbench.report.compare import metrics_for
 
     r = _carried(costlier=0.0, retrans_noise=0.0, reps=2)
-    carried = next(m for m in metrics_for(r.trials, ("cpu",)) if m.name == CPU_CARRIED)
-    assert carried.title == "CPU/bit carried"
+    by_name = {m.name: m for m in metrics_for(r.trials, ("cpu",))}
+    assert by_name[CPU_DELIVERED].title == "CPU/bit delivered"
     for t in r.trials:
         cpu = sum(v for k, v in t.metrics.items() if k.startswith("trial_cpu.") and v is not None)
-        assert carried.value(t) == pytest.approx(cpu / (8 * (t.metrics["carried_bytes"] or 0.0)))
-    # trials from before the count (no carried_bytes) have no such metric at all
+        payload, carried = t.metrics["delivered_bytes"] or 0.0, t.metrics["carried_bytes"] or 0.0
+        assert by_name[CPU_DELIVERED].value(t) == pytest.approx(cpu / (8 * payload))
+        assert by_name[CPU_CARRIED].value(t) == pytest.approx(cpu / (8 * carried))
+        assert by_name[OVERHEAD].value(t) == pytest.approx(carried / payload)
+    # trials from before the counts (no payload figures at all) have no such metrics
     old = _ab(slower=0.0, costlier=0.0, reps=2)
-    assert CPU_CARRIED not in {m.name for m in metrics_for(old.trials, ("cpu",))}
+    assert not {CPU_DELIVERED, CPU_CARRIED, OVERHEAD} & {m.name for m in metrics_for(old.trials, ("cpu",))}
 
 
-def test_with_the_bytes_carried_counted_the_cost_gate_holds_cpu_per_bit_carried_and_drops_cpu_per_bit_tunnel() -> None:
+def test_a_store_from_before_gets_the_payload_from_its_generators_whole_test_bytes() -> None:
+    from tunbench.report.compare import metrics_for
+
+    r = _carried(costlier=0.0, retrans_noise=0.0, reps=2)
+    for t in r.trials:
+        payload = t.metrics.pop("delivered_bytes") or 0.0
+        t.metrics |= {"iperf3.sent_bytes_total.up": payload * 0.75, "iperf3.sent_bytes_total.down": payload * 0.25}
+    by_name = {m.name: m for m in metrics_for(r.trials, ("cpu",))}
+    t = r.trials[0]
+    cpu = sum(v for k, v in t.metrics.items() if k.startswith("trial_cpu.") and v is not None)
+    payload = (t.metrics["iperf3.sent_bytes_total.up"] or 0.0) + (t.metrics["iperf3.sent_bytes_total.down"] or 0.0)
+    assert by_name[CPU_DELIVERED].value(t) == pytest.approx(cpu / (8 * payload))
+
+
+def test_with_the_payload_counted_the_cost_gate_holds_cpu_per_bit_delivered_and_drops_the_rest() -> None:
     r = _carried(costlier=0.0, retrans_noise=0.0)
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
     rows = _rows(res)
     assert "cpu_s_per_bit" not in rows  # the sides' figures say the same, with their own noise
-    main = rows[CPU_CARRIED]
+    assert CPU_CARRIED not in rows  # the wire's bytes: padding would read as cheaper
+    main = rows[CPU_DELIVERED]
     assert main.gated and not main.wide and main.result.family_size == 1
-    assert {n for n, x in rows.items() if x.wide} == {"throughput_bps", "cpu_s_per_bit.client", "cpu_s_per_bit.server"}
-    assert res.gate_line().startswith("gate: CPU/bit carried at ±3.0% (the tunnel's CPU time per bit it carried")
+    assert {n for n, x in rows.items() if x.wide} == {
+        "throughput_bps",
+        OVERHEAD,
+        "cpu_s_per_bit.client",
+        "cpu_s_per_bit.server",
+    }
+    assert res.gate_line().startswith("gate: CPU/bit delivered at ±3.0% (the tunnel's CPU time per bit it delivered")
     every = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate("all"))
-    assert {"cpu_s_per_bit", CPU_CARRIED} <= set(_rows(every))  # --gate all compares every metric
+    assert {"cpu_s_per_bit", CPU_CARRIED, CPU_DELIVERED, OVERHEAD} <= set(_rows(every))  # --gate all: every metric
 
 
-def test_a_4_percent_costlier_build_is_caught_by_cpu_per_bit_carried_through_goodput_noise() -> None:
+def test_a_4_percent_costlier_build_is_caught_by_cpu_per_bit_delivered_through_goodput_noise() -> None:
     # up to 8% of each trial's carried bytes never counts as goodput, at random, and the window's CPU is read
-    # with 4% noise: CPU per bit of goodput resolves 4% in 14 pairs barely if at all, CPU per bit carried can
+    # with 4% noise: CPU per bit of goodput resolves 4% in 14 pairs barely if at all, CPU per bit delivered can
     r = _carried(costlier=0.04, retrans_noise=0.08)
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
     rows = _rows(res)
-    assert rows[CPU_CARRIED].result.regressed and res.exit_code == EXIT_REGRESSED
+    assert rows[CPU_DELIVERED].result.regressed and res.exit_code == EXIT_REGRESSED
     every = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate("all"))
-    mde = {n: _rows(every)[n].result.min_detectable_effect for n in ("cpu_s_per_bit", CPU_CARRIED)}
-    assert mde[CPU_CARRIED] < 0.25 * mde["cpu_s_per_bit"], mde
+    mde = {n: _rows(every)[n].result.min_detectable_effect for n in ("cpu_s_per_bit", CPU_DELIVERED)}
+    assert mde[CPU_DELIVERED] < 0.25 * mde["cpu_s_per_bit"], mde
+
+
+def test_padding_cannot_make_a_costlier_build_look_cheaper() -> None:
+    # +4% CPU per delivered bit and 10% more bytes on the wire, at the same throughput. Dividing by the wire's
+    # bytes read this as "CPU/bit carried -5.5%, cheaper (improved)", exit 0.
+    r = _carried(costlier=0.04, retrans_noise=0.0, padding=0.10)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    rows = _rows(res)
+    assert rows[CPU_DELIVERED].result.regressed
+    assert rows[OVERHEAD].result.regressed  # the padding itself, beyond the wide tier's 6%
+    assert not any(x.gated and res.outcome(x) == "improved" for x in res.rows), [
+        (n, res.outcome(x)) for n, x in rows.items()
+    ]
+    assert res.exit_code == EXIT_REGRESSED

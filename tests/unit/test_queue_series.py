@@ -92,7 +92,12 @@ def test_the_runner_puts_the_queue_on_the_workloads_time_base() -> None:
     window = Measured(result, SimpleNamespace(t0=1000.0, results={}, wall_s=20.0), {}, call)  # type: ignore[arg-type]
     st = stats(up=occupancy(1003 * S, [100 * i for i in range(200)]))
     pair = SimpleNamespace(link_stats=lambda final: st, link_clock_offset_s=lambda: 0.0, underlay=lambda: None)
-    account(SimpleNamespace(rec=rec), SimpleNamespace(pair=pair), window, final=True)  # type: ignore[arg-type]
+    account(
+        SimpleNamespace(rec=rec, workload=SimpleNamespace(generator=None)),
+        SimpleNamespace(pair=pair),
+        window,
+        final=True,
+    )  # type: ignore[arg-type]
     pts = rec.series["queue_bytes.up"]
     # windows 10..109 of the record (1004.0-1004.1 s ... 1013.9-1014.0 s), at their ends since 1004 s
     assert len(pts) == 100 and pts[0] == (pytest.approx(0.1), 1000.0) and pts[-1] == (pytest.approx(10.0), 10900.0)

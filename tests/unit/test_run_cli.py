@@ -168,7 +168,7 @@ def test_not_root(sandbox: Path, capsys: pytest.CaptureFixture[str], monkeypatch
     code, _, err = main(["run", "-t", "socat", "--db", "x.db"], capsys, monkeypatch)
     line = one_error(err)
     assert "tunbench run needs root (network namespaces, cgroups): run it with sudo" in line
-    assert code == 1 and files(sandbox) == before
+    assert code == 6 and files(sandbox) == before
 
 
 @pytest.mark.parametrize(
@@ -245,7 +245,7 @@ def test_run_outputs_checked_before_the_run(
     for dry in ([], ["--dry-run"]):
         code, _, err = main(["run", "-t", "socat", *extra, option, target, "--db", "r.db", *dry], capsys, monkeypatch)
         line = one_error(err)
-        assert option in line and code == 1
+        assert option in line and code == 6  # EXIT_ERROR: never 1, "regressed"
     assert files(sandbox) == before
 
 

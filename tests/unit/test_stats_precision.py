@@ -205,10 +205,57 @@ def test_it_does_not_stop_on_the_target_before_ten_pairs() -> None:
     assert stop([], done[: 2 * MIN_STOP_PAIRS]).startswith("stopped at the target")
 
 
-def test_with_the_bytes_carried_counted_the_stop_watches_cpu_per_bit_carried() -> None:
+def test_with_the_payload_counted_the_stop_watches_cpu_per_bit_delivered() -> None:
     trials = records(noise(4, 0.05))
     for t in trials:
-        t.metrics |= {"carried_bytes": 1e8, "trial_cpu.client.user_s": 0.3, "trial_cpu.server.sys_s": 0.3}
+        t.metrics |= {
+            "carried_bytes": 1.1e8, "delivered_bytes": 1e8,
+            "trial_cpu.client.user_s": 0.3, "trial_cpu.server.sys_s": 0.3,
+        }  # fmt: skip
     tiers = gated_pairs(trials, "a", "b")
-    assert list(tiers["gate"]) == ["a · lan · up · 1 flow CPU/bit carried"]
-    assert "a · lan · up · 1 flow CPU/bit tunnel" not in tiers["wide"] and len(tiers["wide"]) == 3
+    assert list(tiers["gate"]) == ["a · lan · up · 1 flow CPU/bit delivered"]
+    assert "a · lan · up · 1 flow CPU/bit tunnel" not in tiers["wide"]
+    assert "a · lan · up · 1 flow CPU/bit carried" not in tiers["wide"]  # padding would read as cheaper there
+    assert set(tiers["wide"]) == {
+        f"a · lan · up · 1 flow {m}" for m in ("throughput", "wire overhead", "CPU/bit client", "CPU/bit server")
+    }
+
+
+def test_the_stop_counts_the_pairs_compare_will_judge_not_the_interfered_ones() -> None:
+    # 10 pairs, of which 2 have an interfered trial: compare leaves those pairs out, so does the stop
+    trials = records(noise(10, 0.005))
+    for t in trials:
+        if t.repetition in (3, 7) and t.label == "b":
+            t.metrics["interfered"] = 1.0
+    from tunbench.report.summary import interfered
+
+    assert sum(1 for t in trials if interfered(t)) == 2, "the fixture must mark two trials interfered"
+    stop = PrecisionStop("a", "b", target=0.5)
+    assert stop([], trials) == ""  # 8 judged pairs: short of MIN_STOP_PAIRS
+    assert stop.state is not None and stop.state.n_pairs == 8
+
+
+def test_the_stops_family_is_compares_family_with_latency_present() -> None:
+    from tunbench.report.compare import compare_runs
+    from tunbench.results import RunRecord
+
+    ratios = noise(12, 0.03)
+    trials = records(ratios)
+    rng = np.random.default_rng(4)
+    for t in trials:
+        t.metrics |= {
+            "latency.idle_p50_ms": float(rng.uniform(1.0, 1.1)),
+            "latency.loaded_p50_ms": float(rng.uniform(5.0, 5.5)),
+            "latency.increase_p50_ms": float(rng.uniform(4.0, 4.4)),
+        }
+    run = RunRecord(id=1, uid="tbstop00", name="", started_at="", finished_at=None, status="done",
+                    tunbench_version="", provenance={}, scenario_text="", scenario_hash="", scenario={})  # fmt: skip
+    run.trials = trials
+    res = compare_runs(run, run, label_a="a", label_b="b", threshold=0.03)
+    family = {r.result.family_size for r in res.rows if r.gated and not r.wide}
+    stop = PrecisionStop("a", "b", target=0.03)
+    stop([], trials)
+    assert stop.state is not None
+    assert family == {stop.state.main.family}, (family, stop.state.main.family)
+    mde = max(r.result.min_detectable_effect for r in res.rows if r.gated and not r.wide and not r.result.absolute)
+    assert stop.state.main.mde >= mde * 0.999  # the RMS is never below compare's SD

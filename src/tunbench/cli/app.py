@@ -4,7 +4,12 @@ turns a TunbenchError into one `Error: ...` line and its exit code."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -14,7 +19,7 @@ from tunbench.cli import calibrate, catalog, clean, history, hosts, report, run,
 from tunbench.cli.console import console, err_console
 from tunbench.cli.db import db_app
 from tunbench.cli.link import link_app
-from tunbench.errors import EXIT_INTERRUPTED, TunbenchError
+from tunbench.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TunbenchError
 
 app = typer.Typer(
     help="Reproducible performance tests for VPNs, tunnels and proxies, in hermetic network namespaces.",
@@ -73,3 +78,34 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         sys.exit(EXIT_INTERRUPTED)
+    except Exception as e:  # a bug: its own exit status, never 1 ("regressed"), the traceback in a log
+        log = crash_log(e)
+        where = f"; the traceback is in {log}" if log else ""
+        err_console.print(
+            f"Internal error: {type(e).__name__}: {e}. This is a bug in tunbench{where} "
+            f"(exit {EXIT_INTERNAL}, never a verdict).",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+        sys.exit(EXIT_INTERNAL)
+
+
+def crash_log(e: BaseException) -> Path | None:
+    """Write ``e``'s traceback, the command line and the version to a log file of its own
+    ($XDG_STATE_HOME/tunbench, else ~/.local/state/tunbench, else the temporary directory) and return its
+    path; None when no place could be written."""
+    text = f"tunbench {__version__}\nargv: {sys.argv}\n\n" + "".join(
+        traceback.format_exception(type(e), e, e.__traceback__)
+    )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    for folder in (Path(state) / "tunbench", Path(tempfile.gettempdir())):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"tunbench-crash-{stamp}-{os.getpid()}.log"
+            path.write_text(text)
+            return path
+        except OSError:
+            continue
+    return None

@@ -120,9 +120,9 @@ def calibrate(
     a pair starts only if, at the pace so far, it ends within the budget. The run is stored like any other,
     named calibrate-<tunnel>.
 
-    Then, per metric (the tunnel's CPU per bit carried, throughput, each side's CPU per bit) and as the
-    gate will judge it (--gate cost: the tunnel's CPU per bit carried at --target; the others in a family
-    of their own at twice --target):
+    Then, per metric (the tunnel's CPU per bit delivered, throughput, the wire overhead, each side's CPU per
+    bit) and as the gate will judge it (--gate cost: the tunnel's CPU per bit delivered at --target; the
+    others in a family of their own at twice --target):
     the CV of one trial, the SD of the within-pair log ratio ln(b/a) (the noise a paired `compare` sees
     through), the MDE at the pairs measured, and the MDE projected to 1, 2, 5 and 10 minutes, with the
     budget that reaches each metric's target. MDE: the change a paired comparison detects with 80% power at

@@ -199,9 +199,10 @@ def compare(
     Changes are relative (median(B) / median(A) - 1), except for signed metrics (latency increase under
     load) and data with a value <= 0: those are absolute, median(B) - median(A) in the metric's unit, and
     take --threshold-ms instead of the relative --threshold. What gates (--gate cost, the default): the
-    tunnel's CPU per bit carried, client and server together, over whole trials (CPU per bit of goodput
-    where a trial did not count the bytes carried; and latency), at the threshold, the quietest figure
-    of its speed on a shared host, and throughput and each side's CPU per bit at --wide (2) times the
+    tunnel's CPU per bit of payload delivered, client and server together, over whole trials (CPU per bit
+    of goodput where a trial did not count its payload; and latency), at the threshold, the quietest figure
+    of its speed on a shared host, and throughput, the wire overhead (bytes on the wire per byte delivered:
+    padding shows there, never as a cheaper CPU figure) and each side's CPU per bit at --wide (2) times the
     threshold in a family of their own; --gate all: every metric at the threshold. A line above the
     verdict says which. Verdicts use p-values Holm-adjusted within each family, so that by the test a false
     verdict in a family has at most alpha's chance (0.05) when trials are independent. Measured on this

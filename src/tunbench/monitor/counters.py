@@ -14,8 +14,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from tunbench.errors import CommandFailed
 from tunbench.host.proc import run_cmd
@@ -124,6 +125,21 @@ def carried_bytes(metrics: Mapping[str, float | None], device: str, role: str = 
     retransmissions and packets later dropped included, so it counts the tunnel's work, not the goodput."""
     rx, tx = (metrics.get(f"counters.{role}.dev.{device}.{f}_bytes") for f in ("rx", "tx"))
     return None if rx is None and tx is None else (rx or 0.0) + (tx or 0.0)
+
+
+DELIVERED = "delivered_bytes"
+"""The trial metric of the payload bytes the traffic generator moved through the tunnel, both directions, over
+the whole test (warm-up included: the span of `carried_bytes` and of the trial's CPU): what the user gets,
+what the tunnel's CPU per bit delivered divides by. Padding, headers and retransmissions are not in it, so a
+tunnel that puts more bytes on the wire for the same payload is not judged cheaper."""
+
+
+def delivered_bytes(metrics: Mapping[str, float | None], sent_keys: Iterable[str]) -> float | None:
+    """The sum of the generator's whole-test bytes per direction (`sent_keys`: the metric names, its
+    Generator.sent_bytes per direction); None when it recorded none, or only zeros."""
+    values = [v for k in sent_keys if (v := metrics.get(k)) is not None and math.isfinite(v)]
+    total = sum(values)
+    return total if values and total > 0 else None
 
 
 def snapshot(netns: str) -> Snapshot:

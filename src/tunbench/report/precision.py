@@ -21,15 +21,20 @@ from typing import Any
 
 from tunbench.report.compare import CompareResult, Gate, metrics_for, pair_trials, pair_values
 from tunbench.report.compare.gate import MAIN_CPU, main_metric
+from tunbench.report.summary import leave_out_interfered
 from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats.compare import required_repetitions
 from tunbench.stats.paired import required_pairs
 from tunbench.stats.precision import Precision, fmt_mde, paired_precision
 from tunbench.workloads import case_title
 
-GATED_KINDS = ("throughput", "cpu")
+GATED_KINDS = ("throughput", "cpu", "latency")
+"""The metric kinds compare gates (counted work explains, it never gates)."""
 Budget = Callable[[Any, list[TrialRecord]], str]  # runner.Deadline (its block: list[PlannedTrial])
 Pairs = dict[str, tuple[list[float], list[float]]]
+ABSOLUTE = ":absolute"
+"""The suffix of a tier's bucket of absolute comparisons ('gate:absolute'): they count in its Holm family, as
+compare counts them, but have no relative MDE to reach a target with."""
 
 
 def gated_pairs(
@@ -40,15 +45,19 @@ def gated_pairs(
     gate: Gate | None = None,
 ) -> dict[str, Pairs]:
     """Per tier of the gate ("gate", "wide"): 'case metric' -> (A's values, B's values) of the pairs by
-    repetition, for every case both labels have and every metric of `kinds` with a value in both partners
-    (what compare gates for two labels, in the tier compare will put it)."""
+    repetition, for every case both labels have and every metric of `kinds` with a value in both partners:
+    what `compare --label-a A --label-b B` of the same run will judge, in the tier compare will put it. The
+    trials compare leaves out are left out here too (an interfered trial and its partners, as
+    ``leave_out_interfered`` with ``paired``), so the pairs counted are the pairs judged. Absolute comparisons
+    (latency increases, in ms) go to the tier's ``ABSOLUTE`` bucket: they count in its family only."""
     gate = gate or Gate()
+    kept, _ = leave_out_interfered(trials, paired=True)
     by_case: dict[tuple[str, ...], dict[str, list[TrialRecord]]] = {}
-    for t in trials:
+    for t in kept:
         if t.label in (label_a, label_b):
             by_case.setdefault(_rest(t.case), {}).setdefault(t.label, []).append(t)
-    out: dict[str, Pairs] = {"gate": {}, "wide": {}}
-    metrics = metrics_for(trials, kinds)
+    out: dict[str, Pairs] = {"gate": {}, "wide": {}, "gate" + ABSOLUTE: {}, "wide" + ABSOLUTE: {}}
+    metrics = metrics_for(kept, kinds)
     for sides in by_case.values():
         if label_a not in sides or label_b not in sides:
             continue
@@ -59,7 +68,8 @@ def gated_pairs(
             va, vb = values[metric.name]
             tier = gate.tier(metric, main=main)
             if va and tier:
-                out[tier][f"{case_title(sides[label_a][0].case)} {metric.title}"] = (va, vb)
+                bucket = tier + ABSOLUTE if metric.absolute else tier
+                out[bucket][f"{case_title(sides[label_a][0].case)} {metric.title}"] = (va, vb)
     return out
 
 
@@ -115,10 +125,17 @@ class PrecisionStop:
 
     def measure(self, done: list[TrialRecord]) -> GatePrecision:
         tiers = gated_pairs(done, self.label_a, self.label_b, gate=self.gate)
-        main = paired_precision(tiers["gate"], target=self.target, alpha=self.alpha)
+        main = paired_precision(
+            tiers["gate"], target=self.target, alpha=self.alpha, others=len(tiers["gate" + ABSOLUTE])
+        )
         wide = None
         if tiers["wide"]:
-            wide = paired_precision(tiers["wide"], target=self.gate.threshold("wide", self.target), alpha=self.alpha)
+            wide = paired_precision(
+                tiers["wide"],
+                target=self.gate.threshold("wide", self.target),
+                alpha=self.alpha,
+                others=len(tiers["wide" + ABSOLUTE]),
+            )
         return GatePrecision(main, wide, self.min_pairs)
 
     def __call__(self, block: Sequence[object], done: list[TrialRecord]) -> str:

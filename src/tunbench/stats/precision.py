@@ -61,12 +61,15 @@ def paired_precision(
     target: float,
     alpha: float = 0.05,
     power: float = DEFAULT_POWER,
+    others: int = 0,
 ) -> Precision:
     """The precision of a family of paired comparisons: name -> (A's values, B's values), partners at the same
-    index, values > 0 (throughput, CPU per bit). A comparison with a value <= 0 counts as undefined."""
+    index, values > 0 (throughput, CPU per bit). A comparison with a value <= 0 counts as undefined.
+    ``others``: the family's comparisons that count in Holm's level but have no relative MDE to reach the
+    target with (an absolute latency difference, in ms), as compare counts them."""
     if not target > 0.0:
         raise ValueError(f"target must be > 0, got {target}")
-    family = max(1, len(pairs))
+    family = max(1, len(pairs) + max(0, others))
     level = alpha / family
     strict = 1.0 - level
     worst, worst_mde, fewest, need = "", math.nan, 0, 0

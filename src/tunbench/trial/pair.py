@@ -152,6 +152,10 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
         rec.series.update(queues)
         rec.metrics.update(flags)
     rec.metrics.update(crosscheck.rtt_checks(rec.metrics))
+    if (generator := t.workload.generator) is not None:
+        sent = [sent_key for _, sent_key in generator.byte_keys().values()]
+        if (delivered := counters.delivered_bytes(rec.metrics, sent)) is not None:
+            rec.metrics[counters.DELIVERED] = delivered
     if (underlay := pair.underlay()) is not None:
         devices, emulated = underlay
         if (carried := counters.carried_bytes(rec.metrics, devices["client"])) is not None:

@@ -75,8 +75,10 @@ from tunbench.report.compare.load import load_run, run_name
 from tunbench.report.compare.metrics import (
     ABSOLUTE_PREFIXES,
     CPU_CARRIED,
+    CPU_DELIVERED,
     CPU_TOTAL,
     METRIC_KINDS,
+    OVERHEAD,
     THROUGHPUT,
     WORK_RATIOS,
     Metric,
@@ -99,6 +101,7 @@ from tunbench.report.exporters.json import run_from_export
 __all__ = [
     "ABSOLUTE_PREFIXES",
     "CPU_CARRIED",
+    "CPU_DELIVERED",
     "CPU_TOTAL",
     "DEFAULT_WIDE",
     "EXIT_REGRESSED",
@@ -106,6 +109,7 @@ __all__ = [
     "GATE_NAMES",
     "METRIC_KINDS",
     "OUTCOMES",
+    "OVERHEAD",
     "THROUGHPUT",
     "WORK_RATIOS",
     "CaseComparison",

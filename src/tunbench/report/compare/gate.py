@@ -1,25 +1,27 @@
 """Which comparisons gate, and at which threshold (`compare --gate`, `run --gate`, `calibrate --gate`).
 
 A CI gate has to see a small change in a short budget, so it should judge the quietest figure of the tunnel's
-speed. On a small shared host that is the tunnel's CPU time per bit it carried, not its throughput: the CPU
+speed. On a small shared host that is the tunnel's CPU time per bit it delivered, not its throughput: the CPU
 seconds of all its processes, client and server side, over each whole trial (the cgroup's exact count), per
-bit its client's underlay link carried over the same trial, both ways (``CPU/bit carried``). Measured on this
-project's 2-vCPU VM (docs/benchmarks/precision.md; 20-minute paired runs of 77-171 pairs), the within-pair
-noise of wireguard-go at saturation was 2.4-3.5% for it, 3.4-4.3% for the CPU per bit of goodput over the
-measured window (``CPU/bit tunnel``: that window's CPU is interpolated from 10 Hz samples at its edges, and
-goodput leaves out the retransmitted and dropped packets the tunnel did handle), 3.6-4.6% per side and
-4.7-5.8% for throughput, with the same trials. One gated figure also needs no Holm share. A change that
-makes the tunnel's code slower moves all of them: at saturation it spends more CPU per bit, and where it is
-CPU-bound it also moves fewer bits.
+bit of payload its traffic generator moved through it over the same test, both ways (``CPU/bit delivered``).
+No window edge cuts either figure. Its predecessor divided by the bytes on the client's underlay link
+(``CPU/bit carried``), whose per-pair noise measured here was 2.4-3.5% with wireguard-go at saturation, against
+3.4-4.3% for the CPU per bit of goodput over the measured window (``CPU/bit tunnel``), 3.6-4.6% per side and
+4.7-5.8% for throughput (docs/benchmarks/precision.md). Dividing by the wire's bytes let a tunnel that pads
+or retransmits more look cheaper, so the gate divides by what the user gets and gates the wire's bytes per
+delivered byte (``wire overhead``) in the wide tier beside it. One gated figure needs no Holm share. A change
+that makes the tunnel's code slower moves all of them: at saturation it spends more CPU per bit, and where it
+is CPU-bound it also moves fewer bits.
 
 Two gates:
 
-* ``cost`` (the default): the tunnel's CPU per bit carried, and latency where a workload measures it, gate
-  at the threshold, in one Holm family. A case whose trials did not count the bytes carried (a run on other
-  hosts, a store from before) gates ``CPU/bit tunnel`` there instead; where both exist, ``CPU/bit tunnel``
-  is left out, as the sides' figures below say the same with their own noise. Throughput and each side's CPU
-  per bit are gated too, but *wide*: at ``wide`` x the threshold, in a Holm family of their own, so their
-  larger noise neither widens the main family's level nor hides behind it, and a large one-sided or speed
+* ``cost`` (the default): the tunnel's CPU per bit delivered, and latency where a workload measures it, gate
+  at the threshold, in one Holm family. A case whose trials have no whole-test count of the payload (a
+  workload without a traffic generator's byte figures) gates ``CPU/bit tunnel`` there instead; where both
+  exist, ``CPU/bit tunnel`` is left out, as the sides' figures below say the same with their own noise.
+  ``CPU/bit carried`` never gates under ``cost``. Throughput, each side's CPU per bit and the wire overhead
+  are gated too, but *wide*: at ``wide`` x the threshold, in a Holm family of their own, so their larger
+  noise neither widens the main family's level nor hides behind it, and a large one-sided, speed or padding
   regression still fails. A case with no CPU figure (CPU not sampled) gates its throughput at the threshold
   instead, so every case keeps a figure of speed in the main family.
 * ``all``: every metric at the threshold, in one family.
@@ -35,7 +37,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from tunbench.report.compare.metrics import CPU_CARRIED, CPU_TOTAL, Metric
+from tunbench.report.compare.metrics import CPU_CARRIED, CPU_DELIVERED, CPU_TOTAL, Metric
 
 Tier: TypeAlias = Literal["gate", "wide", ""]
 """``gate``: the main family, at the threshold; ``wide``: its own family, at the wide threshold; "": shown
@@ -69,7 +71,7 @@ class Gate:
             return ""
         if self.name == "all":
             return "gate"
-        if metric.name == CPU_TOTAL and main == CPU_CARRIED:
+        if metric.name == CPU_CARRIED or (metric.name == CPU_TOTAL and main == CPU_DELIVERED):
             return None
         if metric.name == main or metric.kind not in ("throughput", "cpu"):
             return "gate"
@@ -80,16 +82,16 @@ class Gate:
         return threshold * self.wide if tier == "wide" else threshold
 
     def describe(self, threshold: float, main: Sequence[str], wide: Sequence[str]) -> str:
-        """The line that says what gates and why, e.g. for the ``cost`` gate at 3%: 'gate: CPU/bit carried at ±3.0%
+        """The line that says what gates and why, e.g. for the ``cost`` gate at 3%: 'gate: CPU/bit delivered at ±3.0%
         (...); throughput, CPU/bit client, CPU/bit server at ±6.0% (...)'. ``main`` / ``wide``: the metric
         titles of each tier."""
         at = f" at {_pct(threshold)}" if threshold > 0 else ""
         if self.name == "all":
             return f"gate: every metric{at}, one Holm family (--gate all)"
         text = f"gate: {', '.join(main) or 'nothing'}{at}"
-        if "CPU/bit carried" in main:
+        if "CPU/bit delivered" in main:
             text += (
-                " (the tunnel's CPU time per bit it carried, both sides, over whole trials: the quietest figure of "
+                " (the tunnel's CPU time per bit it delivered, both sides, over whole trials: the quietest figure of "
                 "its speed on a shared host)"
             )
         elif any(t.startswith("CPU/bit") for t in main):
@@ -104,13 +106,14 @@ class Gate:
         return text
 
 
-MAIN_CPU = (CPU_CARRIED, CPU_TOTAL)
+MAIN_CPU = (CPU_DELIVERED, CPU_TOTAL)
 """The candidates for a case's main CPU figure, first choice first."""
 
 
 def main_metric(present: Collection[str]) -> str | None:
     """The main CPU figure of a case from the metric names it has on both sides of a comparison: the CPU per
-    bit carried, else the CPU per bit of goodput, else None (the case's throughput gates in their place)."""
+    bit delivered, else the CPU per bit of goodput, else None (the case's throughput gates in their place).
+    Never the CPU per bit carried on the wire: padding would make that cheaper."""
     return next((name for name in MAIN_CPU if name in present), None)
 
 

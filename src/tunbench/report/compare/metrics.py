@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tunbench.monitor.counters import CARRIED
+from tunbench import workloads
+from tunbench.monitor.counters import CARRIED, DELIVERED, delivered_bytes
 from tunbench.report.common import fmt_bps
 from tunbench.report.summary import (
     ROLES,
@@ -70,24 +71,62 @@ CPU_TOTAL = "cpu_s_per_bit"
 tunnel`): what the default gate holds where a trial has no count of the bytes carried."""
 
 CPU_CARRIED = "cpu_s_per_bit_carried"
-"""The name of the tunnel's CPU per bit it carried (`CPU/bit carried`): what the default gate holds."""
+"""The name of the tunnel's CPU per bit it carried on the wire (`CPU/bit carried`). Shown under `--gate all`
+only: it divides by the wire's bytes, padding and retransmissions included, so a tunnel that does more work
+for the same payload would read as cheaper. The cost gate holds `CPU/bit delivered` and `wire overhead`."""
+
+CPU_DELIVERED = "cpu_s_per_bit_delivered"
+"""The name of the tunnel's CPU per bit delivered to the user (`CPU/bit delivered`): what the default gate
+holds."""
+
+OVERHEAD = "wire_overhead"
+"""The name of the bytes the tunnel carried on the wire per byte it delivered (`wire overhead`): headers,
+padding, retransmissions. Gated in the wide tier beside the CPU, so padding shows as a cost of its own."""
 
 
-def _cpu_per_bit_carried(t: TrialRecord) -> float | None:
+def _trial_cpu_s(t: TrialRecord) -> float | None:
     """The CPU seconds of all the tunnel's processes, client and server side, over the whole workload call
-    (`trial_cpu.*`, the cgroup's exact figure), per bit the client's underlay link carried over the same call,
-    both ways (`carried_bytes`). Retransmitted and dropped packets cost the tunnel work, so they count, and no
-    window edge cuts either figure: measured here, its per-pair noise was about 30% below `CPU/bit tunnel`'s
-    (docs/benchmarks/precision.md)."""
-    carried = t.metrics.get(CARRIED)
+    (`trial_cpu.*`, the cgroup's exact figure); None when no role counted it."""
     cpu = [
         (t.metrics.get(f"trial_cpu.{role}.user_s") or 0.0) + (t.metrics.get(f"trial_cpu.{role}.sys_s") or 0.0)
         for role in ROLES
         if f"trial_cpu.{role}.user_s" in t.metrics or f"trial_cpu.{role}.sys_s" in t.metrics
     ]
-    if not carried or not cpu or sum(cpu) <= 0.0:
+    return sum(cpu) if cpu and sum(cpu) > 0.0 else None
+
+
+def delivered(t: TrialRecord) -> float | None:
+    """The payload bytes the trial's generator moved over the whole test (`delivered_bytes`), or, for a trial
+    stored before that metric, the same sum from its workload's generator figures; None without them."""
+    if (value := t.metrics.get(DELIVERED)) is not None:
+        return value if value > 0 else None
+    workload = workloads.REGISTRY.get(t.workload)
+    generator = workload.generator if workload is not None else None
+    if generator is None:
         return None
-    return sum(cpu) / (8.0 * carried)
+    return delivered_bytes(t.metrics, [sent for _, sent in generator.byte_keys().values()])
+
+
+def _cpu_per_bit_carried(t: TrialRecord) -> float | None:
+    """The tunnel's CPU over the whole trial per bit the client's underlay link carried, both ways."""
+    carried, cpu = t.metrics.get(CARRIED), _trial_cpu_s(t)
+    return cpu / (8.0 * carried) if carried and cpu else None
+
+
+def _cpu_per_bit_delivered(t: TrialRecord) -> float | None:
+    """The CPU seconds of all the tunnel's processes, client and server side, over the whole workload call
+    (the cgroup's exact figure), per bit of payload the generator moved through it over the same test, both
+    ways. No window edge cuts either figure (the quiet property of the former per-bit-carried gate), and the
+    denominator is what the user gets: more bytes on the wire for the same payload (padding, retransmissions)
+    make it costlier, never cheaper."""
+    payload, cpu = delivered(t), _trial_cpu_s(t)
+    return cpu / (8.0 * payload) if payload and cpu else None
+
+
+def _wire_overhead(t: TrialRecord) -> float | None:
+    """Bytes on the client's underlay link (both ways) per payload byte delivered, over the whole test."""
+    carried, payload = t.metrics.get(CARRIED), delivered(t)
+    return carried / payload if carried and payload else None
 
 
 def _metric_value(name: str) -> Callable[[TrialRecord], float | None]:
@@ -115,6 +154,16 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
     if "throughput" in kinds:
         out.append(THROUGHPUT)
     if "cpu" in kinds:
+        if any(_cpu_per_bit_delivered(t) is not None for t in trials):
+            out.append(
+                Metric(CPU_DELIVERED, "CPU/bit delivered", "cpu", False, _cpu_per_bit_delivered, _fmt_cpu_per_bit,
+                       "cheaper", "costlier", unit="s/Gbit", scale=1e9)
+            )  # fmt: skip
+        if any(_wire_overhead(t) is not None for t in trials):
+            out.append(
+                Metric(OVERHEAD, "wire overhead", "cpu", False, _wire_overhead, lambda v: f"{v:.4g}x", "leaner",
+                       "heavier", unit="x")
+            )  # fmt: skip
         if any(CARRIED in t.metrics for t in trials):
             out.append(
                 Metric(CPU_CARRIED, "CPU/bit carried", "cpu", False, _cpu_per_bit_carried, _fmt_cpu_per_bit,

@@ -213,13 +213,30 @@ def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
         error=str(t.get("error") or ""),
         started_at=str(t.get("started_at") or ""),
         window_s=t.get("duration_s"),
-        metrics=dict(t.get("metrics") or {}),
+        metrics=_metrics_from_export(t.get("metrics") or {}, int(t["seq"])),
         series={str(k): [(float(a), float(b)) for a, b in pts] for k, pts in (t.get("series") or {}).items()},
         streams=[
             (int(s["stream"]), str(s["direction"]), float(s["received_bps"]), s.get("retransmits"))
             for s in t.get("streams") or []
         ],
     )
+
+
+def _metrics_from_export(raw: Any, seq: int) -> dict[str, float | None]:
+    """A trial's metrics, each a number or null (JSON has no NaN: null is a missing value). Anything else, a
+    string such as "4.1e9" or a list, is a malformed export: ValueError names the trial and the key, so compare
+    says what is wrong instead of failing later on a value it cannot judge."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"trial {seq}: metrics must be an object, got {type(raw).__name__}")
+    out: dict[str, float | None] = {}
+    for key, value in raw.items():
+        if value is None:
+            out[str(key)] = None
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[str(key)] = float(value)
+        else:
+            raise ValueError(f"trial {seq}: metric {key!r} must be a number or null, got {value!r}")
+    return out
 
 
 class JsonExporter:
