@@ -51,7 +51,7 @@ def looks_like_url(db: str | Path) -> bool:
 def refuse_url_like(db: str | Path) -> None:
     if looks_like_url(db):
         raise BackendError(
-            f"{db!r} looks like a URL but is not a PostgreSQL one (postgresql://USER@HOST/DB, or "
+            f"{redact(db)!r} looks like a URL but is not a PostgreSQL one (postgresql://USER@HOST/DB, or "
             "postgresql:///DB for the local socket); a file whose name starts so is written ./NAME"
         )
 
@@ -59,17 +59,21 @@ def refuse_url_like(db: str | Path) -> None:
 def redact(db: str | Path) -> str:
     """The --db value as messages may print it: the URL as written, its passwords (in the user part, and
     `password=` / `sslpassword=` in the query) replaced by ***. Only those characters change, so the socket
-    form `postgresql:///tunbench` stays a URL (urlunsplit would drop its empty host and leave a path)."""
-    if not is_url(db):
+    form `postgresql:///tunbench` stays a URL (urlunsplit would drop its empty host and leave a path). Every
+    URL-shaped value is redacted, not only a PostgreSQL URL: `postgresql+psycopg://bob:pw@h/db`, which the
+    store refuses, is echoed in that refusal (issue 43 item 14). A path is printed as it is."""
+    if not (is_url(db) or looks_like_url(db)):
         return str(db)
     text = str(db)
-    scheme, rest = text.split("://", 1)
+    scheme, _, rest = text.partition(":")
+    slashes = len(rest) - len(rest.lstrip("/"))
+    lead, rest = rest[:slashes], rest[slashes:]
     cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
     netloc, tail = rest[:cut], rest[cut:]
     userinfo, at, hostport = netloc.rpartition("@")
     if at and ":" in userinfo:
         netloc = f"{userinfo.split(':', 1)[0]}:***@{hostport}"
-    return f"{scheme}://{netloc}{_QUERY_SECRET.sub(lambda m: m.group(1) + '***', tail)}"
+    return f"{scheme}:{lead}{netloc}{_QUERY_SECRET.sub(lambda m: m.group(1) + '***', tail)}"
 
 
 class BackendError(Exception):

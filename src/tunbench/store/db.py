@@ -28,7 +28,15 @@ import psutil
 
 from tunbench.errors import TunbenchError
 from tunbench.results import RunRecord, TrialRecord
-from tunbench.store.backend import Backend, BackendError, SqliteBackend, is_url, open_backend, redact
+from tunbench.store.backend import (
+    Backend,
+    BackendError,
+    SqliteBackend,
+    is_url,
+    looks_like_url,
+    open_backend,
+    redact,
+)
 from tunbench.store.migrations import MIGRATIONS, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
@@ -47,8 +55,10 @@ def now_iso() -> str:
 
 
 def store_exists(db: str | Path) -> bool:
-    """A URL may name a store (the server answers when it is opened); a path must exist."""
-    return is_url(db) or Path(db).exists()
+    """A URL may name a store (the server answers when it is opened); a path must exist. A URL-shaped value
+    that is no PostgreSQL URL is no path either: opening it says why, with its password redacted (a caller's
+    "no result store at ..." would echo it as written)."""
+    return is_url(db) or looks_like_url(db) or Path(db).exists()
 
 
 def process_owner() -> tuple[str, int, float]:
