@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from tunbench.cli.console import console
-from tunbench.cli.options import DEFAULT_DB, DbOpt, RunArg, need_db
+from tunbench.cli.options import DEFAULT_DB, DbOpt, RunArg
 
 if TYPE_CHECKING:
     from tunbench.results import RunRecord
@@ -78,12 +78,13 @@ def show(
     ] = None,
     db: DbOpt = DEFAULT_DB,
 ) -> None:
-    """Print a stored run's table again (or list the runs, or one trial's logs)."""
+    """Print a stored run's table again (or list the runs, or one trial's logs). Exit status 2 when --db names
+    no store (as `tunbench history`)."""
     from rich.table import Table
 
-    from tunbench.store.db import Store
+    from tunbench.store.db import Store, require_store
 
-    need_db(db)
+    require_store(db)
     with Store(db) as store:
         if list_runs:
             table = Table("id", "uid", "name", "started", "status", "trials", header_style="bold")

@@ -235,11 +235,12 @@ def load(db: str | Path, machine: str | None = None) -> list[RunRecord]:
     """Every run of the store (an SQLite file or a PostgreSQL URL); the finished runs of the machine
     ``build`` will draw (``machine``, as pick_machine reads it) with their trials, without per-second
     series (history needs none). Any store error is a HistoryError: exit status 2, never "regressed"."""
-    from tunbench.store.backend import redact
-    from tunbench.store.db import Store, store_exists
+    from tunbench.store.db import NoStore, Store, require_store
 
-    if not store_exists(db):
-        raise HistoryError(f"no result store at {redact(db)} (run `tunbench run` first, or pass --db PATH or URL)")
+    try:
+        require_store(db)
+    except NoStore as e:  # the same message as `tunbench show`'s, and the same exit status (2)
+        raise HistoryError(str(e)) from None
     try:
         with Store(db) as store:
             runs = store.runs()

@@ -46,6 +46,13 @@ class StoreError(TunbenchError):
     pass
 
 
+class NoStore(StoreError):
+    """--db names no store: a bad argument, exit status 2 (as an unknown run or reference), whichever command
+    reads the store (`show`, `history`)."""
+
+    exit_code = 2
+
+
 class StoreLost(StoreError):
     """The database went away during a run; the rest of the run is in a local spool file."""
 
@@ -59,6 +66,13 @@ def store_exists(db: str | Path) -> bool:
     that is no PostgreSQL URL is no path either: opening it says why, with its password redacted (a caller's
     "no result store at ..." would echo it as written)."""
     return is_url(db) or looks_like_url(db) or Path(db).exists()
+
+
+def require_store(db: str | Path) -> None:
+    """A NoStore (exit 2) naming the path (a URL redacted) unless ``db`` may name a store (``store_exists``);
+    creates nothing."""
+    if not store_exists(db):
+        raise NoStore(f"no result store at {redact(db)} (run `tunbench run` first, or pass --db PATH or URL)")
 
 
 def process_owner() -> tuple[str, int, float]:
