@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shlex
 import socket
@@ -105,6 +106,24 @@ def recovery_command(spool: Path, db: str | Path) -> str:
     where = redact(db)
     cmd = f"`tunbench db import {shlex.quote(str(spool))} --db {shlex.quote(where)}`"
     return cmd if where == str(db) else f"{cmd} with the password in place of ***"
+
+
+def series_rows(trial_id: int, t: TrialRecord) -> list[tuple[int, str, float, float | None]]:
+    """The series rows of a trial: every finite value as it is, a NaN or infinite one as NULL (a gap in its
+    place; it reads back as NaN, which the readers of series skip). A point without a finite time cannot be
+    placed and is left out (logged). Until issue 43 item 8 a NaN failed the NOT NULL constraint the column
+    had, and the trial's whole write with it."""
+    rows: list[tuple[int, str, float, float | None]] = []
+    unplaced: dict[str, int] = {}
+    for name, pts in t.series.items():
+        for ts, val in pts:
+            if ts is None or not math.isfinite(ts):
+                unplaced[name] = unplaced.get(name, 0) + 1
+                continue
+            rows.append((trial_id, name, float(ts), float(val) if val is not None and math.isfinite(val) else None))
+    for name, n in unplaced.items():
+        log.warning("trial %s: %d point(s) of series %s have no finite time and are not stored", t.seq, n, name)
+    return rows
 
 
 _RUN_COLS = (
@@ -243,7 +262,8 @@ class Store:
             for v in range(version + 1, SCHEMA_VERSION + 1):
                 if v not in MIGRATIONS:
                     raise StoreError(f"no migration from schema {v - 1} to {v}")
-                self.b.script(MIGRATIONS[v])
+                step = MIGRATIONS[v]
+                self.b.script(step if isinstance(step, str) else step[self.dialect])
                 self.b.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(v),))
             return version, SCHEMA_VERSION
 
@@ -395,10 +415,7 @@ class Store:
         ).fetchone()
         tid = int(row[0])
         self.b.executemany("INSERT INTO metrics VALUES (?, ?, ?)", [(tid, k, v) for k, v in t.metrics.items()])
-        self.b.executemany(
-            "INSERT INTO series VALUES (?, ?, ?, ?)",
-            [(tid, name, ts, val) for name, pts in t.series.items() for ts, val in pts],
-        )
+        self.b.executemany("INSERT INTO series VALUES (?, ?, ?, ?)", series_rows(tid, t))
         self.b.executemany("INSERT INTO streams VALUES (?, ?, ?, ?, ?)", [(tid, *s) for s in t.streams])
         self.b.executemany(
             "INSERT INTO artifacts VALUES (?, ?, ?)", [(tid, k, zlib.compress(v)) for k, v in t.artifacts.items()]
@@ -564,7 +581,7 @@ class Store:
                 for name, ts, val in self._read(
                     f"SELECT name, t_s, value FROM series WHERE trial_id = ? ORDER BY {self.b.series_order}", (t.id,)
                 ):
-                    t.series.setdefault(name, []).append((ts, val))
+                    t.series.setdefault(name, []).append((ts, math.nan if val is None else val))  # NULL: a gap
             out.append(t)
         return out
 

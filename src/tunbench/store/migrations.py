@@ -11,19 +11,23 @@
    version 3 it was the run's uid too, and 24 random bits collide (50% at about 5000 runs in one shared
    store): a run's uid is now the prefix and 80 more random bits (`tb3fa91c-0123456789abcdef0123`). Older
    runs keep their uid, which becomes their prefix as well.
+5  series.value may be NULL: a gap, where the value measured was NaN or infinite (issue 43 item 8: one NaN
+   failed the NOT NULL constraint and the whole trial was lost). PostgreSQL drops the constraint; SQLite
+   cannot, so its table is rebuilt, every row keeping its rowid (the order series are read back in).
 
 Each migration runs in one transaction with its version's update (backend.SqliteBackend explains why not
 executescript): a failure halfway leaves the store at the version before, never half-migrated.
 
-The SQL is SQLite's and runs on PostgreSQL too (backend.PG_DDL rewrites the type words that differ).
+The SQL is SQLite's and runs on PostgreSQL too (backend.PG_DDL rewrites the type words that differ), except
+where a version gives each dialect its own (a dict: dialect -> SQL).
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
-# version -> SQL that upgrades from version-1 (version SCHEMA_VERSION is created from schema.sql)
-MIGRATIONS: dict[int, str] = {
+# version -> SQL that upgrades from version-1, or {dialect: SQL} (version SCHEMA_VERSION is created from schema.sql)
+MIGRATIONS: dict[int, str | dict[str, str]] = {
     2: """
 ALTER TABLE trials ADD COLUMN clients INTEGER NOT NULL DEFAULT 1;
 ALTER TABLE trials ADD COLUMN variant TEXT NOT NULL DEFAULT '';
@@ -40,4 +44,21 @@ ALTER TABLE runs ADD COLUMN prefix TEXT NOT NULL DEFAULT '';
 UPDATE runs SET prefix = uid;
 CREATE INDEX IF NOT EXISTS runs_prefix ON runs(prefix);
 """,
+    5: {
+        "sqlite": """
+CREATE TABLE series_v5 (
+    trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    name     TEXT NOT NULL,
+    t_s      REAL NOT NULL,
+    value    REAL
+);
+INSERT INTO series_v5 (rowid, trial_id, name, t_s, value) SELECT rowid, trial_id, name, t_s, value FROM series;
+DROP TABLE series;
+ALTER TABLE series_v5 RENAME TO series;
+CREATE INDEX IF NOT EXISTS series_trial ON series(trial_id);
+""",
+        "postgresql": """
+ALTER TABLE series ALTER COLUMN value DROP NOT NULL;
+""",
+    },
 }

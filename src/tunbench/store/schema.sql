@@ -1,4 +1,4 @@
--- tunbench result store, schema version 4 (see migrations.py for the history).
+-- tunbench result store, schema version 5 (see migrations.py for the history).
 -- Written for SQLite; the same text creates the PostgreSQL store (backend.PG_DDL rewrites INTEGER PRIMARY
 -- KEY, BLOB and REAL, the type words PostgreSQL spells differently).
 CREATE TABLE IF NOT EXISTS meta (
@@ -60,7 +60,7 @@ CREATE TABLE IF NOT EXISTS series (
     trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
     name     TEXT NOT NULL,
     t_s      REAL NOT NULL,
-    value    REAL NOT NULL
+    value    REAL                             -- NULL: a gap (the value measured was NaN or infinite)
 );
 CREATE INDEX IF NOT EXISTS series_trial ON series(trial_id);
 

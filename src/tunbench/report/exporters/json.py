@@ -28,6 +28,11 @@ def _num(x: float | None) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
+def _gap(x: float | None) -> float | None:
+    """A series value: null where it is a gap (NaN, or infinite: JSON has neither), as the store keeps it."""
+    return None if x is None or not math.isfinite(x) else x
+
+
 def trial_json(t: TrialRecord) -> dict[str, Any]:
     m = t.metrics
     return {
@@ -79,7 +84,7 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
         "snd_cwnd_max_bytes": m.get("snd_cwnd_max_bytes"),
         "streams": [{"stream": s[0], "direction": s[1], "received_bps": s[2], "retransmits": s[3]} for s in t.streams],
         "metrics": m,
-        "series": {name: [[ts, v] for ts, v in pts] for name, pts in sorted(t.series.items())},
+        "series": {name: [[ts, _gap(v)] for ts, v in pts] for name, pts in sorted(t.series.items())},
         "params": t.params,
     }
 
@@ -214,7 +219,10 @@ def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
         started_at=str(t.get("started_at") or ""),
         window_s=t.get("duration_s"),
         metrics=_metrics_from_export(t.get("metrics") or {}, int(t["seq"])),
-        series={str(k): [(float(a), float(b)) for a, b in pts] for k, pts in (t.get("series") or {}).items()},
+        series={
+            str(k): [(float(a), math.nan if b is None else float(b)) for a, b in pts]  # null: a gap
+            for k, pts in (t.get("series") or {}).items()
+        },
         streams=[
             (int(s["stream"]), str(s["direction"]), float(s["received_bps"]), s.get("retransmits"))
             for s in t.get("streams") or []
