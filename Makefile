@@ -17,12 +17,15 @@ APT_PACKAGES := iperf3 iputils-ping iproute2 procps openssl \
 # `python3 -m venv` (make venv) needs Debian's python3-venv: its python3 has no ensurepip without it
 PY_PACKAGES := python3-venv
 # Debian's Rust toolchain, installed only when there is no cargo at all (rustup's ~/.cargo/bin/cargo or a cargo
-# on PATH is used as it is). Debian 12's rustc/cargo (1.63) are too old for the crates; its rustc-web/cargo-web
-# (1.96 from bookworm-security; 1.85 from bookworm alone) are the toolchain Debian keeps current for its browsers
-# and provide /usr/bin/rustc and /usr/bin/cargo (they conflict with rustc, cargo and rustup, hence "no cargo
-# at all"). Debian 13 and later: rustc and cargo. Both bring gcc and binutils, the linker rustc and the crates'
-# C code (ring, in boringtun) need.
-RUST_PACKAGES = $(if $(filter bookworm,$(shell . /etc/os-release 2>/dev/null && echo $$VERSION_CODENAME)),rustc-web cargo-web,rustc cargo)
+# on PATH is used as it is). Debian 12 and 13: rustc-web and cargo-web (1.96), the toolchain Debian keeps current
+# for its browsers, which provide /usr/bin/rustc and /usr/bin/cargo and conflict with rustc, cargo and rustup
+# (hence "no cargo at all"; Debian 12's 1.96 is in bookworm-security, its main archive has 1.85). Their
+# rustc/cargo (Debian 12: 1.63, 13: 1.85) are too old for boringtun-cli 0.7.1 --locked: time 0.3.47 in its
+# Cargo.lock needs 1.88, and no older boringtun-cli builds on a newer rustc instead (0.7.0 locks time 0.3.11,
+# which 1.80 and later reject). Other releases: rustc and cargo. Both bring gcc and binutils, the linker rustc
+# and the crates' C code (ring, in boringtun) need.
+OS_RELEASE ?= /etc/os-release
+RUST_PACKAGES = $(if $(filter bookworm trixie,$(shell . $(OS_RELEASE) 2>/dev/null && echo $$VERSION_CODENAME)),rustc-web cargo-web,rustc cargo)
 # $(call apt_install,PACKAGES): those of PACKAGES not installed yet, without prompts (apt-get update first); a
 # no-op when all are installed. PACKAGES may hold a shell expansion ($$rust below).
 apt_install = missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \

@@ -46,8 +46,10 @@ if [ ! -e "$ROOT/.tunbench-rootfs" ]; then
 fi
 
 if [ "${KEEP:-0}" != 1 ] || [ ! -e "$WORK/.tunbench-rootfs" ]; then
+	s=$(date +%s)
 	rm -rf "$WORK"
 	cp -a "$ROOT" "$WORK"
+	step "copy of the bare root file system" $(($(date +%s) - s))
 fi
 
 # enter COMMAND...: the command inside the work copy, in a mount namespace of its own, as root in /root/tunbench
@@ -81,10 +83,12 @@ rm -rf "$WORK/root/tunbench"
 git clone --quiet --no-hardlinks "$PWD" "$WORK/root/tunbench"
 echo "== $SUITE: clone of $rev in $WORK/root/tunbench"
 
-# stamp: each line prefixed with the seconds since the step started (the make lines mark where each part begins)
+# stamp LOG: each line prefixed with the seconds since the step started (the make lines mark where each part
+# begins) into LOG, and shown here but for apt's and dpkg's lines about each package
 stamp() {
 	local s=$SECONDS line
-	while IFS= read -r line; do printf '[%4d s] %s\n' $((SECONDS - s)) "$line"; done
+	while IFS= read -r line; do printf '[%4d s] %s\n' $((SECONDS - s)) "$line"; done | tee "$1" |
+		{ grep --line-buffered -v -E '^\[ *[0-9]+ s\] (Get:|Selecting|Preparing|Unpacking|Setting up|Processing triggers|  )' || true; }
 }
 
 # The installs and builds `make demo` does first (deps, venv, build), as one make run, without the lock: the
@@ -92,7 +96,7 @@ stamp() {
 echo "== make deps venv build (log: $OUT/build.log)"
 s=$(date +%s)
 set +e
-enter make deps venv build 2>&1 | stamp | tee "$OUT/build.log"
+enter make deps venv build 2>&1 | stamp "$OUT/build.log"
 rc=$?
 set -e
 step "make deps venv build" $(($(date +%s) - s))
@@ -102,7 +106,7 @@ step "make deps venv build" $(($(date +%s) - s))
 echo "== make demo, holding $LOCK (log: $OUT/demo.log)"
 s=$(date +%s)
 set +e
-flock "$LOCK" bash -c "$(declare -f enter); WORK='$WORK'; enter make demo" 2>&1 | stamp | tee "$OUT/demo.log"
+flock "$LOCK" bash -c "$(declare -f enter); WORK='$WORK'; enter make demo" 2>&1 | stamp "$OUT/demo.log"
 rc=$?
 set -e
 step "make demo (the run, its table and report)" $(($(date +%s) - s))
