@@ -13,6 +13,8 @@
 # not. Needs root, mmdebstrap and network access to Debian's archive, PyPI and crates.io. Logs: build/bare-SUITE/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# all of it in main, read whole before it runs: an edit to this file during a run does not reach that run
+main() {
 SUITE=${1:-${SUITE:-}}
 case "$SUITE" in
 	bookworm | trixie) ;;
@@ -125,3 +127,5 @@ enter sh -c 'echo "versions: Debian $(cat /etc/debian_version), $(python3 --vers
 cp "$WORK/root/tunbench/results/demo.json" "$OUT/" 2>/dev/null || true
 step "all" $(($(date +%s) - t0))
 echo "== $SUITE: make demo from a fresh clone on a bare Debian: passed (summary: $log)"
+}
+main "$@"
