@@ -39,10 +39,14 @@ from tunbench.stats.changepoints import (
     DEFAULT_MAX_PVALUE,
     DEFAULT_WINDOW,
     ChangePoint,
+    RegressionTest,
     change_points,
     is_better,
     is_worse,
+    permutations_for,
+    regression_test,
 )
+from tunbench.stats.multiple import holm
 from tunbench.workloads import case_title
 
 EXIT_REGRESSED = 1
@@ -475,16 +479,95 @@ def _series(
     return Series(case, metric, tuple(points), changes, by_commit, tuple(dropped))
 
 
-def regressions_after(history: History, ref: str, runs: Sequence[RunRecord]) -> tuple[str, list[tuple[Series, Change]]]:
-    """The regression change points whose first point of the new level was measured after ``ref``."""
+DEFAULT_GATE_ALPHA = 0.05
+"""``--gate-alpha``: the family-wise rate at which ``--fail-on-regression-since`` may fail on series that did not
+change, over all the series it checks."""
+
+
+@dataclass(frozen=True)
+class GateEntry:
+    """A series with a regression change point after the reference: its regressions there, their permutation
+    test (``stats.changepoints.regression_test``) and its Holm-adjusted p-value over the gate's family."""
+
+    series: Series
+    changes: tuple[Change, ...]
+    test: RegressionTest
+    adjusted: float
+
+    def text(self, alpha: float) -> str:
+        rel = "<=" if self.adjusted <= alpha else ">"
+        return (
+            f"{self.series.title}: shift test p={self.test.pvalue:.2g} ({self.test.permutations} permutations, "
+            f"{self.test.splits} splits), Holm-adjusted {self.adjusted:.2g} {rel} {alpha:g}"
+        )
+
+
+@dataclass(frozen=True)
+class Gate:
+    """``--fail-on-regression-since``: ``what`` the reference is, the ``tested`` series (the family: every series
+    of the history) and those with a regression change point after it (``entries``); it fails on the ``failed``
+    ones, whose shift test's Holm-adjusted p-value is at most ``alpha``."""
+
+    what: str
+    alpha: float
+    tested: int
+    entries: tuple[GateEntry, ...]
+
+    @property
+    def failed(self) -> list[GateEntry]:
+        return [e for e in self.entries if e.adjusted <= self.alpha]
+
+    @property
+    def passed(self) -> list[GateEntry]:
+        """Regression change points after the reference that the family-wise test does not confirm."""
+        return [e for e in self.entries if e.adjusted > self.alpha]
+
+
+def gate(
+    history: History, ref: str, runs: Sequence[RunRecord], *, alpha: float = DEFAULT_GATE_ALPHA, seed: int = 0
+) -> Gate:
+    """The CI gate (issue 43 item 6). A series fails when the detection finds a regression change point whose
+    first point of the new level was measured after ``ref`` **and** the series' shift test after ``ref``
+    (``stats.changepoints.regression_test``: Pettitt's rank statistic, one-sided, over the splits after
+    ``ref``, from the last change point before it, calibrated by permutation), Holm-adjusted over every series
+    the gate checks, is at most ``alpha``. A change point's own t-test p-value was chosen by the search and is
+    no p-value; the shift test's is, so the family-wise rate of failing on series that did not change is at
+    most ``alpha`` however many series there are."""
+    if not 0.0 < alpha < 1.0:
+        raise HistoryError(f"--gate-alpha {alpha}: must be between 0 and 1")
     when, what = resolve_ref(ref, runs, "--fail-on-regression-since")
-    out = []
+    m = len(history.series)
+    permutations = permutations_for(alpha / max(1, m))
+    candidates: list[tuple[Series, tuple[Change, ...], RegressionTest]] = []
     for s in history.series:
-        for c in s.changes:
-            first = s.points[c.point.index].runs[0]
-            if c.regression and run_key(first.started_at, first.id) > when:
-                out.append((s, c))
-    return what, out
+        after = [i for i, p in enumerate(s.points) if run_key(p.runs[0].started_at, p.runs[0].id) > when]
+        if not after:
+            continue
+        first = after[0]
+        worse = tuple(c for c in s.changes if c.regression and c.point.index >= first)
+        if not worse:
+            continue
+        start = max((c.point.index for c in s.changes if c.point.index < first), default=0)
+        test = regression_test(
+            [list(p.values) for p in s.points], first=first, start=start,
+            higher_is_better=s.metric.higher_is_better, permutations=permutations, seed=seed,
+        )  # fmt: skip
+        candidates.append((s, worse, test))
+    # the family is every series checked: those without a regression after REF enter with p = 1 (valid, and
+    # what they are: the gate cannot fail on them)
+    pvalues = [t.pvalue for _, _, t in candidates] + [1.0] * (m - len(candidates))
+    adjusted: list[float] = [float(x) for x in holm(pvalues)] if pvalues else []
+    entries = tuple(GateEntry(s, c, t, float(adjusted[i])) for i, (s, c, t) in enumerate(candidates))
+    return Gate(what, alpha, m, entries)
+
+
+def regressions_after(
+    history: History, ref: str, runs: Sequence[RunRecord], *, alpha: float = DEFAULT_GATE_ALPHA
+) -> tuple[str, list[tuple[Series, Change]]]:
+    """The regression change points after ``ref`` that fail the gate (``gate``): those of the series whose
+    shift test is significant family-wise."""
+    g = gate(history, ref, runs, alpha=alpha)
+    return g.what, [(e.series, c) for e in g.failed for c in e.changes]
 
 
 def _signed(x: float, fmt: Callable[[float], str]) -> str:
