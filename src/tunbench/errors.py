@@ -1,7 +1,7 @@
 """The error tree. cli.py turns every TunbenchError into one `Error: ...` line and an exit code.
 
 Exit codes (README, docs/ci.md, `tunbench run --help`): 0 ok; 1 a verdict of "regressed" (`compare`,
-`history --fail-on-regression-since`, `run --gate`) or a failed check (`doctor`, `clean`), and nothing else;
+`history --fail-on-regression-since`) or a failed check (`doctor`, `clean`, `link selftest`), nothing else;
 2 invalid input (scenario, adapter, profile, flag, a store or export that cannot be read as one); 3 a program
 or kernel feature is missing; 4 `tunbench run` finished but some trials failed; 5 `tunbench run` measured
 nothing (no trial ok); 6 an error stopped the command (store, tunnel, not root, a host); 70 an internal error,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-EXIT_REGRESSED = 1  # compare, history, run --gate: a regression beyond the threshold; nothing else exits 1
+EXIT_REGRESSED = 1  # compare, history: a regression (doctor, clean: a failed check); never an error
 EXIT_INVALID = 2  # a flag, file or reference that cannot be used
 EXIT_MISSING = 3  # a program or kernel feature is missing
 EXIT_TRIALS_FAILED = 4  # tunbench run: some trials failed, others were measured

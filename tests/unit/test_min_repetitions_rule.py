@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from tunbench.cli.app import app
@@ -70,3 +71,18 @@ def test_the_runs_header_says_it(tmp_path: Path) -> None:
         progress.run_started(1, "tb000001", plan)
     out = console.export_text()
     assert "2 repetition(s) per case cannot give any verdict" in out and "3 pairs" in out
+
+
+@pytest.mark.parametrize("family", [24, 27, 36, 85, 86, 321, 400])
+def test_the_rules_sentence_covers_the_family_of_every_plan(family: int) -> None:
+    # the sentence stopped at 23 comparisons, so a plan of 27 or 36 printed a figure the rule never stated
+    need = min_repetitions(family, paired=False)
+    rule = min_repetitions_text()
+    spans = [(int(lo), int(hi), int(n)) for n, lo, hi in re.findall(r"(\d+) for (\d+)-(\d+)", rule)]
+    above = re.search(r"(\d+) or more above (\d+)", rule)
+    assert above is not None, rule
+    covered = [n for lo, hi, n in spans if lo <= family <= hi]
+    if family > int(above.group(2)):
+        assert need >= int(above.group(1)), rule
+    else:
+        assert covered == [need], (family, need, rule)

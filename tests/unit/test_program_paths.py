@@ -32,6 +32,13 @@ def test_absolute_takes_relative_paths_only(tmp_path: Path) -> None:
     assert absolute("/opt/wg", tmp_path) == "/opt/wg"
 
 
+def _build(path: Path) -> None:
+    """A stand-in for a build at `path` (an executable file): a dry run refuses a build that is not there."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+
+
 def test_only_program_parameters_change(tmp_path: Path) -> None:
     ref = absolute_programs(parse_ref("socat[bin=./socat,buffer=512,label=s]"), tmp_path)
     assert ref.params == {"bin": str(tmp_path / "socat"), "buffer": "512"} and ref.label == "s"
@@ -43,6 +50,7 @@ def test_a_tunnel_flag_resolves_against_the_directory_tunbench_started_in(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    _build(tmp_path / "wireguard-go")
     sc, _, source = load_scenario(None)
     sc = with_overrides(sc, {"run": {"tunnels": ["wireguard-go[bin=./wireguard-go,label=pr]"], "direct": False}})
     plan = session.prepare(sc, source, dry_run=True)
@@ -62,6 +70,7 @@ def test_a_scenario_files_tunnels_resolve_against_its_directory(
     )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    _build(tmp_path / "base" / "wireguard-go")
     monkeypatch.chdir(elsewhere)
     sc, _, source = load_scenario(Path("../ci/ab.toml"))
     assert sc.run.tunnels == [f"wireguard-go[bin={tmp_path / 'base' / 'wireguard-go'},label=base]",
@@ -79,6 +88,7 @@ def test_rebased_leaves_what_it_cannot_read() -> None:
 
 def test_dry_run_shows_the_absolute_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    _build(tmp_path / "socat")
     res = CliRunner().invoke(
         app, ["run", "-t", "socat[bin=./socat,label=pr]", "--no-direct", "--dry-run"], terminal_width=200
     )

@@ -16,12 +16,14 @@ import typer
 
 from tunbench import __version__
 from tunbench.cli import calibrate, catalog, clean, history, hosts, report, run, show
+from tunbench.cli.argcheck import CheckedGroup
 from tunbench.cli.console import console, err_console
 from tunbench.cli.db import db_app
 from tunbench.cli.link import link_app
 from tunbench.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, TunbenchError
 
 app = typer.Typer(
+    cls=CheckedGroup,  # an option's value that is another option is refused (cli/argcheck.py)
     help="Reproducible performance tests for VPNs, tunnels and proxies, in hermetic network namespaces.",
     no_args_is_help=True,
     add_completion=False,

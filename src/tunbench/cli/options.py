@@ -72,10 +72,17 @@ def need_db(db: str | Path) -> None:
 
 
 def parse_budget(text: str) -> float:
-    """'60s', '2m', '1.5min', '90' (seconds) -> seconds (> 0)."""
+    """'60s', '2m', '1.5min', '1h' -> seconds (> 0). A bare number is refused, as `--target-mde 3` is: `--budget
+    2` meant two minutes to some and ran for two seconds."""
     m = _BUDGET.match(text)
     if not m or float(m.group(1)) <= 0.0:
         raise typer.BadParameter(f"{text!r}: expected a time such as 60s, 2m or 1.5min", param_hint="--budget")
+    if not m.group(2):
+        n = m.group(1)
+        raise typer.BadParameter(
+            f"{text!r}: give a unit: {n}s for {n} seconds, {n}m for {n} minutes (a bare number is ambiguous)",
+            param_hint="--budget",
+        )
     scale = {"": 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}[(m.group(2) or "").lower()]
     return float(m.group(1)) * scale
 

@@ -216,8 +216,9 @@ def compare(
     repetition are pairs (a pair whose partner failed is dropped and counted); paired t-test on the
     within-pair log ratios (differences for signed metrics), its mean and t interval, MDE from its spread. A
     case with fewer than 3 pairs falls back to unpaired. The caption says which. Fewest repetitions for any
-    verdict: 3 pairs (paired); unpaired, 4 per side for 1 gated comparison, 5 for 2-6, 6 for 7-23 (Holm's
-    first level must be reachable by the rank test). `run --dry-run` says it for a planned run.
+    verdict: 3 pairs (paired); unpaired, 4 per side for 1 gated comparison, 5 for 2-6, 6 for 7-23, 7 for
+    24-85, 8 for 86-321, 9 or more above 321 (Holm's first level must be reachable by the rank test). `run
+    --dry-run` says it for a planned run.
 
     Warnings come grouped, one line per cause with a count. The last line is the verdict: how many gated
     comparisons regressed, improved, are unchanged (no significant change, and the MDE is finite and at

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Annotated, Any
@@ -156,13 +157,45 @@ def _stop_plan(goal: float | None, budget: str | None, plan: Any, gate: Any = No
     tiers = (
         "every gated comparison (--gate all)"
         if gate.name == "all"
-        else f"the tunnel's CPU/bit (--gate cost; throughput's and each side's at most "
-        f"±{gate.threshold('wide', goal):.1%})"
+        else f"the tunnel's CPU/bit delivered (--gate cost; throughput's, the wire overhead's and each side's "
+        f"at most ±{gate.threshold('wide', goal):.1%})"
     )
     return (
         f"target ±{goal:.1%}".replace(".0%", "%") + f" within {budget}: pairs until the largest paired MDE of "
         f"{tiers} is at most the target (never on significance), at most {reps}"
     )
+
+
+def _what_runs(source: str, tunnel: list[str] | None, profile: list[str] | None, workload: str | None) -> str:
+    """The header's name for what the dry run plans: the scenario, and which of its parts the flags replaced
+    ('<default scenario>, its tunnels from -t')."""
+    replaced = [
+        part for part, flag in (("tunnels from -t", tunnel), ("profiles from --profile", profile),
+                                ("workloads from -w", workload)) if flag
+    ]  # fmt: skip
+    return source + (f", its {', '.join(replaced)}" if replaced else "")
+
+
+def _stop_lines(goal: float | None, budget: str, budget_s: float, plan: Any, gate: Any) -> list[str]:
+    """What the dry run says of a run that stops at a budget: its stop rule and, where the target needs more
+    pairs than fit in the budget at the plan's estimate, a warning: the run would then always stop at the
+    budget, never on its target."""
+    from tunbench import session
+    from tunbench.report.precision import MIN_STOP_PAIRS
+
+    lines = [f"stop: {_stop_plan(goal, budget, plan, gate)}"]
+    if goal is None:
+        return lines
+    fit = session.rounds_within(plan, budget_s)
+    if fit < MIN_STOP_PAIRS:
+        per_round = plan.total_s / max(1, plan.scenario.run.repeat)
+        need = math.ceil(MIN_STOP_PAIRS * per_round / 60.0)
+        lines.append(
+            f"warning: the stop needs at least {MIN_STOP_PAIRS} pairs per case, and about {fit} fit in the budget "
+            f"({budget}) at the estimate of each trial: this run cannot stop on its target and will end at the "
+            f"budget; give --budget {need}m or more, or shorter trials (--duration, --omit)"
+        )
+    return lines
 
 
 def _precision_listener(progress: Any, budget_s: float | None, started: float) -> Any:
@@ -443,9 +476,14 @@ def run(
     )
     labels = _target_labels(plan) if goal is not None else ()
     if dry_run:
-        console.print(f"dry run of {source}: nothing was created", highlight=False)
-        for line in session.describe(plan):
+        console.print(
+            f"dry run of {_what_runs(source, tunnel, profile, workload)}: nothing was created", highlight=False
+        )
+        for line in session.describe(plan, (budget_s, budget or "") if budget_s is not None else None):
             console.print(line, markup=False, highlight=False)
+        if budget_s is not None:
+            for line in _stop_lines(goal, budget or "", budget_s, plan, tiers):
+                console.print(line, markup=False, highlight=False)
         for line in session.skipped_lines(plan):
             console.print(line, markup=False, highlight=False)
         for note in plan.notes:

@@ -14,6 +14,7 @@ from tunbench.session.preflight import (
     resolve_cpuset,
     resolve_profiles,
     resolve_tunnels,
+    rounds_within,
     skipped_lines,
     warm_note,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "resolve_cpuset",
     "resolve_profiles",
     "resolve_tunnels",
+    "rounds_within",
     "skipped_lines",
     "warm_note",
 ]

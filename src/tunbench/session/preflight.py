@@ -131,6 +131,22 @@ def need_root() -> None:
         )
 
 
+def check_named_files(refs: list[TunnelRef]) -> None:
+    """The programs a tunnel names by path (a build: `bin=./wireguard-go`, or an adapter's absolute path) must
+    exist, in a dry run too: a CI job's pre-check has to fail on a build that is not there, and `make deps`
+    cannot install it. DependencyMissing names each tunnel and file."""
+    problems = []
+    for r in refs:
+        for prog in required_programs(r):
+            if "/" in prog and shutil.which(prog) is None:
+                what = "no such file" if not Path(prog).exists() else "not an executable file"
+                problems.append(f"{r.label}: {prog}: {what}")
+    if problems:
+        raise DependencyMissing(
+            "a program named by path is missing: " + "; ".join(problems) + " (build it first, or correct bin=)"
+        )
+
+
 def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tuple[str, ...] = ()) -> None:
     problems = []
     for r in refs:
@@ -303,6 +319,8 @@ def prepare(
     plan = dataclasses.replace(plan, cpuset=cpuset, cpuset_note=note)
     check_caps(plan)
     check_events(plan)
+    if inventory is None:  # with --hosts, the paths are the hosts' own, checked there once connected
+        check_named_files(refs)
     if dry_run:
         try:
             check_dependencies(refs, profiles, tuple(wl.kind))
@@ -431,8 +449,21 @@ def skipped_lines(plan: RunPlan) -> list[str]:
     return [f"note: skipped {', '.join(pairs)}: {reason}" for reason, pairs in by_reason.items()]
 
 
-def describe(plan: RunPlan) -> list[str]:
-    """The plan as text, for `tunbench run --dry-run`."""
+def plural(n: int, word: str, many: str = "") -> str:
+    """'1 case', '2 cases'."""
+    return f"{n} {word if n == 1 else many or word + 's'}"
+
+
+def rounds_within(plan: RunPlan, budget_s: float) -> int:
+    """How many of the plan's rounds (repetitions of every case) end within `budget_s` at the plan's own
+    estimate of each trial, as the run's deadline stops: at a round boundary, when the next would overrun."""
+    per_round = plan.total_s / max(1, plan.scenario.run.repeat)
+    return min(plan.scenario.run.repeat, math.floor(budget_s / per_round)) if per_round > 0 else 0
+
+
+def describe(plan: RunPlan, budget: tuple[float, str] | None = None) -> list[str]:
+    """The plan as text, for `tunbench run --dry-run`. `budget`: (seconds, how the flag named it), when the
+    run stops at a budget: the estimate is then capped by it and says how many rounds fit."""
     scenario = plan.scenario
     per_case: dict[str, tuple[float, int]] = {}
     for pt, e in zip(plan.trials, plan.expected, strict=True):
@@ -452,8 +483,7 @@ def describe(plan: RunPlan) -> list[str]:
         *hosts_lines(plan),
         f"cases ({len(plan.cases)}):",
         *cases,
-        f"{len(plan.cases)} cases × {scenario.run.repeat} repetitions = {len(plan.trials)} trials, "
-        f"about {minutes(plan.total_s)} (seed {scenario.run.seed})",
+        _size_line(plan, budget),
     ]
     if warm := warm_note(plan):
         lines.append(warm)
@@ -467,6 +497,26 @@ def describe(plan: RunPlan) -> list[str]:
     if builds:
         lines.append("build: " + ", ".join(builds))
     return lines
+
+
+def _size_line(plan: RunPlan, budget: tuple[float, str] | None) -> str:
+    """'4 cases × 3 repetitions = 12 trials, about 66 s (seed 1)'; with a budget, the planned repetitions are
+    an upper bound and the estimate is what fits: 'about 2.0 min: 12 of the 20 planned rounds fit in --budget
+    2m at the estimate (4.0 min if all ran)'."""
+    scenario = plan.scenario
+    reps, seed = scenario.run.repeat, scenario.run.seed
+    size = f"{plural(len(plan.cases), 'case')} × {plural(reps, 'repetition')} = {plural(len(plan.trials), 'trial')}"
+    if budget is None:
+        return f"{size}, about {minutes(plan.total_s)} (seed {seed})"
+    seconds, text = budget
+    fit = rounds_within(plan, seconds)
+    if fit >= reps:
+        return f"{size}, about {minutes(plan.total_s)}, within the budget ({text}) (seed {seed})"
+    est = plan.total_s * fit / max(1, reps)
+    return (
+        f"{size} at most, about {minutes(est)}: {fit} of the {reps} planned rounds fit in the budget ({text}) at "
+        f"the estimate of each trial ({minutes(plan.total_s)} if all ran) (seed {seed})"
+    )
 
 
 def hosts_lines(plan: RunPlan) -> list[str]:

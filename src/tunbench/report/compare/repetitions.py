@@ -18,11 +18,17 @@ GATED_PER_CASE = 3
 metrics add more where a workload measures them, so the family a plan is judged by is a lower bound)."""
 
 
+LARGEST_FAMILY = 321
+"""The largest family the rule's sentence spells out (at alpha 0.05, 8 per side up to it); it says what holds
+above it too, so no plan's figure lies past the end of the sentence (it stopped at 23, and a plan of 27
+comparisons printed 7)."""
+
+
 def min_repetitions_text(alpha: float = 0.05) -> str:
     """The rule in one sentence, from ``stats.min_repetitions`` (compare's help, README, docs/precision.md and
     docs/ci.md state exactly this; a unit test checks that they do)."""
     spans: list[tuple[int, int, int]] = []
-    for family in range(1, 24):
+    for family in range(1, LARGEST_FAMILY + 1):
         n = min_repetitions(family, paired=False, alpha=alpha)
         if spans and spans[-1][2] == n:
             spans[-1] = (spans[-1][0], family, n)
@@ -31,9 +37,11 @@ def min_repetitions_text(alpha: float = 0.05) -> str:
     parts = [
         f"{n} per side for {lo} gated comparison" if lo == hi == 1 else f"{n} for {lo}-{hi}" for lo, hi, n in spans
     ]
+    beyond = min_repetitions(LARGEST_FAMILY + 1, paired=False, alpha=alpha)
     return (
         f"fewest repetitions for any verdict: {min_repetitions(paired=True, alpha=alpha)} pairs (paired); unpaired, "
         + ", ".join(parts)
+        + f", {beyond} or more above {LARGEST_FAMILY}"
     )
 
 
