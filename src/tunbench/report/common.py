@@ -35,6 +35,19 @@ def _sig3(x: float) -> str:
     return f"{x:.2f}"
 
 
+def fmt_ratio(x: float | None) -> str:
+    """A ratio (to the direct path) with three significant digits: 0.0123, 0.930, 1.05, 12.3, 123. Two decimals
+    read 0.01 or 0.02 for every L3 VPN on a fast veth pair, which told them apart poorly."""
+    if x is None or not math.isfinite(x):
+        return "–"
+    if x == 0:
+        return "0"
+    r = float(f"{x:.3g}")  # round first: 9.996 is 10.0, not 10.00
+    if abs(r) >= 100:
+        return f"{r:,.0f}"
+    return f"{r:.{2 - math.floor(math.log10(abs(r)))}f}"
+
+
 def fmt_num(x: float | None, spec: str = ".3g") -> str:
     return format(x, spec) if is_num(x) else "–"
 

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunbench import workloads
+from tunbench.report.common import fmt_ratio
 from tunbench.report.headlines import AXES, headline_tables, own_table
 from tunbench.report.summary import CaseSummary
 from tunbench.results import TrialRecord
@@ -89,7 +90,7 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
         n = s.n_text + (f" [red]({s.n_failed}✗)[/]" if s.n_failed else "")
         ratio = "–"
         if s.ratio_to_direct is not None and not math.isnan(s.ratio_to_direct.value):
-            ratio = f"{s.ratio_to_direct.value:.2f}"
+            ratio = fmt_ratio(s.ratio_to_direct.value)
         c, v = s.roles["client"], s.roles["server"]
         table.add_row(
             escape(s.case.label),

@@ -17,6 +17,7 @@ from tunbench.report.common import (
     direction_text,
     fmt_bps,
     fmt_num,
+    fmt_ratio,
     is_num,
     median_or_none,
     mode_of,
@@ -43,10 +44,11 @@ def _ratio(s: CaseSummary) -> str:
     r = s.ratio_to_direct
     if r is None or not math.isfinite(r.value):
         return ""
-    ci = f" [{r.ci_low:.2f}–{r.ci_high:.2f}]" if math.isfinite(r.ci_low) and math.isfinite(r.ci_high) else ""
+    finite = math.isfinite(r.ci_low) and math.isfinite(r.ci_high)
+    ci = f" [{fmt_ratio(r.ci_low)}–{fmt_ratio(r.ci_high)}]" if finite else ""
     if ci and math.isfinite(r.ci_coverage):  # the interval's real coverage (90% at 3 vs 3), not a nominal 95%
         ci += f" ({r.ci_coverage:.1%})".replace(".0%", "%")
-    return f"{r.value:.2f}×{ci}"
+    return f"{fmt_ratio(r.value)}×{ci}"
 
 
 def _median_cell(s: CaseSummary) -> str:
@@ -54,7 +56,7 @@ def _median_cell(s: CaseSummary) -> str:
         return "failed"
     cell = fmt_bps(s.throughput.median)
     if s.tunnel != BASELINE and s.ratio_to_direct is not None and math.isfinite(s.ratio_to_direct.value):
-        cell += f" ({s.ratio_to_direct.value:.2f}× direct)"
+        cell += f" ({fmt_ratio(s.ratio_to_direct.value)}× direct)"
     return cell
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from tunbench.report.common import (
     fmt_bps,
     fmt_num,
+    fmt_ratio,
     host_lines,
     is_num,
     median_or_none,
@@ -77,10 +78,11 @@ def _ratio_text(s: CaseSummary) -> str:
     r = s.ratio_to_direct
     if r is None or not math.isfinite(r.value):
         return "–"
-    ci = f" [{r.ci_low:.2f}–{r.ci_high:.2f}]" if math.isfinite(r.ci_low) and math.isfinite(r.ci_high) else ""
+    finite = math.isfinite(r.ci_low) and math.isfinite(r.ci_high)
+    ci = f" [{fmt_ratio(r.ci_low)}–{fmt_ratio(r.ci_high)}]" if finite else ""
     if ci and math.isfinite(r.ci_coverage):  # the interval's real coverage (90% at 3 vs 3), not a nominal 95%
         ci += f" ({r.ci_coverage:.1%} coverage)".replace(".0%", "%")
-    return f"{r.value:.2f}×{ci}"
+    return f"{fmt_ratio(r.value)}×{ci}"
 
 
 def summary_table(summaries: list[CaseSummary], trials: list[TrialRecord]) -> str:
