@@ -151,3 +151,25 @@ def test_interfered_pairs_are_left_out_and_said() -> None:
     kept = noise_per_metric(r, pair_s=8.0, overhead_s=5.0, target=0.03, include_interfered=True)
     assert all(nb.n_pairs == 8 for _, nb in kept)
     assert "--include-interfered" in " ".join(CliRunner().invoke(app, ["calibrate", "--help"]).output.split())
+
+
+def test_dry_run_creates_nothing_and_needs_no_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the README's A/B sequence dry-runs its run; calibrate, beside it, had no dry run
+    from tunbench.host import ledger as state
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    monkeypatch.setattr(state, "STATE_DIR", tmp_path / "state")
+    monkeypatch.delenv("TUNBENCH_DB", raising=False)
+    args = ["calibrate", "-t", "socat", "--budget", "2m", "--dry-run"]
+    res = CliRunner().invoke(app, args, terminal_width=200)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "dry run of calibrate: an A/A of socat as labels a and b" in out and "nothing was created" in out
+    assert "fit in the budget (2m)" in out and "stop: pairs until the budget (2m) is spent, at least 2" in out
+    assert "--gate cost" in out and "CPU per bit delivered at ±3.0%" in out
+    assert "the same A/A as a run: tunbench run -t 'socat[label=a]' -t 'socat[label=b]' --no-direct" in out
+    assert list(tmp_path.iterdir()) == []  # no store, no state, no ledger
+    pinned = CliRunner().invoke(app, [*args[:-1], "--pairs", "4", "--dry-run"], terminal_width=200)
+    assert pinned.exit_code == 0 and "stop: after 4 pairs (--pairs)" in pinned.output, pinned.output
+    assert list(tmp_path.iterdir()) == []

@@ -25,6 +25,7 @@ from tunbench.cli.outcome import exit_for
 from tunbench.cli.progress import RunProgress
 
 if TYPE_CHECKING:
+    from tunbench import session
     from tunbench.config.cpuset import CpuSetting
     from tunbench.config.schema import Scenario
     from tunbench.plan import PlannedTrial
@@ -111,6 +112,14 @@ def calibrate(
     ] = False,
     gate: GateOpt = "cost",
     db: DbOpt = DEFAULT_DB,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print what calibrate would run (tunnel, pairs, budget, the time it would take, the gate it "
+            "calibrates) and exit: creates nothing, needs no root; missing programs are reported, not required.",
+        ),
+    ] = False,
 ) -> None:
     """Measure this host's noise with a short A/A run, and the MDE to expect per minute of budget.
 
@@ -130,7 +139,7 @@ def calibrate(
     what they cost here, so it falls as about 1/sqrt(pairs) (4x the budget, half the MDE). The table is
     recorded with the run (its provenance, `calibration`).
 
-    Needs root. Exit status as for `tunbench run`.
+    Needs root, except with --dry-run. Exit status as for `tunbench run`.
     """
     from tunbench import session
     from tunbench.cli.checks import check_store_path
@@ -170,17 +179,23 @@ def calibrate(
         },
     }
     sc = with_overrides(sc, overrides)
-    check_store_path(db, connect=True)
+    check_store_path(db, connect=not dry_run)
     # --budget: the plan holds as many pairs as the measured seconds alone allow (no pair can be faster), and
     # the run stops at the deadline; --pairs: exactly that many
     sized = None if pairs is not None else session.Budget(budget_s, budget, must_fit=MIN_PAIRS)
     if pairs is not None:
         sc = with_overrides(sc, {"run": {"repeat": pairs}})
-    plan = session.prepare(sc, source, budget=sized)
+    plan = session.prepare(sc, source, budget=sized, dry_run=dry_run)
     n = plan.scenario.run.repeat
     wl = plan.scenario.workload
     per_pair = sum(session.expected_s(pt, plan.options, wl.window) for pt in plan.trials[:2])
     text = equivalent_run(plan.scenario, budget=None if pairs is not None else budget)
+    if dry_run:
+        for line in dry_run_lines(
+            plan, budget=None if pairs is not None else (budget_s, budget), goal=goal, gate=tiers
+        ):
+            console.print(line, markup=False, highlight=False)
+        return
     clock = _Clocked(console, db)
     deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=MIN_PAIRS)
     if deadline is not None:
@@ -215,6 +230,37 @@ def calibrate(
         f"`tunbench compare {escape(run_rec.name)} --label-a a --label-b b` compares it again"
     )
     exit_for(outcome.status, run_rec.trials, some="; their pairs are left out")
+
+
+def dry_run_lines(plan: session.RunPlan, *, budget: tuple[float, str] | None, goal: float, gate: Gate) -> list[str]:
+    """What `calibrate --dry-run` prints: the A/A's plan (as `run --dry-run` describes it), how it stops,
+    the gate it calibrates, and the `tunbench run` it amounts to. Pure: reads the plan only."""
+    from tunbench import session
+
+    name = plan.scenario.run.name
+    lines = [
+        f"dry run of calibrate: an A/A of {plan.refs[0].name} as labels a and b, stored as {name}: nothing was created"
+    ]
+    lines += session.describe(plan, budget)
+    n = plan.scenario.run.repeat
+    if budget is not None:
+        lines.append(f"stop: pairs until the budget ({budget[1]}) is spent, at least {MIN_PAIRS}, at most {n}")
+    else:
+        lines.append(f"stop: after {n} pairs (--pairs)")
+    wide = gate.threshold("wide", goal)
+    lines.append(
+        f"then: this host's noise per metric and the MDE per budget, as --gate {gate.name} judges it "
+        + (
+            f"(the tunnel's CPU per bit delivered at ±{goal:.1%}; throughput, the wire overhead and each side's "
+            f"CPU per bit at ±{wide:.1%}), and an A/A check"
+            if gate.name == "cost"
+            else f"(every metric at ±{goal:.1%}), and an A/A check"
+        )
+    )
+    lines.append("the same A/A as a run: " + equivalent_run(plan.scenario).splitlines()[1].removeprefix("# "))
+    lines += session.skipped_lines(plan)
+    lines += [f"note: a real run would fail: {note}" for note in plan.notes]
+    return lines
 
 
 def default_cpuset() -> str | None:
