@@ -198,6 +198,24 @@ def _stop_lines(goal: float | None, budget: str, budget_s: float, plan: Any, gat
     return lines
 
 
+INSTRUCTIONS_RATE = "20mbit"
+"""The offered rate of iperf3 when instructions are counted and the scenario sets none: under callgrind
+wireguard-go carried about 38 Mbit/s on this project's VM, so both builds of an A/B sustain it."""
+
+
+def _instructions_rate(sc: Any) -> Any:
+    """With count_instructions, iperf3 at a fixed offered rate (the scenario's, else INSTRUCTIONS_RATE): the
+    count per byte then does not depend on how fast each build goes."""
+    from tunbench.config.load import with_overrides
+
+    if not sc.run.count_instructions or "iperf3" not in sc.workload.kind:
+        return sc
+    current = dict(getattr(sc.workload, "iperf3", None) or {})
+    if current.get("rate"):
+        return sc
+    return with_overrides(sc, {"workload": {"iperf3": {**current, "rate": INSTRUCTIONS_RATE}}})
+
+
 def _precision_listener(progress: Any, budget_s: float | None, started: float) -> Any:
     import time
 
@@ -345,6 +363,18 @@ def run(
             "docs/benchmarks/counted-work.md).",
         ),
     ] = False,
+    count_instructions: Annotated[
+        bool,
+        typer.Option(
+            "--count-instructions",
+            help="Count the tunnel's own instructions per role over each trial with valgrind's callgrind, per "
+            "payload byte delivered ('instructions/byte'): a cost figure the box's noise does not reach, which "
+            "the cost gate then holds in place of the CPU time (docs/work-gate.md; [run] count_instructions). "
+            "The daemons run under valgrind, many times slower, so iperf3 offers a fixed rate both builds "
+            f"sustain ({INSTRUCTIONS_RATE} unless the scenario's [workload.iperf3] rate says otherwise). A role "
+            "that cannot be counted (a kernel tunnel, a remote host, no valgrind) says why.",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -432,6 +462,7 @@ def run(
             "redo_steal_pct": _percent(redo_steal, "--redo-steal"),
             "redo_interfered": True if redo_interfered else None,
             "count_work": True if count_work else None,
+            "count_instructions": True if count_instructions else None,
             "foreign_cpu_pct": _percent(foreign_cpu, "--foreign-cpu"),
             "cpuset": cpuset,
         },
@@ -445,6 +476,7 @@ def run(
         "topology": {"mtu": mtu, "underlay": _family(ip, "--ip"), "overlay": _family(overlay, "--overlay")},
     }
     sc = with_overrides(sc, overrides)
+    sc = _instructions_rate(sc)
     # outputs are checked before the run starts, not when it ends
     check_store_path(db, connect=not dry_run)
     if json_out is not None:

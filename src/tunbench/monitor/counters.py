@@ -142,6 +142,24 @@ def delivered_bytes(metrics: Mapping[str, float | None], sent_keys: Iterable[str
     return total if values and total > 0 else None
 
 
+def instruction_ratios(metrics: Mapping[str, float | None], delivered: float | None) -> dict[str, float | None]:
+    """`instr.<role>.per_byte` for each role whose tunnel instructions were counted over the workload call
+    (`instr.<role>.count`, perf/instructions.py) and, when both sides were, `instr.per_byte`: the tunnel's
+    instructions, both sides, per payload byte delivered over the same call. Nothing without a payload."""
+    if not delivered or not math.isfinite(delivered) or delivered <= 0:
+        return {}
+    out: dict[str, float | None] = {}
+    counted = []
+    for role in ("client", "server"):
+        n = metrics.get(f"instr.{role}.count")
+        if n is not None and math.isfinite(n):
+            out[f"instr.{role}.per_byte"] = n / delivered
+            counted.append(n)
+    if len(counted) == 2:
+        out["instr.per_byte"] = sum(counted) / delivered
+    return out
+
+
 def snapshot(netns: str) -> Snapshot:
     res = run_cmd(["cat", "/proc/net/snmp", "/proc/net/dev"], netns=netns, timeout_s=5, what="host counters")
     return parse_both(res.stdout)

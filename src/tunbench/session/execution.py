@@ -133,6 +133,13 @@ def execute(
                 from tunbench.perf.counted import CountWork
 
                 hooks.append(CountWork())
+            wrap = None
+            if scenario.run.count_instructions:
+                from tunbench.perf.instructions import CountInstructions
+
+                counting = CountInstructions()
+                hooks.append(counting)
+                wrap = counting.wrap_daemon
             setup = Setup(
                 ledger,
                 site,
@@ -146,6 +153,7 @@ def execute(
                 options=plan.options,
                 seed=scenario.run.seed,
                 hooks=tuple(hooks),
+                wrap=wrap,
                 redo=RedoPolicy.of(
                     scenario.run.redo_steal_pct, scenario.run.redo_interfered, scenario.run.foreign_cpu_pct
                 ),

@@ -147,7 +147,12 @@ def check_named_files(refs: list[TunnelRef]) -> None:
         )
 
 
-def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tuple[str, ...] = ()) -> None:
+INSTRUCTION_TOOLS = ("valgrind", "callgrind_control")
+
+
+def check_dependencies(
+    refs: list[TunnelRef], profiles: list[Profile], kinds: tuple[str, ...] = (), count_instructions: bool = False
+) -> None:
     problems = []
     for r in refs:
         miss = missing_requirements(r)
@@ -165,6 +170,8 @@ def check_dependencies(refs: list[TunnelRef], profiles: list[Profile], kinds: tu
 
         if link_binary_or_none() is None:
             problems.append("emulated profiles need tunbench-link (`make build`, or set TUNBENCH_LINK)")
+    if count_instructions:
+        problems += [f"--count-instructions needs {tool}" for tool in INSTRUCTION_TOOLS if shutil.which(tool) is None]
     if problems:
         raise DependencyMissing(
             "missing programs: " + "; ".join(problems) + " (run `make deps` or `tunbench doctor` for what to install)"
@@ -323,13 +330,13 @@ def prepare(
         check_named_files(refs)
     if dry_run:
         try:
-            check_dependencies(refs, profiles, tuple(wl.kind))
+            check_dependencies(refs, profiles, tuple(wl.kind), scenario.run.count_instructions)
         except DependencyMissing as e:
             notes.append(str(e))
         return plan
     need_root()
     if inventory is None:  # with --hosts, each host's programs are checked once connected
-        check_dependencies(refs, profiles, tuple(wl.kind))
+        check_dependencies(refs, profiles, tuple(wl.kind), scenario.run.count_instructions)
     if flamegraphs:
         from tunbench.perf.flamegraph import check_tools
 
@@ -485,6 +492,12 @@ def describe(plan: RunPlan, budget: tuple[float, str] | None = None) -> list[str
         *cases,
         _size_line(plan, budget),
     ]
+    if scenario.run.count_instructions:
+        rate = str(dict(getattr(scenario.workload, "iperf3", None) or {}).get("rate") or "")
+        lines.append(
+            "instructions: each role's tunnel daemon counted by callgrind (valgrind) over each trial, per payload "
+            "byte delivered" + (f"; iperf3 offers a fixed {rate}" if rate else "")
+        )
     if warm := warm_note(plan):
         lines.append(warm)
     if few := repetition_warning(plan):

@@ -18,7 +18,7 @@ from tunbench.results import TrialRecord
 from tunbench.sites.base import Site, Spot
 from tunbench.store.db import now_iso
 from tunbench.topology.build import TopologySpec
-from tunbench.tunnels.tunnel import Tunnel
+from tunbench.tunnels.tunnel import DaemonWrap, Tunnel
 from tunbench.units import Window
 from tunbench.workloads.base import Context, Measurement, Workload
 
@@ -44,6 +44,7 @@ class Setup:
     seed: int = 1
     hooks: tuple[WindowHook, ...] = ()
     redo: RedoPolicy = field(default_factory=RedoPolicy)
+    wrap: DaemonWrap | None = None  # each local tunnel daemon's command line, wrapped (counted instructions)
 
     def workload(self, pt: PlannedTrial) -> tuple[Workload[Any, Any], BaseModel]:
         """The trial's workload and its options (its defaults when the scenario gives none)."""

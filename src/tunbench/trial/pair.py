@@ -71,7 +71,7 @@ def bring_up(setup: Setup, t: Attempt, stack: contextlib.ExitStack) -> Held:
         role: (stack.enter_context(CpuCap(f"{setup.ledger.prefix}-{t.tag}-{role}-cap", setup.ledger, period_us)), pct)
         for role, pct in case.tunnel.cpu_caps.items()
     }
-    tunnel = stack.enter_context(Tunnel(case.tunnel, topo, setup.ledger, t.workdir, pair.cgroups))
+    tunnel = stack.enter_context(Tunnel(case.tunnel, topo, setup.ledger, t.workdir, pair.cgroups, wrap=setup.wrap))
     assert tunnel.target is not None
     for role, (cap, pct) in caps.items():
         cap.add(tunnel.pids(role))
@@ -156,6 +156,7 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
         sent = [sent_key for _, sent_key in generator.byte_keys().values()]
         if (delivered := counters.delivered_bytes(rec.metrics, sent)) is not None:
             rec.metrics[counters.DELIVERED] = delivered
+            rec.metrics.update(counters.instruction_ratios(rec.metrics, delivered))
     if (underlay := pair.underlay()) is not None:
         devices, emulated = underlay
         if (carried := counters.carried_bytes(rec.metrics, devices["client"])) is not None:

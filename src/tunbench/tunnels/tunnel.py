@@ -7,6 +7,7 @@ import contextlib
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -102,8 +103,14 @@ def base_variables(topo: Placed, workdir: Path, underlay: Family = "ipv4", overl
     }
 
 
+DaemonWrap = Callable[[str, list[str], dict[str, str], Path], tuple[list[str], dict[str, str]]]
+"""(role, argv, env, the trial's directory) -> the daemon's argv and env as started: a wrapper around a role's
+local daemon (perf/instructions.py starts it under callgrind)."""
+
+
 class Tunnel:
-    """`with Tunnel(ref, topo, ...) as t:` the tunnel is up and t.target reaches the server through it."""
+    """`with Tunnel(ref, topo, ...) as t:` the tunnel is up and t.target reaches the server through it.
+    `wrap`: applied to each daemon that runs on this machine (a remote role's is started as it is)."""
 
     def __init__(
         self,
@@ -112,8 +119,10 @@ class Tunnel:
         ledger: Ledger,
         workdir: Path,
         cgroups: dict[str, RoleCgroup],
+        wrap: DaemonWrap | None = None,
     ) -> None:
         self.ref = ref
+        self.wrap = wrap
         self.spec = ref.adapter.spec
         self.source = ref.adapter.source
         self.topo = topo
@@ -230,7 +239,8 @@ class Tunnel:
         v = self._vars(place)
         self.steps.commands(rs.before, v, place, f"{role}.before")
         if rs.daemon:
-            d = self.steps.spawn(rs, v, place, role, role, role)
+            wrap = self.wrap if isinstance(place, LocalPlace) else None
+            d = self.steps.spawn(rs, v, place, role, role, role, wrap=wrap)
             self._stack.callback(d.stop)
             self.daemons[role] = d
         self._wait(rs.ready, f"{role}.ready", place)

@@ -37,7 +37,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from tunbench.report.compare.metrics import CPU_CARRIED, CPU_DELIVERED, CPU_TOTAL, Metric
+from tunbench.report.compare.metrics import CPU_CARRIED, CPU_DELIVERED, CPU_TOTAL, INSTR, Metric
 
 Tier: TypeAlias = Literal["gate", "wide", ""]
 """``gate``: the main family, at the threshold; ``wide``: its own family, at the wide threshold; "": shown
@@ -71,7 +71,7 @@ class Gate:
             return ""
         if self.name == "all":
             return "gate"
-        if metric.name == CPU_CARRIED or (metric.name == CPU_TOTAL and main == CPU_DELIVERED):
+        if metric.name == CPU_CARRIED or (metric.name == CPU_TOTAL and main in (CPU_DELIVERED, INSTR)):
             return None
         if metric.name == main or metric.kind not in ("throughput", "cpu"):
             return "gate"
@@ -89,7 +89,12 @@ class Gate:
         if self.name == "all":
             return f"gate: every metric{at}, one Holm family (--gate all)"
         text = f"gate: {', '.join(main) or 'nothing'}{at}"
-        if "CPU/bit delivered" in main:
+        if "instructions/byte" in main:
+            text += (
+                " (the tunnel's own instructions per payload byte, both sides, counted by callgrind: a count the "
+                "box's noise does not reach; the CPU time per bit is judged beside it)"
+            )
+        elif "CPU/bit delivered" in main:
             text += (
                 " (the tunnel's CPU time per bit it delivered, both sides, over whole trials: the quietest figure of "
                 "its speed on a shared host)"
@@ -106,13 +111,14 @@ class Gate:
         return text
 
 
-MAIN_CPU = (CPU_DELIVERED, CPU_TOTAL)
+MAIN_CPU = (INSTR, CPU_DELIVERED, CPU_TOTAL)
 """The candidates for a case's main CPU figure, first choice first."""
 
 
 def main_metric(present: Collection[str]) -> str | None:
-    """The main CPU figure of a case from the metric names it has on both sides of a comparison: the CPU per
-    bit delivered, else the CPU per bit of goodput, else None (the case's throughput gates in their place).
+    """The main cost figure of a case from the metric names it has on both sides of a comparison: the counted
+    instructions per byte (`run --count-instructions`), else the CPU per bit delivered, else the CPU per bit of
+    goodput, else None (the case's throughput gates in their place).
     Never the CPU per bit carried on the wire: padding would make that cheaper."""
     return next((name for name in MAIN_CPU if name in present), None)
 

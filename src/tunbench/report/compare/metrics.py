@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tunbench import workloads
-from tunbench.monitor.counters import CARRIED, DELIVERED, delivered_bytes
+from tunbench.monitor.counters import CARRIED, DELIVERED, delivered_bytes, instruction_ratios
 from tunbench.report.common import fmt_bps
 from tunbench.report.summary import (
     ROLES,
@@ -84,6 +84,23 @@ OVERHEAD = "wire_overhead"
 padding, retransmissions. Gated in the wide tier beside the CPU, so padding shows as a cost of its own."""
 
 
+INSTR = "instr.per_byte"
+"""The name of the tunnel's own instructions, both sides, per payload byte delivered (`instructions/byte`),
+counted by callgrind (`run --count-instructions`): where both A and B have it, what the cost gate holds, as a
+count the box's noise does not reach."""
+
+
+def _instructions(name: str) -> Callable[[TrialRecord], float | None]:
+    """A counted-instruction ratio of a trial: as stored, else from its counts and payload."""
+
+    def value(t: TrialRecord) -> float | None:
+        if (v := t.metrics.get(name)) is not None:
+            return v
+        return instruction_ratios(t.metrics, delivered(t)).get(name)
+
+    return value
+
+
 def _trial_cpu_s(t: TrialRecord) -> float | None:
     """The CPU seconds of all the tunnel's processes, client and server side, over the whole workload call
     (`trial_cpu.*`, the cgroup's exact figure); None when no role counted it."""
@@ -154,6 +171,15 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
     if "throughput" in kinds:
         out.append(THROUGHPUT)
     if "cpu" in kinds:
+        for name, title in (
+            (INSTR, "instructions/byte"),
+            *((f"instr.{r}.per_byte", f"instructions/byte {r}") for r in ROLES),
+        ):
+            if any(_instructions(name)(t) is not None for t in trials):
+                out.append(
+                    Metric(name, title, "cpu", False, _instructions(name), lambda v: f"{v:.4g}", "less work",
+                           "more work")
+                )  # fmt: skip
         if any(_cpu_per_bit_delivered(t) is not None for t in trials):
             out.append(
                 Metric(CPU_DELIVERED, "CPU/bit delivered", "cpu", False, _cpu_per_bit_delivered, _fmt_cpu_per_bit,

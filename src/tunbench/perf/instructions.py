@@ -1,0 +1,174 @@
+"""The tunnel's own instructions, counted (`tunbench run --count-instructions`, `[run] count_instructions`).
+
+Time-based cost carries the noise of whatever shares the hardware (cache, frequency, the hypervisor); a count of
+the instructions a tunnel's process executed does not. Where perf cannot read a hardware counter (a VM without
+a PMU, as here), valgrind's callgrind counts them by simulation. Each role's tunnel daemon is started under
+callgrind with instrumentation off (``--instr-atstart=no``: it runs at a fraction of its speed until then, and
+its start-up is never counted), switched on at the measured call's start and off at its end by
+``callgrind_control``, then dumped (``-d``, which also zeroes the counters for the next window) while the
+process still runs. The dump's ``totals:`` line is the window's instruction count, stored as
+``instr.<role>.count``; per payload byte delivered (``instr.<role>.per_byte``, both sides together
+``instr.per_byte``: monitor.counters.instruction_ratios) it is what the work gate judges
+(report/compare/metrics.py).
+
+A role that could not be counted says why (``params.instr.<role>``) and has no count: never a zero, never
+averaged in. Kernel tunnels (WireGuard in the kernel, XFRM IPsec) do their work in the kernel, where a count
+of a process's instructions cannot see it: their roles have no userspace daemon and say so. A role on another
+host (``--hosts``) is not counted either.
+
+Go programs need ``GODEBUG=asyncpreemptoff=1`` under valgrind 3.19: Go's preemption signal otherwise trips
+an assertion in callgrind. It is set for every wrapped daemon (other programs ignore it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from tunbench.errors import CommandFailed
+from tunbench.host.proc import run_cmd
+from tunbench.remote.place import RemotePlace
+from tunbench.results import TrialRecord
+from tunbench.tunnels.tunnel import Tunnel
+from tunbench.workloads.base import Context
+
+ROLES = ("client", "server")
+DUMP_PREFIX = "callgrind"
+CONTROL_TIMEOUT_S = 20.0
+GO_ENV = {"GODEBUG": "asyncpreemptoff=1"}
+_TOTALS = re.compile(r"^(?:totals|summary):\s*(\d+)", re.M)
+
+
+@dataclass(frozen=True)
+class Callgrind:
+    """valgrind and callgrind_control on this machine (None: missing)."""
+
+    valgrind: str | None
+    control: str | None
+
+    @property
+    def why_not(self) -> str:
+        """ "" when both are there, else what is missing."""
+        missing = [
+            name for name, path in (("valgrind", self.valgrind), ("callgrind_control", self.control)) if not path
+        ]
+        return f"not counted: {', '.join(missing)} missing (Debian: apt-get install valgrind)" if missing else ""
+
+
+def find() -> Callgrind:
+    return Callgrind(shutil.which("valgrind"), shutil.which("callgrind_control"))
+
+
+def dump_stem(workdir: Path, role: str) -> Path:
+    """Where a role's dumps go: `<trial dir>/callgrind.<role>.out`, `.1`, `.2`... one per window."""
+    return workdir / f"{DUMP_PREFIX}.{role}.out"
+
+
+def vgdb_prefix(workdir: Path, role: str) -> Path:
+    """The prefix of the FIFOs valgrind's gdbserver and callgrind_control talk through: in the trial's own
+    directory (not /tmp, valgrind's default), so a killed run leaves none behind where `tunbench clean` does
+    not look."""
+    return workdir / f"vgdb.{role}"
+
+
+def wrap(
+    valgrind: str, role: str, argv: list[str], env: dict[str, str], workdir: Path
+) -> tuple[list[str], dict[str, str]]:
+    """A daemon's command line under callgrind, instrumentation off until a window switches it on."""
+    prefix = [
+        valgrind,
+        "--tool=callgrind",
+        "--instr-atstart=no",
+        f"--callgrind-out-file={dump_stem(workdir, role)}",
+        f"--vgdb-prefix={vgdb_prefix(workdir, role)}",
+        "--quiet",
+    ]
+    return [*prefix, *argv], {**env, **GO_ENV}
+
+
+def totals(text: str) -> float | None:
+    """The instruction count of one callgrind dump (its `totals:` line; `summary:` in older formats)."""
+    counts = [int(m) for m in _TOTALS.findall(text)]
+    return float(max(counts)) if counts else None
+
+
+def newest_dump(workdir: Path, role: str) -> Path | None:
+    """The role's most recent numbered dump (`callgrind.<role>.out.N`, the largest N)."""
+    stem = dump_stem(workdir, role)
+    numbered = []
+    for p in workdir.glob(f"{stem.name}.*"):
+        suffix = p.name.removeprefix(stem.name + ".")
+        if suffix.isdigit():
+            numbered.append((int(suffix), p))
+    return max(numbered)[1] if numbered else None
+
+
+class CountInstructions:
+    """A runner WindowHook, and the daemon wrapper it needs (`wrap_daemon`, passed to the tunnel through the
+    trial's Setup): each local role's tunnel daemon runs under callgrind; around each measured call its
+    instrumentation is switched on, then off, and the counts dumped and read."""
+
+    def __init__(self, tools: Callgrind | None = None) -> None:
+        self.tools = tools if tools is not None else find()
+
+    def wrap_daemon(
+        self, role: str, argv: list[str], env: dict[str, str], workdir: Path
+    ) -> tuple[list[str], dict[str, str]]:
+        if self.tools.valgrind is None or self.tools.why_not:
+            return argv, env
+        return wrap(self.tools.valgrind, role, argv, env, workdir)
+
+    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]:
+        return self._window(ctx, tunnel, rec)
+
+    @contextlib.contextmanager
+    def _window(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[object]:
+        notes: dict[str, str] = {}
+        places = {"client": ctx.client, "server": ctx.server}
+        pids: dict[str, int] = {}
+        for role in ROLES:
+            daemon = tunnel.daemons.get(role)
+            if self.tools.why_not:
+                notes[role] = self.tools.why_not
+            elif isinstance(places[role], RemotePlace):
+                notes[role] = "not counted: the role runs on another host (--hosts)"
+            elif daemon is None:
+                notes[role] = "not counted: no userspace daemon (a kernel tunnel's work is in the kernel)"
+            else:
+                pids[role] = daemon.pid
+        started: dict[str, int] = {}
+        try:
+            for role, pid in pids.items():
+                if why := self._control(tunnel.workdir, role, ["-i", "on", str(pid)]):
+                    notes[role] = f"not counted: instrumentation could not be switched on ({why})"
+                else:
+                    started[role] = pid
+            yield None
+        finally:
+            for role, pid in started.items():
+                why = self._control(tunnel.workdir, role, ["-i", "off", str(pid)]) or self._control(
+                    tunnel.workdir, role, ["-d", str(pid)]
+                )
+                dump = newest_dump(tunnel.workdir, role) if not why else None
+                count = totals(dump.read_text(errors="replace")) if dump is not None else None
+                if dump is None or count is None:
+                    notes[role] = f"not counted: {why or 'no callgrind dump was written'}"
+                    continue
+                rec.metrics[f"instr.{role}.count"] = count
+                dump.unlink(missing_ok=True)  # the count is stored; the dump can be large
+            if notes:
+                rec.params["instr"] = notes
+
+    def _control(self, workdir: Path, role: str, args: list[str]) -> str:
+        """Run callgrind_control on a role's daemon; "" when it said OK, else why not."""
+        assert self.tools.control is not None
+        argv = [self.tools.control, f"--vgdb-prefix={vgdb_prefix(workdir, role)}", *args]
+        try:
+            res = run_cmd(argv, timeout_s=CONTROL_TIMEOUT_S, what="callgrind_control")
+        except CommandFailed as e:
+            return str(e).splitlines()[0]
+        return "" if "OK" in res.stdout else (res.stdout.strip().splitlines() or ["no answer"])[-1]

@@ -1,0 +1,110 @@
+"""Counted instructions (perf/instructions.py, `run --count-instructions`): the callgrind command line, the
+dump's count, the ratios per payload byte, and the gate that holds them where both sides of a comparison
+counted them (report/compare)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.unit.report_data import run, trial
+from tunbench.monitor.counters import instruction_ratios
+from tunbench.perf import instructions as ins
+from tunbench.report.compare import CPU_DELIVERED, EXIT_REGRESSED, compare_runs
+from tunbench.report.compare.metrics import INSTR
+from tunbench.results import RunRecord
+
+DUMP = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 4242
+cmd:  wireguard-go -f tb1-c
+part: 1
+
+desc: I1 cache:
+events: Ir
+summary: 0
+
+fl=(1) ???
+fn=(1) 0x0000000000401000
+0 12
+
+totals: 158734127
+"""
+
+
+def test_the_daemon_runs_under_callgrind_with_instrumentation_off_until_a_window(tmp_path: Path) -> None:
+    argv, env = ins.wrap(
+        "/usr/bin/valgrind", "client", ["wireguard-go", "-f", "tb1-c"], {"LOG_LEVEL": "error"}, tmp_path
+    )
+    assert argv[:3] == ["/usr/bin/valgrind", "--tool=callgrind", "--instr-atstart=no"]
+    assert f"--callgrind-out-file={tmp_path / 'callgrind.client.out'}" in argv
+    assert f"--vgdb-prefix={tmp_path / 'vgdb.client'}" in argv  # its FIFOs in the trial's directory, not /tmp
+    assert argv[-3:] == ["wireguard-go", "-f", "tb1-c"]
+    assert env == {"LOG_LEVEL": "error", "GODEBUG": "asyncpreemptoff=1"}
+
+
+def test_the_count_is_the_dumps_totals_and_the_newest_dump_is_read(tmp_path: Path) -> None:
+    assert ins.totals(DUMP) == 158734127.0
+    assert ins.totals("events: Ir\n") is None
+    for n in (1, 2, 10):
+        (tmp_path / f"callgrind.server.out.{n}").write_text(DUMP)
+    (tmp_path / "callgrind.server.out").write_text(DUMP)  # the dump at exit: not a window's
+    assert ins.newest_dump(tmp_path, "server") == tmp_path / "callgrind.server.out.10"
+    assert ins.newest_dump(tmp_path, "client") is None
+
+
+def test_ratios_per_payload_byte_need_both_sides_for_the_tunnels_figure() -> None:
+    both = instruction_ratios({"instr.client.count": 150e6, "instr.server.count": 160e6}, 10e6)
+    assert both == pytest.approx({"instr.client.per_byte": 15.0, "instr.server.per_byte": 16.0, "instr.per_byte": 31.0})
+    one = instruction_ratios({"instr.client.count": 150e6}, 10e6)
+    assert one == pytest.approx({"instr.client.per_byte": 15.0})  # never a zero for the side not counted
+    assert instruction_ratios({"instr.client.count": 150e6}, None) == {}
+
+
+def test_missing_tools_say_so() -> None:
+    assert ins.Callgrind(None, None).why_not.startswith("not counted: valgrind, callgrind_control missing")
+    assert ins.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control").why_not == ""
+
+
+def _counted(*, more_work: float, reps: int = 12, seed: int = 7, counted_b: bool = True) -> RunRecord:
+    """base and pr, paired: instructions per byte with 0.3% noise per trial (pr: `more_work` more), CPU time
+    per bit with 5% noise (the box's)."""
+    rng = np.random.default_rng(seed)
+    trials = []
+    for rep in range(1, reps + 1):
+        for label, work in (("base", 1.0), ("pr", 1.0 + more_work)):
+            payload = 1e9
+            cpu = payload * 8 * 1e-9 * rng.lognormal(0.0, 0.05)
+            extra: dict[str, float | None] = {
+                "delivered_bytes": payload, "carried_bytes": payload * 1.05,
+                "trial_cpu.client.user_s": cpu / 2, "trial_cpu.server.user_s": cpu / 2,
+            }  # fmt: skip
+            if label == "base" or counted_b:
+                extra["instr.client.count"] = 15.0 * payload * work * rng.lognormal(0.0, 0.003)
+                extra["instr.server.count"] = 16.0 * payload * work * rng.lognormal(0.0, 0.003)
+            trials.append(
+                trial(len(trials) + 1, label, payload * 8 / 3, tunnel="wireguard-go", repetition=rep,
+                      cpu_client_s=cpu / 3, cpu_server_s=cpu / 3, extra=extra)
+            )  # fmt: skip
+    return run(trials, uid="tbinstr0")
+
+
+def test_counted_instructions_gate_in_the_main_tier_and_the_cpu_time_goes_wide() -> None:
+    r = _counted(more_work=0.02)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
+    rows = {x.metric.name: x for x in res.rows}
+    assert rows[INSTR].gated and not rows[INSTR].wide and rows[INSTR].result.family_size == 1
+    assert rows[CPU_DELIVERED].gated and rows[CPU_DELIVERED].wide  # the time-based cost, in its own family
+    assert "cpu_s_per_bit" not in rows
+    assert rows[INSTR].result.regressed and res.exit_code == EXIT_REGRESSED  # +2% through 5% CPU-time noise
+    assert res.gate_line().startswith("gate: instructions/byte at ±1.0% (the tunnel's own instructions per payload")
+
+
+def test_a_side_that_did_not_count_falls_back_to_the_cpu_time() -> None:
+    r = _counted(more_work=0.0, counted_b=False)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    main = [x.metric.name for x in res.rows if x.gated and not x.wide]
+    assert main == [CPU_DELIVERED]
