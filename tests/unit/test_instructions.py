@@ -108,3 +108,26 @@ def test_a_side_that_did_not_count_falls_back_to_the_cpu_time() -> None:
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
     main = [x.metric.name for x in res.rows if x.gated and not x.wide]
     assert main == [CPU_DELIVERED]
+
+
+def test_the_run_and_compare_say_which_role_was_not_counted() -> None:
+    from tunbench.report.compare.verdicts import uncounted_notes
+    from tunbench.report.counted import instruction_lines
+
+    r = _counted(more_work=0.0, reps=3)
+    for t in r.trials:
+        if t.label == "pr":
+            t.metrics.pop("instr.server.count")
+            t.metrics |= instruction_ratios(t.metrics, t.metrics["delivered_bytes"])
+            t.params["instr"] = {"server": "not counted: no userspace daemon (a kernel tunnel's work is in the kernel)"}
+        else:
+            t.metrics |= instruction_ratios(t.metrics, t.metrics["delivered_bytes"])
+    lines = instruction_lines(r.trials)
+    assert lines[0].startswith("instructions/byte base · lan · up · 1 flow: client 1") and ", both 3" in lines[0]
+    assert lines[1].startswith("instructions/byte pr · lan · up · 1 flow: client 1")
+    assert "server not counted: no userspace daemon" in lines[1] and "both" not in lines[1]
+    assert uncounted_notes(r.trials) == [
+        "instructions of pr server not counted: no userspace daemon (a kernel tunnel's work is in the kernel)"
+    ]
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
+    assert any(n.startswith("instructions of pr server not counted") for n in res.notes)

@@ -19,6 +19,7 @@ def print_run(run: RunRecord, title: str) -> None:
     """The run's summary table (when it has throughput cases), each workload's own table, and the warnings;
     a run that ended before its first trial finished says so."""
     from tunbench.report.common import baseline_line, host_lines, placement_line
+    from tunbench.report.counted import instruction_lines
     from tunbench.report.interference import line as interference_line
     from tunbench.report.summary import summarize_trials
     from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
@@ -40,6 +41,8 @@ def print_run(run: RunRecord, title: str) -> None:
         console.print(host, markup=False, highlight=False)
     if baseline := baseline_line(run.trials):
         console.print(baseline, markup=False, highlight=False)
+    for line in instruction_lines(run.trials):
+        console.print(line, markup=False, highlight=False)
     for line in warning_lines(summaries):
         console.print(line)
 

@@ -58,3 +58,28 @@ def work_table_html(trials: list[TrialRecord], pid: str) -> str:
         f'<div class="table-wrap"><table id="{pid}-work"><thead><tr><th>case</th><th>side</th>{head}<th>note</th>'
         f"</tr></thead><tbody>{body}</tbody></table></div>"
     )
+
+
+def instruction_lines(trials: list[TrialRecord]) -> list[str]:
+    """What `run --count-instructions` counted, one line per case: each side's median instructions per payload
+    byte (and both sides together), or why a side was not counted ("" lines: none asked for). Pure."""
+    by_case: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
+    for t in trials:
+        if t.status == "ok":
+            by_case[t.case].append(t)
+    lines = []
+    for case, ts in by_case.items():
+        if not any(k.startswith("instr.") for t in ts for k in t.metrics) and not any("instr" in t.params for t in ts):
+            continue
+        parts = []
+        for role in ROLES:
+            vals = [v for t in ts if (v := t.metrics.get(f"instr.{role}.per_byte")) is not None]
+            notes = sorted({str(t.params.get("instr", {}).get(role, "")) for t in ts} - {""})
+            counted = f"{statistics.median(vals):.4g}" if vals else ""
+            if notes:
+                counted = (counted + " (" if counted else "") + "; ".join(notes) + (")" if counted else "")
+            parts.append(f"{role} {counted or 'not counted'}")
+        both = [v for t in ts if (v := t.metrics.get("instr.per_byte")) is not None]
+        total = f", both {statistics.median(both):.4g}" if both else ""
+        lines.append(f"instructions/byte {case_title(case)}: {', '.join(parts)}{total}")
+    return lines

@@ -204,6 +204,7 @@ def compare_runs(
                 f"the direct baseline changed ({r.case_label}, {r.metric.title}: {fmt_change(r.result)}): "
                 "the host itself measured differently between A and B, so distrust the other verdicts"
             )
+    notes.extend(uncounted_notes([t for ka, kb in pairs for t in (*ga[ka], *gb[kb])]))
     if not a.provenance.get("hosts") and (note := unplaced_note(rows, [t for ka, _ in pairs for t in ga[ka]])):
         notes.append(note)
     settings = settings_differences([t for ka, _ in pairs for t in ga[ka]], [t for _, kb in pairs for t in gb[kb]])
@@ -227,6 +228,16 @@ def compare_runs(
         dropped_pairs=dropped,
         gate=gate,
     )
+
+
+def uncounted_notes(trials: list[TrialRecord]) -> list[str]:
+    """Where instructions were counted (`run --count-instructions`) but a role of a tunnel was not, why: its
+    comparison then falls back to the CPU time, and the reader should know which."""
+    seen: dict[tuple[str, str], str] = {}
+    for t in trials:
+        for role, why in sorted((t.params.get("instr") or {}).items()):
+            seen.setdefault((t.label, role), str(why))
+    return [f"instructions of {label} {role} {why}" for (label, role), why in seen.items()]
 
 
 def unplaced_note(rows: list[CaseComparison], trials: list[TrialRecord]) -> str:
