@@ -8,7 +8,8 @@
 # The root file system is entered as scripts/debian13-smoke.sh does: chroot inside a mount namespace of its own
 # (private propagation), with /dev, /sys, /proc, a fresh /run and /tmp that exist only there. The bare root file
 # system is kept in build/bare-SUITE/rootfs (remove it to rebuild); each run works on a fresh copy of it,
-# build/bare-SUITE/work (KEEP=1 reuses the copy left by the last run, to try a fix without starting over).
+# build/bare-SUITE/work (KEEP=1 reuses the copy and the clone left by the last run, to try a fix or run the demo
+# again without starting over).
 # The demo step holds the machine's measurement lock (/tmp/tunbench-measure.lock), the installs and builds do
 # not. Needs root, mmdebstrap and network access to Debian's archive, PyPI and crates.io. Logs: build/bare-SUITE/.
 set -euo pipefail
@@ -81,8 +82,14 @@ fi
 
 # the clone: this checkout's HEAD (what is committed), as `git clone` of the project would give it
 rev=$(git rev-parse --short HEAD)
-rm -rf "$WORK/root/tunbench"
-git clone --quiet --no-hardlinks "$PWD" "$WORK/root/tunbench"
+if [ "${KEEP:-0}" = 1 ] && [ -d "$WORK/root/tunbench/.git" ]; then
+	# KEEP=1: the last run's clone, its venv and builds kept, moved to HEAD
+	git -C "$WORK/root/tunbench" fetch --quiet "$PWD" HEAD
+	git -C "$WORK/root/tunbench" checkout --quiet --detach FETCH_HEAD
+else
+	rm -rf "$WORK/root/tunbench"
+	git clone --quiet --no-hardlinks "$PWD" "$WORK/root/tunbench"
+fi
 echo "== $SUITE: clone of $rev in $WORK/root/tunbench"
 
 # stamp LOG: each line prefixed with the seconds since the step started (the make lines mark where each part
@@ -108,21 +115,28 @@ step "make deps venv build" $(($(date +%s) - s))
 echo "== make demo, holding $LOCK (log: $OUT/demo.log)"
 s=$(date +%s)
 set +e
-flock "$LOCK" bash -c "$(declare -f enter); WORK='$WORK'; enter make demo" 2>&1 | stamp "$OUT/demo.log"
+flock "$LOCK" bash -c "echo '== lock taken'; $(declare -f enter); WORK='$WORK'; enter make demo" 2>&1 | stamp "$OUT/demo.log"
 rc=$?
 set -e
 step "make demo (the run, its table and report)" $(($(date +%s) - s))
-[ "$rc" = 0 ] || { echo "== $SUITE: make demo failed (exit $rc)"; exit "$rc"; }
 
+# the check, also after a failed demo: which trials failed, if it got that far
 echo "== check: results/demo.json"
+set +e
 enter python3 - <<'PY' 2>&1 | tee -a "$log"
-import json
-trials = json.load(open("results/demo.json"))["trials"]
-assert trials, "no trials"
-bad = [(t["label"], t["profile"], t["error"]) for t in trials if t["status"] != "ok"]
-assert not bad, bad
-print(f"demo.json: {len(trials)} trials, all ok")
+import json, sys
+try:
+    trials = json.load(open("results/demo.json"))["trials"]
+except OSError as e:
+    sys.exit(f"demo.json: {e}")
+bad = [f"{t['label']} {t['profile']} {t['direction']}: {t['error']}" for t in trials if t["status"] != "ok"]
+print(f"demo.json: {len(trials)} trials, {len(trials) - len(bad)} ok", *bad, sep="\n  ")
+sys.exit(1 if bad or not trials else 0)
 PY
+checked=$?
+set -e
+[ "$rc" = 0 ] || { echo "== $SUITE: make demo failed (exit $rc)"; exit "$rc"; }
+[ "$checked" = 0 ] || { echo "== $SUITE: results/demo.json: not every trial ok"; exit 1; }
 enter sh -c 'echo "versions: Debian $(cat /etc/debian_version), $(python3 --version), $(cargo --version)"' | tee -a "$log"
 cp "$WORK/root/tunbench/results/demo.json" "$OUT/" 2>/dev/null || true
 step "all" $(($(date +%s) - t0))
