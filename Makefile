@@ -121,7 +121,7 @@ debian13: wheel
 
 # `make demo` from a fresh clone of HEAD on a bare Debian 12 or 13 (apt, git, make, python3, ca-certificates and
 # nothing else; mmdebstrap), in a chroot (scripts/bare-debian.sh): checks that `make deps` installs all the demo
-# needs, the Rust toolchain included. Needs network access; about N minutes each (docs/benchmarks/bare-debian.md),
+# needs, the Rust toolchain included. Needs network access; about 10 minutes each (docs/benchmarks/bare-debian.md),
 # so not part of `make test`.
 bare-debian12 bare-debian13:
 	@command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends mmdebstrap
