@@ -40,7 +40,8 @@ def test_the_daemon_runs_under_callgrind_with_instrumentation_off_until_a_window
         "/usr/bin/valgrind", "client", ["wireguard-go", "-f", "tb1-c"], {"LOG_LEVEL": "error"}, tmp_path
     )
     assert argv[:3] == ["/usr/bin/valgrind", "--tool=callgrind", "--instr-atstart=no"]
-    assert f"--callgrind-out-file={tmp_path / 'callgrind.client.out'}" in argv
+    assert f"--callgrind-out-file={tmp_path / 'callgrind.client.out.%p'}" in argv
+    assert "--trace-children=yes" in argv  # a build given as a wrapper script execs the real program
     assert f"--vgdb-prefix={tmp_path / 'vgdb.client'}" in argv  # its FIFOs in the trial's directory, not /tmp
     assert argv[-3:] == ["wireguard-go", "-f", "tb1-c"]
     assert env == {"LOG_LEVEL": "error", "GODEBUG": "asyncpreemptoff=1"}
@@ -50,10 +51,11 @@ def test_the_count_is_the_dumps_totals_and_the_newest_dump_is_read(tmp_path: Pat
     assert ins.totals(DUMP) == 158734127.0
     assert ins.totals("events: Ir\n") is None
     for n in (1, 2, 10):
-        (tmp_path / f"callgrind.server.out.{n}").write_text(DUMP)
-    (tmp_path / "callgrind.server.out").write_text(DUMP)  # the dump at exit: not a window's
-    assert ins.newest_dump(tmp_path, "server") == tmp_path / "callgrind.server.out.10"
-    assert ins.newest_dump(tmp_path, "client") is None
+        (tmp_path / f"callgrind.server.out.4242.{n}").write_text(DUMP)
+    (tmp_path / "callgrind.server.out.4242").write_text(DUMP)  # the dump at exit: not a window's
+    (tmp_path / "callgrind.server.out.4343.11").write_text(DUMP)  # a child process's
+    assert ins.newest_dump(tmp_path, "server", 4242) == tmp_path / "callgrind.server.out.4242.10"
+    assert ins.newest_dump(tmp_path, "client", 4242) is None
 
 
 def test_ratios_per_payload_byte_need_both_sides_for_the_tunnels_figure() -> None:
@@ -131,3 +133,16 @@ def test_the_run_and_compare_say_which_role_was_not_counted() -> None:
     ]
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03)
     assert any(n.startswith("instructions of pr server not counted") for n in res.notes)
+
+
+def test_a_trial_that_did_not_carry_the_fixed_rate_has_no_count() -> None:
+    from tunbench.trial.pair import rate_short
+
+    t = trial(1, "pr", 2.0e6, extra={"instr.client.count": 1e9, "instr.server.count": 1e8})
+    t.params["workload"] = {"rate": "20mbit"}
+    assert rate_short(t) == "carried 2.0 Mbit/s of the 20 Mbit/s offered (below 90% of it)"
+    t.metrics["throughput_bps"] = 19.5e6
+    assert rate_short(t) == ""
+    t.params["workload"] = {"rate": ""}  # as fast as it goes: no fixed load to hold it to
+    t.metrics["throughput_bps"] = 2.0e6
+    assert rate_short(t) == ""

@@ -42,11 +42,13 @@ GateOpt = Annotated[
     str,
     typer.Option(
         "--gate",
-        help="Which comparisons gate: cost (default): the tunnel's CPU per bit of payload delivered, client and "
-        "server together, over whole trials (CPU per bit of goodput where a trial did not count its payload; and "
-        "latency), at the threshold, the quietest figure of its speed on a shared host, and throughput, the wire "
-        "overhead (bytes on the wire per byte delivered) and each side's CPU per bit at 2x the threshold in a "
-        "Holm family of their own; all: every metric at the threshold, one family (docs/precision.md, the gate).",
+        help="Which comparisons gate: cost (default): the tunnel's instructions per payload byte, both sides, "
+        "where both A and B counted them (run --count-instructions), else its CPU per bit of payload delivered, "
+        "client and server together, over whole trials (CPU per bit of goodput where a trial did not count its "
+        "payload; and latency), at the threshold, the quietest figure of its speed on a shared host, and "
+        "throughput, the wire overhead (bytes on the wire per byte delivered) and each side's CPU per bit at 2x "
+        "the threshold in a Holm family of their own; all: every metric at the threshold, one family "
+        "(docs/precision.md, the gate).",
     ),
 ]
 

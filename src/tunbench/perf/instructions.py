@@ -63,9 +63,11 @@ def find() -> Callgrind:
     return Callgrind(shutil.which("valgrind"), shutil.which("callgrind_control"))
 
 
-def dump_stem(workdir: Path, role: str) -> Path:
-    """Where a role's dumps go: `<trial dir>/callgrind.<role>.out`, `.1`, `.2`... one per window."""
-    return workdir / f"{DUMP_PREFIX}.{role}.out"
+def dump_stem(workdir: Path, role: str, pid: int | str = "%p") -> Path:
+    """Where a role's process dumps: `<trial dir>/callgrind.<role>.out.<pid>`, then `.1`, `.2`... one per
+    window. The pid is in the name because valgrind follows the daemon into what it runs (a build given as a
+    wrapper script execs the real program; a daemon may start helpers), and each process dumps its own."""
+    return workdir / f"{DUMP_PREFIX}.{role}.out.{pid}"
 
 
 def vgdb_prefix(workdir: Path, role: str) -> Path:
@@ -83,6 +85,7 @@ def wrap(
         valgrind,
         "--tool=callgrind",
         "--instr-atstart=no",
+        "--trace-children=yes",
         f"--callgrind-out-file={dump_stem(workdir, role)}",
         f"--vgdb-prefix={vgdb_prefix(workdir, role)}",
         "--quiet",
@@ -96,9 +99,10 @@ def totals(text: str) -> float | None:
     return float(max(counts)) if counts else None
 
 
-def newest_dump(workdir: Path, role: str) -> Path | None:
-    """The role's most recent numbered dump (`callgrind.<role>.out.N`, the largest N)."""
-    stem = dump_stem(workdir, role)
+def newest_dump(workdir: Path, role: str, pid: int) -> Path | None:
+    """The most recent numbered dump of the role's process `pid` (`callgrind.<role>.out.<pid>.N`, the largest
+    N)."""
+    stem = dump_stem(workdir, role, pid)
     numbered = []
     for p in workdir.glob(f"{stem.name}.*"):
         suffix = p.name.removeprefix(stem.name + ".")
@@ -153,7 +157,7 @@ class CountInstructions:
                 why = self._control(tunnel.workdir, role, ["-i", "off", str(pid)]) or self._control(
                     tunnel.workdir, role, ["-d", str(pid)]
                 )
-                dump = newest_dump(tunnel.workdir, role) if not why else None
+                dump = newest_dump(tunnel.workdir, role, pid) if not why else None
                 count = totals(dump.read_text(errors="replace")) if dump is not None else None
                 if dump is None or count is None:
                     notes[role] = f"not counted: {why or 'no callgrind dump was written'}"
