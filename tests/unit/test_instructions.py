@@ -143,6 +143,8 @@ def test_a_trial_that_did_not_carry_the_fixed_rate_has_no_count() -> None:
     assert rate_short(t) == "carried 2.0 Mbit/s of the 20 Mbit/s offered (below 90% of it)"
     t.metrics["throughput_bps"] = 19.5e6
     assert rate_short(t) == ""
+    t.metrics["throughput_bps"] = 29.3e6  # iperf3 catching up after a stall
+    assert rate_short(t) == "carried 29.3 Mbit/s of the 20 Mbit/s offered (above 111% of it)"
     t.params["workload"] = {"rate": ""}  # as fast as it goes: no fixed load to hold it to
     t.metrics["throughput_bps"] = 2.0e6
     assert rate_short(t) == ""
