@@ -25,10 +25,9 @@ from tunbench.cli.outcome import exit_for
 from tunbench.cli.progress import RunProgress
 
 if TYPE_CHECKING:
-    from tunbench import session
     from tunbench.config.cpuset import CpuSetting
     from tunbench.config.schema import Scenario
-    from tunbench.plan import PlannedTrial
+    from tunbench.plan import PlannedTrial, RunPlan
     from tunbench.report.compare import Gate, Metric
     from tunbench.results import RunRecord, TrialRecord
     from tunbench.stats import NoiseBudget
@@ -191,10 +190,9 @@ def calibrate(
     per_pair = sum(session.expected_s(pt, plan.options, wl.window) for pt in plan.trials[:2])
     text = equivalent_run(plan.scenario, budget=None if pairs is not None else budget)
     if dry_run:
-        for line in dry_run_lines(
-            plan, budget=None if pairs is not None else (budget_s, budget), goal=goal, gate=tiers
-        ):
-            console.print(line, markup=False, highlight=False)
+        sized_by = None if pairs is not None else (budget_s, budget)
+        for said in dry_run_lines(plan, budget=sized_by, goal=goal, gate=tiers):
+            console.print(said, markup=False, highlight=False)
         return
     clock = _Clocked(console, db)
     deadline = None if pairs is not None else Deadline(started + budget_s, min_blocks=MIN_PAIRS)
@@ -232,7 +230,7 @@ def calibrate(
     exit_for(outcome.status, run_rec.trials, some="; their pairs are left out")
 
 
-def dry_run_lines(plan: session.RunPlan, *, budget: tuple[float, str] | None, goal: float, gate: Gate) -> list[str]:
+def dry_run_lines(plan: RunPlan, *, budget: tuple[float, str] | None, goal: float, gate: Gate) -> list[str]:
     """What `calibrate --dry-run` prints: the A/A's plan (as `run --dry-run` describes it), how it stops,
     the gate it calibrates, and the `tunbench run` it amounts to. Pure: reads the plan only."""
     from tunbench import session
