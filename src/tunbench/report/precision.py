@@ -79,8 +79,9 @@ def _rest(case: CaseKey) -> tuple[str, ...]:
 
 MIN_STOP_PAIRS = 10
 """The fewest pairs a run stops on at its target. The SD of a few pairs is itself a guess: A/A runs of the
-README's line on this VM stopped "at the target" after 5 pairs whose SD was 0.6% (the VM's per-pair noise
-is 3.6-4.3% over 100 pairs), claiming an MDE of ±1.0%. From 10 pairs the SD is known to about ±25%."""
+README's line on this VM stopped "at the target" after 5 pairs whose SD was 0.6% (long runs measured that figure's
+per-pair noise, CPU/bit tunnel, at 3.4-4.3% over 77-116 pairs: docs/notes/precision-research.md), claiming an
+MDE of ±1.0%. From 10 pairs the SD is known to about ±25%."""
 
 
 @dataclass(frozen=True)
