@@ -11,7 +11,15 @@ import pytest
 
 ROOT = Path(__file__).parents[2]
 PAGES = sorted((ROOT / "docs" / "benchmarks").glob("*.md"))
-DOCS = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md")), *PAGES]
+NOTES = sorted((ROOT / "docs" / "notes").glob("*.md"))
+DOCS = [
+    ROOT / "README.md",
+    ROOT / "BENCHMARKS.md",
+    ROOT / "CONTRIBUTING.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *NOTES,
+    *PAGES,
+]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
