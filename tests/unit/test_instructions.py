@@ -148,3 +148,27 @@ def test_a_trial_that_did_not_carry_the_fixed_rate_has_no_count() -> None:
     t.params["workload"] = {"rate": ""}  # as fast as it goes: no fixed load to hold it to
     t.metrics["throughput_bps"] = 2.0e6
     assert rate_short(t) == ""
+
+
+def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    calls: list[list[str]] = []
+    hook = ins.CountInstructions(ins.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"))
+    monkeypatch.setattr(hook, "_control", lambda workdir, role, args: calls.append(args) or "")
+    daemon = SimpleNamespace(pid=4242)
+    tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path)
+    ctx = SimpleNamespace(client=object(), server=object())
+    first = trial(1, "pr", 20e6)
+    first.params["warm"] = {"bringup": "t1w", "window": 1}
+    with hook(ctx, tunnel, first):  # type: ignore[arg-type]
+        pass
+    assert calls == []  # instrumentation never switched on
+    assert first.params["instr"] == {"client": ins.FIRST_WINDOW, "server": ins.FIRST_WINDOW}
+    second = trial(2, "pr", 20e6)
+    second.params["warm"] = {"bringup": "t1w", "window": 2}
+    (tmp_path / "callgrind.client.out.4242.1").write_text(DUMP)
+    with hook(ctx, tunnel, second):  # type: ignore[arg-type]
+        pass
+    assert ["-i", "on", "4242"] in calls and ["-d", "4242"] in calls
+    assert second.metrics["instr.client.count"] == 158734127.0

@@ -11,6 +11,10 @@ process still runs. The dump's ``totals:`` line is the window's instruction coun
 ``instr.per_byte``: monitor.counters.instruction_ratios) it is what the work gate judges
 (report/compare/metrics.py).
 
+Under `--warm`, the first window of each bring-up is not counted: a fresh process's first seconds cost more
+instructions per byte than the same process's later windows (its runtime's own warm-up), and that excess
+varies.
+
 A role that could not be counted says why (``params.instr.<role>``) and has no count: never a zero, never
 averaged in. Kernel tunnels (WireGuard in the kernel, XFRM IPsec) do their work in the kernel, where a count
 of a process's instructions cannot see it: their roles have no userspace daemon and say so. A role on another
@@ -40,6 +44,10 @@ ROLES = ("client", "server")
 DUMP_PREFIX = "callgrind"
 CONTROL_TIMEOUT_S = 20.0
 GO_ENV = {"GODEBUG": "asyncpreemptoff=1"}
+FIRST_WINDOW = (
+    "not counted: the first window of a warm bring-up, the process's own warm-up (it read 5-10% more "
+    "instructions per byte than the windows after it: docs/work-gate.md)"
+)
 _TOTALS = re.compile(r"^(?:totals|summary):\s*(\d+)", re.M)
 
 
@@ -134,9 +142,12 @@ class CountInstructions:
         notes: dict[str, str] = {}
         places = {"client": ctx.client, "server": ctx.server}
         pids: dict[str, int] = {}
+        first_warm = (rec.params.get("warm") or {}).get("window") == 1
         for role in ROLES:
             daemon = tunnel.daemons.get(role)
-            if self.tools.why_not:
+            if first_warm:
+                notes[role] = FIRST_WINDOW
+            elif self.tools.why_not:
                 notes[role] = self.tools.why_not
             elif isinstance(places[role], RemotePlace):
                 notes[role] = "not counted: the role runs on another host (--hosts)"
