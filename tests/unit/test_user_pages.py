@@ -14,7 +14,7 @@ from tunbench.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
-INTERNAL = re.compile(r"\b[Ii]ssues? #?\d+|(?<![\w/])#\d{1,3}\b(?! \()|§ ?\d+")
+INTERNAL = re.compile(r"\b[Ii]ssues? #?\d+|(?<![\w/])(?<!run )#\d{1,3}\b(?! \()|§ ?\d+")  # "run #4": a run id
 SAMPLE = re.compile(r"<!-- sample:[\w-]+ -->\n.*?<!-- /sample -->", re.S)  # what tunbench printed: run ids
 
 
@@ -36,3 +36,4 @@ def test_no_internal_issue_numbers_in_help() -> None:
 def test_the_pattern() -> None:
     assert INTERNAL.search("measured in issue 31, step 4") and INTERNAL.search("see #28")
     assert not INTERNAL.search("esnet/iperf#2029") and not INTERNAL.search("run #1 (tb1a2b3c)")
+    assert not INTERNAL.search("run #4 of the same store")
