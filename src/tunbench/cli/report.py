@@ -208,8 +208,9 @@ def compare(
     threshold in a family of their own; --gate all: every metric at the threshold. A line above the
     verdict says which. Verdicts use p-values Holm-adjusted within each family, so that by the test a false
     verdict in a family has at most alpha's chance (0.05) when trials are independent. Measured on this
-    project's 2-core VM with this gate (104 A/A runs of the README's A/B line, up to 2 minutes each,
-    scripts/gate_error_rates.py, docs/benchmarks/precision.md): false verdicts in 0 of 104 (95% CI 0-3.5%).
+    project's 2-core VM with this gate's predecessor, which held the CPU per bit carried in the main tier (104
+    A/A runs of the README's A/B line, up to 2 minutes each, scripts/gate_error_rates.py,
+    docs/notes/precision-research.md): false verdicts in 0 of 104 (95% CI 0-3.5%).
     A significant change smaller than its threshold is named in the table ("costlier, within 6.0%") and
     does not gate.
 
