@@ -185,7 +185,9 @@ def measure(names: list[str]) -> None:
     for name in names or list(RUNS):
         argv = shlex.split(RUNS[name])
         argv[0] = tunbench
-        argv += ["--db", f"/tmp/tunbench-samples-{name}.db", "--json", str(_export(name))]
+        db = Path(f"/tmp/tunbench-samples-{name}.db")
+        db.unlink(missing_ok=True)  # a fresh store: the sample's run is #1
+        argv += ["--db", str(db), "--json", str(_export(name))]
         print("+", shlex.join(argv), flush=True)
         done = subprocess.run(["flock", LOCK, *argv], check=False, env={**os.environ, "COLUMNS": str(WIDTH)})
         print(f"exit {done.returncode}", flush=True)  # 4: some trials failed, the export is still written
