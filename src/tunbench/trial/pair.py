@@ -182,8 +182,8 @@ def rate_short(rec: TrialRecord) -> str:
     when it has none): it carried less than RATE_KEPT of it or more than 1/RATE_KEPT of it (iperf3 catching
     up after a stall), a stall or a build too slow for the rate. Both were seen with wireguard-go under
     callgrind: 2 of 20 Mbit/s with 130 instructions per byte, and 29 of 20 Mbit/s with 57, where the rest
-    read 13-15 (docs/work-gate.md). Counted instructions per byte include the idle work of the window, so they are compared at
-    one load only."""
+    read 13-15 (docs/work-gate.md). Counted instructions per byte include the idle work of the window, so
+    they are compared at one load only."""
     rate = (rec.params.get("workload") or {}).get("rate")
     got = rec.metrics.get("throughput_bps")
     if not rate or got is None or not any(k.startswith("instr.") for k in rec.metrics):
