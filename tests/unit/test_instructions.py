@@ -158,7 +158,7 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
     monkeypatch.setattr(hook, "_control", lambda workdir, role, args: calls.append(args) or "")
     daemon = SimpleNamespace(pid=4242)
     tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path)
-    ctx = SimpleNamespace(client=object(), server=object())
+    ctx = SimpleNamespace(client=object(), server=object(), baseline=False)
     first = trial(1, "pr", 20e6)
     first.params["warm"] = {"bringup": "t1w", "window": 1}
     with hook(ctx, tunnel, first):  # type: ignore[arg-type]
@@ -172,3 +172,10 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
         pass
     assert ["-i", "on", "4242"] in calls and ["-d", "4242"] in calls
     assert second.metrics["instr.client.count"] == 158734127.0
+
+    # the direct baseline has no tunnel: it is neither counted nor said to be "not counted"
+    calls.clear()
+    direct = trial(3, "direct", 20e6)
+    with hook(SimpleNamespace(client=object(), server=object(), baseline=True), tunnel, direct):  # type: ignore[arg-type]
+        pass
+    assert calls == [] and "instr" not in direct.params

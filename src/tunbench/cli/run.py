@@ -389,9 +389,9 @@ def run(
             "--target-mde",
             help="Stop once the paired comparison of the run's two tunnel labels can detect this change, e.g. "
             "3%: the largest MDE of the gated comparisons (--gate cost: the tunnel's CPU per bit delivered, "
-            "client and server together) at most this, and the wide tier's (throughput, each side's CPU per "
-            "bit) at most twice this, with at least 10 pairs. Needs --budget and exactly two tunnels (labels) "
-            "besides direct; --repeat is then the "
+            "client and server together) at most this, and the wide tier's (throughput, the wire overhead, each "
+            "side's CPU per bit) at most twice this, with at least 10 pairs. Needs --budget and exactly two "
+            "tunnels (labels) besides direct; --repeat is then the "
             "upper bound (default: as many pairs as the budget could hold). Stops on precision, never on "
             "significance. Places each side on a CPU of its own (--cpuset split) unless --cpuset or the "
             "scenario says otherwise.",

@@ -60,7 +60,7 @@ class Callgrind:
 
     @property
     def why_not(self) -> str:
-        """ "" when both are there, else what is missing."""
+        """Why nothing can be counted ("" when valgrind and callgrind_control are both there)."""
         missing = [
             name for name, path in (("valgrind", self.valgrind), ("callgrind_control", self.control)) if not path
         ]
@@ -130,15 +130,15 @@ class CountInstructions:
     def wrap_daemon(
         self, role: str, argv: list[str], env: dict[str, str], workdir: Path
     ) -> tuple[list[str], dict[str, str]]:
-        if self.tools.valgrind is None or self.tools.why_not:
+        if self.tools.valgrind is None or self.tools.control is None:
             return argv, env
         return wrap(self.tools.valgrind, role, argv, env, workdir)
 
-    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]:
-        return self._window(ctx, tunnel, rec)
-
     @contextlib.contextmanager
-    def _window(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[object]:
+    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[object]:
+        if ctx.baseline:  # the direct baseline has no tunnel to count: nothing to say either
+            yield None
+            return
         notes: dict[str, str] = {}
         places = {"client": ctx.client, "server": ctx.server}
         pids: dict[str, int] = {}

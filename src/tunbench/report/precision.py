@@ -153,7 +153,7 @@ class PrecisionStop:
 
 
 def status_text(p: GatePrecision) -> str:
-    """The precision so far, for the progress line: 'MDE ±5.2% (target ±3%), throughput ±7.0% (target ±6%)
+    """The precision so far, for the progress line: 'MDE ±5.2% (target ±3%), wide tier ±7.0% (target ±6%)
     after 8 pairs'."""
     return f"MDE {_tier(p.main)}{_wide(p)} after {p.n_pairs} pair(s)"
 
@@ -163,8 +163,9 @@ def _tier(p: Precision) -> str:
 
 
 def _wide(p: GatePrecision) -> str:
-    """The wide tier's part of a line (under the cost gate it holds throughput alone)."""
-    return "" if p.wide is None else f", throughput {_tier(p.wide)}"
+    """The wide tier's part of a line (under the cost gate: throughput, the wire overhead and each side's
+    figures, in a family of their own)."""
+    return "" if p.wide is None else f", wide tier {_tier(p.wide)}"
 
 
 def stop_text(p: GatePrecision, by: str) -> str:
