@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 
 from tests.unit.report_data import trial
 from tunbench import cli, session
-from tunbench.cli import _split_profiles, app
+from tunbench.cli import app
+from tunbench.cli.run_values import split_profiles
 from tunbench.host import ledger as state
 from tunbench.results import TrialRecord
 from tunbench.session import RunOutcome
@@ -74,17 +75,17 @@ def files(root: Path) -> set[Path]:
 
 
 def test_split_profiles_keeps_inline_commas() -> None:
-    assert _split_profiles(["lan,wan-50ms"]) == ["lan", "wan-50ms"]
-    assert _split_profiles(["dsl:delay=15ms,up.rate=1mbit,down.rate=16mbit"]) == [
+    assert split_profiles(["lan,wan-50ms"]) == ["lan", "wan-50ms"]
+    assert split_profiles(["dsl:delay=15ms,up.rate=1mbit,down.rate=16mbit"]) == [
         "dsl:delay=15ms,up.rate=1mbit,down.rate=16mbit"
     ]
-    assert _split_profiles(["lan,dsl:delay=15ms, rate=1mbit,wan-50ms", "./p.toml"]) == [
+    assert split_profiles(["lan,dsl:delay=15ms, rate=1mbit,wan-50ms", "./p.toml"]) == [
         "lan",
         "dsl:delay=15ms,rate=1mbit",
         "wan-50ms",
         "./p.toml",
     ]
-    assert _split_profiles(None) is None
+    assert split_profiles(None) is None
 
 
 def test_documented_inline_profile_dry_run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -380,7 +381,7 @@ def test_a_target_plans_the_budget_as_the_upper_bound_and_shows_the_placement(
     assert "2 cases × 20 repetitions = 40 trials" in text  # 120 s / (2 cases × 3 s): no round can be faster
     assert "cpuset: client side on CPU 0, server side on CPU 1" in text
     # an A/B comparison with a target places its sides by default (A/A validity, docs/precision.md) ...
-    monkeypatch.setattr("tunbench.cli.calibrate.default_cpuset", lambda: "split")
+    monkeypatch.setattr("tunbench.session.defaults.split_where_placeable", lambda: "split")
     code, out, err = main(["run", "--dry-run", *AA, "--target-mde", "3%", "--budget", "2m"], capsys, monkeypatch)
     assert code == 0 and "cpuset: client side on CPU 0, server side on CPU 1" in " ".join(out.split()), out
     # ... unless told not to; and a run without a target keeps it off

@@ -4,7 +4,9 @@ app.py        the typer app, global options, every command registered, main()
 console.py    the one rich Console (and its stderr twin)
 options.py    options and guards several commands share (--db, RUN)
 checks.py     output paths and the store checked before work starts
-run.py        tunbench run
+run.py        tunbench run: parses its flags and calls the session
+run_flags.py  the flags of tunbench run, each declared with its help
+run_values.py the values of those flags as the scenario takes them
 show.py       tunbench show (and the tables `run` prints at its end)
 report.py     tunbench report, export (= report --format json), compare
 calibrate.py  tunbench calibrate (a short A/A: this host's noise and the MDE per budget)
@@ -16,6 +18,5 @@ link/         tunbench link shell | selftest (the emulator on its own: shell.py,
 """
 
 from tunbench.cli.app import app, main
-from tunbench.cli.run import _split_profiles, _split_tunnels
 
-__all__ = ["_split_profiles", "_split_tunnels", "app", "main"]
+__all__ = ["app", "main"]

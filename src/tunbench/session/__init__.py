@@ -1,5 +1,7 @@
 """`tunbench run` in two steps: preflight (prepare: a frozen RunPlan, nothing created) and execution."""
 
+from tunbench.session.defaults import INSTRUCTIONS_RATE, ab_cpuset, split_where_placeable, with_instructions_rate
+from tunbench.session.describe import dry_run_lines
 from tunbench.session.execution import RunObserver, RunOutcome, execute, provenance
 from tunbench.session.preflight import (
     Budget,
@@ -18,12 +20,19 @@ from tunbench.session.preflight import (
     skipped_lines,
     warm_note,
 )
+from tunbench.session.resolve import run_inventory
+from tunbench.session.stop import StopRule, TargetRefused
 
 __all__ = [
+    "INSTRUCTIONS_RATE",
     "Budget",
     "RunObserver",
     "RunOutcome",
+    "StopRule",
+    "TargetRefused",
+    "ab_cpuset",
     "describe",
+    "dry_run_lines",
     "execute",
     "expected_s",
     "hosts_lines",
@@ -37,6 +46,9 @@ __all__ = [
     "resolve_profiles",
     "resolve_tunnels",
     "rounds_within",
+    "run_inventory",
     "skipped_lines",
+    "split_where_placeable",
     "warm_note",
+    "with_instructions_rate",
 ]

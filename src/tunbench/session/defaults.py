@@ -1,0 +1,44 @@
+"""What a run's purpose implies for its scenario where neither a flag nor the scenario says otherwise: an A/B
+comparison to a target places its sides on CPUs of their own, and counted instructions offer iperf3 a fixed
+rate. The command decides them from the scenario it read and its flags; the plan is then prepared from the result.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tunbench.config.load import with_overrides
+from tunbench.config.schema import Scenario
+from tunbench.host.cgroup import cpuset_root
+
+INSTRUCTIONS_RATE = "20mbit"
+"""The offered rate of iperf3 when instructions are counted and the scenario sets none: under callgrind
+wireguard-go carried about 38 Mbit/s on this project's VM, so both builds of an A/B sustain it."""
+
+
+def split_where_placeable() -> str | None:
+    """`split` where this host can place each side on a CPU of its own (2+ CPUs and a cpuset hierarchy
+    tunbench may use), else None: the scenario's setting stands."""
+    return "split" if (os.cpu_count() or 1) >= 2 and cpuset_root() is not None else None
+
+
+def ab_cpuset(scenario: Scenario, *, compares: bool, on_hosts: bool) -> str | None:
+    """The CPU placement of a run that compares two builds to a target (`compares`: --target-mde) when
+    neither --cpuset nor the scenario sets one: `split`, as calibrate places its sides. Without it, A/A
+    comparisons here gave false verdicts at 7.8% (7 of 90), with it at 1.4% (1 of 72) (docs/precision.md,
+    docs/benchmarks/precision.md). None leaves the scenario's: placement is on this machine only, so never
+    with hosts (`on_hosts`: --hosts, or the scenario's [hosts])."""
+    if not compares or on_hosts or scenario.hosts or "cpuset" in scenario.run.model_fields_set:
+        return None
+    return split_where_placeable()
+
+
+def with_instructions_rate(scenario: Scenario) -> Scenario:
+    """With count_instructions, iperf3 at a fixed offered rate (the scenario's, else INSTRUCTIONS_RATE): the
+    count per byte then does not depend on how fast each build goes. Any other scenario as it is."""
+    if not scenario.run.count_instructions or "iperf3" not in scenario.workload.kind:
+        return scenario
+    current = dict(getattr(scenario.workload, "iperf3", None) or {})
+    if current.get("rate"):
+        return scenario
+    return with_overrides(scenario, {"workload": {"iperf3": {**current, "rate": INSTRUCTIONS_RATE}}})
