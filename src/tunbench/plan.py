@@ -30,8 +30,8 @@ from pydantic import BaseModel
 
 from tunbench.config.schema import Scenario
 from tunbench.link.profile import Profile
-from tunbench.remote.inventory import Inventory
 from tunbench.results import CaseKey
+from tunbench.sites.base import SiteChoice
 from tunbench.tunnels.registry import TunnelRef
 
 
@@ -234,11 +234,9 @@ class RunPlan:
     skipped: list[tuple[str, str, str]]  # (tunnel label, workload, why)
     notes: list[str]  # what a dry run could not check (missing programs)
     flamegraphs: bool = False
-    inventory: Inventory | None = None  # --hosts: roles on those machines instead of local namespaces
     commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
     branch: str = ""  # its branch (`--branch`)
-    cpuset: dict[str, str] = field(default_factory=dict)  # side -> CPU list ([run] cpuset); {}: off
-    cpuset_note: str = ""  # e.g. the emulator shares a CPU
+    site: SiteChoice = field(kw_only=True)  # where the roles run: this machine (each side's CPUs) or --hosts
 
     @property
     def total_s(self) -> float:

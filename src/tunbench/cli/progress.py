@@ -18,7 +18,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 from tunbench.plan import PlannedTrial, RunPlan
 from tunbench.report.terminal import trial_headline
 from tunbench.results import TrialRecord
-from tunbench.session import hosts_lines, minutes, placement_text, repetition_warning, warm_note
+from tunbench.session import minutes, repetition_warning, warm_note
 from tunbench.store.backend import redact
 
 
@@ -62,9 +62,7 @@ class RunProgress:
             self.console.print(warm)
         if few := repetition_warning(plan):
             self.console.print(f"[yellow]{escape(few)}[/]")
-        if plan.cpuset:
-            self.console.print(f"cpuset: {escape(placement_text(plan.cpuset, plan.cpuset_note))}", highlight=False)
-        for line in hosts_lines(plan):  # several client hosts: who does what
+        for line in plan.site.lines():  # each side's CPUs; with several client hosts, who does what
             self.console.print(escape(line), highlight=False)
         self.weight = {pt.seq: e for pt, e in zip(plan.trials, plan.expected, strict=True)}
         self.task = self.progress.add_task("starting", total=plan.total_s, done=0, trials=len(plan.trials), note="")

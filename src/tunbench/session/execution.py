@@ -13,25 +13,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tunbench import __version__, metadata
-from tunbench.errors import DependencyMissing
 from tunbench.host.ledger import new_uid
 from tunbench.host.scope import run_scope
-from tunbench.host.workdir import workdir
 from tunbench.monitor.interference import RedoPolicy
 from tunbench.plan import RunPlan
-from tunbench.remote.hosts import HostRun
 from tunbench.results import TrialRecord
 from tunbench.runner import Runner, StopCheck, TrialObserver, WindowHook
-from tunbench.session.preflight import program_needs
-from tunbench.sites.base import Site
-from tunbench.sites.hosts import HostsSite
-from tunbench.sites.hosts_start import check_clocks
-from tunbench.sites.local import LocalSite
+from tunbench.session.preflight import site_needs
 from tunbench.store.db import Store
 from tunbench.topology.build import TopologySpec
 from tunbench.trial.attempt import Setup
 from tunbench.tunnels.tunnel import tunnel_version
-from tunbench.workloads import get as get_workload
 
 
 @dataclass
@@ -86,31 +78,8 @@ def execute(
     scenario = plan.scenario
     wl = scenario.workload
     prov = provenance(plan)
-    with Store(db_path) as store, run_scope() as ledger, contextlib.ExitStack() as remote:
-        site: Site = LocalSite(ledger, plan.cpuset)
-        if plan.inventory is not None:
-            logdir = remote.enter_context(workdir(ledger, "ssh"))
-            spread = any(not get_workload(k).pair() for k in wl.kind)  # a fleet or connect: every client host
-            host_run = remote.enter_context(
-                HostRun(plan.inventory, ledger, logdir, scenario.topology.underlay, all_clients=spread)
-            )
-            missing = host_run.tools_missing(program_needs(plan.refs, plan.scenario.workload.kind))
-            if (
-                any(p.emulated for p in plan.profiles)
-                and not host_run.conn("client").call("capabilities")["tunbench_link"]
-            ):
-                missing.append(
-                    f"{host_run.roles['client'].name}: tunbench-link (`make build` there) for the emulated profiles"
-                )
-            if missing:
-                raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
-            for kind in wl.kind:  # a storm's clocks before anything starts (measured again at each storm)
-                w = get_workload(kind)
-                tolerance = w.start_tolerance_s(plan.options.get(kind) or w.options(None))
-                if tolerance is not None:
-                    check_clocks(host_run, host_run.client_hosts, tolerance, source=plan.source)
-            prov["hosts"] = host_run.provenance()
-            site = HostsSite(host_run, ledger)
+    with Store(db_path) as store, run_scope() as ledger, contextlib.ExitStack() as opened:
+        site = plan.site.open(opened, ledger, site_needs(plan), prov)
         uid = new_uid(ledger.prefix)  # the run's identity; the short prefix names what it creates
         run_id = store.create_run(
             uid=uid,

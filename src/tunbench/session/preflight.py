@@ -7,7 +7,6 @@ returns is frozen.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 import os
 import shutil
@@ -24,9 +23,10 @@ from tunbench.errors import ConfigError, DependencyMissing, TunbenchError
 from tunbench.host import HOST_TOOLS
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
 from tunbench.plan import PlannedTrial, RunPlan, expand, interleave, skipped
-from tunbench.remote.hosts import role_hosts
-from tunbench.remote.inventory import Host, Inventory, pool_overlap
-from tunbench.remote.spread import Share, spread
+from tunbench.remote.inventory import Inventory
+from tunbench.sites.hosts import HostsChoice
+from tunbench.sites.local import LocalChoice
+from tunbench.sites.needs import SiteNeeds
 from tunbench.tomlfile import dotted, locate
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
@@ -316,14 +316,11 @@ def prepare(
         skip,
         notes,
         flamegraphs,
-        inventory,
         commit,
         branch,
+        site=HostsChoice(inventory) if inventory is not None else LocalChoice(),
     )
-    if inventory is not None:
-        check_placeable(plan, inventory)
-    cpuset, note = resolve_cpuset(plan)
-    plan = dataclasses.replace(plan, cpuset=cpuset, cpuset_note=note)
+    plan = dataclasses.replace(plan, site=plan.site.settle(site_needs(plan)))
     check_caps(plan)
     check_events(plan)
     if inventory is None:  # with --hosts, the paths are the hosts' own, checked there once connected
@@ -367,7 +364,8 @@ def check_caps(plan: RunPlan) -> None:
 def check_events(plan: RunPlan) -> None:
     """A profile a workload has nothing to measure over (`profile_problem`) is refused; and a profile's events
     start with the measured traffic of the client/server pair, once per bring-up: refused where they would
-    not (many clients, own bring-ups, --hosts, warm windows) instead of being silently ignored."""
+    not (many clients, own bring-ups, warm windows; a site that cannot start them has refused them when it
+    was settled) instead of being silently ignored."""
     for kind in plan.scenario.workload.kind:  # a workload with nothing to measure over a profile
         for prof in plan.profiles:
             if why := get_workload(kind).profile_problem(prof):
@@ -378,8 +376,6 @@ def check_events(plan: RunPlan) -> None:
     why = ""
     if kind := not_pair(plan):
         why = f"workload {kind!r} brings up many clients or its own tunnels"
-    elif plan.inventory is not None:
-        why = "with --hosts the emulator runs on a host, where the events are not started yet"
     elif plan.warm > 1:
         why = f"warm = {plan.warm} measures several windows per bring-up, and the events run once"
     if why:
@@ -389,63 +385,6 @@ def check_events(plan: RunPlan) -> None:
             source=plan.source,
             key="run.profiles",
         )
-
-
-def resolve_cpuset(plan: RunPlan) -> tuple[dict[str, str], str]:
-    """`[run] cpuset` as the CPUs of each side on this host, and a note (a shared CPU); refused, naming the
-    key, where it cannot apply: --hosts (placement is local only), workloads that start many clients or their
-    own bring-ups, a host without a cpuset controller tunbench may use, CPUs this host does not offer."""
-    from tunbench.host.cgroup import cpuset_refusal, online_cpus, split_placement
-
-    setting = plan.scenario.run.cpuset
-    if setting.off:
-        return {}, ""
-    if plan.inventory is not None:
-        raise ConfigError(
-            "CPU placement is applied on this machine only: not with --hosts (pin the hosts' CPUs yourself, or "
-            "set cpuset = 'off')",
-            source=plan.source,
-            key="run.cpuset",
-        )
-    if kind := not_pair(plan):
-        raise ConfigError(
-            f"CPU placement covers the client/server pair; workload {kind!r} brings up many clients or its "
-            "own tunnels: run it with cpuset = 'off'",
-            source=plan.source,
-            key="run.cpuset",
-        )
-    if why := cpuset_refusal():
-        raise ConfigError(f'{why}; set cpuset = "off"', source=plan.source, key="run.cpuset")
-    cpus = online_cpus()
-    note = ""
-    if setting.mode == "split":
-        try:
-            placed, note = split_placement(cpus)
-        except ValueError as e:
-            raise ConfigError(str(e), source=plan.source, key="run.cpuset") from None
-    else:
-        placed = setting.cpu_lists()
-        for role, wanted in setting.roles:
-            text = placed[role]
-            missing = sorted(set(wanted) - set(cpus))
-            if missing:
-                raise ConfigError(
-                    f"{role} = {text!r}: CPU(s) {', '.join(map(str, missing))} not available here "
-                    f"(this host offers {', '.join(map(str, cpus))})",
-                    source=plan.source,
-                    key="run.cpuset",
-                )
-    if not any(p.emulated for p in plan.profiles):
-        placed.pop("link", None)  # no emulator in this run, nothing shares
-        note = ""
-    return placed, note
-
-
-def placement_text(cpuset: Mapping[str, str], note: str = "") -> str:
-    """ "client side on CPU 0, server side on CPU 1, emulator on CPU 1 (note)", or "" when off."""
-    names = {"client": "client side", "server": "server side", "link": "emulator"}
-    parts = [f"{names.get(role, role)} on CPU {cpus}" for role, cpus in cpuset.items()]
-    return ", ".join(parts) + (f" ({note})" if note and parts else "")
 
 
 def skipped_lines(plan: RunPlan) -> list[str]:
@@ -475,19 +414,17 @@ def describe(plan: RunPlan, budget: tuple[float, str] | None = None) -> list[str
     per_case: dict[str, tuple[float, int]] = {}
     for pt, e in zip(plan.trials, plan.expected, strict=True):
         per_case[pt.case.title] = e, pt.case.clients if get_workload(pt.case.workload).fleet else 0
-    inv = plan.inventory
-    spreads = fleet_spreads(plan, inv) if inv is not None and len(inv.clients()) > 1 else {}
     cases = []
     for title, (e, n) in per_case.items():
         cases.append(f"  {title}  (~{minutes(e)} per trial)")
-        if n in spreads:
-            cases.append("    clients: " + ", ".join(f"{sh.host.name} {sh.count}" for sh in spreads[n]))
+        if n and (where := plan.site.fleet_line(n)):
+            cases.append(f"    {where}")
     lines = [
         "tunnels: "
         + ", ".join(f"{r.label} ({', '.join([r.adapter.spec.layer.upper(), *built(r)])})" for r in plan.refs),
         "profiles: " + ", ".join(f"{p.name} ({'emulated' if p.emulated else 'veth'})" for p in plan.profiles),
         "workloads: " + ", ".join(scenario.workload.kind),
-        *hosts_lines(plan),
+        *plan.site.lines(),
         f"cases ({len(plan.cases)}):",
         *cases,
         _size_line(plan, budget),
@@ -502,8 +439,6 @@ def describe(plan: RunPlan, budget: tuple[float, str] | None = None) -> list[str
         lines.append(warm)
     if few := repetition_warning(plan):
         lines.append(few)
-    if plan.cpuset:
-        lines.append(f"cpuset: {placement_text(plan.cpuset, plan.cpuset_note)}")
     builds = [f"commit {plan.commit}"] if plan.commit else []
     builds += [f"branch {plan.branch}"] if plan.branch else []
     builds += [f"{r.label} at commit {r.commit}" for r in plan.refs if r.commit]
@@ -532,197 +467,6 @@ def _size_line(plan: RunPlan, budget: tuple[float, str] | None) -> str:
     )
 
 
-def hosts_lines(plan: RunPlan) -> list[str]:
-    """With several client hosts: which hosts take which role (and their weights), and that the pair
-    workloads run on the first client host only (nothing with one client host, or locally)."""
-    inv = plan.inventory
-    if inv is None or len(inv.clients()) < 2:
-        return []
-    clients, server = inv.clients(), inv.for_role("server")
-    weighted = any(h.client_weight != 1.0 for h in clients)
-    names = [h.name + (f" (weight {h.client_weight:g})" if weighted else "") for h in clients]
-    lines = [f"hosts: server {server.name}; {len(clients)} client hosts: {', '.join(names)}"]
-    if pairs := [k for k in plan.scenario.workload.kind if get_workload(k).pair()]:
-        lines.append(f"  {', '.join(pairs)}: between the first client host, {clients[0].name}, and the server only")
-    return lines
-
-
-def check_placeable(plan: RunPlan, inventory: Inventory) -> None:
-    """What a multi-host run cannot do yet is refused before anything starts, naming the setting."""
-    emulated = [p.name for p in plan.profiles if p.emulated]
-    two = inventory.for_role("client").name != inventory.for_role("server").name
-    kinds = plan.scenario.workload.kind
-    unplaced = [k for k in kinds if not get_workload(k).on_hosts()]
-    if unplaced:
-        placeable = [k for k, w in REGISTRY.items() if w.on_hosts()]
-        raise ConfigError(
-            f"workload {unplaced[0]!r} is not placed on hosts yet (it brings up its own tunnels, or a storm of "
-            f"clients): with --hosts use {', '.join(placeable[:-1])} or {placeable[-1]}",
-            source=plan.source,
-            key="workload.kind",
-        )
-    if fleets := [k for k in kinds if get_workload(k).fleet]:
-        check_fleet_placeable(plan, inventory, fleets[0], emulated)
-    if emulated and two and plan.scenario.topology.underlay == "ipv6":
-        raise ConfigError(
-            f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts is IPv4 only for now (the "
-            "client host's egress address): run --ip 6 with --profile lan, or the emulated profile over IPv4",
-            source=plan.source,
-            key="topology.underlay",
-        )
-    by_role = role_hosts(inventory, plan.scenario.topology.underlay)
-    client = by_role["client"]
-    if emulated and two and not client.egress_address:
-        raise ConfigError(
-            f"profile(s) {', '.join(emulated)} emulate a link, which between two hosts runs on the client host's "
-            f"egress and needs a second, unused address of its network there: set tunbench_egress_address= on "
-            f"host {client.name} (docs/multi-host.md), or run --profile lan (the real network between the hosts)",
-            source=client.source,
-            key="tunbench_egress_address",
-        )
-    taken = {
-        client.address: f"{client.name}'s own",
-        by_role["server"].address: f"the server {by_role['server'].name}'s",
-    }
-    if emulated and two and client.egress_address in taken:
-        raise ConfigError(
-            f"tunbench_egress_address {client.egress_address} is {taken[client.egress_address]} underlay address: "
-            "it must be a second, unused address of the client host's network",
-            source=client.source,
-            key="tunbench_egress_address",
-        )
-    if plan.flamegraphs:
-        raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
-    # --count-work on hosts: each role is counted by its host's agent (perf/counted.py, remote/counted.py)
-    if capped := [r.label for r in plan.refs if r.cpu_caps]:
-        raise ConfigError(
-            f"client_cpu= / server_cpu= cap processes on this machine: not with --hosts ({', '.join(capped)})",
-            source=plan.source,
-            key="run.tunnels",
-        )
-    if plan.warm > 1:
-        raise ConfigError(
-            "warm windows bring a block's tunnels up side by side, which two hosts' root namespaces cannot hold "
-            "yet: with --hosts use warm = 1",
-            source=plan.source,
-            key="run.warm",
-        )
-
-
-def fleet_spreads(plan: RunPlan, inventory: Inventory) -> dict[int, list[Share]]:
-    """Each client count of the plan's fleet cases (clients, storm), shared among the inventory's client hosts
-    by tunbench_client_weight (remote/spread.py), smallest count first."""
-    counts = sorted({c.clients for c in plan.cases if get_workload(c.workload).fleet})
-    return {n: spread(n, inventory.clients()) for n in counts}
-
-
-def _most_per_host(spreads: Mapping[int, list[Share]]) -> dict[str, tuple[int, int]]:
-    """Per client host, the most clients any case gives it and that case's client count. Not always the
-    largest case's share: largest remainder can give a host fewer of a larger fleet (the Alabama paradox)."""
-    most: dict[str, tuple[int, int]] = {}
-    for n, shares in spreads.items():
-        for sh in shares:
-            if sh.count > most.get(sh.host.name, (0, 0))[0]:
-                most[sh.host.name] = (sh.count, n)
-    return most
-
-
-def check_fleet_placeable(plan: RunPlan, inventory: Inventory, kind: str, emulated: list[str]) -> None:
-    """A many-client workload (`kind`) between hosts: its clients on the client hosts (spread by weight), its
-    server on another host, IPv4, the real network (no emulated profile), and for each client host an
-    underlay address and an address of its network per client of its share (tunbench_client_addresses),
-    none of them a run host's own and no two client hosts' the same."""
-    clients = inventory.clients()
-    server = inventory.for_role("server")
-    if clients == (server,):
-        raise ConfigError(
-            f"the {kind} workload runs between two hosts (its clients on the client host, the server on the "
-            "server host); with one host for both roles, run it locally (without --hosts)",
-            source=inventory.source,
-            key="tunbench_roles",
-        )
-    if server in clients:
-        raise ConfigError(
-            f"host {server.name} is both the server host and one of {len(clients)} client hosts: the {kind} "
-            "workload between hosts runs its clients on client hosts apart from the server's; take the client "
-            f"role from {server.name}",
-            source=server.source,
-            key="tunbench_roles",
-        )
-    if plan.scenario.topology.underlay == "ipv6":
-        raise ConfigError(
-            f"the {kind} workload between hosts is IPv4 only: run it without --ip 6",
-            source=plan.source,
-            key="topology.underlay",
-        )
-    if emulated:
-        raise ConfigError(
-            f"profile(s) {', '.join(emulated)} emulate a link, which the {kind} workload between hosts does "
-            "not place yet (its clients reach the server over the hosts' own network): use --profile lan",
-            source=plan.source,
-            key="run.profiles",
-        )
-    most = _most_per_host(fleet_spreads(plan, inventory))
-    placed = [h for h in clients if h.name in most]
-    for host in placed:
-        if not host.address:
-            raise ConfigError(
-                f"host {host.name} takes up to {most[host.name][0]} of the {kind} workload's clients and has no "
-                "IPv4 underlay address: set tunbench_address= (the address the server host reaches it on) or an "
-                "IPv4 literal in ansible_host",
-                source=host.source,
-                key="tunbench_address",
-            )
-    pools = {h.name: h.client_pool(most[h.name][0]) for h in placed}
-    for host in placed:
-        share, n = most[host.name]
-        if len(pools[host.name]) < share:
-            _short_pool(kind, host, clients, share, n, len(pools[host.name]))
-    taken: dict[str, str] = {}  # every run host's own addresses, and what each is
-    for h in (*clients, server):
-        whose = f"the server {h.name}'s" if h is server else f"{h.name}'s own"
-        if h.address:
-            taken.setdefault(h.address, f"{whose} underlay address")
-        if h.egress_address:
-            taken.setdefault(h.egress_address, f"{h.name}'s egress address (tunbench_egress_address)")
-    for host in placed:
-        if clash := next((a for a in pools[host.name] if a in taken), None):
-            raise ConfigError(
-                f"tunbench_client_addresses holds {clash}, {taken[clash]}: the clients need unused addresses "
-                "of the network",
-                source=host.source,
-                key="tunbench_client_addresses",
-            )
-    for a, b in itertools.combinations(clients, 2):
-        if both := pool_overlap(a, b):
-            raise ConfigError(
-                f"{b.name}'s addresses overlap {a.name}'s ({a.source}) at {both[0]}-{both[1]}: each client "
-                "host's clients need addresses of their own (the hosts may share a network, not addresses)",
-                source=b.source,
-                key="tunbench_client_addresses",
-            )
-
-
-def _short_pool(kind: str, host: Host, clients: tuple[Host, ...], share: int, n: int, have: int) -> None:
-    """Refuse a client host whose tunbench_client_addresses cannot hold its share of `n` clients."""
-    has = f"has {have}" if host.client_addresses else "is not set"
-    if len(clients) == 1:
-        what = f"the {kind} workload brings up to {n} clients; between two hosts each needs"
-    else:
-        total = sum(h.client_weight for h in clients)
-        what = (
-            f"the {kind} workload's {n} clients are spread over {len(clients)} client hosts by "
-            f"tunbench_client_weight: {host.name}'s share is {share} (weight {host.client_weight:g} of "
-            f"{total:g}), and each needs"
-        )
-    raise ConfigError(
-        f"{what} an unused address of {host.name}'s network: its tunbench_client_addresses {has} (e.g. "
-        "192.0.2.100-192.0.2.163, docs/multi-host.md)",
-        source=host.source,
-        key="tunbench_client_addresses",
-    )
-
-
 def program_needs(refs: list[TunnelRef], kinds: Iterable[str]) -> dict[str, list[str]]:
     """Who needs which programs on a machine that runs its roles: tunbench itself, each tunnel (`requires`)
     and each workload; what `--hosts` checks on every host and `doctor --hosts` lists per host."""
@@ -730,3 +474,34 @@ def program_needs(refs: list[TunnelRef], kinds: Iterable[str]) -> dict[str, list
     needs |= {f"tunnel {r.label}": required_programs(r) for r in refs}
     needs |= {f"workload {kind}": list(get_workload(kind).requires) for kind in kinds}
     return needs
+
+
+def site_needs(plan: RunPlan) -> SiteNeeds:
+    """What the plan asks of its site, as the values a site reads (sites.needs): the site refuses from them
+    what it cannot do, and sets itself up with them."""
+    kinds = tuple(plan.scenario.workload.kind)
+    workloads = {kind: get_workload(kind) for kind in kinds}
+    tolerances = []
+    for kind, w in workloads.items():
+        tolerance = w.start_tolerance_s(plan.options.get(kind) or w.options(None))
+        if tolerance is not None:
+            tolerances.append(tolerance)
+    return SiteNeeds(
+        source=plan.source,
+        kinds=kinds,
+        pair_kinds=tuple(k for k, w in workloads.items() if w.pair()),
+        not_pair=not_pair(plan),
+        fleet_kinds=tuple(k for k, w in workloads.items() if w.fleet),
+        fleet_sizes=tuple(sorted({c.clients for c in plan.cases if get_workload(c.workload).fleet})),
+        hosts_unplaced=tuple(k for k, w in workloads.items() if not w.on_hosts()),
+        hosts_placeable=tuple(k for k, w in REGISTRY.items() if w.on_hosts()),
+        emulated=tuple(p.name for p in plan.profiles if p.emulated),
+        timed=tuple(p.name for p in plan.profiles if p.timed()),
+        underlay=plan.scenario.topology.underlay,
+        flamegraphs=plan.flamegraphs,
+        capped=tuple(r.label for r in plan.refs if r.cpu_caps),
+        warm=plan.warm,
+        cpuset=plan.scenario.run.cpuset,
+        programs=program_needs(plan.refs, kinds),
+        start_tolerances=tuple(tolerances),
+    )

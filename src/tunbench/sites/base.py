@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.link.profile import Profile
 from tunbench.monitor.interference import Thresholds
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.sites.hosts_fleet import HostsFleetEnv
 from tunbench.sites.local_fleet import FleetEnv
+from tunbench.sites.needs import SiteNeeds
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.registry import TunnelRef
 from tunbench.tunnels.tunnel import Placed, Tunnel
@@ -137,4 +139,27 @@ class Site(Protocol):
 
     def lost(self) -> list[str]:
         """The machines the run can no longer reach (the run stops after the trial that found out)."""
+        ...
+
+
+class SiteChoice(Protocol):
+    """A site as a plan holds it, chosen before the run: `settle` refuses what the site cannot do for the
+    plan (a ConfigError naming the setting) and gives the choice back with what it resolved; the plan's text
+    shows its `lines`; the session opens it for the run, on the run's stack."""
+
+    def settle(self, needs: SiteNeeds) -> SiteChoice:
+        """This choice checked against `needs`, and resolved (e.g. the CPUs of each side)."""
+        ...
+
+    def lines(self) -> list[str]:
+        """What the plan's text says of where the roles run (each side's CPUs, which host takes which role)."""
+        ...
+
+    def fleet_line(self, clients: int) -> str:
+        """Where a fleet of `clients` clients runs, when that is more than one machine ("" else)."""
+        ...
+
+    def open(self, stack: contextlib.ExitStack, ledger: Ledger, needs: SiteNeeds, provenance: dict[str, Any]) -> Site:
+        """The site for the run, entered on `stack` (connections, checks there); what it learnt of the machines
+        it runs on goes into the run's `provenance`."""
         ...

@@ -13,17 +13,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from tunbench.errors import DependencyMissing
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
+from tunbench.host.workdir import workdir
 from tunbench.link.profile import Profile
 from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.remote.hosts import HostRun, HostsTopology
 from tunbench.remote.interference import remote_interference, run_prefixes
+from tunbench.remote.inventory import Inventory
 from tunbench.remote.place import RemotePlace
+from tunbench.remote.spread import spread
 from tunbench.sites.base import SampledRoles, Spot
+from tunbench.sites.hosts_checks import check_cpuset_and_events, check_placeable, hosts_lines
 from tunbench.sites.hosts_fleet import HostsFleetEnv
+from tunbench.sites.hosts_start import check_clocks
+from tunbench.sites.needs import SiteNeeds
 from tunbench.tunnels.registry import TunnelRef
 from tunbench.tunnels.tunnel import ROLES, Tunnel
 
@@ -165,3 +172,47 @@ class HostsSite:
 
     def lost(self) -> list[str]:
         return [c.name for c in self.host_run.conns.values() if c.lost]
+
+
+@dataclass(frozen=True)
+class HostsChoice:
+    """The hosts site as a plan holds it (sites.base.SiteChoice): the run's inventory, and once settled the
+    workloads measured on the pair (which the plan's text places on the first client host)."""
+
+    inventory: Inventory
+    pair_kinds: tuple[str, ...] = ()
+
+    def settle(self, needs: SiteNeeds) -> HostsChoice:
+        """Refuse what the hosts cannot do yet (sites/hosts_checks.py), naming the setting."""
+        check_placeable(self.inventory, needs)
+        check_cpuset_and_events(needs)
+        return dataclasses.replace(self, pair_kinds=needs.pair_kinds)
+
+    def lines(self) -> list[str]:
+        return hosts_lines(self.inventory, self.pair_kinds)
+
+    def fleet_line(self, clients: int) -> str:
+        if len(self.inventory.clients()) < 2:
+            return ""
+        return "clients: " + ", ".join(f"{sh.host.name} {sh.count}" for sh in spread(clients, self.inventory.clients()))
+
+    def open(
+        self, stack: contextlib.ExitStack, ledger: Ledger, needs: SiteNeeds, provenance: dict[str, Any]
+    ) -> HostsSite:
+        """Connect to every host the run uses (every client host when a workload spreads over them), check
+        each host's programs and the clocks a storm agrees its start on, and record the hosts in `provenance`."""
+        logdir = stack.enter_context(workdir(ledger, "ssh"))
+        host_run = stack.enter_context(
+            HostRun(self.inventory, ledger, logdir, needs.underlay, all_clients=bool(needs.not_pair))
+        )
+        missing = host_run.tools_missing(dict(needs.programs))
+        if needs.emulated and not host_run.conn("client").call("capabilities")["tunbench_link"]:
+            missing.append(
+                f"{host_run.roles['client'].name}: tunbench-link (`make build` there) for the emulated profiles"
+            )
+        if missing:
+            raise DependencyMissing("programs missing on the hosts:\n  " + "\n  ".join(missing))
+        for tolerance in needs.start_tolerances:  # a storm's clocks before anything starts (measured again at each)
+            check_clocks(host_run, host_run.client_hosts, tolerance, source=needs.source)
+        provenance["hosts"] = host_run.provenance()
+        return HostsSite(host_run, ledger)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tunbench.host.cgroup import RoleCgroup
@@ -20,7 +20,9 @@ from tunbench.monitor.counters import namespace_counters, short_ifname
 from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.sites.base import SampledRoles, Spot
+from tunbench.sites.cpuset import placement_text, resolve_cpuset
 from tunbench.sites.local_fleet import FleetEnv
+from tunbench.sites.needs import SiteNeeds
 from tunbench.topology.build import Topology
 from tunbench.tunnels.registry import TunnelRef
 from tunbench.tunnels.tunnel import ROLES, Tunnel
@@ -145,3 +147,28 @@ class LocalSite:
 
     def lost(self) -> list[str]:
         return []
+
+
+@dataclass(frozen=True)
+class LocalChoice:
+    """The local site as a plan holds it (sites.base.SiteChoice): once settled, each side's CPUs (`[run]
+    cpuset` resolved on this machine; {}: unplaced) and a note (e.g. the emulator shares a CPU)."""
+
+    cpuset: Mapping[str, str] = field(default_factory=dict)
+    note: str = ""
+
+    def settle(self, needs: SiteNeeds) -> LocalChoice:
+        """The CPU placement resolved here, or refused where it cannot apply (sites/cpuset.py)."""
+        cpuset, note = resolve_cpuset(needs)
+        return LocalChoice(cpuset, note)
+
+    def lines(self) -> list[str]:
+        return [f"cpuset: {placement_text(self.cpuset, self.note)}"] if self.cpuset else []
+
+    def fleet_line(self, clients: int) -> str:
+        return ""  # every client on this machine
+
+    def open(
+        self, stack: contextlib.ExitStack, ledger: Ledger, needs: SiteNeeds, provenance: dict[str, Any]
+    ) -> LocalSite:
+        return LocalSite(ledger, self.cpuset)
