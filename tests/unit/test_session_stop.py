@@ -82,7 +82,7 @@ def test_run_says_where_the_budget_stopped_it(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(session, "execute", fake_execute)
     monkeypatch.setattr("os.geteuid", lambda: 0)
-    monkeypatch.setattr("tunbench.session.preflight.check_dependencies", lambda *a, **k: None)
+    monkeypatch.setattr("tunbench.session.check.check_dependencies", lambda *a, **k: None)
     res = CliRunner().invoke(app, ["run", "-t", "socat", "--budget", "2m", "--db", str(db)], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
     assert isinstance(seen["stop"], Deadline)

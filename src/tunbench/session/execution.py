@@ -19,7 +19,7 @@ from tunbench.monitor.interference import RedoPolicy
 from tunbench.plan import RunPlan
 from tunbench.results import TrialRecord
 from tunbench.runner import Runner, StopCheck, TrialObserver, WindowHook
-from tunbench.session.preflight import site_needs
+from tunbench.session.place import site_needs
 from tunbench.store.db import Store
 from tunbench.topology.build import TopologySpec
 from tunbench.trial.attempt import Setup

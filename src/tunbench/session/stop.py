@@ -15,7 +15,7 @@ from tunbench.report.compare import Gate
 from tunbench.report.precision import MIN_STOP_PAIRS, PrecisionStop, status_text, stop_text
 from tunbench.results import TrialRecord
 from tunbench.runner import Deadline, StopCheck
-from tunbench.session.preflight import Budget, rounds_within
+from tunbench.session.size import Budget, rounds_within
 
 
 class TargetRefused(ValueError):

@@ -1,0 +1,70 @@
+"""Where a run's roles go: hosts (an inventory) or this machine's namespaces, chosen once, and settled against
+what the plan needs (sites/needs.py): the site refuses what it cannot do, and resolves each side's CPUs."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from tunbench.config.schema import Scenario
+from tunbench.plan import RunPlan
+from tunbench.remote.inventory import Inventory, inventory_from_table, load_inventory
+from tunbench.session.check import not_pair, program_needs
+from tunbench.sites.base import SiteChoice
+from tunbench.sites.hosts import HostsChoice
+from tunbench.sites.local import LocalChoice
+from tunbench.sites.needs import SiteNeeds
+from tunbench.workloads import REGISTRY
+from tunbench.workloads import get as get_workload
+
+
+def run_inventory(hosts: Path | None, scenario: Scenario, source: str, text: str = "") -> Inventory | None:
+    """The hosts a run's roles go to: an inventory file (`hosts`, --hosts) wins over the scenario's [hosts]
+    table (`text`: the scenario file's, for the line of an error); None when neither names any: this
+    machine's namespaces."""
+    if hosts is not None:
+        return load_inventory(hosts)
+    if scenario.hosts:
+        return inventory_from_table(scenario.hosts, source, text=text)
+    return None
+
+
+def site_choice(inventory: Inventory | None) -> SiteChoice:
+    """The inventory's hosts, else this machine (not settled yet: see `settled`)."""
+    return HostsChoice(inventory) if inventory is not None else LocalChoice()
+
+
+def settled(plan: RunPlan) -> RunPlan:
+    """The plan with its site settled against what it needs."""
+    return dataclasses.replace(plan, site=plan.site.settle(site_needs(plan)))
+
+
+def site_needs(plan: RunPlan) -> SiteNeeds:
+    """What the plan asks of its site, as the values a site reads (sites.needs): the site refuses from them
+    what it cannot do, and sets itself up with them."""
+    kinds = tuple(plan.scenario.workload.kind)
+    workloads = {kind: get_workload(kind) for kind in kinds}
+    tolerances = []
+    for kind, w in workloads.items():
+        tolerance = w.start_tolerance_s(plan.options.get(kind) or w.options(None))
+        if tolerance is not None:
+            tolerances.append(tolerance)
+    return SiteNeeds(
+        source=plan.source,
+        kinds=kinds,
+        pair_kinds=tuple(k for k, w in workloads.items() if w.pair()),
+        not_pair=not_pair(plan),
+        fleet_kinds=tuple(k for k, w in workloads.items() if w.fleet),
+        fleet_sizes=tuple(sorted({c.clients for c in plan.cases if get_workload(c.workload).fleet})),
+        hosts_unplaced=tuple(k for k, w in workloads.items() if not w.on_hosts()),
+        hosts_placeable=tuple(k for k, w in REGISTRY.items() if w.on_hosts()),
+        emulated=tuple(p.name for p in plan.profiles if p.emulated),
+        timed=tuple(p.name for p in plan.profiles if p.timed()),
+        underlay=plan.scenario.topology.underlay,
+        flamegraphs=plan.flamegraphs,
+        capped=tuple(r.label for r in plan.refs if r.cpu_caps),
+        warm=plan.warm,
+        cpuset=plan.scenario.run.cpuset,
+        programs=program_needs(plan.refs, kinds),
+        start_tolerances=tuple(tolerances),
+    )
