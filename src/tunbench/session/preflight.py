@@ -24,9 +24,9 @@ from tunbench.host import HOST_TOOLS
 from tunbench.link.profile import Profile, builtin_dir, find_profile, validate_with_link
 from tunbench.plan import PlannedTrial, RunPlan, expand, interleave, skipped
 from tunbench.remote.inventory import Inventory
-from tunbench.sites.hosts import HostsChoice
-from tunbench.sites.local import LocalChoice
+from tunbench.sites.base import SiteChoice
 from tunbench.sites.needs import SiteNeeds
+from tunbench.sites.registry import of_inventory
 from tunbench.tomlfile import dotted, locate
 from tunbench.tunnels.programs import absolute_programs, built
 from tunbench.tunnels.registry import TunnelRef, missing_requirements, parse_ref, required_programs
@@ -263,12 +263,14 @@ def prepare(
     inventory: Inventory | None = None,
     budget: Budget | None = None,
     build: tuple[str, str] = ("", ""),
+    site: SiteChoice | None = None,
 ) -> RunPlan:
     """Resolve tunnels, profiles and workload options, expand the trials and run the preflight checks
     (root, the programs every tunnel and workload needs, perf for flamegraphs). Creates nothing. A dry
     run needs no root and notes missing programs instead of failing on them. `text`: the scenario file's
     text, when the tunnels and profiles came from it (errors then name its lines). `budget`: the
-    repetitions are as many as it could hold (Budget). `build`: the build's (commit, branch)."""
+    repetitions are as many as it could hold (Budget). `build`: the build's (commit, branch). `site`: where
+    the roles run (sites.registry.choose); by default the hosts of `inventory`, or this machine."""
     notes: list[str] = []
     refs = resolve_tunnels(scenario, source, text)
     profiles = resolve_profiles(scenario, source, notes if dry_run else None, text)
@@ -318,12 +320,12 @@ def prepare(
         flamegraphs,
         commit,
         branch,
-        site=HostsChoice(inventory) if inventory is not None else LocalChoice(),
+        site=site or of_inventory(inventory),
     )
     plan = dataclasses.replace(plan, site=plan.site.settle(site_needs(plan)))
     check_caps(plan)
     check_events(plan)
-    if inventory is None:  # with --hosts, the paths are the hosts' own, checked there once connected
+    if plan.site.programs_here:  # elsewhere, the paths are those machines' own, checked there once connected
         check_named_files(refs)
     if dry_run:
         try:
@@ -332,7 +334,7 @@ def prepare(
             notes.append(str(e))
         return plan
     need_root()
-    if inventory is None:  # with --hosts, each host's programs are checked once connected
+    if plan.site.programs_here:  # elsewhere, each machine's programs are checked once connected
         check_dependencies(refs, profiles, tuple(wl.kind), scenario.run.count_instructions)
     if flamegraphs:
         from tunbench.perf.flamegraph import check_tools

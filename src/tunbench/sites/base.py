@@ -3,7 +3,8 @@ N-client set-up (a `FleetSetup`), or the bare pair of a workload that measures b
 which processes are sampled where, what else is watched around a window, and whether the run can go on.
 A plan holds its site as a `SiteChoice`, which refuses what the site cannot do and opens it for the run.
 
-Two sites implement it: this machine's namespaces (sites/local.py) and hosts over SSH (sites/hosts.py).
+Two sites implement it: this machine's namespaces (sites/local.py) and hosts over SSH (sites/hosts.py);
+sites/registry.py names them.
 The trial shapes (trial/), the workloads and the runner see only this module's protocols, and this module
 imports no site.
 """
@@ -269,6 +270,12 @@ class SiteChoice(Protocol):
     """A site as a plan holds it, chosen before the run: `settle` refuses what the site cannot do for the
     plan (a ConfigError naming the setting) and gives the choice back with what it resolved; the plan's text
     shows its `lines`; the session opens it for the run, on the run's stack."""
+
+    @property
+    def programs_here(self) -> bool:
+        """Whether the roles' programs are this machine's (checked before the run); False: the site checks
+        them on the machines they run on, when it opens."""
+        ...
 
     def settle(self, needs: SiteNeeds) -> SiteChoice:
         """This choice checked against `needs`, and resolved (e.g. the CPUs of each side)."""

@@ -198,6 +198,7 @@ class HostsChoice:
 
     inventory: Inventory
     pair_kinds: tuple[str, ...] = ()
+    programs_here = False  # each host's, checked when the run connects
 
     def settle(self, needs: SiteNeeds) -> HostsChoice:
         """Refuse what the hosts cannot do yet (sites/hosts_checks.py), naming the setting."""

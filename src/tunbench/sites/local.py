@@ -165,6 +165,7 @@ class LocalChoice:
 
     cpuset: Mapping[str, str] = field(default_factory=dict)
     note: str = ""
+    programs_here = True
 
     def settle(self, needs: SiteNeeds) -> LocalChoice:
         """The CPU placement resolved here, or refused where it cannot apply (sites/cpuset.py)."""
