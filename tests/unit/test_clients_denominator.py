@@ -34,7 +34,9 @@ def test_a_failed_client_counts_as_zero(tmp_path: Path) -> None:
     )
     place = LocalPlace(None, Ledger.__new__(Ledger), tmp_path)  # reads the reports from tmp_path
     mt: Any = SimpleNamespace(
-        layout=SimpleNamespace(clients=n), fleet=SimpleNamespace(places=SimpleNamespace(client=lambda i: place))
+        layout=SimpleNamespace(clients=n),
+        fleet=SimpleNamespace(places=SimpleNamespace(client=lambda i: place)),
+        host_of=dict,  # every client on this machine
     )
     rec = TrialRecord(1, "wireguard-go", "wireguard-go", "lan", "clients", 1, "down", 0, {}, clients=n)
     timing = Timing({i: 0.0 for i in range(n)}, {i: 10.0 for i in range(n)}, 1.0, 5.0, 1.0)

@@ -158,17 +158,18 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
     monkeypatch.setattr(hook, "_control", lambda workdir, role, args: calls.append(args) or "")
     daemon = SimpleNamespace(pid=4242)
     tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path)
-    ctx = SimpleNamespace(client=object(), server=object(), baseline=False)
+    here = SimpleNamespace(machine="")  # a place on this machine
+    ctx = SimpleNamespace(client=here, server=here, baseline=False)
     first = trial(1, "pr", 20e6)
     first.params["warm"] = {"bringup": "t1w", "window": 1}
-    with hook(ctx, tunnel, first):  # type: ignore[arg-type]
+    with hook(ctx, tunnel, first, None):  # type: ignore[arg-type]
         pass
     assert calls == []  # instrumentation never switched on
     assert first.params["instr"] == {"client": ins.FIRST_WINDOW, "server": ins.FIRST_WINDOW}
     second = trial(2, "pr", 20e6)
     second.params["warm"] = {"bringup": "t1w", "window": 2}
     (tmp_path / "callgrind.client.out.4242.1").write_text(DUMP)
-    with hook(ctx, tunnel, second):  # type: ignore[arg-type]
+    with hook(ctx, tunnel, second, None):  # type: ignore[arg-type]
         pass
     assert ["-i", "on", "4242"] in calls and ["-d", "4242"] in calls
     assert second.metrics["instr.client.count"] == 158734127.0
@@ -176,6 +177,6 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
     # the direct baseline has no tunnel: it is neither counted nor said to be "not counted"
     calls.clear()
     direct = trial(3, "direct", 20e6)
-    with hook(SimpleNamespace(client=object(), server=object(), baseline=True), tunnel, direct):  # type: ignore[arg-type]
+    with hook(SimpleNamespace(client=here, server=here, baseline=True), tunnel, direct, None):  # type: ignore[arg-type]
         pass
     assert calls == [] and "instr" not in direct.params

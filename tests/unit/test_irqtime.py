@@ -51,8 +51,9 @@ def test_irq_metrics_sum_the_sides_cpus_only() -> None:
 def _window(params: dict[str, Any], tmp_path: Path) -> TrialRecord:
     rec = TrialRecord(0, "socat", "socat", "lan", "iperf3", 1, "up", 0, params)
     tunnel = SimpleNamespace(pids=lambda role: [], daemons={})
-    ctx = SimpleNamespace(workdir=tmp_path, ledger=None, client=None, server=None)  # two local places
-    with CountWork(work.probe(None))(ctx, tunnel, rec):  # type: ignore[arg-type]
+    ctx = SimpleNamespace(workdir=tmp_path, ledger=None, client=None, server=None)
+    pair = SimpleNamespace(counted_elsewhere=lambda t: {})  # two places on this machine: its perf counts both
+    with CountWork(work.probe(None))(ctx, tunnel, rec, pair):  # type: ignore[arg-type]
         pass
     return rec
 

@@ -6,6 +6,7 @@ perf count; the refusals everywhere."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -128,9 +129,29 @@ def test_the_window_hook_counts_a_remote_role_through_its_agent(
     a._count_cap = work.probe(None)  # the host cannot count; this machine "can" (it is never asked here)
     rec = TrialRecord(0, "socat", "socat", "lan", "iperf3", 1, "up", 0, {})
     tunnel = SimpleNamespace(pids=lambda role: [], daemons={})
-    ctx = SimpleNamespace(workdir=tmp_path, ledger=None, client=place, server=None)
-    with CountWork(work.Capability("perf", ("raw_syscalls:sys_enter",)))(ctx, tunnel, rec):  # type: ignore[arg-type]
+    ctx = SimpleNamespace(workdir=tmp_path, ledger=None, client=place, server=SimpleNamespace(machine=""))
+    # the pair says which roles their own machine counts: here the client, on hx
+    pair = SimpleNamespace(
+        counted_elsewhere=lambda t: {"client": functools.partial(RemoteCounting, place, "client", [])}
+    )
+    with CountWork(work.Capability("perf", ("raw_syscalls:sys_enter",)))(ctx, tunnel, rec, pair):  # type: ignore[arg-type]
         pass
     assert rec.params["work_host"] == {"client": "hx"}
     assert rec.params["work"]["client"] == "not counted: perf is not installed (Debian: apt install linux-perf) (on hx)"
     assert rec.params["work"]["server"] == "not counted: no tunnel process on this side"  # the local role
+
+
+def test_a_hosts_pair_counts_every_role_by_its_hosts_agent(agent: tuple[Agent, RemotePlace]) -> None:
+    """sites.hosts.HostsPair.counted_elsewhere: each role's counting is attached through the agent of the host
+    its place is on (its reason, when the host cannot count, names the host)."""
+    from types import SimpleNamespace
+
+    from tunbench.sites.hosts import HostsPair
+
+    a, place = agent
+    a._count_cap = work.probe(None)
+    pair = HostsPair(SimpleNamespace(place=lambda role: place), {}, None)  # type: ignore[arg-type]
+    counts = pair.counted_elsewhere(SimpleNamespace(daemons={}))  # type: ignore[arg-type]
+    assert set(counts) == {"client", "server"}
+    client = counts["client"]()
+    assert client.role == "client" and client.why.endswith("(on hx)")

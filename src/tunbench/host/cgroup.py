@@ -76,7 +76,7 @@ def cpuset_root() -> tuple[str, Path] | None:
 
 def cpuset_refusal() -> str:
     """Why this host cannot place roles on CPUs (`[run] cpuset`), naming what it lacks; "" when it can. The
-    plan refuses with it before a run starts (session.resolve_cpuset), a trial where the host changed since."""
+    plan refuses with it before a run starts (sites.cpuset.resolve_cpuset), a trial where the host changed since."""
     if cpuset_root() is not None:
         return ""
     found = cgroup_root()

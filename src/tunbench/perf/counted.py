@@ -9,14 +9,12 @@ Where the sides are placed on CPUs of their own, each side's softirq and irq tim
 from __future__ import annotations
 
 import contextlib
-import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from tunbench.monitor import irqtime, work
 from tunbench.perf.flamegraph import find_tool
-from tunbench.remote.counted import RemoteCounting
-from tunbench.remote.place import RemotePlace
 from tunbench.results import TrialRecord
+from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
 from tunbench.workloads.base import Context
 
@@ -36,21 +34,19 @@ class CountWork:
     def __init__(self, cap: work.Capability | None = None) -> None:
         self.cap = cap if cap is not None else capability()
 
-    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]:
-        return self._window(ctx, tunnel, rec)
+    def __call__(
+        self, ctx: Context, tunnel: Tunnel, rec: TrialRecord, pair: Pair
+    ) -> contextlib.AbstractContextManager[object]:
+        return self._window(ctx, tunnel, rec, pair)
 
     @contextlib.contextmanager
-    def _window(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[object]:
+    def _window(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord, pair: Pair) -> Iterator[object]:
         notes: dict[str, str] = {}
         places = {"client": ctx.client, "server": ctx.server}
-        local = {role: tunnel.pids(role) for role, pl in places.items() if not isinstance(pl, RemotePlace)}
-        remote: dict[str, Callable[[], work.RoleCount]] = {
-            role: functools.partial(RemoteCounting, pl, role, [d] if (d := tunnel.daemons.get(role)) else [])
-            for role, pl in places.items()
-            if isinstance(pl, RemotePlace)
-        }
-        if remote:  # where each role's counts come from: its host's agent
-            rec.params["work_host"] = {role: pl.conn.name for role, pl in places.items() if isinstance(pl, RemotePlace)}
+        remote = pair.counted_elsewhere(tunnel)
+        local = {role: tunnel.pids(role) for role in places if role not in remote}
+        if remote:  # where each role's counts come from: the machine it runs on
+            rec.params["work_host"] = {role: places[role].machine for role in remote}
         cpus, unattributed = irqtime.attribution(rec.params.get("cpuset") or {})
         try:
             with (

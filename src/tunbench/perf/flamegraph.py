@@ -24,6 +24,7 @@ from tunbench.errors import CommandFailed, DependencyMissing, TrialError
 from tunbench.host.proc import Daemon, run_cmd
 from tunbench.perf import gosym
 from tunbench.results import TrialRecord
+from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
 from tunbench.workloads.base import Context
 
@@ -114,7 +115,9 @@ class Flamegraphs:
         self.run_uid = run_uid
         self.out_dir = out_dir
 
-    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]:
+    def __call__(
+        self, ctx: Context, tunnel: Tunnel, rec: TrialRecord, pair: Pair
+    ) -> contextlib.AbstractContextManager[object]:
         return self._window(ctx, tunnel, rec)
 
     @contextlib.contextmanager

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from tunbench.errors import CommandFailed
 from tunbench.host.proc import run_cmd
-from tunbench.remote.place import RemotePlace
 from tunbench.results import TrialRecord
+from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
 from tunbench.workloads.base import Context
 
@@ -135,7 +135,7 @@ class CountInstructions:
         return wrap(self.tools.valgrind, role, argv, env, workdir)
 
     @contextlib.contextmanager
-    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[object]:
+    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord, pair: Pair) -> Iterator[object]:
         if ctx.baseline:  # the direct baseline has no tunnel to count: nothing to say either
             yield None
             return
@@ -149,7 +149,7 @@ class CountInstructions:
                 notes[role] = FIRST_WINDOW
             elif self.tools.why_not:
                 notes[role] = self.tools.why_not
-            elif isinstance(places[role], RemotePlace):
+            elif places[role].machine:  # not this machine, where the wrapper ran its daemon
                 notes[role] = "not counted: the role runs on another host (--hosts)"
             elif daemon is None:
                 notes[role] = "not counted: no userspace daemon (a kernel tunnel's work is in the kernel)"

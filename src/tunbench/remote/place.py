@@ -49,11 +49,6 @@ class RemoteProc:
                 self._conn.call("proc_stop", proc=self.key)
 
 
-def _key(place: object) -> str:
-    assert isinstance(place, RemotePlace), "a batch of spawns is for places of one host"
-    return place.key
-
-
 class RemotePlace:
     """One role's place on a host: its namespace there (None: the host's own) and trial directory."""
 
@@ -96,17 +91,21 @@ class RemotePlace:
         )
         return RemoteProc(self.conn, str(r["proc"]), int(r["pid"]), what)
 
-    def spawn_many(self, spawns: Sequence[Spawn], start_mono: float | None, wait_s: float) -> list[Started]:
-        """Many daemons of this place's host in one request (their places, RemotePlaces of the same host):
-        the agent starts them one after another from `start_mono` (this machine's monotonic clock, mapped
-        onto the host's; None: at once). Their start times come back on this machine's clock."""
+    def spawn_many(
+        self, spawns: Sequence[Spawn], places: Sequence[RemotePlace], start_mono: float | None, wait_s: float
+    ) -> list[Started]:
+        """Many daemons of this place's host in one request, each at its place of `places` (places of the same
+        host): the agent starts them one after another from `start_mono` (this machine's monotonic clock,
+        mapped onto the host's; None: at once). Their start times come back on this machine's clock."""
         clock = self.conn.clock
         assert clock is not None
+        if any(pl.conn is not self.conn for pl in places):
+            raise ValueError("a batch of spawns is for places of one host")
         start = None if start_mono is None else clock.to_host_mono(start_mono)
         wire = [
-            {"place": _key(sp.place), "argv": list(sp.argv), "what": sp.what, "log_name": sp.log_name,
+            {"place": pl.key, "argv": list(sp.argv), "what": sp.what, "log_name": sp.log_name,
              "env": dict(sp.env), "role": sp.role}
-            for sp in spawns
+            for sp, pl in zip(spawns, places, strict=True)
         ]  # fmt: skip
         got = self.conn.call("spawn_many", wait_s=wait_s, spawns=wire, start_mono=start)
         out = []

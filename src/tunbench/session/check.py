@@ -87,14 +87,15 @@ def check_events(plan: RunPlan) -> None:
         )
 
 
-def check_machine(plan: RunPlan, *, dry_run: bool, on_hosts: bool) -> None:
+def check_machine(plan: RunPlan, *, dry_run: bool) -> None:
     """What this machine must have for the plan, before anything is created: the programs named by path,
     in a dry run too; then, unless a dry run (which notes missing programs in plan.notes instead of failing),
-    root, every program the tunnels and workloads need, and perf for flamegraphs. `on_hosts`: the roles run
-    on hosts, which check their own paths and programs once connected."""
+    root, every program the tunnels and workloads need, and perf for flamegraphs. The programs only where
+    they run here (SiteChoice.programs_here): elsewhere the site checks each machine's own once connected."""
     refs, profiles, run = plan.refs, plan.profiles, plan.scenario.run
     kinds = tuple(plan.scenario.workload.kind)
-    if not on_hosts:
+    here = plan.site.programs_here
+    if here:
         check_named_files(refs)
     if dry_run:
         try:
@@ -103,7 +104,7 @@ def check_machine(plan: RunPlan, *, dry_run: bool, on_hosts: bool) -> None:
             plan.notes.append(str(e))
         return
     need_root()
-    if not on_hosts:
+    if here:
         check_dependencies(refs, profiles, kinds, run.count_instructions)
     if plan.flamegraphs:
         from tunbench.perf.flamegraph import check_tools

@@ -1,5 +1,6 @@
-"""Where a run's roles go: hosts (an inventory) or this machine's namespaces, chosen once, and settled against
-what the plan needs (sites/needs.py): the site refuses what it cannot do, and resolves each side's CPUs."""
+"""Where a run's roles go: the inventory its hosts come from, and the plan's site choice (sites.registry)
+settled against what the plan needs (sites/needs.py): the site refuses what it cannot do, and resolves each
+side's CPUs."""
 
 from __future__ import annotations
 
@@ -10,9 +11,6 @@ from tunbench.config.schema import Scenario
 from tunbench.plan import RunPlan
 from tunbench.remote.inventory import Inventory, inventory_from_table, load_inventory
 from tunbench.session.check import not_pair, program_needs
-from tunbench.sites.base import SiteChoice
-from tunbench.sites.hosts import HostsChoice
-from tunbench.sites.local import LocalChoice
 from tunbench.sites.needs import SiteNeeds
 from tunbench.workloads import REGISTRY
 from tunbench.workloads import get as get_workload
@@ -27,11 +25,6 @@ def run_inventory(hosts: Path | None, scenario: Scenario, source: str, text: str
     if scenario.hosts:
         return inventory_from_table(scenario.hosts, source, text=text)
     return None
-
-
-def site_choice(inventory: Inventory | None) -> SiteChoice:
-    """The inventory's hosts, else this machine (not settled yet: see `settled`)."""
-    return HostsChoice(inventory) if inventory is not None else LocalChoice()
 
 
 def settled(plan: RunPlan) -> RunPlan:

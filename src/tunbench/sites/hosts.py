@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tunbench.errors import DependencyMissing
+from tunbench.errors import DependencyMissing, TrialError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
@@ -21,12 +22,14 @@ from tunbench.host.workdir import workdir
 from tunbench.link.profile import Profile
 from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
+from tunbench.monitor.work import RoleCount
+from tunbench.remote.counted import RemoteCounting
 from tunbench.remote.hosts import HostRun, HostsTopology
 from tunbench.remote.interference import remote_interference, run_prefixes
 from tunbench.remote.inventory import Inventory
 from tunbench.remote.place import RemotePlace
 from tunbench.remote.spread import spread
-from tunbench.sites.base import SampledRoles, Spot
+from tunbench.sites.base import Cap, SampledRoles, Spot
 from tunbench.sites.hosts_checks import check_cpuset_and_events, check_placeable, hosts_lines
 from tunbench.sites.hosts_fleet import HostsFleetEnv
 from tunbench.sites.hosts_start import check_clocks
@@ -49,6 +52,20 @@ class HostsPair:
 
     def clock_skew(self) -> tuple[float, float] | None:
         return self.topo.clock_skew()
+
+    def cpu_cap(self, stack: contextlib.ExitStack, role: str, period_us: int) -> Cap:
+        raise TrialError(  # refused before the run (sites/hosts_checks.py)
+            "client_cpu= / server_cpu= cap processes on this machine: not with --hosts"
+        )
+
+    def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
+        """Every role, by the agent of its host (remote/counted.py)."""
+        return {
+            role: functools.partial(
+                RemoteCounting, self.topo.place(role), role, [d] if (d := tunnel.daemons.get(role)) else []
+            )
+            for role in ROLES
+        }
 
     def start_schedule(self) -> None:
         pass  # the agent's emulator starts its schedule itself
@@ -181,6 +198,7 @@ class HostsChoice:
 
     inventory: Inventory
     pair_kinds: tuple[str, ...] = ()
+    programs_here = False  # each host's, checked when the run connects
 
     def settle(self, needs: SiteNeeds) -> HostsChoice:
         """Refuse what the hosts cannot do yet (sites/hosts_checks.py), naming the setting."""

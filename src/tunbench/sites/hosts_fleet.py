@@ -16,7 +16,6 @@ import contextlib
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -29,6 +28,7 @@ from tunbench.remote.cap import RemoteCpuCap
 from tunbench.remote.hosts import HostRun
 from tunbench.remote.place import RemotePlace
 from tunbench.remote.spread import Share, spread
+from tunbench.sites.base import SampledCost
 from tunbench.sites.hosts_ready import HostsReadyProbe, RemoteReadyProbe
 from tunbench.sites.hosts_start import HostsFleetPlaces, check_clocks, clock_uncertainty_s
 from tunbench.sites.local_fleet import failures_text
@@ -36,16 +36,6 @@ from tunbench.topology.build import TopologySpec
 from tunbench.topology.layout import HostsLayout
 from tunbench.tunnels.fleet import Fleet
 from tunbench.tunnels.registry import TunnelRef
-
-
-@dataclass
-class SampledCost:
-    """The sampling of one traffic phase, as a local Sampler reports it: per role, and its wall time; with
-    several client hosts, `results["clients"]` sums them and `per_host` holds each host's clients."""
-
-    results: dict[str, RoleCost] = field(default_factory=dict)
-    wall_s: float = 0.0
-    per_host: dict[str, RoleCost] = field(default_factory=dict)
 
 
 def summed(costs: list[RoleCost]) -> RoleCost:
@@ -85,7 +75,7 @@ def client_pools(shares: list[Share]) -> list[list[str]]:
 
 class HostsFleetEnv:
     """`with HostsFleetEnv(...) as env:` as FleetEnv: the client namespaces exist on every client host, the
-    server runs, env.probe watches nothing yet; env.fleet.up(...) brings the clients up."""
+    server runs, env.probe watches nothing yet; env.fleet.up(...) brings the clients up (sites.base.FleetSetup)."""
 
     local = False  # the host-wide CPU share and the namespace counters are not read (several hosts)
 
@@ -140,6 +130,12 @@ class HostsFleetEnv:
     def host_of(self) -> dict[int, str]:
         """Each client's host, by fleet index."""
         return {i: sh.host.name for sh in self.shares for i in sh.indices}
+
+    def clients_per_host(self) -> dict[str, int]:
+        return {sh.host.name: sh.count for sh in self.shares}
+
+    def start_late_s(self) -> dict[str, float]:
+        return dict(self.places.skew)
 
     def __enter__(self) -> HostsFleetEnv:
         try:

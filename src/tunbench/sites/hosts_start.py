@@ -38,7 +38,8 @@ class HostsFleetPlaces:
 
         def one(indices: list[int]) -> list[Started]:
             wait = self.start_wait_s + 0.05 * len(indices) + max(0.0, (start_at or 0.0) - time.monotonic())
-            return self.client(indices[0]).spawn_many([spawns[i] for i in indices], start_at, wait_s=wait)
+            places = [self.client(i) for i in indices]
+            return places[0].spawn_many([spawns[i] for i in indices], places, start_at, wait_s=wait)
 
         out: dict[int, Started] = {}
         with ThreadPoolExecutor(max(1, len(by_host))) as pool:

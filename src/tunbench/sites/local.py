@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tunbench.host.cgroup import RoleCgroup
+from tunbench.host.cgroup import CpuCap, RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace, Place
 from tunbench.link.emulator import LinkEmulator, profile_link_builder
@@ -19,6 +19,7 @@ from tunbench.link.profile import Profile
 from tunbench.monitor.counters import namespace_counters, short_ifname
 from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
+from tunbench.monitor.work import RoleCount
 from tunbench.sites.base import SampledRoles, Spot
 from tunbench.sites.cpuset import placement_text, resolve_cpuset
 from tunbench.sites.local_fleet import FleetEnv
@@ -30,15 +31,23 @@ from tunbench.tunnels.tunnel import ROLES, Tunnel
 
 @dataclass(frozen=True)
 class LocalPair:
-    """A pair in this machine's namespaces (sites.base.Pair)."""
+    """A pair in this machine's namespaces (sites.base.Pair); `name` prefixes its cgroups (`tb1a2b3c-t3`)."""
 
     topo: Topology
     places: dict[str, Place]
     cgroups: dict[str, RoleCgroup]
     emulator: LinkEmulator | None
+    ledger: Ledger
+    name: str
 
     def clock_skew(self) -> tuple[float, float] | None:
         return None  # one clock
+
+    def cpu_cap(self, stack: contextlib.ExitStack, role: str, period_us: int) -> CpuCap:
+        return stack.enter_context(CpuCap(f"{self.name}-{role}-cap", self.ledger, period_us))
+
+    def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
+        return {}  # this machine's perf counts every role
 
     def start_schedule(self) -> None:
         if self.emulator is not None:
@@ -105,7 +114,7 @@ class LocalSite:
             link_cg.join(emulator.pid)
         if self.cpuset:
             params["cpuset"] = {r: c for r, c in self.cpuset.items() if r != "link" or link}
-        return LocalPair(topo, places, cgroups, emulator)
+        return LocalPair(topo, places, cgroups, emulator, self.ledger, name)
 
     def client_machines(self) -> tuple[str, ...]:
         return ()  # this machine, unnamed
@@ -156,6 +165,7 @@ class LocalChoice:
 
     cpuset: Mapping[str, str] = field(default_factory=dict)
     note: str = ""
+    programs_here = True
 
     def settle(self, needs: SiteNeeds) -> LocalChoice:
         """The CPU placement resolved here, or refused where it cannot apply (sites/cpuset.py)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
 from types import TracebackType
@@ -21,6 +21,7 @@ from tunbench.link.emulator import LinkEmulator, LinkEnd, link_metrics
 from tunbench.link.profile import Profile
 from tunbench.monitor.counters import namespace_counters
 from tunbench.monitor.sampler import Sampler
+from tunbench.sites.base import SampledCost
 from tunbench.topology.build import TopologySpec
 from tunbench.topology.layout import Layout
 from tunbench.topology.switched import SwitchedTopology, ip_batch
@@ -28,10 +29,6 @@ from tunbench.tunnels.fleet import Fleet
 from tunbench.tunnels.registry import TunnelRef
 
 log = logging.getLogger(__name__)
-
-# wall clock per client for namespace + veth, keys or certificates, and a storm's bring-up; about 40 s for
-# 500 OpenVPN clients on the 2-core host of docs/benchmarks/clients.md. Only for the run's time estimate.
-PER_CLIENT_SETUP_S = 0.08
 
 
 def meminfo() -> dict[str, int]:
@@ -63,7 +60,7 @@ def failures_text(fleet: Fleet, errors: dict[int, str], limit: int = 3) -> str:
 
 class FleetEnv:
     """`with FleetEnv(...) as env:` N client namespaces exist, the tunnel server runs, env.probe watches
-    nothing yet; env.fleet.up(...) brings clients up."""
+    nothing yet; env.fleet.up(...) brings clients up (sites.base.FleetSetup)."""
 
     local = True  # every role on this machine: host-wide CPU shares and namespace counters are read
 
@@ -182,9 +179,14 @@ class FleetEnv:
         namespaces = {"server": lay.server_ns, **({"gateway": lay.gateway_ns} if lay.emulated_uplink else {})}
         return namespace_counters(namespaces, metrics, prefix=self.ledger.prefix, key_prefix=key_prefix)
 
-    def sampling(self) -> Sampler:
-        """One phase's cost sampling (`with env.sampling() as s:` ... `s.results`, `s.wall_s`)."""
-        return Sampler(self.roles())
+    @contextlib.contextmanager
+    def sampling(self) -> Iterator[SampledCost]:
+        """One phase's cost sampling by this machine's Sampler (`with env.sampling() as s:` ... `s.results`,
+        `s.wall_s` once the block has ended)."""
+        out = SampledCost()
+        with Sampler(self.roles()) as sampler:
+            yield out
+        out.results, out.wall_s = sampler.results, sampler.wall_s
 
     def roles(self) -> dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]]:
         """Sampler roles: the server per process (10 Hz) + its cgroup; the clients by cgroup totals only
@@ -200,6 +202,21 @@ class FleetEnv:
 
     def failures_text(self, errors: dict[int, str], limit: int = 3) -> str:
         return failures_text(self.fleet, errors, limit)
+
+    def host_of(self) -> dict[int, str]:
+        return {}  # every client on this machine
+
+    def clients_per_host(self) -> dict[str, int]:
+        return {}
+
+    def start_lead_s(self, tolerance_s: float) -> float | None:
+        return None  # one clock: the clients start at once
+
+    def start_late_s(self) -> dict[str, float]:
+        return {}
+
+    def clock_uncertainty_s(self) -> float:
+        return 0.0
 
     def recorded(self) -> dict[str, object]:
         """What the trial's params record about the set-up, once it is up: the sysctls applied."""

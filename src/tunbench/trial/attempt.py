@@ -15,7 +15,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.monitor.interference import RedoPolicy
 from tunbench.plan import Case, PlannedTrial
 from tunbench.results import TrialRecord
-from tunbench.sites.base import Site, Spot
+from tunbench.sites.base import Pair, Site, Spot
 from tunbench.store.db import now_iso
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.tunnel import DaemonWrap, Tunnel
@@ -25,9 +25,12 @@ from tunbench.workloads.base import Context, Measurement, Workload
 
 class WindowHook(Protocol):
     """An optional add-on around the measured window (the perf profiler): entered just before the
-    workload measures, exited right after; it may add metrics and artifacts to the trial record."""
+    workload measures, exited right after; it may add metrics and artifacts to the trial record. `pair`
+    is where the roles run (what the site counts on their own machines)."""
 
-    def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> contextlib.AbstractContextManager[object]: ...
+    def __call__(
+        self, ctx: Context, tunnel: Tunnel, rec: TrialRecord, pair: Pair
+    ) -> contextlib.AbstractContextManager[object]: ...
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass
 
 from tunbench.errors import RetryTrial
-from tunbench.host.cgroup import CpuCap
 from tunbench.link.emulator import link_metrics, queue_series
 from tunbench.monitor import counters, crosscheck, work
 from tunbench.monitor.cost import cost_metrics
@@ -65,13 +64,10 @@ def bring_up(setup: Setup, t: Attempt, stack: contextlib.ExitStack) -> Held:
     pair = setup.site.pair(stack, t.spot, case.link, rec.params)
     topo = pair.topo
     rec.params["sysctls"] = topo.sysctls_applied.get(topo.ns_name("client"), {})
-    # client_cpu= / server_cpu=: the tunnel's processes only; entered before the tunnel, so the cap's
-    # cgroup is removed after the tunnel has stopped its processes (not by killing them first)
+    # client_cpu= / server_cpu=: the tunnel's processes only, capped by the site (this machine's cgroups
+    # locally); entered before the tunnel, so the cap is removed after the tunnel has stopped its processes
     period_us = case.tunnel.cpu_period_us
-    caps = {
-        role: (stack.enter_context(CpuCap(f"{setup.ledger.prefix}-{t.tag}-{role}-cap", setup.ledger, period_us)), pct)
-        for role, pct in case.tunnel.cpu_caps.items()
-    }
+    caps = {role: (pair.cpu_cap(stack, role, period_us), pct) for role, pct in case.tunnel.cpu_caps.items()}
     tunnel = stack.enter_context(Tunnel(case.tunnel, topo, setup.ledger, t.workdir, pair.cgroups, wrap=setup.wrap))
     assert tunnel.target is not None
     for role, (cap, pct) in caps.items():
@@ -113,7 +109,7 @@ def measure_window(setup: Setup, t: Attempt, held: Held) -> Measured:
         window.enter_context(pair.counters(rec.metrics))
         window.enter_context(setup.site.watched(rec.metrics, rec.params, setup.redo.limits))
         for hook in setup.hooks:
-            window.enter_context(hook(held.ctx, tunnel, rec))
+            window.enter_context(hook(held.ctx, tunnel, rec, pair))
         with (
             Sampler(pair.sampled_roles(tunnel)) as sampler,
             pair.remote_sampling(tunnel, sampler) as remote_costs,

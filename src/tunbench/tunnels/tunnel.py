@@ -16,7 +16,7 @@ from typing import Protocol
 from tunbench.errors import TunbenchError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
-from tunbench.host.place import LocalPlace, Place, Proc
+from tunbench.host.place import Place, Proc
 from tunbench.host.proc import run_cmd
 from tunbench.topology.addresses import AddressPlan, Family
 from tunbench.topology.build import TopologySpec
@@ -204,7 +204,7 @@ class Tunnel:
             v = self._vars(place)
             path, until = self.steps.render(hs.path, v, "handshakes.path"), hs.until
             send = self.steps.render(hs.send, v, "handshakes.send")
-            here = isinstance(place, LocalPlace)
+            here = not place.machine  # this machine's
 
             def text() -> str | None:
                 # a socket on another machine cannot be reached from here: every reading fails and the figure
@@ -239,7 +239,7 @@ class Tunnel:
         v = self._vars(place)
         self.steps.commands(rs.before, v, place, f"{role}.before")
         if rs.daemon:
-            wrap = self.wrap if isinstance(place, LocalPlace) else None
+            wrap = self.wrap if not place.machine else None  # a daemon of this machine
             d = self.steps.spawn(rs, v, place, role, role, role, wrap=wrap)
             self._stack.callback(d.stop)
             self.daemons[role] = d

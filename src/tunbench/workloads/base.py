@@ -22,7 +22,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.link.profile import Profile
 from tunbench.results import TrialRecord
-from tunbench.sites.base import AnyFleet
+from tunbench.sites.base import FleetSetup
 from tunbench.tunnels.handshakes import HandshakeReader
 from tunbench.tunnels.tunnel import Placed, Target, Tunnel
 from tunbench.units import Window, fmt, mbit
@@ -164,7 +164,7 @@ class FleetContext:
     topology, the cgroups and the tunnel server (`env`); the workload brings the clients up (`env.fleet`)
     at its own pace and measures."""
 
-    env: AnyFleet  # this machine's namespaces, or the run's two hosts (sites/)
+    env: FleetSetup  # this machine's namespaces, or the run's two hosts (sites/)
     ledger: Ledger
     workdir: Path
     title: str

@@ -26,10 +26,8 @@ from tunbench.errors import TrialError
 from tunbench.host.place import Place, Proc
 from tunbench.monitor.cost import cost_metrics, cumulative_cpu
 from tunbench.monitor.hostload import cpu_shares, cpu_times
-from tunbench.monitor.sampler import Sampler
 from tunbench.results import TrialRecord
-from tunbench.sites.hosts_fleet import HostsFleetEnv, SampledCost
-from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S, FleetEnv
+from tunbench.sites.base import PER_CLIENT_SETUP_S, FleetSetup, SampledCost
 from tunbench.stats import percentile
 from tunbench.stats.fairness import jain_index
 from tunbench.units import Window, fmt, mbit
@@ -68,7 +66,7 @@ def _report(proto: str, i: int) -> str:
     return f"iperf-{proto}-c{i}.json"
 
 
-def wait_exits(mt: FleetEnv | HostsFleetEnv, procs: dict[int, Proc], timeout_s: float) -> dict[int, float | None]:
+def wait_exits(mt: FleetSetup, procs: dict[int, Proc], timeout_s: float) -> dict[int, float | None]:
     """When each client's process exited (this machine's clock; None: still running at the timeout), waited
     for on each client machine at once."""
     groups = list(mt.fleet.machines(procs).values())
@@ -193,8 +191,8 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             late = n - len(mt.probe.ready_at)
             raise TrialError(f"{late} of {n} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
         rec.metrics["clients.ready_s"] = max(mt.probe.ready_at.values()) - t0
-        if isinstance(mt, HostsFleetEnv):  # each client host's last client ready
-            for host, ready in by_host(mt.host_of(), mt.probe.ready_at).items():
+        if host_of := mt.host_of():  # each client host's last client ready
+            for host, ready in by_host(host_of, mt.probe.ready_at).items():
                 rec.metrics[f"clients.host.{host}.ready_s"] = max(ready.values()) - t0
         rec.metrics["clients.connected"] = float(n)
         conn_rss = sum(mt.fleet.rss("server"))
@@ -295,13 +293,13 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
 
     def _summarize(
         self,
-        mt: FleetEnv | HostsFleetEnv,
+        mt: FleetSetup,
         rec: Measurement,
         opts: ClientsOptions,
         proto: str,
         direction: str,
         timing: Timing,
-        sampler: Sampler | SampledCost,
+        sampler: SampledCost,
         headline: bool,
     ) -> None:
         n = mt.layout.clients
@@ -374,7 +372,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             # saturated host measures the clients, not the server (keep N x rate well below one tunnel's max)
             m[f"{p}.clients_cpu_s"] = clients_cg.total_s
             m[f"{p}.clients_cpu_pct"] = 100.0 * clients_cg.total_s / sampler.wall_s
-        if isinstance(mt, HostsFleetEnv) and isinstance(sampler, SampledCost):
+        if mt.host_of():  # spread over several client hosts
             self._per_host(mt, rec, proto, per_client, failed_at, sampler, intervals, win)
         rec.series[f"{p}.aggregate_bps"] = W.per_second(intervals, win)
         rec.series[f"{p}.per_client_bps"] = [(float(i), per_client[i]) for i in sorted(per_client)]
@@ -391,7 +389,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
 
     @staticmethod
     def _per_host(
-        mt: HostsFleetEnv,
+        mt: FleetSetup,
         rec: Measurement,
         proto: str,
         per_client: dict[int, float],

@@ -23,9 +23,7 @@ from pydantic import BaseModel
 from tunbench.errors import TrialError
 from tunbench.monitor.cost import cost_metrics
 from tunbench.results import TrialRecord
-from tunbench.sites.base import AnyFleet
-from tunbench.sites.hosts_fleet import HostsFleetEnv
-from tunbench.sites.local_fleet import PER_CLIENT_SETUP_S
+from tunbench.sites.base import PER_CLIENT_SETUP_S, FleetSetup
 from tunbench.stats import percentile
 from tunbench.units import Window, fmt
 from tunbench.workloads import window as W
@@ -122,7 +120,7 @@ class StormWorkload(FleetWorkload[StormOptions]):
 
     def _storm(
         self,
-        mt: AnyFleet,
+        mt: FleetSetup,
         opts: StormOptions,
         rec: Measurement,
         p: str,
@@ -134,8 +132,8 @@ class StormWorkload(FleetWorkload[StormOptions]):
         assert probe is not None
         timer: threading.Timer | None = None
         lifted: list[float] = []  # when the overload's cap was lifted
-        hosts = mt if isinstance(mt, HostsFleetEnv) else None
-        lead = hosts.start_lead_s(opts.start_tolerance_s) if hosts is not None and opts.rate_per_s <= 0 else None
+        spread = bool(mt.host_of())  # over several client hosts: started at one agreed instant
+        lead = mt.start_lead_s(opts.start_tolerance_s) if opts.rate_per_s <= 0 else None
         with mt.counters(rec.metrics, "" if measured else p), mt.sampling() as sampler:
             t0 = time.monotonic()
             if overload:
@@ -179,8 +177,8 @@ class StormWorkload(FleetWorkload[StormOptions]):
         m[f"{p}server_cpu_s"] = cpu_s
         m[f"{p}server_cpu_pct"] = 100.0 * cpu_s / sampler.wall_s if sampler.wall_s > 0 else None
         m[f"{p}server_rss_peak_bytes"] = float(server.rss_peak_bytes)
-        if hosts is not None:
-            self._hosts(hosts, opts, m, p, ready_at, launched, t0)
+        if spread:
+            self._hosts(mt, opts, m, p, ready_at, launched, t0)
         if overload:
             # the cap held from before the first launch until it was lifted: between hosts the storm's start
             # is the agreed instant, a lead after the cap began, so the overload is measured from the start
@@ -208,7 +206,7 @@ class StormWorkload(FleetWorkload[StormOptions]):
 
     @staticmethod
     def _hosts(
-        env: HostsFleetEnv,
+        env: FleetSetup,
         opts: StormOptions,
         m: dict[str, float | None],
         p: str,
@@ -221,11 +219,10 @@ class StormWorkload(FleetWorkload[StormOptions]):
         host_of = env.host_of()
         split_ready = by_host(host_of, ready_at)
         split_launched = by_host(host_of, launched)
-        for sh in env.shares:
-            name = sh.host.name
+        for name, count in env.clients_per_host().items():
             hp = host_prefix(p, name)
-            m.update(ready_metrics(hp, split_ready.get(name, {}), split_launched.get(name, {}), t0, sh.count))
-        late = env.places.skew
+            m.update(ready_metrics(hp, split_ready.get(name, {}), split_launched.get(name, {}), t0, count))
+        late = env.start_late_s()
         if late:
             for name, s in late.items():
                 m[f"{host_prefix(p, name)}start_late_s"] = s
