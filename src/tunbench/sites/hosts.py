@@ -3,7 +3,8 @@ A pair is remote/hosts.py's HostsTopology (two hosts, or both roles on one), a b
 host a bring-up workload asks for (any of the run's client hosts); the N-client set-up is
 sites/hosts_fleet.py. Each remote role is sampled by its host's agent over the window and mapped onto
 this machine's clock; the emulator runs on the client's host. What else ran is watched on every host,
-and a lost connection stops the run."""
+and a lost connection stops the run. A plan holds it as a HostsChoice: the inventory, checked against the
+plan's needs before anything starts (sites/hosts_checks.py), and opened by connecting to the hosts."""
 
 from __future__ import annotations
 

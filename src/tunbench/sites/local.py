@@ -1,7 +1,8 @@
 """The local site: every role in a namespace of this machine. A pair is two namespaces and their link (a
 veth, or tunbench-link between two TUN devices), each side in its role cgroup (placed on its CPUs with
 `cpuset`); the N-client set-up is sites/local_fleet.py. This machine samples every role itself, reads the
-namespaces' counters and counts the underlay bytes for the cross-checks."""
+namespaces' counters and counts the underlay bytes for the cross-checks. A plan holds it as a LocalChoice:
+`[run] cpuset` resolved against this machine's CPUs (sites/cpuset.py)."""
 
 from __future__ import annotations
 
