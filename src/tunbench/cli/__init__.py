@@ -6,13 +6,16 @@ options.py    options and guards several commands share (--db, RUN)
 checks.py     output paths and the store checked before work starts
 run.py        tunbench run
 show.py       tunbench show (and the tables `run` prints at its end)
-report.py     tunbench report, export (= report --format json), compare
-calibrate.py  tunbench calibrate (a short A/A: this host's noise and the MDE per budget)
+report.py     tunbench report, export (= report --format json)
+compare.py    tunbench compare
+calibrate.py  tunbench calibrate (a short A/A: this host's noise and the MDE per budget; the A/A's plan is
+              session/calibration.py's, what it says report/calibration.py's)
 catalog.py    tunbench tunnels, workloads, profiles, doctor
 clean.py      tunbench clean
 hosts.py      tunbench agent, and clean / doctor --hosts (docs/multi-host.md)
 db.py         tunbench db migrate | import | export (the result store itself)
-link/         tunbench link shell | selftest (the emulator on its own: shell.py, selftest.py)
+link/         tunbench link shell | selftest (the emulator on its own: shell.py, selftest.py: its output; the
+              measurements are link/selftest.py's)
 """
 
 from tunbench.cli.app import app, main
