@@ -16,11 +16,13 @@ from pathlib import Path
 import pytest
 
 from tests.integration.helpers import STARTED, run_json, tunbench
-from tunbench.cli.link.selftest import Bench, rate, schedule_timing, trace_accuracy
 from tunbench.host.ledger import Ledger
 from tunbench.link import accuracy
+from tunbench.link.bench import Bench
 from tunbench.link.binary import link_binary_or_none
 from tunbench.link.profile import parse_inline
+from tunbench.link.selftest import rate
+from tunbench.link.timed import schedule_timing, trace_accuracy
 
 pytestmark = pytest.mark.skipif(link_binary_or_none() is None, reason="tunbench-link not built (make build)")
 

@@ -1,4 +1,5 @@
-"""`tunbench calibrate` without root: its flags, and what it prints from a stored A/A run (cli/calibrate.py)."""
+"""`tunbench calibrate` without root: its flags, and what it prints from a stored A/A run (cli/calibrate.py,
+report/calibration.py)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from typer.testing import CliRunner
 
 from tests.unit.report_data import run, trial
 from tunbench.cli import app
-from tunbench.cli.calibrate import calibration_lines, calibration_record, labelled, noise_per_metric
+from tunbench.cli.calibrate import labelled
 from tunbench.cli.options import parse_budget, parse_until
 from tunbench.errors import ConfigError
+from tunbench.report.calibration import calibration_lines, calibration_record, noise_per_metric
 from tunbench.report.compare import Gate
 from tunbench.results import RunRecord
 

@@ -8,13 +8,16 @@ run.py        tunbench run: parses its flags and calls the session
 run_flags.py  the flags of tunbench run, each declared with its help
 run_values.py the values of those flags as the scenario takes them
 show.py       tunbench show (and the tables `run` prints at its end)
-report.py     tunbench report, export (= report --format json), compare
-calibrate.py  tunbench calibrate (a short A/A: this host's noise and the MDE per budget)
+report.py     tunbench report, export (= report --format json)
+compare.py    tunbench compare
+calibrate.py  tunbench calibrate (a short A/A: this host's noise and the MDE per budget; the A/A's plan is
+              session/calibration.py's, what it says report/calibration.py's)
 catalog.py    tunbench tunnels, workloads, profiles, doctor
 clean.py      tunbench clean
 hosts.py      tunbench agent, and clean / doctor --hosts (docs/multi-host.md)
 db.py         tunbench db migrate | import | export (the result store itself)
-link/         tunbench link shell | selftest (the emulator on its own: shell.py, selftest.py)
+link/         tunbench link shell | selftest (the emulator on its own: shell.py, selftest.py: its output; the
+              measurements are link/selftest.py's)
 """
 
 from tunbench.cli.app import app, main

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from tunbench import __version__
-from tunbench.cli import calibrate, catalog, clean, history, hosts, report, run, show
+from tunbench.cli import calibrate, catalog, clean, compare, history, hosts, report, run, show
 from tunbench.cli.argcheck import CheckedGroup
 from tunbench.cli.console import console, err_console
 from tunbench.cli.db import db_app
@@ -46,7 +46,7 @@ app.command("workloads")(catalog.workloads)
 app.command("profiles")(catalog.profiles)
 app.command("doctor")(catalog.doctor)
 app.command("clean")(clean.clean)
-app.command("compare")(report.compare)
+app.command("compare")(compare.compare)
 app.command("calibrate")(calibrate.calibrate)
 app.command("report")(report.report)
 app.command("history")(history.history)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import tempfile
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from tunbench.errors import CommandFailed, DependencyMissing, TunbenchError
 from tunbench.host.proc import run_cmd
 from tunbench.perf.flamegraph import find_tool
 from tunbench.results import CaseKey, TrialRecord
-from tunbench.store.db import Store
+from tunbench.store.db import Store, store_exists
 from tunbench.workloads import case_title
 
 ROLES = ("client", "server")
@@ -179,6 +180,29 @@ def diffs(pairs: list[CasePair], db: str | Path, tools: dict[str, str], tmp: Pat
                 title = f"{pair_text(ka, kb)} {role}: B against A"
                 out.append(Diff(ka, kb, role, _render(merge_folded(a), merge_folded(b), title, tools, tmp), rate=rate))
     return out
+
+
+def asked_diffs(
+    cases: Iterable[tuple[CaseKey, CaseKey]],
+    a: list[TrialRecord],
+    b: list[TrialRecord],
+    db: str | Path,
+    *,
+    files: bool,
+    page: bool,
+) -> list[Diff] | None:
+    """The diffs of the matched `cases` that `compare` was asked for: `files` (--flamegraph-diff) or `page`
+    (--html, which embeds them). None when neither asks, or when only the page asks and no trial has stacks
+    (a page of a run without --flamegraph needs no inferno). Both sides from the store: stacks are not in
+    JSON exports."""
+    if not files and not page:
+        return None
+    pairs = case_pairs(cases, a, b)
+    if not files and not (store_exists(db) and has_stacks(pairs, db)):
+        return None
+    tools = diff_tools("--flamegraph-diff" if files else "--html's differential flamegraphs")
+    with tempfile.TemporaryDirectory(prefix="tunbench-flamediff-") as tmp:
+        return diffs(pairs, db, tools, Path(tmp))
 
 
 def write_diffs(found: list[Diff], out_dir: Path) -> list[str]:

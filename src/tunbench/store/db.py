@@ -10,14 +10,11 @@ then on goes to a local SQLite spool file and the run ends with a StoreLost nami
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import shlex
 import socket
 import tempfile
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -39,6 +36,7 @@ from tunbench.store.backend import (
     redact,
 )
 from tunbench.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from tunbench.store.rows import ARTIFACTS, METRICS, PARTS, RUNS, SERIES, STREAMS, TRIALS
 
 log = logging.getLogger(__name__)
 
@@ -106,30 +104,6 @@ def recovery_command(spool: Path, db: str | Path) -> str:
     where = redact(db)
     cmd = f"`tunbench db import {shlex.quote(str(spool))} --db {shlex.quote(where)}`"
     return cmd if where == str(db) else f"{cmd} with the password in place of ***"
-
-
-def series_rows(trial_id: int, t: TrialRecord) -> list[tuple[int, str, float, float | None]]:
-    """The series rows of a trial: every finite value as it is, a NaN or infinite one as NULL (a gap in its
-    place; it reads back as NaN, which the readers of series skip). A point without a finite time cannot be
-    placed and is left out (logged). Until issue 43 item 8 a NaN failed the NOT NULL constraint the column
-    had, and the trial's whole write with it."""
-    rows: list[tuple[int, str, float, float | None]] = []
-    unplaced: dict[str, int] = {}
-    for name, pts in t.series.items():
-        for ts, val in pts:
-            if ts is None or not math.isfinite(ts):
-                unplaced[name] = unplaced.get(name, 0) + 1
-                continue
-            rows.append((trial_id, name, float(ts), float(val) if val is not None and math.isfinite(val) else None))
-    for name, n in unplaced.items():
-        log.warning("trial %s: %d point(s) of series %s have no finite time and are not stored", t.seq, n, name)
-    return rows
-
-
-_RUN_COLS = (
-    "uid, name, started_at, finished_at, status, tunbench_version, provenance, scenario_text, scenario_hash,"
-    " scenario_json, owner_host, owner_pid, owner_started"
-)
 
 
 def prefix_of(uid: str) -> str:
@@ -306,7 +280,7 @@ class Store:
         started_at: str | None = None,
     ) -> int:
         host, pid, started = process_owner()
-        values = {
+        values: dict[str, Any] = {
             "uid": uid,
             "name": name,
             "started_at": started_at or now_iso(),
@@ -316,25 +290,9 @@ class Store:
             "scenario_hash": scenario_hash,
             "scenario": scenario,
         }
+        run = RunRecord(id=0, finished_at=None, status="running", **values)
         with self._tx() as db:
-            row = db.execute(
-                f"INSERT INTO runs ({_RUN_COLS}, prefix)"
-                " VALUES (?, ?, ?, NULL, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (
-                    uid,
-                    name,
-                    values["started_at"],
-                    tunbench_version,
-                    json.dumps(provenance),
-                    scenario_text,
-                    scenario_hash,
-                    json.dumps(scenario),
-                    host,
-                    pid,
-                    started,
-                    prefix_of(uid),
-                ),
-            ).fetchone()
+            row = db.execute(RUNS.insert(), (*RUNS.values(run), host, pid, started, prefix_of(uid))).fetchone()
         run_id = int(row[0])
         self._runs[run_id] = values
         return run_id
@@ -384,42 +342,17 @@ class Store:
         )
 
     def _update_provenance(self, run_id: int, provenance: dict[str, Any]) -> None:
-        self.b.execute("UPDATE runs SET provenance = ? WHERE id = ?", (json.dumps(provenance), run_id))
+        col = RUNS.column("provenance")
+        self.b.execute(f"UPDATE runs SET {col.name} = ? WHERE id = ?", (col.to_db(provenance), run_id))
 
     def _finish_run(self, run_id: int, status: str) -> None:
         self.b.execute("UPDATE runs SET status = ?, finished_at = ? WHERE id = ?", (status, now_iso(), run_id))
 
     def _add_trial(self, run_id: int, t: TrialRecord) -> int:
-        row = self.b.execute(
-            "INSERT INTO trials (run_id, seq, tunnel, label, profile, workload, flows, direction, repetition,"
-            " params, status, error, started_at, duration_s, clients, variant)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
-            (
-                run_id,
-                t.seq,
-                t.tunnel,
-                t.label,
-                t.profile,
-                t.workload,
-                t.flows,
-                t.direction,
-                t.repetition,
-                json.dumps(t.params),
-                t.status,
-                t.error,
-                t.started_at,
-                t.window_s,  # the `duration_s` column: the measured window (schema.sql)
-                t.clients,
-                t.variant,
-            ),
-        ).fetchone()
+        row = self.b.execute(TRIALS.insert(), (*TRIALS.values(t), run_id)).fetchone()
         tid = int(row[0])
-        self.b.executemany("INSERT INTO metrics VALUES (?, ?, ?)", [(tid, k, v) for k, v in t.metrics.items()])
-        self.b.executemany("INSERT INTO series VALUES (?, ?, ?, ?)", series_rows(tid, t))
-        self.b.executemany("INSERT INTO streams VALUES (?, ?, ?, ?, ?)", [(tid, *s) for s in t.streams])
-        self.b.executemany(
-            "INSERT INTO artifacts VALUES (?, ?, ?)", [(tid, k, zlib.compress(v)) for k, v in t.artifacts.items()]
-        )
+        for part in PARTS:
+            self.b.executemany(part.insert(), part.rows(tid, t))
         t.id = tid
         return tid
 
@@ -434,25 +367,9 @@ class Store:
                 "SELECT id, status, started_at, scenario_hash FROM runs WHERE uid = ?", (run.uid,)
             ).fetchone()
             if row is None:
-                rid = int(
-                    db.execute(
-                        f"INSERT INTO runs ({_RUN_COLS}, prefix)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, '', NULL, NULL, ?) RETURNING id",
-                        (
-                            run.uid,
-                            run.name,
-                            run.started_at,
-                            run.finished_at,
-                            run.status,
-                            run.tunbench_version,
-                            json.dumps(run.provenance),
-                            run.scenario_text,
-                            run.scenario_hash,
-                            json.dumps(run.scenario),
-                            prefix_of(run.uid),
-                        ),
-                    ).fetchone()[0]
-                )
+                # no owner: the process that wrote the run is another's
+                row_values = (*RUNS.values(run), "", None, None, prefix_of(run.uid))
+                rid = int(db.execute(RUNS.insert(), row_values).fetchone()[0])
                 have: dict[int, tuple[str, str, str]] = {}
             else:
                 rid = int(row[0])
@@ -496,28 +413,11 @@ class Store:
             raise StoreError(f"reading {self.where} failed: {e}") from e
 
     def runs(self) -> list[RunRecord]:
-        rows = self._read(f"SELECT id, {_RUN_COLS} FROM runs ORDER BY id")
-        return [self._run_from_row(r) for r in rows]
-
-    @staticmethod
-    def _run_from_row(r: tuple[Any, ...]) -> RunRecord:
-        return RunRecord(
-            id=r[0],
-            uid=r[1],
-            name=r[2],
-            started_at=r[3],
-            finished_at=r[4],
-            status=r[5],
-            tunbench_version=r[6],
-            provenance=json.loads(r[7]),
-            scenario_text=r[8],
-            scenario_hash=r[9],
-            scenario=json.loads(r[10]),
-        )
+        return [RUNS.record_of(r) for r in self._read(f"{RUNS.select()} ORDER BY id")]
 
     def find_run(self, ref: str | None) -> RunRecord:
         """A run by id, uid, name or prefix (`tb3fa91c`); None means the latest."""
-        select = f"SELECT id, {_RUN_COLS} FROM runs"
+        select = RUNS.select()
         if ref is None or ref == "latest":
             rows = self._read(f"{select} ORDER BY id DESC LIMIT 1")
             if not rows:
@@ -532,7 +432,7 @@ class Store:
                 rows = self._read(f"{select} WHERE prefix = ? ORDER BY id DESC LIMIT 1", (ref,))
             if not rows:
                 raise StoreError(f"no run {ref!r} in {self.where} (see `tunbench show --list`)")
-        run = self._run_from_row(rows[0])
+        run = RUNS.record_of(rows[0])
         run.trials = self.trials(run.id)
         return run
 
@@ -545,50 +445,21 @@ class Store:
         return run
 
     def trials(self, run_id: int, *, with_series: bool = True) -> list[TrialRecord]:
-        rows = self._read(
-            "SELECT id, seq, tunnel, label, profile, workload, flows, direction, repetition, params, status, error,"
-            " started_at, duration_s, clients, variant FROM trials WHERE run_id = ? ORDER BY seq",
-            (run_id,),
-        )
+        """A run's trials in their order, each with its parts but its artifacts (``artifacts`` reads them);
+        `with_series` False leaves its series out too."""
         out: list[TrialRecord] = []
-        for r in rows:
-            t = TrialRecord(
-                id=r[0],
-                seq=r[1],
-                tunnel=r[2],
-                label=r[3],
-                profile=r[4],
-                workload=r[5],
-                flows=r[6],
-                direction=r[7],
-                repetition=r[8],
-                params=json.loads(r[9]),
-                status=r[10],
-                error=r[11],
-                started_at=r[12],
-                window_s=r[13],
-                clients=r[14],
-                variant=r[15],
-            )
-            t.metrics = dict(self._read("SELECT name, value FROM metrics WHERE trial_id = ?", (t.id,)))
-            t.streams = [
-                (int(s[0]), str(s[1]), float(s[2]), s[3])
-                for s in self._read(
-                    "SELECT stream, direction, received_bps, retransmits FROM streams WHERE trial_id = ?", (t.id,)
-                )
-            ]
-            if with_series:
-                for name, ts, val in self._read(
-                    f"SELECT name, t_s, value FROM series WHERE trial_id = ? ORDER BY {self.b.series_order}", (t.id,)
-                ):
-                    t.series.setdefault(name, []).append((ts, math.nan if val is None else val))  # NULL: a gap
+        for row in self._read(f"{TRIALS.select()} WHERE run_id = ? ORDER BY seq", (run_id,)):
+            t = TRIALS.record_of(row)
+            for part in (METRICS, STREAMS, SERIES) if with_series else (METRICS, STREAMS):
+                setattr(t, part.field, part.value(self._read(part.select(self.b.series_order), (t.id,))))
             out.append(t)
         return out
 
     def artifact(self, trial_id: int, name: str) -> bytes | None:
-        rows = self._read("SELECT data FROM artifacts WHERE trial_id = ? AND name = ?", (trial_id, name))
-        return zlib.decompress(rows[0][0]) if rows else None
+        rows = self._read("SELECT name, data FROM artifacts WHERE trial_id = ? AND name = ?", (trial_id, name))
+        found: dict[str, bytes] = ARTIFACTS.value(rows)
+        return found.get(name)
 
     def artifacts(self, trial_id: int) -> dict[str, bytes]:
-        rows = self._read("SELECT name, data FROM artifacts WHERE trial_id = ? ORDER BY name", (trial_id,))
-        return {str(n): zlib.decompress(d) for n, d in rows}
+        rows = self._read(ARTIFACTS.select(self.b.series_order), (trial_id,))
+        return dict(ARTIFACTS.value(rows))

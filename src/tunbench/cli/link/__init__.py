@@ -7,8 +7,6 @@ from typing import Annotated
 
 import typer
 
-from tunbench.cli.console import console
-
 link_app = typer.Typer(
     help="The emulated WAN link on its own: a shell over it, and its self-test.", no_args_is_help=True
 )
@@ -64,11 +62,9 @@ def selftest(
     loaded, rate accuracy (10 Mbit/s - 1 Gbit/s), the emulator's CPU at 10 Mbit/s - 1 Gbit/s, Bernoulli
     and Gilbert-Elliott loss, scheduled events landing on time (seen from outside) and trace replay per
     100 ms."""
-    import dataclasses
-    import json
-
-    from tunbench.cli.link.selftest import STEPS, Result, run_selftest
+    from tunbench.cli.link.selftest import show, summary, write_json
     from tunbench.link.binary import find_link_binary
+    from tunbench.link.selftest import STEPS, run_selftest
 
     steps = STEPS if only is None else tuple(s.strip() for s in only.split(",") if s.strip())
     bad = [s for s in steps if s not in STEPS]
@@ -77,18 +73,8 @@ def selftest(
             f"unknown step(s) {', '.join(bad) or '(none given)'}; choose from {', '.join(STEPS)}", param_hint="--only"
         )
     find_link_binary()
-
-    def report(r: Result) -> None:
-        mark = {True: "[green]PASS[/]", False: "[red]FAIL[/]", None: "[blue]INFO[/]"}[r.passed]
-        console.print(f"{mark} {r.name}: {r.detail}", highlight=False)
-
-    results = run_selftest(seed=seed, quick=quick, report=report, only=steps)
+    results = run_selftest(seed=seed, quick=quick, report=show, only=steps)
     if json_out:
-        json_out.write_text(json.dumps([dataclasses.asdict(r) for r in results], indent=2) + "\n")
-    failed = [r.name for r in results if r.passed is False]
-    console.print(
-        f"{len(results) - len(failed)}/{len(results)} within bounds"
-        + (f"; missed: {', '.join(failed)}" if failed else "")
-    )
-    if failed:
+        write_json(results, json_out)
+    if summary(results):
         raise typer.Exit(1)

@@ -6,37 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
-from pathlib import Path
 
-from tunbench.host.ledger import Ledger
 from tunbench.host.proc import Daemon, run_foreground
 from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir as host_workdir
-from tunbench.link.emulator import LinkEmulator, profile_link_builder
+from tunbench.link.emulator import LinkEmulator
+from tunbench.link.pair import emulated_pair
 from tunbench.link.profile import Profile
-from tunbench.topology.build import Topology, TopologySpec
-
-
-@contextlib.contextmanager
-def emulated_pair(
-    profile: Profile,
-    ledger: Ledger,
-    workdir: Path,
-    *,
-    seed: int,
-    mtu: int = 1500,
-    sysctls: dict[str, str] | None = None,
-) -> Iterator[Topology]:
-    """Client and server namespaces joined by the profile's link (veth for `lan`)."""
-    build = profile_link_builder(profile, ledger, workdir, seed)
-    spec = TopologySpec(
-        mtu=profile.mtu or mtu,
-        sysctls={**(sysctls or {}), **profile.sysctl},
-        congestion_control=profile.congestion_control,
-    )
-    with Topology(ledger, "sh", spec, link_builder=build) as topo:
-        yield topo
 
 
 def run_shell(profile: Profile, command: list[str], server_command: list[str] | None, *, seed: int) -> int:
