@@ -4,6 +4,8 @@ the block ends, interrupted or not."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +13,10 @@ import pytest
 
 from tests.unit.fakesite import DIES, Bench
 from tunbench.errors import CommandFailed, TrialError
+from tunbench.results import TrialRecord
 from tunbench.runner import MAX_ATTEMPTS
+from tunbench.tunnels.tunnel import Tunnel
+from tunbench.workloads.base import Context
 
 
 @pytest.fixture
@@ -86,6 +91,7 @@ def test_void_windows_are_measured_at_most_max_attempts_times(bench: Bench) -> N
     bench.script_steps(watched=[{"interfered": 1.0}] * MAX_ATTEMPTS)
     recs = bench.warm(["a"], windows=2)
     assert recs[0].status == "failed" and recs[0].error.startswith("interfered: a scripted neighbour")
+    assert recs[0].params["retried"] == [recs[0].error] * (MAX_ATTEMPTS - 1)  # the last one was not retried
     assert len(bench.script.entered("servers")) == MAX_ATTEMPTS + 1
     assert recs[1].status == "ok"  # a void window says nothing against the tunnel
 
@@ -96,3 +102,49 @@ def test_an_interrupt_tears_down_every_tunnel_of_the_block(bench: Bench, step: s
     with pytest.raises(KeyboardInterrupt):
         bench.warm(["a", "b"], windows=2)
     assert bench.script.open() == [] and bench.ledger.paths == []
+
+
+def test_a_failed_bring_up_keeps_its_logs_with_each_window_it_fails(bench: Bench) -> None:
+    bench.script_steps(tunnel=[CommandFailed(["tunnel"], 2, "RTNETLINK answers: no route")])
+    recs = bench.warm(["a"], windows=2)
+    for r in recs:
+        assert b"fake server started" in r.artifacts["log/server.log"]  # as a failed cold trial keeps them
+        assert "--- server.log:" not in r.error  # not pasted into the error, at a size of its own
+
+
+def test_a_bug_in_a_bring_up_fails_its_windows_as_an_internal_error(bench: Bench) -> None:
+    bench.script_steps(pair=[AttributeError("'NoneType' object has no attribute 'ns'")])
+    recs = bench.warm(["a"], windows=2)
+    for r in recs:
+        assert (
+            r.error
+            == "the warm bring-up t1w failed: internal error: AttributeError: 'NoneType' object has no attribute 'ns'"
+        )
+        assert b"AttributeError" in r.artifacts["traceback.txt"]
+    assert bench.script.open() == []
+
+
+def test_a_window_measured_again_keeps_only_the_last_attempt(bench: Bench) -> None:
+    @contextlib.contextmanager
+    def hook(ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[None]:
+        rec.params.setdefault("hooked", []).append(len(bench.script.entered("servers")))
+        yield
+
+    bench.setup = dataclasses.replace(bench.setup, hooks=(hook,))
+    bench.script_steps(watched=[{"interfered": 1.0}, None])
+    recs = bench.warm(["a"], windows=1)
+    assert recs[0].params["hooked"] == [2]  # the second attempt's record, not the void one's added to
+
+
+@pytest.mark.parametrize(
+    "error",
+    [TrialError("iperf3: the server is busy"), CommandFailed(["iperf3"], 1, "unable to connect"), KeyError("rtt")],
+    ids=["trial", "command", "bug"],
+)
+def test_a_window_fails_as_a_cold_trial_does(bench: Bench, error: Exception) -> None:
+    bench.script_steps(measure=[error])
+    cold = bench.cold()
+    bench.script_steps(measure=[error])
+    window = bench.warm(["a"], windows=1)[0]
+    assert (window.status, window.error) == (cold.status, cold.error) == ("failed", window.error)
+    assert set(window.artifacts) == set(cold.artifacts)
