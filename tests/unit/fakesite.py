@@ -28,7 +28,7 @@ from tunbench import workloads
 from tunbench.host import ledger as state
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
-from tunbench.host.place import Completed, Proc, completed
+from tunbench.host.place import Completed, Place, Proc, completed
 from tunbench.link.profile import Profile
 from tunbench.monitor.interference import RedoPolicy, Thresholds
 from tunbench.monitor.sampler import RoleCost, Sampler
@@ -238,8 +238,9 @@ class FakePair:
 
     def __init__(self, script: Script, spot: Spot) -> None:
         self.script = script
-        self.places = {role: FakePlace(script, role, spot.workdir) for role in ("client", "server")}
-        self.topo = FakeTopology(spot, self.places)
+        self.fakes = {role: FakePlace(script, role, spot.workdir) for role in ("client", "server")}
+        self.places: dict[str, Place] = dict(self.fakes)
+        self.topo = FakeTopology(spot, self.fakes)
         self.cgroups: dict[str, RoleCgroup] = {}
 
     def clock_skew(self) -> tuple[float, float] | None:
@@ -336,12 +337,15 @@ class FakeSite:
         with self.script.held("watched"):
             yield
             figures = self.script.take("watched")
-            interfered = dict(figures or {}).get("interfered", 0.0)
+            assert figures is None or isinstance(figures, dict)
+            interfered = (figures or {}).get("interfered", 0.0)
             metrics["interfered"] = interfered
             params["interference"] = "a scripted neighbour" if interfered else ""
 
     def lost(self) -> list[str]:
-        return list(self.script.take("lost") or [])  # type: ignore[call-overload]
+        hosts = self.script.take("lost")
+        assert hosts is None or isinstance(hosts, list)
+        return [str(h) for h in hosts or []]
 
 
 # ---- workloads, one per shape ------------------------------------------------------------------------
@@ -354,7 +358,8 @@ def measured(script: Script, name: str, workdir: Path) -> Measurement:
     if outcome == DIES:
         script.kill(workdir)
         outcome = None
-    return Measurement(metrics=dict(outcome or FIGURES))  # type: ignore[call-overload]
+    assert outcome is None or isinstance(outcome, dict)
+    return Measurement(metrics=dict(outcome or FIGURES))
 
 
 class PairWork(Workload[Context, Any]):

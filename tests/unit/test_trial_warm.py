@@ -26,7 +26,7 @@ def bench(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Bench]:
     b.close()
 
 
-def by_label(recs: list) -> dict[str, list[str]]:  # type: ignore[type-arg]
+def by_label(recs: list[TrialRecord]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for r in recs:
         out.setdefault(r.label, []).append(r.status)
