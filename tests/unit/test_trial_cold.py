@@ -107,11 +107,22 @@ def test_void_windows_are_measured_at_most_max_attempts_times(bench: Bench) -> N
     assert bench.script.open() == []
 
 
-@pytest.mark.parametrize("step", ["pair", "tunnel", "measure"])
-def test_an_interrupt_propagates_and_everything_entered_is_exited(bench: Bench, step: str) -> None:
+@pytest.mark.parametrize(
+    ("kind", "step"),
+    [
+        (PairWork.kind, "pair"),
+        (PairWork.kind, "tunnel"),
+        (PairWork.kind, "measure"),
+        (FleetWork.kind, "fleet"),
+        (FleetWork.kind, "measure"),
+        (BringupWork.kind, "bare_pair"),
+        (BringupWork.kind, "measure"),
+    ],
+)
+def test_an_interrupt_propagates_and_everything_entered_is_exited(bench: Bench, kind: str, step: str) -> None:
     bench.script_steps(**{step: [KeyboardInterrupt()]})
     with pytest.raises(KeyboardInterrupt):
-        bench.runner.run([bench.trial()])
+        bench.runner.run([bench.trial(kind)])
     assert bench.stored() == []  # nothing half-measured is stored
     assert bench.script.open() == []
     assert bench.ledger.paths == []  # the trial's directory is gone too

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.fakesite import DIES, Bench
-from tunbench.errors import CommandFailed, TrialError
+from tunbench.errors import CommandFailed, DependencyMissing, TrialError
 from tunbench.results import TrialRecord
 from tunbench.runner import MAX_ATTEMPTS
 from tunbench.tunnels.tunnel import Tunnel
@@ -138,8 +138,13 @@ def test_a_window_measured_again_keeps_only_the_last_attempt(bench: Bench) -> No
 
 @pytest.mark.parametrize(
     "error",
-    [TrialError("iperf3: the server is busy"), CommandFailed(["iperf3"], 1, "unable to connect"), KeyError("rtt")],
-    ids=["trial", "command", "bug"],
+    [
+        TrialError("iperf3: the server is busy"),
+        CommandFailed(["iperf3"], 1, "unable to connect"),
+        DependencyMissing("irtt is not installed"),
+        KeyError("rtt"),
+    ],
+    ids=["trial", "command", "dependency", "bug"],
 )
 def test_a_window_fails_as_a_cold_trial_does(bench: Bench, error: Exception) -> None:
     bench.script_steps(measure=[error])
