@@ -19,7 +19,8 @@ from tunbench.plan import PlannedTrial
 from tunbench.results import TrialRecord
 from tunbench.store.db import Store
 from tunbench.trial import cold, warm
-from tunbench.trial.attempt import LOG_TAIL_BYTES, MAX_ATTEMPTS, Setup, WindowHook
+from tunbench.trial.attempt import Setup, WindowHook
+from tunbench.trial.outcome import LOG_TAIL_BYTES, MAX_ATTEMPTS, with_retries
 
 __all__ = [
     "LOG_TAIL_BYTES",
@@ -137,14 +138,7 @@ class Runner:
         """One trial; a void measurement (RetryTrial) is run again from scratch, at most MAX_ATTEMPTS times,
         and the reasons are kept with the record (`params.retried`)."""
         workload, options = self.setup.workload(pt)
-        retried: list[str] = []
-        while True:
-            rec, void = cold.attempt(self.setup, pt, workload, options, n=len(retried) + 1)
-            if not void or len(retried) + 1 >= MAX_ATTEMPTS:
-                break
-            retried.append(rec.error)
-        if retried:
-            rec.params["retried"] = retried
+        rec, _ = with_retries(functools.partial(cold.attempt, self.setup, pt, workload, options))
         return rec
 
 

@@ -1,5 +1,5 @@
 """What every trial shape shares: the run's settings (`Setup`), one attempt as a shape receives it
-(`Attempt`), its record as it starts, and the logs it keeps."""
+(`Attempt`) and its record as it starts; how an attempt ends is outcome.py's."""
 
 from __future__ import annotations
 
@@ -121,17 +121,3 @@ def merge(rec: TrialRecord, result: Measurement) -> None:
     rec.streams = result.streams
     rec.artifacts.update(result.artifacts)
     rec.params.update(result.params)
-
-
-LOG_TAIL_BYTES = 65536  # of each log file a trial keeps
-
-
-def keep_logs(t: Attempt) -> None:
-    """Store the last LOG_TAIL_BYTES of the attempt's logs with its record: when it failed, or always for a
-    workload whose answer they are part of (`Workload.keeps_logs`)."""
-    if t.rec.status != "ok" or t.workload.keeps_logs:
-        for log in sorted(t.workdir.glob("*.log")):
-            t.rec.artifacts[f"log/{log.name}"] = log.read_bytes()[-LOG_TAIL_BYTES:]
-
-
-MAX_ATTEMPTS = 5  # a void measurement (RetryTrial) is tried this many times in all
