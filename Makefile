@@ -138,6 +138,8 @@ lint: venv
 	$(VENV)/bin/ruff check src tests
 	$(VENV)/bin/ruff format --check src tests
 	$(VENV)/bin/mypy
+	# the fake and toy sites are held to the site protocols: a protocol change shows where they must follow
+	$(VENV)/bin/mypy --strict tests/unit/fakesite.py tests/unit/test_toy_site.py
 	$(VENV)/bin/lint-imports
 	cd link && $(CARGO) fmt --check && $(CARGO) clippy --release --locked --all-targets --quiet -- -D warnings
 

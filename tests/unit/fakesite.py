@@ -10,15 +10,15 @@ failing, and a tunnel that dies is its daemons exiting (the `DIES` outcome of a 
 A script holds, per step, a list of outcomes taken in turn (an empty or exhausted list: the step succeeds):
 None succeeds; an exception (any BaseException: KeyboardInterrupt too) is raised there; a dict gives the
 step's figures (a measurement's metrics, a watch's `interfered`); a list names the hosts `lost()` reports.
-Written against sites/base.py's protocols as they are; the fleet is duck-typed (base.AnyFleet names the two
-real ones).
+Written against sites/base.py's protocols, which mypy --strict holds it to; the fleet is duck-typed (it has
+only what the shapes and the fake fleet workload use of base.FleetSetup).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,11 @@ from tunbench.host.place import Completed, Place, Proc, completed
 from tunbench.link.profile import Profile
 from tunbench.monitor.interference import RedoPolicy, Thresholds
 from tunbench.monitor.sampler import RoleCost, Sampler
+from tunbench.monitor.work import RoleCount
 from tunbench.plan import Case, PlannedTrial
 from tunbench.results import TrialRecord
 from tunbench.runner import Runner
-from tunbench.sites.base import SampledRoles, Spot
+from tunbench.sites.base import Cap, SampledRoles, Spot
 from tunbench.store.db import Store
 from tunbench.topology.addresses import AddressPlan
 from tunbench.topology.build import TopologySpec
@@ -269,6 +270,12 @@ class FakePair:
     def underlay(self) -> tuple[dict[str, str], bool] | None:
         return None
 
+    def cpu_cap(self, stack: contextlib.ExitStack[bool | None], role: str, period_us: int) -> Cap:
+        raise AssertionError("the fake site caps no CPU: no test asks it to")
+
+    def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
+        return {}
+
 
 # ---- the fleet and the site --------------------------------------------------------------------------
 
@@ -329,7 +336,7 @@ class FakeSite:
 
     def fleet(
         self, spot: Spot, tunnel: TunnelRef, profile: Profile, clients: int, *, cpu_cap: bool, probe_interval_s: float
-    ) -> Any:  # base.AnyFleet names the two real fleets only
+    ) -> Any:  # duck-typed: the part of base.FleetSetup the shapes use
         return FakeFleet(self.script, spot, clients)
 
     @contextlib.contextmanager

@@ -15,6 +15,7 @@ from tests.unit.fakesite import DIES, Bench
 from tunbench.errors import CommandFailed, DependencyMissing, TrialError
 from tunbench.results import TrialRecord
 from tunbench.runner import MAX_ATTEMPTS
+from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
 from tunbench.workloads.base import Context
 
@@ -126,7 +127,7 @@ def test_a_bug_in_a_bring_up_fails_its_windows_as_an_internal_error(bench: Bench
 
 def test_a_window_measured_again_keeps_only_the_last_attempt(bench: Bench) -> None:
     @contextlib.contextmanager
-    def hook(ctx: Context, tunnel: Tunnel, rec: TrialRecord) -> Iterator[None]:
+    def hook(ctx: Context, tunnel: Tunnel, rec: TrialRecord, pair: Pair) -> Iterator[None]:
         rec.params.setdefault("hooked", []).append(len(bench.script.entered("servers")))
         yield
 
