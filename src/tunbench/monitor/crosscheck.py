@@ -25,6 +25,26 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tunbench.metrics import declare, link
+from tunbench.metrics import latency as lat
+from tunbench.monitor.counters import DEV
+
+BYTES_RATIO = declare(
+    "check.bytes.{direction}.{source}.ratio", "ratio", "none", "info",
+    "A receiving counter (`dev`: the underlay device, `link`: the emulator) over the generator's payload.",
+)  # fmt: skip
+BYTES_OK = declare(
+    "check.bytes.{direction}.{source}.ok", "flag", "none", "info",
+    "1 when that counter agrees with the generator's bytes (docs/cross-checks.md).",
+)  # fmt: skip
+RTT_RESIDUAL = declare(
+    "check.rtt.residual_ms", "ms", "none", "info",
+    "rrul's loaded p50 minus its idle p50 minus the emulator's queueing: what the queues do not explain.",
+)  # fmt: skip
+RTT_OK = declare(
+    "check.rtt.ok", "flag", "none", "info", "1 when that residual is within the RTT tolerance (both bottlenecks)."
+)
+
 CPU_TOLERANCE_S = 0.05
 CPU_TOLERANCE_REL = 0.05
 BYTES_LOW = 0.999  # the counter may read 0.1 % under the payload (no more: the payload crossed it)
@@ -68,15 +88,15 @@ def byte_checks(
         payload, upper = metrics.get(payload_key), metrics.get(sent_key)
         if payload is None or upper is None:
             continue
-        sources = {"dev": metrics.get(f"counters.{receiver}.dev.{underlay.get(receiver)}.rx_bytes")}
+        sources = {"dev": metrics.get(DEV.key(role=receiver, device=underlay.get(receiver), field="rx_bytes"))}
         if emulated:
-            sources["link"] = metrics.get(f"link.{direction}.delivered_bytes")
+            sources["link"] = metrics.get(link.DELIVERED.key(direction=direction))
         for name, counter in sources.items():
             if counter is None:
                 continue
             ratio, ok = bytes_check(payload, upper, counter)
-            out[f"check.bytes.{direction}.{name}.ratio"] = ratio
-            out[f"check.bytes.{direction}.{name}.ok"] = 1.0 if ok else 0.0
+            out[BYTES_RATIO.key(direction=direction, source=name)] = ratio
+            out[BYTES_OK.key(direction=direction, source=name)] = 1.0 if ok else 0.0
     return out
 
 
@@ -85,18 +105,18 @@ def rtt_checks(metrics: Mapping[str, float | None]) -> dict[str, float | None]:
     queues' median sojourn, up + down), `check.rtt.residual_ms` (loaded p50 - idle p50 - that) and, where
     both directions have a bottleneck (`link.<dir>.bottleneck`), `check.rtt.ok`. Empty without an rrul
     trial's RTTs or the emulator's sojourn figures."""
-    idle, loaded = metrics.get("latency.idle_p50_ms"), metrics.get("latency.loaded_p50_ms")
-    up, down = metrics.get("link.up.sojourn_us_p50"), metrics.get("link.down.sojourn_us_p50")
+    idle, loaded = metrics.get(lat.PHASE.key(phase="idle", q=50)), metrics.get(lat.PHASE.key(phase="loaded", q=50))
+    up, down = metrics.get(link.SOJOURN_P50.key(direction="up")), metrics.get(link.SOJOURN_P50.key(direction="down"))
     if idle is None or loaded is None or up is None or down is None:
         return {}
     queue_ms = (up + down) / 1000.0
     residual = loaded - idle - queue_ms
-    out: dict[str, float | None] = {"latency.loaded_queue_ms": queue_ms, "check.rtt.residual_ms": residual}
-    if metrics.get("link.up.bottleneck") and metrics.get("link.down.bottleneck"):
+    out: dict[str, float | None] = {lat.LOADED_QUEUE.name: queue_ms, RTT_RESIDUAL.name: residual}
+    if metrics.get(link.BOTTLENECK.key(direction="up")) and metrics.get(link.BOTTLENECK.key(direction="down")):
         # judged only where both directions have an emulated bottleneck: without one, the whole increase is
         # queueing elsewhere (the tunnel's own queues), a finding, not a disagreement
         ok = abs(residual) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_REL * loaded)
-        out["check.rtt.ok"] = 1.0 if ok else 0.0
+        out[RTT_OK.name] = 1.0 if ok else 0.0
     return out
 
 

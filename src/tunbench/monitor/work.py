@@ -31,7 +31,55 @@ from typing import Protocol
 from tunbench.errors import CommandFailed, TunbenchError
 from tunbench.host.ledger import Ledger
 from tunbench.host.proc import Daemon, run_cmd
+from tunbench.metrics import Better, Format, MetricSpec, declare
 from tunbench.monitor.counters import carried_bytes
+
+SYSCALL_COUNT = declare(
+    "work.{role}.syscalls", "count", "lower", "info", "System calls of a side's tunnel processes over the window."
+)
+SYSCALL = declare(
+    "work.{role}.syscalls.{syscall}", "count", "lower", "info", "Calls of one system call (read, sendmmsg, ...)."
+)
+CTX_SWITCHES = declare("work.{role}.ctx_switches", "count", "lower", "info", "A side's context switches.")
+CTX_KIND = declare(
+    "work.{role}.ctx_switches.{kind}", "count", "lower", "info",
+    "A side's context switches, `voluntary` (it waited) or `involuntary` (it was preempted).",
+)  # fmt: skip
+EVENT = declare(
+    "work.{role}.{event}", "count", "lower", "info",
+    "A side's hardware event count over the window (`instructions`, `cycles`), where perf could count it.",
+)  # fmt: skip
+PROCESSES = declare("work.{role}.processes", "count", "none", "info", "The processes perf stat counted on a side.")
+EXITED = declare("work.{role}.exited", "count", "none", "info", "Of those, the ones that exited within the window.")
+
+
+def _declare_ratio(name: str, title: str, better: Better, unit: str, suffix: str, text: str) -> MetricSpec:
+    """A counted-work ratio (`work.<role>.<ratio>`): an explanation, never gating (docs/counted-work.md)."""
+    words = ("more batched", "less batched") if better == "higher" else ("less work", "more work")
+    return declare(name, unit, better, "work", text, title=title, fmt=Format(4, 1.0, suffix), words=words)
+
+
+RATIOS = (
+    _declare_ratio("work.{role}.syscalls_per_mb", "syscalls/MB {role}", "lower", "/MB", "/MB",
+                   "System calls per MB the side's underlay carried."),
+    _declare_ratio("work.{role}.ctx_switches_per_mb", "ctx switches/MB {role}", "lower", "/MB", "/MB",
+                   "Context switches per MB."),
+    _declare_ratio("work.{role}.read_per_mb", "reads/MB {role}", "lower", "/MB", "/MB", "read() calls per MB."),
+    _declare_ratio("work.{role}.write_per_mb", "writes/MB {role}", "lower", "/MB", "/MB", "write() calls per MB."),
+    _declare_ratio("work.{role}.packets_per_send", "packets/send {role}", "higher", "", "",
+                   "Underlay packets sent per send system call (sendmmsg, sendmsg, sendto)."),
+    _declare_ratio("work.{role}.packets_per_recv", "packets/recv {role}", "higher", "", "",
+                   "Underlay packets received per receive system call, less the receive buffers' drops."),
+    _declare_ratio("work.{role}.bytes_per_wakeup", "bytes/wake-up {role}", "higher", "bytes", "B",
+                   "Underlay bytes per voluntary context switch."),
+    _declare_ratio("work.{role}.softirq_ms_per_mb", "softirq ms/MB {role}", "lower", "ms/MB", "ms/MB",
+                   "Softirq milliseconds per MB, where the side's CPUs are its own."),
+    _declare_ratio("work.{role}.instructions_per_byte", "instructions/byte {role}", "lower", "", "",
+                   "Instructions per underlay byte (perf stat)."),
+    _declare_ratio("work.{role}.cycles_per_byte", "cycles/byte {role}", "lower", "", "",
+                   "Cycles per underlay byte (perf stat)."),
+)  # fmt: skip
+"""The counted-work ratios, in the order compare shows them."""
 
 log = logging.getLogger(__name__)
 

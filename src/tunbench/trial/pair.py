@@ -156,7 +156,7 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     if (generator := t.workload.generator) is not None:
         sent = [sent_key for _, sent_key in generator.byte_keys().values()]
         if (delivered := counters.delivered_bytes(rec.metrics, sent)) is not None:
-            rec.metrics[counters.DELIVERED] = delivered
+            rec.metrics[counters.DELIVERED.name] = delivered
             if not (short := rate_short(rec)):
                 rec.metrics.update(counters.instruction_ratios(rec.metrics, delivered))
             else:  # a count at another load than the fixed one is not the figure A and B are judged on
@@ -166,7 +166,7 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     if (underlay := pair.underlay()) is not None:
         devices, emulated = underlay
         if (carried := counters.carried_bytes(rec.metrics, devices["client"])) is not None:
-            rec.metrics[counters.CARRIED] = carried
+            rec.metrics[counters.CARRIED.name] = carried
         if (generator := t.workload.generator) is not None:
             keys = generator.byte_keys()
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, devices, emulated=emulated, generator=keys))

@@ -17,10 +17,21 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from tunbench.errors import CommandFailed, TrialError, TunnelError
+from tunbench.metrics import declare
 from tunbench.results import TrialRecord
 from tunbench.stats import percentile
 from tunbench.units import Window, fmt
 from tunbench.workloads.base import TRIAL_SETUP_S, BringupContext, CaseAxes, Column, Measurement, Workload
+
+CONNECT_S = declare(
+    "connect.{stat}_s", "s", "lower", "info", "Bring-up times of the connect workload: p50, p90, min, max, mean."
+)
+CONNECT_COUNT = declare(
+    "connect.{outcome}", "count", "none", "info", "Bring-ups that succeeded (`count`) or `failures`."
+)
+CONNECT_HOST = declare(
+    "connect.host.{host}.{figure}", "", "none", "info", "The same figures for the bring-ups on one client host."
+)
 
 
 class ConnectOptions(BaseModel):

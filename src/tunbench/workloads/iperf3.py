@@ -17,9 +17,29 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import RetryTrial, TrialError
 from tunbench.host.place import Place, Proc
+from tunbench.metrics import declare
 from tunbench.results import TrialRecord
 from tunbench.units import mbit, parse_rate
 from tunbench.workloads.base import CaseAxes, Context, Generator, Measurement, Workload
+
+GENERATOR_BOUND = declare(
+    "iperf3.generator_bound", "flag", "none", "info", "1 when iperf3 itself was the bottleneck (a side's CPU >= 90%)."
+)
+GENERATOR_CPU = declare("iperf3.cpu.{role}_pct", "%", "none", "info", "iperf3's own CPU on a side, as it reports it.")
+PAYLOAD = declare(
+    "iperf3.bytes.{direction}",
+    "bytes",
+    "none",
+    "info",
+    "Payload bytes iperf3 received in a direction, measured window.",
+)
+SENT_TOTAL = declare(
+    "iperf3.sent_bytes_total.{direction}", "bytes", "none", "info",
+    "Bytes iperf3 sent in a direction over the whole test, warm-up included (what `delivered_bytes` sums).",
+)  # fmt: skip
+CWND_MAX = declare(
+    "snd_cwnd_max_bytes", "bytes", "none", "info", "The largest congestion window iperf3 saw (sender side)."
+)
 
 Direction = Literal["up", "down", "bidir"]
 DIRECTIONS: tuple[Direction, ...] = ("up", "down", "bidir")

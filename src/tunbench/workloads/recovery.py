@@ -31,11 +31,22 @@ from tunbench.errors import TrialError
 from tunbench.link import mahimahi
 from tunbench.link.emulator import LinkEmulator
 from tunbench.link.profile import Profile, ProfileEvent
+from tunbench.metrics import declare
 from tunbench.results import TrialRecord
 from tunbench.tunnels.handshakes import HandshakeSampler
 from tunbench.units import Window, fmt
 from tunbench.workloads import iperf3, irtt
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
+
+RECOVERY_MS = declare(
+    "recovery.{span}_ms", "ms", "lower", "info",
+    "The recovery workload's times: `outage` (link down to up), `first_after` (the first reply after it), "
+    "`silence` (the longest gap), `tcp_90` (TCP back to 90% of its rate).",
+)  # fmt: skip
+PROBES = declare("recovery.probes_{count}", "count", "none", "info", "Probes `sent` and `lost` around the outage.")
+TCP_SURVIVED = declare("recovery.tcp_survived", "flag", "higher", "info", "1 when the TCP flow lived through it.")
+TCP_BEFORE = declare("recovery.tcp_before_bps", "bit/s", "none", "info", "The TCP flow's rate before the outage.")
+HANDSHAKES = declare("recovery.handshakes", "count", "none", "info", "The tunnel's handshakes during the trial.")
 
 BACK_FRACTION = 0.9  # "recovered": throughput at 90% of its level before the outage
 TCP_INTERVAL_S = 0.1

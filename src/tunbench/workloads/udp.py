@@ -17,10 +17,31 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import CommandFailed, TrialError
+from tunbench.metrics import declare
 from tunbench.results import TrialRecord
 from tunbench.units import RateText, Window, fmt, mbit, parse_rate
 from tunbench.workloads import iperf3
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
+
+UDP_RATE = declare(
+    "udp.{rate}_bps", "bit/s", "higher", "info", "The udp workload's `offered`, `sent` and `delivered` bit rates."
+)
+UDP_FIGURE = declare(
+    "udp.{figure}", "", "none", "info",
+    "The udp workload's other figures: loss (a share), loss_pct, jitter_ms, packets, lost_packets, out_of_order.",
+)  # fmt: skip
+ZERO_LOSS = declare(
+    "zero_loss_bps.{size}", "bit/s", "higher", "info", "The highest rate carried without loss, per datagram size."
+)
+ZERO_LOSS_OFFERED = declare(
+    "zero_loss_offered_bps.{size}", "bit/s", "none", "info", "The offered rate at that step, per datagram size."
+)
+ZERO_LOSS_PPS = declare("zero_loss_pps.{size}", "packet/s", "higher", "info", "That rate in packets per second.")
+SEARCH_STEPS = declare("search_steps.{size}", "count", "none", "info", "Steps of the zero-loss search.")
+SEARCH_CONVERGED = declare("search_converged.{size}", "flag", "none", "info", "1 when the search converged.")
+SENDER_LIMITED = declare(
+    "zero_loss_sender_limited.{size}", "flag", "none", "info", "1 when the sender could not reach the rate offered."
+)
 
 
 def whole_seconds(duration_s: float) -> int:

@@ -73,8 +73,9 @@ class Gate:
             return "gate"
         if metric.name == CPU_CARRIED or (metric.name == CPU_TOTAL and main in (CPU_DELIVERED, INSTR)):
             return None
-        if metric.name == main or metric.kind not in ("throughput", "cpu"):
-            return "gate"
+        if metric.name == main or (metric.family == "gate" and metric.name not in MAIN_CPU):
+            return "gate"  # the main figure, and the gate family's others (latency); the other main candidates
+            # are in the gate family too, but only the case's main one gates at the threshold
         return "wide" if main is not None else "gate"
 
     def threshold(self, tier: Tier, threshold: float) -> float:
