@@ -4,7 +4,7 @@ for that reader."""
 
 from __future__ import annotations
 
-from tunbench.metrics.registry import Chart, Format, declare
+from tunbench.metrics.registry import Chart, Format, MetricSpec, declare
 
 _MS = Format(3, 1.0, " ms")
 _FASTER = ("faster", "slower")
@@ -56,3 +56,11 @@ ONE_WAY_WITHHELD = declare(
     "latency.one_way_withheld", "flag", "none", "info",
     "1 when the clocks were not known well enough for one-way figures, which were left out.",
 )  # fmt: skip
+
+TIMES = (LATENCY, LATENCY_DIR, LATENCY_MAX, STAT, PHASE, INCREASE, LOADED_MAX, LOADED_QUEUE)
+"""Every latency figure in milliseconds (`latency.*_ms`): what compare judges and the exports chart."""
+
+
+def time_of(key: str) -> MetricSpec | None:
+    """The declaration of a stored latency time in ms, None for any other key."""
+    return next((spec for spec in TIMES if spec.matches(key)), None)

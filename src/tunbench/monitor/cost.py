@@ -42,12 +42,6 @@ SAMPLED_CPU_SYS = declare(
 )
 RSS_PEAK = declare("rss_peak_bytes.{role}", "bytes", "lower", "info", "The largest RSS a side's processes reached.")
 PROCESSES = declare("processes.{role}", "count", "none", "info", "How many processes a side's sampling saw.")
-CHECK_CPU_DIFF = declare(
-    "check.cpu.{role}.diff_s", "s", "none", "info", "Cgroup CPU minus sampled CPU of a side, measured window."
-)
-CHECK_CPU_OK = declare(
-    "check.cpu.{role}.ok", "flag", "none", "info", "1 when a side's cgroup and sampled CPU agree (cross-checks)."
-)
 
 
 class Figures(Protocol):
@@ -96,8 +90,8 @@ def cost_metrics(
         m[prefix + PROCESSES.key(role=role)] = cost.processes
         if cgroup is not None and cost.processes:
             diff, ok = crosscheck.cpu_check(cgroup.total_s, sampled.total_s)
-            m[prefix + CHECK_CPU_DIFF.key(role=role)] = diff
-            m[prefix + CHECK_CPU_OK.key(role=role)] = 1.0 if ok else 0.0
+            m[prefix + crosscheck.CPU_DIFF.key(role=role)] = diff
+            m[prefix + crosscheck.CPU_OK.key(role=role)] = 1.0 if ok else 0.0
         rec.series[f"{prefix}cpu_pct.{role}"] = cpu_pct(cost)
         rec.series[f"{prefix}rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
 

@@ -35,15 +35,29 @@ BYTES_RATIO = declare(
 )  # fmt: skip
 BYTES_OK = declare(
     "check.bytes.{direction}.{source}.ok", "flag", "none", "info",
-    "1 when that counter agrees with the generator's bytes (docs/cross-checks.md).",
+    "1 when a receiving counter agrees with the generator's bytes (docs/cross-checks.md).",
 )  # fmt: skip
 RTT_RESIDUAL = declare(
     "check.rtt.residual_ms", "ms", "none", "info",
     "rrul's loaded p50 minus its idle p50 minus the emulator's queueing: what the queues do not explain.",
 )  # fmt: skip
 RTT_OK = declare(
-    "check.rtt.ok", "flag", "none", "info", "1 when that residual is within the RTT tolerance (both bottlenecks)."
+    "check.rtt.ok",
+    "flag",
+    "none",
+    "info",
+    "1 when rrul's RTT residual is within tolerance (a bottleneck both ways).",
 )
+CPU_DIFF = declare(
+    "check.cpu.{role}.diff_s", "s", "none", "info", "Cgroup CPU minus sampled CPU of a side, measured window."
+)
+CPU_OK = declare(
+    "check.cpu.{role}.ok", "flag", "none", "info", "1 when a side's cgroup and sampled CPU agree (cross-checks)."
+)
+CHECKS = (CPU_OK, BYTES_OK, RTT_OK)
+"""The cross-checks' verdicts: 1 agreed, 0 disagreed."""
+FIGURES = (CPU_DIFF, CPU_OK, BYTES_RATIO, BYTES_OK, RTT_RESIDUAL, RTT_OK)
+"""Every figure of the cross-checks (`check.*`), the verdicts and what they compared."""
 
 CPU_TOLERANCE_S = 0.05
 CPU_TOLERANCE_REL = 0.05
@@ -122,6 +136,9 @@ def rtt_checks(metrics: Mapping[str, float | None]) -> dict[str, float | None]:
 
 def failed_checks(metrics: Mapping[str, float | None]) -> list[str]:
     """Names of the cross-checks that disagreed in a trial (`check.cpu.server`, `check.bytes.up.dev`, ...)."""
-    return sorted(
-        k.removesuffix(".ok") for k, v in metrics.items() if k.startswith("check.") and k.endswith(".ok") and v == 0.0
-    )
+    return sorted(k.removesuffix(".ok") for k, v in metrics.items() if v == 0.0 and any(c.matches(k) for c in CHECKS))
+
+
+def bytes_checked(metrics: Mapping[str, float | None]) -> bool:
+    """Whether a trial has any byte cross-check (`check.bytes.*`)."""
+    return any(BYTES_OK.matches(k) or BYTES_RATIO.matches(k) for k in metrics)

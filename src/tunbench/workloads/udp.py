@@ -34,9 +34,13 @@ ZERO_LOSS = declare(
     "zero_loss_bps.{size}", "bit/s", "higher", "info", "The highest rate carried without loss, per datagram size."
 )
 ZERO_LOSS_OFFERED = declare(
-    "zero_loss_offered_bps.{size}", "bit/s", "none", "info", "The offered rate at that step, per datagram size."
+    "zero_loss_offered_bps.{size}",
+    "bit/s",
+    "none",
+    "info",
+    "The rate offered at the zero-loss step.",
 )
-ZERO_LOSS_PPS = declare("zero_loss_pps.{size}", "packet/s", "higher", "info", "That rate in packets per second.")
+ZERO_LOSS_PPS = declare("zero_loss_pps.{size}", "packet/s", "higher", "info", "The zero-loss rate in packets/s.")
 SEARCH_STEPS = declare("search_steps.{size}", "count", "none", "info", "Steps of the zero-loss search.")
 SEARCH_CONVERGED = declare("search_converged.{size}", "flag", "none", "info", "1 when the search converged.")
 SENDER_LIMITED = declare(

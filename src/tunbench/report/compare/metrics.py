@@ -171,10 +171,6 @@ def _metric_value(name: str) -> Callable[[TrialRecord], float | None]:
 
 THROUGHPUT = Metric.of(core.THROUGHPUT, "throughput", _throughput)
 
-LATENCY = (lat.LATENCY, lat.LATENCY_DIR, lat.LATENCY_MAX, lat.STAT, lat.PHASE, lat.INCREASE, lat.LOADED_MAX,
-           lat.LOADED_QUEUE)  # fmt: skip
-"""The latency figures compare judges (each `latency.*_ms` a workload records)."""
-
 ABSOLUTE = (lat.INCREASE,)
 """Metrics compared as absolute differences: signed values (loaded minus idle latency can be < 0)."""
 
@@ -201,7 +197,7 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
         out.append(Metric.of(core.CPU_TOTAL, "cpu", _cpu_per_bit_total))
         out.extend(Metric.of(core.CPU_SIDE, "cpu", _cpu_per_bit(role), role=role) for role in ROLES)
     if "latency" in kinds:
-        found = {k: decl for t in trials for k in t.metrics if (decl := _latency(k)) is not None}
+        found = {k: decl for t in trials for k in t.metrics if (decl := lat.time_of(k)) is not None}
         for name, decl in sorted(found.items()):
             row = Metric.of(decl, "latency", _metric_value(name), absolute=decl in ABSOLUTE, **decl.values(name))
             out.append(row)
@@ -211,7 +207,7 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
 
 
 WORK_RATIOS: dict[str, tuple[str, bool, str]] = {
-    spec.name.removeprefix("work.{role}."): (
+    spec.name.rsplit(".", 1)[1]: (
         spec.title.removesuffix(" {role}"),
         spec.better == "higher",
         spec.fmt.suffix,
@@ -225,7 +221,7 @@ declarations (monitor/work.py)."""
 def work_metrics(trials: list[TrialRecord]) -> list[Metric]:
     """The counted-work ratios present in `trials` (monitor/work.py), per role: the per-MB counts lower is
     better, packets per syscall and bytes per wake-up higher is better. They never gate."""
-    present = {k for t in trials for k in t.metrics if k.startswith("work.")}
+    present = {k for t in trials for k in t.metrics}
     out: list[Metric] = []
     for role in ROLES:
         for spec in RATIOS:
@@ -233,8 +229,3 @@ def work_metrics(trials: list[TrialRecord]) -> list[Metric]:
             if name in present:
                 out.append(Metric.of(spec, "work", _metric_value(name), role=role))
     return out
-
-
-def _latency(key: str) -> MetricSpec | None:
-    """The latency declaration a stored key belongs to, None for one compare does not judge."""
-    return next((spec for spec in LATENCY if spec.matches(key)), None)
