@@ -41,12 +41,14 @@ PLACEHOLDERS: dict[str, str] = {
     "proto": r"tcp|udp",
     "size": r"[0-9]+",
     "q": r"[0-9]+",
+    "host": r".+",  # a host's name may hold dots
     "phase": r"idle|loaded|after",
     "way": r"send|receive",
     "stat": r"min|mean|clock_skew|clock_uncertainty",
+    "monitored": r"(?:cpu|trial_cpu|cgroup_cpu|sampled_cpu|rss_peak_bytes|processes|check|counters)\..+",
 }
-"""What a placeholder of a declared name stands for, as a regular expression; any other placeholder (a host,
-a device, a counter's own name) stands for one dotted segment."""
+"""What a placeholder of a declared name stands for, as a regular expression; any other placeholder (a device,
+a counter's own name) stands for one dotted segment."""
 
 _ANY_SEGMENT = r"[^.]+"
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from tunbench.errors import CommandFailed, DependencyMissing, RetryTrial, TrialError, TunnelError
 from tunbench.host.workdir import workdir as host_workdir
+from tunbench.metrics import core
 from tunbench.plan import PlannedTrial
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Spot
@@ -50,7 +51,7 @@ def run_block(
             else:
                 error = window(setup, t, up)
                 if first.rec.seq == pt.seq:
-                    rec.metrics["setup_s"] = up.tunnel.setup_s  # once per bring-up, with its first window
+                    rec.metrics[core.SETUP_S.name] = up.tunnel.setup_s  # once per bring-up, with its first window
                 if error:
                     held[pt.case.tunnel.label] = (first, error)
             done(pt, rec)
