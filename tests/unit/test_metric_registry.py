@@ -14,9 +14,10 @@ letters, digits, ``_``, ``.`` and placeholders, does not end in a file name's ex
 * it is a declared name without a dot that holds a ``_`` (``setup_s``, ``throughput_bps``; a plain word such
   as ``interfered`` is also a warning's code or a column's title, so it counts only as a ``metrics`` key).
 
-A template that starts with a placeholder (``f"{prefix}cpu.{role}.user_s"``) is a fragment of a key whose
-namespace is computed, and is not read. Strings that only look like keys of a namespace (cgroup files such
-as ``cpu.stat``) are listed in NOT_METRICS.
+A template that starts with a placeholder (``f"{p}storm_s"``) is a fragment of a key whose namespace is
+computed, and is not read; nor is a series' name (the key of a ``series`` mapping). Strings that only look
+like keys of a namespace (cgroup files such as ``cpu.stat``, the storm's series names) are listed in
+NOT_METRICS, and NOT_METRICS_IN names the few that are not keys in one file.
 
 The rules: every metric key must belong to a declaration (a template belongs to one when some values of its
 placeholders make it a key of the declaration's family), and none may be written outside a declaration: code
@@ -205,6 +206,42 @@ def _scan() -> tuple[list[str], Counter[str]]:
                 if not _belongs(piece, specs):
                     undeclared.append(f"{rel}:{line}: {piece}")
     return undeclared, written
+
+
+def _classified(path: Path) -> dict[str, str]:
+    """Each metric key the scan sees in a file -> "declared" or "undeclared"."""
+    specs = declared()
+    bare = {s.name for s in specs if "." not in s.name and "_" in s.name}
+    out = {}
+    for _, text, keyed in _strings(path):
+        for piece in text.split("|"):
+            if _is_key(piece, keyed, _namespaces(), bare):
+                out[piece] = "declared" if _belongs(piece, specs) else "undeclared"
+    return out
+
+
+def test_the_scan_reads_metric_keys_and_nothing_else(tmp_path: Path) -> None:
+    src = tmp_path / "sample.py"
+    src.write_text(
+        '"""A docstring may name latency.p50_ms."""\n'
+        'A = "latency.p50_ms"\n'
+        'B = f"work.{role}.syscalls.{name}"\n'
+        'C = "latency.p50_ms|latency.nowhere_ms"\n'
+        'D = rec.metrics["made_up"] or metrics.get("setup_s")\n'
+        'E = rec.series["clients.ready_per_s"]\n'
+        'F = ("cpu.stat", "iperf3.json", "net.ipv4.ip_forward", "window", "user_s")\n'
+        'G = f"{prefix}cpu.{role}.user_s"\n'
+        'H = declare("latency.elsewhere_ms", "ms", "lower", "gate", "declared here")\n'
+        'I = k.startswith("work.")\n'
+    )
+    assert _classified(src) == {
+        "latency.p50_ms": "declared",
+        "work.{role}.syscalls.{name}": "declared",
+        "latency.nowhere_ms": "undeclared",
+        "made_up": "undeclared",
+        "setup_s": "declared",
+        "work.": "declared",
+    }
 
 
 def test_every_metric_key_is_declared() -> None:
