@@ -38,7 +38,7 @@ from types import ModuleType
 
 import pytest
 
-from tunbench.metrics import REGISTRY, MetricSpec
+from tunbench.metrics import REGISTRY, MetricSpec, Registry
 from tunbench.report.metric_table import DECLARING, declared
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -278,6 +278,19 @@ def test_a_key_finds_its_declaration() -> None:
     assert (link := REGISTRY.find("link.up.delivered_bytes")) is not None and link.unit == "bytes"
     with pytest.raises(KeyError):
         spec.key()
+    # a device's name may hold a dot (a VLAN); a family with its own few values takes no other
+    dev = REGISTRY.find("counters.client.dev.eth0.100.rx_bytes")
+    assert dev is not None and dev.name == "counters.{role}.dev.{device}.{field}"
+    assert REGISTRY.find("udp.loss") is not None and REGISTRY.find("udp.bogus") is None
+
+
+def test_a_registry_refuses_a_second_declaration_of_a_name() -> None:
+    registry = Registry()
+    registry.add(MetricSpec("x.{role}.y_s", "s", "lower", "info", "one"))
+    with pytest.raises(ValueError, match="declared twice"):
+        registry.add(MetricSpec("x.{role}.y_s", "s", "higher", "info", "another"))
+    with pytest.raises(ValueError, match="unknown family"):
+        registry.add(MetricSpec("z", "s", "lower", "loud", "no such family"))  # type: ignore[arg-type]
 
 
 def _script() -> ModuleType:

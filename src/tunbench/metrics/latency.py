@@ -16,7 +16,7 @@ LATENCY = declare(
 LATENCY_DIR = declare(
     "latency.{way}_p{q}_ms", "ms", "lower", "gate",
     "A percentile of one way's delay (`send`, `receive`) where the clocks allow it (the latency workload).",
-    title="latency {way}_p{q}", fmt=_MS, chart=Chart("ms"), words=_FASTER,
+    title="latency {way}_p{q}", fmt=_MS, chart=Chart("ms"), words=_FASTER, choices={"way": ("send", "receive")},
 )  # fmt: skip
 LATENCY_MAX = declare(
     "latency.max_ms", "ms", "lower", "gate", "The largest round-trip time of the latency workload.",
@@ -28,6 +28,7 @@ PHASE = declare(
     "A percentile of the round-trip time in one of rrul's phases: `idle` before the load, `loaded` under it, "
     "`after` it.",
     title="latency {phase}_p{q}", fmt=_MS, chart=Chart("ms"), words=_FASTER,
+    choices={"phase": ("idle", "loaded", "after")},
 )  # fmt: skip
 INCREASE = declare(
     "latency.increase_p{q}_ms", "ms", "lower", "gate",
@@ -50,6 +51,7 @@ STAT = declare(
     "The latency workload's smallest and mean round-trip time, and the clocks' skew and its uncertainty when "
     "one-way figures were asked for (compare judges every `latency.*_ms` it finds, these included).",
     title="latency {stat}", fmt=_MS, chart=Chart("ms"), words=_FASTER,
+    choices={"stat": ("min", "mean", "clock_skew", "clock_uncertainty")},
 )  # fmt: skip
 PACKETS_SENT = declare("latency.packets_sent", "count", "none", "info", "The probes the latency workload sent.")
 ONE_WAY_WITHHELD = declare(

@@ -42,9 +42,7 @@ PLACEHOLDERS: dict[str, str] = {
     "size": r"[0-9]+",
     "q": r"[0-9]+",
     "host": r".+",  # a host's name may hold dots
-    "phase": r"idle|loaded|after",
-    "way": r"send|receive",
-    "stat": r"min|mean|clock_skew|clock_uncertainty",
+    "device": r".+",  # so may an interface's (a VLAN: eth0.100)
     "monitored": r"(?:cpu|trial_cpu|cgroup_cpu|sampled_cpu|rss_peak_bytes|processes|check|counters)\..+",
 }
 """What a placeholder of a declared name stands for, as a regular expression; any other placeholder (a device,
@@ -84,7 +82,9 @@ class MetricSpec:
 
     ``unit``: the stored value's unit (``bit/s``, ``s``, ``ms``, ``bytes``, ``%``, ``count``, ``ratio``,
     ``flag`` for 1/0, "" for a plain number); ``title``: the short name a compare row, a table or a chart
-    uses; ``words``: what compare calls a change for the better and for the worse."""
+    uses; ``words``: what compare calls a change for the better and for the worse; ``choices``: the values a
+    placeholder of this family takes, where they are a known few (``(("outcome", ("count", "failures")),)``),
+    else the placeholder's own (PLACEHOLDERS)."""
 
     name: str
     unit: str
@@ -95,6 +95,7 @@ class MetricSpec:
     fmt: Format = field(default_factory=Format)
     chart: Chart | None = None
     words: tuple[str, str] = ("better", "worse")
+    choices: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @cached_property
     def placeholders(self) -> tuple[str, ...]:
@@ -107,10 +108,16 @@ class MetricSpec:
         parts, at = [], 0
         for m in _PLACEHOLDER.finditer(self.name):
             parts.append(re.escape(self.name[at : m.start()]))
-            parts.append(f"((?:{PLACEHOLDERS.get(m.group(1), _ANY_SEGMENT)}))")
+            parts.append(f"((?:{self._alternatives(m.group(1))}))")
             at = m.end()
         parts.append(re.escape(self.name[at:]))
         return re.compile("".join(parts))
+
+    def _alternatives(self, placeholder: str) -> str:
+        own = dict(self.choices).get(placeholder)
+        if own is not None:
+            return "|".join(re.escape(v) for v in own)
+        return PLACEHOLDERS.get(placeholder, _ANY_SEGMENT)
 
     def key(self, **values: object) -> str:
         """The key for these placeholder values: ``TRIAL_CPU_USER.key(role="client")``."""
@@ -175,7 +182,11 @@ def declare(
     fmt: Format | None = None,
     chart: Chart | None = None,
     words: tuple[str, str] = ("better", "worse"),
+    choices: dict[str, tuple[str, ...]] | None = None,
 ) -> MetricSpec:
     """Declare one metric (or a family of keys) in `REGISTRY` and give back its declaration."""
-    spec = MetricSpec(name, unit, better, family, description, title, fmt or Format(), chart, words)
+    known = tuple((choices or {}).items())
+    spec = MetricSpec(name, unit, better, family, description, title, fmt or Format(), chart, words, known)
+    if unknown := set(dict(known)) - set(spec.placeholders):
+        raise ValueError(f"{name}: choices for placeholders it does not have: {sorted(unknown)}")
     return REGISTRY.add(spec)

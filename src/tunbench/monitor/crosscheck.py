@@ -32,10 +32,12 @@ from tunbench.monitor.counters import DEV
 BYTES_RATIO = declare(
     "check.bytes.{direction}.{source}.ratio", "ratio", "none", "info",
     "A receiving counter (`dev`: the underlay device, `link`: the emulator) over the generator's payload.",
+    choices={"source": ("dev", "link")},
 )  # fmt: skip
 BYTES_OK = declare(
     "check.bytes.{direction}.{source}.ok", "flag", "none", "info",
     "1 when a receiving counter agrees with the generator's bytes (docs/cross-checks.md).",
+    choices={"source": ("dev", "link")},
 )  # fmt: skip
 RTT_RESIDUAL = declare(
     "check.rtt.residual_ms", "ms", "none", "info",

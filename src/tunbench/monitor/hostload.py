@@ -26,6 +26,7 @@ SHARE = declare(
     "host.{share}_pct", "%", "none", "info",
     "A share of all the host's CPU time over the window (/proc/stat): user, system, irq, softirq, idle, "
     "iowait, steal, busy.",
+    choices={"share": ("user", "system", "irq", "softirq", "idle", "iowait", "steal", "busy")},
 )  # fmt: skip
 STEAL = declare(
     "host.steal_pct", "%", "lower", "info",

@@ -45,10 +45,12 @@ CTX_SWITCHES = declare("work.{role}.ctx_switches", "count", "lower", "info", "A 
 CTX_KIND = declare(
     "work.{role}.ctx_switches.{kind}", "count", "lower", "info",
     "A side's context switches, `voluntary` (it waited) or `involuntary` (it was preempted).",
+    choices={"kind": ("voluntary", "involuntary")},
 )  # fmt: skip
 EVENT = declare(
     "work.{role}.{event}", "count", "lower", "info",
-    "A side's hardware event count over the window (`instructions`, `cycles`), where perf could count it.",
+    "A side's hardware event count over the window, where perf could count it.",
+    choices={"event": ("instructions", "cycles")},
 )  # fmt: skip
 PROCESSES = declare("work.{role}.processes", "count", "none", "info", "The processes perf stat counted on a side.")
 EXITED = declare(

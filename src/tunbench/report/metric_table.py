@@ -52,7 +52,9 @@ def markdown() -> str:
     """The metric table of docs/metrics.md: one row per declaration, then what the families mean."""
     rows = ["| metric | unit | better | family | what it is |", "|---|---|---|---|---|"]
     for spec in declared():
-        text = spec.description.replace("|", "\\|")
+        text = spec.description.replace("|", "\\|") + "".join(
+            f" `{{{name}}}`: {', '.join(values)}." for name, values in spec.choices
+        )
         rows.append(f"| `{spec.name}` | {spec.unit or '–'} | {spec.better} | {spec.family} | {text} |")
     rows.append("")
     rows += [f"- **{family}**: {text}" for family, text in FAMILY_TEXT.items()]

@@ -25,14 +25,17 @@ from tunbench.units import Window, fmt
 from tunbench.workloads.base import TRIAL_SETUP_S, BringupContext, CaseAxes, Column, Measurement, Workload
 
 CONNECT_S = declare(
-    "connect.{stat}_s", "s", "lower", "info", "Bring-up times of the connect workload: p50, p90, min, max, mean."
-)
+    "connect.{stat}_s", "s", "lower", "info", "Bring-up times of the connect workload.",
+    choices={"stat": ("p50", "p90", "min", "max", "mean")},
+)  # fmt: skip
 CONNECT_COUNT = declare(
-    "connect.{outcome}", "count", "none", "info", "Bring-ups that succeeded (`count`) or `failures`."
-)
+    "connect.{outcome}", "count", "none", "info", "Bring-ups that succeeded (`count`) or failed.",
+    choices={"outcome": ("count", "failures")},
+)  # fmt: skip
 CONNECT_HOST = declare(
-    "connect.host.{host}.{figure}", "", "none", "info", "The same figures for the bring-ups on one client host."
-)
+    "connect.host.{host}.{figure}", "", "none", "info", "The bring-up figures of one client host.",
+    choices={"figure": ("p50_s", "max_s", "count", "failures")},
+)  # fmt: skip
 
 
 class ConnectOptions(BaseModel):

@@ -42,8 +42,12 @@ RECOVERY_MS = declare(
     "recovery.{span}_ms", "ms", "lower", "info",
     "The recovery workload's times: `outage` (link down to up), `first_after` (the first reply after it), "
     "`silence` (the longest gap), `tcp_90` (TCP back to 90% of its rate).",
+    choices={"span": ("outage", "first_after", "silence", "tcp_90")},
 )  # fmt: skip
-PROBES = declare("recovery.probes_{count}", "count", "none", "info", "Probes `sent` and `lost` around the outage.")
+PROBES = declare(
+    "recovery.probes_{count}", "count", "none", "info", "Probes sent and lost around the outage.",
+    choices={"count": ("sent", "lost")},
+)  # fmt: skip
 TCP_SURVIVED = declare("recovery.tcp_survived", "flag", "higher", "info", "1 when the TCP flow lived through it.")
 TCP_BEFORE = declare("recovery.tcp_before_bps", "bit/s", "none", "info", "The TCP flow's rate before the outage.")
 HANDSHAKES = declare("recovery.handshakes", "count", "none", "info", "The tunnel's handshakes during the trial.")

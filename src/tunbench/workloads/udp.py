@@ -26,11 +26,13 @@ from tunbench.workloads import iperf3
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
 
 UDP_RATE = declare(
-    "udp.{rate}_bps", "bit/s", "higher", "info", "The udp workload's `offered`, `sent` and `delivered` bit rates."
-)
+    "udp.{rate}_bps", "bit/s", "higher", "info", "The udp workload's offered, sent and delivered bit rates.",
+    choices={"rate": ("offered", "sent", "delivered")},
+)  # fmt: skip
 UDP_FIGURE = declare(
     "udp.{figure}", "", "none", "info",
-    "The udp workload's other figures: loss (a share), loss_pct, jitter_ms, packets, lost_packets, out_of_order.",
+    "The udp workload's other figures: loss (a share), its percentage, jitter, datagrams, lost, out of order.",
+    choices={"figure": ("loss", "loss_pct", "jitter_ms", "packets", "lost_packets", "out_of_order")},
 )  # fmt: skip
 ZERO_LOSS = declare(
     "zero_loss_bps.{size}", "bit/s", "higher", "info", "The highest rate carried without loss, per datagram size."

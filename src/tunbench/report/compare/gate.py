@@ -26,8 +26,10 @@ Two gates:
   instead, so every case keeps a figure of speed in the main family.
 * ``all``: every metric at the threshold, in one family.
 
-The gate is pure data; ``main_metric`` and ``tier`` say where one comparison belongs and ``describe`` is the
-line `compare` prints.
+Each metric's family says which tier it takes (its declaration, tunbench.metrics: docs/metrics.md): ``gate``
+for latency and the candidates for the main cost figure, ``wide`` for throughput, each side's CPU per bit and
+the wire overhead, ``work`` for counted work. The gate is pure data; ``main_metric`` and ``tier`` say where one
+comparison belongs and ``describe`` is the line `compare` prints.
 """
 
 from __future__ import annotations

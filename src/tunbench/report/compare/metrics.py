@@ -33,6 +33,7 @@ class Metric:
     ``absolute``: compare as candidate median - baseline median in ``unit`` (signed data such as the
     latency increase under load, where a ratio means nothing); other metrics are compared as relative
     changes unless some value is <= 0 (then absolute too). ``scale`` converts a raw value to ``unit``.
+    ``Metric.of`` builds one from the metric's declaration (tunbench.metrics), whose ``family`` the gate reads.
     """
 
     name: str
