@@ -18,6 +18,27 @@ def mbit(bps: float | None) -> str:
     return f"{bps / 1e6:,.0f}" if bps >= 1e7 else f"{bps / 1e6:,.2f}"
 
 
+_RATE_UNITS = ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s"))
+
+
+def fmt_bps(bps: float | None) -> str:
+    """A bit rate with three significant digits and an adaptive unit: 1.75 Mbit/s, 230 Mbit/s, 17.1 Gbit/s."""
+    if bps is None or not math.isfinite(bps):
+        return "–"
+    for scale, unit in _RATE_UNITS:
+        if abs(bps) >= scale:
+            return f"{_sig3(bps / scale)} {unit}"
+    return f"{_sig3(bps)} bit/s"
+
+
+def _sig3(x: float) -> str:
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
 def fmt(value: float | None, unit: str) -> str:
     """`value` written in `unit`: mbit (bit/s as Mbit/s), frac (a fraction as %), pct (already %), s
     (seconds as ms), sec (seconds), ms, n (a count), ratio, kb (bytes as KiB); '–' when there is none."""

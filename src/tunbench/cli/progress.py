@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from tunbench.monitor.interference import INTERFERED
 from tunbench.plan import PlannedTrial, RunPlan
 from tunbench.report.terminal import trial_headline
 from tunbench.results import TrialRecord
@@ -86,7 +87,7 @@ class RunProgress:
         if rec.status == "ok":
             mark = (
                 f" [yellow](interfered: {escape(str(rec.params.get('interference')))})[/]"
-                if rec.metrics.get("interfered") == 1.0
+                if rec.metrics.get(INTERFERED.name) == 1.0
                 else ""
             )
             self.console.print(f"  [green]✓[/] {title} · rep {pt.repetition}: {trial_headline(rec)}{mark}")

@@ -20,6 +20,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.proc import Daemon
 from tunbench.link.binary import find_link_binary
 from tunbench.link.profile import Profile
+from tunbench.metrics import link
 from tunbench.topology.addresses import AddressPlan
 from tunbench.topology.build import LinkBuilder, Topology
 from tunbench.topology.veth import Endpoint, configure
@@ -161,13 +162,13 @@ def link_metrics(stats: dict[str, Any] | None) -> dict[str, float]:
     for wire, direction in (("a2b", "up"), ("b2a", "down")):
         for key, value in ((stats or {}).get(wire) or {}).items():
             if isinstance(value, int | float):
-                out[f"link.{direction}.{key}"] = float(value)
+                out[link.LINK_COUNTER.key(direction=direction, counter=key)] = float(value)
         spec = ((stats or {}).get("specs") or {}).get(wire) or {}
         if spec:  # whether this direction had a bottleneck (a rate or a trace) whose queue it measured
-            out[f"link.{direction}.bottleneck"] = 1.0 if spec.get("rate_bps") or spec.get("trace") else 0.0
+            out[link.BOTTLENECK.key(direction=direction)] = 1.0 if spec.get("rate_bps") or spec.get("trace") else 0.0
         if applied := schedule.get(wire):  # the profile's events, as the emulator applied them
-            out[f"link.{direction}.events_applied"] = float(len(applied))
-            out[f"link.{direction}.event_late_us_max"] = max(float(e.get("late_ns", 0)) for e in applied) / 1e3
+            out[link.EVENTS_APPLIED.key(direction=direction)] = float(len(applied))
+            out[link.EVENT_LATE_MAX.key(direction=direction)] = max(float(e.get("late_ns", 0)) for e in applied) / 1e3
     return out
 
 
@@ -205,7 +206,7 @@ def queue_series(
         if pts:
             series[f"{QUEUE_SERIES}.{direction}"] = pts
         if occ.get("truncated") and start + len(values) * every < t1_ns:
-            flags[f"link.{direction}.queue_series_truncated"] = 1.0
+            flags[link.QUEUE_TRUNCATED.key(direction=direction)] = 1.0
     return series, flags
 
 

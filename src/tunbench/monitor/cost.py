@@ -11,8 +11,37 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Protocol
 
+from tunbench.metrics import declare
 from tunbench.monitor import crosscheck
 from tunbench.monitor.sampler import RoleCost
+
+CPU_USER = declare(
+    "cpu.{role}.user_s", "s", "lower", "info",
+    "A side's user CPU seconds over the measured window: the cgroup's exact figure where there is one.",
+)  # fmt: skip
+CPU_SYS = declare("cpu.{role}.sys_s", "s", "lower", "info", "A side's system CPU seconds over the measured window.")
+TRIAL_CPU_USER = declare(
+    "trial_cpu.{role}.user_s", "s", "lower", "info",
+    "A side's user CPU seconds over the whole workload call (connect, warm-up, result exchange included).",
+)  # fmt: skip
+TRIAL_CPU_SYS = declare(
+    "trial_cpu.{role}.sys_s", "s", "lower", "info", "A side's system CPU seconds over the whole workload call."
+)
+CGROUP_CPU_USER = declare(
+    "cgroup_cpu.{role}.user_s", "s", "lower", "info", "A side's user CPU seconds by its cgroup, measured window."
+)
+CGROUP_CPU_SYS = declare(
+    "cgroup_cpu.{role}.sys_s", "s", "lower", "info", "A side's system CPU seconds by its cgroup, measured window."
+)
+SAMPLED_CPU_USER = declare(
+    "sampled_cpu.{role}.user_s", "s", "lower", "info",
+    "A side's user CPU seconds by psutil sampling (10 Hz), measured window: the cgroup's cross-check.",
+)  # fmt: skip
+SAMPLED_CPU_SYS = declare(
+    "sampled_cpu.{role}.sys_s", "s", "lower", "info", "A side's system CPU seconds by psutil sampling."
+)
+RSS_PEAK = declare("rss_peak_bytes.{role}", "bytes", "lower", "info", "The largest RSS a side's processes reached.")
+PROCESSES = declare("processes.{role}", "count", "none", "info", "How many processes a side's sampling saw.")
 
 
 class Figures(Protocol):
@@ -45,24 +74,24 @@ def cost_metrics(
             # process starts: the cgroup's exact figure is the headline, the sampled one its cross-check
             sampled, cgroup = cost.between(w0, w1)
         headline = cgroup if cgroup is not None else sampled
-        m[f"{prefix}cpu.{role}.user_s"] = headline.user_s
-        m[f"{prefix}cpu.{role}.sys_s"] = headline.sys_s
+        m[prefix + CPU_USER.key(role=role)] = headline.user_s
+        m[prefix + CPU_SYS.key(role=role)] = headline.sys_s
         whole = cost.cgroup_cpu if cost.cgroup_cpu is not None else cost.cpu
-        m[f"{prefix}trial_cpu.{role}.user_s"] = whole.user_s
-        m[f"{prefix}trial_cpu.{role}.sys_s"] = whole.sys_s
+        m[prefix + TRIAL_CPU_USER.key(role=role)] = whole.user_s
+        m[prefix + TRIAL_CPU_SYS.key(role=role)] = whole.sys_s
         if cgroup is not None:
-            m[f"{prefix}cgroup_cpu.{role}.user_s"] = cgroup.user_s
-            m[f"{prefix}cgroup_cpu.{role}.sys_s"] = cgroup.sys_s
+            m[prefix + CGROUP_CPU_USER.key(role=role)] = cgroup.user_s
+            m[prefix + CGROUP_CPU_SYS.key(role=role)] = cgroup.sys_s
         if sampled_roles is not None and role not in sampled_roles:
             continue
-        m[f"{prefix}sampled_cpu.{role}.user_s"] = sampled.user_s
-        m[f"{prefix}sampled_cpu.{role}.sys_s"] = sampled.sys_s
-        m[f"{prefix}rss_peak_bytes.{role}"] = cost.rss_peak_bytes
-        m[f"{prefix}processes.{role}"] = cost.processes
+        m[prefix + SAMPLED_CPU_USER.key(role=role)] = sampled.user_s
+        m[prefix + SAMPLED_CPU_SYS.key(role=role)] = sampled.sys_s
+        m[prefix + RSS_PEAK.key(role=role)] = cost.rss_peak_bytes
+        m[prefix + PROCESSES.key(role=role)] = cost.processes
         if cgroup is not None and cost.processes:
             diff, ok = crosscheck.cpu_check(cgroup.total_s, sampled.total_s)
-            m[f"{prefix}check.cpu.{role}.diff_s"] = diff
-            m[f"{prefix}check.cpu.{role}.ok"] = 1.0 if ok else 0.0
+            m[prefix + crosscheck.CPU_DIFF.key(role=role)] = diff
+            m[prefix + crosscheck.CPU_OK.key(role=role)] = 1.0 if ok else 0.0
         rec.series[f"{prefix}cpu_pct.{role}"] = cpu_pct(cost)
         rec.series[f"{prefix}rss_bytes.{role}"] = [(s.t_s, float(s.rss_bytes)) for s in cost.series]
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from tunbench.errors import CommandFailed
 from tunbench.host.proc import run_cmd
+from tunbench.metrics import Format, declare
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +95,33 @@ def parse_both(text: str) -> Snapshot:
     return parse_snmp(snmp), parse_dev(dev)
 
 
+COUNTER = declare(
+    "counters.{role}.{counter}", "count", "none", "info",
+    "A side's SNMP counter delta over the window (/proc/net/snmp: udp_in_datagrams, udp_rcvbuf_errors, "
+    "tcp_retrans_segs, ...).",
+)  # fmt: skip
+DEV = declare(
+    "counters.{role}.dev.{device}.{field}", "", "none", "info",
+    "A side's interface counter delta over the window (/proc/net/dev: bytes, packets, drops, errors).",
+)  # fmt: skip
+INSTR_COUNT = declare(
+    "instr.{role}.count", "count", "lower", "info",
+    "The instructions of a side's tunnel processes over the workload call, counted by callgrind "
+    "(`run --count-instructions`).",
+)  # fmt: skip
+INSTR_SIDE = declare(
+    "instr.{role}.per_byte", "", "lower", "wide", "A side's counted instructions per payload byte delivered.",
+    title="instructions/byte {role}", fmt=Format(4), words=("less work", "more work"),
+)  # fmt: skip
+INSTR = declare(
+    "instr.per_byte", "", "lower", "gate",
+    "The tunnel's counted instructions, both sides, per payload byte delivered: where both A and B have it, "
+    "what the cost gate holds, as a count the box's noise does not reach.",
+    title="instructions/byte", fmt=Format(4), words=("less work", "more work"),
+)  # fmt: skip
+ROLES = ("client", "server")
+
+
 def short_ifname(name: str, prefix: str) -> str:
     return name[len(prefix) + 1 :] if prefix and name.startswith(prefix + "-") else name
 
@@ -105,33 +133,35 @@ def deltas(role: str, before: Snapshot, after: Snapshot, prefix: str = "") -> di
     (s0, d0), (s1, d1) = before, after
     for key, name in SNMP_FIELDS.items():
         if key in s0 and key in s1:
-            m[f"counters.{role}.{name}"] = float(s1[key] - s0[key])
+            m[COUNTER.key(role=role, counter=name)] = float(s1[key] - s0[key])
     for ifname in sorted(set(d0) & set(d1)):
         for f in DEV_FIELDS:
             diff = d1[ifname][f] - d0[ifname][f]
             if diff:
-                m[f"counters.{role}.dev.{short_ifname(ifname, prefix)}.{f}"] = float(diff)
+                m[DEV.key(role=role, device=short_ifname(ifname, prefix), field=f)] = float(diff)
     return m
 
 
-CARRIED = "carried_bytes"
-"""The trial metric of the bytes the tunnel carried: both directions of the client's underlay link, over the
-counters' span (the whole workload call), what the tunnel's CPU per bit carried divides by."""
+CARRIED = declare(
+    "carried_bytes", "bytes", "none", "info",
+    "Bytes the tunnel carried: both directions of the client's underlay link over the counters' span (the "
+    "whole workload call), what the tunnel's CPU per bit carried divides by.",
+)  # fmt: skip
 
 
 def carried_bytes(metrics: Mapping[str, float | None], device: str, role: str = "client") -> float | None:
     """The bytes `role`'s underlay `device` moved both ways (its rx + tx counters; `deltas` keeps non-zero ones
     only, so a missing one is 0, and None when both are): every packet the tunnel sent or received there,
     retransmissions and packets later dropped included, so it counts the tunnel's work, not the goodput."""
-    rx, tx = (metrics.get(f"counters.{role}.dev.{device}.{f}_bytes") for f in ("rx", "tx"))
+    rx, tx = (metrics.get(DEV.key(role=role, device=device, field=f"{f}_bytes")) for f in ("rx", "tx"))
     return None if rx is None and tx is None else (rx or 0.0) + (tx or 0.0)
 
 
-DELIVERED = "delivered_bytes"
-"""The trial metric of the payload bytes the traffic generator moved through the tunnel, both directions, over
-the whole test (warm-up included: the span of `carried_bytes` and of the trial's CPU): what the user gets,
-what the tunnel's CPU per bit delivered divides by. Padding, headers and retransmissions are not in it, so a
-tunnel that puts more bytes on the wire for the same payload is not judged cheaper."""
+DELIVERED = declare(
+    "delivered_bytes", "bytes", "none", "info",
+    "Payload bytes the traffic generator moved through the tunnel, both directions, over the whole test: what "
+    "the tunnel's CPU per bit delivered divides by (padding, headers and retransmissions are not in it).",
+)  # fmt: skip
 
 
 def delivered_bytes(metrics: Mapping[str, float | None], sent_keys: Iterable[str]) -> float | None:
@@ -150,13 +180,13 @@ def instruction_ratios(metrics: Mapping[str, float | None], delivered: float | N
         return {}
     out: dict[str, float | None] = {}
     counted = []
-    for role in ("client", "server"):
-        n = metrics.get(f"instr.{role}.count")
+    for role in ROLES:
+        n = metrics.get(INSTR_COUNT.key(role=role))
         if n is not None and math.isfinite(n):
-            out[f"instr.{role}.per_byte"] = n / delivered
+            out[INSTR_SIDE.key(role=role)] = n / delivered
             counted.append(n)
     if len(counted) == 2:
-        out["instr.per_byte"] = sum(counted) / delivered
+        out[INSTR.name] = sum(counted) / delivered
     return out
 
 

@@ -25,6 +25,42 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tunbench.metrics import declare, link
+from tunbench.metrics import latency as lat
+from tunbench.monitor.counters import DEV
+
+BYTES_RATIO = declare(
+    "check.bytes.{direction}.{source}.ratio", "ratio", "none", "info",
+    "A receiving counter (`dev`: the underlay device, `link`: the emulator) over the generator's payload.",
+    choices={"source": ("dev", "link")},
+)  # fmt: skip
+BYTES_OK = declare(
+    "check.bytes.{direction}.{source}.ok", "flag", "none", "info",
+    "1 when a receiving counter agrees with the generator's bytes (docs/cross-checks.md).",
+    choices={"source": ("dev", "link")},
+)  # fmt: skip
+RTT_RESIDUAL = declare(
+    "check.rtt.residual_ms", "ms", "none", "info",
+    "rrul's loaded p50 minus its idle p50 minus the emulator's queueing: what the queues do not explain.",
+)  # fmt: skip
+RTT_OK = declare(
+    "check.rtt.ok",
+    "flag",
+    "none",
+    "info",
+    "1 when rrul's RTT residual is within tolerance (a bottleneck both ways).",
+)
+CPU_DIFF = declare(
+    "check.cpu.{role}.diff_s", "s", "none", "info", "Cgroup CPU minus sampled CPU of a side, measured window."
+)
+CPU_OK = declare(
+    "check.cpu.{role}.ok", "flag", "none", "info", "1 when a side's cgroup and sampled CPU agree (cross-checks)."
+)
+CHECKS = (CPU_OK, BYTES_OK, RTT_OK)
+"""The cross-checks' verdicts: 1 agreed, 0 disagreed."""
+FIGURES = (CPU_DIFF, CPU_OK, BYTES_RATIO, BYTES_OK, RTT_RESIDUAL, RTT_OK)
+"""Every figure of the cross-checks (`check.*`), the verdicts and what they compared."""
+
 CPU_TOLERANCE_S = 0.05
 CPU_TOLERANCE_REL = 0.05
 BYTES_LOW = 0.999  # the counter may read 0.1 % under the payload (no more: the payload crossed it)
@@ -68,15 +104,15 @@ def byte_checks(
         payload, upper = metrics.get(payload_key), metrics.get(sent_key)
         if payload is None or upper is None:
             continue
-        sources = {"dev": metrics.get(f"counters.{receiver}.dev.{underlay.get(receiver)}.rx_bytes")}
+        sources = {"dev": metrics.get(DEV.key(role=receiver, device=underlay.get(receiver), field="rx_bytes"))}
         if emulated:
-            sources["link"] = metrics.get(f"link.{direction}.delivered_bytes")
+            sources["link"] = metrics.get(link.DELIVERED.key(direction=direction))
         for name, counter in sources.items():
             if counter is None:
                 continue
             ratio, ok = bytes_check(payload, upper, counter)
-            out[f"check.bytes.{direction}.{name}.ratio"] = ratio
-            out[f"check.bytes.{direction}.{name}.ok"] = 1.0 if ok else 0.0
+            out[BYTES_RATIO.key(direction=direction, source=name)] = ratio
+            out[BYTES_OK.key(direction=direction, source=name)] = 1.0 if ok else 0.0
     return out
 
 
@@ -85,23 +121,26 @@ def rtt_checks(metrics: Mapping[str, float | None]) -> dict[str, float | None]:
     queues' median sojourn, up + down), `check.rtt.residual_ms` (loaded p50 - idle p50 - that) and, where
     both directions have a bottleneck (`link.<dir>.bottleneck`), `check.rtt.ok`. Empty without an rrul
     trial's RTTs or the emulator's sojourn figures."""
-    idle, loaded = metrics.get("latency.idle_p50_ms"), metrics.get("latency.loaded_p50_ms")
-    up, down = metrics.get("link.up.sojourn_us_p50"), metrics.get("link.down.sojourn_us_p50")
+    idle, loaded = metrics.get(lat.PHASE.key(phase="idle", q=50)), metrics.get(lat.PHASE.key(phase="loaded", q=50))
+    up, down = metrics.get(link.SOJOURN_P50.key(direction="up")), metrics.get(link.SOJOURN_P50.key(direction="down"))
     if idle is None or loaded is None or up is None or down is None:
         return {}
     queue_ms = (up + down) / 1000.0
     residual = loaded - idle - queue_ms
-    out: dict[str, float | None] = {"latency.loaded_queue_ms": queue_ms, "check.rtt.residual_ms": residual}
-    if metrics.get("link.up.bottleneck") and metrics.get("link.down.bottleneck"):
+    out: dict[str, float | None] = {lat.LOADED_QUEUE.name: queue_ms, RTT_RESIDUAL.name: residual}
+    if metrics.get(link.BOTTLENECK.key(direction="up")) and metrics.get(link.BOTTLENECK.key(direction="down")):
         # judged only where both directions have an emulated bottleneck: without one, the whole increase is
         # queueing elsewhere (the tunnel's own queues), a finding, not a disagreement
         ok = abs(residual) <= max(RTT_TOLERANCE_MS, RTT_TOLERANCE_REL * loaded)
-        out["check.rtt.ok"] = 1.0 if ok else 0.0
+        out[RTT_OK.name] = 1.0 if ok else 0.0
     return out
 
 
 def failed_checks(metrics: Mapping[str, float | None]) -> list[str]:
     """Names of the cross-checks that disagreed in a trial (`check.cpu.server`, `check.bytes.up.dev`, ...)."""
-    return sorted(
-        k.removesuffix(".ok") for k, v in metrics.items() if k.startswith("check.") and k.endswith(".ok") and v == 0.0
-    )
+    return sorted(k.removesuffix(".ok") for k, v in metrics.items() if v == 0.0 and any(c.matches(k) for c in CHECKS))
+
+
+def bytes_checked(metrics: Mapping[str, float | None]) -> bool:
+    """Whether a trial has any byte cross-check (`check.bytes.*`)."""
+    return any(BYTES_OK.matches(k) or BYTES_RATIO.matches(k) for k in metrics)

@@ -20,6 +20,21 @@ from collections.abc import Iterator, Mapping
 
 import psutil
 
+from tunbench.metrics import declare
+
+SHARE = declare(
+    "host.{share}_pct", "%", "none", "info",
+    "A share of all the host's CPU time over the window (/proc/stat): user, system, irq, softirq, idle, "
+    "iowait, steal, busy.",
+    choices={"share": ("user", "system", "irq", "softirq", "idle", "iowait", "steal", "busy")},
+)  # fmt: skip
+STEAL = declare(
+    "host.steal_pct", "%", "lower", "info",
+    "The hypervisor's share of all CPUs' time over the window (`--redo-steal` voids a trial over it).",
+)  # fmt: skip
+LOAD1_START = declare("host.load1_start", "", "none", "info", "The host's 1-minute load average as the window opened.")
+LOAD1_END = declare("host.load1_end", "", "none", "info", "The host's 1-minute load average as the window closed.")
+
 log = logging.getLogger(__name__)
 
 # the fields of the `cpu` line that partition CPU time (guest and guest_nice are already in user and nice)
@@ -81,6 +96,6 @@ def host_load(metrics: dict[str, float | None]) -> Iterator[None]:
     except (OSError, psutil.Error) as e:
         log.warning("host CPU times unavailable after the window: %s", e)
         return
-    metrics.update({f"host.{k}": v for k, v in cpu_shares(before, after).items()})
-    metrics["host.load1_start"] = l0
-    metrics["host.load1_end"] = l1
+    metrics.update({SHARE.key(share=k.removesuffix("_pct")): v for k, v in cpu_shares(before, after).items()})
+    metrics[LOAD1_START.name] = l0
+    metrics[LOAD1_END.name] = l1

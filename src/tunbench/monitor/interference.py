@@ -30,7 +30,18 @@ from typing import Any
 import psutil
 
 from tunbench.host.ledger import all_ledgers, owner_alive
-from tunbench.monitor.hostload import host_load
+from tunbench.metrics import declare
+from tunbench.monitor.hostload import STEAL, host_load
+
+FOREIGN_CPU = declare(
+    "interference.foreign_cpu_pct", "%", "lower", "info",
+    "CPU of processes that are neither this run's nor the kernel's, in % of one core, over the window.",
+)  # fmt: skip
+OTHER_RUNS = declare("interference.other_runs", "count", "lower", "info", "Other tunbench runs live meanwhile.")
+HARNESS_CPU = declare("harness.cpu_pct", "%", "lower", "info", "tunbench's own CPU over the window, % of one core.")
+INTERFERED = declare(
+    "interfered", "flag", "none", "info", "1 when something else ran during the trial (docs/cross-checks.md)."
+)
 
 KTHREADD_PID = 2
 FOREIGN_CPU_PCT = 10.0  # % of one core: an idle 2-vCPU VM shows 0-2% (docs/cross-checks.md)
@@ -160,11 +171,11 @@ def interference(
     except (OSError, psutil.Error):
         return
     fig = between(start, end)
-    metrics["interference.foreign_cpu_pct"] = fig["foreign_cpu_pct"]
-    metrics["interference.other_runs"] = float(len(fig["runs"]))
-    metrics["harness.cpu_pct"] = fig["harness_cpu_pct"]
-    why = reason(fig, metrics.get("host.steal_pct"), limits)
-    metrics["interfered"] = 1.0 if why else 0.0
+    metrics[FOREIGN_CPU.name] = fig["foreign_cpu_pct"]
+    metrics[OTHER_RUNS.name] = float(len(fig["runs"]))
+    metrics[HARNESS_CPU.name] = fig["harness_cpu_pct"]
+    why = reason(fig, metrics.get(STEAL.name), limits)
+    metrics[INTERFERED.name] = 1.0 if why else 0.0
     params["interference"] = why
     params["interference_detail"] = {"runs": fig["runs"], "top": fig["top"], "cpu_s": fig["cpu_s"]}
 
@@ -186,9 +197,9 @@ class RedoPolicy:
 
     def void(self, metrics: dict[str, float | None], params: dict[str, Any]) -> str:
         """Why a measured window is void under this policy, or "" (pure)."""
-        if self.interfered and metrics.get("interfered") == 1.0:
+        if self.interfered and metrics.get(INTERFERED.name) == 1.0:
             return f"interfered: {params.get('interference') or 'see the trial'}: void, measured again"
-        steal = metrics.get("host.steal_pct")
+        steal = metrics.get(STEAL.name)
         if self.steal_pct is None or steal is None or steal < self.steal_pct:
             return ""
         return (

@@ -18,6 +18,13 @@ from collections.abc import Mapping, Sequence
 import psutil
 
 from tunbench.host.cgroup import parse_cpu_list
+from tunbench.metrics import declare
+
+SOFTIRQ_S = declare(
+    "work.{role}.softirq_s", "s", "lower", "info",
+    "Softirq seconds on a side's own CPUs over the window (`--count-work`, where its CPUs are its own).",
+)  # fmt: skip
+IRQ_S = declare("work.{role}.irq_s", "s", "lower", "info", "Hard-irq seconds on a side's own CPUs over the window.")
 
 ROLES = ("client", "server")
 PerCpu = list[tuple[float, float]]  # per CPU number: (softirq, irq) seconds since boot
@@ -57,6 +64,6 @@ def irq_metrics(before: Sequence[tuple[float, float]], after: Sequence[tuple[flo
     """`work.<role>.softirq_s` and `.irq_s`: the time over the window on the side's CPUs."""
     m: dict[str, float | None] = {}
     for role, cs in cpus.items():
-        m[f"work.{role}.softirq_s"] = sum(after[c][0] - before[c][0] for c in cs)
-        m[f"work.{role}.irq_s"] = sum(after[c][1] - before[c][1] for c in cs)
+        m[SOFTIRQ_S.key(role=role)] = sum(after[c][0] - before[c][0] for c in cs)
+        m[IRQ_S.key(role=role)] = sum(after[c][1] - before[c][1] for c in cs)
     return m

@@ -31,7 +31,65 @@ from typing import Protocol
 from tunbench.errors import CommandFailed, TunbenchError
 from tunbench.host.ledger import Ledger
 from tunbench.host.proc import Daemon, run_cmd
-from tunbench.monitor.counters import carried_bytes
+from tunbench.metrics import Better, Format, MetricSpec, declare
+from tunbench.monitor.counters import COUNTER, DEV, carried_bytes
+from tunbench.monitor.irqtime import SOFTIRQ_S
+
+SYSCALL_COUNT = declare(
+    "work.{role}.syscalls", "count", "lower", "info", "System calls of a side's tunnel processes over the window."
+)
+SYSCALL = declare(
+    "work.{role}.syscalls.{syscall}", "count", "lower", "info", "Calls of one system call (read, sendmmsg, ...)."
+)
+CTX_SWITCHES = declare("work.{role}.ctx_switches", "count", "lower", "info", "A side's context switches.")
+CTX_KIND = declare(
+    "work.{role}.ctx_switches.{kind}", "count", "lower", "info",
+    "A side's context switches, `voluntary` (it waited) or `involuntary` (it was preempted).",
+    choices={"kind": ("voluntary", "involuntary")},
+)  # fmt: skip
+EVENT = declare(
+    "work.{role}.{event}", "count", "lower", "info",
+    "A side's hardware event count over the window, where perf could count it.",
+    choices={"event": ("instructions", "cycles")},
+)  # fmt: skip
+PROCESSES = declare("work.{role}.processes", "count", "none", "info", "The processes perf stat counted on a side.")
+EXITED = declare(
+    "work.{role}.exited",
+    "count",
+    "none",
+    "info",
+    "Counted processes that exited in the window.",
+)
+
+
+def _declare_ratio(name: str, title: str, better: Better, unit: str, suffix: str, text: str) -> MetricSpec:
+    """A counted-work ratio (`work.<role>.<ratio>`): an explanation, never gating (docs/counted-work.md)."""
+    words = ("more batched", "less batched") if better == "higher" else ("less work", "more work")
+    return declare(name, unit, better, "work", text, title=title, fmt=Format(4, 1.0, suffix), words=words)
+
+
+RATIOS = (
+    _declare_ratio("work.{role}.syscalls_per_mb", "syscalls/MB {role}", "lower", "/MB", "/MB",
+                   "System calls per MB the side's underlay carried."),
+    _declare_ratio("work.{role}.ctx_switches_per_mb", "ctx switches/MB {role}", "lower", "/MB", "/MB",
+                   "Context switches per MB."),
+    _declare_ratio("work.{role}.read_per_mb", "reads/MB {role}", "lower", "/MB", "/MB", "read() calls per MB."),
+    _declare_ratio("work.{role}.write_per_mb", "writes/MB {role}", "lower", "/MB", "/MB", "write() calls per MB."),
+    _declare_ratio("work.{role}.packets_per_send", "packets/send {role}", "higher", "", "",
+                   "Underlay packets sent per send system call (sendmmsg, sendmsg, sendto)."),
+    _declare_ratio("work.{role}.packets_per_recv", "packets/recv {role}", "higher", "", "",
+                   "Underlay packets received per receive system call, less the receive buffers' drops."),
+    _declare_ratio("work.{role}.bytes_per_wakeup", "bytes/wake-up {role}", "higher", "bytes", "B",
+                   "Underlay bytes per voluntary context switch."),
+    _declare_ratio("work.{role}.softirq_ms_per_mb", "softirq ms/MB {role}", "lower", "ms/MB", "ms/MB",
+                   "Softirq milliseconds per MB, where the side's CPUs are its own."),
+    _declare_ratio("work.{role}.instructions_per_byte", "instructions/byte {role}", "lower", "", "",
+                   "Instructions per underlay byte (perf stat)."),
+    _declare_ratio("work.{role}.cycles_per_byte", "cycles/byte {role}", "lower", "", "",
+                   "Cycles per underlay byte (perf stat)."),
+)  # fmt: skip
+"""The counted-work ratios, in the order compare shows them."""
+RATIO = {spec.name.rsplit(".", 1)[1]: spec for spec in RATIOS}
 
 log = logging.getLogger(__name__)
 
@@ -153,14 +211,14 @@ def role_metrics(role: str, counts: Mapping[str, float | None]) -> dict[str, flo
     m: dict[str, float | None] = {}
     for event, name in {**BASE_EVENTS, **HARDWARE_EVENTS}.items():
         if event in counts:
-            m[f"work.{role}.{name}"] = counts[event]
+            m[EVENT.key(role=role, event=name)] = counts[event]
     for name in SYSCALLS:
         if syscall_event(name) in counts:
-            m[f"work.{role}.syscalls.{name}"] = counts[syscall_event(name)]
+            m[SYSCALL.key(role=role, syscall=name)] = counts[syscall_event(name)]
     total, preempted = counts.get("context-switches"), counts.get(PREEMPTED)
     if total is not None and preempted is not None:
-        m[f"work.{role}.ctx_switches.involuntary"] = preempted
-        m[f"work.{role}.ctx_switches.voluntary"] = max(0.0, total - preempted)
+        m[CTX_KIND.key(role=role, kind="involuntary")] = preempted
+        m[CTX_KIND.key(role=role, kind="voluntary")] = max(0.0, total - preempted)
     return m
 
 
@@ -185,8 +243,8 @@ def _received(metrics: Mapping[str, float | None], role: str, rx_packets: float 
     (`udp_in_datagrams`); without that counter, the drops are taken as one packet each."""
     if rx_packets is None:
         return None
-    dropped = metrics.get(f"counters.{role}.udp_rcvbuf_errors") or 0.0
-    delivered = metrics.get(f"counters.{role}.udp_in_datagrams")
+    dropped = metrics.get(COUNTER.key(role=role, counter="udp_rcvbuf_errors")) or 0.0
+    delivered = metrics.get(COUNTER.key(role=role, counter="udp_in_datagrams"))
     if delivered is None:
         return max(0.0, rx_packets - dropped)
     return rx_packets * delivered / (delivered + dropped) if delivered + dropped else rx_packets
@@ -202,32 +260,39 @@ def ratios(metrics: Mapping[str, float | None], underlay: Mapping[str, str]) -> 
     instructions and cycles per byte where counted. A ratio without its inputs is left out."""
     out: dict[str, float | None] = {}
     for role, dev in underlay.items():
-        if f"work.{role}.syscalls" not in metrics:
-            continue
-        c = f"counters.{role}.dev.{dev}"
-        rx_p, tx_p = metrics.get(f"{c}.rx_packets"), metrics.get(f"{c}.tx_packets")
-        nbytes = carried_bytes(metrics, dev, role) or 0.0
-        w = f"work.{role}"
-        per_mb = {
-            "syscalls_per_mb": metrics.get(f"{w}.syscalls"),
-            "ctx_switches_per_mb": metrics.get(f"{w}.ctx_switches"),
-        }
-        for name, count in per_mb.items():
-            out[f"{w}.{name}"] = _div(count, nbytes / MB)
-        for name in ("read", "write"):
-            if f"{w}.syscalls.{name}" in metrics:
-                out[f"{w}.{name}_per_mb"] = _div(metrics.get(f"{w}.syscalls.{name}"), nbytes / MB)
-        out[f"{w}.bytes_per_wakeup"] = _div(nbytes, metrics.get(f"{w}.ctx_switches.voluntary"))
-        sends = _sum(metrics, [f"{w}.syscalls.{s}" for s in SEND_FAMILY])
-        recvs = _sum(metrics, [f"{w}.syscalls.{s}" for s in RECV_FAMILY])
-        out[f"{w}.packets_per_send"] = _div(tx_p, sends)
-        out[f"{w}.packets_per_recv"] = _div(_received(metrics, role, rx_p), recvs)
-        # the side's softirq time (monitor/irqtime.py), where its CPUs are its own
-        out[f"{w}.softirq_ms_per_mb"] = _div(_ms(metrics.get(f"{w}.softirq_s")), nbytes / MB)
-        for hw in HARDWARE_EVENTS:
-            if metrics.get(f"{w}.{hw}") is not None:
-                out[f"{w}.{hw}_per_byte"] = _div(metrics.get(f"{w}.{hw}"), nbytes)
+        if SYSCALL_COUNT.key(role=role) in metrics:
+            out.update(_side_ratios(metrics, role, dev))
     return {k: v for k, v in out.items() if v is not None}
+
+
+def _side_ratios(metrics: Mapping[str, float | None], role: str, dev: str) -> dict[str, float | None]:
+    """One counted side's ratios over its underlay device `dev` (see `ratios`)."""
+    out: dict[str, float | None] = {}
+    rx_p, tx_p = (metrics.get(DEV.key(role=role, device=dev, field=f)) for f in ("rx_packets", "tx_packets"))
+    nbytes = carried_bytes(metrics, dev, role) or 0.0
+
+    def count(spec: MetricSpec, **values: str) -> float | None:
+        return metrics.get(spec.key(role=role, **values))
+
+    def ratio(suffix: str) -> str:
+        return RATIO[suffix].key(role=role)
+
+    out[ratio("syscalls_per_mb")] = _div(count(SYSCALL_COUNT), nbytes / MB)
+    out[ratio("ctx_switches_per_mb")] = _div(count(CTX_SWITCHES), nbytes / MB)
+    for name in ("read", "write"):
+        if SYSCALL.key(role=role, syscall=name) in metrics:
+            out[ratio(f"{name}_per_mb")] = _div(count(SYSCALL, syscall=name), nbytes / MB)
+    out[ratio("bytes_per_wakeup")] = _div(nbytes, count(CTX_KIND, kind="voluntary"))
+    sends = _sum(metrics, [SYSCALL.key(role=role, syscall=s) for s in SEND_FAMILY])
+    recvs = _sum(metrics, [SYSCALL.key(role=role, syscall=s) for s in RECV_FAMILY])
+    out[ratio("packets_per_send")] = _div(tx_p, sends)
+    out[ratio("packets_per_recv")] = _div(_received(metrics, role, rx_p), recvs)
+    # the side's softirq time (monitor/irqtime.py), where its CPUs are its own
+    out[ratio("softirq_ms_per_mb")] = _div(_ms(count(SOFTIRQ_S)), nbytes / MB)
+    for hw in HARDWARE_EVENTS:
+        if count(EVENT, event=hw) is not None:
+            out[ratio(f"{hw}_per_byte")] = _div(count(EVENT, event=hw), nbytes)
+    return out
 
 
 def _paranoid() -> int | None:
@@ -359,11 +424,11 @@ class Counting:
             self.why = f"perf stat ({self.role}) wrote nothing: {e}"
             return {}
         m = role_metrics(self.role, counts)
-        if m.get(f"work.{self.role}.syscalls") is None:
+        if m.get(SYSCALL_COUNT.key(role=self.role)) is None:
             self.why = f"perf stat ({self.role}) counted nothing: {self.daemon.log_tail(3)}"
             return {}
-        m[f"work.{self.role}.processes"] = float(len(self.pids))
-        m[f"work.{self.role}.exited"] = float(exited)
+        m[PROCESSES.key(role=self.role)] = float(len(self.pids))
+        m[EXITED.key(role=self.role)] = float(exited)
         return m
 
 
@@ -381,10 +446,10 @@ class RoleCount(Protocol):
 
 def exit_note(role: str, got: Mapping[str, float | None]) -> str:
     """What a counted role's trial says when processes exited during the window; "" when none did."""
-    exited = int(got.get(f"work.{role}.exited") or 0)
+    exited = int(got.get(EXITED.key(role=role)) or 0)
     if not exited:
         return ""
-    of = int(got.get(f"work.{role}.processes") or 0)
+    of = int(got.get(PROCESSES.key(role=role)) or 0)
     return f"{exited} of {of} processes exited during the window (counted up to their exit)"
 
 

@@ -22,11 +22,16 @@ from pathlib import Path
 
 from tunbench.errors import CommandFailed, DependencyMissing, TrialError
 from tunbench.host.proc import Daemon, run_cmd
+from tunbench.metrics import declare
 from tunbench.perf import gosym
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
 from tunbench.workloads.base import Context
+
+SAMPLED_CPU = declare(
+    "flamegraph.{role}.sampled_cpu_s", "s", "none", "info", "The CPU seconds perf's samples of a side add up to."
+)
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +154,7 @@ class Flamegraphs:
                 what="inferno-collapse-perf",
             ).stdout
             if not folded.strip():
-                rec.metrics[f"flamegraph.{r.role}.sampled_cpu_s"] = 0.0
+                rec.metrics[SAMPLED_CPU.key(role=r.role)] = 0.0
                 return
             title = f"{rec.label} {r.role} · {rec.profile} · {rec.workload} · trial {rec.seq}"
             svg = run_cmd(
@@ -161,7 +166,7 @@ class Flamegraphs:
         except (CommandFailed, UnicodeDecodeError) as e:
             raise TrialError(f"flamegraph ({r.role}): {e}") from e
         # inferno weighs each cpu-clock sample by its period (ns): the total is the CPU time sampled
-        rec.metrics[f"flamegraph.{r.role}.sampled_cpu_s"] = 1e-9 * sum(
+        rec.metrics[SAMPLED_CPU.key(role=r.role)] = 1e-9 * sum(
             int(line.rsplit(" ", 1)[1]) for line in folded.splitlines() if " " in line
         )
         rec.artifacts[f"flamegraph.{r.role}.svg"] = svg.encode()

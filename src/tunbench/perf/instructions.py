@@ -35,6 +35,7 @@ from pathlib import Path
 
 from tunbench.errors import CommandFailed
 from tunbench.host.proc import run_cmd
+from tunbench.monitor.counters import INSTR_COUNT
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
@@ -173,7 +174,7 @@ class CountInstructions:
                 if dump is None or count is None:
                     notes[role] = f"not counted: {why or 'no callgrind dump was written'}"
                     continue
-                rec.metrics[f"instr.{role}.count"] = count
+                rec.metrics[INSTR_COUNT.key(role=role)] = count
                 dump.unlink(missing_ok=True)  # the count is stored; the dump can be large
             if notes:
                 rec.params["instr"] = notes

@@ -9,7 +9,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tunbench.errors import TunbenchError
+from tunbench.metrics import declare
+from tunbench.monitor.interference import INTERFERED, OTHER_RUNS
 from tunbench.remote.connection import AgentConnection
+
+REMOTE_HARNESS_CPU = declare(
+    "harness.remote_cpu_pct", "%", "lower", "info", "The hosts' agents' CPU over the window, % of one core (--hosts)."
+)
 
 
 def _edges(conns: Sequence[AgentConnection], exclude: list[str]) -> dict[str, dict[str, Any]]:
@@ -29,15 +35,15 @@ def merge(
     agent_s = sum(float(end[h]["cpu_s"]) - float(start[h]["cpu_s"]) for h in end if h in start)
     walls = [float(end[h]["mono"]) - float(start[h]["mono"]) for h in end if h in start]
     if walls and max(walls) > 0:
-        metrics["harness.remote_cpu_pct"] = 100.0 * max(0.0, agent_s) / max(walls)
+        metrics[REMOTE_HARNESS_CPU.name] = 100.0 * max(0.0, agent_s) / max(walls)
     if not runs:
         return
     detail = params.setdefault("interference_detail", {})
     detail["remote_runs"] = runs
-    metrics["interference.other_runs"] = (metrics.get("interference.other_runs") or 0.0) + len(runs)
+    metrics[OTHER_RUNS.name] = (metrics.get(OTHER_RUNS.name) or 0.0) + len(runs)
     why = f"another tunbench run live on a host ({', '.join(runs)})"
     params["interference"] = "; ".join(x for x in (str(params.get("interference") or ""), why) if x)
-    metrics["interfered"] = 1.0
+    metrics[INTERFERED.name] = 1.0
 
 
 @contextlib.contextmanager

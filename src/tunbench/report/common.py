@@ -8,31 +8,12 @@ from typing import Any
 
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.stats import jain_index
-
-_RATE_UNITS = ((1e9, "Gbit/s"), (1e6, "Mbit/s"), (1e3, "kbit/s"))
+from tunbench.units import fmt_bps as fmt_bps  # written in units.py, where the metric registry finds it
 
 
 def is_num(x: float | None) -> bool:
     """True for a finite number (not None, NaN or inf)."""
     return x is not None and math.isfinite(x)
-
-
-def fmt_bps(bps: float | None) -> str:
-    """A bit rate with three significant digits and an adaptive unit: 1.75 Mbit/s, 230 Mbit/s, 17.1 Gbit/s."""
-    if bps is None or not math.isfinite(bps):
-        return "–"
-    for scale, unit in _RATE_UNITS:
-        if abs(bps) >= scale:
-            return f"{_sig3(bps / scale)} {unit}"
-    return f"{_sig3(bps)} bit/s"
-
-
-def _sig3(x: float) -> str:
-    if abs(x) >= 100:
-        return f"{x:,.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    return f"{x:.2f}"
 
 
 def fmt_ratio(x: float | None) -> str:

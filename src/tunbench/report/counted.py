@@ -7,6 +7,8 @@ import html
 import statistics
 from collections import defaultdict
 
+from tunbench.monitor.counters import INSTR, INSTR_COUNT, INSTR_SIDE
+from tunbench.monitor.work import RATIO
 from tunbench.report.compare import WORK_RATIOS
 from tunbench.report.summary import ROLES
 from tunbench.results import CaseKey, TrialRecord
@@ -26,7 +28,7 @@ def work_rows(trials: list[TrialRecord]) -> list[Row]:
         for role in ROLES:
             medians: dict[str, float | None] = {}
             for suffix in WORK_RATIOS:
-                vals = [v for t in ts if (v := t.metrics.get(f"work.{role}.{suffix}")) is not None]
+                vals = [v for t in ts if (v := t.metrics.get(RATIO[suffix].key(role=role))) is not None]
                 medians[suffix] = statistics.median(vals) if vals else None
             notes = sorted({str(t.params.get("work", {}).get(role, "")) for t in ts} - {""})
             if any(v is not None for v in medians.values()) or notes:
@@ -69,17 +71,19 @@ def instruction_lines(trials: list[TrialRecord]) -> list[str]:
             by_case[t.case].append(t)
     lines = []
     for case, ts in by_case.items():
-        if not any(k.startswith("instr.") for t in ts for k in t.metrics) and not any("instr" in t.params for t in ts):
+        if not any(
+            INSTR_COUNT.matches(k) or INSTR_SIDE.matches(k) or k == INSTR.name for t in ts for k in t.metrics
+        ) and not any("instr" in t.params for t in ts):
             continue
         parts = []
         for role in ROLES:
-            vals = [v for t in ts if (v := t.metrics.get(f"instr.{role}.per_byte")) is not None]
+            vals = [v for t in ts if (v := t.metrics.get(INSTR_SIDE.key(role=role))) is not None]
             notes = sorted({str(t.params.get("instr", {}).get(role, "")) for t in ts} - {""})
             counted = f"{statistics.median(vals):.4g}" if vals else ""
             if notes:
                 counted = (counted + " (" if counted else "") + "; ".join(notes) + (")" if counted else "")
             parts.append(f"{role} {counted or 'not counted'}")
-        both = [v for t in ts if (v := t.metrics.get("instr.per_byte")) is not None]
+        both = [v for t in ts if (v := t.metrics.get(INSTR.name)) is not None]
         total = f", both {statistics.median(both):.4g}" if both else ""
         lines.append(f"instructions/byte {case_title(case)}: {', '.join(parts)}{total}")
     return lines

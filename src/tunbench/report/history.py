@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tunbench.errors import TunbenchError
 from tunbench.metadata import machine_of
+from tunbench.metrics import core
 from tunbench.report.compare import METRIC_KINDS, Metric, metrics_for
 from tunbench.report.summary import LeftOut, interfered, interference_reason, leave_out_interfered, unit_values
 from tunbench.results import CaseKey, RunRecord, TrialRecord
@@ -52,7 +53,7 @@ from tunbench.workloads import case_title
 EXIT_REGRESSED = 1
 """Exit status of `tunbench history --fail-on-regression-since` when a regression lies after the reference."""
 
-DEFAULT_METRICS = ("throughput_bps", "cpu_s_per_bit.client", "cpu_s_per_bit.server")
+DEFAULT_METRICS = (core.THROUGHPUT.name, *(core.CPU_SIDE.key(role=role) for role in ("client", "server")))
 
 
 class HistoryError(TunbenchError):

@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 
+from tunbench.monitor.interference import FOREIGN_CPU, HARNESS_CPU, INTERFERED
 from tunbench.results import TrialRecord
 
 
 def figures(trials: Sequence[TrialRecord]) -> dict[str, Any] | None:
     """Median and max of foreign and harness CPU (% of one core) over the trials that recorded them, the
     other runs seen, and the interfered trials' count; None when no trial recorded them (older runs)."""
-    seen = [t for t in trials if t.metrics.get("interference.foreign_cpu_pct") is not None]
+    seen = [t for t in trials if t.metrics.get(FOREIGN_CPU.name) is not None]
     if not seen:
         return None
 
@@ -28,9 +29,9 @@ def figures(trials: Sequence[TrialRecord]) -> dict[str, Any] | None:
     runs = sorted({r for t in seen for r in (t.params.get("interference_detail") or {}).get("runs", [])})
     return {
         "trials": len(seen),
-        "interfered": sum(1 for t in seen if t.metrics.get("interfered") == 1.0),
-        "foreign_cpu_pct": spread("interference.foreign_cpu_pct"),
-        "harness_cpu_pct": spread("harness.cpu_pct"),
+        "interfered": sum(1 for t in seen if t.metrics.get(INTERFERED.name) == 1.0),
+        "foreign_cpu_pct": spread(FOREIGN_CPU.name),
+        "harness_cpu_pct": spread(HARNESS_CPU.name),
         "other_runs": runs,
     }
 

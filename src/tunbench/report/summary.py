@@ -17,7 +17,12 @@ from dataclasses import dataclass, field, replace
 from statistics import median
 
 from tunbench import workloads
-from tunbench.monitor.crosscheck import failed_checks
+from tunbench.metrics import core
+from tunbench.metrics import link as link_metrics
+from tunbench.monitor import cost
+from tunbench.monitor.crosscheck import bytes_checked, failed_checks
+from tunbench.monitor.hostload import STEAL
+from tunbench.monitor.interference import FOREIGN_CPU, INTERFERED
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.stats import (
     Ratio,
@@ -30,6 +35,7 @@ from tunbench.stats import (
     steal_warnings,
     summarize,
 )
+from tunbench.workloads import fleet_metrics
 from tunbench.workloads.base import Generator
 
 ROLES = ("client", "server")
@@ -102,7 +108,7 @@ def unit_values(trials: Iterable[TrialRecord], value: Callable[[TrialRecord], fl
 
 
 def throughput(t: TrialRecord) -> float | None:
-    return t.metrics.get("throughput_bps")
+    return t.metrics.get(core.THROUGHPUT.name)
 
 
 def _med(xs: list[float | None]) -> float | None:
@@ -112,22 +118,22 @@ def _med(xs: list[float | None]) -> float | None:
 
 def per_trial_role(t: TrialRecord, role: str) -> dict[str, float | None]:
     m = t.metrics
-    if not m.get(f"processes.{role}"):
+    if not m.get(cost.PROCESSES.key(role=role)):
         return dict.fromkeys(("user_s", "sys_s", "cpu_pct", "bits_per_cpu_s", "rss_peak_bytes", "cgroup_cpu_s"))
-    user, sys_ = m.get(f"cpu.{role}.user_s"), m.get(f"cpu.{role}.sys_s")
-    window = m.get("window_s") or t.window_s
+    user, sys_ = m.get(cost.CPU_USER.key(role=role)), m.get(cost.CPU_SYS.key(role=role))
+    window = m.get(core.WINDOW_S.name) or t.window_s
     cpu = (user or 0.0) + (sys_ or 0.0) if user is not None or sys_ is not None else None
     pct = 100.0 * cpu / window if cpu is not None and window else None
-    bps = m.get("throughput_bps")
+    bps = m.get(core.THROUGHPUT.name)
     per_cpu = bps / (cpu / window) if cpu and window and bps is not None else None
-    cg_u, cg_s = m.get(f"cgroup_cpu.{role}.user_s"), m.get(f"cgroup_cpu.{role}.sys_s")
+    cg_u, cg_s = m.get(cost.CGROUP_CPU_USER.key(role=role)), m.get(cost.CGROUP_CPU_SYS.key(role=role))
     cg = (cg_u or 0.0) + (cg_s or 0.0) if cg_u is not None else None
     return {
         "user_s": user,
         "sys_s": sys_,
         "cpu_pct": pct,
         "bits_per_cpu_s": per_cpu,
-        "rss_peak_bytes": m.get(f"rss_peak_bytes.{role}"),
+        "rss_peak_bytes": m.get(cost.RSS_PEAK.key(role=role)),
         "cgroup_cpu_s": cg,
     }
 
@@ -171,8 +177,8 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
                 throughput=summarize(values, seed=seed, resamples=2000),
                 ratio_to_direct=ratio,
                 roles=roles,
-                retransmits=_med([t.metrics.get("retransmits") for t in ok]),
-                setup_s=_med([t.metrics.get("setup_s") for t in ok]),
+                retransmits=_med([t.metrics.get(core.RETRANSMITS.name) for t in ok]),
+                setup_s=_med([t.metrics.get(core.SETUP_S.name) for t in ok]),
                 values_bps=tuple(_ok_values(ts)),
                 warnings=(
                     tuple(stability_warnings([v / 1e6 for v in values], label=f"{key.label} Mbit/s")) if values else ()
@@ -234,9 +240,9 @@ def _baseline_key(key: CaseKey) -> tuple[str, str, int, str, int, str]:
 
 def _ok_values(ts: list[TrialRecord]) -> list[float]:
     return [
-        float(t.metrics["throughput_bps"] or 0.0)
+        float(t.metrics[core.THROUGHPUT.name] or 0.0)
         for t in ts
-        if t.status == "ok" and t.metrics.get("throughput_bps") is not None
+        if t.status == "ok" and t.metrics.get(core.THROUGHPUT.name) is not None
     ]
 
 
@@ -245,7 +251,7 @@ def _link_late(ts: list[TrialRecord]) -> list[float]:
     out = []
     for t in ts:
         for d in ("up", "down"):
-            v = t.metrics.get(f"link.{d}.late_us_p99")
+            v = t.metrics.get(link_metrics.LATE_P99.key(direction=d))
             if v is not None:
                 out.append(float(v))
     return out
@@ -253,7 +259,7 @@ def _link_late(ts: list[TrialRecord]) -> list[float]:
 
 def _steal(ts: list[TrialRecord]) -> list[float]:
     """The host's steal time (% of all CPUs' time) over each trial's window, where it was recorded."""
-    return [float(v) for t in ts if (v := t.metrics.get("host.steal_pct")) is not None]
+    return [float(v) for t in ts if (v := t.metrics.get(STEAL.name)) is not None]
 
 
 def interference_causes(ts: list[TrialRecord]) -> str:
@@ -261,12 +267,10 @@ def interference_causes(ts: list[TrialRecord]) -> str:
     why = [str(t.params.get("interference") or "") for t in ts]
     runs = sorted({r for t in ts for r in (t.params.get("interference_detail") or {}).get("runs", [])})
     causes = [f"another tunbench run ({', '.join(runs)})"] if runs else []
-    foreign = [
-        t.metrics.get("interference.foreign_cpu_pct") or 0.0 for t, w in zip(ts, why, strict=True) if "foreign" in w
-    ]
+    foreign = [t.metrics.get(FOREIGN_CPU.name) or 0.0 for t, w in zip(ts, why, strict=True) if "foreign" in w]
     if foreign:
         causes.append(f"foreign CPU up to {max(foreign):.0f}% of a core")
-    steal = [t.metrics.get("host.steal_pct") or 0.0 for t, w in zip(ts, why, strict=True) if "steal" in w]
+    steal = [t.metrics.get(STEAL.name) or 0.0 for t, w in zip(ts, why, strict=True) if "steal" in w]
     if steal:
         causes.append(f"steal up to {max(steal):.1f}%")
     return "; ".join(causes) or "; ".join(sorted(set(why) - {""}))
@@ -316,7 +320,7 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
             )
         )
     if skewed := [t for t in ts if _start_skewed(t)]:
-        worst = max((t.metrics.get("clients.start_skew_s") or 0.0) for t in skewed)
+        worst = max((t.metrics.get(fleet_metrics.START_SKEW.name) or 0.0) for t in skewed)
         out.append(
             StabilityWarning(
                 "start-skew",
@@ -343,7 +347,8 @@ def _start_skewed(t: TrialRecord) -> bool:
     tolerance."""
     m = t.metrics
     skew, unc, tol = (
-        m.get(k) for k in ("clients.start_skew_s", "clients.start_skew_uncertainty_s", "clients.start_tolerance_s")
+        m.get(spec.name)
+        for spec in (fleet_metrics.START_SKEW, fleet_metrics.START_SKEW_UNCERTAINTY, fleet_metrics.START_TOLERANCE)
     )
     return skew is not None and tol is not None and skew + (unc or 0.0) > tol
 
@@ -354,7 +359,7 @@ def _start_skewed(t: TrialRecord) -> bool:
 def interfered(t: TrialRecord) -> bool:
     """Whether the trial's measured window was interfered with (the monitor's ``interfered`` metric: another
     tunbench run live, foreign CPU or steal above its threshold). A trial from before it was recorded is clean."""
-    v = t.metrics.get("interfered")
+    v = t.metrics.get(INTERFERED.name)
     return v is not None and math.isfinite(v) and v >= 0.5
 
 
@@ -415,4 +420,4 @@ def _bytes_unchecked(t: TrialRecord) -> bool:
     if (g := _generator(t)) is None:
         return False
     has_bytes = any(t.metrics.get(payload) is not None for payload, _ in g.byte_keys().values())
-    return has_bytes and not any(k.startswith("check.bytes.") for k in t.metrics)
+    return has_bytes and not bytes_checked(t.metrics)

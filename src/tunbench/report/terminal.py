@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from tunbench import workloads
+from tunbench.metrics.core import THROUGHPUT
 from tunbench.report.common import fmt_ratio
 from tunbench.report.headlines import AXES, headline_tables, own_table
 from tunbench.report.summary import CaseSummary
@@ -295,4 +296,4 @@ def workload_tables(trials: list[TrialRecord]) -> list[Table]:
 def trial_headline(rec: TrialRecord) -> str:
     """One trial's result in a few words, for the progress lines (its workload's own headline)."""
     w = workloads.REGISTRY.get(rec.workload)
-    return w.headline(rec) if w is not None else f"{mbit(rec.metrics.get('throughput_bps') or 0.0)} Mbit/s"
+    return w.headline(rec) if w is not None else f"{mbit(rec.metrics.get(THROUGHPUT.name) or 0.0)} Mbit/s"

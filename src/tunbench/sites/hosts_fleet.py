@@ -23,6 +23,7 @@ from typing import Any
 from tunbench.errors import ConfigError, TunbenchError
 from tunbench.host.cgroup import CpuUsage
 from tunbench.host.ledger import Ledger
+from tunbench.metrics import core
 from tunbench.monitor.sampler import RoleCost
 from tunbench.remote.cap import RemoteCpuCap
 from tunbench.remote.hosts import HostRun
@@ -148,7 +149,7 @@ class HostsFleetEnv:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         t0 = time.monotonic()
         self._stack.close()
-        self.metrics["clients.teardown_s"] = time.monotonic() - t0
+        self.metrics[core.TEARDOWN_S.name] = time.monotonic() - t0
 
     def _close_place(self, place: RemotePlace) -> None:
         with contextlib.suppress(Exception):  # a lost host tears down on its own (EOF)
@@ -217,7 +218,7 @@ class HostsFleetEnv:
             namespaces += [str(ns) for ns in c["netns"]]
         if errors := [e for _, _, e in opened if e is not None]:
             raise errors[0]
-        m["clients.topology_setup_s"] = time.monotonic() - t0
+        m[core.TOPOLOGY_SETUP_S.name] = time.monotonic() - t0
         first = opened[0][1]
         assert first is not None
         self.sysctls_applied = dict(first["sysctls"])
@@ -241,9 +242,9 @@ class HostsFleetEnv:
         self._places = HostsFleetPlaces(server, places)
         fleet = Fleet(self.tunnel, self._layout, self.ledger, self.workdir, {}, places=self._places)
         self._fleet = self._stack.enter_context(fleet)
-        m["clients.keys_s"] = fleet.keys_s
+        m[core.KEYS_S.name] = fleet.keys_s
         fleet.start_server()
-        m["setup_s"] = fleet.server_up_s
+        m[core.SETUP_S.name] = fleet.server_up_s
         if self.cap is not None:
             self.cap.add(fleet.pids("server"))
         address = fleet.steps.render(fleet.multi.probe_address, fleet.vars, "multi.probe_address")

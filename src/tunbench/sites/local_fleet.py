@@ -19,6 +19,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.ready import ReadyProbe
 from tunbench.link.emulator import LinkEmulator, LinkEnd, link_metrics
 from tunbench.link.profile import Profile
+from tunbench.metrics import core
 from tunbench.monitor.counters import namespace_counters
 from tunbench.monitor.sampler import Sampler
 from tunbench.sites.base import SampledCost
@@ -115,9 +116,9 @@ class FleetEnv:
         lay, m = self.layout, self.metrics
         kmem0 = kernel_mem_bytes()
         self.topo = self._stack.enter_context(SwitchedTopology(self.ledger, lay, self.spec.namespace_sysctls()))
-        m["clients.topology_setup_s"] = self.topo.setup_s
+        m[core.TOPOLOGY_SETUP_S.name] = self.topo.setup_s
         self.sysctls_applied = self.topo.sysctls_applied
-        m["clients.netns_kmem_bytes_per_client"] = (kernel_mem_bytes() - kmem0) / lay.clients
+        m[core.NETNS_KMEM.name] = (kernel_mem_bytes() - kmem0) / lay.clients
         if lay.emulated_uplink:
             self.link = self._stack.enter_context(self._uplink_emulator())
         for role in ("server", "clients"):
@@ -127,9 +128,9 @@ class FleetEnv:
         if self.want_cap:
             self.cap = self._stack.enter_context(CpuCap(f"{self.ledger.prefix}-{self.tag}-cap", self.ledger))
         self._fleet = self._stack.enter_context(Fleet(self.tunnel, lay, self.ledger, self.workdir, self.cgroups))
-        m["clients.keys_s"] = self.fleet.keys_s
+        m[core.KEYS_S.name] = self.fleet.keys_s
         self.fleet.start_server()
-        m["setup_s"] = self.fleet.server_up_s
+        m[core.SETUP_S.name] = self.fleet.server_up_s
         if self.cap is not None:
             self.cap.add(self.fleet.pids("server"))
         namespaces = {i: lay.client_ns(i) for i in lay.indices()}
@@ -161,7 +162,7 @@ class FleetEnv:
             self._stack.close()
         finally:
             self._remove_stale_sockets()
-        self.metrics["clients.teardown_s"] = time.monotonic() - t0
+        self.metrics[core.TEARDOWN_S.name] = time.monotonic() - t0
         if self.link is not None:
             self.metrics.update(link_metrics(self.link.stats))
 

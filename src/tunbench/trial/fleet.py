@@ -4,6 +4,7 @@ The watchdog covers the whole trial."""
 
 from __future__ import annotations
 
+from tunbench.metrics import core
 from tunbench.trial.attempt import Attempt, Setup, merge
 from tunbench.watchdog import watchdog
 from tunbench.workloads.base import FleetContext, FleetWorkload
@@ -43,4 +44,4 @@ def measure(setup: Setup, t: Attempt) -> None:
             result = workload.measure(ctx)
     merge(rec, result)
     rec.metrics.update(env.metrics)
-    rec.window_s = float(rec.metrics.get("window_s") or 0.0)
+    rec.window_s = float(rec.metrics.get(core.WINDOW_S.name) or 0.0)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from tunbench.errors import RetryTrial
 from tunbench.link.emulator import link_metrics, queue_series
+from tunbench.metrics import core
 from tunbench.monitor import counters, crosscheck, work
 from tunbench.monitor.cost import cost_metrics
 from tunbench.monitor.sampler import RoleCost, Sampler
@@ -53,7 +54,7 @@ def measure(setup: Setup, t: Attempt) -> None:
     complete once it has stopped)."""
     with contextlib.ExitStack() as stack:
         held = bring_up(setup, t, stack)
-        t.rec.metrics["setup_s"] = held.tunnel.setup_s
+        t.rec.metrics[core.SETUP_S.name] = held.tunnel.setup_s
         window = measure_window(setup, t, held)
     account(t, held, window, final=True)
 
@@ -138,11 +139,11 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     if w.result.window is not None:
         measured = (w.result.window[0] - w.sampler.t0, w.result.window[1] - w.sampler.t0)
     cost_metrics_over(rec, {**w.sampler.results, **w.remote_costs}, w.sampler.wall_s, measured)
-    rec.window_s = float(rec.metrics["window_s"] or 0.0)
+    rec.window_s = float(rec.metrics[core.WINDOW_S.name] or 0.0)
     stats = pair.link_stats(final)
     rec.metrics.update(link_metrics(stats))
     t0, t1 = series_span(w.result, w.call)
-    rec.metrics["series_t0_s"] = t0 - w.call[0]  # the series' t = 0, after the workload's (and events') start
+    rec.metrics[core.SERIES_T0_S.name] = t0 - w.call[0]  # the series' t = 0, after the workload's (and events') start
     offset = pair.link_clock_offset_s()
     if stats and offset is not None:  # the queue occupancy on the series' time base, the measured part only
         queues, flags = queue_series(stats, round((t0 + offset) * 1e9), round((t1 + offset) * 1e9))
@@ -152,17 +153,17 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     if (generator := t.workload.generator) is not None:
         sent = [sent_key for _, sent_key in generator.byte_keys().values()]
         if (delivered := counters.delivered_bytes(rec.metrics, sent)) is not None:
-            rec.metrics[counters.DELIVERED] = delivered
+            rec.metrics[counters.DELIVERED.name] = delivered
             if not (short := rate_short(rec)):
                 rec.metrics.update(counters.instruction_ratios(rec.metrics, delivered))
             else:  # a count at another load than the fixed one is not the figure A and B are judged on
                 for role in ("client", "server"):
-                    if rec.metrics.pop(f"instr.{role}.count", None) is not None:
+                    if rec.metrics.pop(counters.INSTR_COUNT.key(role=role), None) is not None:
                         rec.params.setdefault("instr", {})[role] = f"not counted: {short}"
     if (underlay := pair.underlay()) is not None:
         devices, emulated = underlay
         if (carried := counters.carried_bytes(rec.metrics, devices["client"])) is not None:
-            rec.metrics[counters.CARRIED] = carried
+            rec.metrics[counters.CARRIED.name] = carried
         if (generator := t.workload.generator) is not None:
             keys = generator.byte_keys()
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, devices, emulated=emulated, generator=keys))
@@ -181,8 +182,8 @@ def rate_short(rec: TrialRecord) -> str:
     read 13-15 (docs/work-gate.md). Counted instructions per byte include the idle work of the window, so
     they are compared at one load only."""
     rate = (rec.params.get("workload") or {}).get("rate")
-    got = rec.metrics.get("throughput_bps")
-    if not rate or got is None or not any(k.startswith("instr.") for k in rec.metrics):
+    got = rec.metrics.get(core.THROUGHPUT.name)
+    if not rate or got is None or not any(counters.INSTR_COUNT.matches(k) for k in rec.metrics):
         return ""
     offered = parse_rate(str(rate))
     if RATE_KEPT * offered <= got <= offered / RATE_KEPT:
@@ -204,6 +205,6 @@ def cost_metrics_over(
     the whole workload call (`trial_cpu.*`, connect, warm-up and result exchange included), with the
     cgroup-vs-sampling cross-check over the window (monitor/cost.py)."""
     w0, w1 = (0.0, wall_s) if window is None else (max(0.0, window[0]), min(wall_s, window[1]))
-    rec.metrics["window_s"] = max(0.0, w1 - w0)
-    rec.metrics["trial_window_s"] = wall_s
+    rec.metrics[core.WINDOW_S.name] = max(0.0, w1 - w0)
+    rec.metrics[core.TRIAL_WINDOW_S.name] = wall_s
     cost_metrics(rec, costs, wall_s, (w0, w1))

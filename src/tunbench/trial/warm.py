@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from tunbench.errors import TunnelError
 from tunbench.host.workdir import workdir as host_workdir
+from tunbench.metrics import core
 from tunbench.plan import PlannedTrial
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Spot
@@ -48,7 +49,7 @@ def run_block(
             else:
                 rec, failed = with_retries(functools.partial(window, setup, first, pt, up))
                 if first.rec.seq == pt.seq:
-                    rec.metrics["setup_s"] = up.tunnel.setup_s  # once per bring-up, with its first window
+                    rec.metrics[core.SETUP_S.name] = up.tunnel.setup_s  # once per bring-up, with its first window
                 if failed is not None and (dead := died(first, up)) is not None:
                     held[pt.case.tunnel.label] = (first, dead)
             done(pt, rec)

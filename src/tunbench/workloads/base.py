@@ -21,6 +21,7 @@ from typing_extensions import TypeVar
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.link.profile import Profile
+from tunbench.metrics.core import THROUGHPUT
 from tunbench.results import TrialRecord
 from tunbench.sites.base import FleetSetup
 from tunbench.tunnels.handshakes import HandshakeReader
@@ -283,7 +284,7 @@ class Workload(ABC, Generic[C, Opt]):
         """One good trial's result in a few words (the progress line after each trial)."""
         if self.columns:
             return ", ".join(f"{c.header} {cell(rec.metrics, c)}" for c in self.columns[:3])
-        return f"{mbit(rec.metrics.get('throughput_bps') or 0.0)} Mbit/s"
+        return f"{mbit(rec.metrics.get(THROUGHPUT.name) or 0.0)} Mbit/s"
 
     def title(self, case: CaseAxes) -> str:
         """What names a case of this workload after its tunnel and profile: 'latency', 'up · 4 flows',

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from tunbench.errors import TrialError
 from tunbench.host.place import Place, Proc
+from tunbench.metrics import core
 from tunbench.monitor.cost import cost_metrics, cumulative_cpu
 from tunbench.monitor.hostload import cpu_shares, cpu_times
 from tunbench.results import TrialRecord
@@ -31,6 +32,7 @@ from tunbench.sites.base import PER_CLIENT_SETUP_S, FleetSetup, SampledCost
 from tunbench.stats import percentile
 from tunbench.stats.fairness import jain_index
 from tunbench.units import Window, fmt, mbit
+from tunbench.workloads import fleet_metrics as FM
 from tunbench.workloads import iperf3
 from tunbench.workloads import window as W
 from tunbench.workloads.base import (
@@ -103,18 +105,18 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
     fleet_on_hosts: ClassVar[bool] = True  # sites/hosts_fleet.py places it between two hosts
     one_way: ClassVar[bool] = True
     columns: ClassVar[tuple[Column, ...]] = (
-        Column("UDP Mb/s", "clients.udp.aggregate_bps", "mbit"),
-        Column("per client", "clients.udp.per_client_bps_p50", "mbit"),
-        Column("loss", "clients.udp.loss_pct", "pct"),
-        Column("TCP Mb/s", "clients.tcp.aggregate_bps", "mbit"),
-        Column("Jain", "clients.tcp.jain", "ratio"),
-        Column("CPU-s/cl", "clients.udp.server_cpu_s_per_client", "sec"),
-        Column("RSS/cl", "clients.server_rss_bytes_per_client", "kb"),
-        Column("failed", "clients.udp.failed_clients|clients.tcp.failed_clients", "n"),
+        Column("UDP Mb/s", FM.AGGREGATE.key(proto="udp"), "mbit"),
+        Column("per client", FM.PER_CLIENT_P50.key(proto="udp"), "mbit"),
+        Column("loss", FM.LOSS_PCT.key(proto="udp"), "pct"),
+        Column("TCP Mb/s", FM.AGGREGATE.key(proto="tcp"), "mbit"),
+        Column("Jain", FM.PROTO_JAIN.key(proto="tcp"), "ratio"),
+        Column("CPU-s/cl", FM.PROTO_CPU_PER_CLIENT.key(proto="udp"), "sec"),
+        Column("RSS/cl", FM.SERVER_RSS_PER_CLIENT.name, "kb"),
+        Column("failed", "|".join(FM.FAILED.key(proto=p) for p in ("udp", "tcp")), "n"),
     )
     scaling: ClassVar[tuple[Scaling, ...]] = (
         Scaling(
-            "clients.udp.aggregate_bps",
+            FM.AGGREGATE.key(proto="udp"),
             1e6,
             "udp",
             "Aggregate UDP throughput of all clients",
@@ -122,7 +124,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             ".3g",
         ),
         Scaling(
-            "clients.tcp.aggregate_bps",
+            FM.AGGREGATE.key(proto="tcp"),
             1e6,
             "tcp",
             "Aggregate TCP throughput of all clients",
@@ -130,7 +132,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             ".3g",
         ),
         Scaling(
-            "clients.udp.server_cpu_pct",
+            FM.PROTO_SERVER_CPU_PCT.key(proto="udp"),
             1.0,
             "cpu",
             "Tunnel server CPU during the UDP phase",
@@ -139,7 +141,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         ),
         W.RSS_PER_CLIENT,
         Scaling(
-            "clients.udp.server_cpu_s_per_client",
+            FM.PROTO_CPU_PER_CLIENT.key(proto="udp"),
             1.0,
             "cpu-per-client",
             "Tunnel server CPU time per client during the UDP phase",
@@ -155,9 +157,9 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
         return (
-            f"{rec.clients} clients · UDP {mbit(m.get('clients.udp.aggregate_bps'))} Mbit/s"
-            f" (loss {fmt(m.get('clients.udp.loss_pct'), 'pct')})"
-            f" · TCP {mbit(m.get('clients.tcp.aggregate_bps'))} Mbit/s"
+            f"{rec.clients} clients · UDP {mbit(m.get(FM.AGGREGATE.key(proto='udp')))} Mbit/s"
+            f" (loss {fmt(m.get(FM.LOSS_PCT.key(proto='udp')), 'pct')})"
+            f" · TCP {mbit(m.get(FM.AGGREGATE.key(proto='tcp')))} Mbit/s"
         )
 
     def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
@@ -190,17 +192,17 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         if not mt.probe.wait(lay.indices(), t0 + opts.ready_timeout_s):
             late = n - len(mt.probe.ready_at)
             raise TrialError(f"{late} of {n} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
-        rec.metrics["clients.ready_s"] = max(mt.probe.ready_at.values()) - t0
+        rec.metrics[FM.READY_S.name] = max(mt.probe.ready_at.values()) - t0
         if host_of := mt.host_of():  # each client host's last client ready
             for host, ready in by_host(host_of, mt.probe.ready_at).items():
-                rec.metrics[f"clients.host.{host}.ready_s"] = max(ready.values()) - t0
-        rec.metrics["clients.connected"] = float(n)
+                rec.metrics[FM.HOST_READY_S.key(host=host)] = max(ready.values()) - t0
+        rec.metrics[FM.CONNECTED.name] = float(n)
         conn_rss = sum(mt.fleet.rss("server"))
         client_rss = mt.fleet.rss("clients")
-        rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
-        rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
-        rec.metrics["clients.server_rss_bytes_per_client"] = (conn_rss - base_rss) / n
-        rec.metrics["clients.client_rss_bytes_mean"] = sum(client_rss) / len(client_rss) if client_rss else None
+        rec.metrics[FM.SERVER_RSS_BASE.name] = float(base_rss)
+        rec.metrics[FM.SERVER_RSS_CONNECTED.name] = float(conn_rss)
+        rec.metrics[FM.SERVER_RSS_PER_CLIENT.name] = (conn_rss - base_rss) / n
+        rec.metrics[FM.CLIENT_RSS_MEAN.name] = sum(client_rss) / len(client_rss) if client_rss else None
         for k, proto in enumerate(opts.protocols):
             self._phase(ctx, rec, opts, proto, direction, headline=k == 0)
         mt.fleet.check_server()
@@ -239,7 +241,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             run_s = warmup + ctx.window.duration_s + pad
             self._wait_listening(server_place, {PORT_BASE + i for i in lay.indices()}, servers)
             busy0 = cpu_times() if mt.local else None
-            with mt.counters(rec.metrics, "" if headline else f"clients.{proto}."), mt.sampling() as sampler:
+            with mt.counters(rec.metrics, "" if headline else FM.phase_prefix(proto)), mt.sampling() as sampler:
                 s0 = time.monotonic()
                 launched: dict[int, float] = {}
                 clients: dict[int, Proc] = {}
@@ -272,8 +274,8 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
                 ended = {i: t - s0 for i, t in exits.items() if t is not None}
         if busy0 is not None:
             host_pct = cpu_shares(busy0, cpu_times()).get("busy_pct", 0.0)
-            rec.metrics[f"clients.{proto}.host_cpu_pct"] = host_pct  # all CPUs of the host, in %
-            rec.metrics[f"clients.{proto}.host_cpu_saturated"] = 1.0 if host_pct > 90.0 else 0.0
+            rec.metrics[FM.HOST_CPU.key(proto=proto)] = host_pct  # all CPUs of the host, in %
+            rec.metrics[FM.HOST_SATURATED.key(proto=proto)] = 1.0 if host_pct > 90.0 else 0.0
         timing = Timing(launched, ended, warmup, ctx.window.duration_s, pad)
         self._summarize(mt, rec, opts, proto, direction, timing, sampler, headline)
 
@@ -334,10 +336,10 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             raise TrialError(f"{proto}: {len(failed)} of {n} iperf3 clients failed: " + "; ".join(failed[:3]))
         # a few clients whose iperf3 failed (an overloaded tunnel loses their set-up packets or starves their
         # control connection) are counted, reported and left out; more than half fail the trial
-        rec.metrics[f"clients.{proto}.failed_clients"] = float(len(failed))
+        rec.metrics[FM.FAILED.key(proto=proto)] = float(len(failed))
         if failed:
             rec.artifacts[f"iperf3-{proto}-failures.txt"] = "\n".join(failed).encode()
-        rec.metrics[f"clients.{proto}.start_spread_s"] = max(starts[i] for i in kept) - min(starts[i] for i in kept)
+        rec.metrics[FM.START_SPREAD.key(proto=proto)] = max(starts[i] for i in kept) - min(starts[i] for i in kept)
         spans = {i: (ivs[0].start_s, ivs[-1].end_s) for i, ivs in intervals.items()}
         win = W.common_window(spans, warmup_s=timing.warmup_s, max_s=timing.duration_s)
         # a client whose iperf3 failed or started late got nothing in the window: it counts as a client that
@@ -346,7 +348,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         per_client.update({i: 8 * W.bytes_in(ivs, win) / win.length_s for i, ivs in intervals.items()})
         vals = [per_client[i] for i in sorted(per_client)]
         m = rec.metrics
-        p = f"clients.{proto}"
+        p = FM.phase_prefix(proto).removesuffix(".")
         agg = sum(vals)
         m[f"{p}.aggregate_bps"] = agg
         m[f"{p}.window_s"] = win.length_s
@@ -380,11 +382,11 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             rec, sampler.results, sampler.wall_s, prefix=f"{p}." if not headline else "", sampled_roles=("server",)
         )
         if headline:
-            m["throughput_bps"] = agg
-            m["window_s"] = win.length_s
-            m["clients.jain"] = m[f"{p}.jain"]
-            m["clients.server_cpu_s_per_client"] = m[f"{p}.server_cpu_s_per_client"]
-            m["clients.server_cpu_pct_per_client"] = m[f"{p}.server_cpu_pct_per_client"]
+            m[core.THROUGHPUT.name] = agg
+            m[core.WINDOW_S.name] = win.length_s
+            m[FM.JAIN.name] = m[f"{p}.jain"]
+            m[FM.CPU_PER_CLIENT.name] = m[f"{p}.server_cpu_s_per_client"]
+            m[FM.CPU_PCT_PER_CLIENT.name] = m[f"{p}.server_cpu_pct_per_client"]
             rec.streams = [(i, direction, per_client[i], None) for i in sorted(per_client)]
 
     @staticmethod
@@ -402,7 +404,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         and fairness, loss, failures and their CPU there."""
         host_of = mt.host_of()
         for host, mine in by_host(host_of, per_client).items():
-            p = f"clients.host.{host}.{proto}"
+            p = f"{FM.HOST_PREFIX}{host}.{proto}"
             vals = [mine[i] for i in sorted(mine)]
             m = rec.metrics
             m[f"{p}.aggregate_bps"] = sum(vals)
@@ -423,13 +425,13 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         seen = self._costs.setdefault(key, {})
         cost = {
             name: float(v)
-            for name in ("clients.server_cpu_s_per_client", "clients.server_rss_bytes_per_client")
+            for name in (FM.CPU_PER_CLIENT.name, FM.SERVER_RSS_PER_CLIENT.name)
             if isinstance(v := rec.metrics.get(name), int | float)
         }
         seen.setdefault(n, cost)
         for name, metric in (
-            ("clients.server_cpu_s_per_client", "clients.cpu_growth_ratio"),
-            ("clients.server_rss_bytes_per_client", "clients.rss_growth_ratio"),
+            (FM.CPU_PER_CLIENT.name, FM.CPU_GROWTH.name),
+            (FM.SERVER_RSS_PER_CLIENT.name, FM.RSS_GROWTH.name),
         ):
             by_n = {k: c[name] for k, c in seen.items() if name in c}
             ratio = W.growth_ratio(by_n)
@@ -437,6 +439,4 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
                 rec.metrics[metric] = ratio
                 rec.metrics[f"{metric}_vs_n"] = float(min(by_n))
                 warn = 1.0 if ratio > NONLINEAR_WARN_RATIO else 0.0
-                rec.metrics["clients.warning_nonlinear"] = max(
-                    warn, rec.metrics.get("clients.warning_nonlinear") or 0.0
-                )
+                rec.metrics[FM.NONLINEAR.name] = max(warn, rec.metrics.get(FM.NONLINEAR.name) or 0.0)

@@ -17,10 +17,25 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from tunbench.errors import CommandFailed, TrialError, TunnelError
+from tunbench.metrics import declare
+from tunbench.metrics.core import SETUP_S
 from tunbench.results import TrialRecord
 from tunbench.stats import percentile
 from tunbench.units import Window, fmt
 from tunbench.workloads.base import TRIAL_SETUP_S, BringupContext, CaseAxes, Column, Measurement, Workload
+
+CONNECT_S = declare(
+    "connect.{stat}_s", "s", "lower", "info", "Bring-up times of the connect workload.",
+    choices={"stat": ("p50", "p90", "min", "max", "mean")},
+)  # fmt: skip
+CONNECT_COUNT = declare(
+    "connect.{outcome}", "count", "none", "info", "Bring-ups that succeeded (`count`) or failed.",
+    choices={"outcome": ("count", "failures")},
+)  # fmt: skip
+CONNECT_HOST = declare(
+    "connect.host.{host}.{figure}", "", "none", "info", "The bring-up figures of one client host.",
+    choices={"figure": ("p50_s", "max_s", "count", "failures")},
+)  # fmt: skip
 
 
 class ConnectOptions(BaseModel):
@@ -32,17 +47,18 @@ class ConnectOptions(BaseModel):
 def connect_metrics(times_s: list[float], failures: int) -> dict[str, float | None]:
     """Distribution of the bring-up times (pure)."""
     return {
-        "connect.p50_s": percentile(times_s, 50),
-        "connect.p90_s": percentile(times_s, 90),
-        "connect.min_s": min(times_s) if times_s else None,
-        "connect.max_s": max(times_s) if times_s else None,
-        "connect.mean_s": sum(times_s) / len(times_s) if times_s else None,
-        "connect.count": float(len(times_s)),
-        "connect.failures": float(failures),
+        CONNECT_S.key(stat="p50"): percentile(times_s, 50),
+        CONNECT_S.key(stat="p90"): percentile(times_s, 90),
+        CONNECT_S.key(stat="min"): min(times_s) if times_s else None,
+        CONNECT_S.key(stat="max"): max(times_s) if times_s else None,
+        CONNECT_S.key(stat="mean"): sum(times_s) / len(times_s) if times_s else None,
+        CONNECT_COUNT.key(outcome="count"): float(len(times_s)),
+        CONNECT_COUNT.key(outcome="failures"): float(failures),
     }
 
 
-HOST_KEY = "connect.host."
+PREFIX = CONNECT_COUNT.name.partition("{")[0]  # connect.
+HOST_KEY = CONNECT_HOST.name.partition("{")[0]  # connect.host.
 HOST_FIELDS = ("p50_s", "max_s", "count", "failures")
 
 
@@ -50,7 +66,7 @@ def host_metrics(host: str, times_s: list[float], failures: int) -> dict[str, fl
     """One client host's share of the bring-ups (pure): `connect.host.<host>.p50_s`, `.max_s`, `.count`,
     `.failures`."""
     m = connect_metrics(times_s, failures)
-    return {f"{HOST_KEY}{host}.{f}": m[f"connect.{f}"] for f in HOST_FIELDS}
+    return {CONNECT_HOST.key(host=host, figure=f): m[f"{PREFIX}{f}"] for f in HOST_FIELDS}
 
 
 def hosts_in(metrics: Iterable[str]) -> list[str]:
@@ -75,11 +91,11 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
     owns_bringup = True
     requires = ()
     columns = (
-        Column("setup p50 ms", "connect.p50_s", "s"),
-        Column("p90", "connect.p90_s", "s"),
-        Column("max", "connect.max_s", "s"),
-        Column("bring-ups", "connect.count", "n"),
-        Column("failed", "connect.failures", "n"),
+        Column("setup p50 ms", CONNECT_S.key(stat="p50"), "s"),
+        Column("p90", CONNECT_S.key(stat="p90"), "s"),
+        Column("max", CONNECT_S.key(stat="max"), "s"),
+        Column("bring-ups", CONNECT_COUNT.key(outcome="count"), "n"),
+        Column("failed", CONNECT_COUNT.key(outcome="failures"), "n"),
     )
     caption = "tunnel bring-up: start of its processes to a packet through it"
 
@@ -95,7 +111,8 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
 
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
-        return f"setup p50 {fmt(m.get('connect.p50_s'), 's')} ms, max {fmt(m.get('connect.max_s'), 's')} ms"
+        p50, top = m.get(CONNECT_S.key(stat="p50")), m.get(CONNECT_S.key(stat="max"))
+        return f"setup p50 {fmt(p50, 's')} ms, max {fmt(top, 's')} ms"
 
     def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         return self.opts(options).count * TRIAL_SETUP_S
@@ -127,7 +144,7 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
             rec.metrics.update(host_metrics(host, host_times, len(host_errors)))
         if ctx.machines:
             rec.params["client_hosts"] = list(ctx.machines)
-        rec.metrics["setup_s"] = percentile(times, 50)
+        rec.metrics[SETUP_S.name] = percentile(times, 50)
         rec.series["connect_s"] = [(float(i), t) for i, t in enumerate(times, 1)]
         if errors:
             rec.artifacts["connect-errors.txt"] = "\n".join(errors).encode()

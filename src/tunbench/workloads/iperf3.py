@@ -17,9 +17,30 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import RetryTrial, TrialError
 from tunbench.host.place import Place, Proc
+from tunbench.metrics import core, declare
+from tunbench.monitor.cost import CPU_SYS, CPU_USER
 from tunbench.results import TrialRecord
 from tunbench.units import mbit, parse_rate
 from tunbench.workloads.base import CaseAxes, Context, Generator, Measurement, Workload
+
+GENERATOR_BOUND = declare(
+    "iperf3.generator_bound", "flag", "none", "info", "1 when iperf3 itself was the bottleneck (a side's CPU >= 90%)."
+)
+GENERATOR_CPU = declare("iperf3.cpu.{role}_pct", "%", "none", "info", "iperf3's own CPU on a side, as it reports it.")
+PAYLOAD = declare(
+    "iperf3.bytes.{direction}",
+    "bytes",
+    "none",
+    "info",
+    "Payload bytes iperf3 received in a direction, measured window.",
+)
+SENT_TOTAL = declare(
+    "iperf3.sent_bytes_total.{direction}", "bytes", "none", "info",
+    "Bytes iperf3 sent in a direction over the whole test, warm-up included (what `delivered_bytes` sums).",
+)  # fmt: skip
+CWND_MAX = declare(
+    "snd_cwnd_max_bytes", "bytes", "none", "info", "The largest congestion window iperf3 saw (sender side)."
+)
 
 Direction = Literal["up", "down", "bidir"]
 DIRECTIONS: tuple[Direction, ...] = ("up", "down", "bidir")
@@ -280,12 +301,12 @@ GENERATOR_BOUND_PCT = 90.0
 # read them from here
 GENERATOR = Generator(
     program="iperf3",
-    bound="iperf3.generator_bound",
-    cpu=("iperf3.cpu.client_pct", "iperf3.cpu.server_pct"),
+    bound=GENERATOR_BOUND.name,
+    cpu=(GENERATOR_CPU.key(role="client"), GENERATOR_CPU.key(role="server")),
     hint="iperf3 before 3.16 runs every stream in one thread; with iperf3 >= 3.16 (one thread per stream) "
     "first in PATH, use --flows 2 or more",
-    payload_bytes="iperf3.bytes.{direction}",
-    sent_bytes="iperf3.sent_bytes_total.{direction}",
+    payload_bytes=PAYLOAD.name,  # a family by {direction}: Generator.byte_keys fills it in
+    sent_bytes=SENT_TOTAL.name,
 )
 
 
@@ -315,10 +336,10 @@ class Iperf3Workload(Workload[Context, Iperf3Options]):
         """At a fixed load the cost is the result: CPU-seconds per GB on each side."""
         m = rec.metrics
         if rec.params.get("workload", {}).get("rate"):
-            bps, window = m.get("throughput_bps"), m.get("window_s")
+            bps, window = m.get(core.THROUGHPUT.name), m.get(core.WINDOW_S.name)
             cost = []
             for role in ("client", "server"):
-                user, sys_ = m.get(f"cpu.{role}.user_s"), m.get(f"cpu.{role}.sys_s")
+                user, sys_ = m.get(CPU_USER.key(role=role)), m.get(CPU_SYS.key(role=role))
                 gb = bps * window / 8e9 if bps and window else None
                 cost.append(f"{((user or 0.0) + (sys_ or 0.0)) / gb:.2f}" if gb and user is not None else "–")
             return f"{mbit(bps or 0.0)} Mbit/s at a fixed load, CPU-s per GB {' / '.join(cost)} (client / server)"
@@ -403,11 +424,11 @@ def measurement(
     m.metrics.update(generator_metrics(r))
     m.metrics.update(
         {
-            "throughput_bps": r.throughput_bps,
-            "throughput_bps.up": r.up_bps,
-            "throughput_bps.down": r.down_bps,
-            "retransmits": r.retransmits,
-            "snd_cwnd_max_bytes": r.snd_cwnd_max_bytes,
+            core.THROUGHPUT.name: r.throughput_bps,
+            core.THROUGHPUT_DIR.key(direction="up"): r.up_bps,
+            core.THROUGHPUT_DIR.key(direction="down"): r.down_bps,
+            core.RETRANSMITS.name: r.retransmits,
+            CWND_MAX.name: r.snd_cwnd_max_bytes,
             "iperf3_duration_s": r.duration_s,
         }
     )

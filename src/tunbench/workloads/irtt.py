@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tunbench.errors import TrialError
 from tunbench.host.place import Proc
+from tunbench.metrics import latency as lat
 from tunbench.stats import percentile
 from tunbench.workloads.base import Context
 from tunbench.workloads.iperf3 import wait_listening
@@ -115,25 +116,23 @@ def parse(text: str) -> IrttResult:
     )
 
 
-def rtt_metrics(
-    r: IrttResult, prefix: str = "latency", clock_skew: tuple[float, float] | None = None
-) -> dict[str, float | None]:
+def rtt_metrics(r: IrttResult, clock_skew: tuple[float, float] | None = None) -> dict[str, float | None]:
     """p50/p90/p99/max/mean of the RTT, loss, and the one-way delays' p50/p90/p99 where irtt has them.
 
     irtt's one-way delays subtract the client's clock from the server's. `clock_skew` = (server clock -
     client clock, its uncertainty) in seconds, when the two run on different hosts: the delays are corrected
-    by it, and left out (`{prefix}.one_way_withheld` = 1) when the uncertainty is not well below them."""
+    by it, and left out (`latency.one_way_withheld` = 1) when the uncertainty is not well below them."""
     m: dict[str, float | None] = {}
     for q in (50, 90, 99):
-        m[f"{prefix}.p{q}_ms"] = percentile(r.rtt_ms, q)
-    m[f"{prefix}.min_ms"] = min(r.rtt_ms) if r.rtt_ms else None
-    m[f"{prefix}.max_ms"] = max(r.rtt_ms) if r.rtt_ms else None
-    m[f"{prefix}.mean_ms"] = sum(r.rtt_ms) / len(r.rtt_ms) if r.rtt_ms else None
-    m[f"{prefix}.loss"] = r.loss
-    m[f"{prefix}.packets_sent"] = float(r.packets_sent)
+        m[lat.LATENCY.key(q=q)] = percentile(r.rtt_ms, q)
+    m[lat.STAT.key(stat="min")] = min(r.rtt_ms) if r.rtt_ms else None
+    m[lat.LATENCY_MAX.name] = max(r.rtt_ms) if r.rtt_ms else None
+    m[lat.STAT.key(stat="mean")] = sum(r.rtt_ms) / len(r.rtt_ms) if r.rtt_ms else None
+    m[lat.LATENCY_LOSS.name] = r.loss
+    m[lat.PACKETS_SENT.name] = float(r.packets_sent)
     skew_ms, unc_ms = ((clock_skew[0] * 1e3, clock_skew[1] * 1e3)) if clock_skew else (0.0, 0.0)
     if clock_skew:
-        m[f"{prefix}.clock_skew_ms"], m[f"{prefix}.clock_uncertainty_ms"] = skew_ms, unc_ms
+        m[lat.STAT.key(stat="clock_skew")], m[lat.STAT.key(stat="clock_uncertainty")] = skew_ms, unc_ms
     one_way = {
         "send": [x - skew_ms for x in r.send_ms],  # server stamp - client stamp: remove the server's lead
         "receive": [x + skew_ms for x in r.receive_ms],
@@ -141,12 +140,12 @@ def rtt_metrics(
     medians = [p for xs in one_way.values() if xs and (p := percentile(xs, 50)) is not None]
     lowest = min(medians, default=None)
     if clock_skew and (lowest is None or unc_ms * ONE_WAY_MARGIN > lowest):
-        m[f"{prefix}.one_way_withheld"] = 1.0  # the clocks are not known well enough for one-way figures
+        m[lat.ONE_WAY_WITHHELD.name] = 1.0  # the clocks are not known well enough for one-way figures
         return m
     for name, xs in one_way.items():
         if xs:
             for q in (50, 90, 99):
-                m[f"{prefix}.{name}_p{q}_ms"] = percentile(xs, q)
+                m[lat.LATENCY_DIR.key(way=name, q=q)] = percentile(xs, q)
     return m
 
 

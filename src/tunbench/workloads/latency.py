@@ -10,10 +10,13 @@ import contextlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tunbench.metrics import latency as lat
 from tunbench.results import TrialRecord
 from tunbench.units import fmt
 from tunbench.workloads import irtt
 from tunbench.workloads.base import Column, Context, Measurement, Workload
+
+ONE_WAY = ("send", "receive")  # up, down: irtt's one-way delays
 
 
 class LatencyOptions(BaseModel):
@@ -30,17 +33,20 @@ class LatencyWorkload(Workload[Context, LatencyOptions]):
     Options = LatencyOptions
     requires = ("irtt",)
     columns = (
-        Column("RTT p50 ms", "latency.p50_ms", "ms"),
-        Column("p90", "latency.p90_ms", "ms"),
-        Column("p99", "latency.p99_ms", "ms"),
-        Column("max", "latency.max_ms", "ms"),
-        Column("loss", "latency.loss", "frac"),
-        Column("one-way p50 ms (up / down)", "latency.send_p50_ms|latency.receive_p50_ms", "ms"),
+        Column("RTT p50 ms", lat.LATENCY.key(q=50), "ms"),
+        Column("p90", lat.LATENCY.key(q=90), "ms"),
+        Column("p99", lat.LATENCY.key(q=99), "ms"),
+        Column("max", lat.LATENCY_MAX.name, "ms"),
+        Column("loss", lat.LATENCY_LOSS.name, "frac"),
+        Column(
+            "one-way p50 ms (up / down)", "|".join(lat.LATENCY_DIR.key(way=w, q=50) for w in ("send", "receive")), "ms"
+        ),
     )
 
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
-        return f"RTT p50 {fmt(m.get('latency.p50_ms'), 'ms')} ms, p99 {fmt(m.get('latency.p99_ms'), 'ms')} ms"
+        p50, p99 = m.get(lat.LATENCY.key(q=50)), m.get(lat.LATENCY.key(q=99))
+        return f"RTT p50 {fmt(p50, 'ms')} ms, p99 {fmt(p99, 'ms')} ms"
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         stack.enter_context(irtt.IrttServer(ctx))

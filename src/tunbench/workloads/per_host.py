@@ -8,15 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
+from tunbench.workloads.fleet_metrics import HOST_PREFIX, PREFIX
+
 T = TypeVar("T")
-HOST = "clients.host."
+HOST = HOST_PREFIX
 
 
 def host_key(key: str, host: str) -> str | None:
     """The per-host twin of a `clients.` metric name; None for another name (it has no per-host figure)."""
-    if not key.startswith("clients.") or key.startswith(HOST):
+    if not key.startswith(PREFIX) or key.startswith(HOST):
         return None
-    return f"{HOST}{host}.{key.removeprefix('clients.')}"
+    return f"{HOST}{host}.{key.removeprefix(PREFIX)}"
 
 
 def by_host(host_of: Mapping[int, str], values: Mapping[int, T]) -> dict[str, dict[int, T]]:

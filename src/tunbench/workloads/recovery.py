@@ -31,11 +31,26 @@ from tunbench.errors import TrialError
 from tunbench.link import mahimahi
 from tunbench.link.emulator import LinkEmulator
 from tunbench.link.profile import Profile, ProfileEvent
+from tunbench.metrics import declare
 from tunbench.results import TrialRecord
 from tunbench.tunnels.handshakes import HandshakeSampler
 from tunbench.units import Window, fmt
 from tunbench.workloads import iperf3, irtt
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
+
+RECOVERY_MS = declare(
+    "recovery.{span}_ms", "ms", "lower", "info",
+    "The recovery workload's times: `outage` (link down to up), `first_after` (the first reply after it), "
+    "`silence` (the longest gap), `tcp_90` (TCP back to 90% of its rate).",
+    choices={"span": ("outage", "first_after", "silence", "tcp_90")},
+)  # fmt: skip
+PROBES = declare(
+    "recovery.probes_{count}", "count", "none", "info", "Probes sent and lost around the outage.",
+    choices={"count": ("sent", "lost")},
+)  # fmt: skip
+TCP_SURVIVED = declare("recovery.tcp_survived", "flag", "higher", "info", "1 when the TCP flow lived through it.")
+TCP_BEFORE = declare("recovery.tcp_before_bps", "bit/s", "none", "info", "The TCP flow's rate before the outage.")
+HANDSHAKES = declare("recovery.handshakes", "count", "none", "info", "The tunnel's handshakes during the trial.")
 
 BACK_FRACTION = 0.9  # "recovered": throughput at 90% of its level before the outage
 TCP_INTERVAL_S = 0.1
@@ -121,22 +136,22 @@ def recovery_metrics(
         gaps.append(end - got[-1])
     replied = sum(p.replied for p in probe_list)
     m: dict[str, float | None] = {
-        "recovery.outage_ms": (up - down) / 1e6,
-        "recovery.probes_sent": float(len(probe_list)),
+        RECOVERY_MS.key(span="outage"): (up - down) / 1e6,
+        PROBES.key(count="sent"): float(len(probe_list)),
         # not answered; when irtt sent far fewer than planned (it stops when the tunnel's device goes away),
         # of those planned
-        "recovery.probes_lost": float((expected if len(probe_list) < 0.9 * expected else len(probe_list)) - replied),
-        "recovery.first_after_ms": (after[0] - up) / 1e6 if after else None,
-        "recovery.silence_ms": max(gaps) / 1e6 if gaps else None,
+        PROBES.key(count="lost"): float((expected if len(probe_list) < 0.9 * expected else len(probe_list)) - replied),
+        RECOVERY_MS.key(span="first_after"): (after[0] - up) / 1e6 if after else None,
+        RECOVERY_MS.key(span="silence"): max(gaps) / 1e6 if gaps else None,
     }
     if tcp is not None and tcp_start_ns is not None:
-        m["recovery.tcp_survived"] = 0.0 if tcp_error else 1.0
+        m[TCP_SURVIVED.name] = 0.0 if tcp_error else 1.0
         rel_down, rel_up = (down - tcp_start_ns) / 1e9, (up - tcp_start_ns) / 1e9
         before = [bps for end, bps in tcp if end <= rel_down]
         level = sum(before) / len(before) if before else math.nan
-        m["recovery.tcp_before_bps"] = level if before else None
+        m[TCP_BEFORE.name] = level if before else None
         back = next((end for end, bps in tcp if end > rel_up and bps >= BACK_FRACTION * level), None)
-        m["recovery.tcp_90_ms"] = (back - rel_up) * 1e3 if back is not None and before else None
+        m[RECOVERY_MS.key(span="tcp_90")] = (back - rel_up) * 1e3 if back is not None and before else None
     return m
 
 
@@ -149,12 +164,12 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
     requires = ("irtt", "iperf3")
     keeps_logs = True  # why a tunnel did not come back (e.g. "TLS keys are out of sync") is in its log
     columns = (
-        Column("down ms", "recovery.outage_ms", "ms"),
-        Column("first after ms", "recovery.first_after_ms", "ms"),
-        Column("silence ms", "recovery.silence_ms", "ms"),
-        Column("probes lost", "recovery.probes_lost", "n"),
-        Column("TCP 90% ms", "recovery.tcp_90_ms", "ms"),
-        Column("handshakes", "recovery.handshakes", "n"),
+        Column("down ms", RECOVERY_MS.key(span="outage"), "ms"),
+        Column("first after ms", RECOVERY_MS.key(span="first_after"), "ms"),
+        Column("silence ms", RECOVERY_MS.key(span="silence"), "ms"),
+        Column("probes lost", PROBES.key(count="lost"), "n"),
+        Column("TCP 90% ms", RECOVERY_MS.key(span="tcp_90"), "ms"),
+        Column("handshakes", HANDSHAKES.name, "n"),
     )
     caption = (
         "after the link's return (or the rebind): the first probe through (– : none), the longest silence, "
@@ -163,11 +178,10 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
 
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
-        handshakes = f", {fmt(m['recovery.handshakes'], 'n')} handshakes" if "recovery.handshakes" in m else ""
-        return (
-            f"first probe through {fmt(m.get('recovery.first_after_ms'), 'ms')} ms after the change, "
-            f"{fmt(m.get('recovery.probes_lost'), 'n')} lost{handshakes}"
-        )
+        hs = HANDSHAKES.name
+        handshakes = f", {fmt(m[hs], 'n')} handshakes" if hs in m else ""
+        first, lost = m.get(RECOVERY_MS.key(span="first_after")), m.get(PROBES.key(count="lost"))
+        return f"first probe through {fmt(first, 'ms')} ms after the change, {fmt(lost, 'n')} lost{handshakes}"
 
     def profile_problem(self, profile: Profile) -> str:
         return "" if measurable(profile) else NOTHING_TO_RECOVER.format(name=profile.name)
@@ -243,7 +257,7 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         m.metrics.update(recovery_metrics(plist, found[0], tcp, tcp_start, tcp_error, until, expected))
         if sampler is not None:  # a tunnel that declares no handshake counter has no such figure (not 0)
             n = sampler.since(found[0][0])
-            m.metrics["recovery.handshakes"] = float(n) if n is not None else None
+            m.metrics[HANDSHAKES.name] = float(n) if n is not None else None
             m.artifacts["handshakes.json"] = handshake_readings(sampler, found[0][0])
         m.series["recovery_send_ms"] = [  # the probes that reached the server: their one-way delay
             ((p.sent_ns - first) / 1e9, (p.server_rx_ns - p.sent_ns) / 1e6) for p in plist if p.server_rx_ns

@@ -15,6 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tunbench.errors import TrialError
 from tunbench.host.place import Place, Proc
+from tunbench.metrics import core
+from tunbench.metrics import latency as lat
+from tunbench.metrics.latency import PHASE
+from tunbench.monitor.counters import COUNTER, ROLES
 from tunbench.results import TrialRecord
 from tunbench.stats import percentile
 from tunbench.units import Window, fmt, mbit
@@ -37,23 +41,23 @@ def phase_metrics(
     after it is reported on its own: a tunnel that queued a backlog (TCP-over-TCP) is still draining it."""
     p = percentile
     m: dict[str, float | None] = {
-        "latency.idle_p50_ms": p(before.rtt_ms, 50),
-        "latency.idle_p99_ms": p(before.rtt_ms, 99),
-        "latency.loaded_p50_ms": p(loaded.rtt_ms, 50),
-        "latency.loaded_p90_ms": p(loaded.rtt_ms, 90),
-        "latency.loaded_p99_ms": p(loaded.rtt_ms, 99),
-        "latency.loaded_max_ms": max(loaded.rtt_ms) if loaded.rtt_ms else None,
-        "latency.loaded_loss": loaded.loss,
-        "latency.after_p50_ms": p(after.rtt_ms, 50),
-        "latency.after_p99_ms": p(after.rtt_ms, 99),
-        "throughput_bps": load.throughput_bps,
-        "throughput_bps.up": load.up_bps,
-        "throughput_bps.down": load.down_bps,
-        "retransmits": load.retransmits,
+        PHASE.key(phase="idle", q=50): p(before.rtt_ms, 50),
+        PHASE.key(phase="idle", q=99): p(before.rtt_ms, 99),
+        PHASE.key(phase="loaded", q=50): p(loaded.rtt_ms, 50),
+        PHASE.key(phase="loaded", q=90): p(loaded.rtt_ms, 90),
+        PHASE.key(phase="loaded", q=99): p(loaded.rtt_ms, 99),
+        lat.LOADED_MAX.name: max(loaded.rtt_ms) if loaded.rtt_ms else None,
+        lat.LOADED_LOSS.name: loaded.loss,
+        PHASE.key(phase="after", q=50): p(after.rtt_ms, 50),
+        PHASE.key(phase="after", q=99): p(after.rtt_ms, 99),
+        core.THROUGHPUT.name: load.throughput_bps,
+        core.THROUGHPUT_DIR.key(direction="up"): load.up_bps,
+        core.THROUGHPUT_DIR.key(direction="down"): load.down_bps,
+        core.RETRANSMITS.name: load.retransmits,
     }
     for q in (50, 99):
-        a, b = m[f"latency.idle_p{q}_ms"], m[f"latency.loaded_p{q}_ms"]
-        m[f"latency.increase_p{q}_ms"] = b - a if a is not None and b is not None else None
+        a, b = m[PHASE.key(phase="idle", q=q)], m[PHASE.key(phase="loaded", q=q)]
+        m[lat.INCREASE.key(q=q)] = b - a if a is not None and b is not None else None
     return m
 
 
@@ -65,22 +69,22 @@ class RrulWorkload(Workload[Context, RrulOptions]):
     Options = RrulOptions
     requires = ("irtt", "iperf3")
     columns = (
-        Column("idle p50 ms", "latency.idle_p50_ms", "ms"),
-        Column("loaded p50", "latency.loaded_p50_ms", "ms"),
-        Column("loaded p99", "latency.loaded_p99_ms", "ms"),
-        Column("+p50", "latency.increase_p50_ms", "ms"),
-        Column("+p99", "latency.increase_p99_ms", "ms"),
-        Column("after p50", "latency.after_p50_ms", "ms"),
-        Column("Mbit/s up / down", "throughput_bps.up|throughput_bps.down", "mbit"),
-        Column("TCP retrans c / s", "counters.client.tcp_retrans_segs|counters.server.tcp_retrans_segs", "n"),
+        Column("idle p50 ms", PHASE.key(phase="idle", q=50), "ms"),
+        Column("loaded p50", PHASE.key(phase="loaded", q=50), "ms"),
+        Column("loaded p99", PHASE.key(phase="loaded", q=99), "ms"),
+        Column("+p50", lat.INCREASE.key(q=50), "ms"),
+        Column("+p99", lat.INCREASE.key(q=99), "ms"),
+        Column("after p50", PHASE.key(phase="after", q=50), "ms"),
+        Column("Mbit/s up / down", "|".join(core.THROUGHPUT_DIR.key(direction=d) for d in ("up", "down")), "mbit"),
+        Column("TCP retrans c / s", "|".join(COUNTER.key(role=r, counter="tcp_retrans_segs") for r in ROLES), "n"),
     )
     caption = "RTT idle vs under load (N up + N down TCP flows); +pNN = loaded - idle"
 
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
         return (
-            f"RTT p50 idle {fmt(m.get('latency.idle_p50_ms'), 'ms')} → loaded "
-            f"{fmt(m.get('latency.loaded_p50_ms'), 'ms')} ms, {mbit(m.get('throughput_bps'))} Mbit/s"
+            f"RTT p50 idle {fmt(m.get(PHASE.key(phase='idle', q=50)), 'ms')} → loaded "
+            f"{fmt(m.get(PHASE.key(phase='loaded', q=50)), 'ms')} ms, {mbit(m.get(core.THROUGHPUT.name))} Mbit/s"
         )
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:

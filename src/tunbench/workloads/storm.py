@@ -21,11 +21,13 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from tunbench.errors import TrialError
+from tunbench.metrics.core import WINDOW_S
 from tunbench.monitor.cost import cost_metrics
 from tunbench.results import TrialRecord
 from tunbench.sites.base import PER_CLIENT_SETUP_S, FleetSetup
 from tunbench.stats import percentile
 from tunbench.units import Window, fmt
+from tunbench.workloads import fleet_metrics as FM
 from tunbench.workloads import window as W
 from tunbench.workloads.base import (
     TRIAL_SETUP_S,
@@ -55,13 +57,13 @@ class StormWorkload(FleetWorkload[StormOptions]):
     requires: ClassVar[tuple[str, ...]] = ()
     fleet_on_hosts: ClassVar[bool] = True  # spread over the client hosts, started at one agreed instant
     columns: ClassVar[tuple[Column, ...]] = (
-        Column("ready", "clients.ready_count", "n"),
-        Column("p50 s", "clients.ready_p50_s", "sec"),
-        Column("p90", "clients.ready_p90_s", "sec"),
-        Column("p99", "clients.ready_p99_s", "sec"),
-        Column("max", "clients.ready_max_s", "sec"),
-        Column("hs/s", "clients.handshakes_per_s", "n"),
-        Column("srv CPU-s", "clients.server_cpu_s", "sec"),
+        Column("ready", FM.READY_COUNT.name, "n"),
+        Column("p50 s", FM.READY_P.key(q=50), "sec"),
+        Column("p90", FM.READY_P.key(q=90), "sec"),
+        Column("p99", FM.READY_P.key(q=99), "sec"),
+        Column("max", FM.READY_MAX.name, "sec"),
+        Column("hs/s", FM.HANDSHAKES_PER_S.name, "n"),
+        Column("srv CPU-s", FM.SERVER_CPU_S.name, "sec"),
     )
     scaling: ClassVar[tuple[Scaling, ...]] = (W.RSS_PER_CLIENT,)
     ready: ClassVar[ReadySeries | None] = READY
@@ -73,8 +75,8 @@ class StormWorkload(FleetWorkload[StormOptions]):
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
         return (
-            f"{fmt(m.get('clients.ready_count'), 'n')}/{rec.clients} ready"
-            f" · p50 {fmt(m.get('clients.ready_p50_s'), 'sec')} s · max {fmt(m.get('clients.ready_max_s'), 'sec')} s"
+            f"{fmt(m.get(FM.READY_COUNT.name), 'n')}/{rec.clients} ready"
+            f" · p50 {fmt(m.get(FM.READY_P.key(q=50)), 'sec')} s · max {fmt(m.get(FM.READY_MAX.name), 'sec')} s"
         )
 
     def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
@@ -104,16 +106,16 @@ class StormWorkload(FleetWorkload[StormOptions]):
         mt = ctx.env
         base_rss = sum(mt.fleet.rss("server"))
         if variant == "reconnect":
-            self._storm(mt, opts, rec, "clients.connect.", measured=False)
+            self._storm(mt, opts, rec, FM.CONNECT_PREFIX, measured=False)
             mt.fleet.stop_clients(list(mt.layout.indices()))
-        self._storm(mt, opts, rec, "clients.", measured=True, overload=variant == "overload")
+        self._storm(mt, opts, rec, FM.PREFIX, measured=True, overload=variant == "overload")
         conn_rss = sum(mt.fleet.rss("server"))
         client_rss = mt.fleet.rss("clients")
-        ready = int(rec.metrics.get("clients.ready_count") or 0)
-        rec.metrics["clients.server_rss_base_bytes"] = float(base_rss)
-        rec.metrics["clients.server_rss_connected_bytes"] = float(conn_rss)
-        rec.metrics["clients.server_rss_bytes_per_client"] = (conn_rss - base_rss) / ready if ready else None
-        rec.metrics["clients.client_rss_bytes_mean"] = sum(client_rss) / len(client_rss) if client_rss else None
+        ready = int(rec.metrics.get(FM.READY_COUNT.name) or 0)
+        rec.metrics[FM.SERVER_RSS_BASE.name] = float(base_rss)
+        rec.metrics[FM.SERVER_RSS_CONNECTED.name] = float(conn_rss)
+        rec.metrics[FM.SERVER_RSS_PER_CLIENT.name] = (conn_rss - base_rss) / ready if ready else None
+        rec.metrics[FM.CLIENT_RSS_MEAN.name] = sum(client_rss) / len(client_rss) if client_rss else None
         mt.fleet.check_server()
         assert n == mt.layout.clients
         return rec
@@ -183,23 +185,23 @@ class StormWorkload(FleetWorkload[StormOptions]):
             # the cap held from before the first launch until it was lifted: between hosts the storm's start
             # is the agreed instant, a lead after the cap began, so the overload is measured from the start
             end = (lifted[0] if lifted else time.monotonic()) - t0
-            m["clients.overload_s"] = end
-            m["clients.overload_cpu_pct"] = opts.overload_cpu_pct
-            m["clients.ready_during_overload"] = float(sum(1 for t in ready_s if t <= end))
+            m[FM.OVERLOAD_S.name] = end
+            m[FM.OVERLOAD_CPU.name] = opts.overload_cpu_pct
+            m[FM.READY_IN_OVERLOAD.name] = float(sum(1 for t in ready_s if t <= end))
             late = [t for t in ready_s if t > end]
             all_ready = len(ready_s) == n
             # how long after the cap was lifted until the last client had a working tunnel
-            m["clients.recovery_s"] = (max(late) - end if late else 0.0) if all_ready else None
+            m[FM.RECOVERY_S.name] = (max(late) - end if late else 0.0) if all_ready else None
         if not measured:
             if len(ready_s) < n:
                 raise TrialError(f"first storm: only {len(ready_s)} of {n} clients ready:\n{mt.failures_text(errors)}")
             return
-        rec.metrics["window_s"] = elapsed
+        rec.metrics[WINDOW_S.name] = elapsed
         rec.series[READY.cdf] = W.ready_cdf(ready_s, n)
         rec.series["clients.ready_per_s"] = counts
         rec.series[READY.by_client] = [(float(i), ready_at[i] - t0) for i in sorted(ready_at)]
         rec.streams = [(i, "ready_s", ready_at[i] - t0, None) for i in sorted(ready_at)]
-        m["clients.server_cpu_s_per_client"] = cpu_s / len(ready_s) if ready_s else None
+        m[FM.CPU_PER_CLIENT.name] = cpu_s / len(ready_s) if ready_s else None
         cost_metrics(rec, sampler.results, sampler.wall_s, sampled_roles=("server",))
         if errors and len(ready_s) < n:
             rec.artifacts["client_errors.txt"] = mt.failures_text(errors, limit=20).encode()
@@ -244,7 +246,7 @@ class StormWorkload(FleetWorkload[StormOptions]):
 
 def host_prefix(p: str, host: str) -> str:
     """A phase's metric prefix (`clients.`, `clients.connect.`) for one client host's figures."""
-    return f"clients.host.{host}.{p.removeprefix('clients.')}"
+    return f"{FM.HOST_PREFIX}{host}.{p.removeprefix(FM.PREFIX)}"
 
 
 def ready_metrics(

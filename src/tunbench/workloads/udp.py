@@ -17,10 +17,39 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import CommandFailed, TrialError
+from tunbench.metrics import declare
+from tunbench.metrics.core import THROUGHPUT
+from tunbench.monitor.counters import COUNTER, ROLES
 from tunbench.results import TrialRecord
 from tunbench.units import RateText, Window, fmt, mbit, parse_rate
 from tunbench.workloads import iperf3
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
+
+UDP_RATE = declare(
+    "udp.{rate}_bps", "bit/s", "higher", "info", "The udp workload's offered, sent and delivered bit rates.",
+    choices={"rate": ("offered", "sent", "delivered")},
+)  # fmt: skip
+UDP_FIGURE = declare(
+    "udp.{figure}", "", "none", "info",
+    "The udp workload's other figures: loss (a share), its percentage, jitter, datagrams, lost, out of order.",
+    choices={"figure": ("loss", "loss_pct", "jitter_ms", "packets", "lost_packets", "out_of_order")},
+)  # fmt: skip
+ZERO_LOSS = declare(
+    "zero_loss_bps.{size}", "bit/s", "higher", "info", "The highest rate carried without loss, per datagram size."
+)
+ZERO_LOSS_OFFERED = declare(
+    "zero_loss_offered_bps.{size}",
+    "bit/s",
+    "none",
+    "info",
+    "The rate offered at the zero-loss step.",
+)
+ZERO_LOSS_PPS = declare("zero_loss_pps.{size}", "packet/s", "higher", "info", "The zero-loss rate in packets/s.")
+SEARCH_STEPS = declare("search_steps.{size}", "count", "none", "info", "Steps of the zero-loss search.")
+SEARCH_CONVERGED = declare("search_converged.{size}", "flag", "none", "info", "1 when the search converged.")
+SENDER_LIMITED = declare(
+    "zero_loss_sender_limited.{size}", "flag", "none", "info", "1 when the sender could not reach the rate offered."
+)
 
 
 def whole_seconds(duration_s: float) -> int:
@@ -138,16 +167,17 @@ class UdpWorkload(Workload[Context, UdpOptions]):
     Options = UdpOptions
     one_way = True
     columns = (
-        Column("offered Mbit/s", "udp.offered_bps", "mbit"),
-        Column("delivered", "udp.delivered_bps", "mbit"),
-        Column("loss", "udp.loss", "frac"),
-        Column("jitter ms", "udp.jitter_ms", "ms"),
-        Column("rcvbuf errs c / s", "counters.client.udp_rcvbuf_errors|counters.server.udp_rcvbuf_errors", "n"),
+        Column("offered Mbit/s", UDP_RATE.key(rate="offered"), "mbit"),
+        Column("delivered", UDP_RATE.key(rate="delivered"), "mbit"),
+        Column("loss", UDP_FIGURE.key(figure="loss"), "frac"),
+        Column("jitter ms", UDP_FIGURE.key(figure="jitter_ms"), "ms"),
+        Column("rcvbuf errs c / s", "|".join(COUNTER.key(role=r, counter="udp_rcvbuf_errors") for r in ROLES), "n"),
     )
 
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
-        return f"{mbit(m.get('udp.delivered_bps'))} Mbit/s delivered, loss {fmt(m.get('udp.loss'), 'frac')}"
+        delivered, loss = m.get(UDP_RATE.key(rate="delivered")), m.get(UDP_FIGURE.key(figure="loss"))
+        return f"{mbit(delivered)} Mbit/s delivered, loss {fmt(loss, 'frac')}"
 
     def measure(self, ctx: Context) -> Measurement:
         opts = self.opts(ctx.options)
@@ -163,16 +193,16 @@ class UdpWorkload(Workload[Context, UdpOptions]):
         m = Measurement(artifacts={"iperf3-udp.json": raw.encode()})
         m.metrics.update(
             {
-                "throughput_bps": r.delivered_bps,
-                "udp.offered_bps": rate,
-                "udp.sent_bps": r.sent_bps,
-                "udp.delivered_bps": r.delivered_bps,
-                "udp.loss": r.loss,
-                "udp.loss_pct": 100.0 * r.loss,
-                "udp.jitter_ms": r.jitter_ms,
-                "udp.packets": float(r.packets),
-                "udp.lost_packets": float(r.lost_packets),
-                "udp.out_of_order": float(r.out_of_order),
+                THROUGHPUT.name: r.delivered_bps,
+                UDP_RATE.key(rate="offered"): rate,
+                UDP_RATE.key(rate="sent"): r.sent_bps,
+                UDP_RATE.key(rate="delivered"): r.delivered_bps,
+                UDP_FIGURE.key(figure="loss"): r.loss,
+                UDP_FIGURE.key(figure="loss_pct"): 100.0 * r.loss,
+                UDP_FIGURE.key(figure="jitter_ms"): r.jitter_ms,
+                UDP_FIGURE.key(figure="packets"): float(r.packets),
+                UDP_FIGURE.key(figure="lost_packets"): float(r.lost_packets),
+                UDP_FIGURE.key(figure="out_of_order"): float(r.out_of_order),
             }
         )
         if r.intervals:
@@ -312,15 +342,15 @@ class UdpSearchWorkload(Workload[Context, UdpSearchOptions]):
 
     def table_columns(self, trials: Sequence[TrialRecord]) -> list[Column]:
         """One column per datagram size found in the trials, and the search's steps."""
-        sizes = sorted({int(k.rsplit(".", 1)[1]) for t in trials for k in t.metrics if k.startswith("zero_loss_bps.")})
-        return [Column(f"{size} B Mbit/s", f"zero_loss_bps.{size}", "mbit") for size in sizes] + [
-            Column("steps", "|".join(f"search_steps.{size}" for size in sizes), "n")
+        sizes = sorted({int(ZERO_LOSS.values(k)["size"]) for t in trials for k in t.metrics if ZERO_LOSS.matches(k)})
+        return [Column(f"{size} B Mbit/s", ZERO_LOSS.key(size=size), "mbit") for size in sizes] + [
+            Column("steps", "|".join(SEARCH_STEPS.key(size=size) for size in sizes), "n")
         ]
 
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
-        sizes = sorted(int(k.rsplit(".", 1)[1]) for k in m if k.startswith("zero_loss_bps."))
-        return "zero-loss " + ", ".join(f"{s} B {mbit(m.get(f'zero_loss_bps.{s}'))}" for s in sizes) + " Mbit/s"
+        sizes = sorted(int(ZERO_LOSS.values(k)["size"]) for k in m if ZERO_LOSS.matches(k))
+        return "zero-loss " + ", ".join(f"{s} B {mbit(m.get(ZERO_LOSS.key(size=s)))}" for s in sizes) + " Mbit/s"
 
     def measure(self, ctx: Context) -> Measurement:
         opts = self.opts(ctx.options)
@@ -354,13 +384,13 @@ class UdpSearchWorkload(Workload[Context, UdpSearchOptions]):
             )
             best = res.best
             carried = results[best.rate_bps].delivered_bps if best else 0.0
-            m.metrics[f"zero_loss_bps.{size}"] = carried
-            m.metrics[f"zero_loss_offered_bps.{size}"] = res.rate_bps
-            m.metrics[f"zero_loss_pps.{size}"] = carried / (8 * size)
-            m.metrics[f"search_steps.{size}"] = float(len(res.steps))
-            m.metrics[f"search_converged.{size}"] = 1.0 if res.converged else 0.0
+            m.metrics[ZERO_LOSS.key(size=size)] = carried
+            m.metrics[ZERO_LOSS_OFFERED.key(size=size)] = res.rate_bps
+            m.metrics[ZERO_LOSS_PPS.key(size=size)] = carried / (8 * size)
+            m.metrics[SEARCH_STEPS.key(size=size)] = float(len(res.steps))
+            m.metrics[SEARCH_CONVERGED.key(size=size)] = 1.0 if res.converged else 0.0
             # the sender could not offer the rate asked: the figure is iperf3's limit, not the tunnel's
-            m.metrics[f"zero_loss_sender_limited.{size}"] = (
+            m.metrics[SENDER_LIMITED.key(size=size)] = (
                 1.0 if best and results[best.rate_bps].sent_bps < 0.95 * best.rate_bps else 0.0
             )
             m.series[f"search_loss.{size}"] = [(s.rate_bps, s.loss) for s in res.steps]

@@ -13,10 +13,11 @@ from tunbench.errors import TrialError
 from tunbench.stats import percentile
 from tunbench.workloads import iperf3
 from tunbench.workloads.base import Scaling
+from tunbench.workloads.fleet_metrics import SERVER_RSS_PER_CLIENT
 
 # the tunnel server's memory per connected client, which both multi-client workloads record: one chart
 RSS_PER_CLIENT = Scaling(
-    "clients.server_rss_bytes_per_client",
+    SERVER_RSS_PER_CLIENT.name,
     1024.0,
     "rss",
     "Tunnel server memory per connected client (RSS growth / N)",

@@ -10,7 +10,7 @@ verdict comes from ``tunbench.stats.compare`` (rank test, distribution-free CI o
 exact coverage, threshold, MDE).
 
 Relative and absolute metrics. The catalogue (``metrics_for``) marks signed metrics ``absolute``
-(``ABSOLUTE_PREFIXES``: the latency increase under load, loaded minus idle, which is often negative);
+(``ABSOLUTE``: the latency increase under load, loaded minus idle, which is often negative);
 they are compared as median(B) - median(A) in their unit ("+7.0 ms [+5.1, +8.8]"). Any other metric
 falls back to absolute for a case whenever a value on either side is <= 0: a change is never taken
 relative to a median <= 0 (from -2 ms to +5 ms is not "-350 %", and 0 +- noise is not "+200 %").
@@ -73,7 +73,7 @@ from tunbench.report.compare.format import (
 from tunbench.report.compare.gate import DEFAULT_WIDE, GATE_NAMES, Gate, parse_gate
 from tunbench.report.compare.load import load_run, run_name
 from tunbench.report.compare.metrics import (
-    ABSOLUTE_PREFIXES,
+    ABSOLUTE,
     CPU_CARRIED,
     CPU_DELIVERED,
     CPU_TOTAL,
@@ -99,7 +99,7 @@ from tunbench.report.compare.verdicts import compare_runs, unplaced_note
 from tunbench.report.exporters.json import run_from_export
 
 __all__ = [
-    "ABSOLUTE_PREFIXES",
+    "ABSOLUTE",
     "CPU_CARRIED",
     "CPU_DELIVERED",
     "CPU_TOTAL",

@@ -26,8 +26,10 @@ Two gates:
   instead, so every case keeps a figure of speed in the main family.
 * ``all``: every metric at the threshold, in one family.
 
-The gate is pure data; ``main_metric`` and ``tier`` say where one comparison belongs and ``describe`` is the
-line `compare` prints.
+Each metric's family says which tier it takes (its declaration, tunbench.metrics: docs/metrics.md): ``gate``
+for latency and the candidates for the main cost figure, ``wide`` for throughput, each side's CPU per bit and
+the wire overhead, ``work`` for counted work. The gate is pure data; ``main_metric`` and ``tier`` say where one
+comparison belongs and ``describe`` is the line `compare` prints.
 """
 
 from __future__ import annotations
@@ -73,8 +75,9 @@ class Gate:
             return "gate"
         if metric.name == CPU_CARRIED or (metric.name == CPU_TOTAL and main in (CPU_DELIVERED, INSTR)):
             return None
-        if metric.name == main or metric.kind not in ("throughput", "cpu"):
-            return "gate"
+        if metric.name == main or (metric.family == "gate" and metric.name not in MAIN_CPU):
+            return "gate"  # the main figure, and the gate family's others (latency); the other main candidates
+            # are in the gate family too, but only the case's main one gates at the threshold
         return "wide" if main is not None else "gate"
 
     def threshold(self, tier: Tier, threshold: float) -> float:

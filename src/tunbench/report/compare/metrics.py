@@ -9,8 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tunbench import workloads
-from tunbench.monitor.counters import CARRIED, DELIVERED, delivered_bytes, instruction_ratios
-from tunbench.report.common import fmt_bps
+from tunbench.metrics import MetricSpec, core
+from tunbench.metrics import latency as lat
+from tunbench.monitor import cost
+from tunbench.monitor.counters import CARRIED, DELIVERED, INSTR_SIDE, delivered_bytes, instruction_ratios
+from tunbench.monitor.counters import INSTR as INSTR_SPEC
+from tunbench.monitor.work import RATIOS
 from tunbench.report.summary import (
     ROLES,
     per_trial_role,
@@ -29,6 +33,7 @@ class Metric:
     ``absolute``: compare as candidate median - baseline median in ``unit`` (signed data such as the
     latency increase under load, where a ratio means nothing); other metrics are compared as relative
     changes unless some value is <= 0 (then absolute too). ``scale`` converts a raw value to ``unit``.
+    ``Metric.of`` builds one from the metric's declaration (tunbench.metrics), whose ``family`` the gate reads.
     """
 
     name: str
@@ -43,10 +48,39 @@ class Metric:
     unit: str = ""
     scale: float = 1.0
     gates: bool = True  # False: shown but never gates (counted work: it explains a verdict, it is not one)
+    family: str = ""  # the declaration's family (tunbench.metrics): where the gate puts it
+
+    @classmethod
+    def of(
+        cls,
+        spec: MetricSpec,
+        kind: str,
+        value: Callable[[TrialRecord], float | None],
+        *,
+        absolute: bool = False,
+        **placeholders: str,
+    ) -> Metric:
+        """The comparison row of a declared metric (the key of a family, by its placeholder values:
+        ``Metric.of(CPU_SIDE, "cpu", value, role="client")``)."""
+        chart = spec.chart
+        return cls(
+            spec.key(**placeholders),
+            spec.titled(**placeholders),
+            kind,
+            spec.better == "higher",
+            value,
+            spec.fmt,
+            *spec.words,
+            absolute=absolute,
+            unit=chart.unit if chart is not None else "",
+            scale=chart.scale if chart is not None else 1.0,
+            gates=spec.family != "work",
+            family=spec.family,
+        )
 
 
 def _throughput(t: TrialRecord) -> float | None:
-    return t.metrics.get("throughput_bps")
+    return t.metrics.get(core.THROUGHPUT.name)
 
 
 def _cpu_per_bit(role: str) -> Callable[[TrialRecord], float | None]:
@@ -66,28 +100,13 @@ def _cpu_per_bit_total(t: TrialRecord) -> float | None:
     return sum(present) if present else None
 
 
-CPU_TOTAL = "cpu_s_per_bit"
-"""The name of the tunnel's CPU per bit of goodput over the measured window, both sides together (`CPU/bit
-tunnel`): what the default gate holds where a trial has no count of the bytes carried."""
-
-CPU_CARRIED = "cpu_s_per_bit_carried"
-"""The name of the tunnel's CPU per bit it carried on the wire (`CPU/bit carried`). Shown under `--gate all`
-only: it divides by the wire's bytes, padding and retransmissions included, so a tunnel that does more work
-for the same payload would read as cheaper. The cost gate holds `CPU/bit delivered` and `wire overhead`."""
-
-CPU_DELIVERED = "cpu_s_per_bit_delivered"
-"""The name of the tunnel's CPU per bit delivered to the user (`CPU/bit delivered`): what the default gate
-holds."""
-
-OVERHEAD = "wire_overhead"
-"""The name of the bytes the tunnel carried on the wire per byte it delivered (`wire overhead`): headers,
-padding, retransmissions. Gated in the wide tier beside the CPU, so padding shows as a cost of its own."""
-
-
-INSTR = "instr.per_byte"
-"""The name of the tunnel's own instructions, both sides, per payload byte delivered (`instructions/byte`),
-counted by callgrind (`run --count-instructions`): where both A and B have it, what the cost gate holds, as a
-count the box's noise does not reach."""
+CPU_TOTAL = core.CPU_TOTAL.name
+CPU_CARRIED = core.CPU_CARRIED.name
+CPU_DELIVERED = core.CPU_DELIVERED.name
+OVERHEAD = core.OVERHEAD.name
+INSTR = INSTR_SPEC.name
+"""The names of the compare rows the gate picks by name (tunbench.metrics.core and monitor/counters.py declare
+them, with what each means)."""
 
 
 def _instructions(name: str) -> Callable[[TrialRecord], float | None]:
@@ -104,10 +123,11 @@ def _instructions(name: str) -> Callable[[TrialRecord], float | None]:
 def _trial_cpu_s(t: TrialRecord) -> float | None:
     """The CPU seconds of all the tunnel's processes, client and server side, over the whole workload call
     (`trial_cpu.*`, the cgroup's exact figure); None when no role counted it."""
+    keys = [(cost.TRIAL_CPU_USER.key(role=role), cost.TRIAL_CPU_SYS.key(role=role)) for role in ROLES]
     cpu = [
-        (t.metrics.get(f"trial_cpu.{role}.user_s") or 0.0) + (t.metrics.get(f"trial_cpu.{role}.sys_s") or 0.0)
-        for role in ROLES
-        if f"trial_cpu.{role}.user_s" in t.metrics or f"trial_cpu.{role}.sys_s" in t.metrics
+        (t.metrics.get(user) or 0.0) + (t.metrics.get(sys) or 0.0)
+        for user, sys in keys
+        if user in t.metrics or sys in t.metrics
     ]
     return sum(cpu) if cpu and sum(cpu) > 0.0 else None
 
@@ -115,7 +135,7 @@ def _trial_cpu_s(t: TrialRecord) -> float | None:
 def delivered(t: TrialRecord) -> float | None:
     """The payload bytes the trial's generator moved over the whole test (`delivered_bytes`), or, for a trial
     stored before that metric, the same sum from its workload's generator figures; None without them."""
-    if (value := t.metrics.get(DELIVERED)) is not None:
+    if (value := t.metrics.get(DELIVERED.name)) is not None:
         return value if value > 0 else None
     workload = workloads.REGISTRY.get(t.workload)
     generator = workload.generator if workload is not None else None
@@ -126,7 +146,7 @@ def delivered(t: TrialRecord) -> float | None:
 
 def _cpu_per_bit_carried(t: TrialRecord) -> float | None:
     """The tunnel's CPU over the whole trial per bit the client's underlay link carried, both ways."""
-    carried, cpu = t.metrics.get(CARRIED), _trial_cpu_s(t)
+    carried, cpu = t.metrics.get(CARRIED.name), _trial_cpu_s(t)
     return cpu / (8.0 * carried) if carried and cpu else None
 
 
@@ -142,7 +162,7 @@ def _cpu_per_bit_delivered(t: TrialRecord) -> float | None:
 
 def _wire_overhead(t: TrialRecord) -> float | None:
     """Bytes on the client's underlay link (both ways) per payload byte delivered, over the whole test."""
-    carried, payload = t.metrics.get(CARRIED), delivered(t)
+    carried, payload = t.metrics.get(CARRIED.name), delivered(t)
     return carried / payload if carried and payload else None
 
 
@@ -150,17 +170,9 @@ def _metric_value(name: str) -> Callable[[TrialRecord], float | None]:
     return lambda t: t.metrics.get(name)
 
 
-def _fmt_cpu_per_bit(s_per_bit: float) -> str:
-    return f"{s_per_bit * 1e9:.3g} s/Gbit"
+THROUGHPUT = Metric.of(core.THROUGHPUT, "throughput", _throughput)
 
-
-THROUGHPUT = Metric(
-    "throughput_bps", "throughput", "throughput", True, _throughput, fmt_bps, "faster", "slower", unit="Mbit/s",
-    scale=1e-6,
-)  # fmt: skip
-
-
-ABSOLUTE_PREFIXES = ("latency.increase_",)
+ABSOLUTE = (lat.INCREASE,)
 """Metrics compared as absolute differences: signed values (loaded minus idle latency can be < 0)."""
 
 
@@ -171,102 +183,50 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
     if "throughput" in kinds:
         out.append(THROUGHPUT)
     if "cpu" in kinds:
-        for name, title in (
-            (INSTR, "instructions/byte"),
-            *((f"instr.{r}.per_byte", f"instructions/byte {r}") for r in ROLES),
-        ):
-            if any(_instructions(name)(t) is not None for t in trials):
-                out.append(
-                    Metric(name, title, "cpu", False, _instructions(name), lambda v: f"{v:.4g}", "less work",
-                           "more work")
-                )  # fmt: skip
+        rows: list[tuple[MetricSpec, Callable[[TrialRecord], float | None], dict[str, str]]]
+        rows = [(INSTR_SPEC, _instructions(INSTR), {})]
+        rows += [(INSTR_SIDE, _instructions(INSTR_SIDE.key(role=r)), {"role": r}) for r in ROLES]
+        for instr, value, where in rows:
+            if any(value(t) is not None for t in trials):
+                out.append(Metric.of(instr, "cpu", value, absolute=False, **where))
         if any(_cpu_per_bit_delivered(t) is not None for t in trials):
-            out.append(
-                Metric(CPU_DELIVERED, "CPU/bit delivered", "cpu", False, _cpu_per_bit_delivered, _fmt_cpu_per_bit,
-                       "cheaper", "costlier", unit="s/Gbit", scale=1e9)
-            )  # fmt: skip
+            out.append(Metric.of(core.CPU_DELIVERED, "cpu", _cpu_per_bit_delivered))
         if any(_wire_overhead(t) is not None for t in trials):
-            out.append(
-                Metric(OVERHEAD, "wire overhead", "cpu", False, _wire_overhead, lambda v: f"{v:.4g}x", "leaner",
-                       "heavier", unit="x")
-            )  # fmt: skip
-        if any(CARRIED in t.metrics for t in trials):
-            out.append(
-                Metric(CPU_CARRIED, "CPU/bit carried", "cpu", False, _cpu_per_bit_carried, _fmt_cpu_per_bit,
-                       "cheaper", "costlier", unit="s/Gbit", scale=1e9)
-            )  # fmt: skip
-        out.append(
-            Metric(CPU_TOTAL, "CPU/bit tunnel", "cpu", False, _cpu_per_bit_total, _fmt_cpu_per_bit, "cheaper",
-                   "costlier", unit="s/Gbit", scale=1e9)
-        )  # fmt: skip
-        for role in ROLES:
-            out.append(
-                Metric(
-                    f"cpu_s_per_bit.{role}",
-                    f"CPU/bit {role}",
-                    "cpu",
-                    False,
-                    _cpu_per_bit(role),
-                    _fmt_cpu_per_bit,
-                    "cheaper",
-                    "costlier",
-                    unit="s/Gbit",
-                    scale=1e9,
-                )
-            )
+            out.append(Metric.of(core.OVERHEAD, "cpu", _wire_overhead))
+        if any(CARRIED.name in t.metrics for t in trials):
+            out.append(Metric.of(core.CPU_CARRIED, "cpu", _cpu_per_bit_carried))
+        out.append(Metric.of(core.CPU_TOTAL, "cpu", _cpu_per_bit_total))
+        out.extend(Metric.of(core.CPU_SIDE, "cpu", _cpu_per_bit(role), role=role) for role in ROLES)
     if "latency" in kinds:
-        names = sorted({k for t in trials for k in t.metrics if k.startswith("latency.") and k.endswith("_ms")})
-        for name in names:
-            title = name.removeprefix("latency.").removesuffix("_ms")
-            out.append(
-                Metric(
-                    name,
-                    f"latency {title}",
-                    "latency",
-                    False,
-                    _metric_value(name),
-                    lambda v: f"{v:.3g} ms",
-                    "faster",
-                    "slower",
-                    absolute=name.startswith(ABSOLUTE_PREFIXES),
-                    unit="ms",
-                )
-            )
+        found = {k: decl for t in trials for k in t.metrics if (decl := lat.time_of(k)) is not None}
+        for name, decl in sorted(found.items()):
+            row = Metric.of(decl, "latency", _metric_value(name), absolute=decl in ABSOLUTE, **decl.values(name))
+            out.append(row)
     if "work" in kinds:
         out.extend(work_metrics(trials))
     return out
 
 
-WORK_RATIOS: dict[str, tuple[str, bool, str]] = {  # suffix of work.<role>.* -> (title, higher is better, unit)
-    "syscalls_per_mb": ("syscalls/MB", False, "/MB"),
-    "ctx_switches_per_mb": ("ctx switches/MB", False, "/MB"),
-    "read_per_mb": ("reads/MB", False, "/MB"),
-    "write_per_mb": ("writes/MB", False, "/MB"),
-    "packets_per_send": ("packets/send", True, ""),
-    "packets_per_recv": ("packets/recv", True, ""),
-    "bytes_per_wakeup": ("bytes/wake-up", True, "B"),
-    "softirq_ms_per_mb": ("softirq ms/MB", False, "ms/MB"),
-    "instructions_per_byte": ("instructions/byte", False, ""),
-    "cycles_per_byte": ("cycles/byte", False, ""),
+WORK_RATIOS: dict[str, tuple[str, bool, str]] = {
+    spec.name.rsplit(".", 1)[1]: (
+        spec.title.removesuffix(" {role}"),
+        spec.better == "higher",
+        spec.fmt.suffix,
+    )
+    for spec in RATIOS
 }
+"""The counted-work ratios by suffix of `work.<role>.*` -> (title, higher is better, unit), from their
+declarations (monitor/work.py)."""
 
 
 def work_metrics(trials: list[TrialRecord]) -> list[Metric]:
     """The counted-work ratios present in `trials` (monitor/work.py), per role: the per-MB counts lower is
     better, packets per syscall and bytes per wake-up higher is better. They never gate."""
-    present = {k for t in trials for k in t.metrics if k.startswith("work.")}
+    present = {k for t in trials for k in t.metrics}
     out: list[Metric] = []
     for role in ROLES:
-        for suffix, (title, higher, unit) in WORK_RATIOS.items():
-            name = f"work.{role}.{suffix}"
+        for spec in RATIOS:
+            name = spec.key(role=role)
             if name in present:
-                better, worse = ("more batched", "less batched") if higher else ("less work", "more work")
-                out.append(
-                    Metric(name, f"{title} {role}", "work", higher, _metric_value(name), _fmt_in(unit), better, worse,
-                           gates=False)
-                )  # fmt: skip
+                out.append(Metric.of(spec, "work", _metric_value(name), role=role))
     return out
-
-
-def _fmt_in(unit: str) -> Callable[[float], str]:
-    return lambda v: f"{v:.4g}{unit}"

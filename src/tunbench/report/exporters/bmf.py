@@ -25,6 +25,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 
+from tunbench.metrics.latency import time_of
 from tunbench.report.common import count_of, flows_text, mode_of
 from tunbench.report.summary import CaseSummary, summarize_trials
 from tunbench.results import CaseKey, RunRecord, TrialRecord
@@ -53,13 +54,13 @@ def _latency(trials: list[TrialRecord]) -> dict[str, Measure]:
         if t.status != "ok":
             continue
         for k, v in t.metrics.items():
-            if k.startswith("latency.") and k.endswith("_ms") and v is not None and math.isfinite(v):
+            if time_of(k) is not None and v is not None and math.isfinite(v):
                 per[k].append(v)
     out: dict[str, Measure] = {}
     for k, vs in sorted(per.items()):
         vs.sort()
         mid = vs[len(vs) // 2] if len(vs) % 2 else (vs[len(vs) // 2 - 1] + vs[len(vs) // 2]) / 2
-        slug = "latency-" + k.removeprefix("latency.").removesuffix("_ms").replace("_", "-").replace(".", "-") + "-ms"
+        slug = "latency-" + k.split(".", 1)[1].removesuffix("_ms").replace("_", "-").replace(".", "-") + "-ms"
         m = _measure(mid, vs[0], vs[-1])
         if m:
             out[slug[:64]] = m

@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from tunbench.metrics import core
 from tunbench.report.common import trial_jain
 from tunbench.report.summary import ROLES, per_trial_role
 from tunbench.results import RunRecord, TrialRecord
@@ -34,7 +35,14 @@ TRIAL_COLUMNS = (
     "started_at",
     "duration_s",  # TrialRecord.window_s, under the column name older exports have
 )
-METRIC_COLUMNS = ("throughput_bps", "throughput_bps.up", "throughput_bps.down", "retransmits", "window_s", "setup_s")
+METRIC_COLUMNS = (
+    core.THROUGHPUT.name,
+    *(core.THROUGHPUT_DIR.key(direction=d) for d in ("up", "down")),
+    core.RETRANSMITS.name,
+    core.WINDOW_S.name,
+    core.SETUP_S.name,
+)
+"""The metrics every row has a column for, under their names (the others follow, sorted)."""
 _ROLE_KEYS = ("cpu_user_s", "cpu_sys_s", "cpu_pct", "bits_per_cpu_s")
 DERIVED_COLUMNS = (*(f"{role}.{key}" for role in ROLES for key in _ROLE_KEYS), "jain_index")
 

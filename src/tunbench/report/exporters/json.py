@@ -17,9 +17,13 @@ from typing import Any
 
 from tunbench import workloads
 from tunbench.errors import ExportError
+from tunbench.metrics import MetricSpec, core
+from tunbench.monitor import cost, crosscheck, interference
+from tunbench.monitor.hostload import STEAL
 from tunbench.report.interference import figures as interference_figures
 from tunbench.report.summary import CaseSummary, summarize_trials
 from tunbench.results import RunRecord, TrialRecord
+from tunbench.workloads.iperf3 import CWND_MAX
 
 JSON_SCHEMA = 1
 
@@ -31,6 +35,20 @@ def _num(x: float | None) -> float | None:
 def _gap(x: float | None) -> float | None:
     """A series value: null where it is a gap (NaN, or infinite: JSON has neither), as the store keeps it."""
     return None if x is None or not math.isfinite(x) else x
+
+
+ROLES = ("client", "server")
+CPU_FIELDS = {
+    "cpu": (cost.CPU_USER, cost.CPU_SYS),
+    "cgroup_cpu": (cost.CGROUP_CPU_USER, cost.CGROUP_CPU_SYS),
+    "sampled_cpu": (cost.SAMPLED_CPU_USER, cost.SAMPLED_CPU_SYS),
+    "trial_cpu": (cost.TRIAL_CPU_USER, cost.TRIAL_CPU_SYS),
+}
+"""A trial's CPU objects in the export, by field: each side's user and system seconds (monitor/cost.py)."""
+
+
+def _cpu(m: dict[str, float | None], user: MetricSpec, sys: MetricSpec) -> dict[str, dict[str, float | None]]:
+    return {role: {"user_s": m.get(user.key(role=role)), "sys_s": m.get(sys.key(role=role))} for role in ROLES}
 
 
 def trial_json(t: TrialRecord) -> dict[str, Any]:
@@ -49,39 +67,24 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
         "status": t.status,
         "error": t.error or None,
         "started_at": t.started_at,
-        "throughput_bps": m.get("throughput_bps"),
-        "throughput_bps_up": m.get("throughput_bps.up"),
-        "throughput_bps_down": m.get("throughput_bps.down"),
-        "retransmits": m.get("retransmits"),
-        "cpu": {
-            role: {"user_s": m.get(f"cpu.{role}.user_s"), "sys_s": m.get(f"cpu.{role}.sys_s")}
-            for role in ("client", "server")
-        },
-        "cgroup_cpu": {
-            role: {"user_s": m.get(f"cgroup_cpu.{role}.user_s"), "sys_s": m.get(f"cgroup_cpu.{role}.sys_s")}
-            for role in ("client", "server")
-        },
-        "sampled_cpu": {
-            role: {"user_s": m.get(f"sampled_cpu.{role}.user_s"), "sys_s": m.get(f"sampled_cpu.{role}.sys_s")}
-            for role in ("client", "server")
-        },
-        "trial_cpu": {
-            role: {"user_s": m.get(f"trial_cpu.{role}.user_s"), "sys_s": m.get(f"trial_cpu.{role}.sys_s")}
-            for role in ("client", "server")
-        },
-        "checks": {k: v for k, v in m.items() if k.startswith("check.")},
+        core.THROUGHPUT.name: m.get(core.THROUGHPUT.name),
+        "throughput_bps_up": m.get(core.THROUGHPUT_DIR.key(direction="up")),
+        "throughput_bps_down": m.get(core.THROUGHPUT_DIR.key(direction="down")),
+        "retransmits": m.get(core.RETRANSMITS.name),
+        **{field: _cpu(m, user, sys) for field, (user, sys) in CPU_FIELDS.items()},
+        "checks": {k: v for k, v in m.items() if any(c.matches(k) for c in crosscheck.FIGURES)},
         "interference": {
-            "interfered": m.get("interfered"),
+            "interfered": m.get(interference.INTERFERED.name),
             "reason": t.params.get("interference"),
-            "foreign_cpu_pct": m.get("interference.foreign_cpu_pct"),
+            "foreign_cpu_pct": m.get(interference.FOREIGN_CPU.name),
             "other_runs": (t.params.get("interference_detail") or {}).get("runs"),
-            "harness_cpu_pct": m.get("harness.cpu_pct"),
-            "steal_pct": m.get("host.steal_pct"),
+            "harness_cpu_pct": m.get(interference.HARNESS_CPU.name),
+            "steal_pct": m.get(STEAL.name),
         },
-        "rss_peak_bytes": {role: m.get(f"rss_peak_bytes.{role}") for role in ("client", "server")},
+        "rss_peak_bytes": {role: m.get(cost.RSS_PEAK.key(role=role)) for role in ROLES},
         "duration_s": t.window_s,  # the measured window, under the field name older exports have
-        "setup_s": m.get("setup_s"),
-        "snd_cwnd_max_bytes": m.get("snd_cwnd_max_bytes"),
+        core.SETUP_S.name: m.get(core.SETUP_S.name),
+        CWND_MAX.name: m.get(CWND_MAX.name),
         "streams": [{"stream": s[0], "direction": s[1], "received_bps": s[2], "retransmits": s[3]} for s in t.streams],
         "metrics": m,
         "series": {name: [[ts, _gap(v)] for ts, v in pts] for name, pts in sorted(t.series.items())},
@@ -104,7 +107,7 @@ def summary_json(s: CaseSummary) -> dict[str, Any]:
         "n": s.n,
         "n_units": s.throughput.n,  # independent units (warm bring-ups count once): what the CI counts
         "n_failed": s.n_failed,
-        "throughput_bps": {
+        core.THROUGHPUT.name: {
             "median": _num(t.median),
             "min": _num(t.min),
             "max": _num(t.max),
@@ -120,7 +123,7 @@ def summary_json(s: CaseSummary) -> dict[str, Any]:
         "cpu_pct": {role: f.cpu_pct for role, f in s.roles.items()},
         "rss_peak_bytes": {role: f.rss_peak_bytes for role, f in s.roles.items()},
         "retransmits": s.retransmits,
-        "setup_s": s.setup_s,
+        core.SETUP_S.name: s.setup_s,
         "warnings": [{"code": w.code, "message": w.message, "fix": w.fix} for w in s.warnings],
     }
 

@@ -9,6 +9,8 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
+from tunbench.metrics import latency as lat
+from tunbench.monitor import crosscheck
 from tunbench.report.common import (
     is_num,
     median_or_none,
@@ -16,14 +18,15 @@ from tunbench.report.common import (
 from tunbench.report.html.base import CHART_HEIGHT, DIRECT_COLOR, esc, group_title, layout
 from tunbench.results import CaseKey, TrialRecord
 
+RESIDUAL, RTT_OK = crosscheck.RTT_RESIDUAL.name, crosscheck.RTT_OK.name
 RTT_PARTS = (
-    ("latency.idle_p50_ms", "propagation (idle RTT)", "#6baed6"),
-    ("latency.loaded_queue_ms", "bottleneck queues", "#fd8d3c"),
-    ("check.rtt.residual_ms", "host / residual", "#969696"),
+    (lat.PHASE.key(phase="idle", q=50), "propagation (idle RTT)", "#6baed6"),
+    (lat.LOADED_QUEUE.name, "bottleneck queues", "#fd8d3c"),
+    (RESIDUAL, "host / residual", "#969696"),
 )
 
 
-RTT_LOADED = "latency.loaded_p50_ms"
+RTT_LOADED = lat.PHASE.key(phase="loaded", q=50)
 
 
 def rtt_parts(trials: list[TrialRecord]) -> dict[CaseKey, dict[str, list[float]]]:
@@ -35,7 +38,7 @@ def rtt_parts(trials: list[TrialRecord]) -> dict[CaseKey, dict[str, list[float]]
         if t.status != "ok" or not all(is_num(t.metrics.get(k)) for k in keys):
             continue
         case = out.setdefault(t.case, defaultdict(list))
-        for k in (*keys, "check.rtt.ok"):
+        for k in (*keys, RTT_OK):
             v = t.metrics.get(k)
             if v is not None and is_num(v):
                 case[k].append(v)
@@ -61,15 +64,15 @@ def fig_rtt_parts(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figur
     order = list(colors)
     cases = sorted(data, key=lambda c: (group_title(c), order.index(c.label) if c.label in order else len(order)))
     x = [[group_title(c) for c in cases], [c.label for c in cases]]
-    med = {c: {k: median_or_none(list(v)) or 0.0 for k, v in data[c].items() if k != "check.rtt.ok"} for c in cases}
+    med = {c: {k: median_or_none(list(v)) or 0.0 for k, v in data[c].items() if k != RTT_OK} for c in cases}
     n = [len(data[c][RTT_LOADED]) for c in cases]
     fig = go.Figure()
     for key, name, color in RTT_PARTS:
         custom: list[list[object]] = []
         for c, k in zip(cases, n, strict=True):
             note = ""
-            if key == "check.rtt.residual_ms":
-                note = f"<br>cross-check: {_rtt_judged(data[c]['check.rtt.ok'], k)}"
+            if key == RESIDUAL:
+                note = f"<br>cross-check: {_rtt_judged(data[c][RTT_OK], k)}"
                 if med[c][key] < 0:
                     note += "<br>negative: the idle RTT and the queues account for more than the loaded RTT"
             custom.append([k, note])
@@ -92,7 +95,7 @@ def fig_rtt_parts(trials: list[TrialRecord], colors: dict[str, str]) -> go.Figur
         hovertemplate="%{x}<br>loaded RTT p50: %{y:.2f} ms (median of %{customdata[0]})<br>"
         "the parts' medians add up to %{customdata[1]:.2f} ms<extra></extra>",
     )
-    negative = any(med[c]["check.rtt.residual_ms"] < 0 for c in cases)
+    negative = any(med[c][RESIDUAL] < 0 for c in cases)
     fig = layout(
         fig,
         "Latency under load: the loaded RTT p50 as propagation, queue and host"
@@ -127,11 +130,8 @@ def _latency_data(trials: list[TrialRecord]) -> dict[str, list[tuple[float, floa
             if name.startswith("latency") and name.endswith("_ms"):
                 raw[key].extend(v for _, v in points if is_num(v))
         for k, v in t.metrics.items():
-            if k.startswith("latency.p") and k.endswith("_ms") and v is not None and math.isfinite(v):
-                try:
-                    q = float(k.removeprefix("latency.p").removesuffix("_ms").replace("_", "."))
-                except ValueError:
-                    continue
+            if lat.LATENCY.matches(k) and v is not None and math.isfinite(v):
+                q = float(lat.LATENCY.values(k)["q"])
                 if 0.0 <= q <= 100.0:
                     pct[key][q].append(v)
     out: dict[str, list[tuple[float, float]]] = {}

@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from tunbench.link.emulator import QUEUE_SERIES
+from tunbench.metrics import core, link
 from tunbench.report.html.base import DIRECT_COLOR, chart_div, esc, group_title, h3, layout, rate_unit
 from tunbench.results import TrialRecord
 from tunbench.units import parse_duration_s
@@ -23,7 +24,7 @@ def link_events(t: TrialRecord) -> list[tuple[float, float, str]]:
     `series_t0_s` after the workload's start, when the events started; a trial stored without it: --omit
     after), as (from, to, what); a change or a rebind lasts no time."""
     events = (t.params.get("profile") or {}).get("events") or []
-    origin = t.metrics.get("series_t0_s")
+    origin = t.metrics.get(core.SERIES_T0_S.name)
     if origin is None or not math.isfinite(origin):
         origin = float((t.params.get("workload") or {}).get("omit_s") or 0.0)
     out: list[tuple[float, float, str]] = []
@@ -97,7 +98,7 @@ def fig_timeseries(trials: list[TrialRecord], colors: dict[str, str], group: str
 
 
 def is_throughput(series_name: str) -> bool:
-    return series_name.startswith("throughput_bps.")
+    return series_name.startswith(f"{core.THROUGHPUT.name}.")  # the per-direction series share its name
 
 
 def is_queue(series_name: str) -> bool:
@@ -131,7 +132,7 @@ def fig_queue(trials: list[TrialRecord], colors: dict[str, str], group: str) -> 
             pts = pts_of[(t.seq, d)]
             if not pts:
                 continue
-            short = bool(t.metrics.get(f"link.{d}.queue_series_truncated"))
+            short = bool(t.metrics.get(link.QUEUE_TRUNCATED.key(direction=d)))
             cut |= short
             fig.add_scatter(
                 x=[p[0] for p in pts],
