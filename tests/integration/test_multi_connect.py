@@ -22,9 +22,9 @@ from tunbench.host.cgroup import V1_CPU, CpuCap
 from tunbench.host.clean import finish_ledger
 from tunbench.host.ledger import Ledger
 from tunbench.remote.cap import RemoteCpuCap
-from tunbench.remote.hosts import HostRun
 from tunbench.remote.inventory import load_inventory
 from tunbench.remote.place import RemotePlace
+from tunbench.remote.topology import HostRun
 
 SERVER, CLIENTS = "h1", ("h2", "h3", "h4")
 

@@ -65,17 +65,17 @@ def test_rates_over_many_noisy_series() -> None:
     assert false <= 0.06 * n
 
 
-def test_a_step_down_in_a_long_series_with_small_windows() -> None:
+def test_a_step_down_in_a_long_series_with_small_spans() -> None:
     values = _noisy(90, 3, step_at=60, step=-0.05)
-    (cp,) = change_points(values, window=20)
+    (cp,) = change_points(values, span=20)
     assert abs(cp.index - 60) <= 1 and cp.change < 0
     assert is_worse(cp, higher_is_better=True) and not is_worse(cp, higher_is_better=False)
 
 
 def test_short_series_and_bad_options() -> None:
     assert change_points([1.0, 2.0, 3.0, 4.0, 5.0]) == []
-    with pytest.raises(ValueError, match="window"):
-        change_points([1.0] * 10, window=4)
+    with pytest.raises(ValueError, match="span"):
+        change_points([1.0] * 10, span=4)
     with pytest.raises(ValueError, match="max_pvalue"):
         change_points([1.0] * 10, max_pvalue=0.0)
 
@@ -161,11 +161,11 @@ def test_since_keeps_the_later_runs(store: Path) -> None:
 
 
 def test_help_states_the_real_defaults() -> None:
-    from tunbench.stats.changepoints import DEFAULT_MAX_PVALUE, DEFAULT_WINDOW
+    from tunbench.stats.changepoints import DEFAULT_MAX_PVALUE, DEFAULT_SPAN
 
     res = CliRunner().invoke(app, ["history", "--help"])
     text = " ".join(res.output.translate(str.maketrans("│╭╮╰╯─", "      ")).split())  # rich's boxes out
-    assert f"(default {DEFAULT_WINDOW})" in text and f"(default {DEFAULT_MAX_PVALUE:g})" in text
+    assert f"(default {DEFAULT_SPAN})" in text and f"(default {DEFAULT_MAX_PVALUE:g})" in text
     assert "Exit status: 0 =" in text and "1 = at least one; 2 =" in text
 
 

@@ -1,4 +1,4 @@
-"""`clean --hosts` and `doctor --hosts` (cli/hosts.py) on an inventory of several client hosts, with the agent
+"""`clean --hosts` and `doctor --hosts` (cli/agent.py) on an inventory of several client hosts, with the agent
 connections faked: every host of the inventory is reached (client hosts beyond the first, hosts without a role),
 and each client host's addresses are checked."""
 
@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from tunbench.cli import hosts as cli_hosts
+from tunbench.cli import agent as cli_agent
 from tunbench.errors import TunbenchError
 
 LAB = """\
@@ -98,7 +98,7 @@ def test_clean_hosts_reaches_every_host_of_the_inventory(
     fake.unreachable = {"c2"}
     fake.connect_together = threading.Barrier(5)  # the five hosts connect at once
     fake.clean_together = threading.Barrier(4)  # and the four reachable ones clean at once
-    assert cli_hosts.clean_hosts(lab(tmp_path)) == 1  # the one host not cleaned
+    assert cli_agent.clean_hosts(lab(tmp_path)) == 1  # the one host not cleaned
     assert sorted(h for h, op, _ in fake.calls if op == "clean") == ["c1", "c3", "gw", "srv"]
     out, err = capsys.readouterr()
     assert "c2: not cleaned" in err and "No route to host" in err
@@ -113,7 +113,7 @@ def test_clean_hosts_reaches_every_host_of_the_inventory(
 def test_doctor_hosts_checks_every_client_hosts_addresses(
     fake: type[FakeConnection], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert cli_hosts.doctor_hosts(lab(tmp_path)) == 0
+    assert cli_agent.doctor_hosts(lab(tmp_path)) == 0
     asked = {h for h, op, _ in fake.calls if op == "capabilities"}
     assert asked == {"gw", "c1", "c2", "c3", "srv"}  # every host, a host without a role too
     checked = [
@@ -133,12 +133,12 @@ def test_doctor_hosts_refuses_client_pools_that_overlap_or_hold_a_hosts_address(
     fake: type[FakeConnection], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     overlap = LAB.replace("10.10.0.200-10.10.0.249", "10.10.0.190-10.10.0.239")
-    assert cli_hosts.doctor_hosts(lab(tmp_path, overlap)) == 2  # c2's and c3's
+    assert cli_agent.doctor_hosts(lab(tmp_path, overlap)) == 2  # c2's and c3's
     out = " ".join(capsys.readouterr().out.split())
     assert "✗ tunbench_client_addresses: 10.10.0.190-10.10.0.199 are c3's too" in out
     assert "✗ tunbench_client_addresses: 10.10.0.190-10.10.0.199 are c2's too" in out
     own = LAB.replace("srv tunbench_address=10.10.0.9", "srv tunbench_address=10.10.0.120")
-    assert cli_hosts.doctor_hosts(lab(tmp_path, own)) == 1
+    assert cli_agent.doctor_hosts(lab(tmp_path, own)) == 1
     out = " ".join(capsys.readouterr().out.split())
     assert "✗ tunbench_client_addresses: holds 10.10.0.120, srv's own address" in out
 
@@ -147,7 +147,7 @@ def test_one_client_host_gets_no_weight_line(
     fake: type[FakeConnection], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     one = "[client]\nc1 tunbench_address=10.10.0.1 tunbench_client_addresses=10.10.0.100-10.10.0.149\n"
-    assert cli_hosts.doctor_hosts(lab(tmp_path, one + "[server]\nsrv tunbench_address=10.10.0.9\n")) == 0
+    assert cli_agent.doctor_hosts(lab(tmp_path, one + "[server]\nsrv tunbench_address=10.10.0.9\n")) == 0
     out = capsys.readouterr().out
     assert "tunbench_client_weight" not in out and "tunbench_client_addresses" in out
     assert [h for h, op, _ in fake.calls if op == "check_addresses"] == ["c1"]

@@ -11,9 +11,9 @@ import pytest
 
 from tunbench.errors import ConfigError
 from tunbench.remote import facts
-from tunbench.remote.hosts import HostAddressPlan, HostsTopology, role_hosts
 from tunbench.remote.inventory import load_inventory
 from tunbench.remote.place import RemotePlace
+from tunbench.remote.topology import HostAddressPlan, HostsTopology, role_hosts
 from tunbench.topology.build import TopologySpec
 from tunbench.tunnels.tunnel import base_variables
 

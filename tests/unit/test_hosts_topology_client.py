@@ -13,8 +13,8 @@ import pytest
 
 from tunbench.errors import TrialError
 from tunbench.link.profile import Profile
-from tunbench.remote.hosts import HostsTopology, role_hosts
 from tunbench.remote.inventory import load_inventory
+from tunbench.remote.topology import HostsTopology, role_hosts
 from tunbench.sites.base import Spot
 from tunbench.sites.hosts import HostsSite
 from tunbench.topology.build import TopologySpec

@@ -114,7 +114,7 @@ def test_a_side_that_did_not_count_falls_back_to_the_cpu_time() -> None:
 
 def test_the_run_and_compare_say_which_role_was_not_counted() -> None:
     from tunbench.report.compare.verdicts import uncounted_notes
-    from tunbench.report.counted import instruction_lines
+    from tunbench.report.work_table import instruction_lines
 
     r = _counted(more_work=0.0, reps=3)
     for t in r.trials:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tunbench.monitor import irqtime, work
-from tunbench.perf.counted import CountWork
+from tunbench.perf.count_work import CountWork
 from tunbench.results import TrialRecord
 
 

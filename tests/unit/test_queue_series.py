@@ -81,14 +81,14 @@ def test_the_series_span_is_the_workloads_own_then_its_measured_window_then_the_
     call = (100.0, 130.0)
     assert series_span(Measurement(), call) == call
     assert series_span(Measurement(window=(101.0, 111.0)), call) == (101.0, 111.0)
-    assert series_span(Measurement(window=(101.0, 111.0), series_window=(105.0, 115.0)), call) == (105.0, 115.0)
+    assert series_span(Measurement(window=(101.0, 111.0), series_span=(105.0, 115.0)), call) == (105.0, 115.0)
 
 
 def test_the_runner_puts_the_queue_on_the_workloads_time_base() -> None:
-    """rrul's series count from its load's measured seconds (series_window), not from the workload's call."""
+    """rrul's series count from its load's measured seconds (series_span), not from the workload's call."""
     rec = TrialRecord(1, "direct", "direct", "p", "rrul", 1, "bidir", repetition=1, params={})
     call = (1000.0, 1020.0)
-    result = Measurement(metrics={"throughput_bps": 1e7}, series_window=(1004.0, 1014.0))
+    result = Measurement(metrics={"throughput_bps": 1e7}, series_span=(1004.0, 1014.0))
     window = Measured(result, SimpleNamespace(t0=1000.0, results={}, wall_s=20.0), {}, call)  # type: ignore[arg-type]
     st = stats(up=occupancy(1003 * S, [100 * i for i in range(200)]))
     pair = SimpleNamespace(link_stats=lambda final: st, link_clock_offset_s=lambda: 0.0, underlay=lambda: None)

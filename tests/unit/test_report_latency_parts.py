@@ -126,7 +126,7 @@ def test_the_queue_chart_has_a_row_per_direction_and_a_line_per_repetition() -> 
     up = [d for d in fig.data if d.yaxis == "y"]
     assert len(up) == 3 and max(up[0].y) == pytest.approx(2.5)  # MiB
     assert fig.layout.yaxis.title.text == "queue (MiB)"
-    assert "100 ms window" in fig.layout.title.text and "end before the measured window" in fig.layout.title.text
+    assert "100 ms interval" in fig.layout.title.text and "end before the measured window" in fig.layout.title.text
     assert "record ends early" in up[1].hovertemplate and "record ends early" not in up[0].hovertemplate
     assert list(fig.data[0].x)[:2] == pytest.approx([0.1, 0.2])
 

@@ -570,4 +570,4 @@ def test_count_work_is_a_flag_and_a_scenario_key_also_with_hosts(
     code, out, err = main(
         ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--count-work"], capsys, monkeypatch
     )
-    assert code == 0, out + err  # each host's agent counts its roles (remote/counted.py)
+    assert code == 0, out + err  # each host's agent counts its roles (remote/work.py)

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from tunbench import __version__
-from tunbench.cli import calibrate, catalog, clean, compare, history, hosts, report, run, show
+from tunbench.cli import agent, calibrate, catalog, clean, compare, history, report, run, show
 from tunbench.cli.argcheck import CheckedGroup
 from tunbench.cli.console import console, err_console
 from tunbench.cli.db import db_app
@@ -50,7 +50,7 @@ app.command("compare")(compare.compare)
 app.command("calibrate")(calibrate.calibrate)
 app.command("report")(report.report)
 app.command("history")(history.history)
-app.command("agent")(hosts.agent)
+app.command("agent")(agent.agent)
 app.add_typer(link_app, name="link")
 app.add_typer(db_app, name="db")
 

@@ -7,8 +7,8 @@ from typing import Annotated
 import typer
 from pydantic.fields import FieldInfo
 
+from tunbench.cli.agent import HostsOpt, doctor_hosts
 from tunbench.cli.console import console
-from tunbench.cli.hosts import HostsOpt, doctor_hosts
 
 
 def tunnels() -> None:

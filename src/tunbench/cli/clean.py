@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
+from tunbench.cli.agent import HostsOpt, clean_hosts
 from tunbench.cli.console import console, err_console
-from tunbench.cli.hosts import HostsOpt, clean_hosts
 from tunbench.cli.options import DEFAULT_DB, DbOpt
 
 

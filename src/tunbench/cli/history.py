@@ -43,9 +43,14 @@ SinceOpt = Annotated[
     typer.Option("--since", help="Only runs from this run (id, uid or name), commit or ISO date (YYYY-MM-DD) on."),
 ]
 # the defaults are stats/changepoints.py's (not imported here: `tunbench --help` stays free of numpy and scipy)
-WindowOpt = Annotated[
+SpanOpt = Annotated[
     int | None,
-    typer.Option("--window", min=6, help="Points per sliding window of the change-point detection (default 50)."),
+    typer.Option(
+        "--span",
+        "--window",
+        min=6,
+        help="Points per sliding span of the change-point detection (default 50). --window is its old name.",
+    ),
 ]
 PvalueOpt = Annotated[
     float | None,
@@ -69,7 +74,7 @@ def history(
     tunnel: TunnelOpt = None,
     metric: MetricOpt = None,
     since: SinceOpt = None,
-    window: WindowOpt = None,
+    span: SpanOpt = None,
     max_pvalue: PvalueOpt = None,
     per_run: PerRunOpt = False,
     changes_only: Annotated[
@@ -106,8 +111,8 @@ def history(
     db: DbOpt = DEFAULT_DB,
 ) -> None:
     """Each case's throughput and CPU per bit over the runs of one machine, in time order (or commit order, when
-    runs name their commits), with the median and CI per point and the change points (Hunter's windowed split and
-    t-test merge, robust to one disturbed point per segment, docs/history.md).
+    runs name their commits), with the median and CI per point and the change points (Hunter's split over sliding
+    spans and t-test merge, robust to one disturbed point per segment, docs/history.md).
 
     Only runs with status done count; the others are left out and counted. Each change point says when it
     happened (run, time), between which commits, its size with a CI (simultaneous over the splits the search
@@ -134,7 +139,7 @@ def history(
         metrics=metric,
         since=since,
         per_run=per_run,
-        window=window,
+        span=span,
         max_pvalue=max_pvalue,
         include_interfered=include_interfered,
     )

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import typer
 from rich.markup import escape
 
+from tunbench.cli.agent import HostsOpt
 from tunbench.cli.console import console
-from tunbench.cli.hosts import HostsOpt
 from tunbench.cli.options import DEFAULT_DB, CpusetOpt, DbOpt, GateOpt, gate_flag
 from tunbench.cli.outcome import exit_for
 from tunbench.cli.run_flags import (

@@ -19,10 +19,10 @@ def print_run(run: RunRecord, title: str) -> None:
     """The run's summary table (when it has throughput cases), each workload's own table, and the warnings;
     a run that ended before its first trial finished says so."""
     from tunbench.report.common import baseline_line, host_lines, placement_line
-    from tunbench.report.counted import instruction_lines
-    from tunbench.report.interference import line as interference_line
+    from tunbench.report.interference_line import line as interference_line
     from tunbench.report.summary import summarize_trials
     from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
+    from tunbench.report.work_table import instruction_lines
 
     summaries = summarize_trials(run.trials)
     for line in host_lines(run.provenance):

@@ -166,22 +166,22 @@ def loss_check(
 @dataclass(frozen=True)
 class RateCheck:
     configured_bps: float
-    windows_bps: tuple[float, ...]
+    seconds_bps: tuple[float, ...]
     bound: float = 0.01
 
     @property
     def worst_error(self) -> float:
-        if not self.windows_bps:
+        if not self.seconds_bps:
             return math.nan
-        return max(abs(w / self.configured_bps - 1) for w in self.windows_bps)
+        return max(abs(w / self.configured_bps - 1) for w in self.seconds_bps)
 
     @property
     def mean_bps(self) -> float:
-        return float(np.mean(self.windows_bps)) if self.windows_bps else math.nan
+        return float(np.mean(self.seconds_bps)) if self.seconds_bps else math.nan
 
     @property
     def passed(self) -> bool:
-        return bool(self.windows_bps) and self.worst_error <= self.bound
+        return bool(self.seconds_bps) and self.worst_error <= self.bound
 
 
 def ip_rate(payload_bps: float, payload_bytes: int) -> float:

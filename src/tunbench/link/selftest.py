@@ -128,12 +128,12 @@ def rate(b: Bench, rate_bps: float, seconds: int = 5) -> Result:
             ["-u", "-R", "-b", f"{offered:.0f}", "-l", str(payload), "-t", str(seconds + 1), "-O", "1"],
             seconds + 30,
         )
-    windows = [
+    per_second = [
         accuracy.ip_rate(float(iv["sum"]["bits_per_second"]), payload)
         for iv in doc["intervals"]
         if not iv["sum"].get("omitted") and float(iv["sum"]["seconds"]) > 0.9
     ]
-    chk = accuracy.RateCheck(rate_bps, tuple(windows))
+    chk = accuracy.RateCheck(rate_bps, tuple(per_second))
     sent = doc.get("end", {}).get("sum_sent", {}).get("bits_per_second")
     offered_ip = accuracy.ip_rate(float(sent), payload) if sent else None
     if offered_ip is not None and offered_ip < rate_bps * (1 + chk.bound):
@@ -143,14 +143,14 @@ def rate(b: Bench, rate_bps: float, seconds: int = 5) -> Result:
             None,
             f"not measurable here: iperf3 offered only {offered_ip / 1e6:.0f} Mbit/s (sender-limited on this host); "
             f"delivered {chk.mean_bps / 1e6:.1f} Mbit/s",
-            {"windows_bps": windows, "offered_bps": offered_ip},
+            {"seconds_bps": per_second, "offered_bps": offered_ip},
         )
     return Result(
         f"rate accuracy at {rate_bps / 1e6:g} Mbit/s",
         chk.passed,
         f"mean {chk.mean_bps / 1e6:.3f} Mbit/s, worst 1-s window {chk.worst_error:+.2%} off "
         f"(target ±1%; offered {1.15:.2f}× the rate)",
-        {"windows_bps": windows, "worst_error": chk.worst_error},
+        {"seconds_bps": per_second, "worst_error": chk.worst_error},
     )
 
 

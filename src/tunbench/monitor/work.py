@@ -434,7 +434,7 @@ class Counting:
 
 class RoleCount(Protocol):
     """One role's counting over a window, wherever its processes run: `Counting` here, an agent's on a host
-    (remote/counted.py). `finish()` returns the role's metrics ({} when not counted, `why` saying why)."""
+    (remote/work.py). `finish()` returns the role's metrics ({} when not counted, `why` saying why)."""
 
     role: str
     why: str

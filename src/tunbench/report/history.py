@@ -38,7 +38,7 @@ from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats import Summary, summarize
 from tunbench.stats.changepoints import (
     DEFAULT_MAX_PVALUE,
-    DEFAULT_WINDOW,
+    DEFAULT_SPAN,
     ChangePoint,
     RegressionTest,
     change_points,
@@ -192,7 +192,7 @@ class History:
     runs: list[RunInfo]  # the machine's runs that count (status done), in time order
     excluded: dict[str, int] = field(default_factory=dict)  # status -> runs of this machine left out
     other_machines: dict[str, int] = field(default_factory=dict)  # machine id -> runs not shown
-    window: int = DEFAULT_WINDOW
+    span: int = DEFAULT_SPAN
     max_pvalue: float = DEFAULT_MAX_PVALUE
     left_out: LeftOut = field(default_factory=LeftOut)  # the interfered trials left out of every series
 
@@ -358,18 +358,18 @@ def build(
     metrics: Sequence[str] | None = None,
     since: str | None = None,
     per_run: bool = False,
-    window: int | None = None,
+    span: int | None = None,
     max_pvalue: float | None = None,
     include_interfered: bool = False,
 ) -> History:
     """The history of one machine (see the module docstring); ``runs`` with their trials (``load``).
-    ``window`` and ``max_pvalue``: the change-point detection's (None: ``stats.changepoints``' defaults).
+    ``span`` and ``max_pvalue``: the change-point detection's (None: ``stats.changepoints``' defaults).
     Interfered trials are left out (a point of nothing but interfered trials drops out of its series) and
     their points marked; ``include_interfered`` keeps them, still marked."""
-    window = DEFAULT_WINDOW if window is None else window
+    span = DEFAULT_SPAN if span is None else span
     max_pvalue = DEFAULT_MAX_PVALUE if max_pvalue is None else max_pvalue
-    if window < 6:
-        raise HistoryError(f"--window {window}: at least 6 points (3 on each side of a change)")
+    if span < 6:
+        raise HistoryError(f"--span {span}: at least 6 points (3 on each side of a change)")
     if not 0.0 < max_pvalue < 1.0:
         raise HistoryError(f"--max-pvalue {max_pvalue}: must be between 0 and 1")
     m = pick_machine(runs, machine)
@@ -403,14 +403,14 @@ def build(
     for case in sorted(per_case, key=_case_order):
         for metric in chosen:
             s = _series(
-                case, metric, per_case[case], per_run=per_run, window=window, max_pvalue=max_pvalue,
+                case, metric, per_case[case], per_run=per_run, span=span, max_pvalue=max_pvalue,
                 include_interfered=include_interfered,
             )  # fmt: skip
             if s is not None:
                 series.append(s)
     shown = [t for ts in per_case.values() for _, trials in ts for t in trials]
     _, left = leave_out_interfered(shown, include=include_interfered)
-    history = History(m, series, [infos[r.id] for r in done], dict(excluded), dict(others), window, max_pvalue)
+    history = History(m, series, [infos[r.id] for r in done], dict(excluded), dict(others), span, max_pvalue)
     history.left_out = left
     return history
 
@@ -425,7 +425,7 @@ def _series(
     runs: list[tuple[RunInfo, list[TrialRecord]]],
     *,
     per_run: bool,
-    window: int,
+    span: int,
     max_pvalue: float,
     include_interfered: bool = False,
 ) -> Series | None:
@@ -466,7 +466,7 @@ def _series(
     if not points:
         return None
     found = change_points(
-        [list(p.values) for p in points], window=window, max_pvalue=max_pvalue,
+        [list(p.values) for p in points], span=span, max_pvalue=max_pvalue,
         absolute=True if metric.absolute else None,
     )  # fmt: skip
     changes = tuple(

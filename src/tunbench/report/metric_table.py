@@ -23,7 +23,7 @@ DECLARING = (
     "tunbench.monitor.interference",
     "tunbench.monitor.irqtime",
     "tunbench.monitor.work",
-    "tunbench.remote.interference",
+    "tunbench.remote.watch",
     "tunbench.perf.flamegraph",
     "tunbench.workloads.connect",
     "tunbench.workloads.fleet_metrics",

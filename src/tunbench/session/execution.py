@@ -99,7 +99,7 @@ def execute(
 
                 hooks.append(Flamegraphs(ledger.prefix, flamegraph_dir))
             if scenario.run.count_work:
-                from tunbench.perf.counted import CountWork
+                from tunbench.perf.count_work import CountWork
 
                 hooks.append(CountWork())
             wrap = None

@@ -1,5 +1,5 @@
 """The hosts site (`--hosts`): the roles on the run's hosts, reached over SSH through each host's agent.
-A pair is remote/hosts.py's HostsTopology (two hosts, or both roles on one), a bare pair one on the client
+A pair is remote/topology.py's HostsTopology (two hosts, or both roles on one), a bare pair one on the client
 host a bring-up workload asks for (any of the run's client hosts); the N-client set-up is
 sites/hosts_fleet.py. Each remote role is sampled by its host's agent over the window and mapped onto
 this machine's clock; the emulator runs on the client's host. What else ran is watched on every host,
@@ -24,12 +24,12 @@ from tunbench.link.profile import Profile
 from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.monitor.work import RoleCount
-from tunbench.remote.counted import RemoteCounting
-from tunbench.remote.hosts import HostRun, HostsTopology
-from tunbench.remote.interference import remote_interference, run_prefixes
 from tunbench.remote.inventory import Inventory
 from tunbench.remote.place import RemotePlace
 from tunbench.remote.spread import spread
+from tunbench.remote.topology import HostRun, HostsTopology
+from tunbench.remote.watch import remote_interference, run_prefixes
+from tunbench.remote.work import RemoteCounting
 from tunbench.sites.base import Cap, SampledRoles, Spot
 from tunbench.sites.hosts_checks import check_cpuset_and_events, check_placeable, hosts_lines
 from tunbench.sites.hosts_fleet import HostsFleetEnv
@@ -60,7 +60,7 @@ class HostsPair:
         )
 
     def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
-        """Every role, by the agent of its host (remote/counted.py)."""
+        """Every role, by the agent of its host (remote/work.py)."""
         return {
             role: functools.partial(
                 RemoteCounting, self.topo.place(role), role, [d] if (d := tunnel.daemons.get(role)) else []

@@ -8,9 +8,9 @@ import itertools
 from collections.abc import Mapping
 
 from tunbench.errors import ConfigError
-from tunbench.remote.hosts import role_hosts
 from tunbench.remote.inventory import Host, Inventory, pool_overlap
 from tunbench.remote.spread import Share, spread
+from tunbench.remote.topology import role_hosts
 from tunbench.sites.needs import SiteNeeds
 
 
@@ -74,7 +74,7 @@ def check_placeable(inventory: Inventory, needs: SiteNeeds) -> None:
         )
     if needs.flamegraphs:
         raise ConfigError("--flamegraph profiles local processes: not with --hosts", key="--flamegraph")
-    # --count-work on hosts: each role is counted by its host's agent (perf/counted.py, remote/counted.py)
+    # --count-work on hosts: each role is counted by its host's agent (perf/count_work.py, remote/work.py)
     if needs.capped:
         raise ConfigError(
             f"client_cpu= / server_cpu= cap processes on this machine: not with --hosts ({', '.join(needs.capped)})",

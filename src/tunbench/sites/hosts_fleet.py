@@ -26,9 +26,9 @@ from tunbench.host.ledger import Ledger
 from tunbench.metrics import core
 from tunbench.monitor.sampler import RoleCost
 from tunbench.remote.cap import RemoteCpuCap
-from tunbench.remote.hosts import HostRun
 from tunbench.remote.place import RemotePlace
 from tunbench.remote.spread import Share, spread
+from tunbench.remote.topology import HostRun
 from tunbench.sites.base import SampledCost
 from tunbench.sites.hosts_ready import HostsReadyProbe, RemoteReadyProbe
 from tunbench.sites.hosts_start import HostsFleetPlaces, check_clocks, clock_uncertainty_s

@@ -11,9 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 from tunbench.errors import ConfigError
 from tunbench.host.place import Spawn, Started
 from tunbench.remote.clock import ClockOffset
-from tunbench.remote.hosts import HostRun
 from tunbench.remote.inventory import Host
 from tunbench.remote.place import RemotePlace
+from tunbench.remote.topology import HostRun
 
 
 class HostsFleetPlaces:

@@ -25,11 +25,11 @@ Detection
 Hunter's two steps (Fleming et al., "Hunter: Using Change Point Detection to Hunt for Performance
 Regressions", ICPE 2023; the method of Apache Otava), with the segmentation from ``ruptures``:
 
-1. **Split.** The series of levels is cut into windows of ``window`` points that overlap by half. In each
-   window, ``ruptures.Binseg`` (binary segmentation, L2 cost: a shift of the mean) adds one split at a time,
+1. **Split.** The series of levels is cut into spans of ``span`` points that overlap by half. In each
+   span, ``ruptures.Binseg`` (binary segmentation, L2 cost: a shift of the mean) adds one split at a time,
    the most pronounced first; splitting stops at the first split whose test between its neighbouring
    segments has a p-value above a relaxed threshold (10 x ``max_pvalue``, as Hunter's first pass). The union
-   of the windows' splits are the candidates (a split within ``MIN_SEGMENT`` points of one already found is
+   of the spans' splits are the candidates (a split within ``MIN_SEGMENT`` points of one already found is
    the same step seen twice).
 2. **Merge.** While some candidate's test against its neighbouring segments has a p-value above
    ``max_pvalue``, the weakest is dropped and its neighbours are tested again.
@@ -100,8 +100,8 @@ from tunbench.stats._common import FloatArray, as_array, check_confidence
 from tunbench.stats.outliers import modified_z_scores
 from tunbench.stats.shift import ratio_interval, shift_interval
 
-DEFAULT_WINDOW = 50
-"""Points per sliding window of the detection (``--window``; Otava's default)."""
+DEFAULT_SPAN = 50
+"""Points per sliding span of the detection (``history --span``; what Otava calls its window, and its default)."""
 DEFAULT_MAX_PVALUE = 0.001
 """Largest p-value of the test for a change point to be kept (``--max-pvalue``)."""
 MIN_SEGMENT = 3
@@ -152,7 +152,7 @@ class ChangePoint:
 def change_points(
     values: Sequence[PointValues],
     *,
-    window: int = DEFAULT_WINDOW,
+    span: int = DEFAULT_SPAN,
     max_pvalue: float = DEFAULT_MAX_PVALUE,
     confidence: float = 0.95,
     absolute: bool | None = None,
@@ -162,8 +162,8 @@ def change_points(
     ``absolute``: size changes as differences (True), as ratios (False), or as ratios unless a value is <= 0
     (None)."""
     check_confidence(confidence)
-    if window < 2 * MIN_SEGMENT:
-        raise ValueError(f"window must be >= {2 * MIN_SEGMENT} points, got {window}")
+    if span < 2 * MIN_SEGMENT:
+        raise ValueError(f"span must be >= {2 * MIN_SEGMENT} points, got {span}")
     if not 0.0 < max_pvalue < 1.0:
         raise ValueError(f"max_pvalue must be in (0, 1), got {max_pvalue}")
     raw = [as_array(np.atleast_1d(np.asarray(v, dtype=np.float64)), name="point") for v in values]
@@ -174,7 +174,7 @@ def change_points(
     if absolute is None:
         absolute = any(bool(np.any(r <= 0.0)) for r in raw)
     series = _Series(raw, absolute)
-    found = _detect(series, window, max_pvalue)
+    found = _detect(series, span, max_pvalue)
     bounds = [0, *(i for i, _ in found), len(raw)]
     return [_sized(series, bounds[k], i, bounds[k + 2], p, confidence) for k, (i, p) in enumerate(found)]
 
@@ -230,7 +230,7 @@ def _segments_p(s: _Series, start: int, mid: int, stop: int) -> float:
 
 
 def _split(s: _Series, start: int, stop: int, weak_pvalue: float) -> list[int]:
-    """One window's candidates (absolute indices): ruptures' binary segmentation adds one split at a time (the
+    """One span's candidates (absolute indices): ruptures' binary segmentation adds one split at a time (the
     most pronounced first); splitting stops at the first whose test against its neighbours is weaker than
     ``weak_pvalue``."""
     n = stop - start
@@ -270,19 +270,19 @@ def _merge(s: _Series, candidates: list[int], max_pvalue: float) -> list[tuple[i
     return []
 
 
-def _detect(s: _Series, window: int, max_pvalue: float) -> list[tuple[int, float]]:
-    """Split each window of ``window`` points (windows overlap by half) at a relaxed p-value (10x, as Hunter
+def _detect(s: _Series, span: int, max_pvalue: float) -> list[tuple[int, float]]:
+    """Split each span of ``span`` points (spans overlap by half) at a relaxed p-value (10x, as Hunter
     does), then merge the union at ``max_pvalue``."""
     weak = min(max_pvalue * 10.0, 0.5)
     n = len(s.levels)
-    step = max(1, window // 2)
+    step = max(1, span // 2)
     candidates: list[int] = []
     for start in range(0, n, step):
-        stop = min(start + window, n)
+        stop = min(start + span, n)
         if stop - start < 2 * MIN_SEGMENT:
             break
         for c in _split(s, start, stop, weak):
-            if all(abs(c - old) >= MIN_SEGMENT for old in candidates):  # a step seen by two windows
+            if all(abs(c - old) >= MIN_SEGMENT for old in candidates):  # a step seen by two spans
                 candidates.append(c)
         if stop == n:
             break

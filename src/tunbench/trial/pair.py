@@ -193,9 +193,9 @@ def rate_short(rec: TrialRecord) -> str:
 
 
 def series_span(result: Measurement, call: tuple[float, float]) -> tuple[float, float]:
-    """What a workload's time series cover (time.monotonic(); t = 0 at the start): its `series_window`, else
+    """What a workload's time series cover (time.monotonic(); t = 0 at the start): its `series_span`, else
     its measured `window`, else the whole call (`call`: just before and just after measure())."""
-    return result.series_window or result.window or call
+    return result.series_span or result.window or call
 
 
 def cost_metrics_over(

@@ -154,7 +154,7 @@ class Measurement:
     # what the workload's time series cover, as (start, end) in time.monotonic(), their t = 0 at its start,
     # where that is not `window` (rrul: its load's measured seconds, while its CPU is the whole call's).
     # The runner puts the emulator's queue occupancy on this time base; None: `window`, else the whole call.
-    series_window: tuple[float, float] | None = None
+    series_span: tuple[float, float] | None = None
     # what the trial's params should record about how it was measured (e.g. the traffic generator)
     params: dict[str, Any] = field(default_factory=dict)
 

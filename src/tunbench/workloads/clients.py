@@ -34,7 +34,7 @@ from tunbench.stats.fairness import jain_index
 from tunbench.units import Window, fmt, mbit
 from tunbench.workloads import fleet_metrics as FM
 from tunbench.workloads import iperf3
-from tunbench.workloads import window as W
+from tunbench.workloads import spans as W
 from tunbench.workloads.base import (
     TRIAL_SETUP_S,
     CaseAxes,
@@ -398,7 +398,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         failed_at: set[int],
         sampler: SampledCost,
         intervals: dict[int, list[W.Interval]],
-        win: W.Window,
+        win: W.Span,
     ) -> None:
         """Each client host's figures of the phase (workloads/per_host.py): its clients' aggregate, median
         and fairness, loss, failures and their CPU there."""

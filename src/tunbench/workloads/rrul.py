@@ -144,7 +144,7 @@ class RrulWorkload(Workload[Context, RrulOptions]):
             },
             # the load's measured seconds: its throughput series count from the end of the ramp-up
             # (iperf3's connect, a few round trips, is not subtracted)
-            series_window=(t_load + ramp_s, t_load + ramp_s + load_res.duration_s),
+            series_span=(t_load + ramp_s, t_load + ramp_s + load_res.duration_s),
         )
         m.metrics.update(phase_metrics(before, loaded, after, load_res))
         m.series["latency_idle_ms"] = irtt.rtt_series(before)

@@ -28,7 +28,7 @@ from tunbench.sites.base import PER_CLIENT_SETUP_S, FleetSetup
 from tunbench.stats import percentile
 from tunbench.units import Window, fmt
 from tunbench.workloads import fleet_metrics as FM
-from tunbench.workloads import window as W
+from tunbench.workloads import spans as W
 from tunbench.workloads.base import (
     TRIAL_SETUP_S,
     CaseAxes,

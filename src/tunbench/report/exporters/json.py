@@ -20,7 +20,7 @@ from tunbench.errors import ExportError
 from tunbench.metrics import MetricSpec, core
 from tunbench.monitor import cost, crosscheck, interference
 from tunbench.monitor.hostload import STEAL
-from tunbench.report.interference import figures as interference_figures
+from tunbench.report.interference_line import figures as interference_figures
 from tunbench.report.summary import CaseSummary, summarize_trials
 from tunbench.results import RunRecord, TrialRecord
 from tunbench.workloads.iperf3 import CWND_MAX

@@ -136,7 +136,7 @@ def render(h: History) -> str:
         "Each case's metrics over the finished runs of one machine, in the order measured: the median of each "
         "point with a 95% confidence interval of the median as a band (with few trials per point, the widest "
         "interval they allow: its real coverage is in the hover, 75% at 3 trials). Dashed lines mark change points "
-        f"(windowed split of {h.window} points, t-test p < {h.max_pvalue:g}), red for a regression, green for "
+        f"(split over sliding spans of {h.span} points, t-test p < {h.max_pvalue:g}), red for a regression, green for "
         "an improvement, with the change of the median and its CI."
     )
     by_case: dict[CaseKey, list[Series]] = defaultdict(list)

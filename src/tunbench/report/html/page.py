@@ -11,7 +11,6 @@ from plotly.offline import get_plotlyjs
 
 from tunbench import __version__
 from tunbench.report.common import baseline_line
-from tunbench.report.counted import work_table_html
 from tunbench.report.html.base import PLOTLY_FOOTER, chart_div, esc, h3, label_colors
 from tunbench.report.html.cost import fig_bits_per_cpu, fig_cpu, fig_ratio, fig_throughput
 from tunbench.report.html.fleet import is_fleet, many_clients_html
@@ -25,8 +24,9 @@ from tunbench.report.html.tables import (
     summary_table,
     warnings_html,
 )
-from tunbench.report.interference import line as interference_line
+from tunbench.report.interference_line import line as interference_line
 from tunbench.report.summary import summarize_trials
+from tunbench.report.work_table import work_table_html
 from tunbench.results import RunRecord
 
 

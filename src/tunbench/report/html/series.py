@@ -150,9 +150,9 @@ def fig_queue(trials: list[TrialRecord], colors: dict[str, str], group: str) -> 
             )
             shown.add(t.label)
     _mark_events(fig, trials)
-    window = f"{min(steps) * 1e3:.0f} ms " if steps else ""
+    interval = f"{min(steps) * 1e3:.0f} ms " if steps else ""
     notes = [
-        f"the most bytes waiting in the emulator's bottleneck queue in each {window}window",
+        f"the most bytes waiting in the emulator's bottleneck queue in each {interval}interval",
         "one line per repetition",
     ]
     if cut:

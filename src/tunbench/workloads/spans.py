@@ -1,5 +1,5 @@
-"""Pure helpers of the multi-client workloads: the common measurement window (head and tail trimmed),
-per-client throughput inside it, percentiles, time-to-ready summaries, growth ratios. No I/O."""
+"""Pure helpers of the multi-client workloads, over spans of time: the common measured window (head and tail
+trimmed), per-client throughput inside it, percentiles, time-to-ready summaries, growth ratios. No I/O."""
 
 from __future__ import annotations
 
@@ -38,7 +38,10 @@ class Interval:
 
 
 @dataclass(frozen=True)
-class Window:
+class Span:
+    """A stretch of time on one clock, in seconds: a many-client trial's measured window is the span in which
+    every client ran (common_window)."""
+
     start_s: float
     end_s: float
 
@@ -49,7 +52,7 @@ class Window:
 
 def common_window(
     spans: Mapping[int, tuple[float, float]], warmup_s: float, tail_s: float = 0.0, max_s: float | None = None
-) -> Window:
+) -> Span:
     """The interval where every client is active: from the last client's start (+ warm-up) to the first
     client's end (- tail), at most `max_s` long. `spans` maps client -> (first interval start, last end)."""
     if not spans:
@@ -63,7 +66,7 @@ def common_window(
         )
     if max_s is not None:
         end = min(end, start + max_s)
-    return Window(start, end)
+    return Span(start, end)
 
 
 def shift(intervals: Sequence[Interval], dt: float) -> list[Interval]:
@@ -92,7 +95,7 @@ def split_late(starts: Mapping[int, float], tolerance_s: float) -> tuple[list[in
     return kept, late
 
 
-def bytes_in(intervals: Sequence[Interval], w: Window) -> float:
+def bytes_in(intervals: Sequence[Interval], w: Span) -> float:
     """Bytes of the intervals inside the window (an interval cut by an edge counts pro rata)."""
     total = 0.0
     for iv in intervals:
@@ -105,7 +108,7 @@ def bytes_in(intervals: Sequence[Interval], w: Window) -> float:
     return total
 
 
-def loss_in(intervals: Sequence[Interval], w: Window) -> tuple[int, int]:
+def loss_in(intervals: Sequence[Interval], w: Span) -> tuple[int, int]:
     """(lost, packets) over the intervals that lie mostly inside the window (UDP)."""
     lost = packets = 0
     for iv in intervals:
@@ -116,12 +119,12 @@ def loss_in(intervals: Sequence[Interval], w: Window) -> tuple[int, int]:
     return lost, packets
 
 
-def per_second(intervals: Mapping[int, Sequence[Interval]], w: Window) -> list[tuple[float, float]]:
+def per_second(intervals: Mapping[int, Sequence[Interval]], w: Span) -> list[tuple[float, float]]:
     """Aggregate bits per second over all clients, in 1 s steps across the window (t from window start)."""
     out = []
     t = w.start_s
     while t + 1.0 <= w.end_s + 1e-9:
-        step = Window(t, t + 1.0)
+        step = Span(t, t + 1.0)
         out.append((t + 1.0 - w.start_s, sum(8 * bytes_in(ivs, step) for ivs in intervals.values())))
         t += 1.0
     return out

@@ -112,8 +112,8 @@ def doctor_hosts(path: Path) -> int:
             if fix:
                 console.print(f"      fix: {fix}", highlight=False)
 
-    from tunbench.remote.counted import count_verdict
     from tunbench.remote.inventory import load_inventory
+    from tunbench.remote.work import count_verdict
 
     inv = load_inventory(path)
     with connected(path) as conns:
@@ -156,7 +156,7 @@ def doctor_hosts(path: Path) -> int:
                 + ("; the kernel's netem is there too (unused)" if caps["netem"] else ""),
                 highlight=False,
             )
-            say(*count_verdict(conn))  # counted work (remote/counted.py)
+            say(*count_verdict(conn))  # counted work (remote/work.py)
             for line in _address_verdicts(conn, inv, name):
                 say(*line)
     return bad

@@ -1,5 +1,5 @@
 """Counted work on a host (`run --hosts ... --count-work`): the agent's count_open / count_start /
-count_stop requests (remote/agent.py) driven by the controller's RemoteCounting (remote/counted.py), the
+count_stop requests (remote/agent.py) driven by the controller's RemoteCounting (remote/work.py), the
 answers passed through JSON as over the SSH channel. Real perf on a real process where this host lets
 perf count; the refusals everywhere."""
 
@@ -22,8 +22,8 @@ from tunbench.host import ledger as ledger_mod
 from tunbench.host.place import LocalPlace
 from tunbench.monitor import work
 from tunbench.remote.agent import Agent, _PlaceState
-from tunbench.remote.counted import RemoteCounting, count_verdict
 from tunbench.remote.place import RemotePlace, RemoteProc
+from tunbench.remote.work import RemoteCounting, count_verdict
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the agent's processes and perf need root")
 
@@ -118,11 +118,11 @@ def test_doctor_hosts_line_says_what_the_host_can_count_or_the_fix(agent: tuple[
 def test_the_window_hook_counts_a_remote_role_through_its_agent(
     agent: tuple[Agent, RemotePlace], tmp_path: Path
 ) -> None:
-    """perf/counted.CountWork: a role placed on a host goes to that host's agent (whose perf may differ
+    """perf/count_work.CountWork: a role placed on a host goes to that host's agent (whose perf may differ
     from this machine's), a local one to this machine's perf; each trial says where."""
     from types import SimpleNamespace
 
-    from tunbench.perf.counted import CountWork
+    from tunbench.perf.count_work import CountWork
     from tunbench.results import TrialRecord
 
     a, place = agent

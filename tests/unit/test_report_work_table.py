@@ -1,10 +1,10 @@
-"""The counted-work table of the HTML report (report/counted.py)."""
+"""The counted-work table of the HTML report (report/work_table.py)."""
 
 from __future__ import annotations
 
 from tests.unit.report_data import run, trial
-from tunbench.report.counted import work_rows, work_table_html
 from tunbench.report.html import page as run_page
+from tunbench.report.work_table import work_rows, work_table_html
 from tunbench.results import TrialRecord
 
 

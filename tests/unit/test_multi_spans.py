@@ -8,7 +8,7 @@ import pytest
 
 from tunbench.errors import TrialError
 from tunbench.stats import percentile
-from tunbench.workloads import window as W
+from tunbench.workloads import spans as W
 
 
 def ivs(start: float, n: int, bps: float) -> list[W.Interval]:
@@ -42,13 +42,13 @@ def test_late_starter_does_not_skew_the_window_throughput() -> None:
 
 def test_bytes_in_prorates_cut_intervals() -> None:
     c = ivs(0, 4, 8.0)  # 1 byte per second
-    assert W.bytes_in(c, W.Window(0.5, 2.25)) == pytest.approx(1.75)
+    assert W.bytes_in(c, W.Span(0.5, 2.25)) == pytest.approx(1.75)
 
 
 def test_per_second_aggregate_and_loss() -> None:
     a = [W.Interval(k, k + 1, 100, packets=10, lost=1) for k in range(5)]
     b = [W.Interval(k, k + 1, 300, packets=10, lost=0) for k in range(5)]
-    w = W.Window(1.0, 4.0)
+    w = W.Span(1.0, 4.0)
     agg = W.per_second({1: a, 2: b}, w)
     assert agg == [(1.0, 3200.0), (2.0, 3200.0), (3.0, 3200.0)]
     assert W.loss_in(a, w) == (3, 30)

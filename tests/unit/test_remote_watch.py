@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tunbench.remote.interference import merge
+from tunbench.remote.watch import merge
 
 
 def test_a_run_on_a_host_makes_the_window_interfered_and_is_named_with_its_host() -> None:

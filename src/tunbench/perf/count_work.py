@@ -27,7 +27,7 @@ def capability() -> work.Capability:
 class CountWork:
     """A runner WindowHook (see runner.py): perf stat on each role's tunnel processes over the window, by
     this machine's perf for a local role, by the agent of its host for a role on `--hosts`
-    (remote/counted.py). This machine's capability is probed once, at construction (each agent probes its
+    (remote/work.py). This machine's capability is probed once, at construction (each agent probes its
     own); a host where perf cannot count gets every trial marked "not counted" with the reason, and the
     run goes on."""
 
