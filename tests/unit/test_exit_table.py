@@ -41,3 +41,14 @@ def test_1_is_only_a_verdict() -> None:
     row = _rows("README.md")[1]
     assert row.startswith('a verdict of "regressed", and nothing else'), row
     assert errors.TunbenchError.exit_code not in (0, errors.EXIT_REGRESSED)
+
+
+def test_run_help_names_each_of_its_statuses_as_the_readme_does() -> None:
+    """`tunbench run --help` lists the statuses a run can end with; each is one of the README's rows, and the
+    error status is 6 (1 is a verdict's alone)."""
+    from tunbench.cli.run import run
+
+    doc = " ".join((run.__doc__ or "").split())
+    named = {int(n) for n in re.findall(r"(\d+) = ", doc[doc.index("Exit status") :])}
+    assert named <= set(_rows("README.md")), named
+    assert {0, 2, 3, 4, 5, 6, 70, 130} <= named and 1 not in named

@@ -133,7 +133,8 @@ def test_the_dry_run_shows_the_spread_per_case_and_where_pair_workloads_run(tmp_
     assert text.count("between the first client host") == 1
 
 
-def test_one_client_host_adds_nothing_to_the_dry_run(tmp_path: Path) -> None:
+def test_one_client_host_is_named_with_the_server_and_spreads_nothing(tmp_path: Path) -> None:
     one = inventory(tmp_path, {"c1": HOSTS["c1"]})
     lines = session.describe(plan(tmp_path, one, kinds='"clients", "latency"', counts="[5, 40]"))
-    assert not any(ln.startswith(("hosts:", "    clients:")) for ln in lines), lines
+    assert [ln for ln in lines if ln.startswith("hosts:")] == ["hosts: client c1, server srv"], lines
+    assert not any(ln.startswith("    clients:") for ln in lines), lines

@@ -571,3 +571,31 @@ def test_count_work_is_a_flag_and_a_scenario_key_also_with_hosts(
         ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--count-work"], capsys, monkeypatch
     )
     assert code == 0, out + err  # each host's agent counts its roles (remote/work.py)
+
+
+# ---- 47: --site names a site of sites/registry.py --------------------------------------------------------
+
+
+def test_site_hosts_plans_as_hosts_does(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    lab = str(Path(__file__).parents[2] / "examples" / "hosts" / "lab.ini")
+    by_site = main(["run", "--dry-run", "--site", f"hosts:{lab}"], capsys, monkeypatch)
+    by_flag = main(["run", "--dry-run", "--hosts", lab], capsys, monkeypatch)
+    assert by_site[0] == 0, by_site[2]
+    assert by_site == by_flag
+    local = main(["run", "--dry-run", "--site", "local"], capsys, monkeypatch)
+    assert local[0] == 0 and local[1] != by_site[1]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--site", "moon"], "no site 'moon': the sites are local, hosts"),
+        (["--site", "hosts"], "the hosts site needs its inventory: hosts:FILE"),
+        (["--site", "local", "--hosts", "lab.ini"], "--site and --hosts both say where the roles run"),
+    ],
+)
+def test_a_wrong_site_is_refused_by_name(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, _, err = main(["run", "--dry-run", *args], capsys, monkeypatch)
+    assert code == 2 and says in " ".join(err.split()), err

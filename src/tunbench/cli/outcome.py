@@ -1,5 +1,5 @@
 """How a measuring command (`run`, `calibrate`) ends: its exit status from how the run ended and its
-trials (0 every trial ok; 3 some failed; 5 none measured anything; 130 interrupted), said on stderr."""
+trials (0 every trial ok; 4 some failed; 5 none measured anything; 130 interrupted), said on stderr."""
 
 from __future__ import annotations
 

@@ -39,6 +39,7 @@ from tunbench.cli.run_flags import (
     RepeatOpt,
     ScenarioArg,
     SeedOpt,
+    SiteOpt,
     TargetMdeOpt,
     TunnelOpt,
     UntilOpt,
@@ -99,15 +100,17 @@ def run(
     gate: GateOpt = "cost",
     db: DbOpt = DEFAULT_DB,
     hosts: HostsOpt = None,
+    site: SiteOpt = None,
 ) -> None:
     """Measure tunnels: build namespaces, start each tunnel, push iperf3 traffic through it, record cost.
 
     Needs root (namespaces, cgroups), except with --dry-run. With --hosts, the client and server roles run on
     the inventory's hosts (reached with `ssh`, each running `tunbench agent`) instead of local namespaces.
 
-    Exit status: 0 = every trial ok; 1 = an error stopped the run (not root, store, ...); 2 = invalid
-    scenario, adapter, profile or flag; 3 = a program it needs is missing; 4 = the run finished but some
-    trials failed; 5 = no trial measured anything; 130 = interrupted (finished trials are kept).
+    Exit status: 0 = every trial ok; 2 = invalid scenario, adapter, profile or flag; 3 = a program it needs
+    is missing; 4 = the run finished but some trials failed; 5 = no trial measured anything; 6 = an error
+    stopped the run (not root, the store, a tunnel, a host); 70 = a bug of tunbench's (the traceback's log
+    is named); 130 = interrupted (finished trials are kept). Never 1: that is a verdict's (compare, history).
     """
     import time
 
@@ -122,7 +125,7 @@ def run(
     stop = session.StopRule(budget_s, budget or "", started, goal, tiers) if budget_s is not None else None
     sc, text, source = load_scenario(scenario)
     if cpuset is None:  # an A/B comparison places its sides unless told otherwise (--cpuset off)
-        cpuset = session.ab_cpuset(sc, compares=goal is not None, on_hosts=hosts is not None)
+        cpuset = session.ab_cpuset(sc, compares=goal is not None, on_hosts=not session.here(site, hosts))
     overrides: dict[str, dict[str, object]] = {
         "run": {
             "tunnels": split_tunnels(tunnel),
@@ -158,7 +161,7 @@ def run(
         dry_run=dry_run,
         text=text if tunnel is None and profile is None else "",  # errors in run.tunnels name the file's line
         flamegraphs=flamegraph,
-        inventory=session.run_inventory(hosts, sc, source, text),
+        site=session.run_site(site, hosts, sc, source, text),
         budget=stop.sizing(fixed=repeat is not None or full) if stop is not None else None,
         build=build,
     )

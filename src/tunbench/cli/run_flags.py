@@ -219,3 +219,13 @@ UntilOpt = Annotated[
         help="As --budget, given as the local time the run must end by: 14:30 (the next 14:30) or 2026-11-24T14:30.",
     ),
 ]
+
+SiteOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--site",
+        metavar="NAME[:WHERE]",
+        help="Where the roles run, a site by name: local (this machine's namespaces, the default) or "
+        "hosts:INVENTORY (as --hosts INVENTORY); docs/architecture.md#adding-a-site.",
+    ),
+]

@@ -1,5 +1,5 @@
 """The emulator's self-test against time (link/selftest.py runs them): scheduled events landing when the
-profile says, and a trace replayed per 100 ms window, both seen from outside the emulator."""
+profile says, and a trace replayed per 100 ms interval, both seen from outside the emulator."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tunbench.link.emulator import LinkEmulator
 from tunbench.link.profile import Profile
 
 EVENT_MS = 1.0  # an event must land within this of its time (seen from outside the emulator)
-TRACE_WINDOW_ERROR = 0.02  # delivered bytes per 100 ms window vs the trace's
+TRACE_WINDOW_ERROR = 0.02  # delivered bytes per 100 ms interval vs the trace's
 
 
 def schedule_timing(b: Bench) -> Result:
@@ -69,7 +69,7 @@ def schedule_timing(b: Bench) -> Result:
 
 def trace_accuracy(b: Bench) -> Result:
     """UDP at twice the trace's highest rate (1500-byte IP packets: one per opportunity) through a link
-    stepping 10 / 30 / 20 Mbit/s: the bytes the receiver got in each 100 ms window of the trace's own clock
+    stepping 10 / 30 / 20 Mbit/s: the bytes the receiver got in each 100 ms interval of the trace's own clock
     against the trace's, from 0.3 s (the queue filled) to 3 s (the trace's first round)."""
     trace = mahimahi.opportunities([mbit * 1e6 for mbit in (10, 30, 20) for _ in range(1000)])  # 1 s each
     path = b.workdir / "step.mm"

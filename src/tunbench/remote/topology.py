@@ -172,7 +172,7 @@ class HostRun:
 
 
 class HostsTopology:
-    """One trial's roles on the run's hosts (tunnels.adapter.Placed): a place per role, opened on enter and
+    """One trial's roles on the run's hosts (tunnels.tunnel.Placed): a place per role, opened on enter and
     closed (processes, cgroup, trial directory, the run's links) on exit. `client`: which client host takes
     the client role (the first, `hosts.roles["client"]`, by default)."""
 

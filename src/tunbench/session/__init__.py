@@ -15,7 +15,7 @@ from tunbench.session.check import program_needs
 from tunbench.session.defaults import INSTRUCTIONS_RATE, ab_cpuset, split_where_placeable, with_instructions_rate
 from tunbench.session.describe import describe, dry_run_lines, minutes, repetition_warning, skipped_lines, warm_note
 from tunbench.session.execution import RunObserver, RunOutcome, execute, provenance
-from tunbench.session.place import run_inventory, site_needs
+from tunbench.session.place import here, run_inventory, run_site, site_needs
 from tunbench.session.preflight import prepare
 from tunbench.session.resolve import resolve_profiles, resolve_tunnels
 from tunbench.session.size import Budget, expected_s, rounds_within
@@ -33,6 +33,7 @@ __all__ = [
     "dry_run_lines",
     "execute",
     "expected_s",
+    "here",
     "minutes",
     "prepare",
     "program_needs",
@@ -42,6 +43,7 @@ __all__ = [
     "resolve_tunnels",
     "rounds_within",
     "run_inventory",
+    "run_site",
     "site_needs",
     "skipped_lines",
     "split_where_placeable",

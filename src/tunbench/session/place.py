@@ -8,10 +8,13 @@ import dataclasses
 from pathlib import Path
 
 from tunbench.config.schema import Scenario
+from tunbench.errors import ConfigError
 from tunbench.plan import RunPlan
 from tunbench.remote.inventory import Inventory, inventory_from_table, load_inventory
 from tunbench.session.check import not_pair, program_needs
+from tunbench.sites.base import SiteChoice
 from tunbench.sites.needs import SiteNeeds
+from tunbench.sites.registry import choose, of_inventory
 from tunbench.workloads import REGISTRY
 from tunbench.workloads import get as get_workload
 
@@ -25,6 +28,24 @@ def run_inventory(hosts: Path | None, scenario: Scenario, source: str, text: str
     if scenario.hosts:
         return inventory_from_table(scenario.hosts, source, text=text)
     return None
+
+
+def run_site(site: str | None, hosts: Path | None, scenario: Scenario, source: str, text: str = "") -> SiteChoice:
+    """Where a run's roles go: the site `--site` names (sites.registry), else the hosts of --hosts or of the
+    scenario's [hosts] table (run_inventory), else this machine. --site and --hosts together are refused."""
+    if site is not None and hosts is not None:
+        raise ConfigError(
+            "--site and --hosts both say where the roles run: give one", source="command line", key="site"
+        )
+    if site is not None:
+        return choose(site)
+    return of_inventory(run_inventory(hosts, scenario, source, text))
+
+
+def here(site: str | None, hosts: Path | None) -> bool:
+    """Whether the flags leave the roles on this machine, as far as they say (a scenario's [hosts] table is
+    the scenario's to say): neither --hosts nor a --site other than local."""
+    return hosts is None and (site is None or site.partition(":")[0] == "local")
 
 
 def settled(plan: RunPlan) -> RunPlan:

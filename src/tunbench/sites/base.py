@@ -53,7 +53,7 @@ class Spot:
 
 
 class PairTopology(Placed, Protocol):
-    """What a trial reads of a pair's topology besides what a tunnel needs (tunnels.adapter.Placed)."""
+    """What a trial reads of a pair's topology besides what a tunnel needs (tunnels.tunnel.Placed)."""
 
     sysctls_applied: dict[str, dict[str, str]]
 

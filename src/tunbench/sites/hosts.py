@@ -126,7 +126,7 @@ def remote_sampling(
 
 
 class HostsSite:
-    """Roles on the run's hosts (sites.base.Site), over the connections of `hosts`."""
+    """Roles on the run's hosts (sites.base.Site), over the connections `host_run` holds (one agent per host)."""
 
     def __init__(self, host_run: HostRun, ledger: Ledger) -> None:
         self.host_run = host_run

@@ -15,11 +15,11 @@ from tunbench.sites.needs import SiteNeeds
 
 
 def hosts_lines(inventory: Inventory, pair_kinds: tuple[str, ...]) -> list[str]:
-    """With several client hosts: which hosts take which role (and their weights), and that the pair
-    workloads (`pair_kinds`) run on the first client host only (nothing with one client host)."""
-    if len(inventory.clients()) < 2:
-        return []
+    """Which hosts take which role: with one client host, the two; with several, their weights too, and that
+    the pair workloads (`pair_kinds`) run on the first client host only."""
     clients, server = inventory.clients(), inventory.for_role("server")
+    if len(clients) < 2:
+        return [f"hosts: client {inventory.for_role('client').name}, server {server.name}"]
     weighted = any(h.client_weight != 1.0 for h in clients)
     names = [h.name + (f" (weight {h.client_weight:g})" if weighted else "") for h in clients]
     lines = [f"hosts: server {server.name}; {len(clients)} client hosts: {', '.join(names)}"]

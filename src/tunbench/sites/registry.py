@@ -13,9 +13,16 @@ from tunbench.sites.base import SiteChoice
 from tunbench.sites.hosts import HostsChoice
 from tunbench.sites.local import LocalChoice
 
+
+def _hosts(where: str) -> SiteChoice:
+    if not where:
+        raise ConfigError("the hosts site needs its inventory: hosts:FILE", source="command line", key="site")
+    return HostsChoice(load_inventory(Path(where)))
+
+
 SITES: dict[str, Callable[[str], SiteChoice]] = {
     "local": lambda where: LocalChoice(),
-    "hosts": lambda where: HostsChoice(load_inventory(Path(where))),
+    "hosts": _hosts,
 }
 
 

@@ -99,7 +99,7 @@ class Topology:
         return {"client": self.client.name, "server": self.server.name}[role]
 
     def place(self, role: str) -> None:
-        """Both roles are namespaces of this machine (tunnels.adapter.Placed)."""
+        """Both roles are namespaces of this machine (tunnels.tunnel.Placed)."""
         return None
 
     def __enter__(self) -> Topology:

@@ -1,1 +1,1 @@
-"""Tunnel adapters: declarative TOML files run by one generic runner (adapter.py)."""
+"""Tunnel adapters: declarative TOML files (read by adapter.py) run by one generic runner (tunnel.py's Tunnel)."""

@@ -1,4 +1,4 @@
-"""The adapter steps every tunnel instance is made of, shared by the one-client `Tunnel` (adapter.py) and the
+"""The adapter steps every tunnel instance is made of, shared by the one-client `Tunnel` (tunnel.py) and the
 N-client `Fleet` (fleet.py): render a template, run a key step, write a file, run role commands, spawn a
 role's daemon into its cgroup, wait for readiness probes, list a role's processes.
 
