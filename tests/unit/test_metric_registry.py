@@ -40,6 +40,7 @@ import pytest
 
 from tunbench.metrics import REGISTRY, MetricSpec, Registry
 from tunbench.report.metric_table import DECLARING, declared
+from tunbench.workloads import fleet_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "tunbench"
@@ -283,6 +284,28 @@ def test_a_key_finds_its_declaration() -> None:
     dev = REGISTRY.find("counters.client.dev.eth0.100.rx_bytes")
     assert dev is not None and dev.name == "counters.{role}.dev.{device}.{field}"
     assert REGISTRY.find("udp.loss") is not None and REGISTRY.find("udp.bogus") is None
+
+
+def test_the_many_client_keys_have_no_catch_all() -> None:
+    """Every `clients.*` key is declared with its own name (workloads/fleet_metrics.py): an unknown figure under
+    the fleet's prefixes (the whole, a protocol's phase, a reconnect's first storm, a host) finds no family."""
+    declared()
+    for key in ("clients.bogus_s", "clients.udp.bogus", "clients.connect.bogus", "clients.host.h1.bogus_s"):
+        assert REGISTRY.find(key) is None, key
+    ready = REGISTRY.find("clients.host.h2.lab.connect.ready_p50_s")
+    assert ready is not None and ready.name == "clients.{on}{storm}ready_p{q}_s"
+    assert ready.values("clients.host.h2.lab.connect.ready_p50_s") == {
+        "on": "host.h2.lab.",
+        "storm": "connect.",
+        "q": "50",
+    }
+    assert fleet_metrics.whole(ready, q=99) == "clients.ready_p99_s"
+    assert ready.key(on=fleet_metrics.on("h1"), storm=fleet_metrics.FIRST_STORM, q=90) == (
+        "clients.host.h1.connect.ready_p90_s"
+    )
+    assert fleet_metrics.PHASE_MONITORED.prefix(proto="udp") == "clients.udp."
+    with pytest.raises(KeyError):
+        fleet_metrics.READY_S.prefix()  # its placeholder does not end the name
 
 
 def test_a_registry_refuses_a_second_declaration_of_a_name() -> None:
