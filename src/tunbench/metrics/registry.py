@@ -27,6 +27,10 @@ Better: TypeAlias = Literal["higher", "lower", "none"]
 """Which way is better: ``none`` for figures that describe rather than judge (a count, a flag, a time
 stamp) and for signed differences read both ways."""
 
+Metrics: TypeAlias = dict[str, float | None]
+"""A trial's figures by metric key (`TrialRecord.metrics`), or some of them: the type of a function that builds
+metrics, which tests/unit/test_metric_registry.py reads as such."""
+
 Family: TypeAlias = Literal["gate", "wide", "work", "info"]
 """Where compare puts the metric (report/compare/gate.py): ``gate``, the main Holm family at the threshold
 (the main cost figure of a case, latency); ``wide``, its own family at the wide threshold (throughput, each

@@ -21,6 +21,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from tunbench.errors import TrialError
+from tunbench.metrics import Metrics
 from tunbench.metrics.core import WINDOW_S
 from tunbench.monitor.cost import cost_metrics
 from tunbench.results import TrialRecord
@@ -213,7 +214,7 @@ class StormWorkload(FleetWorkload[StormOptions]):
     def _hosts(
         env: FleetSetup,
         opts: StormOptions,
-        m: dict[str, float | None],
+        m: Metrics,
         storm: str,
         ready_at: dict[int, float],
         launched: dict[int, float],
@@ -255,14 +256,14 @@ def ready_metrics(
     n: int,
     *,
     host: str | None = None,
-) -> dict[str, float | None]:
+) -> Metrics:
     """A storm's readiness figures of `n` clients (all of them, or one `host`'s) in one storm (``{storm}``, "" or
     FIRST_STORM): how many came up, the time to ready from the storm's start (percentiles, max) and from each
     one's launch, the launch spread and the handshakes per second."""
     where = {"on": FM.on(host), "storm": storm}
     ready_s = [ready_at[i] - t0 for i in sorted(ready_at)]
     from_launch = [ready_at[i] - t0 - launched[i] for i in sorted(ready_at) if i in launched]
-    m: dict[str, float | None] = {
+    m: Metrics = {
         FM.READY_COUNT.key(**where): float(len(ready_s)),
         FM.SUCCESS_RATIO.key(**where): len(ready_s) / n if n else None,
         FM.FAILED_COUNT.key(**where): float(n - len(ready_s)),
