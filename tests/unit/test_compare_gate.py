@@ -278,3 +278,31 @@ def test_padding_cannot_make_a_costlier_build_look_cheaper() -> None:
         (n, res.outcome(x)) for n, x in rows.items()
     ]
     assert res.exit_code == EXIT_REGRESSED
+
+
+@pytest.mark.parametrize("gate", ["cost", "all"])
+def test_the_hosts_clock_figures_are_shown_and_never_gate(gate: str) -> None:
+    """latency.clock_skew_ms and latency.clock_uncertainty_ms describe how well two hosts' clocks were aligned,
+    not the tunnel: compare shows them, in a Holm family of their own, and a large change in them fails no gate,
+    while the round-trip figure beside them still gates."""
+    trials = []
+    for rep in range(1, 9):
+        for label, skew in (("base", 1.0), ("pr", 9.0)):  # B's clocks 8 ms further apart: not a regression
+            extra = {
+                "latency.min_ms": 2.0 + 0.01 * rep,
+                "latency.clock_skew_ms": skew + 0.01 * rep,
+                "latency.clock_uncertainty_ms": skew / 10 + 0.001 * rep,
+            }
+            trials.append(trial(len(trials) + 1, label, 4e9, tunnel="wireguard-go", repetition=rep, extra=extra))
+    r = run(trials, uid="tbclock0")
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.03, gate=Gate(gate))
+    rows = _rows(res)
+    for name in ("latency.clock_skew_ms", "latency.clock_uncertainty_ms"):
+        clock = rows[name]
+        assert clock.metric.family == "info" and not clock.metric.gates
+        assert not clock.gated and clock.result.significant  # shown, with its verdict, and never gating
+        assert clock.result.family_size == 2  # the two clock figures: a family apart from the gated ones
+        assert clock.verdict_text == "higher"
+    assert rows["latency.min_ms"].gated
+    assert res.exit_code == 0
+    assert "latency clock_skew" not in res.gate_line()

@@ -9,15 +9,22 @@ letters, digits, ``_``, ``.`` and placeholders, does not end in a file name's ex
 * its first dotted segment, written out, is a metric namespace: the first segment of a declared name that
   has a dot (``latency``, ``work``, ``clients``, ``counters``...), a piece ending in ``.`` being a prefix of
   that namespace; or
-* it is written as the key of a mapping named ``metrics`` (``rec.metrics["x"]``, ``metrics.get("x")``,
-  ``.pop``, ``.setdefault``), whatever its shape; or
+* it is written as the key of a metrics mapping, whatever its shape: one named ``metrics``
+  (``rec.metrics["x"]``, ``metrics.get("x")``, ``.pop``, ``.setdefault``), a name bound to one in the same
+  function (``m = rec.metrics``) or typed as one (``m: Metrics``, tunbench.metrics' type, a parameter too), a
+  dict written into one (``m.update({...})``, ``m: Metrics = {...}``) or returned as one (by a function that
+  returns ``Metrics``); or
 * it is a declared name without a dot that holds a ``_`` (``setup_s``, ``throughput_bps``; a plain word such
   as ``interfered`` is also a warning's code or a column's title, so it counts only as a ``metrics`` key).
 
-A template that starts with a placeholder (``f"{p}storm_s"``) is a fragment of a key whose namespace is
-computed, and is not read; nor is a series' name (the key of a ``series`` mapping). Strings that only look
-like keys of a namespace (cgroup files such as ``cpu.stat``, the storm's series names) are listed in
-NOT_METRICS, and NOT_METRICS_IN names the few that are not keys in one file.
+A template that starts with a placeholder (``f"{p}storm_s"``) is a key under a computed prefix. Written as
+the key of a metrics mapping it is read like any other key: it belongs to a declaration when the rest of it
+ends some declared name after one of its placeholders (``storm_s`` ends ``clients.{storm}storm_s``), and it is
+still a key written outside its declaration (the prefix, too, must come from one: ``STORM_S.key(storm=s)``).
+Elsewhere (a file name, a TOML key, a series' name) it is not read, nor is any string written as the key of a
+``series`` mapping. Strings that only look like keys of a namespace (cgroup files such as ``cpu.stat``, the
+storm's series names) are listed in NOT_METRICS, and NOT_METRICS_IN names the few that are not keys in one
+file.
 
 The rules: every metric key must belong to a declaration (a template belongs to one when some values of its
 placeholders make it a key of the declaration's family), and none may be written outside a declaration: code
@@ -40,6 +47,7 @@ import pytest
 
 from tunbench.metrics import REGISTRY, MetricSpec, Registry
 from tunbench.report.metric_table import DECLARING, declared
+from tunbench.workloads import fleet_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "tunbench"
@@ -111,10 +119,38 @@ def _declarations(tree: ast.Module) -> list[ast.Call]:
     ]
 
 
-def _metric_mapping(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "metrics") or (
+METRICS_TYPES = {"Metrics", "metrics.Metrics"}
+"""How the code types a mapping of metrics it builds (tunbench.metrics.Metrics); a plain ``dict[str, float |
+None]`` holds other figures too (a role's CPU summary, a spread's median and max), so it says nothing."""
+
+
+def _metric_mapping(node: ast.AST, aliases: frozenset[str] = frozenset()) -> bool:
+    return (isinstance(node, ast.Name) and (node.id == "metrics" or node.id in aliases)) or (
         isinstance(node, ast.Attribute) and node.attr == "metrics"
     )
+
+
+def _typed(annotation: ast.expr | None) -> bool:
+    return annotation is not None and ast.unparse(annotation) in METRICS_TYPES
+
+
+def _aliases(scope: ast.AST) -> frozenset[str]:
+    """The names a function (or a module) binds to a metrics mapping: from one (``m = rec.metrics``), or typed
+    as one (a parameter or an assignment annotated ``Metrics``)."""
+    names = set()
+    if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+        a = scope.args
+        names |= {arg.arg for arg in (*a.posonlyargs, *a.args, *a.kwonlyargs) if _typed(arg.annotation)}
+    for n in ast.walk(scope):
+        if isinstance(n, ast.Assign) and _metric_mapping(n.value):
+            names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif (
+            isinstance(n, ast.AnnAssign)
+            and isinstance(n.target, ast.Name)
+            and (_typed(n.annotation) or (n.value is not None and _metric_mapping(n.value)))
+        ):
+            names.add(n.target.id)
+    return frozenset(names)
 
 
 def _series(tree: ast.Module) -> set[int]:
@@ -126,20 +162,29 @@ def _series(tree: ast.Module) -> set[int]:
     }
 
 
+def _dict_keys(node: ast.AST | None) -> set[int]:
+    return {id(k) for k in node.keys if k is not None} if isinstance(node, ast.Dict) else set()
+
+
 def _keyed(tree: ast.Module) -> set[int]:
-    """The string nodes written as the key of a `metrics` mapping."""
+    """The string nodes written as the key of a metrics mapping, in each function and at the module's level."""
     out = set()
-    for n in ast.walk(tree):
-        if isinstance(n, ast.Subscript) and _metric_mapping(n.value):
-            out.add(id(n.slice))
-        elif (
-            isinstance(n, ast.Call)
-            and isinstance(n.func, ast.Attribute)
-            and n.func.attr in ("get", "pop", "setdefault")
-            and _metric_mapping(n.func.value)
-            and n.args
-        ):
-            out.add(id(n.args[0]))
+    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    for scope in [tree, *scopes]:
+        aliases = _aliases(scope)
+        returns_metrics = isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef) and _typed(scope.returns)
+        for n in ast.walk(scope):
+            if isinstance(n, ast.Subscript) and _metric_mapping(n.value, aliases):
+                out.add(id(n.slice))
+            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args:
+                if n.func.attr in ("get", "pop", "setdefault") and _metric_mapping(n.func.value, aliases):
+                    out.add(id(n.args[0]))
+                elif n.func.attr == "update" and _metric_mapping(n.func.value, aliases):
+                    out |= _dict_keys(n.args[0])
+            elif (isinstance(n, ast.AnnAssign) and _typed(n.annotation)) or (
+                isinstance(n, ast.Return) and returns_metrics
+            ):
+                out |= _dict_keys(n.value)  # a dict typed as metrics, or returned as them
     return out
 
 
@@ -171,22 +216,43 @@ def _is_key(piece: str, keyed: bool, namespaces: set[str], bare: set[str]) -> bo
     if not KEY.fullmatch(piece) or piece.endswith(FILE_EXTENSIONS) or piece in NOT_METRICS:
         return False
     if piece.startswith("{"):
-        return False  # a fragment under a computed prefix
+        return keyed  # a key under a computed prefix: read where it is written into a metrics mapping
     return keyed or (piece.split(".")[0] in namespaces and "." in piece) or piece in bare
 
 
+def _tails(specs: list[MetricSpec]) -> list[MetricSpec]:
+    """What follows each placeholder of each declared name, as a family of its own (with the declaration's
+    choices for the placeholders it keeps): ``clients.{storm}storm_s`` gives ``storm_s``."""
+    out = []
+    for spec in specs:
+        for m in re.finditer(r"\{[a-z_]+\}", spec.name):
+            tail = spec.name[m.end() :]
+            if tail:
+                kept = tuple((k, v) for k, v in spec.choices if f"{{{k}}}" in tail)
+                out.append(MetricSpec(tail, spec.unit, spec.better, spec.family, "", choices=kept))
+    return out
+
+
 def _belongs(piece: str, specs: list[MetricSpec]) -> bool:
-    """Whether a key, a template or a namespace prefix is one of the declared families'."""
+    """Whether a key, a template or a namespace prefix is one of the declared families'; a key under a computed
+    prefix, whether what follows the prefix ends some declared name."""
     if piece.endswith("."):
         return any(s.name.startswith(piece) for s in specs)
+    if piece.startswith("{"):
+        tail = re.sub(r"^\{[^{}]*\}", "", piece)
+        return bool(tail) and any(_belongs_to(tail, t) for t in _tails(specs))
+    return _belongs_to(piece, None)
+
+
+def _belongs_to(piece: str, family: MetricSpec | None) -> bool:
+    """Whether a key or a template is a key of `family` (None: of any declaration), trying SAMPLES for the
+    template's placeholders."""
     fields = re.findall(r"\{[^{}]*\}", piece)
-    if not fields:
-        return REGISTRY.find(piece) is not None
     for values in itertools.product(SAMPLES, repeat=len(fields)):
         key = piece
         for f, v in zip(fields, values, strict=True):
             key = key.replace(f, v, 1)
-        if REGISTRY.find(key) is not None:
+        if (REGISTRY.find(key) is not None) if family is None else family.matches(key):
             return True
     return False
 
@@ -234,6 +300,15 @@ def test_the_scan_reads_metric_keys_and_nothing_else(tmp_path: Path) -> None:
         'G = f"{prefix}cpu.{role}.user_s"\n'
         'H = declare("latency.elsewhere_ms", "ms", "lower", "gate", "declared here")\n'
         'I = k.startswith("work.")\n'
+        "def j(rec, p, q) -> None:\n"
+        "    m = rec.metrics\n"
+        '    m[f"{p}storm_s"] = m[f"{q}bogus_s"] = 1.0\n'
+        '    m.update({f"{p}ready_p{q}_s": 1.0})\n'
+        "def k(p) -> Metrics:\n"
+        '    return {f"{p}.jain": 1.0, "not_declared_s": 2.0}\n'
+        "def n(p, d: dict[str, float | None]) -> dict[str, float | None]:\n"
+        '    d["median"] = 1.0\n'
+        '    return {f"{p}storm_s": 1.0, "max": 2.0}\n'
     )
     assert _classified(src) == {
         "latency.p50_ms": "declared",
@@ -242,6 +317,13 @@ def test_the_scan_reads_metric_keys_and_nothing_else(tmp_path: Path) -> None:
         "made_up": "undeclared",
         "setup_s": "declared",
         "work.": "declared",
+        # keys under a computed prefix, written into a metrics mapping: read; the rest of each must end a name
+        "{p}storm_s": "declared",
+        "{q}bogus_s": "undeclared",
+        "{p}ready_p{q}_s": "declared",
+        "{p}.jain": "declared",
+        "not_declared_s": "undeclared",
+        # a plain dict[str, float | None] is not a metrics mapping: n's strings are not read
     }
 
 
@@ -283,6 +365,28 @@ def test_a_key_finds_its_declaration() -> None:
     dev = REGISTRY.find("counters.client.dev.eth0.100.rx_bytes")
     assert dev is not None and dev.name == "counters.{role}.dev.{device}.{field}"
     assert REGISTRY.find("udp.loss") is not None and REGISTRY.find("udp.bogus") is None
+
+
+def test_the_many_client_keys_have_no_catch_all() -> None:
+    """Every `clients.*` key is declared with its own name (workloads/fleet_metrics.py): an unknown figure under
+    the fleet's prefixes (the whole, a protocol's phase, a reconnect's first storm, a host) finds no family."""
+    declared()
+    for key in ("clients.bogus_s", "clients.udp.bogus", "clients.connect.bogus", "clients.host.h1.bogus_s"):
+        assert REGISTRY.find(key) is None, key
+    ready = REGISTRY.find("clients.host.h2.lab.connect.ready_p50_s")
+    assert ready is not None and ready.name == "clients.{on}{storm}ready_p{q}_s"
+    assert ready.values("clients.host.h2.lab.connect.ready_p50_s") == {
+        "on": "host.h2.lab.",
+        "storm": "connect.",
+        "q": "50",
+    }
+    assert fleet_metrics.whole(ready, q=99) == "clients.ready_p99_s"
+    assert ready.key(on=fleet_metrics.on("h1"), storm=fleet_metrics.FIRST_STORM, q=90) == (
+        "clients.host.h1.connect.ready_p90_s"
+    )
+    assert fleet_metrics.PHASE_MONITORED.prefix(proto="udp") == "clients.udp."
+    with pytest.raises(KeyError):
+        fleet_metrics.READY_S.prefix()  # its placeholder does not end the name
 
 
 def test_a_registry_refuses_a_second_declaration_of_a_name() -> None:

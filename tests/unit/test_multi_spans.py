@@ -58,9 +58,9 @@ def test_percentiles_and_distribution() -> None:
     xs = [1.0, 2.0, 3.0, 4.0]
     assert percentile(xs, 50) == 2.5 and percentile(xs, 0) == 1.0 and percentile(xs, 100) == 4.0
     assert percentile([], 50) is None
-    d = W.distribution("x", xs)
-    assert d["x_min"] == 1.0 and d["x_max"] == 4.0 and d["x_mean"] == 2.5
-    assert W.distribution("x", [])["x_p50"] is None
+    d = W.distribution(xs)
+    assert d["min"] == 1.0 and d["max"] == 4.0 and d["mean"] == 2.5
+    assert W.distribution([])["p50"] is None
 
 
 def test_ready_summaries() -> None:

@@ -10,8 +10,9 @@ from tunbench.report.headlines import host_rows
 from tunbench.report.summary import trial_warnings
 from tunbench.results import TrialRecord
 from tunbench.workloads.base import Column
+from tunbench.workloads.fleet_metrics import FIRST_STORM
 from tunbench.workloads.per_host import by_host, host_key
-from tunbench.workloads.storm import host_prefix, ready_metrics
+from tunbench.workloads.storm import ready_metrics
 
 
 def host(name: str, weight: float = 1.0) -> Host:
@@ -48,13 +49,14 @@ def test_spread_hands_out_contiguous_indices_and_leaves_out_empty_hosts() -> Non
     assert [(s.host.name, list(s.indices)) for s in got] == [("a", [1]), ("b", [2, 3, 4])]
 
 
-def test_ready_metrics_of_one_host_and_its_prefix() -> None:
-    m = ready_metrics("clients.host.h2.", {1: 10.5, 2: 11.0}, {1: 0.1, 2: 0.2}, 10.0, 3)
+def test_ready_metrics_of_one_host_and_of_a_first_storm() -> None:
+    m = ready_metrics("", {1: 10.5, 2: 11.0}, {1: 0.1, 2: 0.2}, 10.0, 3, host="h2")
     assert m["clients.host.h2.ready_count"] == 2 and m["clients.host.h2.failed_count"] == 1
     assert m["clients.host.h2.ready_max_s"] == pytest.approx(1.0)
     assert m["clients.host.h2.ready_from_launch_p50_s"] == pytest.approx(0.6)
-    assert host_prefix("clients.", "h2") == "clients.host.h2."
-    assert host_prefix("clients.connect.", "h2") == "clients.host.h2.connect."
+    first = ready_metrics(FIRST_STORM, {1: 10.5}, {1: 0.1}, 10.0, 1, host="h2.lab")
+    assert first["clients.host.h2.lab.connect.ready_p99_s"] == pytest.approx(0.5)
+    assert set(ready_metrics(FIRST_STORM, {}, {}, 10.0, 1)) == {k.replace("host.h2.lab.", "") for k in first}
 
 
 def rec(metrics: dict[str, float | None], hosts: tuple[str, ...] = ()) -> TrialRecord:

@@ -9,6 +9,7 @@ from tunbench.metrics.registry import (
     Chart,
     Family,
     Format,
+    Metrics,
     MetricSpec,
     Registry,
     declare,
@@ -23,6 +24,7 @@ __all__ = [
     "Family",
     "Format",
     "MetricSpec",
+    "Metrics",
     "Registry",
     "declare",
 ]

@@ -27,6 +27,10 @@ Better: TypeAlias = Literal["higher", "lower", "none"]
 """Which way is better: ``none`` for figures that describe rather than judge (a count, a flag, a time
 stamp) and for signed differences read both ways."""
 
+Metrics: TypeAlias = dict[str, float | None]
+"""A trial's figures by metric key (`TrialRecord.metrics`), or some of them: the type of a function that builds
+metrics, which tests/unit/test_metric_registry.py reads as such."""
+
 Family: TypeAlias = Literal["gate", "wide", "work", "info"]
 """Where compare puts the metric (report/compare/gate.py): ``gate``, the main Holm family at the threshold
 (the main cost figure of a case, latency); ``wide``, its own family at the wide threshold (throughput, each
@@ -44,9 +48,12 @@ PLACEHOLDERS: dict[str, str] = {
     "host": r".+",  # a host's name may hold dots
     "device": r".+",  # so may an interface's (a VLAN: eth0.100)
     "monitored": r"(?:cpu|trial_cpu|cgroup_cpu|sampled_cpu|rss_peak_bytes|processes|check|counters)\..+",
+    "on": r"(?:host\..+?\.)?",  # "" (all of a fleet's clients) or host.<name>. (one client host's)
+    "storm": r"(?:connect\.)?",  # "" (the measured storm) or connect. (a reconnect's first storm)
 }
 """What a placeholder of a declared name stands for, as a regular expression; any other placeholder (a device,
-a counter's own name) stands for one dotted segment."""
+a counter's own name) stands for one dotted segment. ``{on}`` and ``{storm}`` may stand for nothing: they
+place a many-client figure (``clients.{on}ready_s``) on one client host, or in a storm's first phase."""
 
 _ANY_SEGMENT = r"[^.]+"
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
@@ -124,6 +131,15 @@ class MetricSpec:
         if set(values) != set(self.placeholders):
             raise KeyError(f"{self.name}: expected {sorted(self.placeholders)}, got {sorted(values)}")
         return self.name.format(**values)
+
+    def prefix(self, **values: object) -> str:
+        """What the keys of a family whose last placeholder ends its name and stands for a whole key of another
+        family (``clients.{proto}.{monitored}``: monitor/'s figures of one phase) start with, for the values of
+        the others: ``PHASE_MONITORED.prefix(proto="udp")`` is ``clients.udp.``."""
+        last = self.placeholders[-1] if self.placeholders else ""
+        if not self.name.endswith(f"{{{last}}}"):
+            raise KeyError(f"{self.name}: no placeholder ends the name")
+        return self.key(**values, **{last: ""})
 
     def titled(self, **values: object) -> str:
         """The title for these placeholder values ("CPU/bit client"); the title holds a subset of the name's."""

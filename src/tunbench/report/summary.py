@@ -320,7 +320,7 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
             )
         )
     if skewed := [t for t in ts if _start_skewed(t)]:
-        worst = max((t.metrics.get(fleet_metrics.START_SKEW.name) or 0.0) for t in skewed)
+        worst = max((t.metrics.get(fleet_metrics.whole(fleet_metrics.START_SKEW)) or 0.0) for t in skewed)
         out.append(
             StabilityWarning(
                 "start-skew",
@@ -347,7 +347,7 @@ def _start_skewed(t: TrialRecord) -> bool:
     tolerance."""
     m = t.metrics
     skew, unc, tol = (
-        m.get(spec.name)
+        m.get(fleet_metrics.whole(spec))
         for spec in (fleet_metrics.START_SKEW, fleet_metrics.START_SKEW_UNCERTAINTY, fleet_metrics.START_TOLERANCE)
     )
     return skew is not None and tol is not None and skew + (unc or 0.0) > tol

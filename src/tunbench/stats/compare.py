@@ -268,7 +268,8 @@ def compare(
         mde = min_detectable_effect(sb.cv, sb.n, sc.cv, sc.n, confidence=confidence)
     p = _mann_whitney_p(b, c)
     verdict = _verdict(change, lo, hi, p, threshold, alpha, min_attainable_p(sb.n, sc.n), higher_is_better)
-    power = _power_warnings(sb, sc, alpha, threshold, mde, label, absolute=absolute, unit=unit)
+    design = _unpaired(sb, sc, absolute=absolute)
+    power = _power_warnings(design, alpha, threshold, mde, label, absolute=absolute, unit=unit)
     return _result(
         b, c, sb, sc, (change, lo, hi, coverage), p, mde, verdict, power,
         confidence=confidence, threshold=threshold, higher_is_better=higher_is_better, label=label,
@@ -366,7 +367,7 @@ def compare_paired(
     sd = float(np.std(d, ddof=1)) if n >= 2 else float("nan")
     mde = min_detectable_effect_paired(sd, n, confidence=confidence)
     verdict = _verdict(change, lo, hi, p, threshold, alpha, paired_p_floor(n), higher_is_better)
-    power = _power_warnings_paired(n, sd, alpha, threshold, mde, label, absolute, unit)
+    power = _power_warnings(_paired(n, sd), alpha, threshold, mde, label, absolute=absolute, unit=unit)
     return _result(
         b, c, sb, sc, (change, lo, hi, ci.coverage), p, mde, verdict, power,
         confidence=confidence, threshold=threshold, higher_is_better=higher_is_better, label=label,
@@ -396,12 +397,15 @@ def adjust(comparisons: Sequence[Comparison], *, label: str = "") -> list[Compar
         strict = 1.0 - alpha / m
         kept = [w for w in c.warnings if w.code != "underpowered"]
         if c.analysis == "paired":
+            design = _paired(c.n_pairs, c.pair_sd)
             mde = min_detectable_effect_paired(c.pair_sd, c.n_pairs, confidence=strict)
-            power = _underpowered_paired(c.n_pairs, c.pair_sd, alpha / m, c.threshold, mde, label, c.absolute, c.unit)
         else:
+            design = _unpaired(sb, sc, absolute=c.absolute)
             spread = (sb.stdev, sc.stdev) if c.absolute else (sb.cv, sc.cv)
             mde = min_detectable_effect(spread[0], sb.n, spread[1], sc.n, confidence=strict)
-            power = _underpowered(sb, sc, alpha / m, c.threshold, mde, label, absolute=c.absolute, unit=c.unit)
+        power = _power_warnings(
+            design, alpha / m, c.threshold, mde, label, absolute=c.absolute, unit=c.unit, reach=False
+        )
         out.append(
             replace(
                 c,
@@ -453,37 +457,69 @@ def _amount(x: float, *, absolute: bool, unit: str) -> str:
     return f"{x:.3g} {unit}".rstrip() if absolute else pct(x)
 
 
-def _power_warnings(
-    sb: Summary,
-    sc: Summary,
-    alpha: float,
-    threshold: float,
-    mde: float,
-    label: str,
-    *,
-    absolute: bool = False,
-    unit: str = "",
-) -> list[StabilityWarning]:
-    prefix = f"{label}: " if label else ""
-    if sb.n == 0 or sc.n == 0:
-        return []
-    min_p = min_attainable_p(sb.n, sc.n)
-    if min_p >= alpha:
-        need = min_repetitions(paired=False, alpha=alpha)
-        return [
-            StabilityWarning(
-                "cannot-reach-significance",
-                f"{prefix}with {sb.n} vs {sc.n} repetitions the rank test's smallest possible p-value is "
-                f"{min_p:.3g} >= {alpha:.3g}: no change can be called significant",
-                f"use --repeat {need} or more (at least {need} per side)",
+@dataclass(frozen=True)
+class _Design:
+    """One analysis as its power warnings speak of it: ``sizes``, each side's repetitions (a paired analysis:
+    its pairs, twice); ``spread``, what its MDE rests on (unpaired: the two sides' root-mean-square CV, or sd
+    when absolute; paired: the within-pair sd of the log ratios, or of the differences when absolute).
+    ``_unpaired`` and ``_paired`` build one; ``_power_warnings`` writes the warnings of both."""
+
+    paired: bool
+    sizes: tuple[int, int]
+    spread: float
+
+    @property
+    def sample(self) -> str:
+        """The sample in words: "8 vs 8 repetitions", "8 pairs"."""
+        return f"{self.sizes[0]} pairs" if self.paired else f"{self.sizes[0]} vs {self.sizes[1]} repetitions"
+
+    def noise(self, *, absolute: bool, unit: str) -> str:
+        """The spread in words: "CV 4.1%", "sd 0.3 ms", "within-pair sd 2.0% (log ratio)"."""
+        if self.paired:
+            if absolute:
+                return f"within-pair sd {self.spread:.3g} {unit}".rstrip()
+            return f"within-pair sd {pct(self.spread)} (log ratio)"
+        return f"sd {self.spread:.3g} {unit}".rstrip() if absolute else f"CV {pct(self.spread)}"
+
+    def unreachable(self, alpha: float) -> tuple[str, str] | None:
+        """(what, what to do) when the test cannot reach ``alpha`` at these sizes at all, else None."""
+        if self.paired:
+            n = self.sizes[0]
+            if paired_p_floor(n) < alpha:
+                return None
+            need = min_repetitions(paired=True)
+            return (
+                f"with {n} pair(s) the paired t-test cannot reach {alpha:.3g}: no change can be called significant",
+                f"use --repeat {need} or more (at least {need} pairs)",
             )
-        ]
-    return _underpowered(sb, sc, alpha, threshold, mde, label, absolute=absolute, unit=unit)
+        min_p = min_attainable_p(*self.sizes)
+        if min_p < alpha:
+            return None
+        need = min_repetitions(paired=False, alpha=alpha)
+        return (
+            f"with {self.sizes[0]} vs {self.sizes[1]} repetitions the rank test's smallest possible p-value is "
+            f"{min_p:.3g} >= {alpha:.3g}: no change can be called significant",
+            f"use --repeat {need} or more (at least {need} per side)",
+        )
+
+    def required(self, threshold: float, alpha: float) -> int:
+        """The repetitions (pairs) that would detect ``threshold`` at level ``alpha`` with this spread."""
+        if self.paired:
+            return required_pairs(self.spread, threshold, confidence=1.0 - alpha)
+        return required_repetitions(self.spread, threshold, confidence=1.0 - alpha)
 
 
-def _underpowered(
-    sb: Summary,
-    sc: Summary,
+def _unpaired(sb: Summary, sc: Summary, *, absolute: bool) -> _Design:
+    spread = math.sqrt((sb.stdev**2 + sc.stdev**2) / 2.0) if absolute else math.sqrt((sb.cv**2 + sc.cv**2) / 2.0)
+    return _Design(False, (sb.n, sc.n), spread)
+
+
+def _paired(n: int, sd: float) -> _Design:
+    return _Design(True, (n, n), sd)
+
+
+def _power_warnings(
+    design: _Design,
     alpha: float,
     threshold: float,
     mde: float,
@@ -491,55 +527,24 @@ def _underpowered(
     *,
     absolute: bool,
     unit: str,
+    reach: bool = True,
 ) -> list[StabilityWarning]:
+    """The power warnings of one comparison, paired or not: ``cannot-reach-significance`` when its test cannot
+    reach ``alpha`` at these sizes (``reach``: checked; ``adjust`` keeps the one it had), else ``underpowered``
+    when the changes it reliably detects (``mde``) are larger than ``threshold``; none for an empty side."""
     prefix = f"{label}: " if label else ""
+    if min(design.sizes) == 0:
+        return []
+    if reach and (unreachable := design.unreachable(alpha)) is not None:
+        what, todo = unreachable
+        return [StabilityWarning("cannot-reach-significance", prefix + what, todo)]
     if not (threshold > 0.0 and math.isfinite(mde) and mde > threshold):
         return []
-    spread = math.sqrt((sb.stdev**2 + sc.stdev**2) / 2.0) if absolute else math.sqrt((sb.cv**2 + sc.cv**2) / 2.0)
-    n = required_repetitions(spread, threshold, confidence=1.0 - alpha)
-    noise = f"sd {spread:.3g} {unit}".rstrip() if absolute else f"CV {pct(spread)}"
+    need = design.required(threshold, alpha)
     return [
         StabilityWarning(
             "underpowered",
-            f"{prefix}at {noise} and {sb.n} vs {sc.n} repetitions only changes of about "
-            f"{_amount(mde, absolute=absolute, unit=unit)} or more are reliably detected, above the "
-            f"{_amount(threshold, absolute=absolute, unit=unit)} threshold",
-            f"use --repeat {n} (or reduce noise: pin CPUs, quiet the host)",
-        )
-    ]
-
-
-def _power_warnings_paired(
-    n: int, sd: float, alpha: float, threshold: float, mde: float, label: str, absolute: bool, unit: str
-) -> list[StabilityWarning]:
-    prefix = f"{label}: " if label else ""
-    if n == 0:
-        return []
-    if paired_p_floor(n) >= alpha:
-        need = min_repetitions(paired=True)
-        return [
-            StabilityWarning(
-                "cannot-reach-significance",
-                f"{prefix}with {n} pair(s) the paired t-test cannot reach {alpha:.3g}: no change can be called "
-                "significant",
-                f"use --repeat {need} or more (at least {need} pairs)",
-            )
-        ]
-    return _underpowered_paired(n, sd, alpha, threshold, mde, label, absolute, unit)
-
-
-def _underpowered_paired(
-    n: int, sd: float, alpha: float, threshold: float, mde: float, label: str, absolute: bool, unit: str
-) -> list[StabilityWarning]:
-    prefix = f"{label}: " if label else ""
-    if not (threshold > 0.0 and math.isfinite(mde) and mde > threshold):
-        return []
-    need = required_pairs(sd, threshold, confidence=1.0 - alpha)
-    noise = f"within-pair sd {sd:.3g} {unit}".rstrip() if absolute else f"within-pair sd {pct(sd)} (log ratio)"
-    return [
-        StabilityWarning(
-            "underpowered",
-            f"{prefix}at {noise} and {n} pairs only changes of about "
+            f"{prefix}at {design.noise(absolute=absolute, unit=unit)} and {design.sample} only changes of about "
             f"{_amount(mde, absolute=absolute, unit=unit)} or more are reliably detected, above the "
             f"{_amount(threshold, absolute=absolute, unit=unit)} threshold",
             f"use --repeat {need} (or reduce noise: pin CPUs, quiet the host)",

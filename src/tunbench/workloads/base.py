@@ -96,7 +96,13 @@ class Generator:
 class Scaling:
     """One scaling chart of a fleet workload (its metric against the client count, report/html/fleet.py):
     the metric, its display scale (value / scale), the chart id's suffix, the title, the y-axis title and
-    the hover number format."""
+    the hover number format.
+
+    The workload's own, not the metric's declaration: a declaration's chart hint (tunbench.metrics.Chart) is a
+    unit and a factor, while this chart needs a title, an axis title and a hover format per key (one family,
+    clients.{on}{proto}.aggregate_bps, is charted twice as "UDP" and "TCP"), and which keys are charted, in
+    which order, is the workload's choice. Its values are divided by ``scale``: the hint's factor (1e-6 for
+    Mbit/s) would multiply, and x * 1e-6 differs from x / 1e6 in the last bit for about a third of values."""
 
     metric: str
     scale: float

@@ -105,18 +105,18 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
     fleet_on_hosts: ClassVar[bool] = True  # sites/hosts_fleet.py places it between two hosts
     one_way: ClassVar[bool] = True
     columns: ClassVar[tuple[Column, ...]] = (
-        Column("UDP Mb/s", FM.AGGREGATE.key(proto="udp"), "mbit"),
-        Column("per client", FM.PER_CLIENT_P50.key(proto="udp"), "mbit"),
-        Column("loss", FM.LOSS_PCT.key(proto="udp"), "pct"),
-        Column("TCP Mb/s", FM.AGGREGATE.key(proto="tcp"), "mbit"),
-        Column("Jain", FM.PROTO_JAIN.key(proto="tcp"), "ratio"),
+        Column("UDP Mb/s", FM.whole(FM.AGGREGATE, proto="udp"), "mbit"),
+        Column("per client", FM.whole(FM.PER_CLIENT, proto="udp", stat="p50"), "mbit"),
+        Column("loss", FM.whole(FM.LOSS_PCT, proto="udp"), "pct"),
+        Column("TCP Mb/s", FM.whole(FM.AGGREGATE, proto="tcp"), "mbit"),
+        Column("Jain", FM.whole(FM.PROTO_JAIN, proto="tcp"), "ratio"),
         Column("CPU-s/cl", FM.PROTO_CPU_PER_CLIENT.key(proto="udp"), "sec"),
         Column("RSS/cl", FM.SERVER_RSS_PER_CLIENT.name, "kb"),
-        Column("failed", "|".join(FM.FAILED.key(proto=p) for p in ("udp", "tcp")), "n"),
+        Column("failed", "|".join(FM.whole(FM.FAILED, proto=p) for p in ("udp", "tcp")), "n"),
     )
     scaling: ClassVar[tuple[Scaling, ...]] = (
         Scaling(
-            FM.AGGREGATE.key(proto="udp"),
+            FM.whole(FM.AGGREGATE, proto="udp"),
             1e6,
             "udp",
             "Aggregate UDP throughput of all clients",
@@ -124,7 +124,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             ".3g",
         ),
         Scaling(
-            FM.AGGREGATE.key(proto="tcp"),
+            FM.whole(FM.AGGREGATE, proto="tcp"),
             1e6,
             "tcp",
             "Aggregate TCP throughput of all clients",
@@ -157,9 +157,9 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
         return (
-            f"{rec.clients} clients · UDP {mbit(m.get(FM.AGGREGATE.key(proto='udp')))} Mbit/s"
-            f" (loss {fmt(m.get(FM.LOSS_PCT.key(proto='udp')), 'pct')})"
-            f" · TCP {mbit(m.get(FM.AGGREGATE.key(proto='tcp')))} Mbit/s"
+            f"{rec.clients} clients · UDP {mbit(m.get(FM.whole(FM.AGGREGATE, proto='udp')))} Mbit/s"
+            f" (loss {fmt(m.get(FM.whole(FM.LOSS_PCT, proto='udp')), 'pct')})"
+            f" · TCP {mbit(m.get(FM.whole(FM.AGGREGATE, proto='tcp')))} Mbit/s"
         )
 
     def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
@@ -192,10 +192,10 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         if not mt.probe.wait(lay.indices(), t0 + opts.ready_timeout_s):
             late = n - len(mt.probe.ready_at)
             raise TrialError(f"{late} of {n} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
-        rec.metrics[FM.READY_S.name] = max(mt.probe.ready_at.values()) - t0
+        rec.metrics[FM.whole(FM.READY_S)] = max(mt.probe.ready_at.values()) - t0
         if host_of := mt.host_of():  # each client host's last client ready
             for host, ready in by_host(host_of, mt.probe.ready_at).items():
-                rec.metrics[FM.HOST_READY_S.key(host=host)] = max(ready.values()) - t0
+                rec.metrics[FM.READY_S.key(on=FM.on(host))] = max(ready.values()) - t0
         rec.metrics[FM.CONNECTED.name] = float(n)
         conn_rss = sum(mt.fleet.rss("server"))
         client_rss = mt.fleet.rss("clients")
@@ -241,7 +241,8 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             run_s = warmup + ctx.window.duration_s + pad
             self._wait_listening(server_place, {PORT_BASE + i for i in lay.indices()}, servers)
             busy0 = cpu_times() if mt.local else None
-            with mt.counters(rec.metrics, "" if headline else FM.phase_prefix(proto)), mt.sampling() as sampler:
+            phase = "" if headline else FM.PHASE_MONITORED.prefix(proto=proto)
+            with mt.counters(rec.metrics, phase), mt.sampling() as sampler:
                 s0 = time.monotonic()
                 launched: dict[int, float] = {}
                 clients: dict[int, Proc] = {}
@@ -336,7 +337,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             raise TrialError(f"{proto}: {len(failed)} of {n} iperf3 clients failed: " + "; ".join(failed[:3]))
         # a few clients whose iperf3 failed (an overloaded tunnel loses their set-up packets or starves their
         # control connection) are counted, reported and left out; more than half fail the trial
-        rec.metrics[FM.FAILED.key(proto=proto)] = float(len(failed))
+        rec.metrics[FM.whole(FM.FAILED, proto=proto)] = float(len(failed))
         if failed:
             rec.artifacts[f"iperf3-{proto}-failures.txt"] = "\n".join(failed).encode()
         rec.metrics[FM.START_SPREAD.key(proto=proto)] = max(starts[i] for i in kept) - min(starts[i] for i in kept)
@@ -348,45 +349,43 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         per_client.update({i: 8 * W.bytes_in(ivs, win) / win.length_s for i, ivs in intervals.items()})
         vals = [per_client[i] for i in sorted(per_client)]
         m = rec.metrics
-        p = FM.phase_prefix(proto).removesuffix(".")
         agg = sum(vals)
-        m[f"{p}.aggregate_bps"] = agg
-        m[f"{p}.window_s"] = win.length_s
-        m[f"{p}.window_start_s"] = win.start_s
-        m.update(W.distribution(f"{p}.per_client_bps", vals))
-        m[f"{p}.jain"] = jain_index(vals)
+        m[FM.whole(FM.AGGREGATE, proto=proto)] = agg
+        m[FM.WINDOW.key(proto=proto)] = win.length_s
+        m[FM.WINDOW_START.key(proto=proto)] = win.start_s
+        m.update({FM.whole(FM.PER_CLIENT, proto=proto, stat=k): v for k, v in W.distribution(vals).items()})
+        m[FM.whole(FM.PROTO_JAIN, proto=proto)] = jain_index(vals)
         if proto == "udp":
             lost, packets = zip(*(W.loss_in(ivs, win) for ivs in intervals.values()), strict=True)
-            m[f"{p}.loss_pct"] = 100.0 * sum(lost) / sum(packets) if sum(packets) else None
-            m[f"{p}.loss_clients"] = float(len(intervals))  # loss is known for the clients that reported it
-            m[f"{p}.offered_bps"] = n * opts.udp_rate_bps
+            m[FM.whole(FM.LOSS_PCT, proto=proto)] = 100.0 * sum(lost) / sum(packets) if sum(packets) else None
+            m[FM.LOSS_CLIENTS.key(proto=proto)] = float(len(intervals))  # the clients that reported their loss
+            m[FM.OFFERED.key(proto=proto)] = n * opts.udp_rate_bps
         server = sampler.results["server"]
         cpu_s = W.cpu_between(cumulative_cpu(server), win.start_s, win.end_s)
-        m[f"{p}.server_cpu_s"] = cpu_s
-        m[f"{p}.server_cpu_pct"] = 100.0 * cpu_s / win.length_s
-        m[f"{p}.server_cpu_s_per_client"] = cpu_s / n
-        m[f"{p}.server_cpu_pct_per_client"] = 100.0 * cpu_s / win.length_s / n
-        m[f"{p}.bps_per_server_cpu_s"] = agg * win.length_s / cpu_s if cpu_s > 0 else None
-        m[f"{p}.server_rss_peak_bytes"] = float(server.rss_peak_bytes)
+        m[FM.PROTO_SERVER_CPU_S.key(proto=proto)] = cpu_s
+        m[FM.PROTO_SERVER_CPU_PCT.key(proto=proto)] = 100.0 * cpu_s / win.length_s
+        m[FM.PROTO_CPU_PER_CLIENT.key(proto=proto)] = cpu_s / n
+        m[FM.PROTO_CPU_PCT_PER_CLIENT.key(proto=proto)] = 100.0 * cpu_s / win.length_s / n
+        m[FM.BITS_PER_CPU_S.key(proto=proto)] = agg * win.length_s / cpu_s if cpu_s > 0 else None
+        m[FM.PROTO_SERVER_RSS_PEAK.key(proto=proto)] = float(server.rss_peak_bytes)
         clients_cg = sampler.results["clients"].cgroup_cpu
         if clients_cg is not None and sampler.wall_s > 0:
             # whole phase (cgroup totals): the N tunnel clients share this host's CPUs with the server, so a
             # saturated host measures the clients, not the server (keep N x rate well below one tunnel's max)
-            m[f"{p}.clients_cpu_s"] = clients_cg.total_s
-            m[f"{p}.clients_cpu_pct"] = 100.0 * clients_cg.total_s / sampler.wall_s
+            m[FM.whole(FM.CLIENTS_CPU_S, proto=proto)] = clients_cg.total_s
+            m[FM.CLIENTS_CPU_PCT.key(proto=proto)] = 100.0 * clients_cg.total_s / sampler.wall_s
         if mt.host_of():  # spread over several client hosts
             self._per_host(mt, rec, proto, per_client, failed_at, sampler, intervals, win)
-        rec.series[f"{p}.aggregate_bps"] = W.per_second(intervals, win)
-        rec.series[f"{p}.per_client_bps"] = [(float(i), per_client[i]) for i in sorted(per_client)]
-        cost_metrics(
-            rec, sampler.results, sampler.wall_s, prefix=f"{p}." if not headline else "", sampled_roles=("server",)
-        )
+        series = FM.PHASE_MONITORED.prefix(proto=proto)  # the phase's series: named as its figures
+        rec.series[f"{series}aggregate_bps"] = W.per_second(intervals, win)
+        rec.series[f"{series}per_client_bps"] = [(float(i), per_client[i]) for i in sorted(per_client)]
+        cost_metrics(rec, sampler.results, sampler.wall_s, prefix="" if headline else series, sampled_roles=("server",))
         if headline:
             m[core.THROUGHPUT.name] = agg
             m[core.WINDOW_S.name] = win.length_s
-            m[FM.JAIN.name] = m[f"{p}.jain"]
-            m[FM.CPU_PER_CLIENT.name] = m[f"{p}.server_cpu_s_per_client"]
-            m[FM.CPU_PCT_PER_CLIENT.name] = m[f"{p}.server_cpu_pct_per_client"]
+            m[FM.JAIN.name] = m[FM.whole(FM.PROTO_JAIN, proto=proto)]
+            m[FM.CPU_PER_CLIENT.name] = m[FM.PROTO_CPU_PER_CLIENT.key(proto=proto)]
+            m[FM.CPU_PCT_PER_CLIENT.name] = m[FM.PROTO_CPU_PCT_PER_CLIENT.key(proto=proto)]
             rec.streams = [(i, direction, per_client[i], None) for i in sorted(per_client)]
 
     @staticmethod
@@ -404,19 +403,19 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         and fairness, loss, failures and their CPU there."""
         host_of = mt.host_of()
         for host, mine in by_host(host_of, per_client).items():
-            p = f"{FM.HOST_PREFIX}{host}.{proto}"
+            where = {"on": FM.on(host), "proto": proto}
             vals = [mine[i] for i in sorted(mine)]
             m = rec.metrics
-            m[f"{p}.aggregate_bps"] = sum(vals)
-            m[f"{p}.per_client_bps_p50"] = percentile(vals, 50)
-            m[f"{p}.jain"] = jain_index(vals)
-            m[f"{p}.failed_clients"] = float(sum(1 for i in failed_at if host_of[i] == host))
+            m[FM.AGGREGATE.key(**where)] = sum(vals)
+            m[FM.PER_CLIENT.key(**where, stat="p50")] = percentile(vals, 50)
+            m[FM.PROTO_JAIN.key(**where)] = jain_index(vals)
+            m[FM.FAILED.key(**where)] = float(sum(1 for i in failed_at if host_of[i] == host))
             if proto == "udp" and (ivs := [intervals[i] for i in mine if i in intervals]):
                 lost, packets = zip(*(W.loss_in(iv, win) for iv in ivs), strict=True)
-                m[f"{p}.loss_pct"] = 100.0 * sum(lost) / sum(packets) if sum(packets) else None
+                m[FM.LOSS_PCT.key(**where)] = 100.0 * sum(lost) / sum(packets) if sum(packets) else None
             cost = sampler.per_host.get(host)
             if cost is not None and cost.cgroup_cpu is not None:
-                m[f"{p}.clients_cpu_s"] = cost.cgroup_cpu.total_s
+                m[FM.CLIENTS_CPU_S.key(**where)] = cost.cgroup_cpu.total_s
 
     # ---- non-linear growth across the sweep (within this run) -------------------------------------
     def _growth(self, ctx: FleetContext, rec: Measurement, opts: ClientsOptions, direction: str) -> None:
@@ -429,14 +428,14 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
             if isinstance(v := rec.metrics.get(name), int | float)
         }
         seen.setdefault(n, cost)
-        for name, metric in (
-            (FM.CPU_PER_CLIENT.name, FM.CPU_GROWTH.name),
-            (FM.SERVER_RSS_PER_CLIENT.name, FM.RSS_GROWTH.name),
+        for name, metric, vs_n in (
+            (FM.CPU_PER_CLIENT.name, FM.CPU_GROWTH.name, FM.GROWTH_FROM.key(cost="cpu")),
+            (FM.SERVER_RSS_PER_CLIENT.name, FM.RSS_GROWTH.name, FM.GROWTH_FROM.key(cost="rss")),
         ):
             by_n = {k: c[name] for k, c in seen.items() if name in c}
             ratio = W.growth_ratio(by_n)
             if ratio is not None and n == max(by_n):
                 rec.metrics[metric] = ratio
-                rec.metrics[f"{metric}_vs_n"] = float(min(by_n))
+                rec.metrics[vs_n] = float(min(by_n))
                 warn = 1.0 if ratio > NONLINEAR_WARN_RATIO else 0.0
                 rec.metrics[FM.NONLINEAR.name] = max(warn, rec.metrics.get(FM.NONLINEAR.name) or 0.0)

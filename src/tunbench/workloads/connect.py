@@ -71,8 +71,8 @@ def host_metrics(host: str, times_s: list[float], failures: int) -> dict[str, fl
 
 def hosts_in(metrics: Iterable[str]) -> list[str]:
     """The client hosts named by per-host metrics, in order (a host name may hold dots)."""
-    found = {k.removeprefix(HOST_KEY).removesuffix(".p50_s") for k in metrics if k.startswith(HOST_KEY)}
-    return sorted(h for h in found if f"{HOST_KEY}{h}.p50_s" in metrics)
+    found = {CONNECT_HOST.values(k).get("host") for k in metrics if k.startswith(HOST_KEY)}
+    return sorted(h for h in found if h is not None and CONNECT_HOST.key(host=h, figure="p50_s") in metrics)
 
 
 def turns(count: int, machines: tuple[str, ...]) -> list[tuple[str, str | None]]:
@@ -106,7 +106,9 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
     def table_columns(self, trials: Sequence[TrialRecord]) -> list[Column]:
         """The aggregate columns, then each client host's p50 where the trials ran on several."""
         hosts = sorted({h for t in trials for h in hosts_in(t.metrics)})
-        per_host = [Column(f"{h} p50", f"{HOST_KEY}{h}.p50_s", "s") for h in hosts] if len(hosts) > 1 else []
+        per_host = (
+            [Column(f"{h} p50", CONNECT_HOST.key(host=h, figure="p50_s"), "s") for h in hosts] if len(hosts) > 1 else []
+        )
         return [*self.columns, *per_host]
 
     def headline(self, rec: TrialRecord) -> str:

@@ -41,6 +41,10 @@ SENT_TOTAL = declare(
 CWND_MAX = declare(
     "snd_cwnd_max_bytes", "bytes", "none", "info", "The largest congestion window iperf3 saw (sender side)."
 )
+DURATION = declare(
+    "iperf3_duration_s", "s", "none", "info",
+    "The seconds iperf3's receiver summed its result over (its end summary, the omitted warm-up left out).",
+)  # fmt: skip
 
 Direction = Literal["up", "down", "bidir"]
 DIRECTIONS: tuple[Direction, ...] = ("up", "down", "bidir")
@@ -429,7 +433,7 @@ def measurement(
             core.THROUGHPUT_DIR.key(direction="down"): r.down_bps,
             core.RETRANSMITS.name: r.retransmits,
             CWND_MAX.name: r.snd_cwnd_max_bytes,
-            "iperf3_duration_s": r.duration_s,
+            DURATION.name: r.duration_s,
         }
     )
     add_flows(m, r)

@@ -132,7 +132,7 @@ def rtt_metrics(r: IrttResult, clock_skew: tuple[float, float] | None = None) ->
     m[lat.PACKETS_SENT.name] = float(r.packets_sent)
     skew_ms, unc_ms = ((clock_skew[0] * 1e3, clock_skew[1] * 1e3)) if clock_skew else (0.0, 0.0)
     if clock_skew:
-        m[lat.STAT.key(stat="clock_skew")], m[lat.STAT.key(stat="clock_uncertainty")] = skew_ms, unc_ms
+        m[lat.CLOCK.key(what="skew")], m[lat.CLOCK.key(what="uncertainty")] = skew_ms, unc_ms
     one_way = {
         "send": [x - skew_ms for x in r.send_ms],  # server stamp - client stamp: remove the server's lead
         "receive": [x + skew_ms for x in r.receive_ms],

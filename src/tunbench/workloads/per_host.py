@@ -8,17 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
-from tunbench.workloads.fleet_metrics import HOST_PREFIX, PREFIX
+from tunbench.workloads.fleet_metrics import HOST_PREFIX, PREFIX, on
 
 T = TypeVar("T")
-HOST = HOST_PREFIX
 
 
 def host_key(key: str, host: str) -> str | None:
-    """The per-host twin of a `clients.` metric name; None for another name (it has no per-host figure)."""
-    if not key.startswith(PREFIX) or key.startswith(HOST):
+    """The per-host twin of a `clients.` metric name (its ``{on}`` for that host: fleet_metrics.py); None for
+    another name (it has no per-host figure)."""
+    if not key.startswith(PREFIX) or key.startswith(HOST_PREFIX):
         return None
-    return f"{HOST}{host}.{key.removeprefix(PREFIX)}"
+    return PREFIX + on(host) + key.removeprefix(PREFIX)
 
 
 def by_host(host_of: Mapping[int, str], values: Mapping[int, T]) -> dict[str, dict[int, T]]:

@@ -130,16 +130,18 @@ def per_second(intervals: Mapping[int, Sequence[Interval]], w: Span) -> list[tup
     return out
 
 
-def distribution(prefix: str, xs: Sequence[float]) -> dict[str, float | None]:
+def distribution(xs: Sequence[float]) -> dict[str, float | None]:
+    """The spread of `xs` by statistic (min, p10, p50, p90, max, mean; None each when empty): the caller
+    names each in its metric (workloads/fleet_metrics.py's PER_CLIENT)."""
     if not xs:
-        return {f"{prefix}_{k}": None for k in ("min", "p10", "p50", "p90", "max", "mean")}
+        return dict.fromkeys(("min", "p10", "p50", "p90", "max", "mean"))
     return {
-        f"{prefix}_min": min(xs),
-        f"{prefix}_p10": percentile(xs, 10),
-        f"{prefix}_p50": percentile(xs, 50),
-        f"{prefix}_p90": percentile(xs, 90),
-        f"{prefix}_max": max(xs),
-        f"{prefix}_mean": sum(xs) / len(xs),
+        "min": min(xs),
+        "p10": percentile(xs, 10),
+        "p50": percentile(xs, 50),
+        "p90": percentile(xs, 90),
+        "max": max(xs),
+        "mean": sum(xs) / len(xs),
     }
 
 

@@ -21,6 +21,7 @@ from typing import ClassVar
 from pydantic import BaseModel
 
 from tunbench.errors import TrialError
+from tunbench.metrics import Metrics
 from tunbench.metrics.core import WINDOW_S
 from tunbench.monitor.cost import cost_metrics
 from tunbench.results import TrialRecord
@@ -57,13 +58,13 @@ class StormWorkload(FleetWorkload[StormOptions]):
     requires: ClassVar[tuple[str, ...]] = ()
     fleet_on_hosts: ClassVar[bool] = True  # spread over the client hosts, started at one agreed instant
     columns: ClassVar[tuple[Column, ...]] = (
-        Column("ready", FM.READY_COUNT.name, "n"),
-        Column("p50 s", FM.READY_P.key(q=50), "sec"),
-        Column("p90", FM.READY_P.key(q=90), "sec"),
-        Column("p99", FM.READY_P.key(q=99), "sec"),
-        Column("max", FM.READY_MAX.name, "sec"),
-        Column("hs/s", FM.HANDSHAKES_PER_S.name, "n"),
-        Column("srv CPU-s", FM.SERVER_CPU_S.name, "sec"),
+        Column("ready", FM.whole(FM.READY_COUNT), "n"),
+        Column("p50 s", FM.whole(FM.READY_P, q=50), "sec"),
+        Column("p90", FM.whole(FM.READY_P, q=90), "sec"),
+        Column("p99", FM.whole(FM.READY_P, q=99), "sec"),
+        Column("max", FM.whole(FM.READY_MAX), "sec"),
+        Column("hs/s", FM.whole(FM.HANDSHAKES_PER_S), "n"),
+        Column("srv CPU-s", FM.whole(FM.SERVER_CPU_S), "sec"),
     )
     scaling: ClassVar[tuple[Scaling, ...]] = (W.RSS_PER_CLIENT,)
     ready: ClassVar[ReadySeries | None] = READY
@@ -75,8 +76,9 @@ class StormWorkload(FleetWorkload[StormOptions]):
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
         return (
-            f"{fmt(m.get(FM.READY_COUNT.name), 'n')}/{rec.clients} ready"
-            f" · p50 {fmt(m.get(FM.READY_P.key(q=50)), 'sec')} s · max {fmt(m.get(FM.READY_MAX.name), 'sec')} s"
+            f"{fmt(m.get(FM.whole(FM.READY_COUNT)), 'n')}/{rec.clients} ready"
+            f" · p50 {fmt(m.get(FM.whole(FM.READY_P, q=50)), 'sec')} s"
+            f" · max {fmt(m.get(FM.whole(FM.READY_MAX)), 'sec')} s"
         )
 
     def sweeps(self, options: BaseModel) -> tuple[list[int], list[str]]:
@@ -106,12 +108,12 @@ class StormWorkload(FleetWorkload[StormOptions]):
         mt = ctx.env
         base_rss = sum(mt.fleet.rss("server"))
         if variant == "reconnect":
-            self._storm(mt, opts, rec, FM.CONNECT_PREFIX, measured=False)
+            self._storm(mt, opts, rec, FM.FIRST_STORM, measured=False)
             mt.fleet.stop_clients(list(mt.layout.indices()))
-        self._storm(mt, opts, rec, FM.PREFIX, measured=True, overload=variant == "overload")
+        self._storm(mt, opts, rec, "", measured=True, overload=variant == "overload")
         conn_rss = sum(mt.fleet.rss("server"))
         client_rss = mt.fleet.rss("clients")
-        ready = int(rec.metrics.get(FM.READY_COUNT.name) or 0)
+        ready = int(rec.metrics.get(FM.whole(FM.READY_COUNT)) or 0)
         rec.metrics[FM.SERVER_RSS_BASE.name] = float(base_rss)
         rec.metrics[FM.SERVER_RSS_CONNECTED.name] = float(conn_rss)
         rec.metrics[FM.SERVER_RSS_PER_CLIENT.name] = (conn_rss - base_rss) / ready if ready else None
@@ -125,18 +127,20 @@ class StormWorkload(FleetWorkload[StormOptions]):
         mt: FleetSetup,
         opts: StormOptions,
         rec: Measurement,
-        p: str,
+        storm: str,
         *,
         measured: bool,
         overload: bool = False,
     ) -> None:
+        """One storm, its figures under ``{storm}`` (fleet_metrics.py): "" for the measured one, FIRST_STORM for
+        a reconnect's first."""
         lay, probe, n = mt.layout, mt.probe, mt.layout.clients
         assert probe is not None
         timer: threading.Timer | None = None
         lifted: list[float] = []  # when the overload's cap was lifted
         spread = bool(mt.host_of())  # over several client hosts: started at one agreed instant
         lead = mt.start_lead_s(opts.start_tolerance_s) if opts.rate_per_s <= 0 else None
-        with mt.counters(rec.metrics, "" if measured else p), mt.sampling() as sampler:
+        with mt.counters(rec.metrics, "" if measured else FM.STORM_MONITORED.prefix()), mt.sampling() as sampler:
             t0 = time.monotonic()
             if overload:
                 cap = mt.cap
@@ -167,20 +171,20 @@ class StormWorkload(FleetWorkload[StormOptions]):
         ready_at = dict(probe.ready_at)
         launched = {i: mt.fleet.launched_at[i] - t0 for i in lay.indices() if i in mt.fleet.launched_at}
         m = rec.metrics
-        m.update(ready_metrics(p, ready_at, launched, t0, n))
+        m.update(ready_metrics(storm, ready_at, launched, t0, n))
         counts = W.per_second_counts([ready_at[i] - t0 for i in sorted(ready_at)])
         ready_s = sorted(ready_at[i] - t0 for i in ready_at)
-        m[f"{p}storm_s"] = elapsed
+        m[FM.STORM_S.key(storm=storm)] = elapsed
         if errors:
-            m[f"{p}client_errors"] = float(len(errors))
+            m[FM.CLIENT_ERRORS.key(storm=storm)] = float(len(errors))
         server = sampler.results["server"]
         cpu_s = server.cgroup_cpu.total_s if server.cgroup_cpu else server.cpu.total_s
         # the server's cost per phase (the wiki's server statistics): CPU over the phase, peak memory
-        m[f"{p}server_cpu_s"] = cpu_s
-        m[f"{p}server_cpu_pct"] = 100.0 * cpu_s / sampler.wall_s if sampler.wall_s > 0 else None
-        m[f"{p}server_rss_peak_bytes"] = float(server.rss_peak_bytes)
+        m[FM.SERVER_CPU_S.key(storm=storm)] = cpu_s
+        m[FM.SERVER_CPU_PCT.key(storm=storm)] = 100.0 * cpu_s / sampler.wall_s if sampler.wall_s > 0 else None
+        m[FM.SERVER_RSS_PEAK.key(storm=storm)] = float(server.rss_peak_bytes)
         if spread:
-            self._hosts(mt, opts, m, p, ready_at, launched, t0)
+            self._hosts(mt, opts, m, storm, ready_at, launched, t0)
         if overload:
             # the cap held from before the first launch until it was lifted: between hosts the storm's start
             # is the agreed instant, a lead after the cap began, so the overload is measured from the start
@@ -210,8 +214,8 @@ class StormWorkload(FleetWorkload[StormOptions]):
     def _hosts(
         env: FleetSetup,
         opts: StormOptions,
-        m: dict[str, float | None],
-        p: str,
+        m: Metrics,
+        storm: str,
         ready_at: dict[int, float],
         launched: dict[int, float],
         t0: float,
@@ -222,17 +226,17 @@ class StormWorkload(FleetWorkload[StormOptions]):
         split_ready = by_host(host_of, ready_at)
         split_launched = by_host(host_of, launched)
         for name, count in env.clients_per_host().items():
-            hp = host_prefix(p, name)
-            m.update(ready_metrics(hp, split_ready.get(name, {}), split_launched.get(name, {}), t0, count))
+            mine, launches = split_ready.get(name, {}), split_launched.get(name, {})
+            m.update(ready_metrics(storm, mine, launches, t0, count, host=name))
         late = env.start_late_s()
         if late:
             for name, s in late.items():
-                m[f"{host_prefix(p, name)}start_late_s"] = s
+                m[FM.START_LATE.key(host=name, storm=storm)] = s
             skew = max(late.values()) - min(late.values()) if len(late) > 1 else 0.0
             unc = env.clock_uncertainty_s()
-            m[f"{p}start_skew_s"] = skew
-            m[f"{p}start_skew_uncertainty_s"] = unc
-            m[f"{p}start_tolerance_s"] = opts.start_tolerance_s
+            m[FM.START_SKEW.key(storm=storm)] = skew
+            m[FM.START_SKEW_UNCERTAINTY.key(storm=storm)] = unc
+            m[FM.START_TOLERANCE.key(storm=storm)] = opts.start_tolerance_s
             if skew + unc > opts.start_tolerance_s:
                 log.warning(
                     "the storm started %.1f ms (± %.1f ms) apart on the client hosts, more than its "
@@ -244,33 +248,35 @@ class StormWorkload(FleetWorkload[StormOptions]):
                 )
 
 
-def host_prefix(p: str, host: str) -> str:
-    """A phase's metric prefix (`clients.`, `clients.connect.`) for one client host's figures."""
-    return f"{FM.HOST_PREFIX}{host}.{p.removeprefix(FM.PREFIX)}"
-
-
 def ready_metrics(
-    p: str, ready_at: dict[int, float], launched: dict[int, float], t0: float, n: int
-) -> dict[str, float | None]:
-    """A storm's readiness figures of `n` clients (all of them, or one host's) under prefix `p`: how many
-    came up, the time to ready from the storm's start (percentiles, max) and from each one's launch, the
-    launch spread and the handshakes per second."""
+    storm: str,
+    ready_at: dict[int, float],
+    launched: dict[int, float],
+    t0: float,
+    n: int,
+    *,
+    host: str | None = None,
+) -> Metrics:
+    """A storm's readiness figures of `n` clients (all of them, or one `host`'s) in one storm (``{storm}``, "" or
+    FIRST_STORM): how many came up, the time to ready from the storm's start (percentiles, max) and from each
+    one's launch, the launch spread and the handshakes per second."""
+    where = {"on": FM.on(host), "storm": storm}
     ready_s = [ready_at[i] - t0 for i in sorted(ready_at)]
     from_launch = [ready_at[i] - t0 - launched[i] for i in sorted(ready_at) if i in launched]
-    m: dict[str, float | None] = {
-        f"{p}ready_count": float(len(ready_s)),
-        f"{p}success_ratio": len(ready_s) / n if n else None,
-        f"{p}failed_count": float(n - len(ready_s)),
+    m: Metrics = {
+        FM.READY_COUNT.key(**where): float(len(ready_s)),
+        FM.SUCCESS_RATIO.key(**where): len(ready_s) / n if n else None,
+        FM.FAILED_COUNT.key(**where): float(n - len(ready_s)),
     }
     for q in (50, 90, 99):
-        m[f"{p}ready_p{q}_s"] = percentile(ready_s, q) if ready_s else None
-    m[f"{p}ready_max_s"] = max(ready_s) if ready_s else None
-    m[f"{p}ready_from_launch_p50_s"] = percentile(from_launch, 50) if from_launch else None
-    m[f"{p}ready_from_launch_p99_s"] = percentile(from_launch, 99) if from_launch else None
-    m[f"{p}launch_spread_s"] = max(launched.values()) if launched else None
+        m[FM.READY_P.key(**where, q=q)] = percentile(ready_s, q) if ready_s else None
+    m[FM.READY_MAX.key(**where)] = max(ready_s) if ready_s else None
+    for q in (50, 99):
+        m[FM.READY_FROM_LAUNCH.key(**where, q=q)] = percentile(from_launch, q) if from_launch else None
+    m[FM.LAUNCH_SPREAD.key(**where)] = max(launched.values()) if launched else None
     counts = W.per_second_counts(ready_s)
-    m[f"{p}handshakes_per_s_peak"] = max((c for _, c in counts), default=0.0)
-    m[f"{p}handshakes_per_s"] = len(ready_s) / max(ready_s) if ready_s and max(ready_s) > 0 else None
+    m[FM.HANDSHAKES_PEAK.key(**where)] = max((c for _, c in counts), default=0.0)
+    m[FM.HANDSHAKES_PER_S.key(**where)] = len(ready_s) / max(ready_s) if ready_s and max(ready_s) > 0 else None
     return m
 
 

@@ -20,7 +20,7 @@ apply to a difference of signed values. Absolute comparisons take a threshold in
 ``threshold_abs`` per unit; the CLI offers ``--threshold-ms`` (the unit of every absolute metric in the
 catalogue); an absolute comparison in another unit (throughput with a 0 value, say) has threshold 0.
 
-Multiple comparisons. The comparisons that can fail the gate (all but the direct baseline's and counted
+Multiple comparisons. The comparisons that can fail the gate (all but the direct baseline's, counted
 work's) are Holm-adjusted per tier of the gate (``tunbench.stats.multiple``: family-wise error <= alpha per
 family, the property a pass/fail gate needs). The default ``cost`` gate (``gate``) holds CPU per bit and
 latency at the threshold in one family and throughput at a wider threshold in a family of its own;

@@ -47,7 +47,8 @@ class Metric:
     absolute: bool = False
     unit: str = ""
     scale: float = 1.0
-    gates: bool = True  # False: shown but never gates (counted work: it explains a verdict, it is not one)
+    gates: bool = True  # False: shown but never gates (counted work explains a verdict, an info figure describes
+    # the measurement: neither is one)
     family: str = ""  # the declaration's family (tunbench.metrics): where the gate puts it
 
     @classmethod
@@ -74,7 +75,7 @@ class Metric:
             absolute=absolute,
             unit=chart.unit if chart is not None else "",
             scale=chart.scale if chart is not None else 1.0,
-            gates=spec.family != "work",
+            gates=spec.family not in ("work", "info"),
             family=spec.family,
         )
 

@@ -66,7 +66,7 @@ def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
     the rows and notes on the family."""
     notes: list[str] = []
     out = list(rows)
-    for family in ("gate", "wide", "direct", "work"):
+    for family in ("gate", "wide", "direct", "work", "info"):
         idx = [i for i, r in enumerate(rows) if _family(r) == family]
         adjusted = adjust([rows[i].result for i in idx])
         for i, res in zip(idx, adjusted, strict=True):
@@ -87,11 +87,13 @@ def _holm(rows: list[CaseComparison]) -> tuple[list[CaseComparison], list[str]]:
 
 
 def _family(row: CaseComparison) -> str:
-    """A row's Holm family: the gate's main or wide tier, the direct baseline's (feeds a note), or counted work's
-    (explains)."""
+    """A row's Holm family: the gate's main or wide tier, the direct baseline's (feeds a note), counted work's
+    (explains), or the info figures' (describe the measurement, such as the hosts' clock skew)."""
     if row.gated:
         return "wide" if row.wide else "gate"
-    return "direct" if row.metric.gates else "work"
+    if row.metric.gates:
+        return "direct"
+    return "info" if row.metric.family == "info" else "work"
 
 
 def compare_runs(
