@@ -142,7 +142,7 @@ def test_cpu_per_packet_reads_the_samples_at_the_steps_edges() -> None:
 
 def test_the_ladders_table_has_a_column_pair_per_size() -> None:
     cols = pps.ladder_columns([64, 1400])
-    assert [c.header for c in cols] == ["64 B pps", "64 B µs/pkt c / s", "1400 B pps", "1400 B µs/pkt c / s"]
+    assert [c.header for c in cols] == ["64 B", "µs", "1400 B", "µs"]
     assert cols[1].key == f"{PPS_CPU.key(size=64, role='client')}|{PPS_CPU.key(size=64, role='server')}"
 
 
@@ -246,7 +246,7 @@ def simulate_cliff(monkeypatch: pytest.MonkeyPatch, path_mtu: int, route_mtu: in
         assert dont_fragment
         sizes.append(size)
         if size + INNER_HEADERS[family] > path_mtu:
-            raise TrialError("iperf3 UDP client exit 1: unable to write to stream socket: Message too long")
+            raise TrialError("iperf3 UDP client exit 1: iperf3: unable to write to stream socket: Message too long")
         pps_ = rate_bps / (8 * size)
         return UdpRun(UdpResult(rate_bps, 0.0, rate_bps, 0.0, round(pps_), 0), "{}", (0.0, 1.0))
 
@@ -317,3 +317,23 @@ def test_dont_fragment_reaches_iperf3s_argv() -> None:
 def test_both_workloads_are_registered_with_their_tables() -> None:
     assert REGISTRY["pps"].own_table and REGISTRY["mtu"].own_table
     assert REGISTRY["pps"].one_way and REGISTRY["mtu"].one_way
+
+
+def test_the_cliff_refuses_a_reverse_test_with_dont_fragment() -> None:
+    """iperf3 sets DF on its client's socket only: a `down` sweep would measure fragmentation, not the cliff."""
+    ctx = fake_ctx(mtu.MtuOptions())
+    ctx.direction = "down"
+    with pytest.raises(TrialError, match="client's socket only"):
+        mtu.MtuWorkload().measure(ctx)
+
+
+def test_a_refused_datagram_is_not_tried_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+
+    def run_udp(ctx: Any, *, size: int, **_: Any) -> UdpRun:
+        calls.append(size)
+        raise TrialError("iperf3 UDP client exit 1: iperf3: unable to write to stream socket: Message too long")
+
+    monkeypatch.setattr(mtu, "run_udp", run_udp)
+    point = mtu.MtuWorkload()._step(fake_ctx(None), mtu.MtuOptions(), 1500)
+    assert (point.delivered_pps, calls) == (0.0, [1500]) and mtu.REFUSED in point.note

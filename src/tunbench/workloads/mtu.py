@@ -1,13 +1,15 @@
 """The MTU cliff (`mtu`): UDP payload sizes swept across the tunnel's MTU and the underlay's, Don't Fragment
 set, to find the size where delivery falls off, and how far.
 
-Each step sends a fixed packet rate of one payload size for a second (iperf3 -u -l SIZE --dont-fragment)
-and reads the packets/s that arrived. The sweep goes up in even steps; the first size whose delivered rate
-falls below (1 - `drop`) of the size before it is the cliff, and a bisection between the two finds it to
-the byte. With DF set, a datagram too big for the sender's route is refused by its kernel (EMSGSIZE) and
-one too big for a hop further on is dropped there, so the cliff is the path's MTU minus the IP and UDP
-headers (28 bytes over IPv4, 48 over IPv6). With `dont_fragment = false` the kernel fragments instead, and
-the cliff, if any, is what fragmenting costs at the offered rate.
+It measures client -> server (`up`): iperf3 sets DF on its client's socket only, and a reverse test's server
+sends without it (measured: its datagrams were fragmented and all arrived), so `down` is refused while
+`dont_fragment` is set. Each step sends a fixed packet rate of one payload size for a second (iperf3 -u -l
+SIZE --dont-fragment) and reads the packets/s that arrived. The sweep goes up in even steps; the first size
+whose delivered rate falls below (1 - `drop`) of the size before it is the cliff, and a bisection between the
+two finds it to the byte. With DF set, a datagram too big for the sender's route is refused by its kernel
+(EMSGSIZE) and one too big for a hop further on is dropped there, so the cliff is the path's MTU minus the IP
+and UDP headers (28 bytes over IPv4, 48 over IPv6). With `dont_fragment = false` the kernel fragments
+instead, and the cliff, if any, is what fragmenting costs at the offered rate.
 
 The known answer: the sender's route to the target goes through the tunnel's device, whose MTU the adapter
 sets (its `mtu` parameter); the workload reads that MTU (`ip route get`, `ip link show`) and records how far
@@ -50,6 +52,9 @@ HEADERS: dict[str, dict[str, int]] = {
 an inner packet of the tunnel's MTU plus these must fit the underlay's MTU. Tunnels whose overhead depends on
 their cipher or framing (OpenVPN, IPsec, fastd) or that carry a byte stream (the TCP forwards) are not listed."""
 
+REFUSED = "unable to write to stream socket"
+"""iperf3's words when its sender's kernel refuses a datagram (EMSGSIZE, "Message too long")."""
+
 MTU_MAX_PAYLOAD = declare(
     "mtu.max_payload_bytes", "bytes", "none", "info",
     "The MTU cliff: the largest UDP payload delivered before the cliff (to the byte, when refined).",
@@ -85,7 +90,7 @@ class SizePoint:
 
     size: int
     delivered_pps: float
-    note: str = ""  # why nothing arrived, where the sender said (EMSGSIZE: "Message too long")
+    note: str = ""  # why nothing arrived, where the sender said (EMSGSIZE: REFUSED)
 
 
 @dataclass(frozen=True)
@@ -193,6 +198,12 @@ class MtuWorkload(Workload[Context, MtuOptions]):
 
     def measure(self, ctx: Context) -> Measurement:
         opts = self.opts(ctx.options)
+        if opts.dont_fragment and ctx.direction == "down":
+            # measured: with -R the server's datagrams went out without DF and were fragmented, no cliff
+            raise TrialError(
+                "mtu: iperf3 sets Don't Fragment on the client's socket only (--dont-fragment does not reach "
+                "the sender of a reverse test): measure the cliff with direction up, or set dont_fragment = false"
+            )
         family = "ipv6" if ":" in ctx.target.address else "ipv4"
         m = Measurement(params={"generator": {"program": "iperf3", "processes": 1, "flows": 1}})
         log: list[dict[str, Any]] = []
@@ -239,7 +250,7 @@ class MtuWorkload(Workload[Context, MtuOptions]):
                 return SizePoint(size, run.result.delivered_bps / (8.0 * size))
             except (TrialError, CommandFailed) as e:
                 note = str(e)[-200:]
-                if "Message too long" in note or last:
+                if REFUSED in note or last:  # the kernel's EMSGSIZE: trying again would say the same
                     break
         return SizePoint(size, 0.0, note)
 

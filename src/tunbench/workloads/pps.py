@@ -6,7 +6,8 @@ small payloads, read in packets/s, plus one thing the bulk workloads hide: the C
 every step are marked (Context.mark), so the trial shape reads each role's CPU over the step at the rate
 found, exactly, and divides it by the packets delivered in it (Measurement.parts). The generator (iperf3)
 is kept apart: its own CPU at that step is recorded beside the tunnel's, and a step whose sender could not
-offer the rate asked is flagged, as then the figure is iperf3's ceiling, not the tunnel's.
+offer the rate asked is flagged: the figure is then iperf3's ceiling (or the tunnel pushing back on it), and
+direct's figure at the same size says which.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ PPS_STEPS = declare("pps.{size}.steps", "count", "none", "info", "The pps ladder
 PPS_CONVERGED = declare("pps.{size}.converged", "flag", "none", "info", "The pps ladder: 1 when the search converged.")
 PPS_SENDER_LIMITED = declare(
     "pps.{size}.sender_limited", "flag", "none", "info",
-    "The pps ladder: 1 when iperf3 sent less than 95% of the rate offered at the step found (the figure is "
-    "the generator's ceiling, not the tunnel's).",
+    "The pps ladder: 1 when iperf3 sent less than 95% of the rate offered at the step found: the generator's "
+    "own ceiling (direct's figure, where nothing else holds it back), or the tunnel's queue pushing back on the "
+    "sender; direct's rate at the same size tells which.",
 )  # fmt: skip
 PPS_GENERATOR_CPU = declare(
     "pps.{size}.generator_cpu_pct.{role}", "%", "none", "info",
@@ -153,11 +155,12 @@ def generator_cpu(raw: str) -> dict[str, float]:
 
 
 def ladder_columns(sizes: Sequence[int]) -> list[Column]:
-    """The pps table: per size, the packets/s found and the CPU per packet of client / server."""
+    """The pps table: per size, the packets/s found (headed by the size) and the CPU per packet of client / server
+    in µs (headed "µs c/s"), narrow enough for six sizes on one row."""
     cols = []
     for s in sizes:
-        cols.append(Column(f"{s} B pps", PPS_RATE.key(size=s), "n"))
-        cols.append(Column(f"{s} B µs/pkt c / s", "|".join(PPS_CPU.key(size=s, role=r) for r in ROLES), "us"))
+        cols.append(Column(f"{s} B", PPS_RATE.key(size=s), "k"))
+        cols.append(Column("µs", "|".join(PPS_CPU.key(size=s, role=r) for r in ROLES), "us"))
     return cols
 
 
@@ -176,8 +179,9 @@ class PpsWorkload(Workload[Context, PpsOptions]):
     Options = PpsOptions
     one_way = True
     caption = (
-        "packet rate (pps ladder): packets/s delivered at the highest rate with loss <= the threshold, per "
-        "payload size, and each side's tunnel CPU per packet at that rate (c / s, µs)"
+        "packet rate (pps ladder): under each payload size, the packets/s (k: thousands) delivered at the highest "
+        "rate with loss <= the threshold; beside it, each side's tunnel CPU per packet at that rate (client / "
+        "server, µs)"
     )
     compared = ((PPS_RATE, "throughput"), (PPS_CPU, "cpu"))
 
