@@ -64,7 +64,8 @@ PPS_GENERATOR_CPU = declare(
 )  # fmt: skip
 
 SENDER_SHORT = 0.95
-"""A step whose sender put out less than this share of the offered rate was bounded by the generator."""
+"""A step whose sender put out less than this share of the offered rate could not offer it: the generator's
+ceiling, or the tunnel's queue pushing back on the sending socket."""
 
 
 class PpsOptions(BaseModel):
@@ -155,8 +156,8 @@ def generator_cpu(raw: str) -> dict[str, float]:
 
 
 def ladder_columns(sizes: Sequence[int]) -> list[Column]:
-    """The pps table: per size, the packets/s found (headed by the size) and the CPU per packet of client / server
-    in µs (headed "µs c/s"), narrow enough for six sizes on one row."""
+    """The pps table: per size, the packets/s found (headed by the size, in thousands) and the CPU per packet of
+    client / server in µs (headed "µs"), narrow enough for six sizes on one row of a wide terminal."""
     cols = []
     for s in sizes:
         cols.append(Column(f"{s} B", PPS_RATE.key(size=s), "k"))
@@ -165,6 +166,7 @@ def ladder_columns(sizes: Sequence[int]) -> list[Column]:
 
 
 def sizes_in(metrics: dict[str, float | None]) -> list[int]:
+    """The payload sizes a trial's ladder measured."""
     return sorted({int(PPS_RATE.values(k)["size"]) for k in metrics if PPS_RATE.matches(k)})
 
 
