@@ -43,3 +43,33 @@ def test_udp_and_zero_loss_search_through_wireguard_go(tmp_path: Path) -> None:
         assert len(steps) == search[f"search_steps.{size}"]
         assert steps[0][0] == 3e9 and steps[0][1] > 0.001
     assert "udp-search (median of repetitions)" in res.stdout
+
+
+def test_pps_ladder_and_mtu_cliff_through_direct_and_wireguard_go(tmp_path: Path) -> None:
+    """Both packet workloads in one short run: the ladder finds a packet rate and (for the tunnel) a CPU per
+    packet on each side; the cliff lands on each route's MTU minus 28 bytes (1500 for the veth, the 1420 the
+    wireguard-go adapter sets)."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[run]\ntunnels = ["wireguard-go"]\nrepeat = 1\ndirect = true\n'
+        '[workload]\nkind = ["pps", "mtu"]\ndirections = ["up"]\n'
+        "[workload.pps]\nsizes = [64]\nmax_steps = 3\n"
+        "[workload.mtu]\nstart = 1380\nstop = 1480\nstep = 50\n"
+    )
+    res, doc = run_json(tmp_path, str(scenario))
+    assert res.returncode == 0, res.stdout + res.stderr
+    trials = {(t["label"], t["workload"]): t for t in doc["trials"]}
+    assert all(t["status"] == "ok" for t in trials.values()), [t["error"] for t in trials.values()]
+    for label, route in (("direct", 1500), ("wireguard-go", 1420)):
+        cliff = trials[(label, "mtu")]["metrics"]
+        assert cliff["mtu.route_mtu_bytes"] == route
+        assert cliff["mtu.max_payload_bytes"] == route - 28, cliff
+        assert cliff["mtu.cliff_error_bytes"] == 0
+        assert cliff["mtu.cliff_depth"] > 0.5
+        ladder = trials[(label, "pps")]["metrics"]
+        assert ladder["pps.64.delivered_pps"] > 0
+        assert 1 <= ladder["pps.64.steps"] <= 3
+    wg = trials[("wireguard-go", "pps")]["metrics"]
+    assert all(wg[f"pps.64.cpu_us_per_packet.{role}"] > 0 for role in ("client", "server"))
+    assert trials[("direct", "pps")]["metrics"].get("pps.64.cpu_us_per_packet.client") is None  # no tunnel process
+    assert "pps (median of repetitions)" in res.stdout and "mtu (median of repetitions)" in res.stdout

@@ -41,13 +41,13 @@ def option_default(field: FieldInfo) -> str:
 def workloads() -> None:
     """List the workload kinds (traffic generators) and their options."""
     from rich.markup import escape
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from tunbench.workloads import REGISTRY
 
-    table = Table(
-        "workload", "axes", "tunnels", "options (\\[workload.KIND] in a scenario)", "description", header_style="bold"
-    )
+    # wide enough for the longest single option (the pps ladder's six sizes) to stay on one line
+    options = Column("options (\\[workload.KIND] in a scenario)", min_width=40)
+    table = Table("workload", "axes", "tunnels", options, "description", header_style="bold")
     for kind, w in sorted(REGISTRY.items()):
         opts = ", ".join(f"{name}={option_default(f)}" for name, f in w.Options.model_fields.items()) or "–"
         table.add_row(kind, " × ".join(w.axes) or "–", "/".join(w.layers), escape(opts), escape(w.description))

@@ -109,3 +109,13 @@ def cpu_pct(cost: RoleCost) -> list[tuple[float, float]]:
 def cumulative_cpu(cost: RoleCost) -> list[tuple[float, float]]:
     """(time, CPU-seconds so far) of the sampled processes."""
     return [(s.t_s, s.cpu_user_s + s.cpu_sys_s) for s in cost.series]
+
+
+def cpu_per_unit(cost: RoleCost, start_s: float, end_s: float, units: float) -> float | None:
+    """A role's CPU seconds per unit of work done between two times on the sampler's clock (its cgroup's exact
+    figure where there is one); None when the role had no process (`direct`) or no work was done."""
+    if units <= 0 or end_s <= start_s or not cost.processes:
+        return None
+    sampled, cgroup = cost.between(start_s, end_s)
+    used = cgroup if cgroup is not None else sampled
+    return used.total_s / units

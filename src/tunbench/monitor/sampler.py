@@ -168,6 +168,15 @@ class Sampler:
         self._next_t = max(at, time.monotonic())
         self._wake.set()
 
+    def mark(self) -> float:
+        """Take a sample now, between the ticks, and give its time (time.monotonic()): a workload marks the
+        edges of a part of its call this way, so that part's CPU is read at samples, not interpolated."""
+        with self._lock:
+            now = time.monotonic()
+            for tracker in self._trackers.values():
+                tracker.sample(now - self._t0)
+        return now
+
     @property
     def t0(self) -> float:
         """The sampler's clock origin (time.monotonic() at its first sample): series times count from it."""

@@ -28,6 +28,8 @@ DECLARING = (
     "tunbench.workloads.connect",
     "tunbench.workloads.fleet_metrics",
     "tunbench.workloads.iperf3",
+    "tunbench.workloads.mtu",
+    "tunbench.workloads.pps",
     "tunbench.workloads.recovery",
     "tunbench.workloads.udp",
 )

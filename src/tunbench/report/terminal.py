@@ -269,7 +269,8 @@ def workload_tables(trials: list[TrialRecord]) -> list[Table]:
         for a in ht.axes:
             table.add_column(AXES[a][1], justify="right" if a in ("flows", "clients") else "left")
         for col in ht.columns:
-            table.add_column(col.header, justify="right", no_wrap=True)
+            # a cell of several figures ("a / b") may fold at its separators when the table is too wide
+            table.add_column(col.header, justify="right", no_wrap="|" not in col.key)
         table.add_column("n", justify="right")
         for r in ht.rows:
             n = f"{r.ok}" + (f" [red]({r.failed}✗)[/]" if r.failed else "")

@@ -17,7 +17,7 @@ from tunbench.errors import RetryTrial
 from tunbench.link.emulator import link_metrics, queue_series
 from tunbench.metrics import core
 from tunbench.monitor import counters, crosscheck, work
-from tunbench.monitor.cost import cost_metrics
+from tunbench.monitor.cost import cost_metrics, cpu_per_unit
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
@@ -121,6 +121,7 @@ def measure_window(setup: Setup, t: Attempt, held: Held) -> Measured:
             # a sample just before the measured window's start, then each second: with whole-second durations
             # one lands just before its end too, while every process of the roles is still alive
             sampler.align(started + setup.window.omit_s - ALIGN_LEAD_S)
+            held.ctx.mark = sampler.mark  # a workload's parts are sampled at their edges
             result = t.workload.measure(held.ctx)
             ended = time.monotonic()
     tunnel.check_alive()
@@ -138,7 +139,13 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     measured = None
     if w.result.window is not None:
         measured = (w.result.window[0] - w.sampler.t0, w.result.window[1] - w.sampler.t0)
-    cost_metrics_over(rec, {**w.sampler.results, **w.remote_costs}, w.sampler.wall_s, measured)
+    costs = {**w.sampler.results, **w.remote_costs}
+    cost_metrics_over(rec, costs, w.sampler.wall_s, measured)
+    for part in w.result.parts:  # the CPU of a stretch of the call per unit of work in it (the pps ladder)
+        for role, key in part.keys.items():
+            if (cost := costs.get(role)) is not None:
+                span = (part.start - w.sampler.t0, part.end - w.sampler.t0)
+                rec.metrics[key] = cpu_per_unit(cost, *span, part.units)
     rec.window_s = float(rec.metrics[core.WINDOW_S.name] or 0.0)
     stats = pair.link_stats(final)
     rec.metrics.update(link_metrics(stats))

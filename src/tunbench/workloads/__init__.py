@@ -11,6 +11,8 @@ from tunbench.workloads.clients import ClientsWorkload
 from tunbench.workloads.connect import ConnectWorkload
 from tunbench.workloads.iperf3 import Iperf3Workload
 from tunbench.workloads.latency import LatencyWorkload
+from tunbench.workloads.mtu import MtuWorkload
+from tunbench.workloads.pps import PpsWorkload
 from tunbench.workloads.recovery import RecoveryWorkload
 from tunbench.workloads.rrul import RrulWorkload
 from tunbench.workloads.storm import StormWorkload
@@ -26,6 +28,8 @@ REGISTRY: dict[str, Workload[Any, Any]] = {
         RecoveryWorkload(),
         UdpWorkload(),
         UdpSearchWorkload(),
+        PpsWorkload(),
+        MtuWorkload(),
         ConnectWorkload(),
         ClientsWorkload(),
         StormWorkload(),

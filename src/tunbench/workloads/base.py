@@ -8,8 +8,9 @@ pure functions of each module (tested on committed outputs).
 from __future__ import annotations
 
 import contextlib
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from typing_extensions import TypeVar
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.link.profile import Profile
+from tunbench.metrics import MetricSpec
 from tunbench.metrics.core import THROUGHPUT
 from tunbench.results import TrialRecord
 from tunbench.sites.base import FleetSetup
@@ -145,6 +147,22 @@ class Context:
     handshakes: HandshakeReader | None = None
     # the case is the no-tunnel baseline (`direct`): a bulk workload may spread its generator over processes
     baseline: bool = False
+    # takes a sample of the roles' CPU now and gives its time (time.monotonic()): the edges of a Part. The
+    # trial shape sets it to its sampler's mark for each measured window; outside one, the clock alone
+    mark: Callable[[], float] = time.monotonic
+
+
+@dataclass(frozen=True)
+class Part:
+    """A stretch of a workload's call whose tunnel CPU is accounted on its own, per unit of work done in it:
+    the pps ladder's step at the rate found for one datagram size, per packet delivered. Its edges come from
+    `Context.mark`, so each role's sampler holds a sample at both and the figure is read, not interpolated.
+    `keys`: role -> the metric key its CPU seconds per unit go under (a role without one is not recorded)."""
+
+    start: float  # time.monotonic()
+    end: float
+    units: float  # the work done in it (packets delivered)
+    keys: Mapping[str, str]
 
 
 @dataclass
@@ -163,6 +181,8 @@ class Measurement:
     series_span: tuple[float, float] | None = None
     # what the trial's params should record about how it was measured (e.g. the traffic generator)
     params: dict[str, Any] = field(default_factory=dict)
+    # stretches of the call whose tunnel CPU the trial shape accounts per unit of work (Part)
+    parts: list[Part] = field(default_factory=list)
 
 
 @dataclass
@@ -274,6 +294,9 @@ class Workload(ABC, Generic[C, Opt]):
     # its own table (terminal and HTML): the headline metrics of its cases and a caption. Empty: a bulk
     # throughput workload, whose cases go in the throughput summary (Mbit/s, ×direct, CPU, Mbit/CPU-s)
     columns: ClassVar[tuple[Column, ...]] = ()
+    # its own declared metrics that compare judges, each under a metric kind of compare's (`throughput`,
+    # `cpu`): compare finds their keys in the trials and takes their family (gate, wide) from the declaration
+    compared: ClassVar[tuple[tuple[MetricSpec, str], ...]] = ()
     caption: ClassVar[str] = ""
 
     @property

@@ -118,34 +118,56 @@ def parse_udp(text: str) -> UdpResult:
     )
 
 
-def _run_udp(
-    ctx: Context, *, rate_bps: float, size: int, duration_s: float, tag: str, buffer: str
-) -> tuple[UdpResult, str]:
-    """One UDP test against a fresh one-test iperf3 server (a wedged server cannot poison the next step)."""
+@dataclass(frozen=True)
+class UdpRun:
+    """One iperf3 UDP test: its result, its JSON, and the client's run as (start, end) from Context.mark."""
+
+    result: UdpResult
+    raw: str
+    span: tuple[float, float]
+
+
+def run_udp(
+    ctx: Context, *, rate_bps: float, size: int, duration_s: float, tag: str, buffer: str, dont_fragment: bool = False
+) -> UdpRun:
+    """One UDP test against a fresh one-test iperf3 server (a wedged server cannot poison the next step). The
+    client's run is marked at both ends (Context.mark), so the roles' CPU over it can be read exactly."""
     if ctx.direction == "bidir":
         raise TrialError("UDP workloads measure one direction at a time: use --direction up and/or down")
     server = ctx.server.spawn(iperf3.server_argv(ctx.server_port), what="iperf3 server", log_name="iperf3-server.log")
     try:
         iperf3.wait_listening(ctx.server, ctx.server_port, server)
+        argv = udp_client_argv(
+            ctx.target.address,
+            ctx.target.port,
+            rate_bps=rate_bps,
+            size=size,
+            duration_s=duration_s,
+            reverse=ctx.direction == "down",
+            buffer=buffer,
+        )
+        if dont_fragment:
+            argv.append("--dont-fragment")
+        start = ctx.mark()
         res = ctx.client.run(
-            udp_client_argv(
-                ctx.target.address,
-                ctx.target.port,
-                rate_bps=rate_bps,
-                size=size,
-                duration_s=duration_s,
-                reverse=ctx.direction == "down",
-                buffer=buffer,
-            ),
+            argv,
             timeout_s=whole_seconds(duration_s) + 15.0,
             check=False,
             what=f"iperf3 UDP client ({ctx.title}, {tag})",
         )
+        end = ctx.mark()
     finally:
         server.stop()
     if res.returncode != 0 and not res.stdout.strip().startswith("{"):
         raise TrialError(f"iperf3 UDP client exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
-    return parse_udp(res.stdout), res.stdout
+    return UdpRun(parse_udp(res.stdout), res.stdout, (start, end))
+
+
+def _run_udp(
+    ctx: Context, *, rate_bps: float, size: int, duration_s: float, tag: str, buffer: str
+) -> tuple[UdpResult, str]:
+    run = run_udp(ctx, rate_bps=rate_bps, size=size, duration_s=duration_s, tag=tag, buffer=buffer)
+    return run.result, run.raw
 
 
 # ---- workload `udp` --------------------------------------------------------------------------------

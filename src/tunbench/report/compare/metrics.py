@@ -205,6 +205,23 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
             out.append(row)
     if "work" in kinds:
         out.extend(work_metrics(trials))
+    out.extend(declared_metrics(trials, kinds))
+    return out
+
+
+def declared_metrics(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS) -> list[Metric]:
+    """The metrics the trials' workloads declare for compare (`Workload.compared`: the pps ladder's packets/s
+    and CPU per packet), one row per key found in the trials, under its kind."""
+    out: list[Metric] = []
+    present = sorted({k for t in trials for k in t.metrics})
+    for kind_name in sorted({t.workload for t in trials}):
+        workload = workloads.REGISTRY.get(kind_name)
+        for spec, kind in workload.compared if workload is not None else ():
+            if kind not in kinds:
+                continue
+            for name in present:
+                if spec.matches(name):
+                    out.append(Metric.of(spec, kind, _metric_value(name), absolute=False, **spec.values(name)))
     return out
 
 
