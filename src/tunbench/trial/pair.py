@@ -140,6 +140,7 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
         measured = (w.result.window[0] - w.sampler.t0, w.result.window[1] - w.sampler.t0)
     cost_metrics_over(rec, {**w.sampler.results, **w.remote_costs}, w.sampler.wall_s, measured)
     rec.window_s = float(rec.metrics[core.WINDOW_S.name] or 0.0)
+    rec.metrics.update(t.workload.derive(rec.metrics))  # what it derives from the CPU figures (per transaction)
     stats = pair.link_stats(final)
     rec.metrics.update(link_metrics(stats))
     t0, t1 = series_span(w.result, w.call)

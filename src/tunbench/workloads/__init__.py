@@ -9,6 +9,7 @@ from tunbench.results import CaseKey
 from tunbench.workloads.base import Workload, axes_title
 from tunbench.workloads.clients import ClientsWorkload
 from tunbench.workloads.connect import ConnectWorkload
+from tunbench.workloads.interactive import CrrWorkload, RrWorkload, UdpRrWorkload
 from tunbench.workloads.iperf3 import Iperf3Workload
 from tunbench.workloads.latency import LatencyWorkload
 from tunbench.workloads.recovery import RecoveryWorkload
@@ -27,6 +28,9 @@ REGISTRY: dict[str, Workload[Any, Any]] = {
         UdpWorkload(),
         UdpSearchWorkload(),
         ConnectWorkload(),
+        RrWorkload(),
+        UdpRrWorkload(),
+        CrrWorkload(),
         ClientsWorkload(),
         StormWorkload(),
     )

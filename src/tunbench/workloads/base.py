@@ -22,6 +22,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.link.profile import Profile
 from tunbench.metrics.core import THROUGHPUT
+from tunbench.metrics.registry import MetricSpec
 from tunbench.results import TrialRecord
 from tunbench.sites.base import FleetSetup
 from tunbench.tunnels.handshakes import HandshakeReader
@@ -246,6 +247,23 @@ class Workload(ABC, Generic[C, Opt]):
     # the tunnel's logs (last 64 KiB of each) are stored with every trial, not only with failed ones: what
     # the tunnel did is part of the answer (whether it came back after a disruption, and how)
     keeps_logs: ClassVar[bool] = False
+
+    # the metrics compare judges for its cases beyond throughput, CPU per bit and latency in ms, as (compare's
+    # metric kind, declaration): read from the stored keys the declaration matches (rr: transactions/s,
+    # p99, CPU per transaction)
+    compared: ClassVar[tuple[tuple[str, MetricSpec], ...]] = ()
+
+    def layer_problem(self, layer: str) -> str:
+        """Why this workload cannot cross a tunnel of `layer` ("" when it can): the plan's note for the
+        tunnels it skips."""
+        if layer in self.layers:
+            return ""
+        return f"{self.kind} needs an L3 tunnel (an L4 proxy forwards TCP connections only: no UDP)"
+
+    def derive(self, metrics: dict[str, float | None]) -> dict[str, float | None]:
+        """Figures it derives from a trial's metrics once the trial's CPU figures are in (its own and the
+        window's, monitor/cost.py's per side): rr's CPU per transaction. None by default."""
+        return {}
 
     def profile_problem(self, profile: Profile) -> str:
         """Why this workload has nothing to measure over `profile` ("" when it can run over it)."""
