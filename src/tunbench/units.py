@@ -41,7 +41,8 @@ def _sig3(x: float) -> str:
 
 def fmt(value: float | None, unit: str) -> str:
     """`value` written in `unit`: mbit (bit/s as Mbit/s), frac (a fraction as %), pct (already %), s
-    (seconds as ms), sec (seconds), ms, n (a count), ratio, kb (bytes as KiB); '–' when there is none."""
+    (seconds as ms), sec (seconds), ms, us (µs, whole above 10), n (a count), ratio, kb (bytes as KiB); '–' when
+    there is none."""
     if value is None or math.isnan(value):
         return "–"
     if unit == "mbit":
@@ -60,6 +61,8 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value:.2f}"
     if unit == "kb":
         return f"{value / 1024:,.0f} KiB"
+    if unit == "us":
+        return f"{value:,.0f}" if value >= 10 else f"{value:.1f}"
     return f"{value:.2f}" if value < 100 else f"{value:,.1f}"
 
 

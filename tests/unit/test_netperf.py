@@ -96,6 +96,23 @@ def test_parse_captured_outputs(name: str, protocol: str) -> None:
     assert r.transactions == pytest.approx(r.transactions_per_s * r.elapsed_s)
 
 
+def test_percentiles_are_held_within_the_minimum_and_maximum() -> None:
+    # across 100 ms of RTT every transaction falls in netperf's bucket [100, 110) ms, and its interpolation
+    # put the percentiles above the largest time it saw
+    r = captured("udp_rr-direct-wan-50ms")
+    assert r.latency_us["p50"] > r.latency_us["max"]  # netperf's own figures, as parsed
+    m = rr.result_metrics(r)
+    assert m[rr.LATENCY.key(stat="p50")] == m[rr.LATENCY_P99.name] == r.latency_us["max"]
+    assert m[rr.LATENCY_STEP.name] == 10_000.0  # a 10 ms bucket: p99 cannot tell 101 ms from 109 ms
+    lan = rr.result_metrics(captured("tcp_rr-wireguard-go"))
+    assert lan[rr.LATENCY_P99.name] == captured("tcp_rr-wireguard-go").latency_us["p99"]  # inside: unchanged
+
+
+@pytest.mark.parametrize(("value", "step"), [(3.0, 0.1), (13.0, 1.0), (99.0, 1.0), (251.0, 10.0), (109_655.0, 1e4)])
+def test_bucket_width_follows_netperfs_histogram(value: float, step: float) -> None:
+    assert rr.bucket_us(value) == pytest.approx(step)
+
+
 def test_parse_reads_burst_sizes_and_retransmits() -> None:
     burst = captured("tcp_rr-burst4-lan")
     assert (burst.burst, burst.request_bytes, burst.response_bytes, burst.retransmits) == (4, 64, 64, 1)

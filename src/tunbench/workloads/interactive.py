@@ -12,6 +12,7 @@ cannot carry it: these run through L3 tunnels and direct only.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from typing import ClassVar
 
@@ -48,6 +49,12 @@ LATENCY = declare(
     title="transaction {stat}", fmt=_US, chart=Chart("µs"), words=_FASTER,
     choices={"stat": ("p50", "p90", "min", "mean", "max", "stddev")},
 )  # fmt: skip
+LATENCY_STEP = declare(
+    "rr.latency_p99_step_us", "µs", "none", "info",
+    "The width of netperf's histogram bucket that holds the p99: netperf's percentiles are interpolated within "
+    "buckets of 1% of their decade (1 µs from 10 µs, 10 µs from 100 µs, 10 ms from 100 ms), so a change smaller "
+    "than this is not seen.",
+)  # fmt: skip
 CPU_PER_TX = declare(
     "rr.cpu_us_per_tx", "µs", "lower", "gate",
     "The tunnel's CPU µs per transaction, both sides together, over the measured window (the traffic "
@@ -69,12 +76,34 @@ FIGURE = declare(
 ROLES = ("client", "server")
 
 
+def bucket_us(value_us: float) -> float:
+    """The width of the bucket of netperf's histogram that holds `value_us` (netlib.c's HIST_add: 100 buckets
+    per decade from 1 µs, 0.1 µs below 10 µs)."""
+    return 10.0 ** math.floor(math.log10(value_us)) / 10.0 if value_us >= 10.0 else 0.1
+
+
+def clamped(latency_us: dict[str, float]) -> dict[str, float]:
+    """netperf's percentiles held within its own minimum and maximum (pure). It interpolates a percentile
+    linearly inside the histogram bucket that holds it (netlib.c's HIST_search_bucket), so where every
+    transaction falls in one wide bucket the estimate can lie outside what was seen: across 100 ms of RTT,
+    all in the bucket [100, 110) ms, it gave a p50 of 104.8 ms above a largest time of 100.8 ms."""
+    lo, hi = latency_us.get("min"), latency_us.get("max")
+    out = dict(latency_us)
+    for q in ("p50", "p90", "p99"):
+        if (v := out.get(q)) is not None:
+            out[q] = min(max(v, lo if lo is not None else v), hi if hi is not None else v)
+    return out
+
+
 def result_metrics(r: netperf.NetperfResult) -> dict[str, float | None]:
-    """One measured test's figures under their declared keys (pure)."""
-    lat = r.latency_us
+    """One measured test's figures under their declared keys (pure), its percentiles held within its minimum
+    and maximum (`clamped`)."""
+    lat = clamped(r.latency_us)
     m: dict[str, float | None] = {TRANSACTIONS.name: r.transactions_per_s, LATENCY_P99.name: lat.get("p99")}
     for stat in dict(LATENCY.choices)["stat"]:
         m[LATENCY.key(stat=stat)] = lat.get(stat)
+    p99 = lat.get("p99")
+    m[LATENCY_STEP.name] = bucket_us(p99) if p99 else None
     m[FIGURE.key(figure="transactions")] = r.transactions
     m[FIGURE.key(figure="elapsed_s")] = r.elapsed_s
     m[FIGURE.key(figure="request_bytes")] = float(r.request_bytes)
@@ -134,10 +163,10 @@ class RrOptions(SizeOptions):
 
 COLUMNS = (
     Column("transactions/s", TRANSACTIONS.name, "n"),
-    Column("p50 µs", LATENCY.key(stat="p50"), ""),
-    Column("p90", LATENCY.key(stat="p90"), ""),
-    Column("p99", LATENCY_P99.name, ""),
-    Column("max", LATENCY.key(stat="max"), ""),
+    Column("p50 µs", LATENCY.key(stat="p50"), "us"),
+    Column("p90", LATENCY.key(stat="p90"), "us"),
+    Column("p99", LATENCY_P99.name, "us"),
+    Column("max", LATENCY.key(stat="max"), "us"),
     Column("CPU µs/tx (client / server)", "|".join(CPU_PER_TX_SIDE.key(role=r) for r in ROLES), ""),
 )
 
@@ -172,7 +201,7 @@ class NetperfWorkload(Workload[Context, SizeOptions]):
         m = rec.metrics
         rate = m.get(TRANSACTIONS.name)
         p50, p99 = m.get(LATENCY.key(stat="p50")), m.get(LATENCY_P99.name)
-        return f"{fmt(rate, 'n')} transactions/s, p50 {fmt(p50, '')} µs, p99 {fmt(p99, '')} µs"
+        return f"{fmt(rate, 'n')} transactions/s, p50 {fmt(p50, 'us')} µs, p99 {fmt(p99, 'us')} µs"
 
     def params(self, ctx: Context, duration_s: int) -> netperf.NetperfParams:
         o = self.opts(ctx.options)
