@@ -230,3 +230,23 @@ def test_compare_judges_transactions_p99_and_cpu_per_transaction() -> None:
     # the same CPU seconds over fewer transactions: each costs more
     assert rows[rr.CPU_PER_TX.name].verdict_text == "costlier"
     assert res.exit_code != 0
+
+
+# ---- the HTML report ----------------------------------------------------------------------------------
+
+
+def test_the_report_charts_each_cases_transaction_times_on_a_log_axis() -> None:
+    from tunbench.report.html.transactions import fig_transactions, transaction_times
+
+    wg = rr_trials("wg", [8000.0, 8100.0, 7900.0], 250.0, 0.4)
+    for t in wg:
+        t.metrics.update({rr.LATENCY.key(stat="p50"): 100.0, rr.LATENCY.key(stat="max"): 4000.0})
+    bulk = trial(9, "wg", 1e9)  # an iperf3 trial: no transaction times
+    data = transaction_times([*wg, bulk])
+    assert list(data) == [wg[0].case]
+    assert data[wg[0].case]["p99"] == pytest.approx(250.0 * 1.002)  # the median of the three
+    fig = fig_transactions([*wg, bulk], {"wg": "#123456"})
+    assert fig is not None and fig.layout.yaxis.type == "log"
+    (line,) = fig.data
+    assert list(line.x) == ["p50", "p99", "max"]
+    assert fig_transactions([bulk], {}) is None
