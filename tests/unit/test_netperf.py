@@ -230,6 +230,15 @@ def test_compare_judges_transactions_p99_and_cpu_per_transaction() -> None:
     # the same CPU seconds over fewer transactions: each costs more
     assert rows[rr.CPU_PER_TX.name].verdict_text == "costlier"
     assert res.exit_code != 0
+    # rr has no throughput_bps: that is not a side without good trials
+    assert not [n for n in res.notes if "no successful trials" in n], res.notes
+
+
+def test_compare_still_names_a_side_without_good_trials() -> None:
+    a = run(rr_trials("wg", samples(8000.0, 6, 0.01, seed=1), 250.0, 0.4), uid="tba")
+    failed = [dataclasses.replace(t, status="failed") for t in rr_trials("wg", [0.0] * 6, 250.0, 0.4)]
+    res = compare_runs(a, run(failed, rid=2, uid="tbb"), threshold=0.03)
+    assert [n for n in res.notes if "no successful trials on B" in n] != []
 
 
 # ---- the HTML report ----------------------------------------------------------------------------------
