@@ -173,13 +173,7 @@ def compare_runs(
             va, vb = metric_units(ta, metric), metric_units(tb, metric)
             if not va or not vb:
                 # a side without a good trial (not a workload without this figure: rr has no throughput_bps)
-                empty = (
-                    "A"
-                    if not any(t.status == "ok" for t in ta)
-                    else "B"
-                    if not any(t.status == "ok" for t in tb)
-                    else ""
-                )
+                empty = next((side for side, ts in (("A", ta), ("B", tb)) if all(t.status != "ok" for t in ts)), "")
                 note = f"{case_title(ka)}: no successful trials on {empty}; not compared"
                 if metric.kind == "throughput" and empty and note not in notes:
                     notes.append(note)
