@@ -181,7 +181,8 @@ class NetperfWorkload(Workload[Context, SizeOptions]):
     then the measured test."""
 
     test: ClassVar[netperf.Test]
-    # how long its netperf takes to exit after its test's seconds (TCP_CRR: about 4 s, measured here)
+    # how long its netperf takes to exit after its test's seconds (TCP_CRR: netperf's PAD_TIME, 4 s;
+    # measured_window says why)
     exit_lag_s: ClassVar[float] = 0.0
     requires = ("netperf", "netserver")
     axes = ()
@@ -243,8 +244,10 @@ def measured_window(r: netperf.NetperfResult, launched: float) -> tuple[float, f
     """The measured seconds of a netperf test on the monotonic clock, anchored at its launch: its control
     connection and the test's set-up come first (taken as two of its fastest transactions, each at least
     one round trip), then its elapsed seconds. Not at its exit, as iperf3's window is (workloads/iperf3.py):
-    a TCP_CRR test's netperf exits about 4 s after its elapsed seconds end (Debian's 2.7.0, measured here),
-    while a TCP_RR's exits within milliseconds of them."""
+    a TCP_CRR test's netperf exits about 4 s after its elapsed seconds end, while a TCP_RR's exits within
+    milliseconds of them: netserver's side of a connection-per-transaction test waits in accept() for the
+    next connection until its own timer runs out, set to the test's length plus netperf's PAD_TIME of 4 s
+    (nettest_omni.c's recv_omni, netlib.h; measured here with Debian's 2.7.0)."""
     start = launched + 2.0 * r.latency_us.get("min", 0.0) / 1e6
     return start, start + r.elapsed_s
 
