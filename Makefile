@@ -42,7 +42,7 @@ BORINGTUN := $(HOME)/.cargo/bin/boringtun-cli
 # the tools `make tools` installs with cargo are found by the tunbench commands run from here (demo, tests)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: help deps python-deps rust tools venv build wheel debian13 bare-debian12 bare-debian13 demo test unit integration lint clean-results
+.PHONY: help deps netperf python-deps rust tools venv build wheel debian13 bare-debian12 bare-debian13 demo test unit integration lint clean-results
 
 help:
 	@echo "make demo   - install everything, build, run the default scenario, print the table and report path"
@@ -50,12 +50,20 @@ help:
 	@echo "make wheel  - build dist/tunbench-*.whl, which carries tunbench-link (pip install it; no Rust needed there)"
 	@echo "make debian13 - the wheel's smoke suite in a Debian 13 root file system (not in make test: docs/install.md)"
 	@echo "make bare-debian12 | bare-debian13 - make demo from a clone of HEAD on a bare Debian 12 or 13 (not in make test)"
-	@echo "make deps | tools | venv | build | lint | unit | integration"
+	@echo "make deps | netperf | tools | venv | build | lint | unit | integration"
 
 # System packages, python3-venv and, when there is no cargo, Debian's Rust toolchain, in one apt-get run:
 # skipped when all are installed already (idempotent, no prompts).
-deps:
+deps: netperf
 	@$(no_cargo); $(call apt_install,$(APT_PACKAGES) $(PY_PACKAGES) $$rust)
+
+# netperf (the rr, udp-rr and crr workloads) is in Debian's non-free component: where apt has no candidate for
+# it, scripts/apt-non-free.sh adds the non-free component of the system's own Debian mirror in a file of its own
+# (/etc/apt/sources.list.d/tunbench-non-free.sources) and updates; then netperf is installed like the rest.
+# `make netperf` on its own does only this (docs/install.md).
+netperf:
+	@sh scripts/apt-non-free.sh
+	@$(call apt_install,netperf)
 
 # What `make venv` and `make build` need when run on their own (no-ops after `make deps`)
 python-deps:

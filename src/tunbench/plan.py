@@ -141,8 +141,7 @@ def skipped(tunnels: list[TunnelRef], kinds: Sequence[str]) -> list[tuple[str, s
     for kind in kinds:
         w = workloads.get(kind)
         for t in tunnels:
-            if t.adapter.spec.layer not in w.layers:
-                why = f"{kind} needs an L3 tunnel (an L4 proxy forwards TCP connections only: no UDP)"
+            if why := w.layer_problem(t.adapter.spec.layer):
                 out.append((t.label, kind, why))
             elif "clients" in w.axes and t.adapter.spec.multi is None:
                 if t.name != "direct":  # (the direct baseline has no many-client form: not worth a note)

@@ -42,7 +42,7 @@ def _sig3(x: float) -> str:
 def fmt(value: float | None, unit: str) -> str:
     """`value` written in `unit`: mbit (bit/s as Mbit/s), frac (a fraction as %), pct (already %), s
     (seconds as ms), sec (seconds), ms, n (a count), ratio, kb (bytes as KiB), k (a count in thousands: 23.2k),
-    us (microseconds, three significant digits); '–' when there is none."""
+    us (microseconds: three significant digits, whole from 100); '–' when there is none."""
     if value is None or math.isnan(value):
         return "–"
     if unit == "mbit":
@@ -64,7 +64,7 @@ def fmt(value: float | None, unit: str) -> str:
     if unit == "k":
         return f"{value / 1e3:.1f}k"
     if unit == "us":
-        return f"{value:.3g}"
+        return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
     return f"{value:.2f}" if value < 100 else f"{value:,.1f}"
 
 

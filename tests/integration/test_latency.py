@@ -98,3 +98,32 @@ def test_connect_distribution(tmp_path: Path) -> None:
     assert 0 < m["connect.min_s"] <= m["connect.p50_s"] <= m["connect.p90_s"] <= m["connect.max_s"] < 20
     assert [i for i, _ in stored_series(tmp_path, doc, "wireguard-go", "connect")["connect_s"]] == [1, 2, 3]
     assert "connect (median of repetitions)" in res.stdout
+
+
+@pytest.mark.skipif(__import__("shutil").which("netperf") is None, reason="netperf is not installed (make netperf)")
+def test_request_response_and_connection_rate_through_wireguard_go(tmp_path: Path) -> None:
+    """rr (TCP_RR) and crr (TCP_CRR) with real netperf through direct and wireguard-go: their figures, the
+    tunnel's CPU per transaction, and a measured window that holds the traffic (netperf's TCP_CRR exits
+    seconds after its test: a window anchored at its exit would hold none of it)."""
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[run]\ntunnels = ["wireguard-go"]\nrepeat = 1\n[workload]\nkind = ["rr", "crr"]\nduration_s = 2\nomit_s = 0\n'
+    )
+    res, doc = run_json(tmp_path, str(scenario))
+    assert res.returncode == 0, res.stdout + res.stderr
+    trials = by_case(doc)
+    assert set(trials) == {(t, w) for t in ("direct", "wireguard-go") for w in ("rr", "crr")}
+    assert all(t["status"] == "ok" for t in trials.values()), [t["error"] for t in trials.values()]
+    for (label, _), t in trials.items():
+        m = t["metrics"]
+        assert m["rr.transactions_per_s"] > 0 and m["rr.transactions"] > 0
+        assert m["rr.latency_min_us"] <= m["rr.latency_p50_us"] <= m["rr.latency_p90_us"] <= m["rr.latency_p99_us"]
+        assert m["rr.latency_p99_us"] <= m["rr.latency_max_us"]
+        # the tunnel's CPU per transaction on each side; direct has no tunnel processes
+        for role in ("client", "server"):
+            assert (m.get(f"rr.cpu_us_per_tx.{role}") is None) == (label == "direct")
+    wg = {w: trials[("wireguard-go", w)]["metrics"] for w in ("rr", "crr")}
+    # a connection per transaction carries its handshake and teardown too: more packets, more of the
+    # tunnel's CPU, per transaction than a request and its response on an open connection
+    assert wg["crr"]["rr.cpu_us_per_tx"] > wg["rr"]["rr.cpu_us_per_tx"]
+    assert "rr (median of repetitions)" in res.stdout and "crr (median of repetitions)" in res.stdout

@@ -93,7 +93,7 @@ def test_the_runner_puts_the_queue_on_the_workloads_time_base() -> None:
     st = stats(up=occupancy(1003 * S, [100 * i for i in range(200)]))
     pair = SimpleNamespace(link_stats=lambda final: st, link_clock_offset_s=lambda: 0.0, underlay=lambda: None)
     account(
-        SimpleNamespace(rec=rec, workload=SimpleNamespace(generator=None)),
+        SimpleNamespace(rec=rec, workload=SimpleNamespace(generator=None, derive=lambda metrics: {})),
         SimpleNamespace(pair=pair),
         window,
         final=True,

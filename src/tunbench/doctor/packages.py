@@ -72,6 +72,9 @@ PACKAGES: dict[str, dict[Family, tuple[str, ...] | None]] = {
     # openSUSE's `iperf` is iperf 3 (it installs /usr/bin/iperf3)
     "iperf3": {Family.APT: ("iperf3",), Family.DNF: ("iperf3",), Family.PACMAN: ("iperf3",), Family.ZYPPER: ("iperf",)},
     "irtt": {Family.APT: ("irtt",), Family.DNF: None, Family.PACMAN: None, Family.ZYPPER: None},
+    # Debian's netperf is in its non-free component, which `apt-get install` alone does not reach (UNPACKAGED)
+    "netperf": {Family.APT: None, Family.DNF: None, Family.PACMAN: None, Family.ZYPPER: None},
+    "netserver": {Family.APT: None, Family.DNF: None, Family.PACMAN: None, Family.ZYPPER: None},
     "wg": {
         Family.APT: ("wireguard-tools",),
         Family.DNF: ("wireguard-tools",),
@@ -153,6 +156,12 @@ PACKAGES: dict[str, dict[Family, tuple[str, ...] | None]] = {
 # where a program comes from when a family has no package for it (or it is in no distribution)
 UNPACKAGED: dict[str, str] = {
     "irtt": "go install github.com/heistp/irtt/cmd/irtt@latest (Arch: the AUR's irtt)",
+    "netperf": (
+        "Debian: the netperf package, in the non-free component (`make netperf` in a checkout enables it: "
+        "docs/install.md); Ubuntu: netperf (multiverse); elsewhere: build "
+        "https://github.com/HewlettPackard/netperf (Arch: the AUR's netperf)"
+    ),
+    "netserver": "netperf's server: the netperf package (see netperf)",
     "wireguard-go": "build it from https://git.zx2c4.com/wireguard-go (make; Arch: the AUR's wireguard-go)",
     "fastd": "build it from https://github.com/neocturne/fastd (Arch: the AUR's fastd)",
     "boringtun-cli": "cargo install boringtun-cli (`make tools` in a checkout)",

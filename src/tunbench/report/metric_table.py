@@ -27,6 +27,7 @@ DECLARING = (
     "tunbench.perf.flamegraph",
     "tunbench.workloads.connect",
     "tunbench.workloads.fleet_metrics",
+    "tunbench.workloads.interactive",
     "tunbench.workloads.iperf3",
     "tunbench.workloads.mtu",
     "tunbench.workloads.pps",

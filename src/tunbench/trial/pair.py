@@ -147,6 +147,7 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
                 span = (part.start - w.sampler.t0, part.end - w.sampler.t0)
                 rec.metrics[key] = cpu_per_unit(cost, *span, part.units)
     rec.window_s = float(rec.metrics[core.WINDOW_S.name] or 0.0)
+    rec.metrics.update(t.workload.derive(rec.metrics))  # what it derives from the CPU figures (per transaction)
     stats = pair.link_stats(final)
     rec.metrics.update(link_metrics(stats))
     t0, t1 = series_span(w.result, w.call)

@@ -9,6 +9,7 @@ from tunbench.results import CaseKey
 from tunbench.workloads.base import Workload, axes_title
 from tunbench.workloads.clients import ClientsWorkload
 from tunbench.workloads.connect import ConnectWorkload
+from tunbench.workloads.interactive import CrrWorkload, RrWorkload, UdpRrWorkload
 from tunbench.workloads.iperf3 import Iperf3Workload
 from tunbench.workloads.latency import LatencyWorkload
 from tunbench.workloads.mtu import MtuWorkload
@@ -31,6 +32,9 @@ REGISTRY: dict[str, Workload[Any, Any]] = {
         PpsWorkload(),
         MtuWorkload(),
         ConnectWorkload(),
+        RrWorkload(),
+        UdpRrWorkload(),
+        CrrWorkload(),
         ClientsWorkload(),
         StormWorkload(),
     )

@@ -273,6 +273,18 @@ class Workload(ABC, Generic[C, Opt]):
     # the tunnel did is part of the answer (whether it came back after a disruption, and how)
     keeps_logs: ClassVar[bool] = False
 
+    def layer_problem(self, layer: str) -> str:
+        """Why this workload cannot cross a tunnel of `layer` ("" when it can): the plan's note for the
+        tunnels it skips."""
+        if layer in self.layers:
+            return ""
+        return f"{self.kind} needs an L3 tunnel (an L4 proxy forwards TCP connections only: no UDP)"
+
+    def derive(self, metrics: dict[str, float | None]) -> dict[str, float | None]:
+        """Figures it derives from a trial's metrics once the trial's CPU figures are in (its own and the
+        window's, monitor/cost.py's per side): rr's CPU per transaction. None by default."""
+        return {}
+
     def profile_problem(self, profile: Profile) -> str:
         """Why this workload has nothing to measure over `profile` ("" when it can run over it)."""
         return ""
@@ -294,8 +306,10 @@ class Workload(ABC, Generic[C, Opt]):
     # its own table (terminal and HTML): the headline metrics of its cases and a caption. Empty: a bulk
     # throughput workload, whose cases go in the throughput summary (Mbit/s, ×direct, CPU, Mbit/CPU-s)
     columns: ClassVar[tuple[Column, ...]] = ()
-    # its own declared metrics that compare judges, each under a metric kind of compare's (`throughput`,
-    # `cpu`): compare finds their keys in the trials and takes their family (gate, wide) from the declaration
+    # its own declared metrics that compare judges beyond throughput, CPU per bit and latency in ms, each under
+    # a metric kind of compare's (`throughput`, `latency`, `cpu`): compare finds their keys in the trials and
+    # takes their family (gate, wide) from the declaration (rr: transactions/s, p99, CPU per transaction; pps:
+    # packets/s and CPU per packet per size)
     compared: ClassVar[tuple[tuple[MetricSpec, str], ...]] = ()
     caption: ClassVar[str] = ""
 

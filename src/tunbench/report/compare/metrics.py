@@ -203,25 +203,26 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
         for name, decl in sorted(found.items()):
             row = Metric.of(decl, "latency", _metric_value(name), absolute=decl in ABSOLUTE, **decl.values(name))
             out.append(row)
+    out.extend(declared_metrics(trials, kinds))
     if "work" in kinds:
         out.extend(work_metrics(trials))
-    out.extend(declared_metrics(trials, kinds))
     return out
 
 
 def declared_metrics(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS) -> list[Metric]:
-    """The metrics the trials' workloads declare for compare (`Workload.compared`: the pps ladder's packets/s
-    and CPU per packet), one row per key found in the trials, under its kind."""
-    out: list[Metric] = []
+    """The rows the trials' workloads ask compare to judge (`Workload.compared`: rr's transactions/s, p99 and
+    CPU per transaction, the pps ladder's packets/s and CPU per packet), one per stored key a declaration
+    matches, in the kinds asked for."""
     present = sorted({k for t in trials for k in t.metrics})
+    out: list[Metric] = []
     for kind_name in sorted({t.workload for t in trials}):
         workload = workloads.REGISTRY.get(kind_name)
         for spec, kind in workload.compared if workload is not None else ():
             if kind not in kinds:
                 continue
-            for name in present:
-                if spec.matches(name):
-                    out.append(Metric.of(spec, kind, _metric_value(name), absolute=False, **spec.values(name)))
+            for key in (k for k in present if spec.matches(k)):
+                if all(m.name != key for m in out):
+                    out.append(Metric.of(spec, kind, _metric_value(key), absolute=False, **spec.values(key)))
     return out
 
 

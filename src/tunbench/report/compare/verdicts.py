@@ -174,8 +174,11 @@ def compare_runs(
                 continue
             va, vb = metric_units(ta, metric), metric_units(tb, metric)
             if not va or not vb:
-                if metric.kind == "throughput":
-                    notes.append(f"{case_title(ka)}: no successful trials on {'A' if not va else 'B'}; not compared")
+                # a side without a good trial (not a workload without this figure: rr has no throughput_bps)
+                empty = next((side for side, ts in (("A", ta), ("B", tb)) if all(t.status != "ok" for t in ts)), "")
+                note = f"{case_title(ka)}: no successful trials on {empty}; not compared"
+                if metric.kind == "throughput" and empty and note not in notes:
+                    notes.append(note)
                 continue
             paired = False
             if paired_design:

@@ -24,6 +24,7 @@ from tunbench.report.html.tables import (
     summary_table,
     warnings_html,
 )
+from tunbench.report.html.transactions import fig_transactions
 from tunbench.report.interference_line import line as interference_line
 from tunbench.report.summary import summarize_trials
 from tunbench.report.work_table import work_table_html
@@ -81,6 +82,8 @@ def run_section(run: RunRecord, index: int) -> str:
         parts += [
             chart_div(f, f"{pid}-{name}") for f, name in ((latency, "latency"), (rtt, "rtt-parts")) if f is not None
         ]
+    if (transactions := fig_transactions(trials, colors)) is not None:
+        parts += [h3(pid, "transactions", "Transaction time"), chart_div(transactions, f"{pid}-transactions")]
     parts += [headlines, multi, profiles_html(trials), provenance_html(run, trials)]
     return "\n".join(p for p in parts if p)
 

@@ -1,0 +1,277 @@
+"""What interactive users feel, with netperf (workloads/netperf.py): small request/response exchanges (`rr`:
+TCP_RR, `udp-rr`: UDP_RR, with request and response sizes and a burst of transactions in flight) and one
+new connection per transaction (`crr`: TCP_CRR, the connection rate).
+
+Each trial runs netperf for the warm-up's seconds (discarded), then for the measured seconds: transactions
+per second, the transaction time's percentiles (µs, netperf -j), and, once the trial's CPU figures are in,
+the tunnel's CPU µs per transaction on each side (`derive`), so that `compare` judges the rate, p99 and the
+CPU per transaction. netperf needs a control and a data connection, so a one-port forward (an L4 proxy)
+cannot carry it: these run through L3 tunnels and direct only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tunbench.metrics import Chart, Format, MetricSpec, declare
+from tunbench.metrics.core import WINDOW_S
+from tunbench.monitor.cost import CPU_SYS, CPU_USER, PROCESSES
+from tunbench.results import TrialRecord
+from tunbench.units import Window, fmt
+from tunbench.workloads import netperf
+from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
+
+_US = Format(3, 1.0, " µs")
+_FASTER = ("faster", "slower")
+_CHEAPER = ("cheaper", "costlier")
+
+TRANSACTIONS = declare(
+    "rr.transactions_per_s", "1/s", "higher", "wide",
+    "Request/response transactions completed per second over the measured window (netperf TCP_RR, UDP_RR; "
+    "TCP_CRR: connections, each one transaction).",
+    title="transactions/s", fmt=Format(4, 1.0, " /s"), chart=Chart("transactions/s"), words=_FASTER,
+)  # fmt: skip
+LATENCY_P99 = declare(
+    "rr.latency_p99_us", "µs", "lower", "gate",
+    "The 99th percentile of the transaction time (request sent to response received; TCP_CRR: connect "
+    "included), measured window.",
+    title="transaction p99", fmt=_US, chart=Chart("µs"), words=_FASTER,
+)  # fmt: skip
+LATENCY = declare(
+    "rr.latency_{stat}_us", "µs", "lower", "info",
+    "The transaction time's other figures over the measured window: p50, p90, min, mean, max, standard "
+    "deviation (netperf has no p99.9: see docs/workloads-interactive.md).",
+    title="transaction {stat}", fmt=_US, chart=Chart("µs"), words=_FASTER,
+    choices={"stat": ("p50", "p90", "min", "mean", "max", "stddev")},
+)  # fmt: skip
+LATENCY_STEP = declare(
+    "rr.latency_p99_step_us", "µs", "none", "info",
+    "The width of netperf's histogram bucket that holds the p99: netperf's percentiles are interpolated within "
+    "buckets of 1% of their decade (1 µs from 10 µs, 10 µs from 100 µs, 10 ms from 100 ms), so a change smaller "
+    "than this is not seen.",
+)  # fmt: skip
+CPU_PER_TX = declare(
+    "rr.cpu_us_per_tx", "µs", "lower", "gate",
+    "The tunnel's CPU µs per transaction, both sides together, over the measured window (the traffic "
+    "generator's own CPU is not in it).",
+    title="CPU/transaction tunnel", fmt=_US, chart=Chart("µs/transaction"), words=_CHEAPER,
+)  # fmt: skip
+CPU_PER_TX_SIDE = declare(
+    "rr.cpu_us_per_tx.{role}", "µs", "lower", "wide",
+    "One side's tunnel CPU µs per transaction over the measured window.",
+    title="CPU/transaction {role}", fmt=_US, chart=Chart("µs/transaction"), words=_CHEAPER,
+)  # fmt: skip
+FIGURE = declare(
+    "rr.{figure}", "", "none", "info",
+    "The test as netperf ran it: transactions in the measured window, its elapsed seconds, request and "
+    "response bytes, burst (transactions in flight beyond the first), the client's TCP retransmits.",
+    choices={"figure": ("transactions", "elapsed_s", "request_bytes", "response_bytes", "burst", "retransmits")},
+)  # fmt: skip
+
+ROLES = ("client", "server")
+
+
+def bucket_us(value_us: float) -> float:
+    """The width of the bucket of netperf's histogram that holds `value_us` (netlib.c's HIST_add: 100 buckets
+    per decade from 1 µs, 0.1 µs below 10 µs)."""
+    return 10.0 ** math.floor(math.log10(value_us)) / 10.0 if value_us >= 10.0 else 0.1
+
+
+def clamped(latency_us: dict[str, float]) -> dict[str, float]:
+    """netperf's percentiles held within its own minimum and maximum (pure). It interpolates a percentile
+    linearly inside the histogram bucket that holds it (netlib.c's HIST_search_bucket), so where every
+    transaction falls in one wide bucket the estimate can lie outside what was seen: across 100 ms of RTT,
+    all in the bucket [100, 110) ms, it gave a p50 of 104.8 ms above a largest time of 100.8 ms."""
+    lo, hi = latency_us.get("min"), latency_us.get("max")
+    out = dict(latency_us)
+    for q in ("p50", "p90", "p99"):
+        if (v := out.get(q)) is not None:
+            out[q] = min(max(v, lo if lo is not None else v), hi if hi is not None else v)
+    return out
+
+
+def result_metrics(r: netperf.NetperfResult) -> dict[str, float | None]:
+    """One measured test's figures under their declared keys (pure), its percentiles held within its minimum
+    and maximum (`clamped`)."""
+    lat = clamped(r.latency_us)
+    m: dict[str, float | None] = {TRANSACTIONS.name: r.transactions_per_s, LATENCY_P99.name: lat.get("p99")}
+    for stat in dict(LATENCY.choices)["stat"]:
+        m[LATENCY.key(stat=stat)] = lat.get(stat)
+    p99 = lat.get("p99")
+    m[LATENCY_STEP.name] = bucket_us(p99) if p99 else None
+    m[FIGURE.key(figure="transactions")] = r.transactions
+    m[FIGURE.key(figure="elapsed_s")] = r.elapsed_s
+    m[FIGURE.key(figure="request_bytes")] = float(r.request_bytes)
+    m[FIGURE.key(figure="response_bytes")] = float(r.response_bytes)
+    m[FIGURE.key(figure="burst")] = float(r.burst)
+    m[FIGURE.key(figure="retransmits")] = float(r.retransmits) if r.retransmits is not None else None
+    return m
+
+
+def cpu_per_transaction(metrics: dict[str, float | None]) -> dict[str, float | None]:
+    """The tunnel's CPU µs per transaction on each side and both together (pure): a side's CPU seconds over
+    the measured window (user + system, the trial's per-role figures) over the transactions in that window
+    (the rate times the window's seconds), as iperf3's CPU per bit divides by its bits. A side without tunnel
+    processes (direct, a kernel tunnel) has none; the total is over the sides that have one."""
+    rate, window = metrics.get(TRANSACTIONS.name), metrics.get(WINDOW_S.name)
+    out: dict[str, float | None] = {}
+    if not rate or not window:
+        return out
+    sides = []
+    for role in ROLES:
+        user, sys_ = metrics.get(CPU_USER.key(role=role)), metrics.get(CPU_SYS.key(role=role))
+        if not metrics.get(PROCESSES.key(role=role)) or (user is None and sys_ is None):
+            continue
+        per_tx = 1e6 * ((user or 0.0) + (sys_ or 0.0)) / (rate * window)
+        out[CPU_PER_TX_SIDE.key(role=role)] = per_tx
+        sides.append(per_tx)
+    if sides:
+        out[CPU_PER_TX.name] = sum(sides)
+    return out
+
+
+class SizeOptions(BaseModel):
+    """A transaction's sizes (netperf -r), as every request/response workload takes them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_bytes: int = Field(default=1, ge=1, le=65000, description="bytes of each request (netperf -r)")
+    response_bytes: int = Field(default=1, ge=1, le=65000, description="bytes of each response (netperf -r)")
+
+    def in_flight(self) -> int:
+        """Transactions in flight beyond the first (netperf -b): none, one transaction at a time."""
+        return 0
+
+
+class RrOptions(SizeOptions):
+    burst: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="transactions in flight beyond the first (netperf -b; 0: one at a time, a lone user's "
+        "keystrokes; more: a pipelining client)",
+    )
+
+    def in_flight(self) -> int:
+        return self.burst
+
+
+COLUMNS = (
+    Column("transactions/s", TRANSACTIONS.name, "n"),
+    Column("p50 µs", LATENCY.key(stat="p50"), "us"),
+    Column("p90", LATENCY.key(stat="p90"), "us"),
+    Column("p99", LATENCY_P99.name, "us"),
+    Column("max", LATENCY.key(stat="max"), "us"),
+    Column("CPU µs/tx (client / server)", "|".join(CPU_PER_TX_SIDE.key(role=r) for r in ROLES), ""),
+)
+
+L4_REFUSAL = (
+    "netperf needs a control connection and a data connection on a port netserver picks, and an L4 proxy "
+    "forwards one TCP port: run it through an L3 tunnel or direct"
+)
+
+
+class NetperfWorkload(Workload[Context, SizeOptions]):
+    """A netperf request/response test as a workload: a netserver per trial, a warm-up test (discarded),
+    then the measured test."""
+
+    test: ClassVar[netperf.Test]
+    # how long its netperf takes to exit after its test's seconds (TCP_CRR: netperf's PAD_TIME, 4 s;
+    # measured_window says why)
+    exit_lag_s: ClassVar[float] = 0.0
+    requires = ("netperf", "netserver")
+    axes = ()
+    layers = ("l3",)
+    columns = COLUMNS
+    compared: ClassVar[tuple[tuple[MetricSpec, str], ...]] = (
+        (TRANSACTIONS, "throughput"),
+        (LATENCY_P99, "latency"),
+        (CPU_PER_TX, "cpu"),
+        (CPU_PER_TX_SIDE, "cpu"),
+    )
+
+    def layer_problem(self, layer: str) -> str:
+        return "" if layer in self.layers else L4_REFUSAL
+
+    def headline(self, rec: TrialRecord) -> str:
+        m = rec.metrics
+        rate = m.get(TRANSACTIONS.name)
+        p50, p99 = m.get(LATENCY.key(stat="p50")), m.get(LATENCY_P99.name)
+        return f"{fmt(rate, 'n')} transactions/s, p50 {fmt(p50, 'us')} µs, p99 {fmt(p99, 'us')} µs"
+
+    def params(self, ctx: Context, duration_s: int) -> netperf.NetperfParams:
+        o = self.opts(ctx.options)
+        return netperf.NetperfParams(
+            test=self.test,
+            duration_s=duration_s,
+            request_bytes=o.request_bytes,
+            response_bytes=o.response_bytes,
+            burst=o.in_flight(),
+        )
+
+    def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
+        stack.enter_context(netperf.Netserver(ctx))
+
+    def measure(self, ctx: Context) -> Measurement:
+        artifacts: dict[str, bytes] = {}
+        if ctx.window.omit_s:  # the warm-up: its own test, whose figures are not kept
+            _, out = netperf.run_client(ctx, self.params(ctx, ctx.window.omit_s), "warm-up")
+            artifacts["netperf-warmup.txt"] = out.encode()
+        launched = time.monotonic()
+        r, out = netperf.run_client(ctx, self.params(ctx, ctx.window.duration_s), "measured")
+        artifacts["netperf.txt"] = out.encode()
+        m = Measurement(artifacts=artifacts, window=measured_window(r, launched))
+        m.metrics.update(result_metrics(r))
+        m.params["generator"] = {"program": "netperf", "test": self.test}
+        return m
+
+    def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
+        """The trial's wall clock: its windows and set-up, and what each netperf run takes after its test
+        (`exit_lag_s`): the warm-up's test and the measured one."""
+        runs = 2 if window.omit_s else 1
+        return window.total_s + TRIAL_SETUP_S + runs * self.exit_lag_s
+
+    def derive(self, metrics: dict[str, float | None]) -> dict[str, float | None]:
+        return cpu_per_transaction(metrics)
+
+
+def measured_window(r: netperf.NetperfResult, launched: float) -> tuple[float, float]:
+    """The measured seconds of a netperf test on the monotonic clock, anchored at its launch: its control
+    connection and the test's set-up come first (taken as two of its fastest transactions, each at least
+    one round trip), then its elapsed seconds. Not at its exit, as iperf3's window is (workloads/iperf3.py):
+    a TCP_CRR test's netperf exits about 4 s after its elapsed seconds end, while a TCP_RR's exits within
+    milliseconds of them: netserver's side of a connection-per-transaction test waits in accept() for the
+    next connection until its own timer runs out, set to the test's length plus netperf's PAD_TIME of 4 s
+    (nettest_omni.c's recv_omni, netlib.h; measured here with Debian's 2.7.0)."""
+    start = launched + 2.0 * r.latency_us.get("min", 0.0) / 1e6
+    return start, start + r.elapsed_s
+
+
+class RrWorkload(NetperfWorkload):
+    kind = "rr"
+    description = "TCP request/response (netperf TCP_RR): transactions/s, p50/p90/p99 µs, CPU µs per transaction"
+    test = "TCP_RR"
+    Options = RrOptions
+
+
+class UdpRrWorkload(NetperfWorkload):
+    kind = "udp-rr"
+    description = "UDP request/response (netperf UDP_RR): transactions/s, p50/p90/p99 µs, CPU µs per transaction"
+    test = "UDP_RR"
+    Options = RrOptions
+
+
+class CrrWorkload(NetperfWorkload):
+    kind = "crr"
+    description = (
+        "a new TCP connection per transaction (netperf TCP_CRR): connections/s, connect+transaction p50/p99 µs, "
+        "CPU µs per connection"
+    )
+    test = "TCP_CRR"
+    exit_lag_s = 4.0
+    Options = SizeOptions

@@ -1,0 +1,174 @@
+"""netperf's request/response tests (TCP_RR, UDP_RR, TCP_CRR): argv builders, a netserver owned by a context
+manager, one client run, and a pure parser of its omni key=value output (tested on committed outputs in
+tests/data/netperf-*.txt).
+
+netperf runs a test over two connections: a control connection to netserver's port (`-p`), and a data
+connection netserver opens on a port of its own for each test. Its omni tests print the figures asked for
+with `-- -k SELECTORS`, one `NAME=value` a line; `-j` makes it keep the per-transaction latencies its
+MIN/MEAN/P50/P90/P99/MAX_LATENCY selectors read (in µs). Debian's netperf 2.7.0 is built with burst support
+(`-- -b N`: N more transactions in flight) but without its histogram (`-v 2` prints none), so p99.9 is not
+to be had from it: the largest transaction time is the figure above p99.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from tunbench.errors import TrialError
+from tunbench.host.place import Proc
+from tunbench.workloads.base import Context
+from tunbench.workloads.iperf3 import wait_listening
+
+Test = Literal["TCP_RR", "UDP_RR", "TCP_CRR"]
+
+SELECTORS = (
+    "TRANSACTION_RATE",
+    "MIN_LATENCY",
+    "MEAN_LATENCY",
+    "P50_LATENCY",
+    "P90_LATENCY",
+    "P99_LATENCY",
+    "MAX_LATENCY",
+    "STDDEV_LATENCY",
+    "ELAPSED_TIME",
+    "REQUEST_SIZE",
+    "RESPONSE_SIZE",
+    "BURST_SIZE",
+    "PROTOCOL",
+    "LOCAL_TRANSPORT_RETRANS",
+)
+"""The omni output selectors every test asks for (netperf -- -k)."""
+
+
+@dataclass(frozen=True)
+class NetperfParams:
+    """One netperf request/response test: what runs, against which netserver, for how long."""
+
+    test: Test
+    duration_s: int
+    request_bytes: int = 1
+    response_bytes: int = 1
+    burst: int = 0  # transactions in flight beyond the first (-- -b); TCP_RR and UDP_RR only
+    nodelay: bool = True  # TCP_NODELAY on both ends (-- -D): a request leaves at once, as an RPC's does
+
+    @property
+    def timeout_s(self) -> float:
+        """How long before a silent netperf is declared hung: the test, its control exchanges and slack."""
+        return self.duration_s + 20.0
+
+
+def server_argv(port: int) -> list[str]:
+    # -D: stay in the foreground (the Daemon owns it); -p: the control port, on every address
+    return ["netserver", "-D", "-p", str(port)]
+
+
+def client_argv(address: str, port: int, p: NetperfParams) -> list[str]:
+    """netperf's argv for one test: globals (-H -p -t -l -j -P 0 and the family), then after `--` the test's
+    own (-k selectors, -r sizes, -b burst, -D nodelay)."""
+    family = "-6" if ":" in address else "-4"
+    argv = ["netperf", "-H", address, "-p", str(port), family, "-t", p.test, "-l", str(p.duration_s), "-j", "-P", "0"]
+    argv += ["--", "-k", ",".join(SELECTORS), "-r", f"{p.request_bytes},{p.response_bytes}"]
+    if p.burst:
+        if p.test == "TCP_CRR":
+            raise ValueError("TCP_CRR opens one connection per transaction: it has no burst")
+        argv += ["-b", str(p.burst)]
+    if p.nodelay and p.test != "UDP_RR":
+        argv.append("-D")
+    return argv
+
+
+@dataclass(frozen=True)
+class NetperfResult:
+    """One test's figures as netperf printed them: the transaction rate over its elapsed seconds, and the
+    transaction times in µs."""
+
+    transactions_per_s: float
+    elapsed_s: float
+    latency_us: dict[str, float]  # min, mean, p50, p90, p99, max, stddev
+    request_bytes: int
+    response_bytes: int
+    burst: int
+    protocol: str
+    retransmits: int | None  # TCP_RR: the client's retransmitted segments; None where netperf has none (-1)
+
+    @property
+    def transactions(self) -> float:
+        return self.transactions_per_s * self.elapsed_s
+
+
+_LATENCY = {"MIN": "min", "MEAN": "mean", "P50": "p50", "P90": "p90", "P99": "p99", "MAX": "max", "STDDEV": "stddev"}
+
+
+def parse(text: str) -> NetperfResult:
+    """netperf's `-k` output: `NAME=value` lines (anything else, such as a warning, is skipped). A test that
+    printed no transaction rate did not run, and that is a TrialError."""
+    kv: dict[str, str] = {}
+    for line in text.splitlines():
+        name, eq, value = line.strip().partition("=")
+        if eq and name.isupper():
+            kv[name] = value.strip()
+    rate = _number(kv.get("TRANSACTION_RATE"))
+    if rate is None:
+        raise TrialError(f"netperf printed no TRANSACTION_RATE: {text.strip()[-300:]!r}")
+    latency = {mine: v for theirs, mine in _LATENCY.items() if (v := _number(kv.get(f"{theirs}_LATENCY"))) is not None}
+    retrans = _number(kv.get("LOCAL_TRANSPORT_RETRANS"))
+    return NetperfResult(
+        transactions_per_s=rate,
+        elapsed_s=_number(kv.get("ELAPSED_TIME")) or 0.0,
+        latency_us=latency,
+        request_bytes=int(_number(kv.get("REQUEST_SIZE")) or 0),
+        response_bytes=int(_number(kv.get("RESPONSE_SIZE")) or 0),
+        burst=int(_number(kv.get("BURST_SIZE")) or 0),
+        protocol=kv.get("PROTOCOL", ""),
+        retransmits=int(retrans) if retrans is not None and retrans >= 0 else None,
+    )
+
+
+def _number(text: str | None) -> float | None:
+    """A figure netperf printed, None where it printed none or not a finite number."""
+    if text is None:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+class Netserver(contextlib.AbstractContextManager["Netserver"]):
+    """A fresh netserver in the server namespace (or host) for one trial, listening on the workload's port,
+    stopped (by process group) on exit."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.daemon: Proc | None = None
+
+    def __enter__(self) -> Netserver:
+        port = self.ctx.server_port
+        self.daemon = self.ctx.server.spawn(server_argv(port), what="netserver", log_name="netserver.log")
+        try:
+            wait_listening(self.ctx.server, port, self.daemon)
+        except BaseException:
+            self.daemon.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()
+
+
+def run_client(ctx: Context, p: NetperfParams, name: str) -> tuple[NetperfResult, str]:
+    """One netperf test from the client's place to the target's netserver: its result and its output."""
+    res = ctx.client.run(
+        client_argv(ctx.target.address, ctx.target.port, p),
+        timeout_s=p.timeout_s,
+        check=False,
+        what=f"netperf {p.test} {name} ({ctx.title})",
+    )
+    if res.returncode != 0:
+        raise TrialError(f"netperf {p.test} exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
+    return parse(res.stdout), res.stdout

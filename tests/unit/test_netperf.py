@@ -1,0 +1,261 @@
+"""The request/response workloads (workloads/netperf.py, workloads/interactive.py): netperf's argv, its omni
+output parsed from captured runs (tests/data/netperf-*.txt: tunbench runs through direct and wireguard-go on
+`lan`, and a TCP_RR with a burst of 4 by hand through `tunbench link shell --profile lan`), the figures under
+their declared keys, the CPU per transaction, the measured window, the L4 refusal and compare's verdicts."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from tests.unit.report_data import run, samples, trial
+from tunbench import workloads
+from tunbench.errors import TrialError
+from tunbench.metrics import REGISTRY
+from tunbench.report.compare import compare_runs
+from tunbench.results import TrialRecord
+from tunbench.units import Window
+from tunbench.workloads import interactive as rr
+from tunbench.workloads import netperf
+from tunbench.workloads.base import Axes
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def captured(name: str) -> netperf.NetperfResult:
+    return netperf.parse((DATA / f"netperf-{name}.txt").read_text())
+
+
+# ---- argv ---------------------------------------------------------------------------------------------
+
+
+def test_argv_asks_for_the_latencies_and_the_sizes() -> None:
+    p = netperf.NetperfParams("TCP_RR", 5, request_bytes=64, response_bytes=1024)
+    argv = netperf.client_argv("198.18.0.2", 5201, p)
+    assert argv[:7] == ["netperf", "-H", "198.18.0.2", "-p", "5201", "-4", "-t"]
+    assert argv[argv.index("-t") + 1] == "TCP_RR" and argv[argv.index("-l") + 1] == "5"
+    assert "-j" in argv[: argv.index("--")]  # without -j netperf keeps no per-transaction times
+    test = argv[argv.index("--") + 1 :]
+    assert test[test.index("-k") + 1].split(",") == list(netperf.SELECTORS)
+    assert test[test.index("-r") + 1] == "64,1024"
+    assert "-b" not in test and "-D" in test
+
+
+def test_argv_burst_udp_and_ipv6() -> None:
+    p = netperf.NetperfParams("UDP_RR", 3, burst=8)
+    argv = netperf.client_argv("2001:2::2", 5201, p)
+    assert "-6" in argv and "-4" not in argv
+    test = argv[argv.index("--") + 1 :]
+    assert test[test.index("-b") + 1] == "8"
+    assert "-D" not in test  # TCP_NODELAY: a TCP option
+
+
+def test_crr_has_no_burst() -> None:
+    with pytest.raises(ValueError, match="no burst"):
+        netperf.client_argv("198.18.0.2", 5201, netperf.NetperfParams("TCP_CRR", 3, burst=2))
+
+
+def test_the_workloads_pass_their_options_to_netperf() -> None:
+    w = workloads.get("rr")
+    opts = w.options({"request_bytes": 100, "response_bytes": 8192, "burst": 3})
+    ctx = dataclasses.make_dataclass("Ctx", [("options", object)])(opts)
+    p = w.params(ctx, 4)  # type: ignore[attr-defined]
+    assert (p.test, p.duration_s, p.request_bytes, p.response_bytes, p.burst) == ("TCP_RR", 4, 100, 8192, 3)
+    crr = workloads.get("crr")
+    with pytest.raises(ValueError):
+        crr.options({"burst": 3})  # a connection per transaction: nothing to keep in flight
+
+
+# ---- parser -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "protocol"),
+    [
+        ("tcp_rr-direct", "TCP"),
+        ("tcp_rr-wireguard-go", "TCP"),
+        ("udp_rr-direct", "UDP"),
+        ("udp_rr-wireguard-go", "UDP"),
+        ("tcp_crr-direct", "TCP"),
+        ("tcp_crr-wireguard-go", "TCP"),
+        ("tcp_rr-burst4-lan", "TCP"),
+    ],
+)
+def test_parse_captured_outputs(name: str, protocol: str) -> None:
+    text = (DATA / f"netperf-{name}.txt").read_text()
+    r = netperf.parse(text)
+    kv = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    assert r.transactions_per_s == pytest.approx(float(kv["TRANSACTION_RATE"]))
+    assert r.elapsed_s == pytest.approx(float(kv["ELAPSED_TIME"]))
+    assert r.protocol == protocol
+    lat = r.latency_us
+    assert lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert lat["p99"] == pytest.approx(float(kv["P99_LATENCY"]))
+    assert r.transactions == pytest.approx(r.transactions_per_s * r.elapsed_s)
+
+
+def test_percentiles_are_held_within_the_minimum_and_maximum() -> None:
+    # across 100 ms of RTT every transaction falls in netperf's bucket [100, 110) ms, and its interpolation
+    # put the percentiles above the largest time it saw
+    r = captured("udp_rr-direct-wan-50ms")
+    assert r.latency_us["p50"] > r.latency_us["max"]  # netperf's own figures, as parsed
+    m = rr.result_metrics(r)
+    assert m[rr.LATENCY.key(stat="p50")] == m[rr.LATENCY_P99.name] == r.latency_us["max"]
+    assert m[rr.LATENCY_STEP.name] == 10_000.0  # a 10 ms bucket: p99 cannot tell 101 ms from 109 ms
+    lan = rr.result_metrics(captured("tcp_rr-wireguard-go"))
+    assert lan[rr.LATENCY_P99.name] == captured("tcp_rr-wireguard-go").latency_us["p99"]  # inside: unchanged
+
+
+@pytest.mark.parametrize(("value", "step"), [(3.0, 0.1), (13.0, 1.0), (99.0, 1.0), (251.0, 10.0), (109_655.0, 1e4)])
+def test_bucket_width_follows_netperfs_histogram(value: float, step: float) -> None:
+    assert rr.bucket_us(value) == pytest.approx(step)
+
+
+def test_parse_reads_burst_sizes_and_retransmits() -> None:
+    burst = captured("tcp_rr-burst4-lan")
+    assert (burst.burst, burst.request_bytes, burst.response_bytes, burst.retransmits) == (4, 64, 64, 1)
+    assert captured("udp_rr-wireguard-go").retransmits is None  # netperf's -1: UDP has none
+
+
+def test_a_tunnel_costs_transactions_against_direct() -> None:
+    # what the captured outputs say, not a bound on any tunnel: through wireguard-go fewer round trips fit
+    for test in ("tcp_rr", "udp_rr", "tcp_crr"):
+        direct, wg = captured(f"{test}-direct"), captured(f"{test}-wireguard-go")
+        assert wg.transactions_per_s < direct.transactions_per_s
+        assert wg.latency_us["p50"] > direct.latency_us["p50"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "establish control: are you sure there is a netserver listening on 198.18.0.2 at port 5201?\n",
+        "TRANSACTION_RATE=nan\nP99_LATENCY=3\n",
+    ],
+)
+def test_parse_refuses_output_without_a_rate(text: str) -> None:
+    with pytest.raises(TrialError, match="TRANSACTION_RATE"):
+        netperf.parse(text)
+
+
+# ---- figures ------------------------------------------------------------------------------------------
+
+
+def test_result_metrics_are_declared_and_hold_the_test() -> None:
+    r = captured("tcp_rr-wireguard-go")
+    m = rr.result_metrics(r)
+    assert all(REGISTRY.find(k) is not None for k in m), [k for k in m if REGISTRY.find(k) is None]
+    assert m[rr.TRANSACTIONS.name] == r.transactions_per_s
+    assert m[rr.LATENCY_P99.name] == r.latency_us["p99"]
+    assert m[rr.LATENCY.key(stat="p50")] == r.latency_us["p50"]
+    assert REGISTRY.find(rr.LATENCY_P99.name) is rr.LATENCY_P99  # p99 gates; the other percentiles do not
+
+
+def _with_cpu(m: dict[str, float | None], client_s: float | None, server_s: float | None) -> dict[str, float | None]:
+    out = dict(m)
+    out["window_s"] = 2.0
+    for role, cpu in (("client", client_s), ("server", server_s)):
+        out[f"processes.{role}"] = 1.0 if cpu is not None else 0.0
+        out[f"cpu.{role}.user_s"] = cpu * 0.25 if cpu is not None else 0.0
+        out[f"cpu.{role}.sys_s"] = cpu * 0.75 if cpu is not None else 0.0
+    return out
+
+
+def test_cpu_per_transaction_divides_each_sides_cpu_by_the_windows_transactions() -> None:
+    m = _with_cpu({rr.TRANSACTIONS.name: 5000.0}, 0.4, 0.6)
+    got = rr.cpu_per_transaction(m)
+    assert got[rr.CPU_PER_TX_SIDE.key(role="client")] == pytest.approx(1e6 * 0.4 / (5000.0 * 2.0))
+    assert got[rr.CPU_PER_TX_SIDE.key(role="server")] == pytest.approx(1e6 * 0.6 / (5000.0 * 2.0))
+    assert got[rr.CPU_PER_TX.name] == pytest.approx(1e6 * 1.0 / (5000.0 * 2.0))
+
+
+def test_no_cpu_per_transaction_without_tunnel_processes_or_a_rate() -> None:
+    assert rr.cpu_per_transaction(_with_cpu({rr.TRANSACTIONS.name: 5000.0}, None, None)) == {}  # direct
+    assert rr.cpu_per_transaction(_with_cpu({rr.TRANSACTIONS.name: 0.0}, 0.4, 0.6)) == {}
+    one = rr.cpu_per_transaction(_with_cpu({rr.TRANSACTIONS.name: 5000.0}, None, 0.6))
+    assert set(one) == {rr.CPU_PER_TX_SIDE.key(role="server"), rr.CPU_PER_TX.name}
+
+
+def test_the_window_starts_after_the_set_up_and_lasts_the_tests_seconds() -> None:
+    r = captured("tcp_crr-wireguard-go")
+    start, end = rr.measured_window(r, 100.0)
+    assert start == pytest.approx(100.0 + 2 * r.latency_us["min"] / 1e6)
+    assert end - start == pytest.approx(r.elapsed_s)
+
+
+def test_crr_estimate_counts_netperfs_exit_lag() -> None:
+    window = Window(5, 1)
+    case = Axes()
+    rr_s = workloads.get("rr").estimate(case, workloads.get("rr").options(None), window)
+    crr_s = workloads.get("crr").estimate(case, workloads.get("crr").options(None), window)
+    assert crr_s - rr_s == pytest.approx(2 * rr.CrrWorkload.exit_lag_s)
+
+
+def test_l4_proxies_are_refused_with_the_reason() -> None:
+    for kind in ("rr", "udp-rr", "crr"):
+        w = workloads.get(kind)
+        assert w.layer_problem("l3") == ""
+        assert "control connection" in w.layer_problem("l4")
+        assert set(w.requires) == {"netperf", "netserver"}
+    assert "no UDP" in workloads.get("latency").layer_problem("l4")  # the others keep their reason
+
+
+# ---- compare ------------------------------------------------------------------------------------------
+
+
+def rr_trials(label: str, rates: list[float], p99_us: float, cpu_s: float) -> list[TrialRecord]:
+    out = []
+    for i, rate in enumerate(rates):
+        base = trial(i + 1, label, 0.0, repetition=i + 1, cpu_client_s=cpu_s, cpu_server_s=cpu_s)
+        m = {k: v for k, v in base.metrics.items() if not k.startswith("throughput_bps")}
+        m[rr.TRANSACTIONS.name] = rate
+        m[rr.LATENCY_P99.name] = p99_us * (1.0 + 0.002 * i)
+        m.update(rr.cpu_per_transaction(m))
+        out.append(dataclasses.replace(base, workload="rr", direction="-", metrics=m, series={}, streams=[]))
+    return out
+
+
+def test_compare_judges_transactions_p99_and_cpu_per_transaction() -> None:
+    a = run(rr_trials("wg", samples(8000.0, 8, 0.01, seed=1), 250.0, 0.4), uid="tba")
+    b = run(rr_trials("wg", samples(6000.0, 8, 0.01, seed=2), 300.0, 0.4), rid=2, uid="tbb")
+    res = compare_runs(a, b, threshold=0.03)
+    rows = {r.metric.name: r for r in res.rows}
+    for name in (rr.TRANSACTIONS.name, rr.LATENCY_P99.name, rr.CPU_PER_TX.name):
+        assert name in rows, sorted(rows)
+        assert rows[name].gated
+    assert rows[rr.TRANSACTIONS.name].verdict_text == "slower"
+    assert rows[rr.LATENCY_P99.name].verdict_text == "slower"
+    # the same CPU seconds over fewer transactions: each costs more
+    assert rows[rr.CPU_PER_TX.name].verdict_text == "costlier"
+    assert res.exit_code != 0
+    # rr has no throughput_bps: that is not a side without good trials
+    assert not [n for n in res.notes if "no successful trials" in n], res.notes
+
+
+def test_compare_still_names_a_side_without_good_trials() -> None:
+    a = run(rr_trials("wg", samples(8000.0, 6, 0.01, seed=1), 250.0, 0.4), uid="tba")
+    failed = [dataclasses.replace(t, status="failed") for t in rr_trials("wg", [0.0] * 6, 250.0, 0.4)]
+    res = compare_runs(a, run(failed, rid=2, uid="tbb"), threshold=0.03)
+    assert [n for n in res.notes if "no successful trials on B" in n] != []
+
+
+# ---- the HTML report ----------------------------------------------------------------------------------
+
+
+def test_the_report_charts_each_cases_transaction_times_on_a_log_axis() -> None:
+    from tunbench.report.html.transactions import fig_transactions, transaction_times
+
+    wg = rr_trials("wg", [8000.0, 8100.0, 7900.0], 250.0, 0.4)
+    for t in wg:
+        t.metrics.update({rr.LATENCY.key(stat="p50"): 100.0, rr.LATENCY.key(stat="max"): 4000.0})
+    bulk = trial(9, "wg", 1e9)  # an iperf3 trial: no transaction times
+    data = transaction_times([*wg, bulk])
+    assert list(data) == [wg[0].case]
+    assert data[wg[0].case]["p99"] == pytest.approx(250.0 * 1.002)  # the median of the three
+    fig = fig_transactions([*wg, bulk], {"wg": "#123456"})
+    assert fig is not None and fig.layout.yaxis.type == "log"
+    (line,) = fig.data
+    assert list(line.x) == ["p50", "p99", "max"]
+    assert fig_transactions([bulk], {}) is None
