@@ -42,7 +42,7 @@ def _scenario(tmp_path: Path, body: str) -> Path:
 
 
 def test_a_run_takes_its_settings_from_the_shared_function() -> None:
-    assert execution.topology_spec is network.topology_spec
+    assert execution.topology_spec is network.topology_spec  # type: ignore[attr-defined]
 
 
 def test_the_default_scenario_lifts_the_socket_buffers() -> None:
