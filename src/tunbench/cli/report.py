@@ -88,9 +88,49 @@ def report(
     write_report(runs or [], fmt, output, db)
 
 
-def export(run_ref: RunArg = None, output: OutputOpt = None, db: DbOpt = DEFAULT_DB) -> None:
-    """Export a run as JSON (format: docs/json-format.md).
+def write_flent(refs: list[str], output: Path, db: str | Path) -> None:
+    """Every rrul trial of the runs as Flent's data file: into the directory `output` (made if missing),
+    one file per trial, or into the one file `output` (a name ending in .gz) when there is one trial."""
+    from tunbench.cli.checks import check_output_dir, write_output
+    from tunbench.report.compare import load_run
+    from tunbench.report.exporters.flent import FlentExporter
 
-    The same as `tunbench report --format json [RUN]`.
+    if output.suffix.lower() == ".gz" and not output.is_dir():
+        write_report(refs, "flent", output, db)
+        return
+    check_output_dir(output, "-o")
+    records = [load_run(ref, db) for ref in refs or ["latest"]]
+    files = FlentExporter().files(records)
+    for name, data in files.items():
+        write_output(output / name, data, "-o")
+    err_console.print(f"{len(files)} Flent data file(s) written to {output.resolve()}", highlight=False)
+
+
+def export(
+    run_ref: RunArg = None,
+    output: OutputOpt = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            help="json (docs/json-format.md) or flent: each rrul trial as Flent's .flent.gz, into the directory -o "
+            "names (or the one file -o FILE.flent.gz).",
+        ),
+    ] = "json",
+    db: DbOpt = DEFAULT_DB,
+) -> None:
+    """Export a run as JSON (format: docs/json-format.md), or its rrul trials in Flent's data format.
+
+    `tunbench export RUN` is the same as `tunbench report --format json RUN`; `--format flent -o DIR` writes
+    one .flent.gz per rrul trial, which `flent -i FILE` reads and plots (docs/workloads.md, rrul).
     """
-    write_report([run_ref] if run_ref is not None else [], "json", output, db)
+    refs = [run_ref] if run_ref is not None else []
+    if fmt == "flent":
+        if output is None:
+            raise typer.BadParameter("Flent's data files are written to -o DIR (or -o FILE.flent.gz)", param_hint="-o")
+        write_flent(refs, output, db)
+        return
+    if fmt != "json":
+        raise typer.BadParameter(f"{fmt!r}: json or flent (the other formats: tunbench report)", param_hint="--format")
+    write_report(refs, "json", output, db)

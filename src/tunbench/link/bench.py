@@ -18,7 +18,7 @@ from tunbench.host.place import LocalPlace
 from tunbench.host.proc import Daemon, run_cmd
 from tunbench.link.pair import emulated_pair
 from tunbench.link.profile import Profile
-from tunbench.topology.build import Topology
+from tunbench.topology.build import Topology, TopologySpec
 
 PROBE_PORT = 7000
 IPERF3_PORT = 5201
@@ -53,7 +53,7 @@ class Bench:
         self.n += 1
         wd = self.workdir / f"m{self.n}"
         wd.mkdir()
-        with emulated_pair(profile, self.ledger, wd, seed=self.seed, sysctls=SYSCTLS) as topo:
+        with emulated_pair(profile, self.ledger, wd, seed=self.seed, base=TopologySpec(sysctls=SYSCTLS)) as topo:
             yield topo
 
     def port_open(self, topo: Topology, port: int) -> bool:

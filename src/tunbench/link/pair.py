@@ -13,6 +13,12 @@ from tunbench.link.profile import Profile
 from tunbench.topology.build import Topology, TopologySpec
 
 
+def pair_spec(profile: Profile, base: TopologySpec | None = None) -> TopologySpec:
+    """The namespaces' settings: `base` (a scenario's, session/network.py; none: the kernel's defaults)
+    with the profile's own on top, by the rule a trial uses (`TopologySpec.with_profile`)."""
+    return (base or TopologySpec()).with_profile(profile.mtu, profile.sysctl, profile.congestion_control)
+
+
 @contextlib.contextmanager
 def emulated_pair(
     profile: Profile,
@@ -20,15 +26,10 @@ def emulated_pair(
     workdir: Path,
     *,
     seed: int,
-    mtu: int = 1500,
-    sysctls: dict[str, str] | None = None,
+    base: TopologySpec | None = None,
 ) -> Iterator[Topology]:
-    """Client and server namespaces joined by the profile's link (veth for `lan`)."""
+    """Client and server namespaces joined by the profile's link (veth for `lan`), with `pair_spec`'s
+    settings."""
     build = profile_link_builder(profile, ledger, workdir, seed)
-    spec = TopologySpec(
-        mtu=profile.mtu or mtu,
-        sysctls={**(sysctls or {}), **profile.sysctl},
-        congestion_control=profile.congestion_control,
-    )
-    with Topology(ledger, "sh", spec, link_builder=build) as topo:
+    with Topology(ledger, "sh", pair_spec(profile, base), link_builder=build) as topo:
         yield topo

@@ -19,9 +19,9 @@ from tunbench.monitor.interference import RedoPolicy
 from tunbench.plan import RunPlan
 from tunbench.results import TrialRecord
 from tunbench.runner import Runner, StopCheck, TrialObserver, WindowHook
+from tunbench.session.network import topology_spec
 from tunbench.session.place import site_needs
 from tunbench.store.db import Store
-from tunbench.topology.build import TopologySpec
 from tunbench.trial.attempt import Setup
 from tunbench.tunnels.tunnel import tunnel_version
 
@@ -113,12 +113,7 @@ def execute(
                 ledger,
                 site,
                 wl.window,
-                topology=TopologySpec(
-                    mtu=scenario.topology.mtu,
-                    sysctls=dict(scenario.sysctl),
-                    ipv6=scenario.topology.ipv6,
-                    congestion_control=scenario.topology.congestion_control,
-                ),
+                topology=topology_spec(scenario),
                 options=plan.options,
                 seed=scenario.run.seed,
                 hooks=tuple(hooks),

@@ -57,6 +57,17 @@ class TopologySpec:
                 key="congestion_control",
             )
 
+    def with_profile(self, mtu: int | None, sysctls: Mapping[str, str], congestion_control: str | None) -> TopologySpec:
+        """These settings with a WAN profile's own on top (its MTU, sysctls and congestion control win): the
+        one rule by which a trial's namespaces (trial/attempt.py) and `tunbench link shell`'s (link/pair.py)
+        get their settings."""
+        return TopologySpec(
+            mtu=mtu or self.mtu,
+            sysctls={**self.sysctls, **sysctls},
+            ipv6=self.ipv6,
+            congestion_control=congestion_control or self.congestion_control,
+        )
+
     def namespace_sysctls(self) -> dict[str, str]:
         """What every namespace of the topology gets: the sysctls, and the pinned congestion control."""
         out = dict(self.sysctls)

@@ -56,12 +56,7 @@ class Setup:
 
     def spec(self, case: Case) -> TopologySpec:
         """The run's topology settings with the case's profile's own (MTU, sysctls, congestion control)."""
-        return TopologySpec(
-            mtu=case.link.mtu or self.topology.mtu,
-            sysctls={**self.topology.sysctls, **case.link.sysctl},
-            ipv6=self.topology.ipv6,
-            congestion_control=case.link.congestion_control or self.topology.congestion_control,
-        )
+        return self.topology.with_profile(case.link.mtu, case.link.sysctl, case.link.congestion_control)
 
     def record(self, pt: PlannedTrial, options: BaseModel) -> TrialRecord:
         """The trial's record as it starts: its case and what it will be measured with."""

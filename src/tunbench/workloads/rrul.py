@@ -26,6 +26,11 @@ from tunbench.workloads import iperf3, irtt
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
 
 LOAD_SLACK_S = 0.5  # the load outlasts irtt's sending by this much (irtt's own handshake)
+# the RTT series of the three phases, (seconds since that phase's first probe, ms): what the Flent export
+# (report/exporters/flent.py) places on one time axis with the load's `throughput_bps.{direction}` series
+SERIES_IDLE = "latency_idle_ms"
+SERIES_LOADED = "latency_loaded_ms"
+SERIES_AFTER = "latency_after_ms"
 
 
 class RrulOptions(BaseModel):
@@ -147,9 +152,9 @@ class RrulWorkload(Workload[Context, RrulOptions]):
             series_span=(t_load + ramp_s, t_load + ramp_s + load_res.duration_s),
         )
         m.metrics.update(phase_metrics(before, loaded, after, load_res))
-        m.series["latency_idle_ms"] = irtt.rtt_series(before)
-        m.series["latency_after_ms"] = irtt.rtt_series(after)
-        m.series["latency_loaded_ms"] = irtt.rtt_series(loaded)
+        m.series[SERIES_IDLE] = irtt.rtt_series(before)
+        m.series[SERIES_AFTER] = irtt.rtt_series(after)
+        m.series[SERIES_LOADED] = irtt.rtt_series(loaded)
         iperf3.add_flows(m, load_res)
         return m
 

@@ -27,20 +27,40 @@ def shell(
         ),
     ] = None,
     seed: Annotated[int, typer.Option(help="Seed for the emulator's random impairments.")] = 1,
+    scenario: Annotated[
+        Path | None,
+        typer.Option(
+            "--scenario",
+            help="Take the network settings ([sysctl], [topology] mtu and congestion_control) from this "
+            "scenario, as `tunbench run FILE` would (default: the default scenario's).",
+        ),
+    ] = None,
 ) -> None:
     """Run a command over an emulated WAN link: client namespace -> tunbench-link -> server namespace.
 
-    The command sees TUNBENCH_PEER (the server side's address). Example:
+    The namespaces get the same network settings as a `tunbench run` trial over that profile (socket
+    buffers, congestion control, MTU), printed on entry. The command sees TUNBENCH_PEER (the server side's
+    address). Example:
     tunbench link shell --profile wan-50ms --server-cmd 'iperf3 -s' -- sh -c 'iperf3 -c $TUNBENCH_PEER'
     """
     import shlex
 
     from tunbench.cli.link.shell import run_shell
+    from tunbench.config.load import load_scenario
     from tunbench.link.profile import find_profile, validate_with_link
+    from tunbench.session.network import topology_spec
 
     prof = find_profile(profile)
     validate_with_link(prof)
-    status = run_shell(prof, command or [], shlex.split(server_cmd) if server_cmd else None, seed=seed)
+    loaded, _, source = load_scenario(scenario)
+    status = run_shell(
+        prof,
+        command or [],
+        shlex.split(server_cmd) if server_cmd else None,
+        seed=seed,
+        base=topology_spec(loaded),
+        source=source,
+    )
     raise typer.Exit(status)
 
 

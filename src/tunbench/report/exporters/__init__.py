@@ -2,11 +2,12 @@
 (hyperfine's `export/`: a trait, one module per format, a manager that alone writes files).
 
 Each format's file holds the format itself and its exporter: json.py (export, and import: run_from_export),
-csv.py, markdown.py, bmf.py; HTML, which is many charts, is the report/html/ package (its exporter in its
-__init__). An exporter is pure: runs in, text (or bytes) out. It declares the name `--format` selects it by
-and the file suffixes that select it from `-o FILE`. The command layer (cli/report.py) picks one with
-`pick()` and is the only code that writes the output. Adding a format is one file here plus one line in
-`_EXPORTERS`. The HTML exporter imports plotly only when it renders, so listing the formats stays cheap.
+csv.py, markdown.py, bmf.py, flent.py (Flent's .flent.gz, one rrul trial a file, and its reader); HTML,
+which is many charts, is the report/html/ package (its exporter in its __init__). An exporter is pure:
+runs in, text (or bytes) out. It declares the name `--format` selects it by and the file suffixes that
+select it from `-o FILE`. The command layer (cli/report.py) picks one with `pick()` and is the only code
+that writes the output. Adding a format is one file here plus one line in `_EXPORTERS`. The HTML exporter
+imports plotly only when it renders, so listing the formats stays cheap.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Protocol
 from tunbench.errors import ExportError
 from tunbench.report.exporters.bmf import BmfExporter
 from tunbench.report.exporters.csv import CsvExporter
+from tunbench.report.exporters.flent import FlentExporter
 from tunbench.report.exporters.json import JsonExporter
 from tunbench.report.exporters.markdown import MarkdownExporter
 from tunbench.report.html import HtmlExporter
@@ -43,7 +45,14 @@ class Exporter(Protocol):
 
 
 # the order of `--format`'s choices in its error message
-_EXPORTERS: tuple[Exporter, ...] = (HtmlExporter(), MarkdownExporter(), CsvExporter(), BmfExporter(), JsonExporter())
+_EXPORTERS: tuple[Exporter, ...] = (
+    HtmlExporter(),
+    MarkdownExporter(),
+    CsvExporter(),
+    BmfExporter(),
+    JsonExporter(),
+    FlentExporter(),
+)
 REGISTRY: dict[str, Exporter] = {e.name: e for e in _EXPORTERS}
 DEFAULT = "html"  # without --format, and when -o's suffix names no format
 
