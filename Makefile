@@ -39,10 +39,12 @@ no_cargo = rust=; command -v cargo >/dev/null || rust="$(RUST_PACKAGES)"
 
 INFERNO := $(HOME)/.cargo/bin/inferno-flamegraph
 BORINGTUN := $(HOME)/.cargo/bin/boringtun-cli
+# Flent (PyPI) in a venv of its own: the test that Flent itself reads tunbench's .flent.gz files (docs/flent.md)
+FLENT := build/flent-venv/bin/flent
 # the tools `make tools` installs with cargo are found by the tunbench commands run from here (demo, tests)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: help deps netperf python-deps rust tools venv build wheel debian13 bare-debian12 bare-debian13 demo test unit integration lint clean-results
+.PHONY: help deps netperf flent python-deps rust tools venv build wheel debian13 bare-debian12 bare-debian13 demo test unit integration lint clean-results
 
 help:
 	@echo "make demo   - install everything, build, run the default scenario, print the table and report path"
@@ -90,6 +92,13 @@ $(INFERNO): | rust
 
 $(BORINGTUN): | rust
 	$(CARGO) install boringtun-cli --locked --quiet
+
+# numpy too: Flent computes its percentiles with it where it is installed, and the test compares with those
+$(FLENT): | python-deps
+	python3 -m venv build/flent-venv
+	build/flent-venv/bin/pip install -q flent==2.3.0 numpy
+
+flent: $(FLENT)
 
 build: link/target/release/tunbench-link tools
 
@@ -158,9 +167,9 @@ unit: venv
 integration: deps venv build wheel
 	$(PY) -m pytest -q -m integration tests/integration
 
-test: deps venv build wheel lint
+test: deps venv build wheel lint $(FLENT)
 	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
-	$(PY) -m pytest -q --durations=15 tests
+	TUNBENCH_FLENT=$(CURDIR)/$(FLENT) $(PY) -m pytest -q --durations=15 tests
 
 clean-results:
 	rm -rf results

@@ -191,7 +191,10 @@ def test_the_exporter_writes_one_rrul_trial_a_file() -> None:
 FLENT = os.environ.get("TUNBENCH_FLENT") or shutil.which("flent")
 
 
-@pytest.mark.skipif(FLENT is None, reason="flent is not installed (pip install flent; or TUNBENCH_FLENT=/path/flent)")
+@pytest.mark.skipif(
+    FLENT is None,
+    reason="flent is not installed (make flent, then TUNBENCH_FLENT=build/flent-venv/bin/flent; make test sets it)",
+)
 def test_flent_itself_reads_the_file_and_agrees(tmp_path: Path) -> None:
     """Flent's own summary of the file gives the medians and p99s the reader computes."""
     assert FLENT is not None

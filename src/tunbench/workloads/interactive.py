@@ -167,7 +167,7 @@ COLUMNS = (
     Column("p90", LATENCY.key(stat="p90"), "us"),
     Column("p99", LATENCY_P99.name, "us"),
     Column("max", LATENCY.key(stat="max"), "us"),
-    Column("CPU µs/tx (client / server)", "|".join(CPU_PER_TX_SIDE.key(role=r) for r in ROLES), ""),
+    Column("CPU µs/tx (client / server)", "|".join(CPU_PER_TX_SIDE.key(role=r) for r in ROLES), "us"),
 )
 
 L4_REFUSAL = (
