@@ -39,6 +39,12 @@ def _sig3(x: float) -> str:
     return f"{x:.2f}"
 
 
+def minutes(seconds: float) -> str:
+    """A duration as a person reads it: whole seconds below 90 s, else minutes to a tenth (an estimate, a
+    budget's remainder)."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
+
+
 def fmt(value: float | None, unit: str) -> str:
     """`value` written in `unit`: mbit (bit/s as Mbit/s), frac (a fraction as %), pct (already %), s
     (seconds as ms), sec (seconds), ms, n (a count), ratio, kb (bytes as KiB), k (a count in thousands: 23.2k),

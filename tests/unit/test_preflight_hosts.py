@@ -12,6 +12,7 @@ from tunbench.config.load import load_scenario
 from tunbench.errors import ConfigError
 from tunbench.plan import RunPlan
 from tunbench.remote.inventory import load_inventory
+from tunbench.sites.registry import of_inventory
 
 HOSTS = {
     "c1": "tunbench_address=10.10.0.1 tunbench_client_addresses=10.10.0.100-10.10.0.139",
@@ -36,7 +37,7 @@ def plan(tmp_path: Path, hosts: Path, kinds: str = '"clients"', counts: str = "[
         f'kind = [{kinds}]\ndirections = ["up"]\n[workload.clients]\nclients = {counts}\nprotocols = ["udp"]\n'
     )
     scenario, text, source = load_scenario(sc)
-    return session.prepare(scenario, source, dry_run=True, text=text, inventory=load_inventory(hosts))
+    return session.prepare(scenario, source, dry_run=True, text=text, site=of_inventory(load_inventory(hosts)))
 
 
 def refusal(tmp_path: Path, hosts: Path, **kw: str) -> ConfigError:

@@ -124,8 +124,9 @@ def run(
     budget = f"until {until}" if until is not None else budget  # how the plan and the stop name it
     stop = session.StopRule(budget_s, budget or "", started, goal, tiers) if budget_s is not None else None
     sc, text, source = load_scenario(scenario)
+    where = session.run_site(site, hosts, sc, source, text)
     if cpuset is None:  # an A/B comparison places its sides unless told otherwise (--cpuset off)
-        cpuset = session.ab_cpuset(sc, compares=goal is not None, on_hosts=not session.here(site, hosts))
+        cpuset = session.ab_cpuset(sc, compares=goal is not None, on_hosts=not where.programs_here)
     overrides: dict[str, dict[str, object]] = {
         "run": {
             "tunnels": split_tunnels(tunnel),
@@ -161,7 +162,7 @@ def run(
         dry_run=dry_run,
         text=text if tunnel is None and profile is None else "",  # errors in run.tunnels name the file's line
         flamegraphs=flamegraph,
-        site=session.run_site(site, hosts, sc, source, text),
+        site=where,
         budget=stop.sizing(fixed=repeat is not None or full) if stop is not None else None,
         build=build,
     )

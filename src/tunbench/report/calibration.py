@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from rich.markup import escape
 from rich.table import Table
 
+from tunbench.units import minutes
+
 if TYPE_CHECKING:
     from tunbench.report.compare import Gate, Metric
     from tunbench.results import RunRecord
@@ -112,12 +114,8 @@ def _pct(x: float) -> str:
     return "–" if math.isnan(x) else f"{x:.1%}"
 
 
-def _minutes(s: float) -> str:
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
-
-
 def _budget(s: float) -> str:
-    return f"{s / 60:g} min" if s >= 60 and (s / 60).is_integer() else _minutes(s)
+    return f"{s / 60:g} min" if s >= 60 and (s / 60).is_integer() else minutes(s)
 
 
 def calibration_table(noise: list[tuple[Metric, NoiseBudget]]) -> Table:
@@ -142,7 +140,7 @@ def calibration_table(noise: list[tuple[Metric, NoiseBudget]]) -> Table:
     table.add_column("for its target", justify="right")
     for metric, nb in noise:
         lo, hi = nb.pair_sd_ci
-        need = f"{nb.target_pairs} pairs, {_minutes(nb.target_s)}" if nb.target_pairs else "–"
+        need = f"{nb.target_pairs} pairs, {minutes(nb.target_s)}" if nb.target_pairs else "–"
         table.add_row(
             metric.title,
             f"±{nb.target:.1%} · {nb.level:.2g}",

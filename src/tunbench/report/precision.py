@@ -26,6 +26,7 @@ from tunbench.results import CaseKey, RunRecord, TrialRecord
 from tunbench.stats.compare import required_repetitions
 from tunbench.stats.paired import required_pairs
 from tunbench.stats.precision import Precision, fmt_mde, paired_precision
+from tunbench.units import minutes
 from tunbench.workloads import case_title
 
 GATED_KINDS = ("throughput", "cpu", "latency")
@@ -237,8 +238,8 @@ def _tier_lines(gated: list[Any], runs: Sequence[RunRecord], target: float, what
     when = ""
     if pace is not None:
         when = (
-            f"; at this run's pace ({pace:.1f} s per {per}) about {_minutes(more * pace)} more, "
-            f"{_minutes(need * pace)} in all (`tunbench run ... --target-mde {fmt_mde(target).lstrip('±')} "
+            f"; at this run's pace ({pace:.1f} s per {per}) about {minutes(more * pace)} more, "
+            f"{minutes(need * pace)} in all (`tunbench run ... --target-mde {fmt_mde(target).lstrip('±')} "
             f"--budget {math.ceil(need * pace / 60)}m`)"
         )
     return [
@@ -270,7 +271,3 @@ def round_seconds(run: RunRecord) -> float | None:
         return None
     first, last = min(starts.values()), max(starts.values())
     return (last - first) / (len(starts) - 1) if last > first else None
-
-
-def _minutes(s: float) -> str:
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"

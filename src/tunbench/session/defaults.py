@@ -27,8 +27,9 @@ def ab_cpuset(scenario: Scenario, *, compares: bool, on_hosts: bool) -> str | No
     neither --cpuset nor the scenario sets one: `split`, as calibrate places its sides. Without it, A/A
     comparisons here gave false verdicts at 7.8% (7 of 90), with it at 1.4% (1 of 72) (docs/precision.md,
     docs/benchmarks/precision.md). None leaves the scenario's: placement is on this machine only, so never
-    with hosts (`on_hosts`: --hosts, or the scenario's [hosts])."""
-    if not compares or on_hosts or scenario.hosts or "cpuset" in scenario.run.model_fields_set:
+    where the run's site is elsewhere (`on_hosts`: session.run_site's choice, from --site, --hosts or the
+    scenario's [hosts])."""
+    if not compares or on_hosts or "cpuset" in scenario.run.model_fields_set:
         return None
     return split_where_placeable()
 

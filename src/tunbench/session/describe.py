@@ -8,6 +8,7 @@ from tunbench.plan import RunPlan
 from tunbench.session.size import rounds_within
 from tunbench.session.stop import StopRule
 from tunbench.tunnels.programs import built
+from tunbench.units import minutes
 from tunbench.workloads import get as get_workload
 
 
@@ -121,10 +122,6 @@ def skipped_lines(plan: RunPlan) -> list[str]:
     for label, kind, reason in plan.skipped:
         by_reason.setdefault(reason, []).append(f"{label} × {kind}")
     return [f"note: skipped {', '.join(pairs)}: {reason}" for reason, pairs in by_reason.items()]
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.1f} min"
 
 
 def plural(n: int, word: str, many: str = "") -> str:

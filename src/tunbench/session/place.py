@@ -42,12 +42,6 @@ def run_site(site: str | None, hosts: Path | None, scenario: Scenario, source: s
     return of_inventory(run_inventory(hosts, scenario, source, text))
 
 
-def here(site: str | None, hosts: Path | None) -> bool:
-    """Whether the flags leave the roles on this machine, as far as they say (a scenario's [hosts] table is
-    the scenario's to say): neither --hosts nor a --site other than local."""
-    return hosts is None and (site is None or site.partition(":")[0] == "local")
-
-
 def settled(plan: RunPlan) -> RunPlan:
     """The plan with its site settled against what it needs."""
     return dataclasses.replace(plan, site=plan.site.settle(site_needs(plan)))

@@ -9,13 +9,12 @@ from __future__ import annotations
 from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
 from tunbench.plan import RunPlan, expand, interleave, skipped
-from tunbench.remote.inventory import Inventory
 from tunbench.session.check import check_caps, check_cases, check_events, check_machine, check_warm_order
 from tunbench.session.place import settled
 from tunbench.session.resolve import resolve_profiles, resolve_tunnels
 from tunbench.session.size import Budget, expected_s, sized
 from tunbench.sites.base import SiteChoice
-from tunbench.sites.registry import of_inventory
+from tunbench.sites.registry import choose
 
 
 def prepare(
@@ -25,7 +24,6 @@ def prepare(
     dry_run: bool = False,
     text: str = "",
     flamegraphs: bool = False,
-    inventory: Inventory | None = None,
     budget: Budget | None = None,
     build: tuple[str, str] = ("", ""),
     site: SiteChoice | None = None,
@@ -33,10 +31,9 @@ def prepare(
     """Resolve tunnels, profiles and workload options, expand the trials and run the preflight checks
     (root, the programs every tunnel and workload needs, perf for flamegraphs). Creates nothing. A dry
     run needs no root and notes missing programs instead of failing on them. `text`: the scenario file's
-    text, when the tunnels and profiles came from it (errors then name its lines). `inventory`: the hosts
-    the roles run on (None: this machine). `budget`: the repetitions are as many as it could hold (Budget).
-    `build`: the build's (commit, branch). `site`: where the roles run (sites.registry.choose); by default
-    the hosts of `inventory`, or this machine."""
+    text, when the tunnels and profiles came from it (errors then name its lines). `budget`: the repetitions
+    are as many as it could hold (Budget). `build`: the build's (commit, branch). `site`: where the roles run
+    (session.run_site); by default this machine."""
     notes: list[str] = []
     refs = resolve_tunnels(scenario, source, text)
     profiles = resolve_profiles(scenario, source, notes if dry_run else None, text)
@@ -71,7 +68,7 @@ def prepare(
         flamegraphs,
         commit,
         branch,
-        site=site or of_inventory(inventory),
+        site=site or choose("local"),
     )
     plan = settled(plan)
     check_caps(plan)

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tunbench.metrics import Chart, Format, MetricSpec, declare
 from tunbench.metrics.core import WINDOW_S
 from tunbench.monitor.cost import CPU_SYS, CPU_USER, PROCESSES
+from tunbench.monitor.counters import ROLES
 from tunbench.results import TrialRecord
 from tunbench.units import Window, fmt
 from tunbench.workloads import netperf
@@ -72,8 +73,6 @@ FIGURE = declare(
     "response bytes, burst (transactions in flight beyond the first), the client's TCP retransmits.",
     choices={"figure": ("transactions", "elapsed_s", "request_bytes", "response_bytes", "burst", "retransmits")},
 )  # fmt: skip
-
-ROLES = ("client", "server")
 
 
 def bucket_us(value_us: float) -> float:

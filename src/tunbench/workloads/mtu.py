@@ -33,7 +33,7 @@ from tunbench.metrics import declare
 from tunbench.results import TrialRecord
 from tunbench.units import Window
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
-from tunbench.workloads.udp import run_udp
+from tunbench.workloads.udp import delivered_pps, run_udp
 
 INNER_HEADERS = {"ipv4": 28, "ipv6": 48}
 """Bytes of IP and UDP header around a UDP payload inside the tunnel: 20 + 8 over IPv4, 40 + 8 over IPv6."""
@@ -168,6 +168,11 @@ class MtuOptions(BaseModel):
         return self
 
 
+def _probes(o: MtuOptions) -> int:
+    """The most probes a trial sends: the sweep's sizes, and the bisection's within one step."""
+    return len(sweep_sizes(o.start, o.stop, o.step)) + (max(1, o.step).bit_length() if o.refine else 0)
+
+
 class MtuWorkload(Workload[Context, MtuOptions]):
     kind = "mtu"
     description = (
@@ -247,7 +252,7 @@ class MtuWorkload(Workload[Context, MtuOptions]):
                     ctx, rate_bps=opts.pps * 8 * size, size=size, duration_s=opts.step_s, tag=f"mtu {size} B",
                     buffer=opts.socket_buffer, dont_fragment=opts.dont_fragment,
                 )  # fmt: skip
-                return SizePoint(size, run.result.delivered_bps / (8.0 * size))
+                return SizePoint(size, delivered_pps(run, size))
             except (TrialError, CommandFailed) as e:
                 note = str(e)[-200:]
                 if REFUSED in note or last:  # the kernel's EMSGSIZE: trying again would say the same
@@ -266,12 +271,11 @@ class MtuWorkload(Workload[Context, MtuOptions]):
 
     def timeout_s(self, ctx: Context) -> float:
         o = self.opts(ctx.options)
-        return (len(sweep_sizes(o.start, o.stop, o.step)) + 12) * (o.step_s + 5.0) + 10.0
+        return _probes(o) * (o.step_s + 5.0) + 10.0
 
     def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         o = self.opts(options)
-        steps = len(sweep_sizes(o.start, o.stop, o.step)) + (max(1, o.step).bit_length() if o.refine else 0)
-        return steps * (o.step_s + 0.5) + TRIAL_SETUP_S
+        return _probes(o) * (o.step_s + 0.5) + TRIAL_SETUP_S
 
 
 def known_answer(tunnel: str, mtu: int, family: str = "ipv4") -> tuple[int, int]:

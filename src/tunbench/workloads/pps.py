@@ -21,13 +21,20 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tunbench.errors import CommandFailed, TrialError
 from tunbench.metrics import Chart, Format, declare
+from tunbench.monitor.counters import ROLES
 from tunbench.results import TrialRecord
 from tunbench.units import Window
 from tunbench.workloads import iperf3
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Part, Workload
-from tunbench.workloads.udp import SearchResult, StepOutcome, UdpRun, run_udp, zero_loss_search
-
-ROLES = ("client", "server")
+from tunbench.workloads.udp import (
+    SENDER_SHORT,
+    SearchResult,
+    StepOutcome,
+    UdpRun,
+    delivered_pps,
+    run_udp,
+    zero_loss_search,
+)
 
 PPS_RATE = declare(
     "pps.{size}.delivered_pps", "packet/s", "higher", "wide",
@@ -62,10 +69,6 @@ PPS_GENERATOR_CPU = declare(
     "The pps ladder: iperf3's own CPU at the step found, on each side, in % of one core (its "
     "cpu_utilization_percent: host_total on the client, remote_total on the server).",
 )  # fmt: skip
-
-SENDER_SHORT = 0.95
-"""A step whose sender put out less than this share of the offered rate could not offer it: the generator's
-ceiling, or the tunnel's queue pushing back on the sending socket."""
 
 
 class PpsOptions(BaseModel):
@@ -132,12 +135,6 @@ class Rung:
         keys = {role: PPS_CPU.key(size=self.size, role=role) for role in ROLES}
         # counted in millions of packets, so the CPU seconds per unit are microseconds per packet
         return Part(self.best.span[0], self.best.span[1], delivered / 1e6, keys)
-
-
-def delivered_pps(run: UdpRun, size: int) -> float:
-    """Packets/s that arrived in a step: its delivered bit rate over the datagram's bits (iperf3 counts the
-    UDP payload only, so this is the datagram rate)."""
-    return run.result.delivered_bps / (8.0 * size)
 
 
 def generator_cpu(raw: str) -> dict[str, float]:

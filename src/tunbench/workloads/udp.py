@@ -163,11 +163,15 @@ def run_udp(
     return UdpRun(parse_udp(res.stdout), res.stdout, (start, end))
 
 
-def _run_udp(
-    ctx: Context, *, rate_bps: float, size: int, duration_s: float, tag: str, buffer: str
-) -> tuple[UdpResult, str]:
-    run = run_udp(ctx, rate_bps=rate_bps, size=size, duration_s=duration_s, tag=tag, buffer=buffer)
-    return run.result, run.raw
+SENDER_SHORT = 0.95
+"""A step whose sender sent less than this share of the rate offered was held back by the sender (iperf3
+itself, or the tunnel's queue pushing back), not by the path: `sender_limited`."""
+
+
+def delivered_pps(run: UdpRun, size: int) -> float:
+    """Packets/s that arrived in a step: its delivered bit rate over the datagram's bits (iperf3 counts the
+    UDP payload only, so this is the datagram rate)."""
+    return run.result.delivered_bps / (8.0 * size)
 
 
 # ---- workload `udp` --------------------------------------------------------------------------------
@@ -204,7 +208,7 @@ class UdpWorkload(Workload[Context, UdpOptions]):
     def measure(self, ctx: Context) -> Measurement:
         opts = self.opts(ctx.options)
         rate = parse_rate(opts.rate)
-        r, raw = _run_udp(
+        run = run_udp(
             ctx,
             rate_bps=rate,
             size=opts.size,
@@ -212,6 +216,7 @@ class UdpWorkload(Workload[Context, UdpOptions]):
             tag=opts.rate,
             buffer=opts.socket_buffer,
         )
+        r, raw = run.result, run.raw
         m = Measurement(artifacts={"iperf3-udp.json": raw.encode()})
         m.metrics.update(
             {
@@ -385,10 +390,10 @@ class UdpSearchWorkload(Workload[Context, UdpSearchOptions]):
                 # a second try: a control connection can fail while the tunnel drains the previous overload
                 for last in (False, True):
                     try:
-                        r, _ = _run_udp(
+                        r = run_udp(
                             ctx, rate_bps=rate, size=size, duration_s=opts.step_s, tag=f"{size} B",
                             buffer=opts.socket_buffer,
-                        )  # fmt: skip
+                        ).result  # fmt: skip
                         break
                     except (TrialError, CommandFailed):
                         if last:
@@ -413,7 +418,7 @@ class UdpSearchWorkload(Workload[Context, UdpSearchOptions]):
             m.metrics[SEARCH_CONVERGED.key(size=size)] = 1.0 if res.converged else 0.0
             # the sender could not offer the rate asked: the figure is iperf3's limit, not the tunnel's
             m.metrics[SENDER_LIMITED.key(size=size)] = (
-                1.0 if best and results[best.rate_bps].sent_bps < 0.95 * best.rate_bps else 0.0
+                1.0 if best and results[best.rate_bps].sent_bps < SENDER_SHORT * best.rate_bps else 0.0
             )
             m.series[f"search_loss.{size}"] = [(s.rate_bps, s.loss) for s in res.steps]
             log.extend(

@@ -50,7 +50,7 @@ from tunbench.workloads import rrul
 
 FORMAT_VERSION = 4  # flent/resultset.py FILEFORMAT_VERSION (Flent 2.3.0)
 SUFFIX = ".flent.gz"
-STEP_S = 0.2  # Flent's default STEP_SIZE, also rrul's probe interval
+STEP_S = 0.2  # Flent's default STEP_SIZE: its grid (rrul probes every 10 ms, irtt.INTERVAL)
 MAX_STEPS = 5.0  # Flent interpolates across at most this many steps
 EDGE_S = 0.001  # load_cutoff's bounds sit this far before the probes on the load's edges
 
@@ -296,10 +296,6 @@ class FlentFile:
     def total_length(self) -> float:
         total = self.metadata.get("TOTAL_LENGTH")
         return float(total) if total is not None else max(self.x_values, default=0.0)
-
-    def units(self, series: str) -> str:
-        meta = (self.metadata.get("SERIES_META") or {}).get(series) or {}
-        return str(meta.get("UNITS") or UNITS.get(series, ""))
 
 
 def _parse_stamp(text: str) -> float:
