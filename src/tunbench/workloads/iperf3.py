@@ -533,3 +533,26 @@ def wait_listening(place: Place, port: int, server: Proc, timeout_s: float = 10.
         if time.monotonic() > deadline:
             raise TrialError(f"{server.what} not listening on {port} after {timeout_s:g} s")
         time.sleep(0.01)
+
+
+class ServerProc(contextlib.AbstractContextManager["ServerProc"]):
+    """A generator's server for one trial at the server's place: spawned, waited for until it listens on its
+    port, and stopped (by process group) on exit, also when it never listened."""
+
+    def __init__(self, ctx: Context, argv: list[str], *, port: int, what: str, log_name: str, proto: str = "tcp"):
+        self.ctx, self.argv, self.port, self.proto = ctx, argv, port, proto
+        self.what, self.log_name = what, log_name
+        self.daemon: Proc | None = None
+
+    def __enter__(self) -> ServerProc:
+        self.daemon = self.ctx.server.spawn(self.argv, what=self.what, log_name=self.log_name)
+        try:
+            wait_listening(self.ctx.server, self.port, self.daemon, proto=self.proto)
+        except BaseException:
+            self.daemon.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.daemon is not None:
+            self.daemon.stop()

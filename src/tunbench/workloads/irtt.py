@@ -7,18 +7,16 @@ namespaces share one host clock, so those are exact (no clock sync needed).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tunbench.errors import TrialError
-from tunbench.host.place import Proc
 from tunbench.metrics import latency as lat
 from tunbench.stats import percentile
 from tunbench.workloads.base import Context
-from tunbench.workloads.iperf3 import wait_listening
+from tunbench.workloads.iperf3 import ServerProc
 
 IRTT_PORT = 2112
 INTERVAL = "10ms"
@@ -153,26 +151,11 @@ def rtt_metrics(r: IrttResult, clock_skew: tuple[float, float] | None = None) ->
 ONE_WAY_MARGIN = 10.0
 
 
-class IrttServer(contextlib.AbstractContextManager["IrttServer"]):
-    """A fresh `irtt server` in the server namespace for one trial, stopped (by process group) on exit."""
+class IrttServer(ServerProc):
+    """A fresh `irtt server` in the server namespace for one trial."""
 
     def __init__(self, ctx: Context, port: int = IRTT_PORT) -> None:
-        self.ctx = ctx
-        self.port = port
-        self.daemon: Proc | None = None
-
-    def __enter__(self) -> IrttServer:
-        self.daemon = self.ctx.server.spawn(server_argv(self.port), what="irtt server", log_name="irtt-server.log")
-        try:
-            wait_listening(self.ctx.server, self.port, self.daemon, proto="udp")
-        except BaseException:
-            self.daemon.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.daemon is not None:
-            self.daemon.stop()
+        super().__init__(ctx, server_argv(port), port=port, what="irtt server", log_name="irtt-server.log", proto="udp")
 
 
 def run_client(ctx: Context, duration_s: float, name: str, interval: str = INTERVAL) -> tuple[IrttResult, bytes]:

@@ -12,15 +12,13 @@ to be had from it: the largest transaction time is the figure above p99.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass
 from typing import Literal
 
 from tunbench.errors import TrialError
-from tunbench.host.place import Proc
 from tunbench.workloads.base import Context
-from tunbench.workloads.iperf3 import wait_listening
+from tunbench.workloads.iperf3 import ServerProc
 
 Test = Literal["TCP_RR", "UDP_RR", "TCP_CRR"]
 
@@ -138,27 +136,12 @@ def _number(text: str | None) -> float | None:
     return value if math.isfinite(value) else None
 
 
-class Netserver(contextlib.AbstractContextManager["Netserver"]):
-    """A fresh netserver in the server namespace (or host) for one trial, listening on the workload's port,
-    stopped (by process group) on exit."""
+class Netserver(ServerProc):
+    """A fresh netserver in the server namespace (or host) for one trial, listening on the workload's port."""
 
     def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-        self.daemon: Proc | None = None
-
-    def __enter__(self) -> Netserver:
-        port = self.ctx.server_port
-        self.daemon = self.ctx.server.spawn(server_argv(port), what="netserver", log_name="netserver.log")
-        try:
-            wait_listening(self.ctx.server, port, self.daemon)
-        except BaseException:
-            self.daemon.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.daemon is not None:
-            self.daemon.stop()
+        port = ctx.server_port
+        super().__init__(ctx, server_argv(port), port=port, what="netserver", log_name="netserver.log")
 
 
 def run_client(ctx: Context, p: NetperfParams, name: str) -> tuple[NetperfResult, str]:
