@@ -1,0 +1,69 @@
+"""The faults that fired in a run's trials, briefly: one line per trial (`tunbench show`, `run`'s end and
+the HTML report's "Faults" table), e.g. `wireguard-go · wg-init-loss-2 · iperf3 rep 1: up drop wg.initiation
+#1 at -10.4 s, #2 at -5.3 s; handshake 10.31 s after the first, first data 10.31 s, 2 retransmits`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from tunbench.link.fault_record import FAULT_MS, RETRANSMITS, START_TO_DATA
+from tunbench.results import TrialRecord
+
+
+def _when(f: dict[str, Any]) -> str:
+    t = f.get("t_s")
+    return f" at {t:+.2f} s" if isinstance(t, int | float) else ""
+
+
+def hits_text(fired: Iterable[dict[str, Any]]) -> str:
+    """'up drop wg.initiation #1 at -10.41 s, #2 at -5.30 s' (consecutive hits of one kind share a head)."""
+    parts: list[str] = []
+    head = None
+    for f in fired:
+        this = (f.get("direction"), f.get("action"), f.get("class"))
+        prefix = "" if this == head else f"{this[0]} {this[1]} {this[2]} "
+        parts.append(f"{prefix}#{f.get('ordinal')}{_when(f)}")
+        head = this
+    return ", ".join(parts)
+
+
+def recovery_text(m: dict[str, float | None]) -> str:
+    """'handshake 10.31 s after the first, first data 10.31 s, 2 retransmits' (what the trial has of it)."""
+    bits = []
+    if (hs := m.get(FAULT_MS.key(span="handshake"))) is not None:
+        bits.append(f"handshake {hs / 1e3:.2f} s after the first")
+    if (data := m.get(FAULT_MS.key(span="first_data"))) is not None:
+        bits.append(f"first data {data / 1e3:.2f} s after it")
+    if (n := m.get(RETRANSMITS.name)) is not None:
+        bits.append(f"{n:.0f} retransmit{'s' if n != 1 else ''}")
+    if (start := m.get(START_TO_DATA.name)) is not None:
+        bits.append(f"first message to data {start / 1e3:.2f} s")
+    return ", ".join(bits)
+
+
+def fault_rows(trials: Iterable[TrialRecord]) -> list[tuple[str, str, str]]:
+    """(trial, the faults it fired, its recovery) for each trial that fired some."""
+    rows = []
+    for t in sorted(trials, key=lambda t: t.seq):
+        fired = t.params.get("faults_fired") or []
+        if fired:
+            rows.append(
+                (
+                    f"{t.label} · {t.profile} · {t.workload} rep {t.repetition}",
+                    hits_text(fired),
+                    recovery_text(t.metrics),
+                )
+            )
+    return rows
+
+
+def fault_lines(trials: Iterable[TrialRecord]) -> list[str]:
+    """The terminal's lines: a heading and one line per trial that fired faults ([] when none did)."""
+    rows = fault_rows(trials)
+    if not rows:
+        return []
+    return [
+        "faults fired (times on the trial's axis: 0 = the measurement's start; before it, the bring-up):",
+        *(f"  {who}: {hits}" + (f"; {rec}" if rec else "") for who, hits, rec in rows),
+    ]

@@ -1,0 +1,180 @@
+"""A profile's [[faults]]: the schema, tunbench-link's SPEC, where they are refused, and what the stats file's
+records give (the faults that fired, the recovery figures, the lines `show` prints)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tunbench.errors import ConfigError
+from tunbench.link.fault_record import ANSWERS, fault_metrics, fired, fired_params
+from tunbench.link.faults import CLASSES, ProfileFault
+from tunbench.link.profile import Profile, load_profile_file
+from tunbench.report.faults import fault_lines
+from tunbench.results import TrialRecord
+from tunbench.tomlfile import validate
+
+S = 1_000_000_000
+
+
+def profile(*faults: dict[str, Any], **more: Any) -> Profile:
+    return Profile.model_validate({"name": "f", "up": {"delay": "5ms"}, "faults": list(faults), **more})
+
+
+def test_faults_become_per_direction_specs() -> None:
+    p = profile(
+        {"match": "wg.initiation", "direction": "up", "first": 2},
+        {"match": "ike.*", "nth": 3, "port": 500, "size": "60-400", "action": "delay", "delay": "2s"},
+        {"match": "any", "direction": "down", "during": ["2s", "22s"], "action": "dup"},
+    )
+    assert p.link_args() == [
+        "--a2b",
+        "delay=5ms",
+        "--a2b-faults",
+        "match=wg.initiation,first=2,action=drop;match=ike.*,port=500,size=60-400,nth=3,action=delay,delay=2s",
+        "--b2a-faults",
+        "match=ike.*,port=500,size=60-400,nth=3,action=delay,delay=2s;match=any,during=2s..22s,action=dup",
+    ]
+    assert p.timed(), "a fault during a span follows the schedule"
+    assert not profile({"match": "wg.initiation", "first": 2}).timed(), "counted faults need no schedule"
+
+
+def test_classify_alone_asks_the_emulator_to_record() -> None:
+    assert profile(classify=True).link_args()[-2:] == ["--classify", "on"]
+    assert "--classify" not in profile({"match": "esp", "every": 2}, classify=True).link_args()
+
+
+@pytest.mark.parametrize(
+    ("fault", "want"),
+    [
+        ({"match": "wg.initiation"}, "exactly one of nth, first, every or during"),
+        ({"match": "wg.initiation", "nth": 1, "first": 2}, r"\(it has nth, first\)"),
+        ({"match": "wg.initiation", "nth": 0}, "faults.0.nth"),
+        ({"match": "wg.initiation", "nth": 1, "action": "delay"}, "takes a `delay`"),
+        ({"match": "wg.initiation", "nth": 1, "delay": "1s"}, "takes a `delay`"),
+        ({"match": "wg initiation", "nth": 1}, "match: bad value"),
+        ({"match": "esp", "during": ["2s", "soon"]}, "during: bad time"),
+        ({"match": "esp", "nth": 1, "size": "big"}, "size: bad value"),
+        ({"match": "esp", "nth": 1, "colour": "red"}, "faults.0.colour"),
+    ],
+)
+def test_bad_faults_name_the_key(fault: dict[str, Any], want: str) -> None:
+    with pytest.raises(ConfigError, match=want):
+        validate(Profile, {"name": "f", "faults": [fault]}, text="", source="p.toml")
+
+
+def test_faults_need_the_emulator() -> None:
+    with pytest.raises(ConfigError, match="faults and classify need the emulator"):
+        validate(Profile, {"name": "f", "emulated": False, "faults": [{"match": "esp", "nth": 1}]}, text="", source="p")
+
+
+def test_describe() -> None:
+    assert (
+        ProfileFault(match="wg.initiation", first=2, direction="up").describe() == "up: drop the first 2 wg.initiation"
+    )
+    assert ProfileFault(match="esp", nth=3).describe() == "both: drop the 3rd esp"
+    f = ProfileFault(match="any", during=("2s", "22s"), action="delay", delay="1s", port=1194)
+    assert f.describe() == "both: delay by 1s every message on port 1194 from 2s to 22s"
+
+
+def test_every_answer_is_a_class() -> None:
+    assert set(ANSWERS) <= set(CLASSES) and set(ANSWERS.values()) <= set(CLASSES)
+
+
+def wg_bringup(dropped: int, rtt_ns: int = 2_000_000) -> dict[str, Any]:
+    """The stats of a WireGuard bring-up whose first `dropped` initiations a fault dropped: one initiation
+    every 5.1 s, the response an RTT later, the first data just after."""
+    ups, downs, faults = [], [], []
+    t0 = 100 * S
+    for i in range(dropped + 1):
+        at = t0 + i * 5_100_000_000
+        fate = "dropped_fault" if i < dropped else "sent"
+        ups.append({"at_ns": at, "class": "wg.initiation", "size": 148, "key_id": None, "fate": fate})
+        if i < dropped:
+            faults.append(
+                {"fault": 0, "at_ns": at, "since_start_ns": at - t0, "class": "wg.initiation", "ordinal": i + 1,
+                 "action": "drop", "size": 148, "key_id": None}
+            )  # fmt: skip
+    done = ups[-1]["at_ns"] + rtt_ns // 2
+    downs.append({"at_ns": done, "class": "wg.response", "size": 92, "key_id": None, "fate": "sent"})
+    marks = [{"at_ns": done + rtt_ns // 2 + 1000, "class": "wg.data"}]
+    return {
+        "a2b": {"faults": faults, "messages": ups, "data_marks": marks, "delivered": 10},
+        "b2a": {"faults": [], "messages": downs, "data_marks": []},
+    }
+
+
+def test_recovery_from_two_dropped_initiations() -> None:
+    faults = [ProfileFault(match="wg.initiation", first=2, direction="up")]
+    m = fault_metrics(wg_bringup(2), faults)
+    assert m["faults.fired"] == 2.0
+    assert m["faults.retransmits"] == 2.0, "the second (dropped) and third (delivered) initiation"
+    assert m["faults.handshake_ms"] == pytest.approx(10_200 + 1, abs=0.01)
+    assert m["faults.first_data_ms"] == pytest.approx(10_200 + 2.001, abs=0.01)
+    assert m["faults.start_to_data_ms"] == pytest.approx(10_200 + 2.001, abs=0.01)
+
+
+def test_without_faults_only_the_bringup_is_measured() -> None:
+    m = fault_metrics(wg_bringup(0), [])
+    assert m == {"faults.start_to_data_ms": pytest.approx(2.001)}
+    assert fault_metrics({}, []) == {}
+
+
+def test_no_recovery_no_figure() -> None:
+    stats = wg_bringup(2)
+    stats["b2a"]["messages"] = []
+    stats["a2b"]["data_marks"] = []
+    m = fault_metrics(stats, [ProfileFault(match="wg.initiation", first=2, direction="up")])
+    assert "faults.handshake_ms" not in m and "faults.first_data_ms" not in m
+    assert m["faults.retransmits"] == 2.0, "counted to the end"
+
+
+def test_a_fault_on_data_has_no_handshake() -> None:
+    stats = {
+        "b2a": {
+            "faults": [{"fault": 1, "at_ns": 5 * S, "class": "wg.data", "ordinal": 7, "action": "drop", "size": 80}],
+            "data_marks": [{"at_ns": 5 * S + 3_000_000, "class": "wg.data"}],
+        }
+    }
+    faults = [ProfileFault(match="wg.initiation", first=1, direction="up"), ProfileFault(match="wg.data", nth=7)]
+    m = fault_metrics(stats, faults)
+    assert "faults.handshake_ms" not in m and m["faults.first_data_ms"] == pytest.approx(3.0)
+    (hit,) = fired(stats, faults)
+    assert hit.fault == 1 and hit.direction == "down", "the direction's second fault is the profile's second"
+
+
+def test_fired_faults_are_kept_on_the_series_axis_and_shown() -> None:
+    faults = [ProfileFault(match="wg.initiation", first=2, direction="up")]
+    stats = wg_bringup(2)
+    kept = fired_params(fired(stats, faults), origin_ns=111 * S)
+    assert [(f["ordinal"], f["t_s"], f["class"]) for f in kept] == [
+        (1, -11.0, "wg.initiation"),
+        (2, -5.9, "wg.initiation"),
+    ]
+    rec = TrialRecord(3, "wireguard-go", "wireguard-go", "f", "iperf3", 1, "up", 1, params={"faults_fired": kept})
+    rec.metrics = fault_metrics(stats, faults)
+    head, line = fault_lines([rec])
+    assert "bring-up" in head
+    assert line.startswith("  wireguard-go · f · iperf3 rep 1: up drop wg.initiation #1 at -11.00 s, #2 at -5.90 s; ")
+    assert "handshake 10.20 s after the first" in line and "2 retransmits" in line
+
+
+def test_the_builtin_fault_profiles_load() -> None:
+    from tunbench.link.profile import builtin_dir
+
+    found = [load_profile_file(p) for p in sorted(builtin_dir().glob("*.toml"))]
+    assert any(p.faults for p in found)
+
+
+def test_a_profile_file_with_faults(tmp_path: Path) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text(
+        'name = "p"\n[up]\ndelay = "1ms"\n\n[[faults]]\ndirection = "up"\nmatch = "wg.initiation"\nfirst = 2\n'
+    )
+    assert load_profile_file(f).faults == [ProfileFault(match="wg.initiation", first=2, direction="up")]
+    f.write_text('name = "p"\n\n[[faults]]\nmatch = "wg.initiation"\nfirst = 2\nnth = 1\n')
+    with pytest.raises(ConfigError) as e:
+        load_profile_file(f)
+    assert e.value.line == 3
