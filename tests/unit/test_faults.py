@@ -87,22 +87,23 @@ def wg_bringup(dropped: int, rtt_ns: int = 2_000_000) -> dict[str, Any]:
     """The stats of a WireGuard bring-up whose first `dropped` initiations a fault dropped: one initiation
     every 5.1 s, the response an RTT later, the first data just after."""
     ups, downs, faults = [], [], []
-    t0 = 100 * S
+    t0 = 100 * S  # since the emulator's start; its schedule started 1 s after it, at 50 s on CLOCK_MONOTONIC
     for i in range(dropped + 1):
         at = t0 + i * 5_100_000_000
         fate = "dropped_fault" if i < dropped else "sent"
-        ups.append({"at_ns": at, "class": "wg.initiation", "size": 148, "key_id": None, "fate": fate})
+        ups.append({"since_start_ns": at, "at_ns": at - S, "class": "wg.initiation", "size": 176, "fate": fate})
         if i < dropped:
             faults.append(
-                {"fault": 0, "at_ns": at, "since_start_ns": at - t0, "class": "wg.initiation", "ordinal": i + 1,
-                 "action": "drop", "size": 148, "key_id": None}
+                {"fault": 0, "since_start_ns": at, "at_ns": at - S, "class": "wg.initiation", "ordinal": i + 1,
+                 "action": "drop", "size": 176, "key_id": None}
             )  # fmt: skip
-    done = ups[-1]["at_ns"] + rtt_ns // 2
-    downs.append({"at_ns": done, "class": "wg.response", "size": 92, "key_id": None, "fate": "sent"})
-    marks = [{"at_ns": done + rtt_ns // 2 + 1000, "class": "wg.data"}]
+    done = ups[-1]["since_start_ns"] + rtt_ns // 2
+    downs.append({"since_start_ns": done, "at_ns": done - S, "class": "wg.response", "size": 120, "fate": "sent"})
+    marks = [{"since_start_ns": done + rtt_ns // 2 + 1000, "at_ns": done + rtt_ns // 2 + 1000 - S, "class": "wg.data"}]
     return {
         "a2b": {"faults": faults, "messages": ups, "data_marks": marks, "delivered": 10},
         "b2a": {"faults": [], "messages": downs, "data_marks": []},
+        "schedule": {"start_ns": 50 * S},
     }
 
 
@@ -134,8 +135,10 @@ def test_no_recovery_no_figure() -> None:
 def test_a_fault_on_data_has_no_handshake() -> None:
     stats = {
         "b2a": {
-            "faults": [{"fault": 1, "at_ns": 5 * S, "class": "wg.data", "ordinal": 7, "action": "drop", "size": 80}],
-            "data_marks": [{"at_ns": 5 * S + 3_000_000, "class": "wg.data"}],
+            "faults": [
+                {"fault": 1, "since_start_ns": 5 * S, "class": "wg.data", "ordinal": 7, "action": "drop", "size": 80}
+            ],
+            "data_marks": [{"since_start_ns": 5 * S + 3_000_000, "class": "wg.data"}],
         }
     }
     faults = [ProfileFault(match="wg.initiation", first=1, direction="up"), ProfileFault(match="wg.data", nth=7)]
@@ -148,11 +151,14 @@ def test_a_fault_on_data_has_no_handshake() -> None:
 def test_fired_faults_are_kept_on_the_series_axis_and_shown() -> None:
     faults = [ProfileFault(match="wg.initiation", first=2, direction="up")]
     stats = wg_bringup(2)
-    kept = fired_params(fired(stats, faults), origin_ns=111 * S)
+    # the emulator started at 49 s (CLOCK_MONOTONIC): the first fault at 149 s, the second at 154.1 s
+    kept = fired_params(stats, fired(stats, faults), origin_ns=160 * S)
     assert [(f["ordinal"], f["t_s"], f["class"]) for f in kept] == [
         (1, -11.0, "wg.initiation"),
         (2, -5.9, "wg.initiation"),
     ]
+    assert [f["since_start_s"] for f in kept] == [100.0, 105.1]
+    assert fired_params(stats, fired(stats, faults), None)[0]["t_s"] is None
     rec = TrialRecord(3, "wireguard-go", "wireguard-go", "f", "iperf3", 1, "up", 1, params={"faults_fired": kept})
     rec.metrics = fault_metrics(stats, faults)
     head, line = fault_lines([rec])
@@ -178,3 +184,42 @@ def test_a_profile_file_with_faults(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as e:
         load_profile_file(f)
     assert e.value.line == 3
+
+
+def _dry(*args: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from tunbench.cli.app import app
+
+    res = CliRunner().invoke(app, ["run", "--dry-run", "-t", "wireguard-go", *args], env={"COLUMNS": "300"})
+    return res.exit_code, " ".join((res.output + str(res.exception or "")).split())
+
+
+def test_a_dry_run_lists_the_faults() -> None:
+    code, out = _dry("--profile", "wg-init-loss-2", "-w", "connect")
+    assert code == 0, out
+    assert "faults of wg-init-loss-2: up: drop the first 2 wg.initiation" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "refused"),
+    [
+        (["-w", "storm", "--profile", "wg-init-loss-2"], "workload 'storm' brings up many clients"),
+        (["-w", "iperf3", "--warm", "2", "--profile", "wg-init-loss-2"], "warm = 2"),
+        (["-w", "connect", "--profile", "wg-init-loss-2"], ""),  # each bring-up has its emulator
+        (["-w", "iperf3", "--profile", "wg-init-loss-2"], ""),
+    ],
+)
+def test_faults_are_refused_where_events_are(args: list[str], refused: str) -> None:
+    code, out = _dry(*args)
+    if refused:
+        assert code != 0 and refused in out and "(events, a trace, faults)" in out, out
+    else:
+        assert code == 0, out
+
+
+def test_a_fault_during_a_span_is_refused_with_connect(tmp_path: Path) -> None:
+    f = tmp_path / "p.toml"
+    f.write_text('name = "p"\n[up]\ndelay = "1ms"\n\n[[faults]]\nmatch = "wg.initiation"\nduring = ["0s", "20s"]\n')
+    code, out = _dry("-w", "connect", "--profile", str(f))
+    assert code != 0 and "workload 'connect' brings up many clients or its own tunnels" in out, out

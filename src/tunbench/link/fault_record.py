@@ -3,9 +3,11 @@ trial), and how the tunnel recovered from the first of them (`faults.*` metrics)
 
 The stats file has, per direction (`a2b` = up, `b2a` = down), `faults` (each fault that fired: its index
 among the direction's faults, the message's class, its ordinal in its class, its time), `messages` (every
-message that is not data: class, time, fate: sent, dropped_fault or dropped_link) and `data_marks` (the
-first data message delivered after each other message or fault). Times are `at_ns` on the emulator's
-CLOCK_MONOTONIC.
+message that is not data: class, time, fate: sent, dropped_fault, dropped_link or in_flight) and
+`data_marks` (the first data message delivered after each other message or fault). Each record has two
+times (link/README.md, "Fault records"): `since_start_ns` from the emulator's start (every record has it:
+the figures below use it) and `at_ns` from the schedule's start (`schedule.start_ns`, CLOCK_MONOTONIC; null
+before it), which places a record on a trial's time axis.
 
 The recovery from the first fault (at t0, class C), whatever the workload:
 - `faults.handshake_ms`: t0 to the delivery of the answer that completes the exchange C belongs to, in either
@@ -69,10 +71,11 @@ ANSWERS = {
 
 @dataclass(frozen=True)
 class Message:
-    """One non-data message the emulator saw: its direction (up/down), time (monotonic ns), class, fate."""
+    """One non-data message the emulator saw: its direction (up/down), time (ns since the emulator's
+    start), class, fate."""
 
     direction: str
-    at_ns: int
+    t_ns: int
     cls: str
     fate: str
 
@@ -80,11 +83,13 @@ class Message:
 @dataclass(frozen=True)
 class Fired:
     """One fault that fired: its direction, which of the profile's faults (index in `[[faults]]`), the
-    message it hit (class, ordinal in its class from 1, size, key id) and when (monotonic ns)."""
+    message it hit (class, ordinal in its class from 1, size, key id) and when (ns since the emulator's
+    start; `at_ns` since the schedule's start, None before it)."""
 
     direction: str
     fault: int
-    at_ns: int
+    t_ns: int
+    at_ns: int | None
     cls: str
     ordinal: int
     action: str
@@ -96,49 +101,57 @@ def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
+def _records(stats: dict[str, Any] | None, part: str) -> list[tuple[str, dict[str, Any]]]:
+    """(direction, record) of one list of both directions' records, those with their time."""
+    return [
+        (direction, r)
+        for wire, direction in WIRES
+        for r in ((stats or {}).get(wire) or {}).get(part) or []
+        if isinstance(r, dict) and _int(r.get("since_start_ns")) is not None
+    ]
+
+
 def fired(stats: dict[str, Any] | None, faults: list[ProfileFault]) -> list[Fired]:
     """The faults that fired, in time order (`faults`: the profile's, to map tunbench-link's per-direction
     index back to the profile's)."""
     out = []
-    for wire, direction in WIRES:
+    for direction, f in _records(stats, "faults"):
         mine = fault_indexes(faults, direction)
-        for f in ((stats or {}).get(wire) or {}).get("faults") or []:
-            at, n = _int(f.get("at_ns")), _int(f.get("fault"))
-            if at is None or n is None:
-                continue
-            out.append(
-                Fired(
-                    direction,
-                    mine[n] if 0 <= n < len(mine) else n,
-                    at,
-                    str(f.get("class", "")),
-                    _int(f.get("ordinal")) or 0,
-                    str(f.get("action", "")),
-                    _int(f.get("size")) or 0,
-                    _int(f.get("key_id")),
-                )
+        n = _int(f.get("fault"))
+        if n is None:
+            continue
+        out.append(
+            Fired(
+                direction,
+                mine[n] if 0 <= n < len(mine) else n,
+                _int(f.get("since_start_ns")) or 0,
+                _int(f.get("at_ns")),
+                str(f.get("class", "")),
+                _int(f.get("ordinal")) or 0,
+                str(f.get("action", "")),
+                _int(f.get("size")) or 0,
+                _int(f.get("key_id")),
             )
-    return sorted(out, key=lambda x: x.at_ns)
+        )
+    return sorted(out, key=lambda x: x.t_ns)
 
 
 def messages(stats: dict[str, Any] | None) -> list[Message]:
     """Every non-data message of both directions, in time order."""
-    out = []
-    for wire, direction in WIRES:
-        for m in ((stats or {}).get(wire) or {}).get("messages") or []:
-            if (at := _int(m.get("at_ns"))) is not None:
-                out.append(Message(direction, at, str(m.get("class", "")), str(m.get("fate", ""))))
-    return sorted(out, key=lambda x: x.at_ns)
+    out = [
+        Message(direction, _int(m.get("since_start_ns")) or 0, str(m.get("class", "")), str(m.get("fate", "")))
+        for direction, m in _records(stats, "messages")
+    ]
+    return sorted(out, key=lambda x: x.t_ns)
 
 
 def data_marks(stats: dict[str, Any] | None) -> list[int]:
     """The times of the data messages the emulator marked as delivered (both directions), in order."""
-    out = []
-    for wire, _ in WIRES:
-        for m in ((stats or {}).get(wire) or {}).get("data_marks") or []:
-            if (at := _int(m.get("at_ns"))) is not None and str(m.get("class", "")) in DATA_CLASSES:
-                out.append(at)
-    return sorted(out)
+    return sorted(
+        _int(m.get("since_start_ns")) or 0
+        for _, m in _records(stats, "data_marks")
+        if str(m.get("class", "")) in DATA_CLASSES
+    )
 
 
 def truncated(stats: dict[str, Any] | None) -> bool:
@@ -150,6 +163,23 @@ def truncated(stats: dict[str, Any] | None) -> bool:
     )
 
 
+def schedule_offset_ns(stats: dict[str, Any] | None) -> int | None:
+    """The schedule's start minus the emulator's start (ns), from any record that has both its times."""
+    for part in ("faults", "messages", "data_marks"):
+        for _, r in _records(stats, part):
+            if (at := _int(r.get("at_ns"))) is not None:
+                return (_int(r.get("since_start_ns")) or 0) - at
+    return None
+
+
+def monotonic_ns(stats: dict[str, Any] | None, t_ns: int) -> int | None:
+    """A record's time (ns since the emulator's start) on CLOCK_MONOTONIC, through the schedule's start
+    (`schedule.start_ns`); None when the stats cannot place it."""
+    start = _int(((stats or {}).get("schedule") or {}).get("start_ns"))
+    offset = schedule_offset_ns(stats)
+    return None if start is None or offset is None else start + t_ns - offset
+
+
 def fault_metrics(stats: dict[str, Any] | None, faults: list[ProfileFault]) -> Metrics:
     """The `faults.*` figures of a trial (module docstring); {} when the emulator classified nothing."""
     hits = fired(stats, faults)
@@ -158,43 +188,46 @@ def fault_metrics(stats: dict[str, Any] | None, faults: list[ProfileFault]) -> M
     out: Metrics = {}
     if faults:
         out[FIRED.name] = float(len(hits))
-    if msgs and marks and marks[-1] >= msgs[0].at_ns:
-        first = next(t for t in marks if t >= msgs[0].at_ns)
-        out[START_TO_DATA.name] = (first - msgs[0].at_ns) / 1e6
+    if msgs and marks and marks[-1] >= msgs[0].t_ns:
+        first = next(t for t in marks if t >= msgs[0].t_ns)
+        out[START_TO_DATA.name] = (first - msgs[0].t_ns) / 1e6
     if not hits:
         return out
     hit = hits[0]
     answer = ANSWERS.get(hit.cls)
-    done = next(
-        (m.at_ns for m in msgs if answer and m.cls == answer and m.fate == "sent" and m.at_ns > hit.at_ns), None
-    )
+    done = next((m.t_ns for m in msgs if answer and m.cls == answer and m.fate == "sent" and m.t_ns > hit.t_ns), None)
     if done is not None:
-        out[FAULT_MS.key(span="handshake")] = (done - hit.at_ns) / 1e6
-    after = done if done is not None else hit.at_ns
+        out[FAULT_MS.key(span="handshake")] = (done - hit.t_ns) / 1e6
+    after = done if done is not None else hit.t_ns
     data = next((t for t in marks if t >= after), None)
     if data is not None and (answer is None or done is not None):
-        out[FAULT_MS.key(span="first_data")] = (data - hit.at_ns) / 1e6
-    end = done if done is not None else max((m.at_ns for m in msgs), default=hit.at_ns)
-    out[RETRANSMITS.name] = float(
-        sum(1 for m in msgs if m.direction == hit.direction and m.cls == hit.cls and hit.at_ns < m.at_ns <= end)
-    )
+        out[FAULT_MS.key(span="first_data")] = (data - hit.t_ns) / 1e6
+    end = done if done is not None else max((m.t_ns for m in msgs), default=hit.t_ns)
+    # the faulted class's messages of its direction after the one the fault hit (its ordinal-th), to the end
+    same = [m for m in msgs if m.direction == hit.direction and m.cls == hit.cls]
+    out[RETRANSMITS.name] = float(sum(1 for m in same[hit.ordinal :] if m.t_ns <= end))
     return out
 
 
-def fired_params(hits: list[Fired], origin_ns: int | None) -> list[dict[str, Any]]:
+def fired_params(stats: dict[str, Any] | None, hits: list[Fired], origin_ns: int | None) -> list[dict[str, Any]]:
     """The faults that fired as a trial keeps them (`params["faults_fired"]`): each with its time `t_s` on
-    the trial's series axis (seconds after `origin_ns`, the measurement's start on the emulator's clock;
-    negative: before it, in the bring-up), or None where that clock is unknown."""
-    return [
-        {
-            "direction": h.direction,
-            "fault": h.fault,
-            "class": h.cls,
-            "ordinal": h.ordinal,
-            "action": h.action,
-            "size": h.size,
-            "key_id": h.key_id,
-            "t_s": round((h.at_ns - origin_ns) / 1e9, 6) if origin_ns is not None else None,
-        }
-        for h in hits
-    ]
+    the trial's series axis (seconds after `origin_ns`, the measurement's start on CLOCK_MONOTONIC; negative:
+    before it, in the bring-up), None where the stats cannot place it, and `since_start_s` after the
+    emulator's start."""
+    out = []
+    for h in hits:
+        mono = monotonic_ns(stats, h.t_ns) if origin_ns is not None else None
+        out.append(
+            {
+                "direction": h.direction,
+                "fault": h.fault,
+                "class": h.cls,
+                "ordinal": h.ordinal,
+                "action": h.action,
+                "size": h.size,
+                "key_id": h.key_id,
+                "since_start_s": round(h.t_ns / 1e9, 6),
+                "t_s": round((mono - origin_ns) / 1e9, 6) if mono is not None and origin_ns is not None else None,
+            }
+        )
+    return out

@@ -12,8 +12,13 @@ from tunbench.results import TrialRecord
 
 
 def _when(f: dict[str, Any]) -> str:
-    t = f.get("t_s")
-    return f" at {t:+.2f} s" if isinstance(t, int | float) else ""
+    """' at -10.41 s' on the trial's axis, else ' at 0.52 s of the link (u1)' from the emulator's start (a
+    connect bring-up's, named)."""
+    t, since, bringup = f.get("t_s"), f.get("since_start_s"), f.get("bringup")
+    of = f" ({bringup})" if bringup else ""
+    if isinstance(t, int | float):
+        return f" at {t:+.2f} s{of}"
+    return f" at {since:.2f} s of the link{of}" if isinstance(since, int | float) else of
 
 
 def hits_text(fired: Iterable[dict[str, Any]]) -> str:

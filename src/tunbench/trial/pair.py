@@ -193,7 +193,7 @@ def account_faults(rec: TrialRecord, stats: dict[str, Any], origin_ns: int | Non
     faults = [ProfileFault.model_validate(f) for f in profile.get("faults") or []]
     rec.metrics.update(fault_metrics(stats, faults))
     if hits := fired(stats, faults):
-        rec.params["faults_fired"] = fired_params(hits, origin_ns)
+        rec.params["faults_fired"] = fired_params(stats, hits, origin_ns)
 
 
 RATE_KEPT = 0.9

@@ -145,7 +145,7 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
                 )  # stopped with the bring-up: its records are complete
                 if isinstance(emu, LinkEmulator) and emu.profile.classified() and emu.stats:
                     faulted.append(fault_metrics(emu.stats, emu.profile.faults))
-                    hits = fired_params(fired(emu.stats, emu.profile.faults), None)
+                    hits = fired_params(emu.stats, fired(emu.stats, emu.profile.faults), None)
                     rec.params.setdefault("faults_fired", []).extend({**h, "bringup": name} for h in hits)
             except (TunnelError, CommandFailed) as e:
                 why = str(e).splitlines()[0]

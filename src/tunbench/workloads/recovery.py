@@ -240,7 +240,7 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         found = (
             disruptions(schedule, start_wall, rebinds)
             or [(start_wall + a * 1_000_000, start_wall + b * 1_000_000) for a, b in upload_trace_gaps(emu.profile)]
-            or [(h.at_ns + wall_minus_mono,) * 2 for h in fired(stats, emu.profile.faults)][:1]
+            or [(start_wall + h.at_ns,) * 2 for h in fired(stats, emu.profile.faults) if h.at_ns is not None][:1]
         )
         found = [d for d in found if d[0] < start_wall + int(ctx.window.duration_s * 1e9)]
         if not found:
