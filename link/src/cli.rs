@@ -2,6 +2,8 @@
 //! and is reported before any device is opened. Tokenizing is lexopt's;
 //! the messages are ours.
 
+use crate::classify::Classifier;
+use crate::faults::{self, Fault};
 use crate::model::trace::Trace;
 use crate::pipeline::Direction;
 use crate::schedule::{self, Step};
@@ -18,7 +20,11 @@ usage:
   tunbench-link run --netns-a /run/netns/NS_A --dev-a IFNAME_A --netns-b /run/netns/NS_B --dev-b IFNAME_B
                     [--mtu 1500] [--seed 1] [--stats-file PATH] [--a2b SPEC] [--b2a SPEC]
                     [--a2b-events EVENTS] [--b2a-events EVENTS] [--events-start ready|signal]
+                    [--a2b-faults FAULTS] [--b2a-faults FAULTS] [--classify on|off]
+                    [--ovpn-ports 1194] [--wg-ports PORTS]
   tunbench-link check [--json] [--a2b SPEC] [--b2a SPEC] [--a2b-events EVENTS] [--b2a-events EVENTS]
+                      [--a2b-faults FAULTS] [--b2a-faults FAULTS] [--classify on|off]
+                      [--ovpn-ports PORTS] [--wg-ports PORTS]
   tunbench-link --version
 
 SPEC: comma-separated key=value (empty = no impairment):
@@ -34,9 +40,21 @@ EVENTS: ';'-separated, each at=TIME and either SPEC keys (changed from then on; 
   'at=5s,rate=10mbit,delay=40ms;at=8s,outage=3s'
   TIME counts from the schedule's start: when the emulator is ready (--events-start
   ready, the default) or when it first gets SIGUSR1 (--events-start signal).
+FAULTS: ';'-separated, each match=CLASS|wg.*|ovpn.*|ike.*|any [port=N] [size=A-B], one of
+  nth=N first=N every=N during=A..B, and action=drop|dup|corrupt or action=delay,delay=D:
+  'match=wg.initiation,nth=1,action=drop;match=ovpn.*,during=2s..22s,action=delay,delay=1s'
+  Faults act before the link's own impairments. Classes: wg.initiation wg.response wg.cookie
+  wg.data ovpn.hard_reset_client ovpn.hard_reset_server ovpn.soft_reset ovpn.control
+  ovpn.ack ovpn.data ovpn.control_wkc ike.sa_init.request|response ike.auth.request|response
+  ike.create_child_sa.request|response ike.informational.request|response ike.other
+  ike.keepalive esp other. OpenVPN is recognised on --ovpn-ports (default 1194), WireGuard
+  on any UDP port (by type and exact length) or only on --wg-ports, IKE on UDP 500/4500.
+  --classify on records classified messages in the stats without faults (default: on
+  when faults are given); both put the directions on the segmented path.
 a = client side, b = server side; a2b = upload.
 check --json: {\"ok\":true}, or {\"ok\":false,\"errors\":[{direction, event, key, value, message}]}
-  and exit 2 (event: the 0-based index of a bad event, null for the SPEC).";
+  and exit 2 (event: the 0-based index of a bad event, null for the SPEC; a bad fault's
+  entry has \"fault\": its 0-based index instead).";
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunConfig {
@@ -53,6 +71,11 @@ pub struct RunConfig {
     pub b2a_steps: Vec<Step>,
     /// Start the schedule on SIGUSR1 instead of at `ready`.
     pub start_on_signal: bool,
+    pub a2b_faults: Vec<Fault>,
+    pub b2a_faults: Vec<Fault>,
+    /// Classify packets (and record messages) in both directions.
+    pub classify: bool,
+    pub classifier: Classifier,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -62,6 +85,10 @@ pub enum Command {
     Check {
         a2b: DirSpec,
         b2a: DirSpec,
+        /// Each direction's faults.
+        faults: (Vec<Fault>, Vec<Fault>),
+        /// Whether `run` would classify (and so take the segmented path).
+        classify: bool,
         /// Answer with `{"ok":...}` JSON on stdout (errors included).
         json: bool,
     },
@@ -73,9 +100,20 @@ pub enum Command {
 pub enum UsageError {
     /// The command line itself is wrong (unknown option, missing value...).
     Args(String),
-    /// A SPEC or an event is invalid: one entry per direction that failed,
-    /// a2b first, with the bad event's index (`None`: the SPEC itself).
-    Spec(Vec<(Direction, Option<usize>, SpecError)>),
+    /// A SPEC, an event or a fault is invalid: one entry per direction
+    /// that failed, a2b first, with where the error is.
+    Spec(Vec<(Direction, Origin, SpecError)>),
+}
+
+/// Which part of a direction's arguments an error is about.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// `--a2b` / `--b2a`.
+    Spec,
+    /// The 0-based event of `--a2b-events` / `--b2a-events`.
+    Event(usize),
+    /// The 0-based fault of `--a2b-faults` / `--b2a-faults`.
+    Fault(usize),
 }
 
 impl fmt::Display for UsageError {
@@ -84,9 +122,12 @@ impl fmt::Display for UsageError {
         match self {
             UsageError::Args(m) => f.write_str(m),
             UsageError::Spec(errs) => match errs.first() {
-                Some((dir, None, e)) => write!(f, "--{}: {e}", dir.as_str()),
-                Some((dir, Some(i), e)) => {
+                Some((dir, Origin::Spec, e)) => write!(f, "--{}: {e}", dir.as_str()),
+                Some((dir, Origin::Event(i), e)) => {
                     write!(f, "--{}-events: event {}: {e}", dir.as_str(), i + 1)
+                }
+                Some((dir, Origin::Fault(i), e)) => {
+                    write!(f, "--{}-faults: fault {}: {e}", dir.as_str(), i + 1)
                 }
                 None => f.write_str("invalid spec"),
             },
@@ -107,6 +148,9 @@ pub struct Problem {
     pub direction: Option<&'static str>,
     /// The bad event (0-based) of the direction's EVENTS; null: its SPEC.
     pub event: Option<usize>,
+    /// The bad fault (0-based) of the direction's FAULTS (only then present).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<usize>,
     /// The SPEC key (`loss`), when the problem is about one key.
     pub key: Option<String>,
     pub value: Option<String>,
@@ -134,15 +178,23 @@ impl CheckResult {
             UsageError::Args(m) => vec![Problem {
                 direction: None,
                 event: None,
+                fault: None,
                 key: None,
                 value: None,
                 message: m.clone(),
             }],
             UsageError::Spec(errs) => errs
                 .iter()
-                .map(|(dir, event, e)| Problem {
+                .map(|(dir, origin, e)| Problem {
                     direction: Some(dir.as_str()),
-                    event: *event,
+                    event: match origin {
+                        Origin::Event(i) => Some(*i),
+                        _ => None,
+                    },
+                    fault: match origin {
+                        Origin::Fault(i) => Some(*i),
+                        _ => None,
+                    },
                     key: e.key.clone(),
                     value: e.value.clone(),
                     message: e.message.clone(),
@@ -230,10 +282,20 @@ fn get<'a>(opts: &'a [(String, String)], k: &str) -> Option<&'a str> {
 }
 
 /// `check`'s options that take a value.
-const VALUED_CHECK: &[&str] = &["--a2b", "--b2a", "--a2b-events", "--b2a-events"];
+const VALUED_CHECK: &[&str] = &[
+    "--a2b",
+    "--b2a",
+    "--a2b-events",
+    "--b2a-events",
+    "--a2b-faults",
+    "--b2a-faults",
+    "--classify",
+    "--ovpn-ports",
+    "--wg-ports",
+];
 
-/// One direction's SPEC and the steps of its events.
-type DirConfig = (DirSpec, Vec<Step>);
+/// One direction's SPEC, the steps of its events and its faults.
+type DirConfig = (DirSpec, Vec<Step>, Vec<Fault>);
 
 /// The trace a SPEC's `trace=FILE` names, read and parsed here: the
 /// command line reads the files, the models get what they hold.
@@ -245,13 +307,51 @@ fn read_trace(path: &str) -> Result<Arc<Trace>, String> {
 fn direction(
     opts: &[(String, String)],
     dir: Direction,
-) -> Result<DirConfig, (Direction, Option<usize>, SpecError)> {
+) -> Result<DirConfig, (Direction, Origin, SpecError)> {
     let base = get(opts, &format!("--{}", dir.as_str())).unwrap_or("");
-    let spec = spec::parse_with(base, &read_trace).map_err(|e| (dir, None, e))?;
+    let spec = spec::parse_with(base, &read_trace).map_err(|e| (dir, Origin::Spec, e))?;
     let events = get(opts, &format!("--{}-events", dir.as_str())).unwrap_or("");
-    let steps =
-        schedule::parse_on(base, &spec, events).map_err(|e| (dir, Some(e.event), e.error))?;
-    Ok((spec, steps))
+    let steps = schedule::parse_on(base, &spec, events)
+        .map_err(|e| (dir, Origin::Event(e.event), e.error))?;
+    let text = get(opts, &format!("--{}-faults", dir.as_str())).unwrap_or("");
+    let faults = faults::parse(text).map_err(|e| (dir, Origin::Fault(e.fault), e.error))?;
+    Ok((spec, steps, faults))
+}
+
+/// `--ovpn-ports` / `--wg-ports`: comma-separated ports.
+fn port_list(k: &str, v: &str) -> Result<Vec<u16>, UsageError> {
+    let ports: Option<Vec<u16>> = v
+        .split(',')
+        .map(|p| p.trim().parse::<u16>().ok().filter(|p| *p > 0))
+        .collect();
+    ports.ok_or_else(|| usage(format!("{k} {v}: expected comma-separated ports 1..65535")))
+}
+
+/// The classifier's ports, and whether to classify: `--classify` (default:
+/// on when any direction has faults; off with faults is an error).
+fn classification(
+    opts: &[(String, String)],
+    any_faults: bool,
+) -> Result<(bool, Classifier), UsageError> {
+    let mut c = Classifier::default();
+    if let Some(v) = get(opts, "--ovpn-ports") {
+        c.ovpn_ports = port_list("--ovpn-ports", v)?;
+    }
+    if let Some(v) = get(opts, "--wg-ports") {
+        c.wg_ports = Some(port_list("--wg-ports", v)?);
+    }
+    let on = match get(opts, "--classify") {
+        None => any_faults,
+        Some("on") => true,
+        Some("off") if any_faults => {
+            return Err(usage(
+                "--classify off: faults need classification (drop --classify, or the faults)",
+            ))
+        }
+        Some("off") => false,
+        Some(v) => return Err(usage(format!("--classify {v}: expected on or off"))),
+    };
+    Ok((on, c))
 }
 
 /// Both directions' specs and steps; every direction that fails is
@@ -306,9 +406,17 @@ where
         "help" => Ok(Command::Help),
         "check" => {
             let opts = options(&mut p, VALUED_CHECK, &["--json"])?;
-            let ((a2b, _), (b2a, _)) = specs(&opts)?;
+            let ((a2b, _, a2b_faults), (b2a, _, b2a_faults)) = specs(&opts)?;
+            let (classify, _) =
+                classification(&opts, !(a2b_faults.is_empty() && b2a_faults.is_empty()))?;
             let json = get(&opts, "--json").is_some();
-            Ok(Command::Check { a2b, b2a, json })
+            Ok(Command::Check {
+                a2b,
+                b2a,
+                faults: (a2b_faults, b2a_faults),
+                classify,
+                json,
+            })
         }
         "run" => {
             let opts = options(
@@ -326,6 +434,11 @@ where
                     "--a2b-events",
                     "--b2a-events",
                     "--events-start",
+                    "--a2b-faults",
+                    "--b2a-faults",
+                    "--classify",
+                    "--ovpn-ports",
+                    "--wg-ports",
                 ],
                 &[],
             )?;
@@ -368,7 +481,9 @@ where
                     )))
                 }
             };
-            let ((a2b, a2b_steps), (b2a, b2a_steps)) = specs(&opts)?;
+            let ((a2b, a2b_steps, a2b_faults), (b2a, b2a_steps, b2a_faults)) = specs(&opts)?;
+            let (classify, classifier) =
+                classification(&opts, !(a2b_faults.is_empty() && b2a_faults.is_empty()))?;
             Ok(Command::Run(RunConfig {
                 netns_a,
                 dev_a,
@@ -382,6 +497,10 @@ where
                 a2b_steps,
                 b2a_steps,
                 start_on_signal,
+                a2b_faults,
+                b2a_faults,
+                classify,
+                classifier,
             }))
         }
         other => Err(usage(format!(
@@ -541,7 +660,8 @@ mod tests {
         assert_eq!(parse_args(args("--version")).unwrap(), Command::Version);
         assert_eq!(parse_args(args("-V")).unwrap(), Command::Version);
         assert_eq!(parse_args(args("help")).unwrap(), Command::Help);
-        let Command::Check { a2b, b2a, json } = parse_args(args("check --a2b rate=1mbit")).unwrap()
+        let Command::Check { a2b, b2a, json, .. } =
+            parse_args(args("check --a2b rate=1mbit")).unwrap()
         else {
             panic!()
         };

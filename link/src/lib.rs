@@ -6,7 +6,9 @@
 //! code that touches the OS, reads the clock or sleeps; it splits and
 //! merges GSO super-packets with `gso`'s pure byte functions).
 
+pub mod classify;
 pub mod cli;
+pub mod faults;
 pub mod gso;
 pub mod histogram;
 pub mod io;
@@ -15,6 +17,7 @@ pub mod model;
 pub mod occupancy;
 pub mod packet;
 pub mod pipeline;
+pub mod records;
 pub mod schedule;
 pub mod spec;
 pub mod stats;

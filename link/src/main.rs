@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use tunbench_link::cli::{self, CheckResult, Command, RunConfig};
+use tunbench_link::faults;
 use tunbench_link::io::event_loop::{Forwarder, ScheduleStart, StopSignal, TunIo};
 use tunbench_link::io::tun::{check_netns, TunDevice};
 use tunbench_link::io::{os_error, Error, Result};
@@ -17,6 +18,7 @@ use tunbench_link::json;
 use tunbench_link::pipeline::{Direction, Pipeline};
 use tunbench_link::schedule;
 use tunbench_link::spec::Normalized;
+use tunbench_link::spec::Path;
 use tunbench_link::stats::{report_json, write_atomic, DirStats, ScheduleReport};
 use tunbench_link::time::{Clock, Instant, Monotonic};
 
@@ -32,6 +34,25 @@ fn emit(line: &str) {
 struct Checked {
     a2b: Normalized,
     b2a: Normalized,
+    /// Only when faults are given (the output is otherwise as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    faults: Option<CheckedFaults>,
+}
+
+#[derive(Serialize)]
+struct CheckedFaults {
+    a2b: Vec<faults::Normalized>,
+    b2a: Vec<faults::Normalized>,
+}
+
+/// A direction as `check` prints it: classification puts it on the
+/// segmented path.
+fn checked(spec: &tunbench_link::spec::DirSpec, classify: bool) -> Normalized {
+    let mut n = spec.normalized();
+    if classify {
+        n.path = Path::Segmented.as_str();
+    }
+    n
 }
 
 /// `run`'s first line, once both devices are up.
@@ -61,9 +82,19 @@ fn main() -> ExitCode {
         Command::Version => emit(&format!("tunbench-link {}", env!("CARGO_PKG_VERSION"))),
         Command::Help => emit(cli::USAGE),
         Command::Check { json: true, .. } => emit(&json::to_string(&CheckResult::ok())),
-        Command::Check { a2b, b2a, .. } => emit(&json::to_string(&Checked {
-            a2b: a2b.normalized(),
-            b2a: b2a.normalized(),
+        Command::Check {
+            a2b,
+            b2a,
+            faults: (fa, fb),
+            classify,
+            ..
+        } => emit(&json::to_string(&Checked {
+            a2b: checked(&a2b, classify),
+            b2a: checked(&b2a, classify),
+            faults: (!(fa.is_empty() && fb.is_empty())).then(|| CheckedFaults {
+                a2b: fa.iter().map(|f| f.normalized()).collect(),
+                b2a: fb.iter().map(|f| f.normalized()).collect(),
+            }),
         })),
         Command::Run(cfg) => {
             if let Err(e) = run(&cfg) {
@@ -169,14 +200,19 @@ fn spawn_dir(
     stop: &Arc<StopSignal>,
     start: &Arc<ScheduleStart>,
 ) -> Result<DirRun> {
-    let (spec, steps) = match dir {
-        Direction::AtoB => (&cfg.a2b, &cfg.a2b_steps),
-        Direction::BtoA => (&cfg.b2a, &cfg.b2a_steps),
+    let (spec, steps, dir_faults) = match dir {
+        Direction::AtoB => (&cfg.a2b, &cfg.a2b_steps, &cfg.a2b_faults),
+        Direction::BtoA => (&cfg.b2a, &cfg.b2a_steps, &cfg.b2a_faults),
     };
     let stats = Arc::new(DirStats::default());
-    let path = schedule::path(spec, steps);
-    let pipeline = Pipeline::build(spec, steps, cfg.seed, dir);
-    let timed = pipeline.timed();
+    let mut path = schedule::path(spec, steps);
+    let mut pipeline = Pipeline::build(spec, steps, cfg.seed, dir);
+    if cfg.classify {
+        // classification (and faults) look at every packet: segmented path
+        path = Path::Segmented;
+        pipeline = pipeline.with_faults(cfg.classifier.clone(), dir_faults.clone(), cfg.seed, dir);
+    }
+    let timed = pipeline.timed() || cfg.classify;
     let fwd = Forwarder {
         pipeline,
         path,
@@ -226,7 +262,7 @@ impl Reporter<'_> {
         };
         let now = Monotonic.now();
         let report = |d: &DirRun| {
-            let mut r = d.stats.report(now);
+            let mut r = d.stats.report(now, self.started, self.schedule_start.get());
             if event.is_some() {
                 // The stdout event stays one short line: nobody may be
                 // reading the pipe any more (a full one would block the

@@ -1,5 +1,6 @@
 //! A packet as the models see it.
 
+use crate::classify::Class;
 use crate::time::Instant;
 
 /// Bytes of `struct virtio_net_hdr` that precede every packet read from or
@@ -19,12 +20,20 @@ pub struct Packet {
     /// detect reordering.
     pub id: u64,
     pub t: Instant,
+    /// What the fault stage classified it as (`Other` when classification
+    /// is off): the event loop counts deliveries per class by it.
+    pub class: Class,
 }
 
 impl Packet {
     pub fn new(buf: Vec<u8>, id: u64, t: Instant) -> Self {
         debug_assert!(buf.len() >= VNET_HDR_LEN);
-        Packet { buf, id, t }
+        Packet {
+            buf,
+            id,
+            t,
+            class: Class::Other,
+        }
     }
 
     /// A packet of `ip_len` zero bytes (plus an all-zero virtio-net header),
@@ -34,6 +43,7 @@ impl Packet {
             buf: vec![0; VNET_HDR_LEN + ip_len],
             id,
             t,
+            class: Class::Other,
         }
     }
 

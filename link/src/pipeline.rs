@@ -1,5 +1,5 @@
 //! The stages of one direction, chained in the fixed order
-//! [nat -> outage gate ->] loss -> bottleneck (queue + rate, or a trace) ->
+//! [faults -> nat -> outage gate ->] loss -> bottleneck (queue + rate, or a trace) ->
 //! delay/jitter -> reorder -> duplicate.
 //! Absent impairments add no stage; an empty pipeline passes packets
 //! through unchanged at their arrival time.
@@ -12,6 +12,8 @@
 //! the moment the pipeline is armed. Each stage retunes from its own
 //! parameters, which [`Chained::retune_from`] takes out of the step's spec.
 
+use crate::classify::Classifier;
+use crate::faults::{Fault, FaultStage};
 use crate::model::delay::{Delay, DelaySampler};
 use crate::model::dup::Duplicate;
 use crate::model::gate::Gate;
@@ -107,6 +109,8 @@ impl Chained for Duplicate {
 }
 
 pub struct Pipeline {
+    /// Targeted faults (and classification), ahead of every stage.
+    front: Option<FaultStage>,
     stages: Vec<Box<dyn Chained>>,
     /// Used only when there are no stages.
     passthrough: Fifo,
@@ -122,6 +126,9 @@ pub struct Pipeline {
     done: Fifo,
     /// Steps applied and not yet taken by [`Pipeline::take_applied`].
     applied: Vec<Applied>,
+    /// Ids of classified non-data messages a stage lost (loss, queue,
+    /// outage, stale address) since [`Pipeline::take_link_drops`].
+    link_drops: Vec<u64>,
 }
 
 /// The first of `specs` that needs a stage, if any does.
@@ -176,6 +183,7 @@ impl Pipeline {
             s.retune_from(spec, false);
         }
         Pipeline {
+            front: None,
             stages,
             passthrough: Fifo::default(),
             timed: !steps.is_empty() || spec.trace.is_some(),
@@ -184,13 +192,53 @@ impl Pipeline {
             origin: None,
             done: Fifo::default(),
             applied: Vec::new(),
+            link_drops: Vec::new(),
         }
+    }
+
+    /// Put a fault stage first in the chain: it classifies every packet
+    /// with `classifier` and applies `faults` before any other stage
+    /// (corruption draws from its own RNG stream).
+    pub fn with_faults(
+        mut self,
+        classifier: Classifier,
+        faults: Vec<Fault>,
+        seed: u64,
+        dir: Direction,
+    ) -> Self {
+        let stage = FaultStage::new(classifier, faults, rng_for(seed, dir.index() * 16 + 6));
+        self.timed |= stage.timed();
+        self.front = Some(stage);
+        self
+    }
+
+    /// The fault stage, if any (its per-class counters).
+    pub fn faults(&self) -> Option<&FaultStage> {
+        self.front.as_ref()
+    }
+
+    /// What the fault stage recorded since the last call (faults fired,
+    /// non-data messages seen).
+    pub fn take_fault_records(&mut self) -> Vec<crate::faults::Record> {
+        match &mut self.front {
+            Some(f) if f.has_records() => f.take_records(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Ids of classified non-data messages the link's own stages dropped
+    /// since the last call.
+    pub fn take_link_drops(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.link_drops)
     }
 
     /// Start the schedule at `origin` (once; later calls do nothing).
     pub fn arm(&mut self, origin: Instant) {
         if self.origin.is_none() {
             self.origin = Some(origin);
+            if let Some(f) = &mut self.front {
+                f.start(origin);
+            }
             for s in &mut self.stages {
                 s.start(origin);
             }
@@ -218,9 +266,13 @@ impl Pipeline {
     fn apply_due(&mut self, t: Instant, now: Instant) {
         while let Some(at) = self.step_due().filter(|at| *at <= t) {
             let done = &mut self.done;
-            flow(&mut self.stages, &mut self.passthrough, at, |p| {
-                done.push(p)
-            });
+            let chain = Chain {
+                front: self.front.as_mut(),
+                stages: &mut self.stages,
+                passthrough: &mut self.passthrough,
+                link_drops: &mut self.link_drops,
+            };
+            chain.flow(at, |p| done.push(p));
             let step = &self.steps[self.next_step];
             for s in &mut self.stages {
                 s.retune_from(&step.spec, step.down);
@@ -249,16 +301,37 @@ impl Pipeline {
     }
 
     pub fn stage_names(&self) -> Vec<&'static str> {
-        self.stages.iter().map(|s| s.name()).collect()
+        let front = self.front.as_ref().map(|f| f.name());
+        front
+            .into_iter()
+            .chain(self.stages.iter().map(|s| s.name()))
+            .collect()
     }
 
     /// Hand a packet to the first stage; `pkt.t` is its arrival time.
     /// Call [`Pipeline::poll`] afterwards to collect what is due.
     pub fn push(&mut self, pkt: Packet, now: Instant) {
         self.apply_due(pkt.t, now);
-        match self.stages.first_mut() {
-            Some(s) => s.push(pkt, now),
-            None => self.passthrough.push(pkt),
+        match &mut self.front {
+            Some(f) => {
+                let t = pkt.t;
+                f.push(pkt, now);
+                // what the faults pass at once enters the chain now, as
+                // it would without them
+                while let Some(p) = f.pop_ready(t) {
+                    enter(
+                        &mut self.stages,
+                        &mut self.passthrough,
+                        &mut self.link_drops,
+                        p,
+                        now,
+                    );
+                }
+            }
+            None => match self.stages.first_mut() {
+                Some(s) => s.push(pkt, now),
+                None => self.passthrough.push(pkt),
+            },
         }
     }
 
@@ -269,7 +342,13 @@ impl Pipeline {
         while let Some(p) = self.done.pop_ready(now) {
             out(p);
         }
-        flow(&mut self.stages, &mut self.passthrough, now, out);
+        let chain = Chain {
+            front: self.front.as_mut(),
+            stages: &mut self.stages,
+            passthrough: &mut self.passthrough,
+            link_drops: &mut self.link_drops,
+        };
+        chain.flow(now, out);
     }
 
     /// Earliest time any stage has something to release, or a step is due.
@@ -277,6 +356,7 @@ impl Pipeline {
         self.stages
             .iter()
             .filter_map(|s| s.next_event())
+            .chain(self.front.as_ref().and_then(|f| f.next_event()))
             .chain(self.passthrough.next_event())
             .chain(self.done.next_event())
             .chain(self.step_due())
@@ -286,12 +366,16 @@ impl Pipeline {
     /// Packets held in all stages.
     pub fn held(&self) -> usize {
         self.stages.iter().map(|s| s.held()).sum::<usize>()
+            + self.front.as_ref().map_or(0, |f| f.held())
             + self.passthrough.len()
             + self.done.len()
     }
 
     pub fn counters(&self) -> StageCounters {
         let mut c = StageCounters::default();
+        if let Some(f) = &self.front {
+            c.add(&f.counters());
+        }
         for s in &self.stages {
             c.add(&s.counters());
         }
@@ -299,27 +383,76 @@ impl Pipeline {
     }
 }
 
-/// Move every packet due at or before `now` through the chain, handing the
-/// ones leaving the last stage to `out` in departure order.
-fn flow(
+/// Packets a stage loses to the link itself (not to a fault).
+fn lost(c: &StageCounters) -> u64 {
+    c.dropped_loss + c.dropped_queue + c.dropped_outage + c.dropped_stale
+}
+
+/// Hand `p` to `stage`; a classified non-data message it drops is noted
+/// in `link_drops` (the others are not looked at: this is per packet).
+fn push_noting(stage: &mut dyn Chained, p: Packet, now: Instant, link_drops: &mut Vec<u64>) {
+    if p.class.is_data() {
+        return stage.push(p, now);
+    }
+    let (id, before) = (p.id, lost(&stage.counters()));
+    stage.push(p, now);
+    if lost(&stage.counters()) > before {
+        link_drops.push(id);
+    }
+}
+
+/// Hand a packet leaving the fault stage to the first stage (or, with
+/// none, to the passthrough queue).
+fn enter(
     stages: &mut [Box<dyn Chained>],
     passthrough: &mut Fifo,
+    link_drops: &mut Vec<u64>,
+    p: Packet,
     now: Instant,
-    mut out: impl FnMut(Packet),
 ) {
-    if stages.is_empty() {
-        while let Some(p) = passthrough.pop_ready(now) {
-            out(p);
-        }
-        return;
+    match stages.first_mut() {
+        Some(s) => push_noting(s.as_mut(), p, now, link_drops),
+        None => passthrough.push(p),
     }
-    for i in 0..stages.len() {
-        let (head, tail) = stages.split_at_mut(i + 1);
-        let s = &mut head[i];
-        while let Some(p) = s.pop_ready(now) {
-            match tail.first_mut() {
-                Some(next) => next.push(p, now),
-                None => out(p),
+}
+
+/// The chain's parts, borrowed for one [`Chain::flow`].
+struct Chain<'a> {
+    front: Option<&'a mut FaultStage>,
+    stages: &'a mut [Box<dyn Chained>],
+    passthrough: &'a mut Fifo,
+    link_drops: &'a mut Vec<u64>,
+}
+
+impl Chain<'_> {
+    /// Move every packet due at or before `now` through the chain, handing
+    /// the ones leaving the last stage to `out` in departure order.
+    fn flow(self, now: Instant, mut out: impl FnMut(Packet)) {
+        let Chain {
+            front,
+            stages,
+            passthrough,
+            link_drops,
+        } = self;
+        if let Some(f) = front {
+            while let Some(p) = f.pop_ready(now) {
+                enter(stages, passthrough, link_drops, p, now);
+            }
+        }
+        if stages.is_empty() {
+            while let Some(p) = passthrough.pop_ready(now) {
+                out(p);
+            }
+            return;
+        }
+        for i in 0..stages.len() {
+            let (head, tail) = stages.split_at_mut(i + 1);
+            let s = &mut head[i];
+            while let Some(p) = s.pop_ready(now) {
+                match tail.first_mut() {
+                    Some(next) => push_noting(next.as_mut(), p, now, link_drops),
+                    None => out(p),
+                }
             }
         }
     }

@@ -5,6 +5,7 @@ use crate::histogram::{Durations, Histogram};
 use crate::json::{self, Float};
 use crate::model::StageCounters;
 use crate::occupancy::{Occupancy, OccupancyView};
+use crate::records::{FaultLog, FaultReport};
 use crate::schedule::Applied;
 use crate::spec::Normalized;
 use serde::ser::{SerializeStruct, Serializer};
@@ -33,6 +34,8 @@ pub struct DirStats {
     pub dropped_emulator: AtomicU64,
     pub duplicated: AtomicU64,
     pub reordered: AtomicU64,
+    /// Dropped by a targeted fault (written only with classification on).
+    pub dropped_fault: AtomicU64,
     /// Reads that carried a GSO super-packet.
     pub gso_superpackets_in: AtomicU64,
     /// Segments produced by splitting super-packets (segmented path only).
@@ -54,6 +57,9 @@ pub struct DirStats {
     pub sojourn: Arc<Durations>,
     /// The bottleneck queue's occupancy over time.
     pub occupancy: Arc<Occupancy>,
+    /// Classified messages and fired faults (`None`: classification off,
+    /// and the document lacks their keys).
+    pub faults: Mutex<Option<FaultLog>>,
 }
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -70,6 +76,7 @@ pub struct Snapshot {
     pub dropped_emulator: u64,
     pub duplicated: u64,
     pub reordered: u64,
+    pub dropped_fault: u64,
     pub gso_superpackets_in: u64,
     pub segments_out: u64,
     pub gso_superpackets_out: u64,
@@ -108,6 +115,7 @@ impl DirStats {
         self.dropped_stale.store(c.dropped_stale, Relaxed);
         self.duplicated.store(c.duplicated, Relaxed);
         self.reordered.store(c.reordered, Relaxed);
+        self.dropped_fault.store(c.dropped_fault, Relaxed);
         self.held_packets.store(held as u64, Relaxed);
     }
 
@@ -146,6 +154,7 @@ impl DirStats {
             dropped_emulator: self.dropped_emulator.load(Relaxed),
             duplicated: self.duplicated.load(Relaxed),
             reordered: self.reordered.load(Relaxed),
+            dropped_fault: self.dropped_fault.load(Relaxed),
             gso_superpackets_in: self.gso_superpackets_in.load(Relaxed),
             segments_out: self.segments_out.load(Relaxed),
             gso_superpackets_out: self.gso_superpackets_out.load(Relaxed),
@@ -219,23 +228,52 @@ impl Snapshot {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DirReport {
     pub counters: Snapshot,
+    /// With classification on: `dropped_fault` and the fault records.
+    pub faults: Option<FaultReport>,
     pub occupancy: Option<OccupancyView>,
 }
 
 impl DirStats {
-    /// The counters now, and the occupancy series up to `now`.
-    pub fn report(&self, now: crate::time::Instant) -> DirReport {
+    /// The counters now, the fault records (their times relative to the
+    /// emulator's start `started` and the schedule's `schedule`), and the
+    /// occupancy series up to `now`.
+    pub fn report(
+        &self,
+        now: crate::time::Instant,
+        started: crate::time::Instant,
+        schedule: Option<crate::time::Instant>,
+    ) -> DirReport {
+        let faults = self.faults.lock().unwrap_or_else(|e| e.into_inner());
         DirReport {
             counters: self.snapshot(),
+            faults: faults.as_ref().map(|f| f.view(started, schedule)),
             occupancy: self.occupancy.view(now),
+        }
+    }
+
+    /// Run `f` on the fault log, if classification is on.
+    pub fn with_faults(&self, f: impl FnOnce(&mut FaultLog)) {
+        let mut log = self.faults.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(log) = log.as_mut() {
+            f(log);
         }
     }
 }
 
 impl Serialize for DirReport {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut o = s.serialize_struct("DirReport", 26)?;
+        let mut o = s.serialize_struct("DirReport", 34)?;
         self.counters.fields(&mut o)?;
+        if let Some(f) = &self.faults {
+            o.serialize_field("dropped_fault", &self.counters.dropped_fault)?;
+            o.serialize_field("faults", &f.faults)?;
+            o.serialize_field("faults_truncated", &f.faults_truncated)?;
+            o.serialize_field("messages", &f.messages)?;
+            o.serialize_field("messages_truncated", &f.messages_truncated)?;
+            o.serialize_field("data_marks", &f.data_marks)?;
+            o.serialize_field("data_marks_truncated", &f.data_marks_truncated)?;
+            o.serialize_field("classes", &f.classes)?;
+        }
         if let Some(occ) = &self.occupancy {
             o.serialize_field("occupancy", occ)?;
         }
@@ -360,6 +398,7 @@ mod tests {
         };
         let s = DirReport {
             counters: s,
+            faults: None,
             occupancy: Some(OccupancyView {
                 start_ns: 100,
                 every_ns: 100_000_000,
@@ -369,6 +408,7 @@ mod tests {
         };
         let empty = DirReport {
             counters: empty,
+            faults: None,
             occupancy: None,
         };
         let j = report_json(Some("stats"), 7, 1.23456, specs, &s, &empty, &sched);

@@ -70,6 +70,10 @@ impl Instant {
     pub fn saturating_duration_since(self, earlier: Instant) -> Duration {
         Duration(self.0.saturating_sub(earlier.0))
     }
+    /// `self - earlier`, or `None` when `earlier` is later.
+    pub fn checked_duration_since(self, earlier: Instant) -> Option<Duration> {
+        self.0.checked_sub(earlier.0).map(Duration)
+    }
 }
 
 impl Add<Duration> for Instant {

@@ -31,10 +31,12 @@
 
 use super::tun::TunDevice;
 use super::{os_error, Result};
+use crate::classify::Class;
 use crate::gso::coalesce::{Coalescer, Out};
 use crate::gso::offload::{self, VnetHdr};
 use crate::packet::{Packet, VNET_HDR_LEN};
 use crate::pipeline::Pipeline;
+use crate::records::FaultLog;
 use crate::spec::Path;
 use crate::stats::DirStats;
 use crate::time::{Clock, Duration, Instant, Monotonic};
@@ -222,6 +224,43 @@ pub struct Loop<C: Clock, D: PacketIo> {
     /// Segmented path only: re-merges departing segments (userspace GRO).
     coalescer: Option<Coalescer>,
     start: Arc<ScheduleStart>,
+    /// With classification on: what the writes did to classified packets.
+    rec: Option<Recorder>,
+}
+
+/// What the loop notes about classified packets as it writes them, until
+/// it hands the notes to the stats' fault log.
+#[derive(Debug)]
+struct Recorder {
+    /// Packets written, per class.
+    delivered: [u64; Class::COUNT],
+    /// Ids of non-data messages written.
+    sent: Vec<u64>,
+    /// Tunnel data messages written while a mark was wanted.
+    marks: Vec<(Instant, Class)>,
+    /// A non-data message or a fault was seen since the last data mark.
+    want_mark: bool,
+}
+
+impl Recorder {
+    fn new() -> Self {
+        Recorder {
+            delivered: [0; Class::COUNT],
+            sent: Vec::new(),
+            marks: Vec::new(),
+            want_mark: false,
+        }
+    }
+
+    fn written(&mut self, p: &Packet, now: Instant) {
+        self.delivered[p.class.index()] += 1;
+        if !p.class.is_data() {
+            self.sent.push(p.id);
+        } else if self.want_mark && p.class.is_tunnel_data() {
+            self.want_mark = false;
+            self.marks.push((now, p.class));
+        }
+    }
 }
 
 impl<C: Clock, D: PacketIo> Loop<C, D> {
@@ -236,6 +275,11 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
             _ => SUPER_PACKET,
         };
         let coalescer = (f.path == Path::Segmented && f.coalesce).then(Coalescer::default);
+        let rec = f.pipeline.faults().map(|_| {
+            let mut log = f.stats.faults.lock().unwrap_or_else(|e| e.into_inner());
+            *log = Some(FaultLog::default());
+            Recorder::new()
+        });
         Loop {
             clock,
             io,
@@ -250,6 +294,7 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
             woke_early_for: None,
             coalescer,
             start: f.start,
+            rec,
         }
     }
 
@@ -339,7 +384,41 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
     fn publish(&mut self, now: Instant) {
         self.stats
             .publish_models(&self.pipeline.counters(), self.pipeline.held());
+        self.collect();
+        if let (Some(rec), Some(f)) = (&self.rec, self.pipeline.faults()) {
+            self.stats
+                .with_faults(|log| log.set_classes(&f.seen, &f.dropped, &rec.delivered));
+        }
         self.last_publish = now;
+    }
+
+    /// Hand the fault stage's records, the link's drops of classified
+    /// messages and the loop's own notes to the stats' fault log (locked
+    /// only when there is something to add).
+    fn collect(&mut self) {
+        let Some(rec) = self.rec.as_mut() else {
+            return;
+        };
+        let records = self.pipeline.take_fault_records();
+        let drops = self.pipeline.take_link_drops();
+        if records.is_empty() && drops.is_empty() && rec.sent.is_empty() && rec.marks.is_empty() {
+            return;
+        }
+        rec.want_mark |= !records.is_empty();
+        self.stats.with_faults(|log| {
+            for r in records {
+                log.record(r);
+            }
+            for id in drops {
+                log.link_dropped(id);
+            }
+            for id in rec.sent.drain(..) {
+                log.delivered(id);
+            }
+            for (t, c) in rec.marks.drain(..) {
+                log.data_mark(t, c);
+            }
+        });
     }
 
     fn ingest(&mut self, data: &[u8], now: Instant) {
@@ -398,11 +477,13 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
         let id = self.next_id;
         self.next_id += 1;
         self.pipeline.push(Packet::new(buf, id, now), now);
+        self.collect();
     }
 
     fn drain(&mut self, now: Instant) {
         let io = &mut self.io;
         let st = &*self.stats;
+        let rec = &mut self.rec;
         match self.coalescer.as_mut() {
             Some(c) => {
                 let mut emit = |(buf, segs, bytes): Out| {
@@ -413,16 +494,23 @@ impl<C: Clock, D: PacketIo> Loop<C, D> {
                 };
                 self.pipeline.poll(now, |p| {
                     st.record_lateness((now - p.t).as_nanos());
+                    if let Some(r) = rec.as_mut() {
+                        r.written(&p, now);
+                    }
                     c.push(p.buf, &mut emit);
                 });
                 c.flush(&mut emit);
             }
             None => self.pipeline.poll(now, |p| {
                 st.record_lateness((now - p.t).as_nanos());
+                if let Some(r) = rec.as_mut() {
+                    r.written(&p, now);
+                }
                 let n = p.len() as u64;
                 write_one(io, st, &p.buf, 1, n);
             }),
         }
+        self.collect();
     }
 
     /// Sleep until `deadline` (or until woken), waking early on input or
@@ -682,6 +770,116 @@ mod tests {
         l.run().unwrap();
         let sent = l.io().sent.iter().map(|(t, p)| (t.as_nanos(), p.clone()));
         (sent.collect(), stats.snapshot(), stats.events())
+    }
+
+    #[test]
+    fn faults_act_first_and_every_classified_message_has_a_fate() {
+        use crate::classify::{testpkt, Classifier};
+        // a 10 ms link, down from 4 to 6 ms; the first initiation is dropped by a fault
+        let steps = crate::schedule::parse("delay=10ms", "at=4ms,outage=2ms").unwrap();
+        let spec = crate::spec::parse("delay=10ms").unwrap();
+        let faults = crate::faults::parse("match=wg.initiation,nth=1,action=drop").unwrap();
+        let stats = Arc::new(DirStats::default());
+        let start = Arc::new(ScheduleStart::default());
+        start.set(Instant::ZERO);
+        let f = Forwarder {
+            pipeline: Pipeline::build(&spec, &steps, 1, Direction::AtoB).with_faults(
+                Classifier::default(),
+                faults,
+                1,
+                Direction::AtoB,
+            ),
+            path: Path::Segmented,
+            mtu: 1500,
+            stats: Arc::clone(&stats),
+            coalesce: true,
+            start,
+        };
+        let wg = |ty: u8, len: usize| {
+            let mut b = vec![0u8; VNET_HDR_LEN];
+            b.extend(testpkt::udp(false, 40000, 51820, &testpkt::wg(ty, len)));
+            b
+        };
+        let input = vec![
+            (0, wg(1, 148)),  // dropped by the fault
+            (MS, wg(1, 148)), // sent at 11 ms
+            (2 * MS, wg(4, 64)),
+            (3 * MS, wg(4, 64)),
+            (5 * MS, wg(1, 148)), // lost to the outage
+            (7 * MS, wg(4, 64)),
+            (20 * MS, wg(2, 92)),
+            (25 * MS, wg(4, 64)),
+        ];
+        let clock = Manual::new(Instant::ZERO);
+        let mut l = Loop::new(&clock, MemIo::new(&clock, input), f);
+        l.run().unwrap();
+        assert_eq!(
+            l.io().sent_times(),
+            [11, 12, 13, 17, 30, 35].map(|m| m * MS),
+            "the fault's drop and the outage's"
+        );
+        let r = stats.report(clock.now(), Instant::ZERO, Some(Instant::from_nanos(MS)));
+        let c = r.counters;
+        assert_eq!(
+            (
+                c.packets_in,
+                c.delivered_packets,
+                c.dropped_fault,
+                c.dropped_outage
+            ),
+            (8, 6, 1, 1)
+        );
+        let f = r.faults.expect("classification is on");
+        let fired: Vec<_> = f
+            .faults
+            .iter()
+            .map(|x| {
+                (
+                    x.fault,
+                    x.class,
+                    x.ordinal,
+                    x.action,
+                    x.times.since_start_ns,
+                    x.times.at_ns,
+                )
+            })
+            .collect();
+        assert_eq!(fired, [(0, "wg.initiation", 1, "drop", 0, None)]);
+        let msgs: Vec<_> = f
+            .messages
+            .iter()
+            .map(|m| (m.times.since_start_ns / MS, m.class, m.size, m.fate))
+            .collect();
+        assert_eq!(
+            msgs,
+            [
+                (0, "wg.initiation", 176, "dropped_fault"),
+                (1, "wg.initiation", 176, "sent"),
+                (5, "wg.initiation", 176, "dropped_link"),
+                (20, "wg.response", 120, "sent"),
+            ]
+        );
+        let marks: Vec<_> = f
+            .data_marks
+            .iter()
+            .map(|m| (m.times.since_start_ns / MS, m.class))
+            .collect();
+        // the first data written after each message (12 ms follows both 1 and 5 ms)
+        assert_eq!(marks, [(12, "wg.data"), (35, "wg.data")]);
+        let classes: Vec<_> = f
+            .classes
+            .0
+            .iter()
+            .map(|(k, v)| (*k, v.seen, v.dropped_fault, v.delivered))
+            .collect();
+        assert_eq!(
+            classes,
+            [
+                ("wg.initiation", 3, 1, 1),
+                ("wg.response", 1, 0, 1),
+                ("wg.data", 4, 0, 4)
+            ]
+        );
     }
 
     #[test]

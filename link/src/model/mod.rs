@@ -42,6 +42,8 @@ pub struct StageCounters {
     pub dropped_stale: u64,
     pub duplicated: u64,
     pub reordered: u64,
+    /// Dropped by a targeted fault (`faults`).
+    pub dropped_fault: u64,
 }
 
 impl StageCounters {
@@ -53,6 +55,7 @@ impl StageCounters {
         self.dropped_stale += o.dropped_stale;
         self.duplicated += o.duplicated;
         self.reordered += o.reordered;
+        self.dropped_fault += o.dropped_fault;
     }
 }
 
