@@ -223,3 +223,18 @@ def test_a_fault_during_a_span_is_refused_with_connect(tmp_path: Path) -> None:
     f.write_text('name = "p"\n[up]\ndelay = "1ms"\n\n[[faults]]\nmatch = "wg.initiation"\nduring = ["0s", "20s"]\n')
     code, out = _dry("-w", "connect", "--profile", str(f))
     assert code != 0 and "workload 'connect' brings up many clients or its own tunnels" in out, out
+
+
+def test_the_html_report_has_a_faults_table_and_marks_them_on_the_timeline() -> None:
+    from tests.unit.report_data import run, trial
+    from tunbench.report.html import page as run_page
+    from tunbench.report.html.series import link_events
+
+    faults = [ProfileFault(match="wg.initiation", first=2, direction="up")]
+    stats = wg_bringup(2)
+    t = trial(1, "wireguard-go", 5e8, extra=fault_metrics(stats, faults))
+    t.params["faults_fired"] = fired_params(stats, fired(stats, faults), origin_ns=160 * S)
+    assert link_events(t) == [(-11.0, -11.0, "drop wg.initiation #1 (up)"), (-5.9, -5.9, "drop wg.initiation #2 (up)")]
+    page = run_page.render([run([t])])
+    assert 'id="r0-sec-faults"' in page
+    assert "up drop wg.initiation #1 at -11.00 s, #2 at -5.90 s" in page
