@@ -238,3 +238,31 @@ def test_the_html_report_has_a_faults_table_and_marks_them_on_the_timeline() -> 
     page = run_page.render([run([t])])
     assert 'id="r0-sec-faults"' in page
     assert "up drop wg.initiation #1 at -11.00 s, #2 at -5.90 s" in page
+
+
+def test_connect_keeps_each_bringups_faults_and_the_median_figures(tmp_path: Path) -> None:
+    import contextlib
+    from collections.abc import Iterator
+    from types import SimpleNamespace
+
+    from tunbench.link.emulator import LinkEmulator, LinkEnd
+    from tunbench.units import Window
+    from tunbench.workloads.base import BringupContext
+    from tunbench.workloads.connect import ConnectOptions, ConnectWorkload
+
+    prof = profile({"match": "wg.initiation", "first": 2, "direction": "up"})
+    rtts = iter([2_000_000, 4_000_000, 60_000_000])
+
+    @contextlib.contextmanager
+    def bring_up(name: str, machine: str | None) -> Iterator[SimpleNamespace]:
+        emu = LinkEmulator(
+            prof, None, tmp_path, 1, a=LinkEnd("a", "x"), b=LinkEnd("b", "y"), mtu=1500, configure=lambda: None
+        )  # type: ignore[arg-type]
+        yield SimpleNamespace(setup_s=10.5, topo=SimpleNamespace(link=emu))
+        emu.stats = wg_bringup(2, next(rtts))  # as the emulator leaves them when the bring-up ends
+
+    ctx = BringupContext(bring_up, None, tmp_path, "t", Window(1, 0), ConnectOptions(count=3))  # type: ignore[arg-type]
+    m = ConnectWorkload().measure(ctx)
+    assert [f["bringup"] for f in m.params["faults_fired"]] == ["u1", "u1", "u2", "u2", "u3", "u3"]
+    assert m.metrics["faults.first_data_ms"] == pytest.approx(10_200 + 4.001, abs=0.01), "the median of three"
+    assert [v for _, v in m.series["faults.first_data_ms"]] == pytest.approx([10_202.001, 10_204.001, 10_260.001])

@@ -163,6 +163,8 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
         rec.metrics[SETUP_S.name] = percentile(times, 50)
         for key in sorted({k for m in faulted for k in m}):  # the recovery from the faults: the bring-ups' median
             rec.metrics[key] = percentile([v for m in faulted if (v := m.get(key)) is not None], 50)
+            if key.endswith("_ms"):  # and each bring-up's, as connect_s keeps each one's time
+                rec.series[key] = [(float(i), v) for i, m in enumerate(faulted, 1) if (v := m.get(key)) is not None]
         rec.series["connect_s"] = [(float(i), t) for i, t in enumerate(times, 1)]
         if errors:
             rec.artifacts["connect-errors.txt"] = "\n".join(errors).encode()
