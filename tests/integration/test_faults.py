@@ -36,7 +36,7 @@ def _trials(tmp_path: Path, tunnels: str, profile: str) -> dict[str, dict[str, A
     """One trial per tunnel (a bring-up, one second of iperf3) over the profile, by label."""
     res, doc = run_json(
         tmp_path, "-t", tunnels, "--no-direct", "-w", "iperf3", "--profile", profile,
-        "--duration", "1", "--omit", "0", "--repeat", "1", timeout=300,
+        "--direction", "up", "--duration", "1", "--omit", "0", "--repeat", "1", timeout=300,
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     by = {t["label"]: t for t in doc["trials"]}
