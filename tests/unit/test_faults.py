@@ -266,3 +266,10 @@ def test_connect_keeps_each_bringups_faults_and_the_median_figures(tmp_path: Pat
     assert [f["bringup"] for f in m.params["faults_fired"]] == ["u1", "u1", "u2", "u2", "u3", "u3"]
     assert m.metrics["faults.first_data_ms"] == pytest.approx(10_200 + 4.001, abs=0.01), "the median of three"
     assert [v for _, v in m.series["faults.first_data_ms"]] == pytest.approx([10_202.001, 10_204.001, 10_260.001])
+
+
+def test_the_recovery_workload_measures_through_a_fault_during_a_span_only() -> None:
+    from tunbench.workloads.recovery import measurable
+
+    assert measurable(profile({"match": "wg.initiation", "during": ["2s", "22s"]}))
+    assert not measurable(profile({"match": "wg.initiation", "first": 2})), "a counted one fires in the bring-up"
