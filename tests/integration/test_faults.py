@@ -14,9 +14,11 @@ built-in 10 ms (each way) profiles, the figures from the emulator's own records 
   server's time to compute the first (a few ms) and more its scheduling: [3.9 s, 4.3 s]; one retransmitted
   response.
 - OpenVPN retransmits an unacknowledged control packet after --tls-timeout (2 s by default, openvpn(8)),
-  counted in whole seconds of its clock (reliable.c: `next_try = now + timeout`, `now` a time_t), so the
-  retry leaves 1-2 s after the first: the server's hard reset reaches the emulator [1.0 s, 2.3 s] after
-  the dropped client reset (0.3 s for the 10 ms link, the server's answer and a busy host); one retransmission.
+  counted in whole seconds of its clock (reliable.c: `next_try = now + timeout`, `now` a time_t): due 1-2 s
+  after the first (the second it was sent in, plus 2), and sent when its event loop next looks, which may
+  sleep up to a second past that (its timeouts are whole seconds too). So the server's hard reset reaches
+  the emulator 1-3 s after the dropped client reset (measured: 1.16-2.31 s in 6 bring-ups, docs/faults.md);
+  one retransmission. The documented "2 s" is thus a whole-second timer, not a duration.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def test_strongswan_and_openvpn_retransmit_as_documented(tmp_path: Path) -> None
     assert 3_900 <= ike["faults.handshake_ms"] <= 4_300, ike["faults.handshake_ms"]
     assert ike["faults.retransmits"] == 1
     assert [f["class"] for f in by["openvpn-udp"]["params"]["faults_fired"]] == ["ovpn.hard_reset_client"]
-    assert 1_000 <= ovpn["faults.handshake_ms"] <= 2_300, ovpn["faults.handshake_ms"]
+    assert 1_000 <= ovpn["faults.handshake_ms"] <= 3_000, ovpn["faults.handshake_ms"]
     assert ovpn["faults.retransmits"] == 1
     for m in (ike, ovpn):
         assert m["faults.first_data_ms"] >= m["faults.handshake_ms"]
