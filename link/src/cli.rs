@@ -620,6 +620,68 @@ mod tests {
     }
 
     #[test]
+    fn faults_and_classification_options() {
+        let Command::Run(c) = parse_args(args(BASE)).unwrap() else {
+            panic!()
+        };
+        assert!(!c.classify && c.a2b_faults.is_empty());
+        assert_eq!(c.classifier, Classifier::default());
+        let a = format!(
+            "{BASE} --b2a-faults match=wg.response,nth=1,action=drop --ovpn-ports 443,1194 --wg-ports 51820"
+        );
+        let Command::Run(c) = parse_args(args(&a)).unwrap() else {
+            panic!()
+        };
+        assert!(c.classify, "faults turn classification on");
+        assert_eq!((c.a2b_faults.len(), c.b2a_faults.len()), (0, 1));
+        assert_eq!(c.classifier.ovpn_ports, [443, 1194]);
+        assert_eq!(c.classifier.wg_ports, Some(vec![51820]));
+        let Command::Run(c) = parse_args(args(&format!("{BASE} --classify on"))).unwrap() else {
+            panic!()
+        };
+        assert!(c.classify);
+        for (extra, want) in [
+            (
+                "--classify off --a2b-faults match=any,nth=1,action=drop",
+                "--classify off: faults need classification",
+            ),
+            ("--classify maybe", "--classify maybe: expected on or off"),
+            (
+                "--ovpn-ports 0",
+                "--ovpn-ports 0: expected comma-separated ports",
+            ),
+            ("--wg-ports 1,,2", "--wg-ports 1,,2: expected"),
+            (
+                "--a2b-faults match=any,nth=1,action=drop;match=any",
+                "--a2b-faults: fault 2: every fault needs one of nth=",
+            ),
+        ] {
+            let got = parse_args(args(&format!("{BASE} {extra}")))
+                .unwrap_err()
+                .to_string();
+            assert!(got.starts_with(want), "{extra}: {got}");
+        }
+        // check --json names the fault; the other entries keep their shape
+        let e = parse_args(args(
+            "check --json --a2b loss=1% --b2a-faults match=any,every=0,action=dup",
+        ))
+        .unwrap_err();
+        assert_eq!(
+            crate::json::to_string(&CheckResult::failed(&e)),
+            r#"{"ok":false,"errors":[{"direction":"b2a","event":null,"fault":0,"key":"every","value":"0","message":"expected an integer of at least 1"}]}"#
+        );
+        assert!(wants_json(&os("check --a2b-faults --json --json")));
+        assert!(!wants_json(&os("check --wg-ports --json")));
+        let Command::Check {
+            faults, classify, ..
+        } = parse_args(args("check --a2b-faults match=esp,first=3,action=corrupt")).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((faults.0.len(), faults.1.len(), classify), (1, 0, true));
+    }
+
+    #[test]
     fn a_trace_file_is_read_here_and_shared_by_every_state() {
         let dir = std::env::temp_dir().join(format!("tblk-cli-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -439,6 +439,35 @@ mod tests {
         assert_eq!(file, want.replacen(r#""event":"stats","#, "", 1));
     }
 
+    /// With classification on, the fault records follow the counters (and
+    /// precede the occupancy series); without, the keys are absent (above).
+    #[test]
+    fn fault_records_in_a_direction() {
+        let r = DirReport {
+            counters: Snapshot {
+                dropped_fault: 2,
+                ..Default::default()
+            },
+            faults: Some(
+                crate::records::FaultLog::default().view(crate::time::Instant::ZERO, None),
+            ),
+            occupancy: Some(OccupancyView {
+                start_ns: 0,
+                every_ns: 100_000_000,
+                bytes: vec![],
+                truncated: false,
+            }),
+        };
+        let j = json::to_string(&r);
+        let tail = concat!(
+            r#""sojourn_us_max":0,"dropped_fault":2,"faults":[],"faults_truncated":false,"#,
+            r#""messages":[],"messages_truncated":false,"data_marks":[],"data_marks_truncated":false,"#,
+            r#""classes":{},"occupancy":{"start_ns":0,"every_ns":100000000,"bytes":[],"truncated":false}}"#
+        );
+        assert!(j.ends_with(tail), "{j}");
+        assert_eq!(j.matches("dropped_fault").count(), 1);
+    }
+
     #[test]
     fn atomic_write_replaces() {
         let dir = std::env::temp_dir().join(format!("tblk-stats-{}", std::process::id()));

@@ -195,3 +195,112 @@ fn gilbert_elliott_through_the_pipeline() {
     let se = (pi * (1.0 - pi) / 400_000.0 * (1.74 / 0.26)).sqrt();
     assert!((loss - pi).abs() < 5.0 * se, "{loss} vs {pi}");
 }
+
+/// An IPv4/UDP datagram 198.18.0.1:50000 -> 198.18.0.2:`dport` carrying
+/// `payload` (checksums left zero: the models never look at them), behind
+/// an all-zero virtio-net header.
+fn udp_packet(dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut b = vec![0u8; tunbench_link::packet::VNET_HDR_LEN];
+    let len = 28 + payload.len();
+    let mut ip = vec![0u8; 28];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&[198, 18, 0, 1]);
+    ip[16..20].copy_from_slice(&[198, 18, 0, 2]);
+    ip[20..22].copy_from_slice(&50000u16.to_be_bytes());
+    ip[22..24].copy_from_slice(&dport.to_be_bytes());
+    ip[24..26].copy_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    b.extend(ip);
+    b.extend_from_slice(payload);
+    b
+}
+
+#[test]
+fn faults_act_before_the_link_and_every_message_is_delivered_or_dropped_once() {
+    use tunbench_link::classify::{Class, Classifier};
+    use tunbench_link::faults::{self, Record};
+    // OpenVPN over a lossy 10 ms link: the client's first hard reset is
+    // held back 5 ms by a fault, every 10th control message is dropped by
+    // another, and the link loses 30% of everything.
+    let faults = faults::parse(
+        "match=ovpn.hard_reset_client,first=1,action=delay,delay=5ms;\
+         match=ovpn.control,every=10,action=drop",
+    )
+    .unwrap();
+    let mut p = Pipeline::build(
+        &parse("delay=10ms,loss=30%").unwrap(),
+        &[],
+        3,
+        Direction::AtoB,
+    )
+    .with_faults(Classifier::default(), faults, 3, Direction::AtoB);
+    assert_eq!(p.stage_names(), ["faults", "loss", "delay"]);
+    let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
+    let opcode = |op: u8| {
+        let mut payload = vec![0u8; 60];
+        payload[0] = op << 3 | 2; // key id 2
+        udp_packet(1194, &payload)
+    };
+    // packet i at i ms: 0 a hard reset (V2), then control, ack and data in turn (1000, 1000, 999)
+    let kinds = [9u8, 4, 5];
+    let mut departures = Vec::new();
+    let mut records = Vec::new();
+    let mut link_drops = Vec::new();
+    for i in 0..3000u64 {
+        let op = if i == 0 { 7 } else { kinds[(i % 3) as usize] };
+        p.push(Packet::new(opcode(op), i, ms(i)), ms(i));
+        p.poll(ms(i), |x| departures.push((x.id, x.class, x.t)));
+        records.extend(p.take_fault_records());
+        link_drops.extend(p.take_link_drops());
+    }
+    p.poll(ms(10_000), |x| departures.push((x.id, x.class, x.t)));
+    link_drops.extend(p.take_link_drops());
+    assert_eq!(p.held(), 0);
+    // the hard reset left 15 ms after it arrived, after packets that came later (if the link kept it)
+    if let Some(&(_, class, t)) = departures.iter().find(|d| d.0 == 0) {
+        assert_eq!((class, t), (Class::OvpnHardResetClient, ms(15)));
+    }
+    let fired: Vec<(usize, u64)> = records
+        .iter()
+        .filter_map(|r| match r {
+            Record::Fired { fault, ordinal, .. } => Some((*fault, *ordinal)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fired[0], (0, 1));
+    assert_eq!(
+        fired.len(),
+        1 + 1000 / 10,
+        "every 10th of 1000 control messages"
+    );
+    assert!(fired[1..].iter().all(|&(f, n)| f == 1 && n % 10 == 0));
+    // each non-data message: dropped by a fault, lost on the link, or delivered, exactly one of them
+    let mut n_msgs = 0;
+    for r in &records {
+        if let Record::Message {
+            id, msg, dropped, ..
+        } = r
+        {
+            n_msgs += 1;
+            assert!(!msg.class.is_data());
+            assert_eq!(msg.key_id, Some(2));
+            let delivered = departures.iter().filter(|d| d.0 == *id).count();
+            let lost = link_drops.iter().filter(|x| *x == id).count();
+            assert_eq!(
+                (*dropped as usize) + delivered + lost,
+                1,
+                "{id}: {dropped} {delivered} {lost}"
+            );
+        }
+    }
+    assert_eq!(n_msgs, 2001, "the hard reset, 1000 control and 1000 acks");
+    let c = p.counters();
+    assert_eq!(c.dropped_fault, 100);
+    assert_eq!(
+        departures.len() as u64 + c.dropped_fault + c.dropped_loss,
+        3000
+    );
+    assert!(!link_drops.is_empty() && link_drops.len() < c.dropped_loss as usize);
+}
