@@ -8,12 +8,15 @@ from typing import Any
 
 import pytest
 
+from tunbench.config.load import load_scenario
 from tunbench.errors import ConfigError
+from tunbench.link.binary import link_binary_or_none
 from tunbench.link.fault_record import ANSWERS, fault_metrics, fired, fired_params
 from tunbench.link.faults import CLASSES, ProfileFault
 from tunbench.link.profile import Profile, load_profile_file
 from tunbench.report.faults import fault_lines
 from tunbench.results import TrialRecord
+from tunbench.session import resolve_profiles
 from tunbench.tomlfile import validate
 
 S = 1_000_000_000
@@ -273,3 +276,38 @@ def test_the_recovery_workload_measures_through_a_fault_during_a_span_only() -> 
 
     assert measurable(profile({"match": "wg.initiation", "during": ["2s", "22s"]}))
     assert not measurable(profile({"match": "wg.initiation", "first": 2})), "a counted one fires in the bring-up"
+
+
+def test_openvpn_on_other_ports() -> None:
+    p = profile({"match": "ovpn.hard_reset_client", "nth": 1}, ovpn_ports=[443, 1194])
+    assert p.link_args()[-2:] == ["--ovpn-ports", "443,1194"]
+    assert "--ovpn-ports" not in profile(ovpn_ports=[443]).link_args(), "only where messages are classified"
+
+
+def test_compare_judges_the_recovery_figures() -> None:
+    from tests.unit.report_data import trial
+    from tunbench.report.compare.metrics import metrics_for
+
+    t = trial(
+        1, "wireguard-go", 5e8, extra=fault_metrics(wg_bringup(2), [ProfileFault(match="wg.initiation", first=2)])
+    )
+    rows = {m.name: m for m in metrics_for([t])}
+    assert {"faults.first_data_ms", "faults.handshake_ms", "faults.start_to_data_ms"} <= set(rows)
+    assert rows["faults.first_data_ms"].gates and rows["faults.first_data_ms"].family == "wide"
+    assert not rows["faults.first_data_ms"].higher_is_better
+
+
+@pytest.mark.skipif(link_binary_or_none() is None, reason="tunbench-link not built (make build)")
+def test_tunbench_link_judges_each_fault_and_the_error_points_at_its_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        'name = "bad"\n[up]\ndelay = "5ms"\n\n[[faults]]\nmatch = "wg.initiation"\nnth = 1\n\n'
+        '[[faults]]\ndirection = "down"\nmatch = "wg.response"\nfirst = 1\naction = "delay"\ndelay = "0s"\n'
+    )
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(f'[run]\nprofiles = ["{bad}"]\n')
+    sc, text, source = load_scenario(scenario)
+    with pytest.raises(ConfigError) as e:
+        resolve_profiles(sc, source, text=text)
+    assert (e.value.source, e.value.key, e.value.line) == (str(bad), "faults.1.delay", 14)
+    assert "must be longer than 0" in str(e.value)

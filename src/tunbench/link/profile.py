@@ -126,6 +126,7 @@ class Profile(BaseModel):
     timeline: str | None = None  # a CSV of changes over time, read into `events` when the file is loaded
     faults: list[ProfileFault] = []  # faults aimed at the tunnel's messages (docs/faults.md)
     classify: bool = False  # record the tunnel's messages without faults (a profile with faults always does)
+    ovpn_ports: list[int] = []  # the ports the emulator takes OpenVPN on (its default: 1194)
 
     @field_validator("congestion_control")
     @classmethod
@@ -196,6 +197,8 @@ class Profile(BaseModel):
                 args += [f"--{wire}-faults", faults]
         if self.classify and not self.faults:
             args += ["--classify", "on"]
+        if self.ovpn_ports and self.classified():
+            args += ["--ovpn-ports", ",".join(str(p) for p in self.ovpn_ports)]
         return args
 
 
