@@ -311,3 +311,28 @@ def test_tunbench_link_judges_each_fault_and_the_error_points_at_its_line(tmp_pa
         resolve_profiles(sc, source, text=text)
     assert (e.value.source, e.value.key, e.value.line) == (str(bad), "faults.1.delay", 14)
     assert "must be longer than 0" in str(e.value)
+
+
+def test_a_run_of_hits_is_one_item() -> None:
+    from tunbench.report.faults import hits_text
+
+    many = [
+        {"direction": "up", "action": "drop", "class": "wg.data", "ordinal": i, "t_s": 2.0 + i / 100}
+        for i in range(1, 201)
+    ]
+    assert hits_text(many) == "up drop wg.data #1-#200 (200) from +2.01 s to +4.00 s"
+    bringups = [
+        {
+            "direction": "up",
+            "action": "drop",
+            "class": "wg.initiation",
+            "ordinal": i,
+            "since_start_s": 5.0 * i,
+            "bringup": b,
+        }
+        for b in ("u1", "u2", "u3")
+        for i in (1, 2)
+    ]
+    assert hits_text(bringups).startswith(
+        "up drop wg.initiation #1 at 5.00 s of the link (u1), #2 at 10.00 s of the link (u1), up drop"
+    )

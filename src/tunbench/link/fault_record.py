@@ -13,8 +13,8 @@ The recovery from the first fault (at t0, class C), whatever the workload:
 - `faults.handshake_ms`: t0 to the delivery of the answer that completes the exchange C belongs to, in either
   direction (ANSWERS): a WireGuard `wg.response`, OpenVPN's `ovpn.hard_reset_server`, the IKEv2 response of
   the same exchange. For a fault on any other class (data, OpenVPN's control and ack packets) there is none.
-- `faults.first_data_ms`: t0 to the first data message delivered after that answer (after t0 where there is
-  no answer): the tunnel carrying traffic again, with keys from the handshake.
+- `faults.first_data_ms`: t0 to the first data message delivered after that answer, in either direction
+  (where C has no answer, the first delivered after t0 in D): the tunnel carrying traffic again.
 - `faults.retransmits`: the messages of class C the faulted direction sent after t0 up to that answer (to
   the end when none came): the tunnel's retransmissions.
 - `faults.start_to_data_ms`: from the first message the emulator classified (the tunnel's first handshake
@@ -145,12 +145,12 @@ def messages(stats: dict[str, Any] | None) -> list[Message]:
     return sorted(out, key=lambda x: x.t_ns)
 
 
-def data_marks(stats: dict[str, Any] | None) -> list[int]:
-    """The times of the data messages the emulator marked as delivered (both directions), in order."""
+def data_marks(stats: dict[str, Any] | None, direction: str | None = None) -> list[int]:
+    """The times of the data messages the emulator marked as delivered (both directions, or one), in order."""
     return sorted(
         _int(m.get("since_start_ns")) or 0
-        for _, m in _records(stats, "data_marks")
-        if str(m.get("class", "")) in DATA_CLASSES
+        for d, m in _records(stats, "data_marks")
+        if str(m.get("class", "")) in DATA_CLASSES and direction in (None, d)
     )
 
 
@@ -199,7 +199,8 @@ def fault_metrics(stats: dict[str, Any] | None, faults: list[ProfileFault]) -> M
     if done is not None:
         out[FAULT_MS.key(span="handshake")] = (done - hit.t_ns) / 1e6
     after = done if done is not None else hit.t_ns
-    data = next((t for t in marks if t >= after), None)
+    # after a handshake, data in either direction; after a fault on anything else (data), its direction's
+    data = next((t for t in (marks if answer else data_marks(stats, hit.direction)) if t >= after), None)
     if data is not None and (answer is None or done is not None):
         out[FAULT_MS.key(span="first_data")] = (data - hit.t_ns) / 1e6
     end = done if done is not None else max((m.t_ns for m in msgs), default=hit.t_ns)

@@ -4,6 +4,7 @@ the HTML report's "Faults" table), e.g. `wireguard-go · wg-init-loss-2 · iperf
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,16 +22,29 @@ def _when(f: dict[str, Any]) -> str:
     return f" at {since:.2f} s of the link{of}" if isinstance(since, int | float) else of
 
 
-def hits_text(fired: Iterable[dict[str, Any]]) -> str:
-    """'up drop wg.initiation #1 at -10.41 s, #2 at -5.30 s' (consecutive hits of one kind share a head)."""
+def hits_text(fired: list[dict[str, Any]]) -> str:
+    """'up drop wg.initiation #1 at -10.41 s, #2 at -5.30 s': consecutive hits of one kind share a head, and
+    a run of more than RUN of them is one item ('#1-#200 (200) from +2.00 s to +3.99 s')."""
     parts: list[str] = []
-    head = None
-    for f in fired:
-        this = (f.get("direction"), f.get("action"), f.get("class"))
-        prefix = "" if this == head else f"{this[0]} {this[1]} {this[2]} "
-        parts.append(f"{prefix}#{f.get('ordinal')}{_when(f)}")
-        head = this
+    for kind, run in itertools.groupby(fired, key=_kind):
+        hits = list(run)
+        head = f"{kind[0]} {kind[1]} {kind[2]} "
+        if len(hits) > RUN:
+            first, last = hits[0], hits[-1]
+            span = (
+                f" from{_when(first).removeprefix(' at')} to{_when(last).removeprefix(' at')}" if _when(first) else ""
+            )
+            parts.append(f"{head}#{first.get('ordinal')}-#{last.get('ordinal')} ({len(hits)}){span}")
+        else:
+            parts.append(head + ", ".join(f"#{f.get('ordinal')}{_when(f)}" for f in hits))
     return ", ".join(parts)
+
+
+RUN = 4
+
+
+def _kind(f: dict[str, Any]) -> tuple[Any, ...]:
+    return f.get("direction"), f.get("action"), f.get("class"), f.get("bringup")
 
 
 def recovery_text(m: dict[str, float | None]) -> str:
