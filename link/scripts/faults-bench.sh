@@ -13,8 +13,9 @@
 #   udp       1400-byte UDP datagrams at full speed (what a tunnel sends):
 #             OFF is the default passthrough path; ON the segmented path with
 #             the fault stage (the whole price of asking for faults)
-#   tcp-seg   TCP with `loss=0%` in both runs (both segmented): the fault
-#             stage's own cost on the path it runs on
+#   udp-seg   the same with `jitter=1ns` both ways in both runs (a no-op that
+#             puts OFF on the segmented path too): the fault stage's own cost
+#   tcp-seg   TCP, `jitter=1ns` in both runs: the stage's cost on TCP segments
 #   tcp       TCP, OFF passthrough (super-packets) vs ON: what a TCP tunnel
 #             (OpenVPN over TCP) pays, splitting and re-merging included
 # Prints one line per run and a summary (median, min, max of the ratios).
@@ -85,10 +86,11 @@ record() {
 
 UDP="-u -b 0 -l 1400"
 for r in $(seq "$ROUNDS"); do
-    for w in udp tcp-seg tcp; do
+    for w in udp udp-seg tcp-seg tcp; do
         case $w in
         udp) flags=$UDP; base=() ;;
-        tcp-seg) flags=""; base=(--a2b loss=0% --b2a loss=0%) ;;
+        udp-seg) flags=$UDP; base=(--a2b jitter=1ns --b2a jitter=1ns) ;;
+        tcp-seg) flags=""; base=(--a2b jitter=1ns --b2a jitter=1ns) ;;
         tcp) flags=""; base=() ;;
         esac
         record "$r $w off" "$flags" "${base[@]}"
