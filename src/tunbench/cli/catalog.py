@@ -72,6 +72,7 @@ def profiles() -> None:
     for name in builtin_names():
         p = find_profile(name)
         events = f" ({len(p.events)} event{'s' if len(p.events) != 1 else ''})" if p.events else ""
+        events += f" ({len(p.faults)} fault{'s' if len(p.faults) != 1 else ''})" if p.faults else ""
         table.add_row(
             p.name, "emulated" if p.emulated else "veth", shown(p.up), shown(p.down), escape(p.description + events)
         )
@@ -79,7 +80,8 @@ def profiles() -> None:
     console.print(
         escape(
             "Your own: `--profile ./my.toml` or inline `--profile 'name:delay=20ms,rate=50mbit'`; a file may add "
-            "[[events]] (an outage, a rebind, a rate change at a time), a trace or a timeline: docs/profiles.md."
+            "[[events]] (an outage, a rebind, a rate change at a time), a trace or a timeline: docs/profiles.md; "
+            "[[faults]] aimed at a tunnel's handshake messages: docs/faults.md."
         )
     )
 

@@ -19,6 +19,7 @@ def print_run(run: RunRecord, title: str) -> None:
     """The run's summary table (when it has throughput cases), each workload's own table, and the warnings;
     a run that ended before its first trial finished says so."""
     from tunbench.report.common import baseline_line, host_lines, placement_line
+    from tunbench.report.faults import fault_lines
     from tunbench.report.interference_line import line as interference_line
     from tunbench.report.summary import summarize_trials
     from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
@@ -42,6 +43,8 @@ def print_run(run: RunRecord, title: str) -> None:
     if baseline := baseline_line(run.trials):
         console.print(baseline, markup=False, highlight=False)
     for line in instruction_lines(run.trials):
+        console.print(line, markup=False, highlight=False)
+    for line in fault_lines(run.trials):
         console.print(line, markup=False, highlight=False)
     for line in warning_lines(summaries):
         console.print(line)

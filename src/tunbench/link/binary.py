@@ -48,7 +48,7 @@ def find_link_binary() -> Path:
 @dataclass(frozen=True)
 class Problem:
     """One complaint of `tunbench-link check --json`: the direction ("a2b"/"b2a", None for the command
-    line itself), which of its events (None: its SPEC), the SPEC key and value it is about when it is
+    line itself), which of its events or faults (None: its SPEC), the SPEC key and value it is about when it is
     about one, and the message."""
 
     direction: str | None
@@ -56,6 +56,7 @@ class Problem:
     key: str | None
     value: str | None
     message: str
+    fault: int | None = None  # the direction's bad fault (0-based), when it is about one
 
 
 def check(args: list[str]) -> list[Problem]:
@@ -70,6 +71,13 @@ def check(args: list[str]) -> list[Problem]:
     if answer.get("ok"):
         return []
     return [
-        Problem(p.get("direction"), p.get("event"), p.get("key"), p.get("value"), str(p.get("message", "invalid")))
+        Problem(
+            p.get("direction"),
+            p.get("event"),
+            p.get("key"),
+            p.get("value"),
+            str(p.get("message", "invalid")),
+            p.get("fault"),
+        )
         for p in answer.get("errors", [])
     ] or [Problem(None, None, None, None, "invalid")]

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tunbench.errors import ConfigError
+from tunbench.link.faults import ProfileFault, fault_indexes, faults_spec
 from tunbench.tomlfile import locate, read_toml, validate
 from tunbench.topology import sysctl
 from tunbench.topology.addresses import AddressPlan
@@ -123,6 +124,9 @@ class Profile(BaseModel):
     congestion_control: str | None = None  # pinned in tunbench's namespaces; None: the scenario's or host's
     events: list[ProfileEvent] = []  # a schedule of changes (docs/profiles.md, "Links that change")
     timeline: str | None = None  # a CSV of changes over time, read into `events` when the file is loaded
+    faults: list[ProfileFault] = []  # faults aimed at the tunnel's messages (docs/faults.md)
+    classify: bool = False  # record the tunnel's messages without faults (a profile with faults always does)
+    ovpn_ports: list[int] = []  # the ports the emulator takes OpenVPN on (its default: 1194)
 
     @field_validator("congestion_control")
     @classmethod
@@ -149,6 +153,8 @@ class Profile(BaseModel):
     def _events_need_the_emulator(self) -> Profile:
         if (self.events or self.traced()) and not self.emulated:
             raise ValueError("events and traces need the emulator (emulated = true)")
+        if (self.faults or self.classify) and not self.emulated:
+            raise ValueError("faults and classify need the emulator (emulated = true)")
         return self
 
     def traced(self) -> bool:
@@ -156,8 +162,13 @@ class Profile(BaseModel):
         return "trace" in self.up or "trace" in self.down
 
     def timed(self) -> bool:
-        """Whether the link changes over time (events or a trace): it starts with the workload's traffic."""
-        return bool(self.events) or self.traced()
+        """Whether the link changes over time (events, a trace, a fault `during` a span): it starts with the
+        workload's traffic."""
+        return bool(self.events) or self.traced() or any(f.timed for f in self.faults)
+
+    def classified(self) -> bool:
+        """Whether the emulator classifies the tunnel's messages (faults, or `classify`)."""
+        return bool(self.faults) or self.classify
 
     def spec(self, direction: str) -> str:
         """tunbench-link's SPEC for one direction: `delay=50ms,loss=0.1%`."""
@@ -182,6 +193,12 @@ class Profile(BaseModel):
                 args += [f"--{wire}", spec]
             if events := self.events_spec(direction, plan):
                 args += [f"--{wire}-events", events]
+            if faults := faults_spec(self.faults, direction):
+                args += [f"--{wire}-faults", faults]
+        if self.classify and not self.faults:
+            args += ["--classify", "on"]
+        if self.ovpn_ports and self.classified():
+            args += ["--ovpn-ports", ",".join(str(p) for p in self.ovpn_ports)]
         return args
 
 
@@ -287,7 +304,10 @@ def validate_with_link(profile: Profile, source: str = "") -> None:
     p = problems[0]
     side = {"a2b": "up", "b2a": "down"}.get(p.direction or "", "")
     msg = (p.message if p.key or not p.value else f"{p.value}: {p.message}") + " (see tunbench-link --help)"
-    if p.event is not None and side:  # the direction's n-th event -> the profile's events[i]
+    if p.fault is not None and side:  # the direction's n-th fault -> the profile's faults[i]
+        index = fault_indexes(profile.faults, side)[p.fault]
+        key = ".".join(k for k in ("faults", str(index), p.key or "") if k)
+    elif p.event is not None and side:  # the direction's n-th event -> the profile's events[i]
         index = profile.event_indexes(side)[p.event]
         if where := profile.events[index].origin_line:  # a timeline row: name its file and line
             raise ConfigError(

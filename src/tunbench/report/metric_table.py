@@ -16,6 +16,7 @@ DECLARING = (
     "tunbench.metrics.core",
     "tunbench.metrics.latency",
     "tunbench.metrics.link",
+    "tunbench.link.fault_record",
     "tunbench.monitor.cost",
     "tunbench.monitor.counters",
     "tunbench.monitor.crosscheck",

@@ -65,23 +65,27 @@ def check_events(plan: RunPlan) -> None:
     """A profile a workload has nothing to measure over (`profile_problem`) is refused; and a profile's events
     start with the measured traffic of the client/server pair, once per bring-up: refused where they would
     not (many clients, own bring-ups, warm windows; a site that cannot start them has refused them when it
-    was settled) instead of being silently ignored."""
+    was settled) instead of being silently ignored. Faults are refused where events are, but for a workload
+    that measures its own bring-ups (connect): each has an emulator of its own, from whose start a fault's
+    `nth`, `first` and `every` count (a fault `during` a span follows the schedule, as events do)."""
     for kind in plan.scenario.workload.kind:  # a workload with nothing to measure over a profile
         for prof in plan.profiles:
             if why := get_workload(kind).profile_problem(prof):
                 raise ConfigError(why, source=plan.source, key="run.profiles")
-    scheduled = [p.name for p in plan.profiles if p.timed()]
+    scheduled = [p.name for p in plan.profiles if p.timed() or p.faults]
     if not scheduled:
         return
     why = ""
     if kind := not_pair(plan):
         why = f"workload {kind!r} brings up many clients or its own tunnels"
+        if get_workload(kind).owns_bringup and not any(get_workload(k).fleet for k in plan.scenario.workload.kind):
+            scheduled = [p.name for p in plan.profiles if p.timed()]  # counted faults apply to each bring-up
     elif plan.warm > 1:
         why = f"warm = {plan.warm} measures several windows per bring-up, and the events run once"
-    if why:
+    if why and scheduled:
         raise ConfigError(
-            f"profile(s) {', '.join(scheduled)} change over time (events, a trace), which start with the "
-            f"client/server pair's traffic: {why}; use a profile without events or traces there",
+            f"profile(s) {', '.join(scheduled)} change over time (events, a trace, faults), which start with the "
+            f"client/server pair's traffic: {why}; use a profile without events, traces or faults there",
             source=plan.source,
             key="run.profiles",
         )

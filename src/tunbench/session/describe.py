@@ -39,6 +39,7 @@ def describe(plan: RunPlan, budget: tuple[float, str] | None = None) -> list[str
         "tunnels: "
         + ", ".join(f"{r.label} ({', '.join([r.adapter.spec.layer.upper(), *built(r)])})" for r in plan.refs),
         "profiles: " + ", ".join(f"{p.name} ({'emulated' if p.emulated else 'veth'})" for p in plan.profiles),
+        *(f"  faults of {p.name}: " + "; ".join(f.describe() for f in p.faults) for p in plan.profiles if p.faults),
         "workloads: " + ", ".join(scenario.workload.kind),
         *plan.site.lines(),
         f"cases ({len(plan.cases)}):",

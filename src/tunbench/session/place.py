@@ -67,7 +67,7 @@ def site_needs(plan: RunPlan) -> SiteNeeds:
         hosts_unplaced=tuple(k for k, w in workloads.items() if not w.on_hosts()),
         hosts_placeable=tuple(k for k, w in REGISTRY.items() if w.on_hosts()),
         emulated=tuple(p.name for p in plan.profiles if p.emulated),
-        timed=tuple(p.name for p in plan.profiles if p.timed()),
+        timed=tuple(p.name for p in plan.profiles if p.timed() or p.faults),
         underlay=plan.scenario.topology.underlay,
         flamegraphs=plan.flamegraphs,
         capped=tuple(r.label for r in plan.refs if r.cpu_caps),

@@ -102,9 +102,9 @@ def check_cpuset_and_events(needs: SiteNeeds) -> None:
         )
     if needs.timed and not needs.not_pair:
         raise ConfigError(
-            f"profile(s) {', '.join(needs.timed)} change over time (events, a trace), which start with the "
-            "client/server pair's traffic: with --hosts the emulator runs on a host, where the events are not "
-            "started yet; use a profile without events or traces there",
+            f"profile(s) {', '.join(needs.timed)} change over time (events, a trace, faults), which start with "
+            "the client/server pair's traffic: with --hosts the emulator runs on a host, where the events are "
+            "not started yet nor its faults read; use a profile without events, traces or faults there",
             source=needs.source,
             key="run.profiles",
         )

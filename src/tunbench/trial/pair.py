@@ -12,9 +12,12 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from tunbench.errors import RetryTrial
 from tunbench.link.emulator import link_metrics, queue_series
+from tunbench.link.fault_record import fault_metrics, fired, fired_params
+from tunbench.link.faults import ProfileFault
 from tunbench.metrics import core
 from tunbench.monitor import counters, crosscheck, work
 from tunbench.monitor.cost import cost_metrics, cpu_per_unit
@@ -157,6 +160,8 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
         queues, flags = queue_series(stats, round((t0 + offset) * 1e9), round((t1 + offset) * 1e9))
         rec.series.update(queues)
         rec.metrics.update(flags)
+    if stats:  # the faults that fired, and the recovery from them
+        account_faults(rec, stats, round((t0 + offset) * 1e9) if offset is not None else None)
     rec.metrics.update(crosscheck.rtt_checks(rec.metrics))
     if (generator := t.workload.generator) is not None:
         sent = [sent_key for _, sent_key in generator.byte_keys().values()]
@@ -176,6 +181,19 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
             keys = generator.byte_keys()
             rec.metrics.update(crosscheck.byte_checks(rec.metrics, devices, emulated=emulated, generator=keys))
         rec.metrics.update(work.ratios(rec.metrics, devices))  # counted work per MB and packet, if counted
+
+
+def account_faults(rec: TrialRecord, stats: dict[str, Any], origin_ns: int | None) -> None:
+    """The profile's faults that fired (kept in `params["faults_fired"]`, each at its time after `origin_ns`,
+    the series' start on the emulator's clock) and the `faults.*` figures, where the emulator classified the
+    tunnel's messages (the profile as the trial stored it: `params["profile"]`)."""
+    profile = rec.params.get("profile") or {}
+    if not (profile.get("faults") or profile.get("classify")):
+        return
+    faults = [ProfileFault.model_validate(f) for f in profile.get("faults") or []]
+    rec.metrics.update(fault_metrics(stats, faults))
+    if hits := fired(stats, faults):
+        rec.params["faults_fired"] = fired_params(stats, hits, origin_ns)
 
 
 RATE_KEPT = 0.9

@@ -9,9 +9,10 @@ the disruption's start to the end of the trial (absent for a tunnel that declare
 
 The link's times come from the emulator itself (when it started the profile's schedule, and when it
 applied each event); the probes' from irtt's timestamps (the server's receive time, on this host's clock).
-The profile must take the link down (an `outage` of the upload direction), move the client (`rebind`), or
-carry an upload trace with a silence of at least 100 ms (a handover): `tunbench run -w recovery --profile
-PROFILE`. The figures are for the first of these.
+The profile must take the link down (an `outage` of the upload direction), move the client (`rebind`),
+carry an upload trace with a silence of at least 100 ms (a handover), or a fault `during` a span of the
+schedule (docs/faults.md; the first fault that fired is then the disruption, lasting no time, as a rebind):
+`tunbench run -w recovery --profile PROFILE`. The figures are for the first of these.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tunbench.errors import TrialError
 from tunbench.link import mahimahi
 from tunbench.link.emulator import LinkEmulator
+from tunbench.link.fault_record import fired
 from tunbench.link.profile import Profile, ProfileEvent
 from tunbench.metrics import declare
 from tunbench.results import TrialRecord
@@ -227,19 +229,24 @@ class RecoveryWorkload(Workload[Context, RecoveryOptions]):
         finally:
             if flow is not None:
                 flow.stop()
-        schedule = _schedule(emu)
+        stats = _stats(emu)
+        schedule = dict(stats.get("schedule") or {})
         start_mono = schedule.get("start_ns")
         if start_mono is None:
             raise TrialError("the emulator never started the profile's schedule")
         up_events = emu.profile.event_indexes("up")
         rebinds = {n for n, i in enumerate(up_events) if emu.profile.events[i].rebind}
         start_wall = int(start_mono) + wall_minus_mono
-        found = disruptions(schedule, start_wall, rebinds) or [
-            (start_wall + a * 1_000_000, start_wall + b * 1_000_000) for a, b in upload_trace_gaps(emu.profile)
-        ]
+        found = (
+            disruptions(schedule, start_wall, rebinds)
+            or [(start_wall + a * 1_000_000, start_wall + b * 1_000_000) for a, b in upload_trace_gaps(emu.profile)]
+            or [(start_wall + h.at_ns,) * 2 for h in fired(stats, emu.profile.faults) if h.at_ns is not None][:1]
+        )
         found = [d for d in found if d[0] < start_wall + int(ctx.window.duration_s * 1e9)]
         if not found:
-            raise TrialError("no outage, rebind or trace gap happened within the trial (is it within --duration?)")
+            raise TrialError(
+                "no outage, rebind, trace gap or fault happened within the trial (is it within --duration?)"
+            )
         m = Measurement(artifacts={"irtt.json": raw})
         tcp, tcp_error = None, ""
         if flow is not None:
@@ -283,6 +290,12 @@ def handshake_readings(sampler: HandshakeSampler, since_ns: int) -> bytes:
 TRACE_GAP_MS = 100  # a trace's silence at least this long counts as an outage (a handover)
 
 
+def faulted(profile: Profile) -> bool:
+    """Whether a fault of the profile can hit the tunnel while the probes run: one `during` a span of the
+    schedule (a counted one fires in the bring-up, before them)."""
+    return any(f.timed for f in profile.faults)
+
+
 def disrupts(event: ProfileEvent) -> bool:
     """Whether the recovery workload measures through this event: an outage of the upload direction (the
     probes' way to the server), or a rebind."""
@@ -297,13 +310,13 @@ def upload_trace_gaps(profile: Profile) -> list[tuple[int, int]]:
 
 def measurable(profile: Profile) -> bool:
     """Whether the recovery workload has something to measure through in this profile."""
-    return any(disrupts(e) for e in profile.events) or bool(upload_trace_gaps(profile))
+    return any(disrupts(e) for e in profile.events) or bool(upload_trace_gaps(profile)) or faulted(profile)
 
 
 NOTHING_TO_RECOVER = (
-    "the recovery workload measures a tunnel through an outage of the upload direction, a rebind or an upload "
-    "trace's silence, and profile {name} has none (docs/profiles.md, e.g. the built-in profiles outage-3s, "
-    "nat-rebind, lte-handover)"
+    "the recovery workload measures a tunnel through an outage of the upload direction, a rebind, an upload "
+    "trace's silence or a fault during a span of the schedule, and profile {name} has none (docs/profiles.md, "
+    "e.g. the built-in profiles outage-3s, nat-rebind, lte-handover; docs/faults.md)"
 )
 
 
@@ -315,9 +328,9 @@ def _emulator(ctx: Context) -> LinkEmulator:
     return link
 
 
-def _schedule(emu: LinkEmulator) -> dict[str, Any]:
-    """The schedule as the emulator reports it in its stats file, once rewritten after the traffic ended
-    (it is rewritten every second; waited for at most 2.5 s): every step applied during the trial is in it."""
+def _stats(emu: LinkEmulator) -> dict[str, Any]:
+    """The emulator's stats file (its schedule, its faults), once rewritten after the traffic ended (it is
+    rewritten every second; waited for at most 2.5 s): every step applied during the trial is in it."""
 
     def mtime() -> int:
         with contextlib.suppress(OSError):
@@ -328,5 +341,5 @@ def _schedule(emu: LinkEmulator) -> dict[str, Any]:
     while mtime() == before and time.monotonic() < deadline:
         time.sleep(0.1)
     with contextlib.suppress(OSError, ValueError):
-        return dict(json.loads(emu.stats_path.read_text()).get("schedule") or {})
+        return dict(json.loads(emu.stats_path.read_text()))
     return {}

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tunbench import workloads
+from tunbench.link.fault_record import FAULT_MS, START_TO_DATA
 from tunbench.metrics import MetricSpec, core
 from tunbench.metrics import latency as lat
 from tunbench.monitor import cost
@@ -203,9 +204,23 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
         for name, decl in sorted(found.items()):
             row = Metric.of(decl, "latency", _metric_value(name), absolute=decl in ABSOLUTE, **decl.values(name))
             out.append(row)
+        out.extend(fault_rows(trials))
     out.extend(declared_metrics(trials, kinds))
     if "work" in kinds:
         out.extend(work_metrics(trials))
+    return out
+
+
+def fault_rows(trials: list[TrialRecord]) -> list[Metric]:
+    """The recovery from a profile's faults (link/fault_record.py), where the trials have it: the times from
+    the first fault to the handshake and to the first data after it, and from the first message to data."""
+    present = {k for t in trials for k in t.metrics}
+    out = []
+    for span in ("handshake", "first_data"):
+        if (key := FAULT_MS.key(span=span)) in present:
+            out.append(Metric.of(FAULT_MS, "latency", _metric_value(key), span=span))
+    if START_TO_DATA.name in present:
+        out.append(Metric.of(START_TO_DATA, "latency", _metric_value(START_TO_DATA.name)))
     return out
 
 

@@ -13,6 +13,7 @@ from tunbench import __version__
 from tunbench.report.common import baseline_line
 from tunbench.report.html.base import PLOTLY_FOOTER, chart_div, esc, h3, label_colors
 from tunbench.report.html.cost import fig_bits_per_cpu, fig_cpu, fig_ratio, fig_throughput
+from tunbench.report.html.faults import faults_html
 from tunbench.report.html.fleet import is_fleet, many_clients_html
 from tunbench.report.html.flows import fig_fairness, fig_flows
 from tunbench.report.html.latency import fig_latency, fig_rtt_parts
@@ -50,7 +51,9 @@ def run_section(run: RunRecord, index: int) -> str:
     meta = f"{n_trials} trials, {n_failed} failed · {run.status} · started {run.started_at}"
     parts = [f'<h2 id="{esc(_anchor(run, index))}">{esc(title)}</h2>', f'<p class="meta">{esc(meta)}</p>']
     if not summaries:
-        body = "\n".join(p for p in (headlines, multi) if p) or "<p>No trials recorded.</p>"
+        body = (
+            "\n".join(p for p in (headlines, multi, faults_html(run.trials, pid)) if p) or "<p>No trials recorded.</p>"
+        )
         return "\n".join([*parts, body, provenance_html(run, run.trials)])
     parts += [warnings_html(summaries), h3(pid, "summary", "Summary"), summary_table(summaries, trials)]
     if host := interference_line(run.trials):
@@ -84,7 +87,7 @@ def run_section(run: RunRecord, index: int) -> str:
         ]
     if (transactions := fig_transactions(trials, colors)) is not None:
         parts += [h3(pid, "transactions", "Transaction time"), chart_div(transactions, f"{pid}-transactions")]
-    parts += [headlines, multi, profiles_html(trials), provenance_html(run, trials)]
+    parts += [headlines, multi, faults_html(trials, pid), profiles_html(trials), provenance_html(run, trials)]
     return "\n".join(p for p in parts if p)
 
 

@@ -36,11 +36,24 @@ def link_events(t: TrialRecord) -> list[tuple[float, float, str]]:
             continue
         what = "outage" if span else f"rebind ({e['rebind']})" if e.get("rebind") else "change"
         out.append((at, at + span, what))
+    return out + fault_marks(t)
+
+
+def fault_marks(t: TrialRecord) -> list[tuple[float, float, str]]:
+    """The faults that fired in a trial (`params["faults_fired"]`, each at its time on the series axis;
+    before 0: in the bring-up), as (at, at, 'drop wg.initiation #1 (up)')."""
+    out: list[tuple[float, float, str]] = []
+    for f in t.params.get("faults_fired") or []:
+        at = f.get("t_s")
+        if isinstance(at, int | float):
+            what = f"{f.get('action', 'fault')} {f.get('class', '?')} #{f.get('ordinal', '?')} ({f.get('direction')})"
+            out.append((float(at), float(at), what))
     return out
 
 
 def _mark_events(fig: go.Figure, trials: list[TrialRecord]) -> None:
-    """Shade each outage and draw a line at each other event of the trials' profiles, on every row."""
+    """Shade each outage and draw a line at each other event of the trials' profiles and each fault that
+    fired, on every row."""
     for x0, x1, what in sorted({ev for t in trials for ev in link_events(t)}):
         if x1 > x0:
             fig.add_vrect(x0=x0, x1=x1, fillcolor="#888", opacity=0.18, line_width=0, row="all", col=1)
@@ -83,7 +96,7 @@ def fig_timeseries(trials: list[TrialRecord], colors: dict[str, str], group: str
     fig = layout(
         fig,
         f"Per-second throughput — {group}<br><sub>one line per repetition: look for warm-up and stalls"
-        f"{'; grey: the link’s events' if any(link_events(t) for t in trials) else ''}</sub>",
+        f"{'; grey: the link’s events and faults' if any(link_events(t) for t in trials) else ''}</sub>",
         "",
         unit,
         height=110 + 170 * len(labels),
@@ -158,7 +171,7 @@ def fig_queue(trials: list[TrialRecord], colors: dict[str, str], group: str) -> 
     if cut:
         notes.append("some records end before the measured window does")
     if any(link_events(t) for t in trials):
-        notes.append("grey: the link’s events")
+        notes.append("grey: the link’s events and faults")
     fig = layout(
         fig,
         f"Bottleneck queue occupancy — {group}<br><sub>{'; '.join(notes)}</sub>",
