@@ -65,7 +65,7 @@ def test_the_terminal_table_and_the_html_report_show_it() -> None:
         Console(file=out, width=200).print(table)
     text = out.getvalue()
     assert "cores surface · socat" in text and "cores surface · direct" in text
-    assert "client: thread socat · server: none" in text
+    assert "thread socat" in text and "all cores busy" in text
     assert "1→2" in text
     page = render([run(surface())])
     assert "Scaling with cores" in page and "socat: throughput against cores per side" in page

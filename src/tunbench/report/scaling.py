@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunbench.metrics import core
+from tunbench.monitor.stage import BUSIEST_THREAD
 from tunbench.results import TrialRecord
 from tunbench.stats.summary import Ratio, ratio_of_medians
 
@@ -34,7 +35,8 @@ ROLES = ("client", "server")
 @dataclass(frozen=True)
 class Point:
     """One cores value of a curve: its median throughput over n ok repetitions, per core, against linear,
-    and each side's saturated stage as most of its repetitions named it (with how many did)."""
+    each side's saturated stage as most of its repetitions named it (with how many did), and each side's
+    busiest tunnel thread (its name, the median of its % of one core)."""
 
     cores: int
     n: int
@@ -42,10 +44,21 @@ class Point:
     per_core_bps: float
     efficiency: float | None
     stages: dict[str, tuple[str, int]]
+    busiest: dict[str, tuple[str, float]]
 
     def stage_text(self, role: str) -> str:
+        """'thread socat', 'all cores busy (2/3)': the stage alone."""
         name, count = self.stages.get(role, ("–", 0))
         return name if count in (0, self.n) else f"{name} ({count}/{self.n})"
+
+    def side_text(self, role: str) -> str:
+        """The stage and, where it is not the thread itself, the busiest thread: 'all cores busy, socat 93%'."""
+        text = self.stage_text(role)
+        if (top := self.busiest.get(role)) is not None and not text.startswith("thread "):
+            text += f", {top[0]} {top[1]:.0f}%"
+        elif top is not None:
+            text += f" {top[1]:.0f}%"
+        return text
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,17 @@ def knee(points: list[tuple[int, float]]) -> int | None:
     return None
 
 
+def _busiest(trials: list[TrialRecord], role: str) -> tuple[str, float] | None:
+    """The name most repetitions' busiest thread had, and the median of the busiest thread's %."""
+    names = [
+        str(tops[role][0][0]) for t in trials if isinstance(tops := t.params.get("threads"), dict) and tops.get(role)
+    ]
+    pcts = [v for t in trials if (v := t.metrics.get(BUSIEST_THREAD.key(role=role))) is not None]
+    if not names or not pcts:
+        return None
+    return Counter(names).most_common(1)[0][0], float(np.median(pcts))
+
+
 def _stage(trials: list[TrialRecord], role: str) -> tuple[str, int]:
     names = [str(st[role]) for t in trials if isinstance(st := t.params.get("stage"), dict) and role in st]
     if not names:
@@ -114,6 +138,7 @@ def curves(trials: list[TrialRecord]) -> list[Curve]:
                 med / n,
                 med / (n * first_t / first_n) if first_t > 0 else None,
                 {role: _stage(by_cores[n], role) for role in ROLES},
+                {role: top for role in ROLES if (top := _busiest(by_cores[n], role)) is not None},
             )
             for n, med in medians
         )
@@ -145,8 +170,8 @@ def gbit(bps: float) -> str:
 
 
 def stage_cell(p: Point) -> str:
-    """'client: thread socat · server: none'."""
-    return " · ".join(f"{role}: {p.stage_text(role)}" for role in ROLES)
+    """'client: thread socat 98% · server: none, socat 20%'."""
+    return " · ".join(f"{role}: {p.side_text(role)}" for role in ROLES)
 
 
 def caption_lines() -> list[str]:
@@ -155,6 +180,7 @@ def caption_lines() -> list[str]:
         "cores: CPUs each side was placed on (docs/scaling.md) · per core: Gbit/s ÷ cores · ×linear: "
         f"T(n) / (n × T(1)) · knee: the cores value after which an added core gains less than "
         f"{KNEE_SHARE:.0%} of linear · gain: T(2)/T(1) - 1, Hodges-Lehmann interval and its coverage",
-        "saturated: per side, all cores busy (its CPUs ≥95% busy), else a tunnel thread at ≥95% of a core, "
-        "else a CPU's softirqs at ≥95%, else none (most repetitions' answer; k/n when they differ)",
+        "client, server: what saturated the side: all cores busy (its CPUs ≥95% busy), else a tunnel thread "
+        "at ≥95% of a core, else a CPU's softirqs at ≥95%, else none (most repetitions' answer; k/n when they "
+        "differ); then the side's busiest tunnel thread and its % of one core (median)",
     ]

@@ -7,8 +7,10 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from tunbench.report.scaling import Curve, caption_lines, curves, gain_text, gbit, knee_text, stage_cell
+from tunbench.report.scaling import Curve, caption_lines, curves, gain_text, gbit, knee_text
 from tunbench.results import TrialRecord
+
+NUMERIC = ("cores", "Gbit/s", "per core", "×linear", "n")
 
 
 def scaling_tables(trials: list[TrialRecord]) -> list[Table]:
@@ -17,17 +19,17 @@ def scaling_tables(trials: list[TrialRecord]) -> list[Table]:
     for c in curves(trials):
         by_label.setdefault(c.label, []).append(c)
     tables = []
-    for label, mine in by_label.items():
+    for i, (label, mine) in enumerate(by_label.items()):
         table = Table(
             title=f"cores surface · {label}",
             header_style="bold",
             box=box.SIMPLE_HEAD,
             pad_edge=False,
             caption_justify="left",
-            caption="\n".join(caption_lines()),
+            caption="\n".join(caption_lines()) if i == len(by_label) - 1 else None,  # once, under the last
         )
-        for col in ("case", "cores", "Gbit/s", "per core", "×linear", "n", "knee", "gain", "saturated"):
-            table.add_column(col, justify="left" if col in ("case", "saturated", "gain") else "right")
+        for col in ("case", "cores", "Gbit/s", "per core", "×linear", "n", "knee", "gain", "client", "server"):
+            table.add_column(col, justify="right" if col in NUMERIC else "left")
         for c in mine:
             for i, p in enumerate(c.points):
                 table.add_row(
@@ -39,7 +41,8 @@ def scaling_tables(trials: list[TrialRecord]) -> list[Table]:
                     str(p.n),
                     knee_text(c) if i == 0 else "",
                     f"{c.gain_span} {gain_text(c)}" if i == 1 else "",
-                    escape(stage_cell(p)),
+                    escape(p.side_text("client")),
+                    escape(p.side_text("server")),
                 )
         tables.append(table)
     return tables

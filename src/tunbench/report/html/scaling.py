@@ -67,10 +67,12 @@ def _table(pid: str, label: str, mine: list[Curve]) -> str:
                 f'<td class="num">{gbit(p.median_bps)}</td><td class="num">{gbit(p.per_core_bps)}</td>'
                 f'<td class="num">{eff}</td><td class="num">{p.n}</td>'
                 f"<td>{esc(knee_text(c)) if i == 0 else ''}</td>"
-                f"<td>{esc(f'{c.gain_span} {gain_text(c)}') if i == 1 else ''}</td><td>{esc(stage_cell(p))}</td></tr>"
+                f"<td>{esc(f'{c.gain_span} {gain_text(c)}') if i == 1 else ''}</td>"
+                f"<td>{esc(p.side_text('client'))}</td><td>{esc(p.side_text('server'))}</td></tr>"
             )
     head = "".join(
-        f"<th>{h}</th>" for h in ("case", "cores", "Gbit/s", "per core", "×linear", "n", "knee", "gain", "saturated")
+        f"<th>{h}</th>"
+        for h in ("case", "cores", "Gbit/s", "per core", "×linear", "n", "knee", "gain", "client", "server")
     )
     return (
         f'<div class="table-wrap"><table id="{esc(pid)}-cores-{esc(label)}"><thead><tr>{head}</tr></thead>'
