@@ -69,4 +69,4 @@ def test_the_terminal_table_and_the_html_report_show_it() -> None:
     assert "1→2" in text
     page = render([run(surface())])
     assert "Scaling with cores" in page and "socat: throughput against cores per side" in page
-    assert '"thread socat \\u002f \\u2013"' in page  # a point's label, client / server stage (in JSON)
+    assert "client: thread socat" in page  # a point's label: what saturated each side

@@ -10,10 +10,6 @@ from tunbench.report.scaling import Curve, caption_lines, curves, gain_text, gbi
 from tunbench.results import TrialRecord
 
 
-def _short(p_text: str) -> str:
-    return {"all cores busy": "all busy", "none": "–"}.get(p_text, p_text)
-
-
 def fig_cores(label: str, mine: list[Curve]) -> go.Figure:
     """Throughput against cores for one tunnel: a solid line per case, the linear extrapolation of its
     first point dotted, each point labelled client / server saturated stage."""
@@ -21,13 +17,14 @@ def fig_cores(label: str, mine: list[Curve]) -> go.Figure:
     for i, c in enumerate(mine):
         color = PALETTE[i % len(PALETTE)]
         xs = [p.cores for p in c.points]
-        labels = [f"{_short(p.stage_text('client'))} / {_short(p.stage_text('server'))}" for p in c.points]
+        labels = [f"client: {p.side_text('client')}<br>server: {p.side_text('server')}" for p in c.points]
         fig.add_scatter(
             x=xs,
             y=[p.median_bps / 1e9 for p in c.points],
             mode="lines+markers+text",
             text=labels,
-            textposition="top center",
+            textposition=["top right" if j == 0 else "top left" for j in range(len(xs))],
+            textfont={"size": 10},
             name=c.title,
             legendgroup=c.title,
             line={"color": color},
@@ -48,12 +45,13 @@ def fig_cores(label: str, mine: list[Curve]) -> go.Figure:
         )
     fig = layout(
         fig,
-        f"{label}: throughput against cores per side (dotted: linear from the first point; labels: what "
-        "saturated, client / server)",
+        f"{label}: throughput against cores per side<br><sup>dotted: linear from the first point; labels: what "
+        "saturated each side, and its busiest tunnel thread</sup>",
         "cores per side",
         "Gbit/s (median)",
     )
-    fig.update_xaxes(tickmode="array", tickvals=sorted({p.cores for c in mine for p in c.points}))
+    ticks = sorted({p.cores for c in mine for p in c.points})
+    fig.update_xaxes(tickmode="array", tickvals=ticks, range=[ticks[0] - 0.15, ticks[-1] + 0.15])
     return fig
 
 
