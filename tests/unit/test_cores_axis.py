@@ -124,3 +124,31 @@ def test_hosts_are_refused(
         ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--cores", "1"], capsys, monkeypatch
     )
     assert code == 2 and "--cores: the cores axis places each side on CPUs of this machine" in " ".join(err.split())
+
+
+def test_the_store_and_the_json_export_keep_the_cores(store_db: str | Path) -> None:
+    import json
+    from dataclasses import replace
+
+    from tests.unit.report_data import run, trial
+    from tunbench.report.compare import run_from_export
+    from tunbench.report.exporters import json as json_format
+    from tunbench.store.db import Store
+
+    t = replace(trial(1, "socat", 1e9), cores=2)
+    with Store(store_db) as s:
+        rid = s.create_run(
+            uid="tb000001",
+            name="",
+            tunbench_version="0",
+            provenance={},
+            scenario_text="",
+            scenario_hash="",
+            scenario={},
+        )
+        s.add_trial(rid, t)
+        (back,) = s.trials(rid)
+    assert back.cores == 2 and back.case == t.case
+    doc = json.loads(json_format.render(run([t])))
+    assert doc["trials"][0]["cores"] == 2 and doc["summary"][0]["cores"] == 2
+    assert run_from_export(doc).trials[0].cores == 2
