@@ -23,7 +23,10 @@ def fig_cores(label: str, mine: list[Curve]) -> go.Figure:
             y=[p.median_bps / 1e9 for p in c.points],
             mode="lines+markers+text",
             text=labels,
-            textposition=["top right" if j == 0 else "top left" for j in range(len(xs))],
+            # above the line for the first case, below for the next, so two close lines' labels do not overlap
+            textposition=[
+                f"{'top' if i % 2 == 0 else 'bottom'} {'right' if j == 0 else 'left'}" for j in range(len(xs))
+            ],
             textfont={"size": 10},
             name=c.title,
             legendgroup=c.title,
