@@ -29,6 +29,8 @@ def test_a_larger_host_gives_each_side_its_own_cpus_while_they_last() -> None:
     placed, note = cores_placement(list(range(8)), 5)
     assert (placed["client"], placed["server"]) == ("0,1,2,3,4", "3,4,5,6,7")
     assert note.startswith("both sides share CPU 3,4")
+    assert cores_placement([0, 1], 1, emulator=False) == ({"client": "0", "server": "1"}, "")
+    assert cores_placement([0, 1], 2, emulator=False)[1] == "both sides share CPU 0,1, with their traffic generators"
 
 
 def test_more_cores_than_cpus_is_refused() -> None:

@@ -76,13 +76,9 @@ def resolve_cores(needs: SiteNeeds) -> dict[int, tuple[dict[str, str], str]]:
     out: dict[int, tuple[dict[str, str], str]] = {}
     for n in needs.cores:
         try:
-            placed, note = cores_placement(cpus, n)
+            out[n] = cores_placement(cpus, n, emulator=bool(needs.emulated))
         except ValueError as e:
             raise refuse(f"{e}: give cores of 1 to {len(cpus)}") from None
-        if not needs.emulated:
-            placed.pop("link", None)
-            note = "" if note.startswith("the emulator") else note.replace(" and the emulator", "")
-        out[n] = placed, note
     return out
 
 
