@@ -58,15 +58,21 @@ class Case(CaseKey):
         direction: str = "-",
         clients: int = 1,
         variant: str = "",
+        cores: int = 0,
     ) -> Case:
         """The case of `workload` through `tunnel` over `link`, on its axes (the multi-client workloads':
-        how many clients and the storm's variant; 1 and "" for every other workload)."""
-        return cls(tunnel.label, link.name, workload, flows, direction, clients, variant, tunnel=tunnel, link=link)
+        how many clients and the storm's variant, 1 and "" for every other workload; the CPUs each side is
+        placed on, 0 off the cores axis)."""
+        return cls(
+            tunnel.label, link.name, workload, flows, direction, clients, variant, cores, tunnel=tunnel, link=link
+        )
 
     @property
     def key(self) -> CaseKey:
         """The plain key, equal to a stored trial's `case` (a Case compares equal only to a Case)."""
-        return CaseKey(self.label, self.profile, self.workload, self.flows, self.direction, self.clients, self.variant)
+        return CaseKey(
+            self.label, self.profile, self.workload, self.flows, self.direction, self.clients, self.variant, self.cores
+        )
 
     @property
     def title(self) -> str:
@@ -105,13 +111,15 @@ def expand(
     directions: list[str],
     kinds: Sequence[str],
     options: Mapping[str, BaseModel] | None = None,
+    cores: Sequence[int] = (),
 ) -> list[Case]:
     """Profiles x workloads x tunnels x the workload's own axes (a latency probe has no flows/direction).
     A workload that cannot cross a tunnel's layer (UDP through a TCP port forward) skips that tunnel.
 
     A workload with a `clients` axis sweeps the client counts its options give (Case.clients) instead of
     flows, a `variant` axis their variants (Case.variant), both by Workload.sweeps; it skips tunnels whose
-    adapter has no [multi] table (e.g. direct)."""
+    adapter has no [multi] table (e.g. direct). `cores` (the cores axis, docs/scaling.md) crosses the cases of
+    the workloads measured on the client/server pair; () leaves every case off that axis (cores 0)."""
     from tunbench import workloads
 
     out: list[Case] = []
@@ -121,6 +129,7 @@ def expand(
             fs = flows if "flows" in w.axes else [1]
             ds = directions if "direction" in w.axes else ["-"]
             cs, vs = w.sweeps((options or {}).get(kind) or w.options(None))
+            ns = list(cores) if cores and w.pair() else [0]
             for t in tunnels:
                 if t.adapter.spec.layer not in w.layers:
                     continue
@@ -128,7 +137,9 @@ def expand(
                     continue
                 if ip_refusal(t, w.fleet):
                     continue
-                out.extend(Case.of(t, p, kind, f, d, c, v) for f in fs for d in ds for c in cs for v in vs)
+                out.extend(
+                    Case.of(t, p, kind, f, d, c, v, n) for n in ns for f in fs for d in ds for c in cs for v in vs
+                )
     return out
 
 
@@ -160,7 +171,7 @@ def ip_refusal(t: TunnelRef, fleet: bool) -> str | None:
 
 def block_key(case: Case) -> tuple[object, ...]:
     """What a case shares with the cases it is paired with: everything but its tunnel."""
-    return (case.profile, case.workload, case.flows, case.direction, case.clients, case.variant)
+    return (case.profile, case.workload, case.flows, case.direction, case.clients, case.variant, case.cores)
 
 
 def interleave(cases: list[Case], repeat: int, seed: int, *, blocks: bool = True, warm: int = 1) -> list[PlannedTrial]:

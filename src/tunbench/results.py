@@ -17,6 +17,7 @@ class CaseKey:
     direction: str
     clients: int = 1  # the multi-client workloads' axes (1 and "" for the others)
     variant: str = ""
+    cores: int = 0  # the cores axis (`--cores`): CPUs each side was placed on; 0: not on that axis
 
 
 @dataclass
@@ -32,6 +33,7 @@ class TrialRecord:
     params: dict[str, Any]
     clients: int = 1  # the multi-client workloads' axes: client count and storm variant (1 and "" for the others)
     variant: str = ""
+    cores: int = 0  # the cores axis: CPUs each side was placed on (docs/scaling.md); 0: not on that axis
     status: str = "ok"
     error: str = ""
     started_at: str = ""
@@ -46,7 +48,9 @@ class TrialRecord:
 
     @property
     def case(self) -> CaseKey:
-        return CaseKey(self.label, self.profile, self.workload, self.flows, self.direction, self.clients, self.variant)
+        return CaseKey(
+            self.label, self.profile, self.workload, self.flows, self.direction, self.clients, self.variant, self.cores
+        )
 
 
 @dataclass

@@ -59,6 +59,7 @@ def test_schema_2_moves_the_multi_client_rows_of_schema_1(tmp_path: Path) -> Non
     Store(path).close()
     db = sqlite3.connect(path)
     with db:  # back to schema 1: no clients/variant columns; N in flows, a storm's variant in direction
+        db.execute("ALTER TABLE trials DROP COLUMN cores")  # schema 6's
         db.execute("ALTER TABLE trials DROP COLUMN clients")
         db.execute("ALTER TABLE trials DROP COLUMN variant")
         db.execute("DROP INDEX runs_prefix")  # schema 4's
@@ -83,7 +84,7 @@ def test_schema_2_moves_the_multi_client_rows_of_schema_1(tmp_path: Path) -> Non
             )
     db.close()
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 5
+        assert s.schema_version() == SCHEMA_VERSION == 6
         got = {t.workload: (t.flows, t.direction, t.clients, t.variant) for t in s.trials(1)}
     assert got == {
         "iperf3": (4, "up", 1, ""),

@@ -95,10 +95,12 @@ def test_a_store_of_schema_4_is_migrated_in_order_and_then_takes_gaps(store_db: 
             )
             db.execute("CREATE INDEX series_trial ON series(trial_id)")
             db.executemany("INSERT INTO series VALUES (1, 'x', ?, ?)", [(2.0, 1.0), (1.0, 2.0), (3.0, 3.0)])
+            db.execute("ALTER TABLE trials DROP COLUMN cores")  # schema 6's
             db.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
         db.close()
     else:
         raw_sql(store_db, "ALTER TABLE series ALTER COLUMN value SET NOT NULL")
+        raw_sql(store_db, "ALTER TABLE trials DROP COLUMN cores")  # schema 6's
         raw_sql(store_db, "UPDATE meta SET value = '4' WHERE key = 'schema_version'")
     with Store(store_db) as s:
         assert s.opened_at_version == 4 and s.schema_version() == SCHEMA_VERSION

@@ -110,10 +110,11 @@ def test_schema_4_gives_old_runs_their_uid_as_prefix(tmp_path: Path) -> None:
     with db:  # back to schema 3
         db.execute("DROP INDEX runs_prefix")
         db.execute("ALTER TABLE runs DROP COLUMN prefix")
+        db.execute("ALTER TABLE trials DROP COLUMN cores")  # schema 6's
         db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     db.close()
     with Store(path) as s:
-        assert s.opened_at_version == 3 and s.schema_version() == SCHEMA_VERSION == 5
+        assert s.opened_at_version == 3 and s.schema_version() == SCHEMA_VERSION == 6
         assert s.find_run("tb3fa91c").uid == "tb3fa91c"
     assert raw_sql(path, "SELECT uid, prefix FROM runs") == [("tb3fa91c", "tb3fa91c")]
 
@@ -223,6 +224,7 @@ def test_import_reads_its_sources_and_writes_nothing_to_them(tmp_path: Path) -> 
     with db:
         db.execute("DROP INDEX runs_prefix")
         db.execute("ALTER TABLE runs DROP COLUMN prefix")
+        db.execute("ALTER TABLE trials DROP COLUMN cores")  # schema 6's
         db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
         db.execute("UPDATE runs SET owner_pid = 999999999, owner_started = 1.0")  # a process that is gone
     db.execute("PRAGMA journal_mode = DELETE")

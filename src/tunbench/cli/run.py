@@ -16,6 +16,7 @@ from tunbench.cli.run_flags import (
     BranchOpt,
     BudgetOpt,
     CommitOpt,
+    CoresOpt,
     CountInstructionsOpt,
     CountWorkOpt,
     DirectionOpt,
@@ -70,6 +71,7 @@ def run(
     profile: ProfileOpt = None,
     workload: WorkloadOpt = None,
     flows: FlowsOpt = None,
+    cores: CoresOpt = None,
     direction: DirectionOpt = None,
     duration: DurationOpt = None,
     omit: OmitOpt = None,
@@ -125,7 +127,8 @@ def run(
     stop = session.StopRule(budget_s, budget or "", started, goal, tiers) if budget_s is not None else None
     sc, text, source = load_scenario(scenario)
     where = session.run_site(site, hosts, sc, source, text)
-    if cpuset is None:  # an A/B comparison places its sides unless told otherwise (--cpuset off)
+    if cpuset is None and not (cores or sc.workload.cores):  # an A/B comparison places its sides unless told
+        # otherwise (--cpuset off); the cores axis places them itself
         cpuset = session.ab_cpuset(sc, compares=goal is not None, on_hosts=not where.programs_here)
     overrides: dict[str, dict[str, object]] = {
         "run": {
@@ -146,6 +149,7 @@ def run(
         "workload": {
             "kind": csv_list(workload),
             "flows": csv_list(flows, int),
+            "cores": csv_list(cores, int),
             "directions": csv_list(direction),
             "duration_s": 10 if full and duration is None else duration,
             "omit_s": omit,
@@ -165,6 +169,7 @@ def run(
         site=where,
         budget=stop.sizing(fixed=repeat is not None or full) if stop is not None else None,
         build=build,
+        cores_flag=cores is not None,
     )
     _target_labels(stop, plan)
     if dry_run:

@@ -38,6 +38,15 @@ WorkloadOpt = Annotated[
 
 FlowsOpt = Annotated[str | None, typer.Option(help="Parallel TCP flows, e.g. 1,2,10.")]
 
+CoresOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="The cores axis, e.g. 1,2: each side's processes placed on that many CPUs, crossed with --flows; "
+        "the run then reports how throughput scales with cores and what saturated (docs/scaling.md). "
+        "Not with --cpuset or --hosts."
+    ),
+]
+
 DirectionOpt = Annotated[
     str | None,
     typer.Option(

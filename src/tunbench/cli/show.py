@@ -21,6 +21,7 @@ def print_run(run: RunRecord, title: str) -> None:
     from tunbench.report.common import baseline_line, host_lines, placement_line
     from tunbench.report.faults import fault_lines
     from tunbench.report.interference_line import line as interference_line
+    from tunbench.report.scaling_table import scaling_tables
     from tunbench.report.summary import summarize_trials
     from tunbench.report.terminal import has_throughput_cases, summary_table, warning_lines, workload_tables
     from tunbench.report.work_table import instruction_lines
@@ -37,6 +38,8 @@ def print_run(run: RunRecord, title: str) -> None:
     if has_throughput_cases(summaries):
         console.print(summary_table(summaries, title=title))
     for table in workload_tables(run.trials):
+        console.print(table)
+    for table in scaling_tables(run.trials):
         console.print(table)
     if host := interference_line(run.trials):
         console.print(host, markup=False, highlight=False)

@@ -73,6 +73,9 @@ class WorkloadSection(BaseModel):
 
     kind: list[str] = Field(default_factory=lambda: ["iperf3"], min_length=1)
     flows: list[int] = Field(default_factory=lambda: [1], min_length=1)
+    # the cores axis (docs/scaling.md): each side's processes placed on this many CPUs, crossed with flows;
+    # [] places nothing per case ([run] cpuset applies)
+    cores: list[int] = Field(default_factory=list)
     directions: list[Direction] = Field(default_factory=lambda: list[Direction](["up"]), min_length=1)
     # whole seconds: iperf3 (3.12) truncates fractional -t/-O, and -t 0 means "forever"
     duration_s: int = Field(default=10, ge=1, le=3600)
@@ -95,6 +98,16 @@ class WorkloadSection(BaseModel):
             if not 1 <= f <= 128:
                 raise ValueError(f"flows must be between 1 and 128 (got {f})")
         return v
+
+    @field_validator("cores")
+    @classmethod
+    def _cores(cls, v: list[int]) -> list[int]:
+        for n in v:
+            if not 1 <= n <= 1024:
+                raise ValueError(f"cores must be between 1 and 1024 (got {n})")
+        if len(set(v)) != len(v):
+            raise ValueError(f"cores lists a value twice ({', '.join(map(str, v))})")
+        return sorted(v)
 
 
 class TopologySection(_Strict):

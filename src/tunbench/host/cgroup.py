@@ -146,6 +146,30 @@ def split_placement(cpus: list[int]) -> tuple[dict[str, str], str]:
     }, f"only {len(cpus)} CPUs: the emulator shares CPU {cpus[1]} with the server side"
 
 
+def cores_placement(cpus: list[int], cores: int, *, emulator: bool = True) -> tuple[dict[str, str], str]:
+    """The cores axis on these CPUs (docs/scaling.md): the client side on the first `cores`, the server side
+    on the last `cores` (the same CPUs, in part or whole, when 2 x cores is more than there are), and with
+    an `emulator` the emulator on the CPUs between where some are left, else on the server's; and a note of
+    what shares. ValueError when there are fewer CPUs than `cores`."""
+    if not 1 <= cores <= len(cpus):
+        raise ValueError(f"{cores} core(s) per side, this host offers {len(cpus)} CPU(s) ({_cpu_text(cpus)})")
+    client, server = cpus[:cores], cpus[len(cpus) - cores :]
+    rest = cpus[cores : len(cpus) - cores]
+    place = {"client": _cpu_text(client), "server": _cpu_text(server)}
+    if emulator:
+        place["link"] = _cpu_text(rest or server)
+    if shared := sorted(set(client) & set(server)):
+        also = " and the emulator" if emulator else ""
+        return place, f"both sides share CPU {_cpu_text(shared)}, with their traffic generators{also}"
+    if emulator and not rest:
+        return place, f"the emulator shares CPU {_cpu_text(server)} with the server side"
+    return place, ""
+
+
+def _cpu_text(cpus: list[int]) -> str:
+    return ",".join(map(str, cpus))
+
+
 def parse_v2_cpu_stat(text: str) -> CpuUsage:
     fields = dict(line.split() for line in text.splitlines() if line.strip())
     user, sys_ = int(fields.get("user_usec", 0)) / 1e6, int(fields.get("system_usec", 0)) / 1e6

@@ -5,6 +5,9 @@ Processes are found through the role's cgroup (all descendants) or, without cgro
 trees of the role's daemons. A process seen at the first sample counts from its CPU time then; one born
 later counts from zero (all of its CPU time fell inside the window).
 
+With `threads`, each tick also reads every thread of the roles' processes and each CPU's busy and softirq
+time (monitor/threads.py), for the saturated stage (monitor/stage.py); the pair trials ask for it.
+
 The sampler spans the whole workload call (connect, warm-up, the measured seconds, result exchange). The
 workload says afterwards which part of it was measured; `RoleCost.between` gives the CPU of that part
 from the cumulative series (both the sampled and the cgroup figures), interpolated linearly between the
@@ -27,6 +30,7 @@ import numpy as np
 import psutil
 
 from tunbench.host.cgroup import CpuUsage, RoleCgroup
+from tunbench.monitor.threads import CpuTime, ThreadTime, read_cpus, read_threads
 
 PidSource = Callable[[], list[int]]
 # once a second; TUNBENCH_SAMPLE_INTERVAL_S overrides it (docs/benchmarks/interference.md compares 0.1 s side by side)
@@ -52,6 +56,7 @@ class RoleCost:
     processes: int
     cgroup_cpu: CpuUsage | None
     series: list[RoleSample] = field(default_factory=list)
+    threads: list[tuple[float, dict[int, ThreadTime]]] = field(default_factory=list)  # (t, threads) per tick
 
     def between(self, t0_s: float, t1_s: float) -> tuple[CpuUsage, CpuUsage | None]:
         """(sampled, cgroup) CPU used between two times on the sampler's clock, interpolated from the
@@ -80,8 +85,10 @@ def _at(series: list[RoleSample], t_s: float, value: Callable[[RoleSample], floa
 
 
 class _RoleTracker:
-    def __init__(self, pids: PidSource, cgroup: RoleCgroup | None) -> None:
+    def __init__(self, pids: PidSource, cgroup: RoleCgroup | None, threads: bool = False) -> None:
         self.pid_source = pids
+        self.read_threads = threads
+        self.threads: list[tuple[float, dict[int, ThreadTime]]] = []
         self.cgroup = cgroup
         self.base: dict[int, tuple[float, float]] = {}
         self.last: dict[int, tuple[float, float]] = {}
@@ -93,7 +100,10 @@ class _RoleTracker:
 
     def sample(self, t_s: float) -> None:
         rss = 0
-        for pid in self.pid_source():
+        pids = self.pid_source()
+        if self.read_threads:
+            self.threads.append((t_s, read_threads(pids)))
+        for pid in pids:
             proc = self.procs.get(pid)
             try:
                 if proc is None:
@@ -127,17 +137,24 @@ class _RoleTracker:
         if self.cgroup is not None and self.cg_start is not None:
             end = self.cgroup.usage()
             cg = end - self.cg_start if end is not None else None
-        return RoleCost(CpuUsage(user, sys_), self.rss_peak, len(self.last), cg, self.series)
+        return RoleCost(CpuUsage(user, sys_), self.rss_peak, len(self.last), cg, self.series, self.threads)
 
 
 class Sampler:
-    """`with Sampler({"client": (pids, cgroup), ...}) as s:` ... then `s.results`."""
+    """`with Sampler({"client": (pids, cgroup), ...}) as s:` ... then `s.results`. `threads`: also each
+    role's threads and each CPU's times at every tick (`s.cpus`), for the saturated stage."""
 
     def __init__(
-        self, roles: Mapping[str, tuple[PidSource, RoleCgroup | None]], interval_s: float = SAMPLE_INTERVAL_S
+        self,
+        roles: Mapping[str, tuple[PidSource, RoleCgroup | None]],
+        interval_s: float = SAMPLE_INTERVAL_S,
+        *,
+        threads: bool = False,
     ) -> None:
         self.interval_s = interval_s
-        self._trackers = {name: _RoleTracker(pids, cg) for name, (pids, cg) in roles.items()}
+        self.threads = threads
+        self._trackers = {name: _RoleTracker(pids, cg, threads) for name, (pids, cg) in roles.items()}
+        self.cpus: list[tuple[float, dict[int, CpuTime]]] = []  # (t, each CPU's times) per tick, with threads
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._next_t = 0.0
@@ -149,9 +166,13 @@ class Sampler:
 
     def _sample_all(self) -> None:
         with self._lock:
-            t = time.monotonic() - self._t0
-            for tracker in self._trackers.values():
-                tracker.sample(t)
+            self._sample(time.monotonic() - self._t0)
+
+    def _sample(self, t: float) -> None:
+        if self.threads and (cpus := read_cpus()) is not None:
+            self.cpus.append((t, cpus))
+        for tracker in self._trackers.values():
+            tracker.sample(t)
 
     def _loop(self) -> None:
         self._next_t = time.monotonic() + self.interval_s
@@ -173,8 +194,7 @@ class Sampler:
         edges of a part of its call this way, so that part's CPU is read at samples, not interpolated."""
         with self._lock:
             now = time.monotonic()
-            for tracker in self._trackers.values():
-                tracker.sample(now - self._t0)
+            self._sample(now - self._t0)
         return now
 
     @property

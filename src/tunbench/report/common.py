@@ -100,15 +100,25 @@ def host_lines(provenance: dict[str, Any]) -> list[str]:
 
 
 def placement_line(trials: list[TrialRecord]) -> str:
-    """The run's CPU placement (`[run] cpuset`, recorded in each trial's params.cpuset), or "" when off."""
+    """The run's CPU placement (`[run] cpuset`, recorded in each trial's params.cpuset), or "" when off; on
+    the cores axis, each value's ("cores 1: client side on CPU 0, ...; cores 2: ...")."""
     names = {"client": "client side", "server": "server side", "link": "emulator"}
-    seen = {tuple(sorted((t.params.get("cpuset") or {}).items())) for t in trials}
+
+    def text(placed: dict[str, str]) -> str:
+        return ", ".join(f"{name} on CPU {placed[r]}" for r, name in names.items() if r in placed)
+
+    by_cores: dict[int, set[tuple[tuple[str, str], ...]]] = {}
+    for t in trials:
+        by_cores.setdefault(t.cores, set()).add(tuple(sorted((t.params.get("cpuset") or {}).items())))
+    if all(n for n in by_cores) and all(len(seen) == 1 for seen in by_cores.values()):
+        return "; ".join(f"cores {n}: {text(dict(next(iter(by_cores[n]))))}" for n in sorted(by_cores))
+    seen = {p for ps in by_cores.values() for p in ps}
     placed = [dict(p) for p in seen if p]
     if not placed:
         return ""
     if len(placed) > 1 or len(seen) > 1:
         return "cpuset: differs between trials (see each trial's params.cpuset)"
-    return "cpuset: " + ", ".join(f"{name} on CPU {placed[0][r]}" for r, name in names.items() if r in placed[0])
+    return "cpuset: " + text(placed[0])
 
 
 def baseline_line(trials: list[TrialRecord]) -> str:

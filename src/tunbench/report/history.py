@@ -1,6 +1,6 @@
 """`tunbench history`: each case's metrics across the runs of one machine, and where they changed.
 
-A series is one case (label, profile, workload, flows, direction, clients, variant) and one metric
+A series is one case (label, profile, workload, flows, direction, clients, variant, cores) and one metric
 (throughput, CPU per bit of the client and of the server, or a latency metric: ``report.compare``'s
 catalogue) over the runs of one machine. A point is one run, or one commit: when every run of the series
 names the commit its build came from (``tunbench run --commit`` or the tunnel's ``commit=``), the runs of one
@@ -415,8 +415,8 @@ def build(
     return history
 
 
-def _case_order(c: CaseKey) -> tuple[str, str, str, str, int, int, str]:
-    return (c.label, c.profile, c.workload, c.direction, c.flows, c.clients, c.variant)
+def _case_order(c: CaseKey) -> tuple[str, str, str, str, int, int, str, int]:
+    return (c.label, c.profile, c.workload, c.direction, c.flows, c.clients, c.variant, c.cores)
 
 
 def _series(

@@ -23,6 +23,7 @@ DECLARING = (
     "tunbench.monitor.hostload",
     "tunbench.monitor.interference",
     "tunbench.monitor.irqtime",
+    "tunbench.monitor.stage",
     "tunbench.monitor.work",
     "tunbench.remote.watch",
     "tunbench.perf.flamegraph",

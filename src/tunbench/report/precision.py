@@ -75,7 +75,15 @@ def gated_pairs(
 
 
 def _rest(case: CaseKey) -> tuple[str, ...]:
-    return (case.profile, case.workload, str(case.flows), case.direction, str(case.clients), case.variant)
+    return (
+        case.profile,
+        case.workload,
+        str(case.flows),
+        case.direction,
+        str(case.clients),
+        case.variant,
+        str(case.cores),
+    )
 
 
 MIN_STOP_PAIRS = 10

@@ -142,7 +142,7 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
     groups: dict[CaseKey, list[TrialRecord]] = defaultdict(list)
     for t in trials:
         groups[t.case].append(t)
-    direct: dict[tuple[str, str, int, str, int, str], list[float]] = {}
+    direct: dict[tuple[str, str, int, str, int, str, int], list[float]] = {}
     for key, ts in groups.items():
         if ts[0].tunnel == BASELINE:
             direct[_baseline_key(key)] = unit_values(ts, throughput)
@@ -198,6 +198,7 @@ def summarize_trials(trials: list[TrialRecord], *, seed: int = 0) -> list[CaseSu
             s.case.variant,
             s.case.flows,
             s.case.clients,
+            s.case.cores,
             s.tunnel != BASELINE,
             -(s.throughput.median if s.n else 0.0),
         )
@@ -209,7 +210,7 @@ def _with_common_limits(out: list[CaseSummary], trials: list[TrialRecord]) -> li
     """The `common-limit` warning, once per case group on its direct baseline (stats.checks). Groups whose
     profile or workload sets a rate are left out: there the common limit is the one asked for."""
     rated = {t.case for t in trials if _rated(t)}
-    groups: dict[tuple[str, str, int, str, int, str], list[CaseSummary]] = defaultdict(list)
+    groups: dict[tuple[str, str, int, str, int, str, int], list[CaseSummary]] = defaultdict(list)
     for s in out:
         if s.n and s.case not in rated:
             groups[_baseline_key(s.case)].append(s)
@@ -233,9 +234,9 @@ def _rated(t: TrialRecord) -> bool:
     )
 
 
-def _baseline_key(key: CaseKey) -> tuple[str, str, int, str, int, str]:
+def _baseline_key(key: CaseKey) -> tuple[str, str, int, str, int, str, int]:
     """The case without its tunnel: the direct case of the same key is its baseline."""
-    return (key.profile, key.workload, key.flows, key.direction, key.clients, key.variant)
+    return (key.profile, key.workload, key.flows, key.direction, key.clients, key.variant, key.cores)
 
 
 def _ok_values(ts: list[TrialRecord]) -> list[float]:

@@ -56,12 +56,14 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
         + (" · link CPU: the WAN emulator's own" if any("link" in s.roles for s in summaries) else ""),
     )
     per_flow = any(s.case.flows > 1 for s in summaries)
+    on_cores = any(s.case.cores for s in summaries)
     link_cpu = any("link" in s.roles for s in summaries)
     for col, justify in [
         ("tunnel", "left"),
         ("profile", "left"),
         ("dir", "left"),
         ("flows", "right"),
+        ("cores", "right"),
         ("Mbit/s", "right"),
         ("min–max", "right"),
         ("per flow", "right"),
@@ -74,6 +76,7 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
         if (
             (col == "profile" and not show_profile)
             or (col == "per flow" and not per_flow)
+            or (col == "cores" and not on_cores)
             or (col == "link CPU %" and not link_cpu)
         ):
             continue
@@ -98,6 +101,7 @@ def summary_table(summaries: list[CaseSummary], title: str = "") -> Table:
             *([escape(s.case.profile)] if show_profile else []),
             s.case.direction,
             str(s.case.flows),
+            *([str(s.case.cores or "–")] if on_cores else []),
             med,
             rng,
             *([mbit(t.median / s.case.flows) if s.n else "–"] if per_flow else []),
@@ -114,7 +118,8 @@ def _case_name(s: CaseSummary, show_profile: bool) -> str:
     c = s.case
     count = f" ×{c.flows}" if c.flows > 1 else f" ×{c.clients}" if c.clients > 1 else ""
     prof = f" @{c.profile}" if show_profile else ""
-    return f"{c.label} {c.variant or c.direction}{count}{prof}"
+    cores = f" {c.cores}c" if c.cores else ""
+    return f"{c.label} {c.variant or c.direction}{count}{cores}{prof}"
 
 
 def _late_ms(w: StabilityWarning) -> str:

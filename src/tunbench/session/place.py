@@ -42,12 +42,23 @@ def run_site(site: str | None, hosts: Path | None, scenario: Scenario, source: s
     return of_inventory(run_inventory(hosts, scenario, source, text))
 
 
-def settled(plan: RunPlan) -> RunPlan:
-    """The plan with its site settled against what it needs."""
-    return dataclasses.replace(plan, site=plan.site.settle(site_needs(plan)))
+def settled(plan: RunPlan, cores_at: tuple[str, int | None, str] | None = None) -> RunPlan:
+    """The plan with its site settled against what it needs (`cores_at`: where the cores axis was given,
+    for the site's refusal to name)."""
+    needs = site_needs(plan, cores_at)
+    if needs.cores and not plan.site.programs_here:
+        source, line, key = needs.cores_at
+        raise ConfigError(
+            "the cores axis places each side on CPUs of this machine; a run whose roles are on other hosts "
+            "(--hosts, --site or [hosts]) cannot take it yet: run without cores",
+            source=source,
+            line=line,
+            key=key,
+        )
+    return dataclasses.replace(plan, site=plan.site.settle(needs))
 
 
-def site_needs(plan: RunPlan) -> SiteNeeds:
+def site_needs(plan: RunPlan, cores_at: tuple[str, int | None, str] | None = None) -> SiteNeeds:
     """What the plan asks of its site, as the values a site reads (sites.needs): the site refuses from them
     what it cannot do, and sets itself up with them."""
     kinds = tuple(plan.scenario.workload.kind)
@@ -75,4 +86,6 @@ def site_needs(plan: RunPlan) -> SiteNeeds:
         cpuset=plan.scenario.run.cpuset,
         programs=program_needs(plan.refs, kinds),
         start_tolerances=tuple(tolerances),
+        cores=tuple(plan.scenario.workload.cores),
+        cores_at=cores_at or (plan.source, None, "workload.cores"),
     )

@@ -15,6 +15,7 @@ from tunbench.session.resolve import resolve_profiles, resolve_tunnels
 from tunbench.session.size import Budget, expected_s, sized
 from tunbench.sites.base import SiteChoice
 from tunbench.sites.registry import choose
+from tunbench.tomlfile import locate
 
 
 def prepare(
@@ -27,19 +28,21 @@ def prepare(
     budget: Budget | None = None,
     build: tuple[str, str] = ("", ""),
     site: SiteChoice | None = None,
+    cores_flag: bool = False,
 ) -> RunPlan:
     """Resolve tunnels, profiles and workload options, expand the trials and run the preflight checks
     (root, the programs every tunnel and workload needs, perf for flamegraphs). Creates nothing. A dry
     run needs no root and notes missing programs instead of failing on them. `text`: the scenario file's
     text, when the tunnels and profiles came from it (errors then name its lines). `budget`: the repetitions
     are as many as it could hold (Budget). `build`: the build's (commit, branch). `site`: where the roles run
-    (session.run_site); by default this machine."""
+    (session.run_site); by default this machine. `cores_flag`: the cores axis came from `--cores` (its errors
+    name the flag, else the file's line)."""
     notes: list[str] = []
     refs = resolve_tunnels(scenario, source, text)
     profiles = resolve_profiles(scenario, source, notes if dry_run else None, text)
     wl = scenario.workload
     options = check_workloads(scenario, "", source)
-    cases = expand(refs, profiles, wl.flows, list(wl.directions), wl.kind, options=options)
+    cases = expand(refs, profiles, wl.flows, list(wl.directions), wl.kind, options=options, cores=wl.cores)
     skip = skipped(refs, wl.kind)
     check_cases(cases, refs, skip, source)
     check_warm_order(scenario, source)
@@ -70,7 +73,11 @@ def prepare(
         branch,
         site=site or choose("local"),
     )
-    plan = settled(plan)
+    if cores_flag:
+        cores_at: tuple[str, int | None, str] = ("command line", None, "--cores")
+    else:
+        cores_at = (source, locate(text, ["workload", "cores"]) if text else None, "workload.cores")
+    plan = settled(plan, cores_at)
     check_caps(plan)
     check_events(plan)
     check_machine(plan, dry_run=dry_run)

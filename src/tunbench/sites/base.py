@@ -43,13 +43,15 @@ SampledRoles = dict[str, tuple[Callable[[], list[int]], RoleCgroup | None]]
 @dataclass(frozen=True)
 class Spot:
     """One attempt's names and settings on a site: its tag among the run's objects (`t3`, `t3r2`, `t7w`),
-    its directory, the topology settings, the emulator's seed, and a warm block's slot ("" or "1", "2"...)."""
+    its directory, the topology settings, the emulator's seed, a warm block's slot ("" or "1", "2"...), and
+    its case's cores (the CPUs each side is placed on, docs/scaling.md; 0: the run's placement)."""
 
     tag: str
     workdir: Path
     spec: TopologySpec
     link_seed: int
     slot: str = ""
+    cores: int = 0
 
 
 class PairTopology(Placed, Protocol):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tunbench.errors import ConfigError
-from tunbench.host.cgroup import cpuset_refusal, online_cpus, split_placement
+from tunbench.host.cgroup import cores_placement, cpuset_refusal, online_cpus, split_placement
 from tunbench.sites.needs import SiteNeeds
 
 
@@ -49,6 +49,37 @@ def resolve_cpuset(needs: SiteNeeds) -> tuple[dict[str, str], str]:
         placed.pop("link", None)  # no emulator in this run, nothing shares
         note = ""
     return placed, note
+
+
+def resolve_cores(needs: SiteNeeds) -> dict[int, tuple[dict[str, str], str]]:
+    """The cores axis on this host: for each cores value, the CPUs of each side and a note of what shares
+    (host.cgroup.cores_placement); {} without the axis. Refused, naming where the axis was given: with a
+    `[run] cpuset` (both would place the sides), with a workload off the client/server pair, on a host
+    without a cpuset controller tunbench may use, and beyond this host's CPUs."""
+    if not needs.cores:
+        return {}
+    source, line, key = needs.cores_at
+
+    def refuse(message: str) -> ConfigError:
+        return ConfigError(message, source=source, line=line, key=key)
+
+    if needs.cpuset.mode != "off":
+        raise refuse("the cores axis places each side itself: leave [run] cpuset off (no --cpuset)")
+    if kind := needs.not_pair:
+        raise refuse(
+            f"the cores axis places the client/server pair; workload {kind!r} brings up many clients or its own "
+            "tunnels: run it without cores"
+        )
+    if why := cpuset_refusal():
+        raise refuse(why)
+    cpus = online_cpus()
+    out: dict[int, tuple[dict[str, str], str]] = {}
+    for n in needs.cores:
+        try:
+            out[n] = cores_placement(cpus, n, emulator=bool(needs.emulated))
+        except ValueError as e:
+            raise refuse(f"{e}: give cores of 1 to {len(cpus)}") from None
+    return out
 
 
 def placement_text(cpuset: Mapping[str, str], note: str = "") -> str:

@@ -22,7 +22,7 @@ from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.monitor.work import RoleCount
 from tunbench.sites.base import SampledRoles, Spot
-from tunbench.sites.cpuset import placement_text, resolve_cpuset
+from tunbench.sites.cpuset import placement_text, resolve_cores, resolve_cpuset
 from tunbench.sites.local_fleet import FleetEnv
 from tunbench.sites.needs import SiteNeeds
 from tunbench.topology.build import Topology
@@ -90,20 +90,36 @@ def underlay_devices(topo: Topology) -> dict[str, str]:
 
 class LocalSite:
     """Roles in namespaces of this machine (sites.base.Site). `cpuset`: role -> CPU list ("link": the
-    emulator's), the pair's placement; {} leaves the roles unplaced."""
+    emulator's), the pair's placement; {} leaves the roles unplaced. `by_cores`: the placement of each value
+    of the cores axis, which a spot's `cores` picks instead."""
 
-    def __init__(self, ledger: Ledger, cpuset: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        cpuset: Mapping[str, str] | None = None,
+        by_cores: Mapping[int, Mapping[str, str]] | None = None,
+    ) -> None:
         self.ledger = ledger
         self.cpuset = dict(cpuset or {})
+        self.by_cores = {n: dict(placed) for n, placed in (by_cores or {}).items()}
+
+    def placement(self, spot: Spot) -> dict[str, str]:
+        """Each side's CPUs for this spot: its case's cores value's, else the run's."""
+        if spot.cores:
+            if spot.cores not in self.by_cores:
+                raise ValueError(f"cores {spot.cores} was not settled for this run")
+            return self.by_cores[spot.cores]
+        return self.cpuset
 
     def pair(self, stack: contextlib.ExitStack, spot: Spot, profile: Profile, params: dict[str, Any]) -> LocalPair:
         link = profile_link_builder(profile, self.ledger, spot.workdir, spot.link_seed)
         name = f"{self.ledger.prefix}-{spot.tag}"  # the emulator's placement outlives it: entered first
-        link_cpus = self.cpuset.get("link", "") if link else ""
+        cpuset = self.placement(spot)
+        link_cpus = cpuset.get("link", "") if link else ""
         link_cg = stack.enter_context(RoleCgroup(f"{name}-link", self.ledger, cpus=link_cpus, account=False))
         topo = stack.enter_context(Topology(self.ledger, spot.tag, spot.spec, link_builder=link, slot=spot.slot))
         cgroups = {
-            role: stack.enter_context(RoleCgroup(f"{name}-{role}", self.ledger, cpus=self.cpuset.get(role, "")))
+            role: stack.enter_context(RoleCgroup(f"{name}-{role}", self.ledger, cpus=cpuset.get(role, "")))
             for role in ROLES
         }
         places: dict[str, Place] = {
@@ -113,8 +129,8 @@ class LocalSite:
         emulator = topo.link if isinstance(topo.link, LinkEmulator) else None
         if emulator is not None and emulator.pid and link_cg.cpus:
             link_cg.join(emulator.pid)
-        if self.cpuset:
-            params["cpuset"] = {r: c for r, c in self.cpuset.items() if r != "link" or link}
+        if cpuset:
+            params["cpuset"] = {r: c for r, c in cpuset.items() if r != "link" or link}
         return LocalPair(topo, places, cgroups, emulator, self.ledger, name)
 
     def client_machines(self) -> tuple[str, ...]:
@@ -166,15 +182,21 @@ class LocalChoice:
 
     cpuset: Mapping[str, str] = field(default_factory=dict)
     note: str = ""
+    cores: Mapping[int, tuple[Mapping[str, str], str]] = field(default_factory=dict)  # cores -> (placement, note)
     programs_here = True
 
     def settle(self, needs: SiteNeeds) -> LocalChoice:
-        """The CPU placement resolved here, or refused where it cannot apply (sites/cpuset.py)."""
+        """The CPU placement resolved here (the run's, and each value of the cores axis), or refused where
+        it cannot apply (sites/cpuset.py)."""
+        cores = resolve_cores(needs)
         cpuset, note = resolve_cpuset(needs)
-        return LocalChoice(cpuset, note)
+        return LocalChoice(cpuset, note, cores)
 
     def lines(self) -> list[str]:
-        return [f"cpuset: {placement_text(self.cpuset, self.note)}"] if self.cpuset else []
+        out = [f"cpuset: {placement_text(self.cpuset, self.note)}"] if self.cpuset else []
+        for n, (placed, note) in self.cores.items():
+            out.append(f"cores {n}: {placement_text(placed, note)}")
+        return out
 
     def fleet_line(self, clients: int) -> str:
         return ""  # every client on this machine
@@ -182,4 +204,4 @@ class LocalChoice:
     def open(
         self, stack: contextlib.ExitStack, ledger: Ledger, needs: SiteNeeds, provenance: dict[str, Any]
     ) -> LocalSite:
-        return LocalSite(ledger, self.cpuset)
+        return LocalSite(ledger, self.cpuset, {n: placed for n, (placed, _) in self.cores.items()})

@@ -60,3 +60,5 @@ class SiteNeeds:
     cpuset: CpuRequest = field(default_factory=NoCpus)
     programs: Mapping[str, list[str]] = field(default_factory=dict)  # who -> the programs it needs where it runs
     start_tolerances: tuple[float, ...] = ()  # how closely clients on several machines must start (a storm's)
+    cores: tuple[int, ...] = ()  # the cores axis (`--cores`, `[workload] cores`): CPUs per side, each case's
+    cores_at: tuple[str, int | None, str] = ("", None, "workload.cores")  # where it was given: source, line, key

@@ -14,6 +14,8 @@
 5  series.value may be NULL: a gap, where the value measured was NaN or infinite (issue 43 item 8: one NaN
    failed the NOT NULL constraint and the whole trial was lost). PostgreSQL drops the constraint; SQLite
    cannot, so its table is rebuilt, every row keeping its rowid (the order series are read back in).
+6  trials.cores: the cores axis (`tunbench run --cores`), the CPUs each side was placed on; 0 for every
+   trial of an older version (not on that axis).
 
 Each migration runs in one transaction with its version's update (backend.SqliteBackend explains why not
 executescript): a failure halfway leaves the store at the version before, never half-migrated.
@@ -24,7 +26,7 @@ where a version gives each dialect its own (a dict: dialect -> SQL).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # version -> SQL that upgrades from version-1, or {dialect: SQL} (version SCHEMA_VERSION is created from schema.sql)
 MIGRATIONS: dict[int, str | dict[str, str]] = {
@@ -61,4 +63,7 @@ CREATE INDEX IF NOT EXISTS series_trial ON series(trial_id);
 ALTER TABLE series ALTER COLUMN value DROP NOT NULL;
 """,
     },
+    6: """
+ALTER TABLE trials ADD COLUMN cores INTEGER NOT NULL DEFAULT 0;
+""",
 }

@@ -1,4 +1,4 @@
--- tunbench result store, schema version 5 (see migrations.py for the history).
+-- tunbench result store, schema version 6 (see migrations.py for the history).
 -- Written for SQLite; the same text creates the PostgreSQL store (backend.PG_DDL rewrites INTEGER PRIMARY
 -- KEY, BLOB and REAL, the type words PostgreSQL spells differently).
 CREATE TABLE IF NOT EXISTS meta (
@@ -43,7 +43,8 @@ CREATE TABLE IF NOT EXISTS trials (
     started_at  TEXT NOT NULL,
     duration_s  REAL,                         -- wall time of the measurement window (TrialRecord.window_s)
     clients     INTEGER NOT NULL DEFAULT 1,   -- multi-client workloads (clients, storm): the client count
-    variant     TEXT NOT NULL DEFAULT ''      -- storm: connect | reconnect | overload
+    variant     TEXT NOT NULL DEFAULT '',     -- storm: connect | reconnect | overload
+    cores       INTEGER NOT NULL DEFAULT 0    -- the cores axis (--cores): CPUs each side was placed on; 0: none
 );
 CREATE INDEX IF NOT EXISTS trials_run ON trials(run_id);
 

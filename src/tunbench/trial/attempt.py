@@ -71,6 +71,7 @@ class Setup:
             direction=c.direction,
             clients=c.clients,
             variant=c.variant,
+            cores=c.cores,
             repetition=pt.repetition,
             started_at=now_iso(),
             params={

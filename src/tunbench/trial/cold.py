@@ -38,7 +38,7 @@ def attempt(
     link_seed = setup.seed + pt.repetition  # reproducible, yet each repetition sees its own pattern
     rec.params["link_seed"] = link_seed
     with host_workdir(setup.ledger, f"t{pt.seq}") as workdir:
-        spot = Spot(tag, workdir, setup.spec(pt.case), link_seed)
+        spot = Spot(tag, workdir, setup.spec(pt.case), link_seed, cores=pt.case.cores)
         t = Attempt(pt.case, workload, options, rec, spot)
         with recorded(t) as c:
             shape(workload)(setup, t)

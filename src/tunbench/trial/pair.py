@@ -19,7 +19,7 @@ from tunbench.link.emulator import link_metrics, queue_series
 from tunbench.link.fault_record import fault_metrics, fired, fired_params
 from tunbench.link.faults import ProfileFault
 from tunbench.metrics import core
-from tunbench.monitor import counters, crosscheck, work
+from tunbench.monitor import counters, crosscheck, stage, work
 from tunbench.monitor.cost import cost_metrics, cpu_per_unit
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.results import TrialRecord
@@ -115,7 +115,7 @@ def measure_window(setup: Setup, t: Attempt, held: Held) -> Measured:
         for hook in setup.hooks:
             window.enter_context(hook(held.ctx, tunnel, rec, pair))
         with (
-            Sampler(pair.sampled_roles(tunnel)) as sampler,
+            Sampler(pair.sampled_roles(tunnel), threads=True) as sampler,
             pair.remote_sampling(tunnel, sampler) as remote_costs,
             watchdog(t.workload.timeout_s(held.ctx), f"the {t.workload.kind} workload"),
         ):
@@ -144,6 +144,11 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
         measured = (w.result.window[0] - w.sampler.t0, w.result.window[1] - w.sampler.t0)
     costs = {**w.sampler.results, **w.remote_costs}
     cost_metrics_over(rec, costs, w.sampler.wall_s, measured)
+    span = measured or (0.0, w.sampler.wall_s)
+    threads = {role: cost.threads for role, cost in w.sampler.results.items() if cost.threads}
+    figures, said = stage.saturation(threads, w.sampler.cpus, span, rec.params.get("cpuset") or {})
+    rec.metrics.update(figures)  # what saturated each side over the window (docs/scaling.md)
+    rec.params.update(said)
     for part in w.result.parts:  # the CPU of a stretch of the call per unit of work in it (the pps ladder)
         for role, key in part.keys.items():
             if (cost := costs.get(role)) is not None:

@@ -62,7 +62,7 @@ def warm_up(
     workload, options = setup.workload(pt)
     tag = f"t{pt.seq}w"
     workdir = stack.enter_context(host_workdir(setup.ledger, tag))
-    spot = Spot(tag, workdir, setup.spec(pt.case), setup.seed + pt.repetition, slot)
+    spot = Spot(tag, workdir, setup.spec(pt.case), setup.seed + pt.repetition, slot, pt.case.cores)
     t = Attempt(pt.case, workload, options, setup.record(pt, options), spot)
     with caught() as c, contextlib.ExitStack() as own:
         up = pair.bring_up(setup, t, own)

@@ -59,4 +59,5 @@ def case_title(case: CaseKey, *, label: bool = True) -> str:
         rest = w.title(case)
     else:
         rest = axes_title(case.workload, ("clients", "variant") if case.clients != 1 else ("flows", "direction"), case)
-    return " · ".join([*([case.label] if label else []), case.profile, *([rest] if rest else [])])
+    cores = [f"{case.cores} core{'s' if case.cores != 1 else ''}"] if case.cores else []
+    return " · ".join([*([case.label] if label else []), case.profile, *([rest] if rest else []), *cores])

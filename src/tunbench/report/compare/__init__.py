@@ -4,7 +4,7 @@ A and B are runs (store id, uid or name, or a JSON export file), or two labels w
 (``--label-a old --label-b new``, e.g. ``socat[label=old]`` vs ``socat[bin=/opt/new/socat,label=new]``).
 A is the baseline, B the candidate: a change of -8 % means B's median is 8 % below A's.
 
-Cases match on (label, profile, workload, flows, direction, clients, variant); with ``--label-a``/``--label-b``
+Cases match on (label, profile, workload, flows, direction, clients, variant, cores); with ``--label-a``/``--label-b``
 the label of A's cases is mapped to B's label and the rest must match. For each matching case and metric the
 verdict comes from ``tunbench.stats.compare`` (rank test, distribution-free CI of the change with its
 exact coverage, threshold, MDE).

@@ -23,8 +23,8 @@ def by_case(trials: list[TrialRecord]) -> dict[CaseKey, list[TrialRecord]]:
     return out
 
 
-def _rest(case: CaseKey) -> tuple[str, str, int, str, int, str]:
-    return (case.profile, case.workload, case.flows, case.direction, case.clients, case.variant)
+def _rest(case: CaseKey) -> tuple[str, str, int, str, int, str, int]:
+    return (case.profile, case.workload, case.flows, case.direction, case.clients, case.variant, case.cores)
 
 
 def metric_units(trials: list[TrialRecord], metric: Metric) -> list[float]:

@@ -29,6 +29,7 @@ TRIAL_COLUMNS = (
     "direction",
     "clients",
     "variant",
+    "cores",
     "repetition",
     "status",
     "error",
@@ -55,7 +56,7 @@ def _cell(x: Any) -> Any:
 
 def _row(run: RunRecord, t: TrialRecord, extra: list[str]) -> list[Any]:
     base = [run.id, run.uid, run.name, t.seq, t.tunnel, t.label, t.profile, t.workload, t.flows, t.direction]
-    base += [t.clients, t.variant, t.repetition, t.status, (t.error or "").strip(), t.started_at, t.window_s]
+    base += [t.clients, t.variant, t.cores, t.repetition, t.status, (t.error or "").strip(), t.started_at, t.window_s]
     metrics = [t.metrics.get(k) for k in METRIC_COLUMNS]
     derived: list[float | None] = []
     for role in ROLES:

@@ -5,7 +5,8 @@ Format history (bump JSON_SCHEMA on any incompatible change and say what changed
   1  (tunbench 0.1.0) run, trials, summary. Later in 1, added (readers ignore what they do not know):
      trials[].series, the per-second series; trials[] and summary[] `clients` and `variant`, the
      multi-client workloads' axes (before them, a `clients`/`storm` trial's `flows` held the client
-     count and a storm's `direction` its variant; now those are 1 and "-").
+     count and a storm's `direction` its variant; now those are 1 and "-"); trials[] and summary[]
+     `cores`, the cores axis (0 off it; absent in older exports).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
         "direction": t.direction,
         "clients": t.clients,
         "variant": t.variant,
+        "cores": t.cores,
         "repetition": t.repetition,
         "status": t.status,
         "error": t.error or None,
@@ -104,6 +106,7 @@ def summary_json(s: CaseSummary) -> dict[str, Any]:
         "direction": s.case.direction,
         "clients": s.case.clients,
         "variant": s.case.variant,
+        "cores": s.case.cores,
         "n": s.n,
         "n_units": s.throughput.n,  # independent units (warm bring-ups count once): what the CI counts
         "n_failed": s.n_failed,
@@ -215,6 +218,7 @@ def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
         direction=direction,
         clients=clients,
         variant=variant,
+        cores=int(t.get("cores") or 0),
         repetition=int(t["repetition"]),
         params=dict(t.get("params") or {}),
         status=str(t.get("status") or "ok"),

@@ -17,6 +17,7 @@ from tunbench.report.html.faults import faults_html
 from tunbench.report.html.fleet import is_fleet, many_clients_html
 from tunbench.report.html.flows import fig_fairness, fig_flows
 from tunbench.report.html.latency import fig_latency, fig_rtt_parts
+from tunbench.report.html.scaling import cores_html
 from tunbench.report.html.series import fig_queue, fig_timeseries, is_queue, is_throughput, series_section
 from tunbench.report.html.tables import (
     headline_tables_html,
@@ -68,6 +69,7 @@ def run_section(run: RunRecord, index: int) -> str:
     if cpu is not None or eff is not None:
         parts.append(h3(pid, "cpu", "CPU cost"))
         parts += [chart_div(f, f"{pid}-{name}") for f, name in ((cpu, "cpu"), (eff, "bits-per-cpu")) if f is not None]
+    parts.append(cores_html(trials, pid))
     parts.append(work_table_html(trials, pid))
     parts += series_section(trials, pid, "series", "Throughput over time", is_throughput, fig_timeseries, colors)
     parts += series_section(trials, pid, "queue", "Bottleneck queue occupancy", is_queue, fig_queue, colors)
