@@ -11,6 +11,7 @@ bring-ups as 40 repetitions gave a "95%" interval that covered in 67% of simulat
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -269,11 +270,25 @@ def interference_causes(ts: list[TrialRecord]) -> str:
     causes = [f"another tunbench run ({', '.join(runs)})"] if runs else []
     foreign = [t.metrics.get(FOREIGN_CPU.name) or 0.0 for t, w in zip(ts, why, strict=True) if "foreign" in w]
     if foreign:
-        causes.append(f"foreign CPU up to {max(foreign):.0f}% of a core")
+        causes.append(f"foreign CPU up to {max(foreign):.0f}% of a core" + _on_hosts(ts, "foreign"))
     steal = [t.metrics.get(STEAL.name) or 0.0 for t, w in zip(ts, why, strict=True) if "steal" in w]
     if steal:
-        causes.append(f"steal up to {max(steal):.1f}%")
+        causes.append(f"steal up to {max(steal):.1f}%" + _on_hosts(ts, "steal"))
     return "; ".join(causes) or "; ".join(sorted(set(why) - {""}))
+
+
+def _on_hosts(ts: list[TrialRecord], cause: str) -> str:
+    """ " on host h2" (" on hosts h2, h3"): the hosts of a `--hosts` run whose own figure the trials' reasons
+    name for `cause` ("foreign", "steal"); "" where none does (a local run)."""
+    names = sorted(
+        {
+            m.group(1)
+            for t in ts
+            for part in str(t.params.get("interference") or "").split("; ")
+            if (m := re.match(r"host (\S+): .*\b" + cause, part))
+        }
+    )
+    return f" on host{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else ""
 
 
 def _generator(t: TrialRecord) -> Generator | None:
