@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from statistics import median
+from typing import Any
 
 from tunbench import workloads
 from tunbench.metrics import core
@@ -325,6 +326,16 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
                 "again; compare, history and calibrate leave them out",
             )
         )
+    if hit := [t for t in ts if t.params.get("clients_lost")]:
+        lost = "; ".join(sorted({lost_text(t.params["clients_lost"]) for t in hit}))
+        out.append(
+            StabilityWarning(
+                "clients-lost",
+                f"{label}: a client host was lost mid-trial in {len(hit)} of {len(ts)} trial(s): {lost}; those "
+                "trials measured the other hosts' clients",
+                "check the host and its network (`tunbench doctor --hosts`), then run the case again",
+            )
+        )
     failed = sorted({name for t in ts for name in failed_checks(t.metrics)})
     if failed:
         out.append(
@@ -369,6 +380,14 @@ def _start_skewed(t: TrialRecord) -> bool:
 
 
 # ---- interfered trials ------------------------------------------------------------------------------------
+
+
+def lost_text(lost: dict[str, Any]) -> str:
+    """ "host h4 (12 clients): h4: connection closed" for a trial's `params.clients_lost`."""
+    return "; ".join(
+        f"host {h} ({v.get('clients', 0)} clients): {(str(v.get('reason') or 'lost').splitlines() or ['lost'])[0]}"
+        for h, v in sorted(lost.items())
+    )
 
 
 def interfered(t: TrialRecord) -> bool:

@@ -35,6 +35,7 @@ def prepare(
     are as many as it could hold (Budget). `build`: the build's (commit, branch). `site`: where the roles run
     (session.run_site); by default this machine."""
     notes: list[str] = []
+    site = site or choose("local")
     refs = resolve_tunnels(scenario, source, text)
     profiles = resolve_profiles(scenario, source, notes if dry_run else None, text)
     wl = scenario.workload
@@ -44,7 +45,7 @@ def prepare(
     check_cases(cases, refs, skip, source)
     check_warm_order(scenario, source)
     if budget is not None:
-        scenario = sized(scenario, cases, options, budget)
+        scenario = sized(scenario, cases, options, budget, site.client_count())
     trials = interleave(
         cases,
         scenario.run.repeat,
@@ -52,7 +53,7 @@ def prepare(
         blocks=scenario.run.order == "blocks",
         warm=scenario.run.warm,
     )
-    expected = [expected_s(pt, options, wl.window) for pt in trials]
+    expected = [expected_s(pt, options, wl.window, site.client_count()) for pt in trials]
     commit, branch = build
     plan = RunPlan(
         scenario,
@@ -68,7 +69,7 @@ def prepare(
         flamegraphs,
         commit,
         branch,
-        site=site or choose("local"),
+        site=site,
     )
     plan = settled(plan)
     check_caps(plan)

@@ -240,6 +240,9 @@ class HostsChoice:
     def lines(self) -> list[str]:
         return hosts_lines(self.inventory, self.pair_kinds)
 
+    def client_count(self) -> int:
+        return max(1, len(self.inventory.clients()))
+
     def fleet_line(self, clients: int) -> str:
         if len(self.inventory.clients()) < 2:
             return ""
