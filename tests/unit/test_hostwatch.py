@@ -3,9 +3,19 @@ and their share of the underlay device, and a window's figures from two edges.""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
+from tunbench.errors import TunbenchError
+from tunbench.host import ledger as ledger_mod
 from tunbench.monitor.interference import Edge
+from tunbench.remote.agent import Agent
 from tunbench.remote.hostwatch import HostEdge, control_overhead, figures, net_deltas, parse_tcp_info
 
 SS = (
@@ -67,3 +77,31 @@ def test_a_windows_figures_on_a_host() -> None:
     assert out["net"]["dev"]["rx_bytes"] == 4096.0
     assert out["net"]["control"]["subtracted"] is False  # on lo, not the underlay
     assert "net" not in figures(a, b, (100.0, 102.0), None)
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Agent]:
+    monkeypatch.setattr(ledger_mod, "STATE_DIR", tmp_path / "state")
+    with contextlib.ExitStack() as stack:
+        a = Agent(ledger_mod.Ledger.open("tbtest03"), stack)
+        stack.callback(a.close)
+        yield a
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="reads every process's CPU")
+def test_the_agent_reads_a_window_at_the_instants_it_is_given(agent: Agent) -> None:
+    """The agent in this process: each edge read when its instant came (not before), and the bytes sent on
+    the device holding the address in between counted."""
+    start_at = time.monotonic() + 0.05
+    key = agent.op_watch_start(at=start_at, exclude=[], address="127.0.0.1")
+    time.sleep(0.1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _ in range(100):
+            s.sendto(b"x" * 1000, ("127.0.0.1", 9))
+    fig = agent.op_watch_stop(watch=key, at=time.monotonic() + 0.05)
+    assert all(0.0 <= late < 0.5 for late in fig["late_s"]), fig["late_s"]
+    assert fig["wall_s"] >= 0.1
+    assert fig["net"]["device"] == "lo" and fig["net"]["dev"]["tx_bytes"] >= 100 * 1000
+    assert fig["foreign_cpu_pct"] >= 0.0 and fig["steal_pct"] is not None
+    with pytest.raises(TunbenchError, match="no watch"):
+        agent.op_watch_stop(watch=key, at=0.0)

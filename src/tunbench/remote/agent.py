@@ -79,6 +79,7 @@ def runtime_path(path: str) -> PurePosixPath:
 # read), CONCURRENT_POOL at once; the teardown ends the commands still running (host.proc.kill_running)
 CONCURRENT = frozenset({"run", "exists", "proc_state", "port_open", "listening", "read", "pids", "rss"})
 CONCURRENT_POOL = 16
+WATCHES_KEPT = 4  # open window watches (op_watch_start): one per window, so a few at most are live
 
 
 class _PlaceState:
@@ -148,6 +149,8 @@ class Agent:
         w.open()
         key = self._id("v")
         self.watches[key] = w
+        while len(self.watches) > WATCHES_KEPT:  # windows whose trial failed before their end was asked for
+            self.watches.pop(next(iter(self.watches)))
         return key
 
     def op_watch_stop(self, watch: str, at: float) -> dict[str, Any]:
