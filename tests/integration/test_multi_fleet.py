@@ -226,7 +226,14 @@ def trial_rows(db: Path) -> list[tuple[str, str]]:
         con.close()
 
 
-def test_a_client_host_lost_mid_run_fails_its_trial_by_name_and_keeps_the_rest(hosts: SshHosts, tmp_path: Path) -> None:
+def client_processes(hosts: SshHosts, host: str, name: str) -> int:
+    """How many processes called `name` run under host `host`'s sshd (its agent's children)."""
+    with contextlib.suppress(psutil.Error):
+        return sum(1 for p in psutil.Process(hosts.sshd_pid(host)).children(recursive=True) if p.name() == name)
+    return 0
+
+
+def test_a_client_host_lost_mid_traffic_loses_its_share_and_the_run_stops(hosts: SshHosts, tmp_path: Path) -> None:
     sc = scenario(
         tmp_path,
         """
@@ -250,7 +257,9 @@ udp_rate_bps = 1000000
         while not trial_rows(tmp_path / "r.db") and time.monotonic() < deadline:
             time.sleep(0.2)
         assert trial_rows(tmp_path / "r.db"), "the first trial never ended"
-        time.sleep(4.0)  # into the second trial's traffic
+        while client_processes(hosts, "h4", "iperf3") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the second trial's traffic runs on h4
+        time.sleep(1.0)
         assert hosts.cut("h4") > 0
         out, _ = proc.communicate(timeout=120)
     finally:
@@ -259,8 +268,18 @@ udp_rate_bps = 1000000
             proc.wait(timeout=10)
     assert proc.returncode not in (0, None), out
     rows = trial_rows(tmp_path / "r.db")
-    assert [r[0] for r in rows] == ["ok", "failed"], rows  # the first trial is kept; the run stops there
-    assert "h4" in rows[1][1], rows
+    assert [r[0] for r in rows] == ["ok", "ok"], rows  # the second kept the other hosts' clients
+    con = sqlite3.connect(tmp_path / "r.db")
+    try:
+        params = json.loads(con.execute("SELECT params FROM trials ORDER BY seq DESC").fetchone()[0])
+        m = dict(con.execute("SELECT name, value FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE seq = 2"))
+    finally:
+        con.close()
+    assert set(params["clients_lost"]) == {"h4"} and params["clients_lost"]["h4"]["clients"] == 3, params
+    assert m["clients.lost"] == 3
+    assert m["clients.udp.aggregate_bps"] == pytest.approx(6e6, rel=0.15)  # h2's and h3's six clients
+    assert "clients.host.h4.udp.aggregate_bps" not in m
+    assert "connection to h4" in out, out
     nothing_left(hosts, wait_s=20)
     assert leftovers(prefix) == []
 
