@@ -81,6 +81,15 @@ class TrialError(TunbenchError):
     """One trial failed; the run records it and goes on."""
 
 
+class MachineLost(TrialError):
+    """A machine the trial's roles run on can no longer be reached (a host whose SSH connection ended):
+    `machine` names it. Where it held only some of a fleet's clients, the trial keeps the others."""
+
+    def __init__(self, message: str, machine: str = "") -> None:
+        super().__init__(message)
+        self.machine = machine
+
+
 class RetryTrial(TrialError):
     """The measurement is void for a reason outside the tunnel (e.g. a traffic tool's own race), so running
     the whole trial again is sound. The runner does, a bounded number of times, and records why."""

@@ -6,6 +6,7 @@ known too loosely for a storm, and a SIGKILLed controller cleaned up with `clean
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import signal
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.integration.helpers import leftovers, tunbench
@@ -224,7 +226,14 @@ def trial_rows(db: Path) -> list[tuple[str, str]]:
         con.close()
 
 
-def test_a_client_host_lost_mid_run_fails_its_trial_by_name_and_keeps_the_rest(hosts: SshHosts, tmp_path: Path) -> None:
+def client_processes(hosts: SshHosts, host: str, name: str) -> int:
+    """How many processes called `name` run under host `host`'s sshd (its agent's children)."""
+    with contextlib.suppress(psutil.Error):
+        return sum(1 for p in psutil.Process(hosts.sshd_pid(host)).children(recursive=True) if p.name() == name)
+    return 0
+
+
+def test_a_client_host_lost_mid_traffic_loses_its_share_and_the_run_stops(hosts: SshHosts, tmp_path: Path) -> None:
     sc = scenario(
         tmp_path,
         """
@@ -248,7 +257,9 @@ udp_rate_bps = 1000000
         while not trial_rows(tmp_path / "r.db") and time.monotonic() < deadline:
             time.sleep(0.2)
         assert trial_rows(tmp_path / "r.db"), "the first trial never ended"
-        time.sleep(4.0)  # into the second trial's traffic
+        while client_processes(hosts, "h4", "iperf3") < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the second trial's traffic runs on h4
+        time.sleep(1.0)
         assert hosts.cut("h4") > 0
         out, _ = proc.communicate(timeout=120)
     finally:
@@ -257,8 +268,58 @@ udp_rate_bps = 1000000
             proc.wait(timeout=10)
     assert proc.returncode not in (0, None), out
     rows = trial_rows(tmp_path / "r.db")
-    assert [r[0] for r in rows] == ["ok", "failed"], rows  # the first trial is kept; the run stops there
-    assert "h4" in rows[1][1], rows
+    assert [r[0] for r in rows] == ["ok", "ok"], rows  # the second kept the other hosts' clients
+    con = sqlite3.connect(tmp_path / "r.db")
+    try:
+        params = json.loads(con.execute("SELECT params FROM trials ORDER BY seq DESC").fetchone()[0])
+        m = dict(con.execute("SELECT name, value FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE seq = 2"))
+    finally:
+        con.close()
+    assert set(params["clients_lost"]) == {"h4"} and params["clients_lost"]["h4"]["clients"] == 3, params
+    assert m["clients.lost"] == 3
+    assert m["clients.udp.aggregate_bps"] == pytest.approx(6e6, rel=0.15)  # h2's and h3's six clients
+    assert "clients.host.h4.udp.aggregate_bps" not in m
+    assert "connection to h4" in out, out
+    nothing_left(hosts, wait_s=20)
+    assert leftovers(prefix) == []
+
+
+def test_a_client_host_lost_mid_storm_loses_its_share_and_the_trial_keeps_the_others(
+    hosts: SshHosts, tmp_path: Path
+) -> None:
+    inv = fleet_inventory(hosts, tmp_path)
+    proc, prefix = start_run(tmp_path / "r.db", "--hosts", str(inv), storm(tmp_path, "wireguard-go", 45, ["connect"]))
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # h4's agent has started one of its clients: the storm is on
+            with contextlib.suppress(psutil.Error):
+                if any(p.name() == "wireguard-go" for p in psutil.Process(hosts.sshd_pid("h4")).children(True)):
+                    break
+            time.sleep(0.01)
+        else:
+            raise AssertionError("the storm's clients never started on h4")
+        assert hosts.cut("h4") > 0  # its sshd's connections killed by pid: the agent's input ends
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert proc.returncode not in (0, None), out  # the run stops after the trial that lost a host
+    con = sqlite3.connect(tmp_path / "r.db")
+    try:
+        (status, params), *more = con.execute("SELECT status, params FROM trials").fetchall()
+        m = dict(con.execute("SELECT name, value FROM metrics").fetchall())
+    finally:
+        con.close()
+    assert status == "ok" and not more
+    lost = json.loads(params)["clients_lost"]
+    assert set(lost) == {"h4"} and lost["h4"]["clients"] == 15 and "closed" in lost["h4"]["reason"], lost
+    assert m["clients.lost"] == 15
+    assert m["clients.ready_count"] == 30 and m["clients.success_ratio"] == 1.0  # the other hosts' clients
+    assert m["clients.host.h2.ready_count"] == 15 and m["clients.host.h3.ready_count"] == 15
+    assert "clients.host.h4.ready_count" not in m
+    assert "lost: host h4 (15 clients)" in " ".join(out.split()), out
+    assert "h4" in out.splitlines()[-1] or "connection to h4" in out, out
     nothing_left(hosts, wait_s=20)
     assert leftovers(prefix) == []
 

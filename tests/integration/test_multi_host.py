@@ -141,6 +141,32 @@ def test_the_same_scenario_runs_locally_and_on_hosts(hosts: SshHosts, tmp_path: 
     nothing_left(hosts, agent_prefixes(doc2))
 
 
+def test_a_cpu_hog_on_one_host_flags_the_trial_as_interfered_there_by_name(hosts: SshHosts, tmp_path: Path) -> None:
+    """A bounded busy loop in h2's namespace (started and ended by its pid) runs through the trial: the
+    trial is interfered with on h2, named, and h1 is not; the hosts' figures are each host's own."""
+    hog = subprocess.Popen(
+        ["nsenter", f"--net=/run/netns/{hosts.hosts['h2']}", "--", "timeout", "60", "sh", "-c", "while :; do :; done"],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        args = ("-t", "socat", "--no-direct", "--direction", "up", "--duration", "2", "--omit", "0", "--repeat", "1")
+        res, doc = run_hosts(tmp_path, hosts.inventory, *args)
+    finally:
+        hog.terminate()  # timeout(1) passes the signal on to the loop
+        hog.wait(timeout=10)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (t,) = doc["trials"]
+    m, why = t["metrics"], t["params"]["interference"]
+    assert m["interfered"] == 1.0 and "host h2: foreign CPU" in why and "host h1" not in why, why
+    assert m["interference.host.h2.foreign_cpu_pct"] >= 50.0  # most of a core, on a 2-core machine shared
+    assert m["interference.host.h1.foreign_cpu_pct"] < 10.0
+    assert "interfered: host h2: foreign CPU" in " ".join(res.stdout.split()), res.stdout
+    late = t["params"]["interference_detail"]["hosts"]["h1"]["late_s"]  # each edge read near its instant
+    assert len(late) == 2 and all(-0.001 < x < 0.5 for x in late), late
+    nothing_left(hosts, agent_prefixes(doc))
+
+
 def start(tmp: Path, inventory: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
     return start_run(tmp / "r.db", "--hosts", str(inventory), *args)
 

@@ -306,6 +306,12 @@ class FakeFleet:
     def recorded(self) -> dict[str, Any]:
         return {"fleet": {"clients": self.clients}}
 
+    def lost_clients(self) -> dict[str, str]:
+        return {}
+
+    def clients_per_host(self) -> dict[str, int]:
+        return {}
+
 
 class FakeSite:
     """The Site protocol over a Script: `machines` are the client machines a bring-up workload is offered."""

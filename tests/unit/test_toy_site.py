@@ -239,6 +239,9 @@ class ToyChoice:
     def fleet_line(self, clients: int) -> str:
         return ""
 
+    def client_count(self) -> int:
+        return 1
+
     def open(
         self, stack: contextlib.ExitStack, ledger: Ledger, needs: SiteNeeds, provenance: dict[str, Any]
     ) -> ToySite:

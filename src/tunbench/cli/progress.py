@@ -17,6 +17,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from tunbench.monitor.interference import INTERFERED
 from tunbench.plan import PlannedTrial, RunPlan
+from tunbench.report.summary import lost_text
 from tunbench.report.terminal import trial_headline
 from tunbench.results import TrialRecord
 from tunbench.session import minutes, repetition_warning, warm_note
@@ -90,6 +91,8 @@ class RunProgress:
                 if rec.metrics.get(INTERFERED.name) == 1.0
                 else ""
             )
+            if lost := rec.params.get("clients_lost"):
+                mark += f" [yellow](lost: {escape(lost_text(lost))})[/]"
             self.console.print(f"  [green]✓[/] {title} · rep {pt.repetition}: {trial_headline(rec)}{mark}")
             for why in rec.params.get("retried", []):
                 self.console.print(f"      (an earlier attempt was void and run again: {escape(why)})")

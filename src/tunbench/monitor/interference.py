@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,9 +87,17 @@ def live_runs(exclude: str | Collection[str]) -> set[str]:
     return out
 
 
-def read_edge(own_prefix: str | Collection[str], *, start: bool = False) -> Edge:
+def read_edge(
+    own_prefix: str | Collection[str],
+    *,
+    start: bool = False,
+    also_own: Collection[int] = (),
+    scope: Callable[[int], bool] | None = None,
+) -> Edge:
     """The host's counters, this run's process tree and every other process's CPU, now. The controller's own
-    CPU is read last at a window's `start` and first at its end, so the reading itself stays outside."""
+    CPU is read last at a window's `start` and first at its end, so the reading itself stays outside.
+    `also_own`: more pids that are this run's though not in its tree (an agent's SSH session, which carries
+    its requests); `scope`: which pids are on this host at all (None: every one /proc shows)."""
     me = psutil.Process()
     t = me.cpu_times()
     harness_s = float(t.user + t.system)
@@ -102,8 +110,10 @@ def read_edge(own_prefix: str | Collection[str], *, start: bool = False) -> Edge
                 own_pids.add(child.pid)
     others: dict[int, tuple[str, float, float]] = {}
     for p in psutil.process_iter(["ppid", "name"]):
-        if p.pid in own_pids or p.pid == KTHREADD_PID or p.info["ppid"] == KTHREADD_PID:
+        if p.pid in own_pids or p.pid == KTHREADD_PID or p.info["ppid"] == KTHREADD_PID or p.pid in also_own:
             continue  # this run, or a kernel thread (the network stack's deferred work is the trial's own)
+        if scope is not None and not scope(p.pid):
+            continue  # another host's (hosts that share one kernel: remote/hostwatch.py)
         with contextlib.suppress(psutil.Error):
             ct = p.cpu_times()
             alone = float(ct.user + ct.system)

@@ -40,7 +40,7 @@ from tunbench.link.emulator import LinkEmulator, profile_link_builder
 from tunbench.link.profile import Profile
 from tunbench.monitor import work
 from tunbench.monitor.sampler import Sampler
-from tunbench.remote import facts
+from tunbench.remote import facts, hostwatch
 from tunbench.remote.clients import ClientNamespaces
 from tunbench.remote.egress import EgressLink
 from tunbench.remote.protocol import build_id, error_answer
@@ -79,6 +79,7 @@ def runtime_path(path: str) -> PurePosixPath:
 # read), CONCURRENT_POOL at once; the teardown ends the commands still running (host.proc.kill_running)
 CONCURRENT = frozenset({"run", "exists", "proc_state", "port_open", "listening", "read", "pids", "rss"})
 CONCURRENT_POOL = 16
+WATCHES_KEPT = 4  # open window watches (op_watch_start): one per window, so a few at most are live
 
 
 class _PlaceState:
@@ -101,6 +102,8 @@ class Agent:
         self.counts: dict[str, work.Counting] = {}  # counted work in progress (op_count_open)
         self._count_cap: work.Capability | None = None  # what perf may count here, probed once
         self.caps: dict[str, tuple[CpuCap, str]] = {}  # CPU caps (op_cap_open) and their places
+        self.watches: dict[str, hostwatch.Watch] = {}  # measured windows being watched (op_watch_start)
+        self._own: tuple[list[int], tuple[str, int, str, int] | None] | None = None  # ancestors, control socket
         self._n = 0
 
     # ---- requests ---------------------------------------------------------------------------------
@@ -128,6 +131,34 @@ class Agent:
         t = psutil.Process().cpu_times()
         runs = sorted(live_runs({self.ledger.prefix, *exclude}))
         return {"runs": runs, "cpu_s": float(t.user + t.system), "mono": time.monotonic()}
+
+    def op_watch_start(self, at: float, exclude: list[str], address: str | None = None) -> str:
+        """Watch a measured window on this host (remote/hostwatch.py) from `at` (this host's monotonic clock):
+        answered at once, the start edge read by a thread that sleeps until `at`. `exclude`: the run's other
+        prefixes (the controller's); `address`: the host's underlay address, whose device's counters are read
+        too (None: none)."""
+        if self._own is None:
+            up = hostwatch.ancestors()
+            self._own = (up, hostwatch.control_socket(up))
+        up, sock = self._own
+        w = hostwatch.Watch({self.ledger.prefix, *exclude}, float(at), scope=hostwatch.host_scope(), also_own=up)
+        if address:
+            w.device = hostwatch.device_of(address)
+            w.sock = sock
+            w.control_device = hostwatch.device_of(sock[0]) if sock else None
+        w.open()
+        key = self._id("v")
+        self.watches[key] = w
+        while len(self.watches) > WATCHES_KEPT:  # windows whose trial failed before their end was asked for
+            self.watches.pop(next(iter(self.watches)))
+        return key
+
+    def op_watch_stop(self, watch: str, at: float) -> dict[str, Any]:
+        """The window's figures on this host (hostwatch.figures), its end edge read at `at`."""
+        w = self.watches.pop(watch, None)
+        if w is None:
+            raise TunbenchError(f"no watch {watch} on this host")
+        return w.close(float(at))
 
     def op_clock(self) -> dict[str, float]:
         return {"mono": time.monotonic(), "wall": time.time()}

@@ -60,6 +60,7 @@ class AgentConnection:
         self.info: AgentInfo | None = None
         self.clock: ClockOffset | None = None
         self.lost = False  # the channel ended: every later request fails, so the run stops
+        self.lost_why = ""  # what ended it, first seen
 
     # ---- lifecycle ----------------------------------------------------------------------------------
     def __enter__(self) -> AgentConnection:
@@ -105,7 +106,7 @@ class AgentConnection:
         caller is free reads the next answer and hands it to its caller."""
         chan = self._chan
         if chan is None:
-            raise HostLost(f"{self.name}: not connected")
+            raise HostLost(f"{self.name}: not connected", self.name)
         try:
             with self._send:
                 self._next += 1
@@ -157,6 +158,7 @@ class AgentConnection:
 
     def _lost(self, why: str) -> HostLost:
         self.lost = True
+        self.lost_why = self.lost_why or why
         tail = ""
         with contextlib.suppress(OSError):
             lines = self._err_path.read_text(errors="replace").strip().splitlines()
@@ -167,4 +169,4 @@ class AgentConnection:
         elif "command not found" in tail or "No such file" in tail:
             hint = f" (is tunbench installed there? the inventory says to run `{self.host.command}`)"
         cmd = shlex.join(self._argv)
-        return HostLost(f"{self.name}: {why}{tail}{hint} [{cmd}]")
+        return HostLost(f"{self.name}: {why}{tail}{hint} [{cmd}]", self.name)

@@ -33,8 +33,9 @@ class RemoteError(errors.TrialError):
     """Something failed on a remote host that has no tunbench error type (a bug there, or an OS error)."""
 
 
-class HostLost(errors.TrialError):
-    """The SSH connection to a host ended (or the agent stopped answering): its trial fails."""
+class HostLost(errors.MachineLost):
+    """The SSH connection to a host ended (or the agent stopped answering): its trial fails, or, where the
+    host held only some of a fleet's clients, loses them (sites/hosts_fleet.py)."""
 
 
 def error_answer(req_id: object, e: BaseException) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from tunbench.link.profile import Profile
 from tunbench.remote.connection import AgentConnection
 from tunbench.remote.inventory import Host, Inventory
 from tunbench.remote.place import RemotePlace
+from tunbench.remote.watch import CountRequest
 from tunbench.topology.addresses import AddressPlan, Family, assert_bench_address
 from tunbench.topology.build import TopologySpec
 from tunbench.topology.layout import run_ifname
@@ -107,6 +108,7 @@ class HostRun:
         self._logdir = logdir
         self._stack = contextlib.ExitStack()
         self.conns: dict[str, AgentConnection] = {}
+        self.count_request: CountRequest | None = None  # what the next window counts on the hosts
 
     def __enter__(self) -> HostRun:
         """Connect to every host at once (docs/benchmarks/multi-host.md: 2.6 s one after the other, 1.6 s at

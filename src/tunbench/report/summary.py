@@ -11,10 +11,12 @@ bring-ups as 40 repetitions gave a "95%" interval that covered in 67% of simulat
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from statistics import median
+from typing import Any
 
 from tunbench import workloads
 from tunbench.metrics import core
@@ -270,11 +272,25 @@ def interference_causes(ts: list[TrialRecord]) -> str:
     causes = [f"another tunbench run ({', '.join(runs)})"] if runs else []
     foreign = [t.metrics.get(FOREIGN_CPU.name) or 0.0 for t, w in zip(ts, why, strict=True) if "foreign" in w]
     if foreign:
-        causes.append(f"foreign CPU up to {max(foreign):.0f}% of a core")
+        causes.append(f"foreign CPU up to {max(foreign):.0f}% of a core" + _on_hosts(ts, "foreign"))
     steal = [t.metrics.get(STEAL.name) or 0.0 for t, w in zip(ts, why, strict=True) if "steal" in w]
     if steal:
-        causes.append(f"steal up to {max(steal):.1f}%")
+        causes.append(f"steal up to {max(steal):.1f}%" + _on_hosts(ts, "steal"))
     return "; ".join(causes) or "; ".join(sorted(set(why) - {""}))
+
+
+def _on_hosts(ts: list[TrialRecord], cause: str) -> str:
+    """ " on host h2" (" on hosts h2, h3"): the hosts of a `--hosts` run whose own figure the trials' reasons
+    name for `cause` ("foreign", "steal"); "" where none does (a local run)."""
+    names = sorted(
+        {
+            m.group(1)
+            for t in ts
+            for part in str(t.params.get("interference") or "").split("; ")
+            if (m := re.match(r"host (\S+): .*\b" + cause, part))
+        }
+    )
+    return f" on host{'s' if len(names) > 1 else ''} {', '.join(names)}" if names else ""
 
 
 def _generator(t: TrialRecord) -> Generator | None:
@@ -309,6 +325,16 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
                 f"{label}: {len(hit)} of {len(ts)} trial(s) interfered with: {interference_causes(hit)}",
                 "run nothing else on the host while measuring, or --redo-interfered to measure such trials "
                 "again; compare, history and calibrate leave them out",
+            )
+        )
+    if hit := [t for t in ts if t.params.get("clients_lost")]:
+        lost = "; ".join(sorted({lost_text(t.params["clients_lost"]) for t in hit}))
+        out.append(
+            StabilityWarning(
+                "clients-lost",
+                f"{label}: a client host was lost mid-trial in {len(hit)} of {len(ts)} trial(s): {lost}; those "
+                "trials measured the other hosts' clients",
+                "check the host and its network (`tunbench doctor --hosts`), then run the case again",
             )
         )
     failed = sorted({name for t in ts for name in failed_checks(t.metrics)})
@@ -355,6 +381,14 @@ def _start_skewed(t: TrialRecord) -> bool:
 
 
 # ---- interfered trials ------------------------------------------------------------------------------------
+
+
+def lost_text(lost: dict[str, Any]) -> str:
+    """ "host h4 (12 clients): h4: connection closed" for a trial's `params.clients_lost`."""
+    return "; ".join(
+        f"host {h} ({v.get('clients', 0)} clients): {(str(v.get('reason') or 'lost').splitlines() or ['lost'])[0]}"
+        for h, v in sorted(lost.items())
+    )
 
 
 def interfered(t: TrialRecord) -> bool:

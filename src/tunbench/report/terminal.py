@@ -160,6 +160,7 @@ CAUSES: dict[str, str] = {
     "not-cross-checked": "",
     "common-limit": "",
     "start-skew": "",
+    "clients-lost": "",
     "too-few-repetitions": f"fewer than {MIN_REPETITIONS} good repetitions",
     "few-for-significance": f"{MIN_REPETITIONS}-{MIN_REPETITIONS_SIGNIFICANCE - 1} repetitions, too few for a "
     "reliable significance test,",
@@ -215,6 +216,7 @@ _RUN_CODES = (
     "not-cross-checked",
     "common-limit",
     "start-skew",
+    "clients-lost",
     "too-few-repetitions",
 )
 

@@ -38,6 +38,7 @@ def prepare(
     (session.run_site); by default this machine. `cores_flag`: the cores axis came from `--cores` (its errors
     name the flag, else the file's line)."""
     notes: list[str] = []
+    site = site or choose("local")
     refs = resolve_tunnels(scenario, source, text)
     profiles = resolve_profiles(scenario, source, notes if dry_run else None, text)
     wl = scenario.workload
@@ -47,7 +48,7 @@ def prepare(
     check_cases(cases, refs, skip, source)
     check_warm_order(scenario, source)
     if budget is not None:
-        scenario = sized(scenario, cases, options, budget)
+        scenario = sized(scenario, cases, options, budget, site.client_count())
     trials = interleave(
         cases,
         scenario.run.repeat,
@@ -55,7 +56,7 @@ def prepare(
         blocks=scenario.run.order == "blocks",
         warm=scenario.run.warm,
     )
-    expected = [expected_s(pt, options, wl.window) for pt in trials]
+    expected = [expected_s(pt, options, wl.window, site.client_count()) for pt in trials]
     commit, branch = build
     plan = RunPlan(
         scenario,
@@ -71,7 +72,7 @@ def prepare(
         flamegraphs,
         commit,
         branch,
-        site=site or choose("local"),
+        site=site,
     )
     if cores_flag:
         cores_at: tuple[str, int | None, str] = ("command line", None, "--cores")

@@ -19,12 +19,16 @@ from tunbench.workloads import get as get_workload
 from tunbench.workloads.base import TRIAL_SETUP_S
 
 
-def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], window: Window) -> float:
+def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], window: Window, machines: int = 1) -> float:
     """The workload's own estimate of one trial's wall clock (idle phases, client set-up and searches
-    included), for the time announced before a run and the progress bar's ETA."""
+    included), for the time announced before a run and the progress bar's ETA. `machines`: the client
+    machines a workload that brings its pairs up itself takes turns on (its estimate is for one), as
+    trial/bringups.py scales its time limit."""
     workload = get_workload(pt.case.workload)
     opts = options.get(workload.kind) or workload.options(None)
     full = workload.estimate(pt.case, opts, window)
+    if workload.owns_bringup:
+        full *= max(1, machines)
     if pt.reuses_bringup:
         return max(window.total_s, full - TRIAL_SETUP_S)
     return full
@@ -57,12 +61,14 @@ class Budget:
             )
 
 
-def sized(scenario: Scenario, cases: list[Case], options: Mapping[str, BaseModel], budget: Budget) -> Scenario:
+def sized(
+    scenario: Scenario, cases: list[Case], options: Mapping[str, BaseModel], budget: Budget, machines: int = 1
+) -> Scenario:
     """The scenario with as many repetitions of `cases` as `budget` could hold, once a round of them is
     known to fit as often as it must (Budget.must_fit, at the workloads' estimates)."""
     wl = scenario.workload
     one = interleave(cases, 1, scenario.run.seed, blocks=scenario.run.order == "blocks")
-    budget.check_fits(sum(expected_s(pt, options, wl.window) for pt in one))
+    budget.check_fits(sum(expected_s(pt, options, wl.window, machines) for pt in one))
     return with_overrides(scenario, {"run": {"repeat": budget.rounds(len(cases), wl.window.total_s)}})
 
 

@@ -230,6 +230,11 @@ class FleetSetup(Protocol):
         """How well the client machines' starts can be compared (0: one clock)."""
         ...
 
+    def lost_clients(self) -> dict[str, str]:
+        """The client machines lost since the set-up, by name, each with why ({}: none, or one machine).
+        Their clients are lost with them; the trial keeps the other machines' (a lost server fails it)."""
+        ...
+
 
 class Site(Protocol):
     """Where a run's roles run: it brings up and tears down (on the given stack or as a context manager)
@@ -289,6 +294,11 @@ class SiteChoice(Protocol):
 
     def fleet_line(self, clients: int) -> str:
         """Where a fleet of `clients` clients runs, when that is more than one machine ("" else)."""
+        ...
+
+    def client_count(self) -> int:
+        """How many machines a client may run on: a workload that brings its pairs up itself (`connect`) takes
+        turns on each, so its trials last that many times longer."""
         ...
 
     def open(self, stack: contextlib.ExitStack, ledger: Ledger, needs: SiteNeeds, provenance: dict[str, Any]) -> Site:

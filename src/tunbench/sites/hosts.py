@@ -27,8 +27,8 @@ from tunbench.monitor.work import RoleCount
 from tunbench.remote.inventory import Inventory
 from tunbench.remote.place import RemotePlace
 from tunbench.remote.spread import spread
-from tunbench.remote.topology import HostRun, HostsTopology
-from tunbench.remote.watch import remote_interference, run_prefixes
+from tunbench.remote.topology import HostRun, HostsTopology, underlay_address
+from tunbench.remote.watch import CountRequest, host_window, run_prefixes
 from tunbench.remote.work import RemoteCounting
 from tunbench.sites.base import Cap, SampledRoles, Spot
 from tunbench.sites.hosts_checks import check_cpuset_and_events, check_placeable, hosts_lines
@@ -46,6 +46,7 @@ class HostsPair:
     topo: HostsTopology
     places: dict[str, Place]
     host_run: HostRun
+    counts: CountRequest | None = None  # what its windows count on its hosts (None: nothing)
 
     @property
     def cgroups(self) -> dict[str, RoleCgroup]:
@@ -71,8 +72,14 @@ class HostsPair:
     def start_schedule(self) -> None:
         pass  # the agent's emulator starts its schedule itself
 
-    def counters(self, metrics: dict[str, float | None]) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()  # the hosts' NICs carry other traffic too
+    @contextlib.contextmanager
+    def counters(self, metrics: dict[str, float | None]) -> Iterator[None]:
+        """The hosts' underlay devices, read by the site's watch at the window's edges (remote/watch.py)."""
+        self.host_run.count_request = self.counts
+        try:
+            yield None
+        finally:
+            self.host_run.count_request = None
 
     def sampled_roles(self, tunnel: Tunnel) -> SampledRoles:
         return {}  # every role is sampled on its host
@@ -91,7 +98,28 @@ class HostsPair:
         return clock.mono_s if clock is not None else None
 
     def underlay(self) -> tuple[dict[str, str], bool] | None:
+        """Each role's underlay device on its host, once a window has counted both."""
+        if self.counts is None or set(self.counts.devices) != set(ROLES):
+            return None
+        return dict(self.counts.devices), False
+
+
+def count_request(topo: HostsTopology, host_run: HostRun) -> CountRequest | None:
+    """What a pair's windows count: each role's host's underlay device (the one holding its underlay
+    address), where each role runs in its host's own namespace (two hosts, no emulated profile); None else
+    (one host with both roles joins them by a veth or the emulator, and an emulated client sends from its
+    egress namespace)."""
+    if topo.shared or topo.emulated:
         return None
+    roles: dict[str, tuple[str, ...]] = {}
+    addresses: dict[str, str] = {}
+    for role in ROLES:
+        host = topo.hosts_by_role[role]
+        if not (address := underlay_address(host, host_run.underlay)):
+            return None
+        roles[host.name] = (*roles.get(host.name, ()), role)
+        addresses[host.name] = address
+    return CountRequest(roles, addresses)
 
 
 @contextlib.contextmanager
@@ -136,7 +164,8 @@ class HostsSite:
         topo = stack.enter_context(
             HostsTopology(self.host_run, self.ledger.prefix, spot.tag, spot.spec, profile, spot.link_seed)
         )
-        return HostsPair(topo, {role: topo.place(role) for role in ROLES}, self.host_run)
+        places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
+        return HostsPair(topo, places, self.host_run, count_request(topo, self.host_run))
 
     def client_machines(self) -> tuple[str, ...]:
         return tuple(h.name for h in self.host_run.client_hosts)
@@ -178,14 +207,15 @@ class HostsSite:
 
     @contextlib.contextmanager
     def watched(self, metrics: dict[str, float | None], params: dict[str, Any], limits: Thresholds) -> Iterator[None]:
-        """Each host's other runs and its agent's CPU, beside this machine's load; this machine's foreign CPU
-        is not judged (the roles run on the hosts), and the run's agents are not other runs."""
+        """Each host's foreign CPU, steal, other runs and agent's CPU, judged per host, with its edges read at the
+        same instants as this machine's load (remote/watch.py); this machine's foreign CPU and steal are
+        recorded but not judged (the roles run on the hosts), and the run's agents are not other runs. A pair's
+        underlay counters are read at the same edges (HostsPair.counters)."""
         conns = list(self.host_run.conns.values())
-        mine = dataclasses.replace(limits, foreign_cpu_pct=None)
-        with (
-            remote_interference(conns, metrics, params, self.ledger.prefix),
-            watched(metrics, params, run_prefixes(conns, self.ledger.prefix), mine),
-        ):
+        mine = dataclasses.replace(limits, foreign_cpu_pct=None, steal_pct=None)
+        local = watched(metrics, params, run_prefixes(conns, self.ledger.prefix), mine)
+        counts = self.host_run.count_request
+        with host_window(conns, metrics, params, self.ledger.prefix, limits, local, counts):
             yield None
 
     def lost(self) -> list[str]:
@@ -209,6 +239,9 @@ class HostsChoice:
 
     def lines(self) -> list[str]:
         return hosts_lines(self.inventory, self.pair_kinds)
+
+    def client_count(self) -> int:
+        return max(1, len(self.inventory.clients()))
 
     def fleet_line(self, clients: int) -> str:
         if len(self.inventory.clients()) < 2:

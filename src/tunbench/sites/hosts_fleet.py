@@ -27,6 +27,7 @@ from tunbench.metrics import core
 from tunbench.monitor.sampler import RoleCost
 from tunbench.remote.cap import RemoteCpuCap
 from tunbench.remote.place import RemotePlace
+from tunbench.remote.protocol import HostLost
 from tunbench.remote.spread import Share, spread
 from tunbench.remote.topology import HostRun
 from tunbench.sites.base import SampledCost
@@ -137,6 +138,21 @@ class HostsFleetEnv:
 
     def start_late_s(self) -> dict[str, float]:
         return dict(self.places.skew)
+
+    def lost_clients(self) -> dict[str, str]:
+        """The client hosts lost since the set-up (their SSH connection ended), each with what ended it; the
+        server's host is not one (losing it fails the trial)."""
+        server = self.host_run.roles["server"].name
+        out = {}
+        for sh in self.shares:
+            conn = self.host_run.conn_of(sh.host)
+            if conn.lost and sh.host.name != server:
+                out[sh.host.name] = conn.lost_why or "the connection to it was lost"
+        return out
+
+    def _live(self) -> list[Share]:
+        lost = self.lost_clients()
+        return [sh for sh in self.shares if sh.host.name not in lost]
 
     def __enter__(self) -> HostsFleetEnv:
         try:
@@ -262,12 +278,12 @@ class HostsFleetEnv:
         """Before a coordinated start: each client host's clock offset measured again (the run may be
         hours old) and checked (check_clocks); the lead to give the agents: time for the requests to reach
         every host, with a margin."""
-        hosts = [sh.host for sh in self.shares]
+        hosts = [sh.host for sh in self._live()]
         clocks = check_clocks(self.host_run, hosts, tolerance_s, measure=True)
         return 0.2 + 4.0 * max(k.rtt_s for k in clocks)
 
     def clock_uncertainty_s(self) -> float:
-        return clock_uncertainty_s(self.host_run, [sh.host for sh in self.shares])
+        return clock_uncertainty_s(self.host_run, [sh.host for sh in self._live()])
 
     def counters(
         self, metrics: dict[str, float | None], key_prefix: str = ""
@@ -278,16 +294,18 @@ class HostsFleetEnv:
     @contextlib.contextmanager
     def sampling(self) -> Iterator[SampledCost]:
         """The server's cost per process on the server host, each client host's cgroup total there, each
-        sampled on its host and moved onto this machine's clock; `results["clients"]` sums the hosts."""
+        sampled on its host and moved onto this machine's clock; `results["clients"]` sums the hosts. A client
+        host lost before or during the phase has no figures (its clients are lost: lost_clients)."""
         out = SampledCost()
         fleet = self.fleet
         server = self.places.server
-        firsts = {sh.host.name: self.places.client(sh.first) for sh in self.shares}
+        firsts = {sh.host.name: self.places.client(sh.first) for sh in self._live()}
         started: list[tuple[str, RemotePlace, str]] = []
         try:
             started.append(("server", server, server.sample_start("server", [fleet.server] if fleet.server else [])))
             for name, place in firsts.items():
-                started.append((name, place, place.sample_start("clients", [], cgroup_only=True)))
+                with contextlib.suppress(HostLost):
+                    started.append((name, place, place.sample_start("clients", [], cgroup_only=True)))
         except BaseException:
             for _, place, key in started:
                 place.sample_abandon(key)
@@ -304,15 +322,16 @@ class HostsFleetEnv:
         try:
             while stopping:  # each one stopped whatever happens to another
                 name, place, key = stopping.pop(0)
-                cost = place.sample_stop(key, t0)
                 if name == "server":
-                    out.results["server"] = cost
-                else:
-                    out.per_host[name] = cost
+                    out.results["server"] = place.sample_stop(key, t0)
+                    continue
+                with contextlib.suppress(HostLost):  # lost during the phase: its clients are lost
+                    out.per_host[name] = place.sample_stop(key, t0)
         finally:
             for _, place, key in stopping:
                 place.sample_abandon(key)
-        out.results["clients"] = summed(list(out.per_host.values()))
+        if out.per_host:
+            out.results["clients"] = summed(list(out.per_host.values()))
 
     def recorded(self) -> dict[str, object]:
         """What the trial's params record about the set-up, once it is up: the sysctls applied and the hosts'

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from tunbench.remote.connection import AgentConnection
+from tunbench.remote.protocol import HostLost
 
 
 class RemoteReadyProbe:
@@ -56,13 +57,22 @@ class HostsReadyProbe:
 
     def watch(self, keys: Iterable[int]) -> None:
         for probe, mine in self._split(keys):
-            probe.watch(mine)
+            with contextlib.suppress(HostLost):  # a lost host's clients are never ready (the fleet says why)
+                probe.watch(mine)
 
     def wait(self, keys: Iterable[int], deadline: float) -> bool:
-        """Every host waited for on its own thread (each agent answers for its clients)."""
+        """Every host waited for on its own thread (each agent answers for its clients); a lost host's
+        clients are not ready."""
+
+        def one(probe: RemoteReadyProbe, mine: list[int]) -> bool:
+            try:
+                return probe.wait(mine, deadline)
+            except HostLost:
+                return False
+
         parts = self._split(keys)
         with ThreadPoolExecutor(max(1, len(parts))) as pool:
-            return all(pool.map(lambda pm: pm[0].wait(pm[1], deadline), parts))
+            return all(pool.map(lambda pm: one(*pm), parts))
 
     def close(self) -> None:
         for probe, _ in self._probes.values():

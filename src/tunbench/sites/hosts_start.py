@@ -13,6 +13,7 @@ from tunbench.host.place import Spawn, Started
 from tunbench.remote.clock import ClockOffset
 from tunbench.remote.inventory import Host
 from tunbench.remote.place import RemotePlace
+from tunbench.remote.protocol import HostLost
 from tunbench.remote.topology import HostRun
 
 
@@ -39,14 +40,18 @@ class HostsFleetPlaces:
         def one(indices: list[int]) -> list[Started]:
             wait = self.start_wait_s + 0.05 * len(indices) + max(0.0, (start_at or 0.0) - time.monotonic())
             places = [self.client(i) for i in indices]
-            return places[0].spawn_many([spawns[i] for i in indices], places, start_at, wait_s=wait)
+            try:
+                return places[0].spawn_many([spawns[i] for i in indices], places, start_at, wait_s=wait)
+            except HostLost as e:  # that host's clients are lost with it; the other hosts' go on
+                at = start_at if start_at is not None else time.monotonic()
+                return [Started(None, at, str(e)) for _ in indices]
 
         out: dict[int, Started] = {}
         with ThreadPoolExecutor(max(1, len(by_host))) as pool:
             for (host, indices), got in zip(by_host.items(), pool.map(one, by_host.values()), strict=True):
                 out.update(zip(indices, got, strict=True))
-                if start_at is not None and got:
-                    self.skew[host] = min(r.at for r in got) - start_at
+                if start_at is not None and (spawned := [r for r in got if r.proc is not None]):
+                    self.skew[host] = min(r.at for r in spawned) - start_at
         return out
 
 

@@ -201,6 +201,9 @@ class LocalChoice:
     def fleet_line(self, clients: int) -> str:
         return ""  # every client on this machine
 
+    def client_count(self) -> int:
+        return 1
+
     def open(
         self, stack: contextlib.ExitStack, ledger: Ledger, needs: SiteNeeds, provenance: dict[str, Any]
     ) -> LocalSite:

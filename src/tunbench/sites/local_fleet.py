@@ -219,6 +219,9 @@ class FleetEnv:
     def clock_uncertainty_s(self) -> float:
         return 0.0
 
+    def lost_clients(self) -> dict[str, str]:
+        return {}  # one machine: losing it ends the run
+
     def recorded(self) -> dict[str, object]:
         """What the trial's params record about the set-up, once it is up: the sysctls applied."""
         return {"sysctls": self.sysctls_applied}

@@ -64,6 +64,7 @@ WarningCode: TypeAlias = Literal[
     "interfered",
     "common-limit",
     "start-skew",
+    "clients-lost",
 ]
 
 CV_WARN = 0.05

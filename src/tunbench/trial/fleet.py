@@ -7,7 +7,8 @@ from __future__ import annotations
 from tunbench.metrics import core
 from tunbench.trial.attempt import Attempt, Setup, merge
 from tunbench.watchdog import watchdog
-from tunbench.workloads.base import FleetContext, FleetWorkload
+from tunbench.workloads import fleet_metrics as FM
+from tunbench.workloads.base import FleetContext, FleetWorkload, Measurement
 
 
 def measure(setup: Setup, t: Attempt) -> None:
@@ -42,6 +43,18 @@ def measure(setup: Setup, t: Attempt) -> None:
         )
         with setup.site.watched(rec.metrics, rec.params, setup.redo.limits):
             result = workload.measure(ctx)
+        mark_lost(result, env.lost_clients(), env.clients_per_host())
     merge(rec, result)
     rec.metrics.update(env.metrics)
     rec.window_s = float(rec.metrics.get(core.WINDOW_S.name) or 0.0)
+
+
+def mark_lost(result: Measurement, lost: dict[str, str], per_host: dict[str, int]) -> None:
+    """The client hosts lost mid-trial, each with its clients and why (`params.clients_lost`), and how many
+    clients went with them (`clients.lost`); nothing when none was (pure)."""
+    if not lost:
+        return
+    result.params["clients_lost"] = {
+        h: {"clients": per_host.get(h, 0), "reason": why} for h, why in sorted(lost.items())
+    }
+    result.metrics[FM.LOST.name] = float(sum(per_host.get(h, 0) for h in lost))

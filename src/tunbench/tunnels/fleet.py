@@ -10,6 +10,7 @@ ends many at once (SIGTERM to every group, then one wait) instead of one by one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol
 
-from tunbench.errors import ConfigError, TunbenchError, TunnelError
+from tunbench.errors import ConfigError, MachineLost, TunbenchError, TunnelError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place, Proc, Spawn, Started
@@ -411,7 +412,8 @@ class Fleet:
             return self.places.server.rss("server", [self.server] if self.server else [])
         out: list[int] = []
         for place, indices in self.machines(self.layout.indices()).values():
-            out += place.rss("clients", [self.clients[i] for i in indices if i in self.clients])
+            with contextlib.suppress(MachineLost):  # a lost client host's clients are gone (the trial says so)
+                out += place.rss("clients", [self.clients[i] for i in indices if i in self.clients])
         return out
 
     def check_server(self) -> None:
@@ -420,9 +422,12 @@ class Fleet:
 
     def client_log_tail(self, i: int, lines: int = 8) -> str:
         d = self.clients.get(i)
-        if d is not None:
-            return d.log_tail(lines)
-        data = self.places.client(i).read(f"client{i}.log")
+        try:
+            if d is not None:
+                return d.log_tail(lines)
+            data = self.places.client(i).read(f"client{i}.log")
+        except MachineLost:  # its host is lost: no log to show
+            return ""
         if data is None:
             return ""
         return "\n".join(data.decode(errors="replace").splitlines()[-lines:])

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
-from tunbench.errors import TrialError
+from tunbench.errors import MachineLost, TrialError
 from tunbench.host.place import Place, Proc
 from tunbench.metrics import core
 from tunbench.monitor.cost import cost_metrics, cumulative_cpu
@@ -45,7 +45,7 @@ from tunbench.workloads.base import (
     Scaling,
 )
 from tunbench.workloads.fleet_options import ClientsOptions
-from tunbench.workloads.per_host import by_host
+from tunbench.workloads.per_host import by_host, lost_indices, without
 
 PORT_BASE = 20000  # client i's iperf3 server listens on PORT_BASE + i in the server namespace
 NONLINEAR_WARN_RATIO = 1.5  # per-client cost at the largest N over the smallest N above this: a warning
@@ -75,7 +75,10 @@ def wait_exits(mt: FleetSetup, procs: dict[int, Proc], timeout_s: float) -> dict
 
     def one(group: tuple[Place, list[int]]) -> dict[int, float | None]:
         place, indices = group
-        return dict(zip(indices, place.wait_exits([procs[i] for i in indices], timeout_s), strict=True))
+        try:
+            return dict(zip(indices, place.wait_exits([procs[i] for i in indices], timeout_s), strict=True))
+        except MachineLost:  # that client host's share is lost (trial/fleet.py marks it)
+            return dict.fromkeys(indices)
 
     with ThreadPoolExecutor(max(1, len(groups))) as pool:
         return {i: t for part in pool.map(one, groups) for i, t in part.items()}
@@ -187,21 +190,28 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         t0 = time.monotonic()
         mt.probe.watch(lay.indices())
         errors = mt.fleet.up(lay.indices(), timeout_s=opts.ready_timeout_s, retries=1)
+        # a client host lost meanwhile loses its share (trial/fleet.py marks it): the others are measured
+        gone = lost_indices(mt.host_of(), mt.lost_clients())
+        errors = without(errors, gone)
         if errors:
             raise TrialError(f"{len(errors)} of {n} clients failed to come up:\n{mt.failures_text(errors)}")
-        if not mt.probe.wait(lay.indices(), t0 + opts.ready_timeout_s):
-            late = n - len(mt.probe.ready_at)
-            raise TrialError(f"{late} of {n} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
-        rec.metrics[FM.whole(FM.READY_S)] = max(mt.probe.ready_at.values()) - t0
+        kept = [i for i in lay.indices() if i not in gone]
+        if not kept:
+            raise TrialError("every client host was lost")
+        if not mt.probe.wait(kept, t0 + opts.ready_timeout_s):
+            late = len(kept) - len(without(mt.probe.ready_at, gone))
+            raise TrialError(f"{late} of {len(kept)} tunnels passed no traffic within {opts.ready_timeout_s:g} s")
+        ready_at = without(mt.probe.ready_at, gone)
+        rec.metrics[FM.whole(FM.READY_S)] = max(ready_at.values()) - t0
         if host_of := mt.host_of():  # each client host's last client ready
-            for host, ready in by_host(host_of, mt.probe.ready_at).items():
+            for host, ready in by_host(host_of, ready_at).items():
                 rec.metrics[FM.READY_S.key(on=FM.on(host))] = max(ready.values()) - t0
-        rec.metrics[FM.CONNECTED.name] = float(n)
+        rec.metrics[FM.CONNECTED.name] = float(len(kept))
         conn_rss = sum(mt.fleet.rss("server"))
         client_rss = mt.fleet.rss("clients")
         rec.metrics[FM.SERVER_RSS_BASE.name] = float(base_rss)
         rec.metrics[FM.SERVER_RSS_CONNECTED.name] = float(conn_rss)
-        rec.metrics[FM.SERVER_RSS_PER_CLIENT.name] = (conn_rss - base_rss) / n
+        rec.metrics[FM.SERVER_RSS_PER_CLIENT.name] = (conn_rss - base_rss) / len(kept)
         rec.metrics[FM.CLIENT_RSS_MEAN.name] = sum(client_rss) / len(client_rss) if client_rss else None
         for k, proto in enumerate(opts.protocols):
             self._phase(ctx, rec, opts, proto, direction, headline=k == 0)
@@ -246,7 +256,10 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
                 s0 = time.monotonic()
                 launched: dict[int, float] = {}
                 clients: dict[int, Proc] = {}
+                gone = lost_indices(mt.host_of(), mt.lost_clients())
                 for i in lay.indices():
+                    if i in gone:
+                        continue
                     place = places.client(i)
                     argv = iperf3.client_argv(
                         lay.inner_server,
@@ -265,7 +278,11 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
                         ),
                     )
                     launched[i] = time.monotonic() - s0
-                    clients[i] = place.spawn(argv, what=f"iperf3 client {i}", log_name=f"iperf-{proto}-c{i}.out")
+                    try:
+                        clients[i] = place.spawn(argv, what=f"iperf3 client {i}", log_name=f"iperf-{proto}-c{i}.out")
+                    except MachineLost:  # its host was lost just now: its share goes (trial/fleet.py marks it)
+                        launched.pop(i)
+                        continue
                     stack.callback(clients[i].stop)
                 # a client still running well after its end is hung (e.g. its control connection starved
                 # by an overloaded tunnel): it is stopped when the stack closes and counts as failed
@@ -305,14 +322,18 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         sampler: SampledCost,
         headline: bool,
     ) -> None:
-        n = mt.layout.clients
+        gone = lost_indices(mt.host_of(), mt.lost_clients())  # a lost client host's clients are not counted
+        n = mt.layout.clients - len(gone)
         receiver = "client" if direction == "down" else "server"
         intervals: dict[int, list[W.Interval]] = {}
         failed: list[str] = []
         failed_at: set[int] = set()
         starts: dict[int, float] = {}
-        for i, launched in timing.launched.items():
-            data = mt.fleet.places.client(i).read(_report(proto, i))
+        for i, launched in without(timing.launched, gone).items():
+            try:
+                data = mt.fleet.places.client(i).read(_report(proto, i))
+            except MachineLost:  # its host went after this phase's check: its share is lost
+                continue
             why = None
             if data is None:
                 why = f"no report {_report(proto, i)}"
@@ -329,6 +350,9 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
                 continue
             starts[i] = W.anchor(launched, timing.ended.get(i), ivs[-1].end_s)
             intervals[i] = W.shift(ivs, starts[i])
+        gone = lost_indices(mt.host_of(), mt.lost_clients())  # a host lost while its reports were read, too
+        n = mt.layout.clients - len(gone)
+        starts, intervals = without(starts, gone), without(intervals, gone)
         kept, late = W.split_late(starts, timing.pad_s)
         failed += [f"client {i}: its test began {starts[i] - min(starts.values()):.1f} s after the first" for i in late]
         failed_at |= set(late)
@@ -345,7 +369,7 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         win = W.common_window(spans, warmup_s=timing.warmup_s, max_s=timing.duration_s)
         # a client whose iperf3 failed or started late got nothing in the window: it counts as a client that
         # received 0, so the distribution, Jain's index and the per-client costs share one denominator, N
-        per_client = {i: 0.0 for i in timing.launched}
+        per_client = {i: 0.0 for i in without(timing.launched, gone)}
         per_client.update({i: 8 * W.bytes_in(ivs, win) / win.length_s for i, ivs in intervals.items()})
         vals = [per_client[i] for i in sorted(per_client)]
         m = rec.metrics

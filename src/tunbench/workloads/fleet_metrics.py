@@ -152,6 +152,11 @@ START_LATE = declare(
 STORM_S = declare(
     "clients.{storm}storm_s", "s", "none", "info", "The storm's seconds: until every client was ready, or timed out."
 )
+LOST = declare(
+    "clients.lost", "count", "none", "info",
+    "Clients lost with their client host mid-trial (--hosts): the trial's figures are the other hosts' clients "
+    "(params.clients_lost names each lost host and why).",
+)  # fmt: skip
 CLIENT_ERRORS = declare(
     "clients.{storm}client_errors", "count", "lower", "info", "Clients whose start failed (none: not written)."
 )

@@ -27,3 +27,12 @@ def by_host(host_of: Mapping[int, str], values: Mapping[int, T]) -> dict[str, di
     for i, v in values.items():
         out.setdefault(host_of[i], {})[i] = v
     return out
+
+
+def lost_indices(host_of: Mapping[int, str], lost: Mapping[str, str]) -> set[int]:
+    """The clients of the hosts in `lost` (host -> why), by index: a lost client host's share of a fleet."""
+    return {i for i, h in host_of.items() if h in lost}
+
+
+def without(values: Mapping[int, T], gone: set[int]) -> dict[int, T]:
+    return {i: v for i, v in values.items() if i not in gone}

@@ -41,7 +41,7 @@ from tunbench.workloads.base import (
     Scaling,
 )
 from tunbench.workloads.fleet_options import StormOptions
-from tunbench.workloads.per_host import by_host
+from tunbench.workloads.per_host import by_host, lost_indices, without
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +168,13 @@ class StormWorkload(FleetWorkload[StormOptions]):
                     if mt.cap is not None:
                         mt.cap.limit(None)
             elapsed = time.monotonic() - t0
-        ready_at = dict(probe.ready_at)
-        launched = {i: mt.fleet.launched_at[i] - t0 for i in lay.indices() if i in mt.fleet.launched_at}
+        # a client host lost meanwhile loses its share: the storm is the other hosts' clients (trial/fleet.py
+        # marks the lost ones); a lost server fails the trial before this
+        gone = lost_indices(mt.host_of(), mt.lost_clients())
+        n -= len(gone)
+        ready_at = without(probe.ready_at, gone)
+        launched = {i: t - t0 for i, t in without(mt.fleet.launched_at, gone).items() if i in lay.indices()}
+        errors = without(errors, gone)
         m = rec.metrics
         m.update(ready_metrics(storm, ready_at, launched, t0, n))
         counts = W.per_second_counts([ready_at[i] - t0 for i in sorted(ready_at)])
@@ -222,10 +227,12 @@ class StormWorkload(FleetWorkload[StormOptions]):
     ) -> None:
         """Between hosts: each client host's storm figures, and the start skew achieved among the hosts
         (each host's first launch against the agreed instant, on this machine's clock)."""
-        host_of = env.host_of()
+        host_of, lost = env.host_of(), env.lost_clients()
         split_ready = by_host(host_of, ready_at)
         split_launched = by_host(host_of, launched)
         for name, count in env.clients_per_host().items():
+            if name in lost:
+                continue  # its share is lost (trial/fleet.py marks it)
             mine, launches = split_ready.get(name, {}), split_launched.get(name, {})
             m.update(ready_metrics(storm, mine, launches, t0, count, host=name))
         late = env.start_late_s()
