@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tests.unit.report_data import run, trial
-from tunbench.monitor.counters import instruction_ratios
+from tunbench.monitor.counters import handled_bytes, instruction_ratios
 from tunbench.perf import instructions as ins
 from tunbench.report.compare import CPU_DELIVERED, EXIT_REGRESSED, compare_runs
 from tunbench.report.compare.metrics import INSTR
@@ -60,10 +60,65 @@ def test_the_count_is_the_dumps_totals_and_the_newest_dump_is_read(tmp_path: Pat
 
 def test_ratios_per_payload_byte_need_both_sides_for_the_tunnels_figure() -> None:
     both = instruction_ratios({"instr.client.count": 150e6, "instr.server.count": 160e6}, 10e6)
-    assert both == pytest.approx({"instr.client.per_byte": 15.0, "instr.server.per_byte": 16.0, "instr.per_byte": 31.0})
+    assert both == pytest.approx(
+        {
+            "instr.client.per_byte": 15.0,
+            "instr.server.per_byte": 16.0,
+            "instr.client.all_per_byte": 15.0,
+            "instr.server.all_per_byte": 16.0,
+            "instr.per_byte": 31.0,
+        }
+    )
     one = instruction_ratios({"instr.client.count": 150e6}, 10e6)
-    assert one == pytest.approx({"instr.client.per_byte": 15.0})  # never a zero for the side not counted
+    assert one == pytest.approx({"instr.client.per_byte": 15.0, "instr.client.all_per_byte": 15.0})
+    assert "instr.per_byte" not in one  # never a zero for the side not counted
     assert instruction_ratios({"instr.client.count": 150e6}, None) == {}
+
+
+def test_each_side_is_divided_by_its_own_devices_bytes_and_gated_outside_gos_runtime() -> None:
+    metrics = {
+        "instr.client.count": 80e6,
+        "instr.client.runtime": 38e6,
+        "instr.server.count": 88e6,
+        "instr.server.runtime": 46e6,
+        # the server's tunnel decrypted 4056 of the client's 4183 datagrams: 126 died in its socket's buffer
+        "counters.client.dev.tc1.tx_bytes": 5_116_009.0,
+        "counters.client.dev.tc1.rx_bytes": 1_081.0,
+        "counters.server.dev.ts1.rx_bytes": 4_961_233.0,
+        "counters.server.dev.ts1.tx_bytes": 1_129.0,
+    }
+    handled = handled_bytes(metrics, {"client": "tc1", "server": "ts1"})
+    assert handled == {"client": 5_117_090.0, "server": 4_962_362.0}
+    r = instruction_ratios(metrics, 4.9e6, handled)
+    assert r["instr.client.per_byte"] == pytest.approx(42e6 / 5_117_090)
+    assert r["instr.server.all_per_byte"] == pytest.approx(88e6 / 4_962_362)
+    assert r["instr.per_byte"] == pytest.approx(42e6 / 5_117_090 + 42e6 / 4_962_362)
+    # a side without a device (an L4 proxy) falls back to the payload delivered
+    assert instruction_ratios(metrics, 4.9e6, {"client": 5_117_090.0})["instr.server.per_byte"] == pytest.approx(
+        42e6 / 4.9e6
+    )
+
+
+ANNOTATED = """\
+--------------------------------------------------------------------------------
+Ir                   file:function
+--------------------------------------------------------------------------------
+88,139,915 (100.0%)  PROGRAM TOTALS
+
+31,334,120 (35.55%)  ./chacha20poly1305_amd64.s:golang.org/x/crypto/chacha20poly1305.chacha20Poly1305Open.abi0 [/w/wg]
+ 2,802,466 ( 3.18%)  ./runtime/lock_spinbit.go:runtime.unlock2 [/w/wg]
+   692,835 ( 0.79%)  ./internal/sync/mutex.go:internal/sync.(*Mutex).lockSlow [/w/wg]
+   309,675 ( 0.35%)  ./internal/sync/mutex.go:internal/sync.(*Mutex).lockSlow'2 [/w/wg]
+   343,139 ( 0.39%)  ./runtime/proc.go:internal/sync.runtime_canSpin [/w/wg]
+   280,847 ( 0.32%)  ./sync/pool.go:sync.(*Pool).Get [/w/wg]
+   120,000 ( 0.14%)  ???:gogo [/w/wg]
+    50,000 ( 0.06%)  ./runtime/internal/atomic/x.go:runtime/internal/atomic.Xadd [/w/wg]
+"""
+
+
+def test_gos_runtime_is_counted_by_function_and_nothing_else_is() -> None:
+    assert ins.runtime_count(ANNOTATED) == 2_802_466 + 692_835 + 309_675 + 343_139 + 120_000 + 50_000
+    assert ins.runtime_count("   99 (100.0%)  ./src/openvpn.c:process_io [/usr/sbin/openvpn]\n") == 0.0
 
 
 def test_missing_tools_say_so() -> None:
@@ -102,7 +157,7 @@ def test_counted_instructions_gate_in_the_main_tier_and_the_cpu_time_goes_wide()
     assert rows[CPU_DELIVERED].gated and rows[CPU_DELIVERED].wide  # the time-based cost, in its own family
     assert "cpu_s_per_bit" not in rows
     assert rows[INSTR].result.regressed and res.exit_code == EXIT_REGRESSED  # +2% through 5% CPU-time noise
-    assert res.gate_line().startswith("gate: instructions/byte at ±1.0% (the tunnel's own instructions per payload")
+    assert res.gate_line().startswith("gate: instructions/byte at ±1.0% (the tunnel's own instructions per byte")
 
 
 def test_a_side_that_did_not_count_falls_back_to_the_cpu_time() -> None:
@@ -157,7 +212,8 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
     hook = ins.CountInstructions(ins.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"))
     monkeypatch.setattr(hook, "_control", lambda workdir, role, args: calls.append(args) or "")
     daemon = SimpleNamespace(pid=4242)
-    tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path)
+    topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
+    tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path, topo=topo)
     here = SimpleNamespace(machine="")  # a place on this machine
     ctx = SimpleNamespace(client=here, server=here, baseline=False)
     first = trial(1, "pr", 20e6)
@@ -173,6 +229,7 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
         pass
     assert ["-i", "on", "4242"] in calls and ["-d", "4242"] in calls
     assert second.metrics["instr.client.count"] == 158734127.0
+    assert second.params["instr_devices"] == {"client": "tc1", "server": "ts1"}
 
     # the direct baseline has no tunnel: it is neither counted nor said to be "not counted"
     calls.clear()

@@ -114,8 +114,8 @@ def compare(
     Changes are relative (median(B) / median(A) - 1), except for signed metrics (latency increase under
     load) and data with a value <= 0: those are absolute, median(B) - median(A) in the metric's unit, and
     take --threshold-ms instead of the relative --threshold. What gates (--gate cost, the default): the
-    tunnel's instructions per payload byte, both sides, where A and B counted them (run
-    --count-instructions: a count the box's noise does not reach; the CPU time then goes to the wide tier),
+    tunnel's own instructions per byte (outside Go's runtime, each side's added), where A and B counted them
+    (run --count-instructions: a count the box's noise does not reach; the CPU time then goes to the wide tier),
     else its CPU per bit of payload delivered, client and server together, over whole trials (CPU per bit
     of goodput where a trial did not count its payload; and latency), at the threshold, the quietest figure
     of its speed on a shared host, and throughput, the wire overhead (bytes on the wire per byte delivered:

@@ -42,7 +42,7 @@ GateOpt = Annotated[
     str,
     typer.Option(
         "--gate",
-        help="Which comparisons gate: cost (default): the tunnel's instructions per payload byte, both sides, "
+        help="Which comparisons gate: cost (default): the tunnel's own instructions per byte, each side's added, "
         "where both A and B counted them (run --count-instructions), else its CPU per bit of payload delivered, "
         "client and server together, over whole trials (CPU per bit of goodput where a trial did not count its "
         "payload; and latency), at the threshold, the quietest figure of its speed on a shared host, and "

@@ -179,12 +179,13 @@ CountInstructionsOpt = Annotated[
     bool,
     typer.Option(
         "--count-instructions",
-        help="Count the tunnel's own instructions per role over each trial with valgrind's callgrind, per "
-        "payload byte delivered ('instructions/byte'): a cost figure the box's noise does not reach, which "
-        "the cost gate then holds in place of the CPU time (docs/work-gate.md; [run] count_instructions). "
-        "The daemons run under valgrind, many times slower, so iperf3 offers a fixed rate both builds "
-        f"sustain ({INSTRUCTIONS_RATE} unless the scenario's [workload.iperf3] rate says otherwise). A role "
-        "that cannot be counted (a kernel tunnel, a remote host, no valgrind) says why.",
+        help="Count the tunnel's own instructions per role over each trial with valgrind's callgrind, outside "
+        "Go's runtime, per byte its tunnel device handled ('instructions/byte'): a cost figure the box's noise "
+        "does not reach, which the cost gate then holds in place of the CPU time (docs/work-gate.md; [run] "
+        "count_instructions). Use it with -w udp: a fixed UDP load has no ACKs whose count varies. The daemons "
+        "run under valgrind, many times slower, so udp and iperf3 offer a fixed rate both builds sustain "
+        f"({INSTRUCTIONS_RATE} unless the scenario's [workload.udp] or [workload.iperf3] rate says otherwise). "
+        "A role that cannot be counted (a kernel tunnel, a remote host, no valgrind) says why.",
     ),
 ]
 

@@ -109,14 +109,27 @@ INSTR_COUNT = declare(
     "The instructions of a side's tunnel processes over the workload call, counted by callgrind "
     "(`run --count-instructions`).",
 )  # fmt: skip
+INSTR_RUNTIME = declare(
+    "instr.{role}.runtime", "count", "lower", "info",
+    "Of a side's counted instructions, those in Go's runtime (its scheduler, channels, locks' slow paths, "
+    "allocator and collector): they depend on timing, so the gate judges the rest (0 for other languages).",
+)  # fmt: skip
 INSTR_SIDE = declare(
-    "instr.{role}.per_byte", "", "lower", "wide", "A side's counted instructions per payload byte delivered.",
+    "instr.{role}.per_byte", "", "lower", "wide",
+    "A side's counted instructions outside Go's runtime, per byte its tunnel device handled (the inner packets, "
+    "both ways), or per payload byte delivered where the side has no tunnel device.",
     title="instructions/byte {role}", fmt=Format(4), words=("less work", "more work"),
+)  # fmt: skip
+INSTR_ALL_SIDE = declare(
+    "instr.{role}.all_per_byte", "", "lower", "wide",
+    "A side's counted instructions, Go's runtime included, per byte as instructions/byte {role}: the figure "
+    "the gate does not judge, because the runtime's share moves with timing.",
+    title="instructions/byte {role}, runtime included", fmt=Format(4), words=("less work", "more work"),
 )  # fmt: skip
 INSTR = declare(
     "instr.per_byte", "", "lower", "gate",
-    "The tunnel's counted instructions, both sides, per payload byte delivered: where both A and B have it, "
-    "what the cost gate holds, as a count the box's noise does not reach.",
+    "The tunnel's counted instructions outside Go's runtime, per byte, each side's figure added: where both A "
+    "and B have it, what the cost gate holds, as a count the box's noise does not reach.",
     title="instructions/byte", fmt=Format(4), words=("less work", "more work"),
 )  # fmt: skip
 ROLES = ("client", "server")
@@ -172,21 +185,42 @@ def delivered_bytes(metrics: Mapping[str, float | None], sent_keys: Iterable[str
     return total if values and total > 0 else None
 
 
-def instruction_ratios(metrics: Mapping[str, float | None], delivered: float | None) -> dict[str, float | None]:
+def handled_bytes(metrics: Mapping[str, float | None], devices: Mapping[str, str]) -> dict[str, float]:
+    """The bytes each role's tunnel device handled over the window (`devices`: role -> its name, as the
+    instruction counter recorded them): its rx + tx counters, the inner packets both ways. A role whose device
+    has no counter is left out."""
+    out = {}
+    for role, device in devices.items():
+        values = [metrics.get(DEV.key(role=role, device=device, field=f)) for f in ("rx_bytes", "tx_bytes")]
+        total = sum(v for v in values if v is not None and math.isfinite(v))
+        if total > 0:
+            out[role] = total
+    return out
+
+
+def instruction_ratios(
+    metrics: Mapping[str, float | None], delivered: float | None, handled: Mapping[str, float] | None = None
+) -> dict[str, float | None]:
     """`instr.<role>.per_byte` for each role whose tunnel instructions were counted over the workload call
-    (`instr.<role>.count`, perf/instructions.py) and, when both sides were, `instr.per_byte`: the tunnel's
-    instructions, both sides, per payload byte delivered over the same call. Nothing without a payload."""
-    if not delivered or not math.isfinite(delivered) or delivered <= 0:
-        return {}
+    (`instr.<role>.count`, perf/instructions.py): its count outside Go's runtime (`instr.<role>.runtime`) per
+    byte its tunnel device handled (`handled`, handled_bytes), else per payload byte delivered; the same with
+    the runtime included (`instr.<role>.all_per_byte`); and, when both sides were counted, `instr.per_byte`,
+    the two sides' figures added. Each side is divided by its own packets: a datagram lost before the server's
+    tunnel read it was encrypted by the client but never decrypted. Nothing without a denominator."""
     out: dict[str, float | None] = {}
-    counted = []
+    sides = []
     for role in ROLES:
         n = metrics.get(INSTR_COUNT.key(role=role))
-        if n is not None and math.isfinite(n):
-            out[INSTR_SIDE.key(role=role)] = n / delivered
-            counted.append(n)
-    if len(counted) == 2:
-        out[INSTR.name] = sum(counted) / delivered
+        per = (handled or {}).get(role) or delivered
+        if n is None or not math.isfinite(n) or not per or not math.isfinite(per) or per <= 0:
+            continue
+        in_runtime = metrics.get(INSTR_RUNTIME.key(role=role))
+        own = n - in_runtime if in_runtime is not None and math.isfinite(in_runtime) else n
+        out[INSTR_SIDE.key(role=role)] = own / per
+        out[INSTR_ALL_SIDE.key(role=role)] = n / per
+        sides.append(own / per)
+    if len(sides) == 2:
+        out[INSTR.name] = sum(sides)
     return out
 
 

@@ -35,11 +35,15 @@ def ab_cpuset(scenario: Scenario, *, compares: bool, on_hosts: bool) -> str | No
 
 
 def with_instructions_rate(scenario: Scenario) -> Scenario:
-    """With count_instructions, iperf3 at a fixed offered rate (the scenario's, else INSTRUCTIONS_RATE): the
-    count per byte then does not depend on how fast each build goes. Any other scenario as it is."""
-    if not scenario.run.count_instructions or "iperf3" not in scenario.workload.kind:
+    """With count_instructions, iperf3 (TCP) and udp at a fixed offered rate (the scenario's, else
+    INSTRUCTIONS_RATE): the count per byte then does not depend on how fast each build goes. Any other
+    scenario as it is."""
+    if not scenario.run.count_instructions:
         return scenario
-    current = dict(getattr(scenario.workload, "iperf3", None) or {})
-    if current.get("rate"):
-        return scenario
-    return with_overrides(scenario, {"workload": {"iperf3": {**current, "rate": INSTRUCTIONS_RATE}}})
+    for kind in ("iperf3", "udp"):
+        if kind not in scenario.workload.kind:
+            continue
+        current = dict(getattr(scenario.workload, kind, None) or {})
+        if not current.get("rate"):
+            scenario = with_overrides(scenario, {"workload": {kind: {**current, "rate": INSTRUCTIONS_RATE}}})
+    return scenario

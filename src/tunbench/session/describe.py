@@ -47,10 +47,15 @@ def describe(plan: RunPlan, budget: tuple[float, str] | None = None) -> list[str
         _size_line(plan, budget),
     ]
     if scenario.run.count_instructions:
-        rate = str(dict(getattr(scenario.workload, "iperf3", None) or {}).get("rate") or "")
+        rates = [
+            f"{kind} offers a fixed {rate}"
+            for kind in ("iperf3", "udp")
+            if kind in scenario.workload.kind
+            and (rate := dict(getattr(scenario.workload, kind, None) or {}).get("rate"))
+        ]
         lines.append(
-            "instructions: each role's tunnel daemon counted by callgrind (valgrind) over each trial, per payload "
-            "byte delivered" + (f"; iperf3 offers a fixed {rate}" if rate else "")
+            "instructions: each role's tunnel daemon counted by callgrind (valgrind) over each trial, outside Go's "
+            "runtime, per byte its tunnel device handled" + "".join(f"; {r}" for r in rates)
         )
     if warm := warm_note(plan):
         lines.append(warm)

@@ -168,16 +168,12 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     if stats:  # the faults that fired, and the recovery from them
         account_faults(rec, stats, round((t0 + offset) * 1e9) if offset is not None else None)
     rec.metrics.update(crosscheck.rtt_checks(rec.metrics))
+    delivered = None
     if (generator := t.workload.generator) is not None:
         sent = [sent_key for _, sent_key in generator.byte_keys().values()]
         if (delivered := counters.delivered_bytes(rec.metrics, sent)) is not None:
             rec.metrics[counters.DELIVERED.name] = delivered
-            if not (short := rate_short(rec)):
-                rec.metrics.update(counters.instruction_ratios(rec.metrics, delivered))
-            else:  # a count at another load than the fixed one is not the figure A and B are judged on
-                for role in ("client", "server"):
-                    if rec.metrics.pop(counters.INSTR_COUNT.key(role=role), None) is not None:
-                        rec.params.setdefault("instr", {})[role] = f"not counted: {short}"
+    count_instructions(rec, delivered)
     if (underlay := pair.underlay()) is not None:
         devices, emulated = underlay
         if (carried := counters.carried_bytes(rec.metrics, devices["client"])) is not None:
@@ -199,6 +195,20 @@ def account_faults(rec: TrialRecord, stats: dict[str, Any], origin_ns: int | Non
     rec.metrics.update(fault_metrics(stats, faults))
     if hits := fired(stats, faults):
         rec.params["faults_fired"] = fired_params(stats, hits, origin_ns)
+
+
+def count_instructions(rec: TrialRecord, delivered: float | None) -> None:
+    """The counted instructions' ratios (monitor/counters.py), each side's per byte its tunnel device handled
+    (the devices perf/instructions.py recorded) or per payload byte `delivered`; or, when the trial did not
+    carry its fixed rate, no count, with the reason."""
+    if short := rate_short(rec):  # a count at another load than the fixed one is not the figure A and B are judged on
+        for role in ("client", "server"):
+            if rec.metrics.pop(counters.INSTR_COUNT.key(role=role), None) is not None:
+                rec.metrics.pop(counters.INSTR_RUNTIME.key(role=role), None)
+                rec.params.setdefault("instr", {})[role] = f"not counted: {short}"
+        return
+    handled = counters.handled_bytes(rec.metrics, rec.params.get("instr_devices") or {})
+    rec.metrics.update(counters.instruction_ratios(rec.metrics, delivered, handled))
 
 
 RATE_KEPT = 0.9

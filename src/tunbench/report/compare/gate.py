@@ -94,8 +94,8 @@ class Gate:
         text = f"gate: {', '.join(main) or 'nothing'}{at}"
         if "instructions/byte" in main:
             text += (
-                " (the tunnel's own instructions per payload byte, both sides, counted by callgrind: a count the "
-                "box's noise does not reach; the CPU time per bit is judged beside it)"
+                " (the tunnel's own instructions per byte, each side's added, counted by callgrind outside Go's "
+                "runtime: a count the box's noise does not reach; the CPU time per bit is judged beside it)"
             )
         elif "CPU/bit delivered" in main:
             text += (

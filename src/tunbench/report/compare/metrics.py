@@ -13,7 +13,15 @@ from tunbench.link.fault_record import FAULT_MS, START_TO_DATA
 from tunbench.metrics import MetricSpec, core
 from tunbench.metrics import latency as lat
 from tunbench.monitor import cost
-from tunbench.monitor.counters import CARRIED, DELIVERED, INSTR_SIDE, delivered_bytes, instruction_ratios
+from tunbench.monitor.counters import (
+    CARRIED,
+    DELIVERED,
+    INSTR_ALL_SIDE,
+    INSTR_SIDE,
+    delivered_bytes,
+    handled_bytes,
+    instruction_ratios,
+)
 from tunbench.monitor.counters import INSTR as INSTR_SPEC
 from tunbench.monitor.work import RATIOS
 from tunbench.report.summary import (
@@ -112,12 +120,14 @@ them, with what each means)."""
 
 
 def _instructions(name: str) -> Callable[[TrialRecord], float | None]:
-    """A counted-instruction ratio of a trial: as stored, else from its counts and payload."""
+    """A counted-instruction ratio of a trial: as stored, else from its counts, its tunnel devices' bytes and
+    its payload."""
 
     def value(t: TrialRecord) -> float | None:
         if (v := t.metrics.get(name)) is not None:
             return v
-        return instruction_ratios(t.metrics, delivered(t)).get(name)
+        handled = handled_bytes(t.metrics, t.params.get("instr_devices") or {})
+        return instruction_ratios(t.metrics, delivered(t), handled).get(name)
 
     return value
 
@@ -188,6 +198,7 @@ def metrics_for(trials: list[TrialRecord], kinds: tuple[str, ...] = METRIC_KINDS
         rows: list[tuple[MetricSpec, Callable[[TrialRecord], float | None], dict[str, str]]]
         rows = [(INSTR_SPEC, _instructions(INSTR), {})]
         rows += [(INSTR_SIDE, _instructions(INSTR_SIDE.key(role=r)), {"role": r}) for r in ROLES]
+        rows += [(INSTR_ALL_SIDE, _instructions(INSTR_ALL_SIDE.key(role=r)), {"role": r}) for r in ROLES]
         for instr, value, where in rows:
             if any(value(t) is not None for t in trials):
                 out.append(Metric.of(instr, "cpu", value, absolute=False, **where))
