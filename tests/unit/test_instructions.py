@@ -149,15 +149,31 @@ def _counted(*, more_work: float, reps: int = 12, seed: int = 7, counted_b: bool
     return run(trials, uid="tbinstr0")
 
 
-def test_counted_instructions_gate_in_the_main_tier_and_the_cpu_time_goes_wide() -> None:
+def test_counted_instructions_gate_in_the_main_tier_and_nothing_timed_gates() -> None:
     r = _counted(more_work=0.02)
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
     rows = {x.metric.name: x for x in res.rows}
     assert rows[INSTR].gated and not rows[INSTR].wide and rows[INSTR].result.family_size == 1
-    assert rows[CPU_DELIVERED].gated and rows[CPU_DELIVERED].wide  # the time-based cost, in its own family
+    assert rows["instr.client.per_byte"].gated and rows["instr.client.per_byte"].wide  # each side's count
+    assert not rows[CPU_DELIVERED].gated  # the simulator's CPU time: shown only
+    assert not rows["throughput_bps"].gated  # the rate offered
     assert "cpu_s_per_bit" not in rows
     assert rows[INSTR].result.regressed and res.exit_code == EXIT_REGRESSED  # +2% through 5% CPU-time noise
     assert res.gate_line().startswith("gate: instructions/byte at ±1.0% (the tunnel's own instructions per byte")
+
+
+def test_the_work_gate_keeps_interfered_trials_and_says_so() -> None:
+    r = _counted(more_work=0.0)
+    for t in r.trials[:4]:
+        t.metrics["interfered"] = 1.0
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
+    assert next(x for x in res.rows if x.metric.name == INSTR).result.n_pairs == 12
+    assert any(n.startswith("4 interfered trial(s) kept: the work gate") for n in res.notes)
+    timed = _counted(more_work=0.0, counted_b=False)  # not every trial counted: the timed gate leaves them out
+    for t in timed.trials[:4]:
+        t.metrics["interfered"] = 1.0
+    res = compare_runs(timed, timed, label_a="base", label_b="pr", threshold=0.03)
+    assert not any("kept" in n for n in res.notes)
 
 
 def test_a_side_that_did_not_count_falls_back_to_the_cpu_time() -> None:

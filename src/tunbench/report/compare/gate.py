@@ -24,6 +24,11 @@ Two gates:
   noise neither widens the main family's level nor hides behind it, and a large one-sided, speed or padding
   regression still fails. A case with no CPU figure (CPU not sampled) gates its throughput at the threshold
   instead, so every case keeps a figure of speed in the main family.
+  Where A and B both counted instructions (`run --count-instructions`), the **work gate** applies: the
+  tunnel's own instructions per byte (``instructions/byte``) gate at the threshold, and each side's at ``wide``
+  x it. Nothing timed gates then: the daemons ran under valgrind at a fixed offered rate, so their CPU time is
+  the simulator's, their throughput the rate offered, and the counts with Go's runtime included move with
+  timing. Those rows are shown only.
 * ``all``: every metric at the threshold, in one family.
 
 Each metric's family says which tier it takes (its declaration, tunbench.metrics: docs/metrics.md): ``gate``
@@ -39,6 +44,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from tunbench.monitor.counters import INSTR_SIDE
 from tunbench.report.compare.metrics import CPU_CARRIED, CPU_DELIVERED, CPU_TOTAL, INSTR, Metric
 
 Tier: TypeAlias = Literal["gate", "wide", ""]
@@ -75,6 +81,8 @@ class Gate:
             return "gate"
         if metric.name == CPU_CARRIED or (metric.name == CPU_TOTAL and main in (CPU_DELIVERED, INSTR)):
             return None
+        if main == INSTR and metric.name != INSTR:  # the work gate: only counts gate
+            return "wide" if INSTR_SIDE.matches(metric.name) else ""
         if metric.name == main or (metric.family == "gate" and metric.name not in MAIN_CPU):
             return "gate"  # the main figure, and the gate family's others (latency); the other main candidates
             # are in the gate family too, but only the case's main one gates at the threshold

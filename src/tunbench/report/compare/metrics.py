@@ -132,6 +132,11 @@ def _instructions(name: str) -> Callable[[TrialRecord], float | None]:
     return value
 
 
+def counted(t: TrialRecord) -> bool:
+    """The trial has the work gate's figure (its counted instructions per byte, both sides)."""
+    return _instructions(INSTR)(t) is not None
+
+
 def _trial_cpu_s(t: TrialRecord) -> float | None:
     """The CPU seconds of all the tunnel's processes, client and server side, over the whole workload call
     (`trial_cpu.*`, the cgroup's exact figure); None when no role counted it."""

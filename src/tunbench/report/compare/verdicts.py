@@ -9,7 +9,7 @@ from dataclasses import replace
 from tunbench.report.compare.format import fmt_change
 from tunbench.report.compare.gate import MAIN_CPU, Gate, main_metric
 from tunbench.report.compare.load import run_name
-from tunbench.report.compare.metrics import METRIC_KINDS, Metric, metrics_for
+from tunbench.report.compare.metrics import METRIC_KINDS, Metric, counted, metrics_for
 from tunbench.report.compare.pairing import by_case, match_cases, metric_units, pair_trials, pair_values
 from tunbench.report.compare.repetitions import repetitions_for
 from tunbench.report.compare.result import CaseComparison, CompareError, CompareResult
@@ -17,6 +17,7 @@ from tunbench.report.compare.settings import settings_differences
 from tunbench.report.summary import (
     BASELINE,
     LeftOut,
+    interfered,
     leave_out_interfered,
 )
 from tunbench.results import RunRecord, TrialRecord
@@ -96,6 +97,13 @@ def _family(row: CaseComparison) -> str:
     return "info" if row.metric.family == "info" else "work"
 
 
+def all_counted(trials: list[TrialRecord]) -> bool:
+    """Every ok trial of a tunnel (the direct baseline aside) has its counted instructions per byte: the
+    work gate then judges every case of the run."""
+    tunnels = [t for t in trials if t.status == "ok" and t.tunnel != BASELINE]
+    return bool(tunnels) and all(counted(t) for t in tunnels)
+
+
 def compare_runs(
     a: RunRecord,
     b: RunRecord,
@@ -128,6 +136,14 @@ def compare_runs(
         )
     gate = gate or Gate()
     abs_limits = dict(threshold_abs or {})
+    kept_note = ""
+    if not include_interfered and gate.name == "cost" and all_counted(a.trials) and all_counted(b.trials):
+        include_interfered = True  # the work gate judges counts only, which interference does not change
+        if n := sum(1 for t in [*a.trials, *([] if same_run else b.trials)] if t.status == "ok" and interfered(t)):
+            kept_note = (
+                f"{n} interfered trial(s) kept: the work gate judges counted instructions, which another "
+                "process's CPU does not change (the timed rows carry it, and do not gate)"
+            )
     trials_a, left_a = leave_out_interfered(a.trials, paired=paired_design, include=include_interfered)
     trials_b, left_b = (trials_a, LeftOut()) if same_run else leave_out_interfered(b.trials, include=include_interfered)
     ga, gb = by_case(trials_a), by_case(trials_b)
@@ -148,6 +164,7 @@ def compare_runs(
     notes: list[str] = [
         f"{side}{left.text}" for side, left in (("" if same_run else "A: ", left_a), ("B: ", left_b)) if left
     ]
+    notes += [kept_note] if kept_note else []
     metrics = metrics_for(trials_a + trials_b, kinds)
     dropped = 0
     too_few: list[str] = []
