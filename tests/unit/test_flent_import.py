@@ -68,7 +68,7 @@ def test_a_run_s_rrul_trials_by_the_same_reader() -> None:
     from .test_flent_format import _run
 
     whole = fc.run_rows(_run(trial), "flent")
-    assert len(whole) == 1 and whole[0].source == "r1 #1"
+    assert len(whole) == 1 and whole[0].source == "r1 #1" and whole[0].title == "wireguard-go wan-50ms 1f rep 0"
     assert whole[0].ping_p50_ms == pytest.approx(trial.metrics[PHASE.key(phase="whole", q=50)])
     load = fc.run_rows(_run(trial), "tunbench")
     assert load[0].ping_p50_ms == pytest.approx(trial.metrics[PHASE.key(phase="loaded", q=50)])
@@ -90,7 +90,7 @@ def test_import_flent_prints_both_sides_and_their_ratio(tmp_path: Path) -> None:
     res = CliRunner().invoke(app, args, terminal_width=200)
     assert res.exit_code == 0, res.output
     out = res.output
-    assert "rrul-flent20-l10.flent.gz" in out and "85.98" in out and "tbflent2 #1" in out and "tbflent2 #2" in out
+    assert "rrul-flent20-l10.flent.gz" in out and "85.98" in out and "rr #1" in out and "rr #2" in out
     p50 = _trial(summary="flent").metrics[PHASE.key(phase="whole", q=50)]
     assert p50 is not None
     ratio_line = next(line for line in out.splitlines() if "tunbench / Flent" in line)

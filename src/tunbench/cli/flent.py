@@ -82,8 +82,10 @@ def _table(theirs: list[Row], ours: list[Row], windows: str, ping: str) -> Table
 
     what = "the load's seconds" if windows == "tunbench" else "every second, idle included"
     table = Table(title=f"Flent's RRUL figures · windows {windows} ({what}) · {ping}", title_justify="left")
-    for header in ("source", "p50 ms", "p99 ms", "n", "up Mbit/s", "down Mbit/s", "title"):
-        table.add_column(header, justify="left" if header in ("source", "title") else "right")
+    table.add_column("source", overflow="fold")  # a long file name folds, the figures stay on one line
+    for header in ("p50 ms", "p99 ms", "n", "up Mbit/s", "down Mbit/s"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("title", min_width=24)
 
     def add(r: Row, n: str | None = None) -> None:
         table.add_row(

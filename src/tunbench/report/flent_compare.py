@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from tunbench.errors import ExportError
@@ -66,7 +66,13 @@ def run_rows(run: RunRecord, windows: Windows, ping: str = DEFAULT_PING) -> list
     found = flent.rrul_trials([run])
     if not found:
         raise ExportError(f"run {run.uid} has no rrul trial that measured: nothing to compare with Flent's")
-    return [row(flent.read(flent.render_trial(r, t)), f"{r.uid} #{t.seq}", windows, ping) for r, t in found]
+    return [
+        replace(
+            row(flent.read(flent.render_trial(r, t)), f"{r.name or r.uid} #{t.seq}", windows, ping),
+            title=f"{t.label} {t.profile} {t.flows}f rep {t.repetition}",
+        )
+        for r, t in found
+    ]
 
 
 def _median(vals: Sequence[float | None]) -> float | None:
