@@ -93,7 +93,7 @@ def test_import_flent_prints_both_sides_and_their_ratio(tmp_path: Path) -> None:
     assert "rrul-flent20-l10.flent.gz" in out and "85.98" in out and "rr #1" in out and "rr #2" in out
     p50 = _trial(summary="flent").metrics[PHASE.key(phase="whole", q=50)]
     assert p50 is not None
-    ratio_line = next(line for line in out.splitlines() if "tunbench / Flent" in line)
+    ratio_line = next(line for line in out.splitlines() if "ratio tunbench / Flent" in line)
     assert f"{p50 / 85.98:.3f}" in ratio_line
     bad = CliRunner().invoke(app, ["import-flent", str(FILE), "--windows", "both"])
     assert bad.exit_code == 2 and "--windows" in bad.output

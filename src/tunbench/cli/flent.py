@@ -98,11 +98,11 @@ def _table(theirs: list[Row], ours: list[Row], windows: str, ping: str) -> Table
         for r in rows:
             add(r)
         if rows:
-            med = fc.median_row(rows, f"{name}: median")
+            med = fc.median_row(rows, f"median, {name}")
             medians.append(med)
             if len(rows) > 1:
                 add(med, "")
     if len(medians) == 2:
         p50, p99, up, down = fc.ratios(medians[1], medians[0])
-        table.add_row("tunbench / Flent", _cell(p50, 3), _cell(p99, 3), "", _cell(up, 3), _cell(down, 3), "")
+        table.add_row("ratio tunbench / Flent", _cell(p50, 3), _cell(p99, 3), "", _cell(up, 3), _cell(down, 3), "")
     return table
