@@ -2,7 +2,8 @@
 (iperf3 --bidir -P N) while irtt measures the RTT through the same tunnel, in three phases: idle before
 (the baseline), during the load (after the --omit ramp-up), and after it (recovery: what is left queued).
 The headline is the increase of the loaded RTT over the idle one (p50 and p99): the queueing the tunnel
-adds, or hides from the path's AQM, under load.
+adds, or hides from the path's AQM, under load. `summary = "flent"` adds Flent's own summary, the p50 and
+p99 over every probe with the idle seconds included, and idles Flent's 5 s (docs/flent.md).
 """
 
 from __future__ import annotations
