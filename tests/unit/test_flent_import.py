@@ -7,6 +7,8 @@ link shell --profile 'flent20:delay=10ms,rate=20mbit'`, docs/flent.md). The expe
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,24 @@ def test_import_flent_prints_both_sides_and_their_ratio(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "--windows" in bad.output
     missing = CliRunner().invoke(app, ["import-flent", str(tmp_path / "none.flent.gz")])
     assert isinstance(missing.exception, ExportError) and "cannot read" in str(missing.exception)
+
+
+def test_a_written_file_has_the_layout_of_flent_s_own() -> None:
+    """What tunbench writes is a subset of the real file's layout: its top-level keys, the metadata keys
+    Flent's own has (their types), and its series, under the same names and units."""
+    from .test_flent_format import _run
+
+    theirs = json.loads(gzip.decompress(FILE.read_bytes()))
+    trial = _trial(summary="flent")
+    ours = json.loads(gzip.decompress(flent.render_trial(_run(trial), trial)))
+    assert set(ours) == set(theirs) and ours["version"] == theirs["version"]
+    common = set(ours["metadata"]) & set(theirs["metadata"])
+    assert set(ours["metadata"]) - common == set()  # no key Flent's file lacks
+    for key in common - {"NOTE"}:  # Flent writes null for a run without -n NOTE
+        assert isinstance(ours["metadata"][key], type(theirs["metadata"][key]) | float), key
+    assert set(ours["results"]) <= set(theirs["results"])
+    for name in ours["results"]:
+        assert ours["metadata"]["SERIES_META"][name]["UNITS"] == theirs["metadata"]["SERIES_META"][name]["UNITS"]
+    assert set(ours["raw_values"]) <= set(theirs["raw_values"])
+    raw_keys = set(theirs["raw_values"][flent.PING][0])
+    assert set(ours["raw_values"][flent.PING][0]) <= raw_keys
