@@ -28,12 +28,14 @@ DATA = Path(__file__).parent.parent / "data"
 T0_S = 3.0  # the load's measured seconds start this long after the workload's (series_t0_s)
 
 
-def _trial(seq: int = 1, workload: str = "rrul") -> TrialRecord:
+def _trial(seq: int = 1, workload: str = "rrul", summary: str = "tunbench") -> TrialRecord:
     idle = irtt.parse((DATA / "irtt-loss10-delay5ms.json").read_text())
     loaded = irtt.parse((DATA / "irtt-wan-50ms.json").read_text())
     load = iperf3.parse((DATA / "iperf3-rrul-bidir-wireguard-go.json").read_text(), "bidir")
     m = Measurement()  # as RrulWorkload.measure fills it
     m.metrics.update(rrul.phase_metrics(idle, loaded, idle, load))
+    if summary == "flent":
+        m.metrics.update(rrul.whole_metrics(idle, loaded, idle))
     m.series[rrul.SERIES_IDLE] = irtt.rtt_series(idle)
     m.series[rrul.SERIES_AFTER] = irtt.rtt_series(idle)
     m.series[rrul.SERIES_LOADED] = irtt.rtt_series(loaded)
@@ -48,7 +50,7 @@ def _trial(seq: int = 1, workload: str = "rrul") -> TrialRecord:
         flows=1,
         direction="bidir",
         repetition=0,
-        params={"workload": {"kind": "rrul", "duration_s": 2.0, "omit_s": 1.0, "idle_s": 0.5}},
+        params={"workload": {"kind": "rrul", "duration_s": 2.0, "omit_s": 1.0, "idle_s": 0.5, "summary": summary}},
         started_at="2026-11-28T22:00:00+00:00",
         metrics=metrics,
         series=m.series,
@@ -154,6 +156,31 @@ def test_the_load_cut_off() -> None:
     # a file of Flent's own: 5 s of idle each side of a 60 s load
     flents = flent.FlentFile({"LENGTH": 60, "TOTAL_LENGTH": 70, "TEST_PARAMETERS": {}}, [0.0], {})
     assert flent.load_cutoff(flents) == (5.0, -5.0)
+
+
+def test_flent_s_summary_option() -> None:
+    """summary = "flent": Flent's idle seconds (5 s each side unless idle_s is given) and its whole-test p50
+    and p99, which are what Flent's summary reads from the exported file without a cut-off."""
+    assert rrul.RrulOptions().idle_s == rrul.IDLE_S and rrul.RrulOptions().summary == "tunbench"
+    assert rrul.RrulOptions.model_validate({"summary": "flent"}).idle_s == rrul.FLENT_IDLE_S
+    assert rrul.RrulOptions.model_validate({"summary": "flent", "idle_s": 1}).idle_s == 1.0
+    with pytest.raises(ValueError, match="summary"):
+        rrul.RrulOptions.model_validate({"summary": "netperf"})
+    plain, trial = _trial(), _trial(summary="flent")
+    whole = PHASE.key(phase="whole", q=50)
+    assert whole not in plain.metrics  # the default stores what it stored before
+    f = flent.read(flent.render_trial(_run(trial), trial))
+    assert f.metadata["TEST_PARAMETERS"]["summary"] == "flent"
+    ping = flent.figures(f).ping[flent.PING]
+    assert ping.median_ms == pytest.approx(trial.metrics[whole])
+    assert ping.p99_ms == pytest.approx(trial.metrics[PHASE.key(phase="whole", q=99)])
+    # the idle seconds pull Flent's median below the loaded one's (the loaded file's RTT is the larger)
+    assert trial.metrics[whole] < trial.metrics[PHASE.key(phase="loaded", q=50)]
+    wl = rrul.RrulWorkload()
+    assert [c.header for c in wl.table_columns([plain])] == [c.header for c in wl.columns]
+    headers = [c.header for c in wl.table_columns([plain, trial])]
+    assert "Flent p50" in headers and "+p50" not in headers
+    assert "Flent's p50" in wl.headline(trial) and "Flent" not in wl.headline(plain)
 
 
 def test_reading_refuses_what_it_does_not_know(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from tunbench import __version__
-from tunbench.cli import agent, calibrate, catalog, clean, compare, history, report, run, show
+from tunbench.cli import agent, calibrate, catalog, clean, compare, flent, history, report, run, show
 from tunbench.cli.argcheck import CheckedGroup
 from tunbench.cli.console import console, err_console
 from tunbench.cli.db import db_app
@@ -41,6 +41,7 @@ app = typer.Typer(
 app.command("run")(run.run)
 app.command("show")(show.show)
 app.command("export")(report.export)
+app.command("import-flent")(flent.import_flent)
 app.command("tunnels")(catalog.tunnels)
 app.command("workloads")(catalog.workloads)
 app.command("profiles")(catalog.profiles)

@@ -26,9 +26,10 @@ LATENCY_LOSS = declare("latency.loss", "ratio", "lower", "info", "The share of t
 PHASE = declare(
     "latency.{phase}_p{q}_ms", "ms", "lower", "gate",
     "A percentile of the round-trip time in one of rrul's phases: `idle` before the load, `loaded` under it, "
-    "`after` it.",
+    "`after` it; `whole` is all three phases' probes together, Flent's summary of its ping series (rrul's "
+    "`summary = \"flent\"` only).",
     title="latency {phase}_p{q}", fmt=_MS, chart=Chart("ms"), words=_FASTER,
-    choices={"phase": ("idle", "loaded", "after")},
+    choices={"phase": ("idle", "loaded", "after", "whole")},
 )  # fmt: skip
 INCREASE = declare(
     "latency.increase_p{q}_ms", "ms", "lower", "gate",

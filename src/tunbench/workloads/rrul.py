@@ -2,7 +2,8 @@
 (iperf3 --bidir -P N) while irtt measures the RTT through the same tunnel, in three phases: idle before
 (the baseline), during the load (after the --omit ramp-up), and after it (recovery: what is left queued).
 The headline is the increase of the loaded RTT over the idle one (p50 and p99): the queueing the tunnel
-adds, or hides from the path's AQM, under load.
+adds, or hides from the path's AQM, under load. `summary = "flent"` adds Flent's own summary, the p50 and
+p99 over every probe with the idle seconds included, and idles Flent's 5 s (docs/flent.md).
 """
 
 from __future__ import annotations
@@ -10,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tunbench.errors import TrialError
 from tunbench.host.place import Place, Proc
@@ -33,10 +36,35 @@ SERIES_LOADED = "latency_loaded_ms"
 SERIES_AFTER = "latency_after_ms"
 
 
+IDLE_S = 2.0  # tunbench's idle phases
+FLENT_IDLE_S = 5.0  # Flent's DELAY (its --delay, flent/settings.py): idle seconds before and after the load
+Summary = Literal["tunbench", "flent"]
+
+
 class RrulOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    idle_s: float = Field(default=2.0, gt=0, le=60, description="seconds of idle RTT before and after the load")
+    summary: Summary = Field(
+        default="tunbench",
+        description="tunbench: the loaded RTT's p50/p99 over the load's measured seconds only; flent: also "
+        "Flent's summary, p50/p99 over every probe, the idle seconds before and after the load included "
+        "(latency.whole_p50_ms, latency.whole_p99_ms), idle_s 5 unless given (docs/flent.md)",
+    )
+    idle_s: float = Field(
+        default=IDLE_S,
+        gt=0,
+        le=60,
+        description=f"seconds of idle RTT before and after the load ({IDLE_S:g}; {FLENT_IDLE_S:g}, Flent's, "
+        'with summary = "flent")',
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flent_idle(cls, data: Any) -> Any:
+        """summary = "flent" idles Flent's 5 s each side unless idle_s is given."""
+        if isinstance(data, dict) and data.get("summary") == "flent" and "idle_s" not in data:
+            return {**data, "idle_s": FLENT_IDLE_S}
+        return data
 
 
 def phase_metrics(
@@ -66,6 +94,18 @@ def phase_metrics(
     return m
 
 
+def whole_metrics(before: irtt.IrttResult, loaded: irtt.IrttResult, after: irtt.IrttResult) -> dict[str, float | None]:
+    """Flent's summary of its ping series without a cut-off (pure): the p50 and p99 of every probe, the idle
+    phases' with the loaded one's, as `flent -f summary` computes them over its whole test."""
+    rtts = [*before.rtt_ms, *loaded.rtt_ms, *after.rtt_ms]
+    return {PHASE.key(phase="whole", q=q): percentile(rtts, q) for q in (50, 99)}
+
+
+def flent_summary(trials: Sequence[TrialRecord]) -> bool:
+    """Whether any of these trials ran with summary = "flent" (their table shows Flent's figures)."""
+    return any((t.params.get("workload") or {}).get("summary") == "flent" for t in trials)
+
+
 class RrulWorkload(Workload[Context, RrulOptions]):
     kind = "rrul"
     description = "latency under load: irtt RTT idle / during N up + N down TCP flows (iperf3 --bidir) / idle"
@@ -84,12 +124,24 @@ class RrulWorkload(Workload[Context, RrulOptions]):
         Column("TCP retrans c / s", "|".join(COUNTER.key(role=r, counter="tcp_retrans_segs") for r in ROLES), "n"),
     )
     caption = "RTT idle vs under load (N up + N down TCP flows); +pNN = loaded - idle"
+    # summary = "flent": Flent's whole-test p50/p99 in place of the increase
+    flent_columns = (
+        *columns[:3],
+        Column("Flent p50", PHASE.key(phase="whole", q=50), "ms"),
+        Column("Flent p99", PHASE.key(phase="whole", q=99), "ms"),
+        *columns[5:],
+    )
+
+    def table_columns(self, trials: Sequence[TrialRecord]) -> list[Column]:
+        return list(self.flent_columns if flent_summary(trials) else self.columns)
 
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
+        whole = m.get(PHASE.key(phase="whole", q=50))
+        flent = f" (Flent's p50, idle included: {fmt(whole, 'ms')} ms)" if whole is not None else ""
         return (
             f"RTT p50 idle {fmt(m.get(PHASE.key(phase='idle', q=50)), 'ms')} → loaded "
-            f"{fmt(m.get(PHASE.key(phase='loaded', q=50)), 'ms')} ms, {mbit(m.get(core.THROUGHPUT.name))} Mbit/s"
+            f"{fmt(m.get(PHASE.key(phase='loaded', q=50)), 'ms')} ms{flent}, {mbit(m.get(core.THROUGHPUT.name))} Mbit/s"
         )
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
@@ -101,7 +153,8 @@ class RrulWorkload(Workload[Context, RrulOptions]):
         iperf3.wait_listening(ctx.server, ctx.server_port, server)
 
     def measure(self, ctx: Context) -> Measurement:
-        idle_s = self.opts(ctx.options).idle_s
+        opts = self.opts(ctx.options)
+        idle_s = opts.idle_s
         before, raw_before = irtt.run_client(ctx, idle_s, "irtt-idle-before")
         # iperf3 reads -t and -O as whole seconds
         ramp_s = math.ceil(ctx.window.omit_s)
@@ -152,6 +205,8 @@ class RrulWorkload(Workload[Context, RrulOptions]):
             series_span=(t_load + ramp_s, t_load + ramp_s + load_res.duration_s),
         )
         m.metrics.update(phase_metrics(before, loaded, after, load_res))
+        if opts.summary == "flent":
+            m.metrics.update(whole_metrics(before, loaded, after))
         m.series[SERIES_IDLE] = irtt.rtt_series(before)
         m.series[SERIES_AFTER] = irtt.rtt_series(after)
         m.series[SERIES_LOADED] = irtt.rtt_series(loaded)

@@ -97,7 +97,7 @@ def timeline(trial: TrialRecord) -> Timeline:
     wl: Mapping[str, Any] = trial.params.get("workload") or {}
     t0 = trial.metrics.get(core.SERIES_T0_S.name)
     if t0 is None:
-        t0 = float(wl.get("idle_s", 2.0)) + math.ceil(float(wl.get("omit_s", 0.0)))
+        t0 = float(wl.get("idle_s", rrul.IDLE_S)) + math.ceil(float(wl.get("omit_s", 0.0)))
     s = trial.series
     before = _finite(s.get(rrul.SERIES_IDLE, []))
     loaded = _finite(s.get(rrul.SERIES_LOADED, []))
@@ -232,6 +232,7 @@ def resultset(run: RunRecord, trial: TrialRecord) -> dict[str, Any]:
             "tunnel": trial.tunnel,
             "profile": trial.profile,
             "flows": str(trial.flows),
+            "summary": str(wl.get("summary", "tunbench")),
             "load_start_s": f"{line.load[0] - t_0:.3f}",
             "load_end_s": f"{line.load[1] - t_0:.3f}",
         },
