@@ -3,6 +3,8 @@ failure records, what is tried again, what propagates, and that everything a tri
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 
 from tests.unit.fakesite import DIES, Bench, BringupWork, FleetWork, PairWork
 from tunbench.errors import CommandFailed, RetryTrial, TrialError, TunnelError
-from tunbench.runner import MAX_ATTEMPTS, StopRun
+from tunbench.runner import MAX_ATTEMPTS, Deadline, Runner, StopRun
 from tunbench.trial import bringups, cold, fleet, pair
 
 
@@ -105,6 +107,21 @@ def test_void_windows_are_measured_at_most_max_attempts_times(bench: Bench) -> N
     assert len(bench.script.entered("pair")) == MAX_ATTEMPTS
     assert rec.params["retried"] == [rec.error] * (MAX_ATTEMPTS - 1)
     assert bench.script.open() == []
+
+
+def test_a_window_voided_as_the_budget_runs_out_is_kept_interfered_and_the_budget_stops_the_run(
+    bench: Bench,
+) -> None:
+    policy = dataclasses.replace(bench.setup.redo, until=time.monotonic())  # no time for another attempt
+    setup = dataclasses.replace(bench.setup, redo=policy)
+    runner = Runner(setup, bench.store, bench.run_id, stop=Deadline(time.monotonic()))
+    bench.script_steps(watched=[{"interfered": 1.0}, None])
+    first, second = bench.trial(seq=1), dataclasses.replace(bench.trial(seq=2), block=1)
+    (rec,) = runner.run([first, second])
+    assert rec.status == "ok" and rec.error == "" and "retried" not in rec.params  # not failed, not measured again
+    assert rec.metrics["interfered"] == 1.0 and rec.params["interference"] == "a scripted neighbour"
+    assert runner.stopped.startswith("deadline: ")  # as a budget stop ends a run: exit 0, whole blocks kept
+    assert bench.script.entered("pair") == ["pair t1"] and bench.script.open() == []
 
 
 @pytest.mark.parametrize(
