@@ -73,7 +73,7 @@ def test_schema_2_moves_the_multi_client_rows_of_schema_1(tmp_path: Path) -> Non
             )
     db.close()
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 6
+        assert s.schema_version() == SCHEMA_VERSION == 7
         got = {t.workload: (t.flows, t.direction, t.clients, t.variant) for t in s.trials(1)}
     assert got == {
         "iperf3": (4, "up", 1, ""),
