@@ -3,6 +3,7 @@
 
     python scripts/cross_check.py --rounds 5                       # everything below, as root
     python scripts/cross_check.py --rounds 5 --only rr,udp-rr --via wireguard-go
+    python scripts/cross_check.py --rounds 6 --only throughput --via wireguard-go --omit 1   # hand_vs_tunbench.py
 
 Each check alternates (hand first in even rounds) a measurement made by hand, with the reference tool's own
 commands and none of tunbench's code, with `tunbench run` of the matching workload, and prints the medians
@@ -16,9 +17,10 @@ and tunbench/hand with a 95% bootstrap CI:
 | pps64 | a search over `iperf3 -u -l 64 -b R -t 1 -w 2M` steps (below) | `-w pps` at 64 B, pps.64.delivered_pps |
 
 `--via direct` measures over the bare veth of the hand pair and tunbench's `direct` baseline; `--via
-wireguard-go` through wireguard-go set up by hand (scripts/hand_vs_tunbench.py's pair: two namespaces, a veth,
-`wg`) and tunbench's wireguard-go trial. Both sides get a fresh pair per measurement, as a tunbench trial
-brings its pair up. Flent's RRUL has its own script (scripts/flent_compare.py: it needs an emulated link).
+wireguard-go` through wireguard-go set up by hand (scripts/hand_pair.py: two namespaces, a veth, `wg`) and
+tunbench's wireguard-go trial. Both sides get a fresh pair per measurement, as a tunbench trial brings its
+pair up; `--sysctl KEY=VALUE` sets a sysctl in the hand pair's namespaces too (tunbench sets its own).
+Flent's RRUL has its own script (scripts/flent_compare.py: it needs an emulated link).
 
 The hand search for pps follows the rules docs/workloads-packets.md states (start at the ceiling; after a
 failure try 0.98 of what was delivered, after a pass of that just above it; otherwise geometric midpoints;
@@ -44,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hand_vs_tunbench import INNER, OUTER, PREFIX, hand_pair, ratio_ci, sh
+from hand_pair import INNER, OUTER, PREFIX, hand_pair, ratio_ci, sh
 
 CHECKS = ("throughput", "rr", "udp-rr", "pps64")
 TUNBENCH_METRIC = {
@@ -141,8 +143,8 @@ HAND: dict[str, Callable[..., float]] = {
 }
 
 
-def hand_once(check: str, via: str, workdir: Path, duration: int, omit: int) -> float:
-    with hand_pair(workdir, {}) as (cns, sns):
+def hand_once(check: str, via: str, workdir: Path, duration: int, omit: int, sysctls: dict[str, str]) -> float:
+    with hand_pair(workdir, sysctls) as (cns, sns):
         peer = INNER[1] if via == "wireguard-go" else OUTER[1]
         return HAND[check](cns, sns, peer, duration, omit)
 
@@ -167,7 +169,14 @@ def tunbench_once(check: str, via: str, workdir: Path, duration: int, omit: int)
     return float(value) / (1e6 if check == "throughput" else 1.0)
 
 
-def main() -> int:
+def sysctl_pair(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not key or not eq:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=3)
@@ -175,7 +184,19 @@ def main() -> int:
     ap.add_argument("--only", default=",".join(CHECKS), help=f"comma-separated, of {', '.join(CHECKS)}")
     ap.add_argument("--via", default="direct,wireguard-go", help="direct, wireguard-go or both (comma-separated)")
     ap.add_argument("--json", type=Path, help="write every measurement and ratio here")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--sysctl",
+        type=sysctl_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set in the hand pair's namespaces too (e.g. tunbench's net.ipv4.tcp_rmem='4096 131072 33554432')",
+    )
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     checks = [c for c in args.only.split(",") if c]
     vias = [v for v in args.via.split(",") if v]
     if bad := [c for c in checks if c not in CHECKS] + [v for v in vias if v not in ("direct", "wireguard-go")]:
@@ -185,6 +206,7 @@ def main() -> int:
         print("needs root (network namespaces)", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the finally blocks clean up
+    sysctls = dict(args.sysctl)
     results: dict[str, dict[str, object]] = {}
     with tempfile.TemporaryDirectory(prefix=f"{PREFIX}-") as tmp:
         work = Path(tmp)
@@ -194,8 +216,10 @@ def main() -> int:
                 tb: list[float] = []
                 for r in range(args.rounds):
                     for who in ("hand", "tunbench") if r % 2 == 0 else ("tunbench", "hand"):
-                        once = hand_once if who == "hand" else tunbench_once
-                        (hand if who == "hand" else tb).append(once(check, via, work, args.duration, args.omit))
+                        if who == "hand":
+                            hand.append(hand_once(check, via, work, args.duration, args.omit, sysctls))
+                        else:
+                            tb.append(tunbench_once(check, via, work, args.duration, args.omit))
                         value = (hand if who == "hand" else tb)[-1]
                         print(
                             f"{via} {check} round {r + 1}/{args.rounds} {who:8s} {value:10.1f} {UNIT[check]}",

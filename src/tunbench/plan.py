@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from tunbench.config.schema import Scenario
+from tunbench.link.fault_cost import bringup_fault_s
 from tunbench.link.profile import Profile
 from tunbench.results import CaseKey
 from tunbench.sites.base import SiteChoice
@@ -73,6 +74,12 @@ class Case(CaseKey):
         return CaseKey(
             self.label, self.profile, self.workload, self.flows, self.direction, self.clients, self.variant, self.cores
         )
+
+    @property
+    def fault_s(self) -> float:
+        """The seconds the profile's counted faults add to each bring-up of this tunnel (link/fault_cost.py)."""
+        spec = self.tunnel.adapter.spec
+        return bringup_fault_s(self.link.faults, spec.messages, spec.ready_timeout_s)
 
     @property
     def title(self) -> str:

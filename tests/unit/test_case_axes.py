@@ -14,6 +14,7 @@ from pathlib import Path
 from rich.console import Console
 
 from tests.unit.report_data import run, trial
+from tests.unit.store_data import new_run
 from tunbench.report.compare import run_from_export
 from tunbench.report.exporters import bmf
 from tunbench.report.exporters import csv as csv_format
@@ -34,21 +35,9 @@ def clients(seq: int, n: int, direction: str) -> TrialRecord:
     return replace(t, workload="clients", clients=n, streams=[], series={})
 
 
-def _new_run(store: Store) -> int:
-    return store.create_run(
-        uid="tb000001",
-        name="",
-        tunbench_version="0",
-        provenance={},
-        scenario_text="",
-        scenario_hash="",
-        scenario={},
-    )
-
-
 def test_the_store_keeps_clients_and_variant(store_db: str | Path) -> None:
     with Store(store_db) as s:
-        rid = _new_run(s)
+        rid = new_run(s)
         s.add_trial(rid, storm(1, 50, "reconnect"))
         (t,) = s.trials(rid)
     assert (t.flows, t.direction, t.clients, t.variant) == (1, "-", 50, "reconnect")
@@ -84,7 +73,7 @@ def test_schema_2_moves_the_multi_client_rows_of_schema_1(tmp_path: Path) -> Non
             )
     db.close()
     with Store(path) as s:
-        assert s.schema_version() == SCHEMA_VERSION == 6
+        assert s.schema_version() == SCHEMA_VERSION == 7
         got = {t.workload: (t.flows, t.direction, t.clients, t.variant) for t in s.trials(1)}
     assert got == {
         "iperf3": (4, "up", 1, ""),

@@ -587,6 +587,45 @@ def test_settings_compared_within_one_run_by_label() -> None:
     )
 
 
+def _hosts(kernel: str, mtu: int) -> dict[str, object]:
+    """A --hosts run's provenance of its hosts, as remote/facts.py records them (trimmed)."""
+    nic = {"address": "192.0.2.1", "device": "eth0", "mtu": mtu, "driver": "virtio_net", "offloads": {"gso": "on"}}
+    return {
+        "h1": {"role": "client", "address": "192.0.2.1", "host": {"kernel": kernel}, "cpu": {}, "nic": nic},
+        "h2": {"role": "server", "address": "192.0.2.2", "host": {"kernel": "6.1.0-18-amd64"}, "cpu": {}, "nic": nic},
+    }
+
+
+def _on_hosts(r: RunRecord, hosts: dict[str, object]) -> RunRecord:
+    r.provenance["hosts"] = hosts
+    for t in r.trials:
+        t.params["net"] = {}  # the hosts' own namespaces: nothing tunbench made there
+    return r
+
+
+def test_runs_on_hosts_compare_what_they_recorded_of_the_hosts() -> None:
+    a = _on_hosts(one_case("socat", samples(4e9, 5, 0.01, 1), rid=1, uid="tbaaaaaa"), _hosts("6.1.0-18-amd64", 1500))
+    b = _on_hosts(one_case("socat", samples(4e9, 5, 0.01, 2), rid=2, uid="tbbbbbbb"), _hosts("6.12.9-amd64", 9000))
+    res = compare_runs(a, b)
+    assert not any("not recorded for" in line for line in res.settings)  # the false warning
+    assert res.settings[0].startswith("network settings of A and B (--hosts): each host's kernel and the NIC")
+    assert list(res.settings[1:]) == [
+        "settings differ: client.nic.mtu: 1500 (A) vs 9000 (B)",
+        "settings differ: kernel: 6.1.0-18-amd64 (A) vs 6.12.9-amd64, 6.1.0-18-amd64 (B)",
+        "settings differ: server.nic.mtu: 1500 (A) vs 9000 (B)",
+    ]
+    same = _on_hosts(one_case("socat", samples(4e9, 5, 0.01, 3), rid=3, uid="tbcccccc"), _hosts("6.1.0-18-amd64", 1500))
+    assert len(compare_runs(a, same).settings) == 1  # what is known, and nothing differs
+
+
+def test_a_run_here_against_one_on_hosts_compares_what_both_recorded() -> None:
+    a = _with_net(one_case("socat", samples(4e9, 5, 0.01, 1), rid=1, uid="tbaaaaaa"), _net("bbr", 1500, "tbaaaaaa"))
+    b = _on_hosts(one_case("socat", samples(4e9, 5, 0.01, 2), rid=2, uid="tbbbbbbb"), _hosts("6.12.9-amd64", 1500))
+    res = compare_runs(a, b)
+    assert res.settings[0].startswith("network settings of B (--hosts)")
+    assert list(res.settings[1:]) == ["settings differ: kernel: 6.1.0-18-amd64 (A) vs 6.12.9-amd64, 6.1.0-18-amd64 (B)"]
+
+
 # ---- piped output keeps every column --------------------------------------------------------------------
 
 

@@ -133,21 +133,14 @@ def test_the_store_and_the_json_export_keep_the_cores(store_db: str | Path) -> N
     from dataclasses import replace
 
     from tests.unit.report_data import run, trial
+    from tests.unit.store_data import new_run
     from tunbench.report.compare import run_from_export
     from tunbench.report.exporters import json as json_format
     from tunbench.store.db import Store
 
     t = replace(trial(1, "socat", 1e9), cores=2)
     with Store(store_db) as s:
-        rid = s.create_run(
-            uid="tb000001",
-            name="",
-            tunbench_version="0",
-            provenance={},
-            scenario_text="",
-            scenario_hash="",
-            scenario={},
-        )
+        rid = new_run(s)
         s.add_trial(rid, t)
         (back,) = s.trials(rid)
     assert back.cores == 2 and back.case == t.case

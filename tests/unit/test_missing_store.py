@@ -1,5 +1,5 @@
-"""Issue 43 item 13: `show` and `history` exited 1 and 2 for the same missing store. A missing store is a bad
-argument (like an unknown reference): both exit 2, with a message that names the path."""
+"""Issue 43 item 13: `show` and `history` exited 1 and 2 for the same missing store (and `db export` 6). A
+missing store is a bad argument (like an unknown reference): each exits 2, with a message that names the path."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tunbench.cli import app
         ["show", "latest", "--logs", "1"],
         ["history"],
         ["history", "--changes-only", "--fail-on-regression-since", "c1"],
+        ["db", "export", "out.db"],
     ],
 )
 def test_a_missing_store_exits_2_naming_its_path(argv: list[str], tmp_path: Path) -> None:

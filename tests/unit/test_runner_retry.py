@@ -136,3 +136,11 @@ def test_an_interfered_window_is_void_only_with_redo_interfered() -> None:
     why = RedoPolicy.of(None, True, 10.0).void(m, p)
     assert "interfered: another tunbench run live (tb123456)" in why
     assert RedoPolicy.of(None, True, 10.0).void({"interfered": 0.0}, p) == ""
+
+
+def test_a_void_window_is_measured_again_only_within_the_budget() -> None:
+    from tunbench.monitor.interference import RedoPolicy
+
+    assert RedoPolicy.of(None, True, 10.0).fits(30.0, 1e9)  # no budget: always
+    ends = RedoPolicy.of(None, True, 10.0, until=100.0)
+    assert ends.fits(5.0, 95.0) and not ends.fits(5.0, 95.5)  # another attempt as long as this one must fit

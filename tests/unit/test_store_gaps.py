@@ -130,3 +130,53 @@ def test_every_report_reads_a_series_with_gaps(tmp_path: Path) -> None:
     assert "wireguard-go" in html and "NaN" not in html.split("<script", 1)[0]
     for mod in (csv, markdown, bmf):
         assert mod.render([run])
+
+
+# ---- a stream's rate: the same NOT NULL lost a trial whose stream rate was NaN (schema 7) ----------------
+
+
+def _with_streams(seq: int) -> TrialRecord:
+    t = _trial(seq, {})
+    t.streams = [(0, "up", 5e8, 3), (1, "up", NAN, None), (2, "up", INF, 0)]
+    return t
+
+
+def _rates(t: TrialRecord) -> list[float]:
+    return [bps for _, _, bps, _ in t.streams]
+
+
+def test_a_nan_stream_rate_stores_the_trial_as_null(store_db: str | Path) -> None:
+    with Store(store_db) as s:
+        rid = _run(s)
+        s.add_trial(rid, _with_streams(1))  # aborted here before: NOT NULL constraint failed: streams.received_bps
+        s.finish_run(rid, "done")
+    with Store(store_db) as s:
+        run = s.find_run("tbc0ffee")
+    (t,) = run.trials
+    assert t.metrics["throughput_bps"] == 1e9 and [(n, r) for n, _, _, r in t.streams] == [(0, 3), (1, None), (2, 0)]
+    assert _rates(t)[0] == 5e8 and all(math.isnan(x) for x in _rates(t)[1:])  # NaN, as a series' gap
+    stored = raw_sql(store_db, "SELECT stream, received_bps FROM streams ORDER BY stream")
+    assert stored == [(0, 5e8), (1, None), (2, None)]  # NULL, never a NaN or an infinity
+    doc = json.loads(render(run))  # strict JSON (no NaN): null
+    assert [x["received_bps"] for x in doc["trials"][0]["streams"]] == [5e8, None, None]
+    back = run_from_export(doc, source="x.json").trials[0]
+    assert _rates(back)[0] == 5e8 and math.isnan(_rates(back)[1])
+
+
+def test_a_store_of_schema_6_is_migrated_and_then_takes_a_nan_rate(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Store(path) as s:
+        _run(s)
+    db = sqlite3.connect(path)
+    with db:  # back to schema 6: streams.received_bps NOT NULL (SQLite cannot add it: the table as it was)
+        db.execute("DROP TABLE streams")
+        db.execute(
+            "CREATE TABLE streams (trial_id INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,"
+            " stream INTEGER NOT NULL, direction TEXT NOT NULL, received_bps REAL NOT NULL, retransmits INTEGER)"
+        )
+        db.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+    db.close()
+    with Store(path) as s:
+        assert s.opened_at_version == 6 and s.schema_version() == SCHEMA_VERSION == 7
+        s.add_trial(1, _with_streams(1))
+        assert math.isnan(_rates(s.find_run("tbc0ffee").trials[0])[1])

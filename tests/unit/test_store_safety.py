@@ -114,7 +114,7 @@ def test_schema_4_gives_old_runs_their_uid_as_prefix(tmp_path: Path) -> None:
         db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     db.close()
     with Store(path) as s:
-        assert s.opened_at_version == 3 and s.schema_version() == SCHEMA_VERSION == 6
+        assert s.opened_at_version == 3 and s.schema_version() == SCHEMA_VERSION == 7
         assert s.find_run("tb3fa91c").uid == "tb3fa91c"
     assert raw_sql(path, "SELECT uid, prefix FROM runs") == [("tb3fa91c", "tb3fa91c")]
 

@@ -3,14 +3,18 @@ failure records, what is tried again, what propagates, and that everything a tri
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.unit.fakesite import DIES, Bench, BringupWork, FleetWork, PairWork
+from tests.unit.fakesite import DIES, Bench, BringupWork, FleetWork, PairWork, fake_tunnel
 from tunbench.errors import CommandFailed, RetryTrial, TrialError, TunnelError
-from tunbench.runner import MAX_ATTEMPTS, StopRun
+from tunbench.link.profile import find_profile
+from tunbench.plan import Case, PlannedTrial
+from tunbench.runner import MAX_ATTEMPTS, Deadline, Runner, StopRun
 from tunbench.trial import bringups, cold, fleet, pair
 
 
@@ -107,6 +111,21 @@ def test_void_windows_are_measured_at_most_max_attempts_times(bench: Bench) -> N
     assert bench.script.open() == []
 
 
+def test_a_window_voided_as_the_budget_runs_out_is_kept_interfered_and_the_budget_stops_the_run(
+    bench: Bench,
+) -> None:
+    policy = dataclasses.replace(bench.setup.redo, until=time.monotonic())  # no time for another attempt
+    setup = dataclasses.replace(bench.setup, redo=policy)
+    runner = Runner(setup, bench.store, bench.run_id, stop=Deadline(time.monotonic()))
+    bench.script_steps(watched=[{"interfered": 1.0}, None])
+    first, second = bench.trial(seq=1), dataclasses.replace(bench.trial(seq=2), block=1)
+    (rec,) = runner.run([first, second])
+    assert rec.status == "ok" and rec.error == "" and "retried" not in rec.params  # not failed, not measured again
+    assert rec.metrics["interfered"] == 1.0 and rec.params["interference"] == "a scripted neighbour"
+    assert runner.stopped.startswith("deadline: ")  # as a budget stop ends a run: exit 0, whole blocks kept
+    assert bench.script.entered("pair") == ["pair t1"] and bench.script.open() == []
+
+
 @pytest.mark.parametrize(
     ("kind", "step"),
     [
@@ -168,6 +187,22 @@ def test_bringups_take_a_bare_pair_on_each_client_machine(bench: Bench) -> None:
     ]
     assert rec.metrics["setup_s.0"] is not None and rec.metrics["setup_s.1"] is not None
     assert bench.script.open() == []
+
+
+def test_a_bringup_trials_time_limit_counts_the_retries_its_profiles_faults_cost(
+    bench: Bench, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limits: list[float] = []
+    real = bringups.watchdog
+    monkeypatch.setattr(bringups, "watchdog", lambda limit, what: limits.append(limit) or real(limit, what))
+    stall = find_profile("wg-init-stall")  # every bring-up's first 3 initiations lost: 3 x 5.16 s
+    plain = fake_tunnel("a")
+    spec = plain.adapter.spec.model_copy(update={"messages": "wg"})
+    wg = dataclasses.replace(plain, adapter=plain.adapter.model_copy(update={"spec": spec}))
+    for tunnel in (plain, wg):
+        rec = bench.runner.run_trial(PlannedTrial(1, Case.of(tunnel, stall, BringupWork.kind, 1, "up"), 1))
+        assert rec.status == "ok", rec.error
+    assert limits[1] - limits[0] == pytest.approx(3 * 5.16)  # a tunnel of other messages: nothing to retry
 
 
 def test_a_bare_pair_that_fails_fails_the_trial_after_tearing_down_the_first(bench: Bench) -> None:

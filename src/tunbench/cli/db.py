@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from tunbench.cli.console import console
-from tunbench.cli.options import DEFAULT_DB, DbOpt, need_db
+from tunbench.cli.options import DEFAULT_DB, DbOpt
 from tunbench.errors import TunbenchError
 
 db_app = typer.Typer(
@@ -105,9 +105,9 @@ def export(
     The file is a store of its own (`tunbench show --db OUTPUT.db`) that `tunbench db import` reads back
     anywhere; runs already in it get only the trials they lack. (One run as JSON: `tunbench export`.)"""
     from tunbench.cli.checks import check_store_path
-    from tunbench.store.db import Store
+    from tunbench.store.db import Store, require_store
 
-    need_db(db)
+    require_store(db)  # a missing store is a bad argument (exit 2), as for show and history
     if Path(str(db)).resolve() == output.resolve():
         raise TunbenchError(f"db export: {output} is the --db store itself")
     check_store_path(output)

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import datetime
 import re
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-
-from tunbench.errors import TunbenchError
 
 if TYPE_CHECKING:
     from tunbench.report.compare import Gate
@@ -64,13 +61,6 @@ def gate_flag(name: str) -> Gate:
 
 
 RunArg = Annotated[str | None, typer.Argument(metavar="RUN", help="Run id, uid or name (default: latest).")]
-
-
-def need_db(db: str | Path) -> None:
-    from tunbench.store.db import store_exists
-
-    if not store_exists(db):
-        raise TunbenchError(f"no result store at {db} (run `tunbench run` first, or pass --db PATH or URL)")
 
 
 def parse_budget(text: str) -> float:

@@ -184,7 +184,15 @@ def run(
         console.print(stop.text(plan), highlight=False)
     with graceful_signals(console), RunProgress(console, db) as progress:
         check = stop.check(plan, progress.note) if stop is not None else None
-        outcome = session.execute(plan, progress, scenario_text=text, db_path=db, flamegraph_dir=svgs, stop=check)
+        outcome = session.execute(
+            plan,
+            progress,
+            scenario_text=text,
+            db_path=db,
+            flamegraph_dir=svgs,
+            stop=check,
+            budget_ends=stop.ends if stop is not None else None,
+        )
     _finish(outcome, db, json_out, stop, check)
 
 

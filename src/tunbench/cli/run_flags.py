@@ -106,7 +106,8 @@ RedoInterferedOpt = Annotated[
         "--redo-interfered",
         help="Measure a trial again when its window was interfered with: another tunbench run was live, "
         "foreign CPU reached --foreign-cpu, or steal reached 5% (or --redo-steal); at most 5 attempts in "
-        "all, the reason kept ([run] redo_interfered). Default: keep it, flagged.",
+        "all, the reason kept ([run] redo_interfered); with --budget, not when the budget would end first "
+        "(kept, flagged). Default: keep it, flagged.",
     ),
 ]
 

@@ -194,16 +194,25 @@ def interference(
 class RedoPolicy:
     """Which windows are void and measured again (RetryTrial): `steal_pct`, a window that lost at least this
     share of all CPUs' time to steal; `interfered`, any interfered window (`limits` judge it). Default: none
-    (kept, flagged)."""
+    (kept, flagged). `until`: the run's budget ends then (time.monotonic()); a void window whose measuring
+    again would end after it is kept as it is, flagged, and the budget stops the run."""
 
     steal_pct: float | None = None
     interfered: bool = False
     limits: Thresholds = Thresholds()
+    until: float | None = None
 
     @classmethod
-    def of(cls, steal_pct: float | None, interfered: bool, foreign_cpu_pct: float | None) -> RedoPolicy:
+    def of(
+        cls, steal_pct: float | None, interfered: bool, foreign_cpu_pct: float | None, until: float | None = None
+    ) -> RedoPolicy:
         steal = steal_pct if steal_pct is not None else STEAL_PCT
-        return cls(steal_pct, interfered, Thresholds(foreign_cpu_pct=foreign_cpu_pct, steal_pct=steal))
+        return cls(steal_pct, interfered, Thresholds(foreign_cpu_pct=foreign_cpu_pct, steal_pct=steal), until)
+
+    def fits(self, attempt_s: float, now: float) -> bool:
+        """Whether measuring a void window again, taking `attempt_s` as its attempt did, ends within the
+        budget (pure)."""
+        return self.until is None or now + attempt_s <= self.until
 
     def void(self, metrics: dict[str, float | None], params: dict[str, Any]) -> str:
         """Why a measured window is void under this policy, or "" (pure)."""

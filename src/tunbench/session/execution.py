@@ -68,13 +68,15 @@ def execute(
     db_path: str | Path,
     flamegraph_dir: Path | None = None,
     stop: StopCheck | None = None,
+    budget_ends: float | None = None,
 ) -> RunOutcome:
     """Run a prepared plan: the run is recorded in the store first (a bad --db leaves nothing behind), the
     trials run inside a run scope, and the run's end (done, interrupted, failed) is always recorded.
     Ctrl-C (KeyboardInterrupt) ends the run as `interrupted`, the trials measured so far kept.
     `flamegraph_dir`: where perf flamegraphs of the tunnel processes go (with plan.flamegraphs).
     `stop`: asked between blocks (runner.StopCheck, e.g. runner.Deadline); when it ends the run early, the
-    run is done with whole blocks, the plan's trials being the upper bound, and outcome.stopped says why."""
+    run is done with whole blocks, the plan's trials being the upper bound, and outcome.stopped says why.
+    `budget_ends`: when the budget ends (time.monotonic()): a void window is not measured again past it."""
     scenario = plan.scenario
     wl = scenario.workload
     prov = provenance(plan)
@@ -119,7 +121,10 @@ def execute(
                 hooks=tuple(hooks),
                 wrap=wrap,
                 redo=RedoPolicy.of(
-                    scenario.run.redo_steal_pct, scenario.run.redo_interfered, scenario.run.foreign_cpu_pct
+                    scenario.run.redo_steal_pct,
+                    scenario.run.redo_interfered,
+                    scenario.run.foreign_cpu_pct,
+                    until=budget_ends,
                 ),
             )
             runner = Runner(

@@ -21,16 +21,17 @@ from tunbench.workloads.base import TRIAL_SETUP_S
 
 def expected_s(pt: PlannedTrial, options: Mapping[str, BaseModel], window: Window, machines: int = 1) -> float:
     """The workload's own estimate of one trial's wall clock (idle phases, client set-up and searches
-    included), for the time announced before a run and the progress bar's ETA. `machines`: the client
-    machines a workload that brings its pairs up itself takes turns on (its estimate is for one), as
-    trial/bringups.py scales its time limit."""
+    included) plus what the profile's counted faults add to each of its bring-ups, for the time announced
+    before a run and the progress bar's ETA. `machines`: the client machines a workload that brings its
+    pairs up itself takes turns on (its estimate is for one), as trial/bringups.py scales its time limit."""
     workload = get_workload(pt.case.workload)
     opts = options.get(workload.kind) or workload.options(None)
     full = workload.estimate(pt.case, opts, window)
-    if workload.owns_bringup:
-        full *= max(1, machines)
     if pt.reuses_bringup:
         return max(window.total_s, full - TRIAL_SETUP_S)
+    full += workload.bringups(opts) * pt.case.fault_s  # the retries a profile's faults cost each bring-up
+    if workload.owns_bringup:
+        full *= max(1, machines)
     return full
 
 

@@ -86,10 +86,15 @@ class StopRule:
             )
         return lines
 
+    @property
+    def ends(self) -> float:
+        """When the budget ends (time.monotonic())."""
+        return self.started + self.budget_s
+
     def check(self, plan: RunPlan, note: Callable[[str], None] | None = None) -> Deadline | PrecisionStop:
         """The runner's stop check: the deadline, or the precision stop with the deadline as its fallback,
         which tells `note` where the precision stands after each block."""
-        deadline = Deadline(self.started + self.budget_s, min_blocks=2)
+        deadline = Deadline(self.ends, min_blocks=2)
         if self.goal is None:
             return deadline
         a, b = self.labels(plan)

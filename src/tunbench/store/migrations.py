@@ -16,6 +16,9 @@
    cannot, so its table is rebuilt, every row keeping its rowid (the order series are read back in).
 6  trials.cores: the cores axis (`tunbench run --cores`), the CPUs each side was placed on; 0 for every
    trial of an older version (not on that axis).
+7  streams.received_bps may be NULL: a stream whose rate was NaN or infinite, which failed the NOT NULL
+   constraint and lost the whole trial, as a NaN in a series did before version 5. The same rebuild as
+   version 5's on SQLite (every row keeping its rowid), the constraint dropped on PostgreSQL.
 
 Each migration runs in one transaction with its version's update (backend.SqliteBackend explains why not
 executescript): a failure halfway leaves the store at the version before, never half-migrated.
@@ -26,7 +29,7 @@ where a version gives each dialect its own (a dict: dialect -> SQL).
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # version -> SQL that upgrades from version-1, or {dialect: SQL} (version SCHEMA_VERSION is created from schema.sql)
 MIGRATIONS: dict[int, str | dict[str, str]] = {
@@ -66,4 +69,22 @@ ALTER TABLE series ALTER COLUMN value DROP NOT NULL;
     6: """
 ALTER TABLE trials ADD COLUMN cores INTEGER NOT NULL DEFAULT 0;
 """,
+    7: {
+        "sqlite": """
+CREATE TABLE streams_v7 (
+    trial_id     INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
+    stream       INTEGER NOT NULL,
+    direction    TEXT NOT NULL,
+    received_bps REAL,
+    retransmits  INTEGER
+);
+INSERT INTO streams_v7 (rowid, trial_id, stream, direction, received_bps, retransmits)
+    SELECT rowid, trial_id, stream, direction, received_bps, retransmits FROM streams;
+DROP TABLE streams;
+ALTER TABLE streams_v7 RENAME TO streams;
+""",
+        "postgresql": """
+ALTER TABLE streams ALTER COLUMN received_bps DROP NOT NULL;
+""",
+    },
 }

@@ -172,12 +172,21 @@ METRICS = Part(
     "metrics", "metrics", ("name", "value"), lambda tid, t: [(tid, k, v) for k, v in t.metrics.items()], dict
 )
 SERIES = Part("series", "series", ("name", "t_s", "value"), series_rows, _series, order=INSERTION)
+
+
+def stream_rows(trial_id: int, t: TrialRecord) -> list[tuple[int, int, str, float | None, int | None]]:
+    """The streams rows of a trial: a rate that is NaN or infinite as NULL (SQLite binds NaN as NULL, which
+    failed the column's NOT NULL until schema 7, and the trial's whole write with it); it reads back as NaN,
+    as a series' gap does, which the readers of streams skip."""
+    return [(trial_id, n, d, float(bps) if math.isfinite(bps) else None, retr) for n, d, bps, retr in t.streams]
+
+
 STREAMS = Part(
     "streams",
     "streams",
     ("stream", "direction", "received_bps", "retransmits"),
-    lambda tid, t: [(tid, *s) for s in t.streams],
-    lambda rows: [(int(s[0]), str(s[1]), float(s[2]), s[3]) for s in rows],
+    stream_rows,
+    lambda rows: [(int(s[0]), str(s[1]), math.nan if s[2] is None else float(s[2]), s[3]) for s in rows],
 )
 ARTIFACTS = Part(
     "artifacts",

@@ -1,4 +1,4 @@
--- tunbench result store, schema version 6 (see migrations.py for the history).
+-- tunbench result store, schema version 7 (see migrations.py for the history).
 -- Written for SQLite; the same text creates the PostgreSQL store (backend.PG_DDL rewrites INTEGER PRIMARY
 -- KEY, BLOB and REAL, the type words PostgreSQL spells differently).
 CREATE TABLE IF NOT EXISTS meta (
@@ -70,7 +70,7 @@ CREATE TABLE IF NOT EXISTS streams (
     trial_id     INTEGER NOT NULL REFERENCES trials(id) ON DELETE CASCADE,
     stream       INTEGER NOT NULL,
     direction    TEXT NOT NULL,
-    received_bps REAL NOT NULL,
+    received_bps REAL,                        -- NULL: not a number (iperf3 gave NaN or an infinity)
     retransmits  INTEGER
 );
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -100,6 +101,7 @@ class Attempt:
     options: BaseModel
     rec: TrialRecord
     spot: Spot  # its name among the run's host objects (t3, t3r2), directory, topology, seed, warm slot
+    began: float = field(default_factory=time.monotonic, compare=False)  # time.monotonic() as it started
 
     @property
     def tag(self) -> str:

@@ -35,8 +35,10 @@ def measure(setup: Setup, t: Attempt) -> None:
         options=options,
         machines=machines,
     )
-    # the workload's bring-ups are per client machine: each machine gets the whole limit
-    limit = workload.trial_timeout_s(case, options, setup.window) * max(1, len(machines))
+    # the workload's bring-ups are per client machine: each machine gets the whole limit, with the retries the
+    # profile's counted faults cost each of its bring-ups (a stalled WireGuard handshake: 15 s each)
+    per_machine = workload.trial_timeout_s(case, options, setup.window) + workload.bringups(options) * case.fault_s
+    limit = per_machine * max(1, len(machines))
     with watchdog(limit, f"the {workload.kind} trial"), setup.site.watched(rec.metrics, rec.params, setup.redo.limits):
         result = workload.measure(ctx)
     merge(rec, result)

@@ -128,8 +128,9 @@ def measure_window(setup: Setup, t: Attempt, held: Held) -> Measured:
             result = t.workload.measure(held.ctx)
             ended = time.monotonic()
     tunnel.check_alive()
-    if why := setup.redo.void(rec.metrics, rec.params):
-        raise RetryTrial(why)
+    now = time.monotonic()
+    if (why := setup.redo.void(rec.metrics, rec.params)) and setup.redo.fits(now - t.began, now):
+        raise RetryTrial(why)  # (a window the budget leaves no time to measure again is kept, flagged)
     return Measured(result, sampler, remote_costs, (started, ended))
 
 

@@ -233,6 +233,9 @@ class AdapterSpec(_Strict):
     ipv6: IPv6Spec = IPv6Spec()
     # optional: how to count the tunnel's handshakes (the recovery workload: did it re-handshake?)
     handshakes: Handshakes | None = None
+    # optional: the family of tunbench-link's message classes the tunnel's packets fall in (docs/faults.md),
+    # so a dry run counts what a profile's counted faults on its handshake cost each bring-up
+    messages: Literal["wg", "ovpn", "ike"] | None = None
 
     @field_validator("params")
     @classmethod
@@ -280,7 +283,7 @@ class LoadedAdapter(BaseModel):
 # values that are not `{name}` templates: names, regexes, enums, file modes; params are the variables' values
 _NOT_TEMPLATES = {"name", "description", "version_regex", "pattern", "mode", "layer", "kind", "role", "ns", "proto",
                   "params", "requires_kernel", "requires_kernel_when", "kernel_hint", "underlay_params", "value",
-                  "until"}  # fmt: skip
+                  "until", "messages"}  # fmt: skip
 
 
 def _templates(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:

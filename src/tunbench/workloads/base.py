@@ -359,6 +359,11 @@ class Workload(ABC, Generic[C, Opt]):
         """The watchdog of a fleet workload's whole trial (bring-up of N clients included)."""
         return 2.0 * self.estimate(case, options, window) + 60.0
 
+    def bringups(self, options: BaseModel) -> int:
+        """How many times one trial brings its tunnel up (the pair's and a fleet's server: once; a workload
+        that brings its pairs up itself says): what a profile's counted faults delay (link/fault_cost.py)."""
+        return 1
+
     def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """A rough wall-clock estimate of one trial of `case` (set-up included), for the run's time estimate
         and ETA."""

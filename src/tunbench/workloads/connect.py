@@ -122,8 +122,11 @@ class ConnectWorkload(Workload[BringupContext, ConnectOptions]):
         p50, top = m.get(CONNECT_S.key(stat="p50")), m.get(CONNECT_S.key(stat="max"))
         return f"setup p50 {fmt(p50, 's')} ms, max {fmt(top, 's')} ms"
 
+    def bringups(self, options: BaseModel) -> int:
+        return self.opts(options).count
+
     def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
-        return self.opts(options).count * TRIAL_SETUP_S
+        return self.bringups(options) * TRIAL_SETUP_S
 
     def measure(self, ctx: BringupContext) -> Measurement:
         opts = self.opts(ctx.options)

@@ -229,7 +229,12 @@ def compare_runs(
     notes.extend(uncounted_notes([t for ka, kb in pairs for t in (*ga[ka], *gb[kb])]))
     if not a.provenance.get("hosts") and (note := unplaced_note(rows, [t for ka, _ in pairs for t in ga[ka]])):
         notes.append(note)
-    settings = settings_differences([t for ka, _ in pairs for t in ga[ka]], [t for _, kb in pairs for t in gb[kb]])
+    settings = settings_differences(
+        [t for ka, _ in pairs for t in ga[ka]],
+        [t for _, kb in pairs for t in gb[kb]],
+        a.provenance.get("hosts"),
+        b.provenance.get("hosts"),
+    )
     matched_a = {ka for ka, _ in pairs}
     matched_b = {kb for _, kb in pairs}
     scope_a = [k for k in ga if label_a is None or k.label == (label_a or label_b)]

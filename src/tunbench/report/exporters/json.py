@@ -34,8 +34,14 @@ def _num(x: float | None) -> float | None:
 
 
 def _gap(x: float | None) -> float | None:
-    """A series value: null where it is a gap (NaN, or infinite: JSON has neither), as the store keeps it."""
+    """A series value or a stream's rate: null where it is a gap (NaN, or infinite: JSON has neither), as the
+    store keeps it."""
     return None if x is None or not math.isfinite(x) else x
+
+
+def _rate(x: Any) -> float:
+    """A stream's rate read back: null (a gap) as NaN, as the store reads its NULL."""
+    return math.nan if x is None else float(x)
 
 
 ROLES = ("client", "server")
@@ -87,7 +93,9 @@ def trial_json(t: TrialRecord) -> dict[str, Any]:
         "duration_s": t.window_s,  # the measured window, under the field name older exports have
         core.SETUP_S.name: m.get(core.SETUP_S.name),
         CWND_MAX.name: m.get(CWND_MAX.name),
-        "streams": [{"stream": s[0], "direction": s[1], "received_bps": s[2], "retransmits": s[3]} for s in t.streams],
+        "streams": [
+            {"stream": s[0], "direction": s[1], "received_bps": _gap(s[2]), "retransmits": s[3]} for s in t.streams
+        ],
         "metrics": m,
         "series": {name: [[ts, _gap(v)] for ts, v in pts] for name, pts in sorted(t.series.items())},
         "params": t.params,
@@ -231,7 +239,7 @@ def _trial_from_export(t: dict[str, Any]) -> TrialRecord:
             for k, pts in (t.get("series") or {}).items()
         },
         streams=[
-            (int(s["stream"]), str(s["direction"]), float(s["received_bps"]), s.get("retransmits"))
+            (int(s["stream"]), str(s["direction"]), _rate(s.get("received_bps")), s.get("retransmits"))
             for s in t.get("streams") or []
         ],
     )
