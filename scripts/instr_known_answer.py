@@ -65,10 +65,14 @@ def spin_cost(binary: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-def per_packet(t: TrialRecord, role: str) -> tuple[float, float, float] | None:
-    """(instructions, packets encrypted, packets decrypted) of a role's trial, over the same workload call."""
+def per_packet(t: TrialRecord, role: str, *, runtime: bool = False) -> tuple[float, float, float] | None:
+    """(instructions, packets encrypted, packets decrypted) of a role's trial, over the same workload call: the
+    instructions outside Go's runtime, as the gate counts them (`runtime`: all of them)."""
     n = t.metrics.get(f"instr.{role}.count")
-    dev = TUN[role]
+    in_runtime = t.metrics.get(f"instr.{role}.runtime")
+    if n is not None and in_runtime is not None and not runtime:
+        n -= in_runtime
+    dev = (t.params.get("instr_devices") or {}).get(role) or TUN[role]
     tx, rx = (t.metrics.get(f"counters.{role}.dev.{dev}.{d}_packets") for d in ("tx", "rx"))
     if n is None or tx is None or rx is None:
         return None
@@ -92,7 +96,14 @@ def main() -> int:
     pairs, lost = pair_trials(a, b)
     print(f"run {run.uid}: {len(pairs)} pairs ({lost} lost)")
     # the per-pair noise of each counted and timed figure: SD of ln(B/A) over the pairs
-    for name in ("instr.per_byte", "instr.client.per_byte", "instr.server.per_byte", "throughput_bps", "delivered_bytes"):
+    for name in (
+        "instr.per_byte",
+        "instr.client.per_byte",
+        "instr.server.per_byte",
+        "instr.client.all_per_byte",
+        "instr.server.all_per_byte",
+        "throughput_bps",
+    ):
         d = [math.log(vb / va) for ta, tb in pairs if (va := ta.metrics.get(name)) and (vb := tb.metrics.get(name))]
         if len(d) >= 2:
             print(
@@ -102,13 +113,13 @@ def main() -> int:
         return 0
     cost = spin_cost(args.binary)
     print(f"spin {args.spin}: per step and extra per packet, from the machine code: {cost}")
-    for role in ("client", "server"):
+    for role, runtime in (("client", False), ("server", False), ("client", True), ("server", True)):
         # the client encrypts what it sends (tx) and decrypts what it receives (rx); so does the server
         step_tx, extra_tx = cost["encrypt"]
         step_rx, extra_rx = cost["decrypt"]
         measured, predicted = [], []
         for ta, tb in pairs:
-            pa, pb = per_packet(ta, role), per_packet(tb, role)
+            pa, pb = per_packet(ta, role, runtime=runtime), per_packet(tb, role, runtime=runtime)
             if pa is None or pb is None:
                 continue
             na, txa, rxa = pa
@@ -119,8 +130,9 @@ def main() -> int:
         if measured:
             m, p = statistics.median(measured), statistics.median(predicted)
             se = statistics.stdev(measured) / math.sqrt(len(measured)) if len(measured) > 1 else math.nan
+            what = f"{role}, Go's runtime included" if runtime else role
             print(
-                f"  {role}: measured {m:+.1f} instructions per packet (median of {len(measured)} pairs, "
+                f"  {what}: measured {m:+.1f} instructions per packet (median of {len(measured)} pairs, "
                 f"SE of the mean {se:.1f}), predicted {p:+.1f}: ratio {m / p:.3f}"
             )
     return 0

@@ -103,6 +103,15 @@ def calibrate(
         ),
     ] = False,
     gate: GateOpt = "cost",
+    count_instructions: Annotated[
+        bool,
+        typer.Option(
+            "--count-instructions",
+            help="Calibrate the work gate: the A/A counts each side's instructions with callgrind over a fixed "
+            "UDP load (as `tunbench run -w udp --count-instructions`), and the table gives the noise of "
+            "instructions/byte (docs/work-gate.md).",
+        ),
+    ] = False,
     db: DbOpt = DEFAULT_DB,
     dry_run: Annotated[
         bool,
@@ -131,6 +140,9 @@ def calibrate(
     what they cost here, so it falls as about 1/sqrt(pairs) (4x the budget, half the MDE). The table is
     recorded with the run (its provenance, `calibration`).
 
+    With --count-instructions it calibrates the work gate instead: udp trials at a fixed 20 Mbit/s, each
+    side's tunnel counted by callgrind, and the table leads with instructions/byte (docs/work-gate.md).
+
     Needs root, except with --dry-run. Exit status as for `tunbench run`.
     """
     from tunbench import session
@@ -154,7 +166,7 @@ def calibrate(
     sc = aa.aa_scenario(
         sc, refs, name=name or f"calibrate-{adapter}", profile=profile, seed=seed, warm=warm,
         cpuset=cpuset, flows=flows, direction=direction,
-        duration_s=duration, omit_s=omit, pairs=pairs,
+        duration_s=duration, omit_s=omit, pairs=pairs, count_instructions=count_instructions,
     )  # fmt: skip
     check_store_path(db, connect=not dry_run)
     # --budget: the plan holds as many pairs as the measured seconds alone allow (no pair can be faster), and

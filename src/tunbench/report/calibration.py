@@ -46,10 +46,12 @@ def noise_per_metric(
     interfered trial are left out (``report.summary.leave_out_interfered``) unless `include_interfered`."""
     from tunbench.report.compare import Gate, metrics_for, pair_trials, pair_values
     from tunbench.report.compare.gate import MAIN_CPU, main_metric
+    from tunbench.report.compare.verdicts import all_counted
     from tunbench.report.summary import leave_out_interfered
     from tunbench.stats import noise_budget
 
     gate = gate or Gate()
+    include_interfered = include_interfered or (gate.name == "cost" and all_counted(run_rec.trials))  # as compare
     trials, _ = leave_out_interfered(run_rec.trials, paired=True, include=include_interfered)
     a = [t for t in trials if t.label == LABELS[0]]
     b = [t for t in trials if t.label == LABELS[1]]
@@ -60,7 +62,7 @@ def noise_per_metric(
         if len(va) >= MIN_PAIRS and min(va + vb) > 0.0:
             values.append((metric, va, vb))
     main = main_metric([m.name for m, _, _ in values if m.name in MAIN_CPU])
-    tiers = {m.name: tier for m, _, _ in values if (tier := gate.tier(m, main=main)) is not None}
+    tiers = {m.name: tier for m, _, _ in values if (tier := gate.tier(m, main=main))}  # "": shown, not gated
     values = [v for v in values if v[0].name in tiers]
     family = {t: sum(1 for x in tiers.values() if x == t) for t in set(tiers.values())}
     values.sort(key=lambda v: tiers[v[0].name] == "wide")

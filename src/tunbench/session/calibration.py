@@ -11,7 +11,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from tunbench.report.calibration import MIN_PAIRS
-from tunbench.session.defaults import split_where_placeable
+from tunbench.session.defaults import split_where_placeable, with_instructions_rate
 
 if TYPE_CHECKING:
     from tunbench.config.cpuset import CpuSetting
@@ -35,9 +35,12 @@ def aa_scenario(
     duration_s: int,
     omit_s: int,
     pairs: int | None,
+    count_instructions: bool = False,
 ) -> Scenario:
     """`sc` made into the A/A: the labelled `refs` in paired blocks with no direct baseline, one iperf3 case,
-    one repetition (the budget sizes it later) or exactly `pairs`; `cpuset` None takes ``split_where_placeable``."""
+    one repetition (the budget sizes it later) or exactly `pairs`; `cpuset` None takes ``split_where_placeable``.
+    `count_instructions`: the work gate's A/A instead, one udp case at the fixed rate counted instructions use
+    (``with_instructions_rate``)."""
     from tunbench.config.load import with_overrides
 
     run: dict[str, object] = {
@@ -50,15 +53,16 @@ def aa_scenario(
         "order": "blocks",
         "warm": warm,
         "cpuset": cpuset if cpuset is not None else split_where_placeable(),
+        "count_instructions": count_instructions,
     }
     workload: dict[str, object] = {
-        "kind": ["iperf3"],
+        "kind": ["udp" if count_instructions else "iperf3"],
         "flows": [flows],
         "directions": [direction],
         "duration_s": duration_s,
         "omit_s": omit_s,
     }
-    sc = with_overrides(sc, {"run": run, "workload": workload})
+    sc = with_instructions_rate(with_overrides(sc, {"run": run, "workload": workload}))
     return sc if pairs is None else with_overrides(sc, {"run": {"repeat": pairs}})
 
 
@@ -84,6 +88,8 @@ def equivalent_run(sc: Scenario, budget: str | None = None) -> str:
     when it is spent, so --repeat is an upper bound."""
     r, w = sc.run, sc.workload
     tunnels = " ".join(f"-t {shlex.quote(t)}" for t in r.tunnels)
+    if r.count_instructions:
+        tunnels += " -w udp --count-instructions"
     bound = f"# (--repeat is the upper bound: calibrate --budget {budget} stops between pairs when it is spent)\n"
     return (
         "# tunbench calibrate, the same as:\n"
@@ -114,15 +120,17 @@ def dry_run_lines(plan: RunPlan, *, budget: tuple[float, str] | None, goal: floa
     else:
         lines.append(f"stop: after {n} pairs (--pairs)")
     wide = gate.threshold("wide", goal)
-    lines.append(
-        f"then: this host's noise per metric and the MDE per budget, as --gate {gate.name} judges it "
-        + (
+    if gate.name != "cost":
+        judged = f"(every metric at ±{goal:.1%})"
+    elif plan.scenario.run.count_instructions:
+        judged = f"(the work gate: instructions/byte at ±{goal:.1%}; each side's at ±{wide:.1%})"
+    else:
+        judged = (
             f"(the tunnel's CPU per bit delivered at ±{goal:.1%}; throughput, the wire overhead and each side's "
-            f"CPU per bit at ±{wide:.1%}), and an A/A check"
-            if gate.name == "cost"
-            else f"(every metric at ±{goal:.1%}), and an A/A check"
+            f"CPU per bit at ±{wide:.1%})"
         )
-    )
+    lines.append(f"then: this host's noise per metric and the MDE per budget, as --gate {gate.name} judges it {judged}")
+    lines[-1] += ", and an A/A check"
     lines.append("the same A/A as a run: " + equivalent_run(plan.scenario).splitlines()[1].removeprefix("# "))
     lines += session.skipped_lines(plan)
     lines += [f"note: a real run would fail: {note}" for note in plan.notes]
