@@ -26,6 +26,8 @@ The README's line (what `aa` and `ab` run, with the sides' binaries filled in):
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import math
 import re
@@ -34,18 +36,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from scipy.stats import binomtest
 
-from tunbench.monitor.counters import CARRIED, carried_bytes
+from tunbench.monitor.counters import CARRIED as CARRIED_SPEC
+from tunbench.monitor.counters import carried_bytes
 from tunbench.report.compare import compare_runs
 from tunbench.store.db import Store
 
 ROOT = Path(__file__).resolve().parent.parent
+CARRIED = CARRIED_SPEC.name
 DATA = ROOT / "docs/benchmarks/data/gate-runs.jsonl"
 LOCK = "/tmp/tunbench-measure.lock"
 SPIN_DIR = Path("/var/tmp/wg-spin")
@@ -86,13 +90,32 @@ def spin_bin(n: int) -> str:
     return str(path)
 
 
-def measure(args: list[str], db: Path) -> tuple[float, str]:
-    """One `tunbench run` under the lock; (its wall time, its output)."""
-    start = time.monotonic()
-    proc = subprocess.run(
-        ["flock", LOCK, *tunbench(), "run", *args, "--db", str(db)], capture_output=True, text=True, check=False
-    )
-    wall = time.monotonic() - start
+HOG = "import time\nend = time.monotonic() + {s}\nwhile time.monotonic() < end:\n    pass\n"
+"""A CPU hog: one busy Python loop, bounded in time (a run's budget and then some), ended by its pid."""
+
+
+@contextlib.contextmanager
+def hogs(n: int, seconds: float) -> Iterator[None]:
+    """`n` busy loops beside the run, on any CPU (the run's sides are placed on CPUs of their own, so the hogs
+    share them), each ended by the pid started here, whatever happens."""
+    procs = [subprocess.Popen([sys.executable, "-c", HOG.format(s=seconds)]) for _ in range(n)]
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def measure(args: list[str], db: Path, hog: int = 0) -> tuple[float, str]:
+    """One `tunbench run` under the lock, `hog` busy loops beside it; (its wall time, not the wait for the
+    lock; its output)."""
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with hogs(hog, 300.0):
+            start = time.monotonic()
+            proc = subprocess.run([*tunbench(), "run", *args, "--db", str(db)], capture_output=True, text=True)
+            wall = time.monotonic() - start
     if proc.returncode not in (0, 4):
         sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
         sys.exit(f"tunbench run exited {proc.returncode}")
@@ -146,11 +169,18 @@ def record(rec: dict[str, Any], out: Path) -> None:
         f.write(json.dumps(rec, allow_nan=True) + "\n")
 
 
-def one(kind: str, base: str, pr: str, db: Path, out: Path, extra: dict[str, Any]) -> dict[str, Any]:
+def one(
+    kind: str, base: str, pr: str, db: Path, out: Path, extra: dict[str, Any], hog: int = 0, adapter: str = ""
+) -> dict[str, Any]:
+    """One run of the line and its judgement, appended to `out`. `adapter`: an A/A of that adapter as
+    installed (its default build) instead of wireguard-go's `base` and `pr` builds."""
     name = f"gate-{kind}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}"
-    tunnels = ["-t", f"wireguard-go[bin={base},label=base]", "-t", f"wireguard-go[bin={pr},label=pr]"]
+    if adapter:
+        tunnels = ["-t", f"{adapter}[label=base]", "-t", f"{adapter}[label=pr]"]
+    else:
+        tunnels = ["-t", f"wireguard-go[bin={base},label=base]", "-t", f"wireguard-go[bin={pr},label=pr]"]
     started = datetime.now(UTC).isoformat(timespec="seconds")
-    wall, text = measure([*tunnels, *RECIPE, *EXTRA, "--name", name], db)
+    wall, text = measure([*tunnels, *RECIPE, *EXTRA, "--name", name], db, hog)
     stop = re.search(r"stopped (at the target|at the budget|after the planned repetitions)", text)
     rec = {
         "kind": kind, "name": name, "started": started, "commit": commit(), "wall_s": round(wall, 1),
@@ -171,7 +201,8 @@ def line(rec: dict[str, Any]) -> str:
 def cmd_runs(kind: str, args: argparse.Namespace) -> None:
     if kind == "aa":
         base = pr = args.bin
-        extra: dict[str, Any] = {"bin": args.bin}
+        extra: dict[str, Any] = {"bin": args.bin} | ({"hog": args.hog} if args.hog else {})
+        extra |= {"adapter": args.adapter} if args.adapter else {}
     else:
         base, pr = spin_bin(0), spin_bin(args.spin)
         extra = {"spin": args.spin}
@@ -181,7 +212,7 @@ def cmd_runs(kind: str, args: argparse.Namespace) -> None:
             if args.until and datetime.now().astimezone() + RUN_S > _until(args.until):
                 print(f"stopped before run {i + 1}: it would end after {args.until}", flush=True)
                 break
-            rec = one(kind, base, pr, db, Path(args.out), extra)
+            rec = one(kind, base, pr, db, Path(args.out), extra, getattr(args, "hog", 0), getattr(args, "adapter", ""))
             print(f"[{i + 1}/{args.runs}] {line(rec)}", flush=True)
 
 
@@ -235,7 +266,9 @@ def design(rec: dict[str, Any]) -> str:
     """Which gate judged a record: its main tier's metric, and whether its run was judged again later (its
     stop then followed the gate it was measured under)."""
     main = rec.get("main") or next((k for k, m in rec["metrics"].items() if m["tier"] == "gate"), "")
-    return f"{main}, judged again" if rec.get("rejudged") else main
+    hog = f", beside {rec['hog']} busy loops" if rec.get("hog") else ""
+    adapter = f", {rec['adapter']}" if rec.get("adapter") else ""
+    return (f"{main}, judged again" if rec.get("rejudged") else main) + adapter + hog
 
 
 def cmd_summary(args: argparse.Namespace) -> None:
@@ -406,6 +439,8 @@ def main() -> None:
     aa.add_argument("--runs", type=int, default=5)
     aa.add_argument("--bin", default="/usr/bin/wireguard-go")
     aa.add_argument("--until", help="start no run that would end after this local time, HH:MM")
+    aa.add_argument("--hog", type=int, default=0, help="busy loops beside each run (the box made noisy)")
+    aa.add_argument("--adapter", default="", help="an A/A of this adapter as installed (e.g. boringtun), not --bin")
     ab = sub.add_parser("ab")
     ab.add_argument("--runs", type=int, default=10)
     ab.add_argument("--spin", type=int, required=True)

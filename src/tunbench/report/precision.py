@@ -51,8 +51,11 @@ def gated_pairs(
     trials compare leaves out are left out here too (an interfered trial and its partners, as
     ``leave_out_interfered`` with ``paired``), so the pairs counted are the pairs judged. Absolute comparisons
     (latency increases, in ms) go to the tier's ``ABSOLUTE`` bucket: they count in its family only."""
+    from tunbench.report.compare.verdicts import all_counted
+
     gate = gate or Gate()
-    kept, _ = leave_out_interfered(trials, paired=True)
+    counted = gate.name == "cost" and all_counted(trials)  # the work gate keeps them, as compare does
+    kept, _ = leave_out_interfered(trials, paired=True, include=counted)
     by_case: dict[tuple[str, ...], dict[str, list[TrialRecord]]] = {}
     for t in kept:
         if t.label in (label_a, label_b):
