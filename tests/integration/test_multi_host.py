@@ -445,12 +445,21 @@ def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> 
         inv,
         *("-t", "wireguard-go", "-w", "iperf3,latency", "--profile", "lan,d20:delay=20ms,rate=50mbit"),
         *("--direction", "up,down", "--duration", "2", "--omit", "1", "--repeat", "1"),
+        # the cores axis on hosts: the fake hosts share this VM's 2 CPUs, one kept for the generator, so 1 is
+        # the only value they can run; each side's tunnel on CPU 0, its generator (and h1's emulator) on CPU 1
+        *("--cores", "1"),
     )
     assert res.returncode == 0, res.stdout + res.stderr
+    out = " ".join(res.stdout.split())
+    assert "cores on hosts: up to 1 (host h1 has 2 CPUs, one kept for the generator)" in out, out
+    assert "cores 1: client on h1 CPU 0 (generator CPU 1, emulator CPU 1), server on h2 CPU 0 (generator CPU 1)" in out
     assert set(doc["run"]["provenance"]["hosts"]) == {"h1", "h2"}
     seen = set()
     for t in doc["trials"]:
         assert t["status"] == "ok", t["error"]
+        # as each host's cpusets held them, read back by its agent
+        assert t["cores"] == 1 and t["params"]["cpuset"] == {"client": "0", "server": "0"}, t["params"]
+        assert t["params"]["cpuset_generator"] == {"client": "1", "server": "1"}, t["params"]
         seen.add((t["label"], t["workload"], t["profile"]))
         m, emulated = t["metrics"], t["profile"] == "d20"
         if not emulated:  # lan in the same run: the hosts' own network, no emulator, no egress
@@ -469,6 +478,12 @@ def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> 
             assert 30e6 < t["throughput_bps"] <= 51e6, "the emulator's 50 Mbit/s"
         if t["label"] == "wireguard-go":
             assert all(t["cpu"][r]["user_s"] + t["cpu"][r]["sys_s"] > 0 for r in ("client", "server"))
+    # a cores value above the hosts' CPUs less one is refused once the run has asked the agents, before a trial
+    refused, _ = run_hosts(tmp_path, hosts.inventory, "-t", "socat", "--cores", "2", "--duration", "1")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "cores 2: host h1 has 2 CPU(s) (0,1), one kept for the traffic generator" in " ".join(
+        refused.stderr.split()
+    ), refused.stderr
     assert {(label, w) for label, w, p in seen if p == "d20"} >= {
         ("direct", "iperf3"),
         ("wireguard-go", "iperf3"),
