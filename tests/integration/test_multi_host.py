@@ -537,6 +537,13 @@ udp_rate_bps = {rate:.0f}
     assert m["clients.server_rss_connected_bytes"] >= m["clients.server_rss_base_bytes"] > 1_000_000
     assert t["params"]["net"]["clients"]["addresses"] == f"{pool[0]}-{pool[-1]}"
     assert "clients.udp.host_cpu_pct" not in m  # two hosts: no one host's share
+    # the server host's underlay device (h2's eth0) over the phase, read by its agent as a pair's are: at least
+    # the clients' payload arrived there, and the host's UDP counters moved
+    window = m["clients.udp.window_s"]
+    assert m["counters.server.dev.eth0.rx_bytes"] > 0.9 * 20 * rate * window / 8, sorted(
+        k for k in m if "counters" in k
+    )
+    assert m["counters.server.udp_in_datagrams"] > 0
     nothing_left(hosts, agent_prefixes(doc))
 
 
