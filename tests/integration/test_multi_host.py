@@ -454,6 +454,9 @@ def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> 
     assert "cores on hosts: up to 1 (host h1 has 2 CPUs, one kept for the generator)" in out, out
     assert "cores 1: client on h1 CPU 0 (generator CPU 1, emulator CPU 1), server on h2 CPU 0 (generator CPU 1)" in out
     assert set(doc["run"]["provenance"]["hosts"]) == {"h1", "h2"}
+    reported = doc["run"]["provenance"]["cores_on_hosts"]["hosts"]  # what each agent said of its CPUs
+    assert {h: r["cpus"] for h, r in reported.items()} == {"h1": [0, 1], "h2": [0, 1]}, reported
+    assert all(r["cpuset_root"] for r in reported.values()), reported
     seen = set()
     for t in doc["trials"]:
         assert t["status"] == "ok", t["error"]

@@ -28,7 +28,7 @@ from typing import IO, Any
 import psutil
 
 from tunbench.errors import TunbenchError
-from tunbench.host.cgroup import CpuCap, RoleCgroup, cpuset_refusal, online_cpus
+from tunbench.host.cgroup import CpuCap, RoleCgroup, cpuset_refusal, cpuset_root, online_cpus
 from tunbench.host.ledger import Ledger, LinkRecord
 from tunbench.host.netns import prefixed_links, remove_prefixed_links
 from tunbench.host.place import LocalPlace
@@ -174,8 +174,11 @@ class Agent:
 
     def op_cpus(self) -> dict[str, Any]:
         """The CPUs this host may place roles on (host.cgroup.online_cpus: the cpuset root's, else this
-        process's affinity) and why it cannot place any ("" when it can), for the cores axis on hosts."""
-        return {"cpus": online_cpus(), "refusal": cpuset_refusal()}
+        process's affinity), where its cpusets go ("v1 at /sys/fs/cgroup/cpuset", "" for none) and why it
+        cannot place any ("" when it can), for the cores axis on hosts."""
+        found = cpuset_root()
+        root = f"{found[0]} at {found[1]}" if found is not None else ""
+        return {"cpus": online_cpus(), "root": root, "refusal": cpuset_refusal()}
 
     def _placed(
         self, stack: contextlib.ExitStack, name: str, roles: list[str], cpus: dict[str, str] | None

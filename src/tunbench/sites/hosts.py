@@ -292,11 +292,14 @@ class HostsChoice:
         for tolerance in needs.start_tolerances:  # a storm's clocks before anything starts (measured again at each)
             check_clocks(host_run, host_run.client_hosts, tolerance, source=needs.source)
         provenance["hosts"] = host_run.provenance()
-        by_cores, said = host_cores(host_run, needs)
+        by_cores, said, cpus = host_cores(host_run, needs)
         self.connected[:] = said  # the lines the run prints once connected (lines())
         if by_cores:
             provenance["cores_on_hosts"] = {
-                n: {role: dataclasses.asdict(p) for role, p in placed.items()} for n, placed in by_cores.items()
+                "hosts": {h.name: {"cpus": list(h.cpus), "cpuset_root": h.root} for h in cpus},
+                "placement": {
+                    n: {role: dataclasses.asdict(p) for role, p in placed.items()} for n, placed in by_cores.items()
+                },
             }
         return HostsSite(host_run, ledger, by_cores)
 
@@ -326,17 +329,19 @@ def check_cores_placeable(inventory: Inventory, needs: SiteNeeds) -> None:
         )
 
 
-def host_cores(host_run: HostRun, needs: SiteNeeds) -> tuple[dict[int, dict[str, HostPlacement]], list[str]]:
+def host_cores(
+    host_run: HostRun, needs: SiteNeeds
+) -> tuple[dict[int, dict[str, HostPlacement]], list[str], list[HostCpus]]:
     """Each cores value as each side's CPUs on its host, after asking the two hosts' agents for their CPUs,
-    and the lines that say how they were chosen; refused (ConfigError naming where the axis was given)
-    beyond the least of their CPUs less one."""
+    the lines that say how they were chosen, and what each host reported; refused (ConfigError naming where
+    the axis was given) beyond the least of their CPUs less one."""
     if not needs.cores:
-        return {}, []
+        return {}, [], []
     hosts = {role: host_run.roles[role] for role in ("client", "server")}  # the client host first on a tie
     cpus = {}
     for role, host in hosts.items():
         got = host_run.conn_of(host).call("cpus")
-        cpus[role] = HostCpus(host.name, tuple(got["cpus"]), str(got.get("refusal") or ""))
+        cpus[role] = HostCpus(host.name, tuple(got["cpus"]), str(got.get("refusal") or ""), str(got.get("root") or ""))
     most, least = check_cores(needs.cores, list(cpus.values()), needs.cores_at)
     out = {
         n: {
@@ -347,4 +352,4 @@ def host_cores(host_run: HostRun, needs: SiteNeeds) -> tuple[dict[int, dict[str,
     }
     lines = [cores_line(most, least)]
     lines += placement_lines({n: {r: (hosts[r].name, p) for r, p in placed.items()} for n, placed in out.items()})
-    return out, lines
+    return out, lines, list(cpus.values())

@@ -17,12 +17,13 @@ KEPT = 1
 
 @dataclass(frozen=True)
 class HostCpus:
-    """What an agent reports of its host's CPUs: those it may place roles on, and why it cannot place any
-    ("" when it can: host.cgroup.cpuset_refusal)."""
+    """What an agent reports of its host's CPUs: those it may place roles on, why it cannot place any ("" when
+    it can: host.cgroup.cpuset_refusal), and where its cpusets go (host.cgroup.cpuset_root, as text)."""
 
     name: str
     cpus: tuple[int, ...]
     refusal: str = ""
+    root: str = ""
 
     @property
     def most_cores(self) -> int:
