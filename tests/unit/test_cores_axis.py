@@ -172,3 +172,22 @@ def test_the_store_and_the_json_export_keep_the_cores(store_db: str | Path) -> N
     doc = json.loads(json_format.render(run([t])))
     assert doc["trials"][0]["cores"] == 2 and doc["summary"][0]["cores"] == 2
     assert run_from_export(doc).trials[0].cores == 2
+
+
+def test_on_hosts_one_host_for_both_roles_is_refused(
+    sandbox: Path,  # noqa: F811
+    two_cpus: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    inv = tmp_path / "one.ini"
+    inv.write_text("[client]\nbench1 tunbench_address=10.10.0.1\n\n[server]\nbench1\n")
+    code, _out, err = main(
+        ["run", "--dry-run", "-t", "socat", "--hosts", str(inv), "--cores", "1"], capsys, monkeypatch
+    )
+    assert (
+        code == 2
+        and "--cores: the cores axis on hosts gives each side a host of its own, and bench1 takes both"
+        in (" ".join(err.split()))
+    ), err
