@@ -445,12 +445,24 @@ def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> 
         inv,
         *("-t", "wireguard-go", "-w", "iperf3,latency", "--profile", "lan,d20:delay=20ms,rate=50mbit"),
         *("--direction", "up,down", "--duration", "2", "--omit", "1", "--repeat", "1"),
+        # the cores axis on hosts: the fake hosts share this VM's 2 CPUs, one kept for the generator, so 1 is
+        # the only value they can run; each side's tunnel on CPU 0, its generator (and h1's emulator) on CPU 1
+        *("--cores", "1"),
     )
     assert res.returncode == 0, res.stdout + res.stderr
+    out = " ".join(res.stdout.split())
+    assert "cores on hosts: up to 1 (host h1 has 2 CPUs, one kept for the generator)" in out, out
+    assert "cores 1: client on h1 CPU 0 (generator CPU 1, emulator CPU 1), server on h2 CPU 0 (generator CPU 1)" in out
     assert set(doc["run"]["provenance"]["hosts"]) == {"h1", "h2"}
+    reported = doc["run"]["provenance"]["cores_on_hosts"]["hosts"]  # what each agent said of its CPUs
+    assert {h: r["cpus"] for h, r in reported.items()} == {"h1": [0, 1], "h2": [0, 1]}, reported
+    assert all(r["cpuset_root"] for r in reported.values()), reported
     seen = set()
     for t in doc["trials"]:
         assert t["status"] == "ok", t["error"]
+        # as each host's cpusets held them, read back by its agent
+        assert t["cores"] == 1 and t["params"]["cpuset"] == {"client": "0", "server": "0"}, t["params"]
+        assert t["params"]["cpuset_generator"] == {"client": "1", "server": "1"}, t["params"]
         seen.add((t["label"], t["workload"], t["profile"]))
         m, emulated = t["metrics"], t["profile"] == "d20"
         if not emulated:  # lan in the same run: the hosts' own network, no emulator, no egress
@@ -469,6 +481,12 @@ def test_an_emulated_link_between_two_hosts(hosts: SshHosts, tmp_path: Path) -> 
             assert 30e6 < t["throughput_bps"] <= 51e6, "the emulator's 50 Mbit/s"
         if t["label"] == "wireguard-go":
             assert all(t["cpu"][r]["user_s"] + t["cpu"][r]["sys_s"] > 0 for r in ("client", "server"))
+    # a cores value above the hosts' CPUs less one is refused once the run has asked the agents, before a trial
+    refused, _ = run_hosts(tmp_path, hosts.inventory, "-t", "socat", "--cores", "2", "--duration", "1")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "cores 2: host h1 has 2 CPU(s) (0,1), one kept for the traffic generator" in " ".join(
+        refused.stderr.split()
+    ), refused.stderr
     assert {(label, w) for label, w, p in seen if p == "d20"} >= {
         ("direct", "iperf3"),
         ("wireguard-go", "iperf3"),
@@ -522,6 +540,13 @@ udp_rate_bps = {rate:.0f}
     assert m["clients.server_rss_connected_bytes"] >= m["clients.server_rss_base_bytes"] > 1_000_000
     assert t["params"]["net"]["clients"]["addresses"] == f"{pool[0]}-{pool[-1]}"
     assert "clients.udp.host_cpu_pct" not in m  # two hosts: no one host's share
+    # the server host's underlay device (h2's eth0) over the phase, read by its agent as a pair's are: at least
+    # the clients' payload arrived there, and the host's UDP counters moved
+    window = m["clients.udp.window_s"]
+    assert m["counters.server.dev.eth0.rx_bytes"] > 0.9 * 20 * rate * window / 8, sorted(
+        k for k in m if "counters" in k
+    )
+    assert m["counters.server.udp_in_datagrams"] > 0
     nothing_left(hosts, agent_prefixes(doc))
 
 

@@ -115,7 +115,21 @@ def test_a_scenario_file_is_named_by_its_line(
     assert code == 2 and f"{scenario}:6: workload.cores: 4 core(s) per side" in " ".join(err.split()), err
 
 
-def test_hosts_are_refused(
+def test_on_hosts_the_dry_run_says_the_hosts_choose(
+    sandbox: Path,  # noqa: F811
+    two_cpus: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    hosts = Path(__file__).parents[2] / "examples" / "hosts" / "lab.ini"
+    code, out, err = main(
+        ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--cores", "1,2"], capsys, monkeypatch
+    )
+    assert code == 0, err
+    assert "cores on hosts: 1, 2, each at most a host's CPUs less one for the generator" in " ".join(out.split())
+
+
+def test_on_hosts_a_workload_off_the_pair_is_refused(
     sandbox: Path,  # noqa: F811
     two_cpus: None,
     capsys: pytest.CaptureFixture[str],
@@ -123,9 +137,13 @@ def test_hosts_are_refused(
 ) -> None:
     hosts = Path(__file__).parents[2] / "examples" / "hosts" / "lab.ini"
     code, _out, err = main(
-        ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--cores", "1"], capsys, monkeypatch
+        ["run", "--dry-run", "-t", "socat", "--hosts", str(hosts), "--cores", "1", "-w", "connect"],
+        capsys,
+        monkeypatch,
     )
-    assert code == 2 and "--cores: the cores axis places each side on CPUs of this machine" in " ".join(err.split())
+    assert code == 2 and "--cores: the cores axis places the client/server pair; workload 'connect'" in " ".join(
+        err.split()
+    ), err
 
 
 def test_the_store_and_the_json_export_keep_the_cores(store_db: str | Path) -> None:
@@ -147,3 +165,22 @@ def test_the_store_and_the_json_export_keep_the_cores(store_db: str | Path) -> N
     doc = json.loads(json_format.render(run([t])))
     assert doc["trials"][0]["cores"] == 2 and doc["summary"][0]["cores"] == 2
     assert run_from_export(doc).trials[0].cores == 2
+
+
+def test_on_hosts_one_host_for_both_roles_is_refused(
+    sandbox: Path,  # noqa: F811
+    two_cpus: None,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    inv = tmp_path / "one.ini"
+    inv.write_text("[client]\nbench1 tunbench_address=10.10.0.1\n\n[server]\nbench1\n")
+    code, _out, err = main(
+        ["run", "--dry-run", "-t", "socat", "--hosts", str(inv), "--cores", "1"], capsys, monkeypatch
+    )
+    assert (
+        code == 2
+        and "--cores: the cores axis on hosts gives each side a host of its own, and bench1 takes both"
+        in (" ".join(err.split()))
+    ), err

@@ -43,7 +43,8 @@ CoresOpt = Annotated[
     typer.Option(
         help="The cores axis, e.g. 1,2: each side's processes placed on that many CPUs, crossed with --flows; "
         "the run then reports how throughput scales with cores and what saturated (docs/scaling.md). "
-        "Not with --cpuset or --hosts."
+        "With --hosts each side is placed on its own host, up to that host's CPUs less one kept for the "
+        "traffic generator; the run says the most its hosts allow once it has connected. Not with --cpuset."
     ),
 ]
 

@@ -2,9 +2,11 @@
 per-CPU readings (monitor/threads.py), each side's busiest tunnel thread, how busy its CPUs were and their
 softirq time, and the first saturated serial stage:
 
-- "all cores busy": the side's CPUs were busy at least SATURATED of the window, on average (by anything
+- "thread NAME", when the side was pinned to one CPU: its busiest tunnel thread plus that CPU's softirq
+  time (the kernel's packet work there, much of it on the thread's behalf) reached SATURATED of the CPU;
+- else "all cores busy": the side's CPUs were busy at least SATURATED of the window, on average (by anything
   that ran there: its tunnel, its traffic generator, the other side where they share, softirqs);
-- else "thread NAME": a tunnel thread of the side used at least SATURATED of one core;
+- else "thread NAME": a tunnel thread of the side used at least SATURATED of one core by itself;
 - else "softirq CPU N": one of the side's CPUs spent at least SATURATED of the window in softirqs;
 - else "none": nothing the side runs on was saturated (the limit is elsewhere: the other side, the
   generator, the link, a window or a queue).
@@ -48,8 +50,13 @@ SOFTIRQ_MAX = declare(
 CPUS_GIVEN = declare("stage.{role}.cpus", "count", "none", "info", "How many CPUs a side could run on.")
 SATURATED_FLAG = declare(
     "stage.{role}.saturated", "flag", "none", "info",
-    "1 when a stage of the side was saturated over the window (all its cores, one thread or one CPU's "
-    "softirqs at 95% or more), 0 when none was.",
+    "1 when a stage of the side was saturated over the window (a pinned side's thread and its CPU's softirq, "
+    "all its cores, one thread or one CPU's softirqs at 95% or more), 0 when none was.",
+)  # fmt: skip
+THREAD_SOFTIRQ = declare(
+    "stage.{role}.thread_softirq_pct", "%", "none", "info",
+    "For a side pinned to one CPU: its busiest tunnel thread plus that CPU's softirq time over the measured "
+    "window, in % of the CPU (capped at 100); the figure its thread is judged saturated on (docs/scaling.md).",
 )  # fmt: skip
 CPU_SOFTIRQ = declare(
     "host_cpu.{cpu}.softirq_pct", "%", "none", "info",
@@ -81,10 +88,31 @@ class Stage:
     busy_pct: float
     busiest: ThreadUse | None
     softirq_pct: float
+    pinned: bool = False  # the side had one CPU: its busiest thread is judged with that CPU's softirq
 
     @property
     def saturated(self) -> bool:
         return self.name != "none"
+
+    @property
+    def thread_softirq_pct(self) -> float | None:
+        """The busiest thread plus its one CPU's softirq, in % of that CPU (capped at 100: where the kernel
+        charges a softirq to the thread it interrupted as well, the sum counts it twice); None when the side
+        was not pinned to one CPU."""
+        if not self.pinned or self.busiest is None:
+            return None
+        return min(100.0, self.busiest.pct + self.softirq_pct)
+
+    def thread_text(self) -> str:
+        """ "socat (thread) 93% + softirq 5% of CPU 1 = 98%: saturated" for a pinned side, "" otherwise."""
+        both = self.thread_softirq_pct
+        if both is None or self.busiest is None:
+            return ""
+        verdict = "saturated" if both >= 100.0 * SATURATED else "not saturated"
+        return (
+            f"{self.busiest.comm} (thread) {self.busiest.pct:.0f}% + softirq {self.softirq_pct:.0f}% of CPU "
+            f"{self.cpus[0]} = {both:.0f}%: {verdict}"
+        )
 
 
 def _at(points: Sequence[tuple[float, float]], t: float) -> float:
@@ -138,8 +166,12 @@ def stage(cpus: Sequence[int], use: Mapping[int, tuple[float, float]], threads: 
     soft_cpu = max(mine, key=lambda c: use[c][1], default=None)
     soft = use[soft_cpu][1] if soft_cpu is not None else 0.0
     busiest = threads[0] if threads else None
+    pinned = len(mine) == 1
     limit = 100.0 * SATURATED
-    if mine and busy >= limit:
+    with_softirq = Stage("", tuple(mine), busy, busiest, soft, pinned).thread_softirq_pct
+    if busiest is not None and with_softirq is not None and with_softirq >= limit:
+        name = f"thread {busiest.comm}"  # on one CPU, more specific than "all cores busy", which it implies
+    elif mine and busy >= limit:
         name = "all cores busy"
     elif busiest is not None and busiest.pct >= limit:
         name = f"thread {busiest.comm}"
@@ -147,7 +179,7 @@ def stage(cpus: Sequence[int], use: Mapping[int, tuple[float, float]], threads: 
         name = f"softirq CPU {soft_cpu}"
     else:
         name = "none"
-    return Stage(name, tuple(mine), busy, busiest, soft)
+    return Stage(name, tuple(mine), busy, busiest, soft, pinned)
 
 
 def side_cpus(cpuset: Mapping[str, str], role: str, online: Sequence[int]) -> list[int]:
@@ -163,7 +195,8 @@ def saturation(
     cpuset: Mapping[str, str],
 ) -> tuple[Metrics, dict[str, object]]:
     """The figures of each side over `window` (the sampler's clock) as metrics, and as params: each side's
-    stage name and its busiest threads ([name, tid, % of one core]). ({}, {}) without CPU readings."""
+    stage name, its busiest threads ([name, tid, % of one core]) and, for a side pinned to one CPU, the
+    thread + softirq figure in words (Stage.thread_text). ({}, {}) without CPU readings."""
     use = cpu_use(cpus, *window)
     if not use:
         return {}, {}
@@ -172,6 +205,7 @@ def saturation(
         m[CPU_BUSY.key(cpu=cpu)] = busy
         m[CPU_SOFTIRQ.key(cpu=cpu)] = soft
     stages: dict[str, str] = {}
+    details: dict[str, str] = {}
     tops: dict[str, list[list[object]]] = {}
     for role in ROLES:
         if role not in threads:
@@ -183,6 +217,12 @@ def saturation(
         m[SOFTIRQ_MAX.key(role=role)] = st.softirq_pct
         m[BUSIEST_THREAD.key(role=role)] = st.busiest.pct if st.busiest is not None else None
         m[SATURATED_FLAG.key(role=role)] = 1.0 if st.saturated else 0.0
+        if (both := st.thread_softirq_pct) is not None:
+            m[THREAD_SOFTIRQ.key(role=role)] = both
+            details[role] = st.thread_text()
         stages[role] = st.name
         tops[role] = [[u.comm, u.tid, round(u.pct, 1)] for u in used[:TOP_THREADS]]
-    return m, {"stage": stages, "threads": tops}
+    said: dict[str, object] = {"stage": stages, "threads": tops}
+    if details:
+        said["stage_detail"] = details  # a pinned side's thread + softirq, both parts named
+    return m, said

@@ -28,7 +28,7 @@ from typing import IO, Any
 import psutil
 
 from tunbench.errors import TunbenchError
-from tunbench.host.cgroup import CpuCap, RoleCgroup
+from tunbench.host.cgroup import CpuCap, RoleCgroup, cpuset_refusal, cpuset_root, online_cpus
 from tunbench.host.ledger import Ledger, LinkRecord
 from tunbench.host.netns import prefixed_links, remove_prefixed_links
 from tunbench.host.place import LocalPlace
@@ -172,6 +172,36 @@ class Agent:
     def op_capabilities(self) -> dict[str, Any]:
         return facts.capabilities()
 
+    def op_cpus(self) -> dict[str, Any]:
+        """The CPUs this host may place roles on (host.cgroup.online_cpus: the cpuset root's, else this
+        process's affinity), where its cpusets go ("v1 at /sys/fs/cgroup/cpuset", "" for none) and why it
+        cannot place any ("" when it can), for the cores axis on hosts."""
+        found = cpuset_root()
+        root = f"{found[0]} at {found[1]}" if found is not None else ""
+        return {"cpus": online_cpus(), "root": root, "refusal": cpuset_refusal()}
+
+    def _placed(
+        self, stack: contextlib.ExitStack, name: str, roles: list[str], cpus: dict[str, str] | None
+    ) -> tuple[dict[str, RoleCgroup], list[Path], RoleCgroup | None, dict[str, str]]:
+        """The roles' cgroups, with `cpus` (the cores axis on hosts, sites/hosts_cores.py: "tunnel",
+        "generator", "link" CPU lists) each role confined to the tunnel's CPUs, and a placement of its own for
+        the side's other processes (the generator) and for the emulator: made as a local run makes them
+        (host/cgroup.py RoleCgroup), removed when the place closes. Returns the cgroups, the cgroup.procs files
+        the generator joins, the emulator's placement (None without one), and the CPUs each placement's
+        cpuset.cpus holds, read back from the kernel ({} unplaced)."""
+        cpus = cpus or {}
+        cgroups = {
+            r: stack.enter_context(RoleCgroup(f"{name}-{r}", self.ledger, cpus=cpus.get("tunnel", ""))) for r in roles
+        }
+        if not cpus:
+            return cgroups, [], None, {}
+        gen = stack.enter_context(RoleCgroup(f"{name}-gen", self.ledger, cpus=cpus["generator"], account=False))
+        link = None
+        if cpus.get("link"):
+            link = stack.enter_context(RoleCgroup(f"{name}-emu", self.ledger, cpus=cpus["link"], account=False))
+        placed = {"tunnel": cgroups[roles[0]], "generator": gen, **({"link": link} if link else {})}
+        return cgroups, gen.placement_files, link, {k: _cpuset_of(cg) for k, cg in placed.items()}
+
     def op_check_addresses(self, server: str, addresses: list[str], what: str, key: str) -> str:
         """ "" when every address is usable here (free, on the network of the NIC that routes to `server`),
         else why not (for `doctor --hosts`)."""
@@ -185,25 +215,25 @@ class Agent:
             return str(e)
         return ""
 
-    def op_place_open(self, tag: str, netns: str | None, roles: list[str], link_prefix: str) -> dict[str, str]:
+    def op_place_open(
+        self, tag: str, netns: str | None, roles: list[str], link_prefix: str, cpus: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """A role's place in a namespace that is not ours (None: this host's own). The run's links there (a
         tunnel's devices, named with the controller's run prefix `link_prefix`) are recorded in this agent's
         ledger before any can exist, so `tunbench clean` removes them should this agent be killed, and go
-        when the place closes."""
+        when the place closes. `cpus`: the side's placement on this host's CPUs (_placed)."""
         stack = contextlib.ExitStack()
         try:
             stack.callback(self._remove_links, self.ledger.add_links(link_prefix, netns))
             wd = stack.enter_context(workdir(self.ledger, tag))
-            cgroups = {
-                r: stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{tag}-{r}", self.ledger)) for r in roles
-            }
+            cgroups, generator, _, placed = self._placed(stack, f"{self.ledger.prefix}-{tag}", roles, cpus)
         except BaseException:
             stack.close()
             raise
         pid = self._id("p")
-        place = LocalPlace(netns, self.ledger, wd, cgroups)
+        place = LocalPlace(netns, self.ledger, wd, cgroups, placement=generator)
         self.places[pid] = _PlaceState(place, stack)
-        return {"place": pid, "workdir": str(wd)}
+        return {"place": pid, "workdir": str(wd), **({"cpus": placed} if placed else {})}
 
     def op_pair_open(self, tag: str, spec: dict[str, Any], profile: dict[str, Any] | None, seed: int) -> dict[str, Any]:
         """Both roles on this host: a client and a server namespace joined by a veth, or by the WAN emulator
@@ -242,13 +272,16 @@ class Agent:
         address: str,
         server: str,
         link_prefix: str,
+        cpus: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         """The client role of a two-host run with an emulated profile: a namespace of its own whose way to the
         server crosses tunbench-link (remote/egress.py), with the client role's cgroup. It goes when the place
-        is closed."""
+        is closed. `cpus`: the side's placement on this host's CPUs, the emulator's too (_placed)."""
         stack = contextlib.ExitStack()
         try:
             wd = stack.enter_context(workdir(self.ledger, tag))
+            # the placement outlives the emulator: entered first
+            cgroups, generator, link, placed = self._placed(stack, f"{self.ledger.prefix}-{tag}", ["client"], cpus)
             egress = stack.enter_context(
                 EgressLink(
                     self.ledger,
@@ -262,12 +295,14 @@ class Agent:
                     server=server,
                 )
             )
-            cgroups = {"client": stack.enter_context(RoleCgroup(f"{self.ledger.prefix}-{tag}-client", self.ledger))}
+            if link is not None and egress.emulator is not None and egress.emulator.pid:
+                link.join(egress.emulator.pid)
         except BaseException:
             stack.close()
             raise
         key = self._id("p")
-        self.places[key] = _PlaceState(LocalPlace(egress.netns, self.ledger, wd, cgroups), stack)
+        place = LocalPlace(egress.netns, self.ledger, wd, cgroups, placement=generator)
+        self.places[key] = _PlaceState(place, stack)
         if egress.emulator is not None:
             self.links[key] = egress.emulator
         return {
@@ -276,6 +311,7 @@ class Agent:
             "netns": egress.netns,
             "sysctls": egress.sysctls_applied,
             "egress": egress.device,
+            **({"cpus": placed} if placed else {}),
         }
 
     def op_clients_open(
@@ -582,6 +618,16 @@ class Agent:
             self.procs.pop(key).stop()
         for key in reversed(list(self.places)):  # newest first: a clients group's owner (its first place) last
             self.op_place_close(key)
+
+
+def _cpuset_of(cg: RoleCgroup) -> str:
+    """The CPUs a placement's cpuset holds, as the kernel reads them back ("" when it has none)."""
+    if cg.cpuset_path is None:
+        return ""
+    try:
+        return (cg.cpuset_path / "cpuset.cpus").read_text().strip()
+    except OSError:
+        return ""
 
 
 def serve(inp: IO[str], out: IO[str], on_eof_while_busy: Callable[[], None] | None = None) -> None:

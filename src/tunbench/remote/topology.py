@@ -10,6 +10,7 @@ one host with both roles holds them in two namespaces, as a local run does.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -188,8 +189,11 @@ class HostsTopology:
         seed: int = 0,
         *,
         client: Host | None = None,
+        cpus: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         self.hosts = hosts
+        self.cpus = dict(cpus or {})  # role -> its side's CPUs on its host (the cores axis, the agent's `cpus=`)
+        self.placed: dict[str, dict[str, str]] = {}  # role -> the CPUs its host's cpusets hold, as read back there
         self.profile = profile
         self.seed = seed
         self.hosts_by_role = {"client": client or hosts.roles["client"], "server": hosts.roles["server"]}
@@ -230,9 +234,16 @@ class HostsTopology:
                     continue
                 conn = self.conn(role)
                 r = conn.call(
-                    "place_open", tag=f"{self.tag}{role[0]}", netns=None, roles=[role], link_prefix=self.prefix
+                    "place_open",
+                    tag=f"{self.tag}{role[0]}",
+                    netns=None,
+                    roles=[role],
+                    link_prefix=self.prefix,
+                    **self._cpus_arg(role),
                 )
                 self._places[role] = RemotePlace(conn, str(r["place"]), str(r["workdir"]), None)
+                if r.get("cpus"):
+                    self.placed[role] = dict(r["cpus"])
         except BaseException:
             self._close()
             raise
@@ -244,6 +255,11 @@ class HostsTopology:
     @property
     def emulated(self) -> bool:
         return self.profile is not None and self.profile.emulated
+
+    def _cpus_arg(self, role: str) -> dict[str, Any]:
+        """The agent's `cpus=` for a role's place when the side is placed (none otherwise: an agent asked
+        without it is the same as before the cores axis reached hosts)."""
+        return {"cpus": dict(self.cpus[role])} if self.cpus.get(role) else {}
 
     def _spec_json(self) -> dict[str, Any]:
         """The topology settings as the agent's TopologySpec takes them over the channel."""
@@ -263,10 +279,13 @@ class HostsTopology:
             address=host.egress_address,
             server=self.addr.server,
             link_prefix=self.prefix,
+            **self._cpus_arg("client"),
         )
         self.sysctls_applied = {r["netns"]: r["sysctls"]}
         self.egress = r.get("egress")
         self._places["client"] = RemotePlace(conn, str(r["place"]), str(r["workdir"]), str(r["netns"]))
+        if r.get("cpus"):
+            self.placed["client"] = dict(r["cpus"])
 
     def _open_pair(self) -> None:
         """Both roles on one host: its agent builds the two namespaces and their link (tunnels' variables then

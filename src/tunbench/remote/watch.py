@@ -172,6 +172,41 @@ def merge(
     metrics[INTERFERED.name] = 1.0 if params["interference"] else 0.0
 
 
+@contextlib.contextmanager
+def phase_counters(
+    conn: AgentConnection,
+    address: str | None,
+    role: str,
+    metrics: dict[str, float | None],
+    exclude: Sequence[str],
+    key_prefix: str = "",
+) -> Iterator[None]:
+    """One host's underlay counters over a block (a fleet's phase), read by its agent's watch at instants
+    chosen as host_window chooses them: the device that holds `address` and the host's UDP/TCP counters,
+    with the control connection's share taken off where it shares the device, as `{key_prefix}counters.
+    <role>.*`. Counters explain results: a host that does not answer leaves them out, never fails the block."""
+    if address is None or conn.clock is None or conn.lost:
+        yield None
+        return
+    lead = lead_s([conn])
+    start_at = time.monotonic() + lead
+    key = None
+    with contextlib.suppress(TunbenchError, OSError):
+        key = str(
+            conn.call("watch_start", at=conn.clock.to_host_mono(start_at), exclude=list(exclude), address=address)
+        )
+    sleep_until(start_at)
+    yield None
+    if key is None:
+        return
+    stop_at = time.monotonic() + lead
+    got = _stop(conn, key, conn.clock.to_host_mono(stop_at))
+    if got is not None and (net := got.get("net")) is not None:
+        read: dict[str, float | None] = {}
+        _counters(read, role, net)
+        metrics.update({key_prefix + k: v for k, v in read.items()})
+
+
 def _counters(metrics: dict[str, float | None], role: str, net: Mapping[str, Any]) -> None:
     """A role's counters from its host's figures: every SNMP delta, the device's non-zero field deltas (as
     monitor/counters.py's `deltas` keeps them)."""

@@ -46,15 +46,6 @@ def settled(plan: RunPlan, cores_at: tuple[str, int | None, str] | None = None) 
     """The plan with its site settled against what it needs (`cores_at`: where the cores axis was given,
     for the site's refusal to name)."""
     needs = site_needs(plan, cores_at)
-    if needs.cores and not plan.site.programs_here:
-        source, line, key = needs.cores_at
-        raise ConfigError(
-            "the cores axis places each side on CPUs of this machine; a run whose roles are on other hosts "
-            "(--hosts, --site or [hosts]) cannot take it yet: run without cores",
-            source=source,
-            line=line,
-            key=key,
-        )
     return dataclasses.replace(plan, site=plan.site.settle(needs))
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from tunbench.errors import DependencyMissing, TrialError
+from tunbench.errors import ConfigError, DependencyMissing, TrialError
 from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
@@ -32,6 +32,7 @@ from tunbench.remote.watch import CountRequest, host_window, run_prefixes
 from tunbench.remote.work import RemoteCounting
 from tunbench.sites.base import Cap, SampledRoles, Spot
 from tunbench.sites.hosts_checks import check_cpuset_and_events, check_placeable, hosts_lines
+from tunbench.sites.hosts_cores import HostCpus, HostPlacement, check_cores, cores_line, host_placement, placement_lines
 from tunbench.sites.hosts_fleet import HostsFleetEnv
 from tunbench.sites.hosts_start import check_clocks
 from tunbench.sites.needs import SiteNeeds
@@ -156,14 +157,27 @@ def remote_sampling(
 class HostsSite:
     """Roles on the run's hosts (sites.base.Site), over the connections `host_run` holds (one agent per host)."""
 
-    def __init__(self, host_run: HostRun, ledger: Ledger) -> None:
+    def __init__(
+        self, host_run: HostRun, ledger: Ledger, by_cores: Mapping[int, Mapping[str, HostPlacement]] | None = None
+    ) -> None:
+        """`by_cores`: each value of the cores axis, as each role's side's CPUs on its host ({}: unplaced)."""
         self.host_run = host_run
         self.ledger = ledger
+        self.by_cores = dict(by_cores or {})
 
     def pair(self, stack: contextlib.ExitStack, spot: Spot, profile: Profile, params: dict[str, Any]) -> HostsPair:
+        placed: Mapping[str, HostPlacement] = {}
+        if spot.cores:
+            if spot.cores not in self.by_cores:
+                raise ValueError(f"cores {spot.cores} was not settled for this run")
+            placed = self.by_cores[spot.cores]
+        cpus = {role: p.agent_cpus() for role, p in placed.items()}
         topo = stack.enter_context(
-            HostsTopology(self.host_run, self.ledger.prefix, spot.tag, spot.spec, profile, spot.link_seed)
+            HostsTopology(self.host_run, self.ledger.prefix, spot.tag, spot.spec, profile, spot.link_seed, cpus=cpus)
         )
+        if topo.placed:  # each side's CPUs as its host's cpusets hold them (read back by the agent)
+            params["cpuset"] = {role: got.get("tunnel", "") for role, got in topo.placed.items()}
+            params["cpuset_generator"] = {role: got.get("generator", "") for role, got in topo.placed.items()}
         places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
         return HostsPair(topo, places, self.host_run, count_request(topo, self.host_run))
 
@@ -229,16 +243,27 @@ class HostsChoice:
 
     inventory: Inventory
     pair_kinds: tuple[str, ...] = ()
+    cores: tuple[int, ...] = ()  # the cores axis, checked against each host's CPUs when the run connects
+    # what the run learned of its hosts' CPUs on connecting (the cores axis): shown with the plan's lines
+    # from then on (the run's output prints them after open)
+    connected: list[str] = dataclasses.field(default_factory=list, compare=False)
     programs_here = False  # each host's, checked when the run connects
 
     def settle(self, needs: SiteNeeds) -> HostsChoice:
         """Refuse what the hosts cannot do yet (sites/hosts_checks.py), naming the setting."""
         check_placeable(self.inventory, needs)
         check_cpuset_and_events(needs)
-        return dataclasses.replace(self, pair_kinds=needs.pair_kinds)
+        check_cores_placeable(self.inventory, needs)
+        return dataclasses.replace(self, pair_kinds=needs.pair_kinds, cores=needs.cores, connected=[])
 
     def lines(self) -> list[str]:
-        return hosts_lines(self.inventory, self.pair_kinds)
+        out = hosts_lines(self.inventory, self.pair_kinds)
+        if self.cores and not self.connected:
+            out.append(
+                f"cores on hosts: {', '.join(map(str, self.cores))}, each at most a host's CPUs less one for the "
+                "generator (checked when the run connects to the hosts)"
+            )
+        return out + self.connected
 
     def client_count(self) -> int:
         return max(1, len(self.inventory.clients()))
@@ -267,4 +292,64 @@ class HostsChoice:
         for tolerance in needs.start_tolerances:  # a storm's clocks before anything starts (measured again at each)
             check_clocks(host_run, host_run.client_hosts, tolerance, source=needs.source)
         provenance["hosts"] = host_run.provenance()
-        return HostsSite(host_run, ledger)
+        by_cores, said, cpus = host_cores(host_run, needs)
+        self.connected[:] = said  # the lines the run prints once connected (lines())
+        if by_cores:
+            provenance["cores_on_hosts"] = {
+                "hosts": {h.name: {"cpus": list(h.cpus), "cpuset_root": h.root} for h in cpus},
+                "placement": {
+                    n: {role: dataclasses.asdict(p) for role, p in placed.items()} for n, placed in by_cores.items()
+                },
+            }
+        return HostsSite(host_run, ledger, by_cores)
+
+
+def check_cores_placeable(inventory: Inventory, needs: SiteNeeds) -> None:
+    """The cores axis on hosts places the client/server pair on two hosts: refused, naming where it was
+    given, with a workload off the pair and with one host for both roles."""
+    if not needs.cores:
+        return
+    source, line, key = needs.cores_at
+    if kind := needs.not_pair:
+        raise ConfigError(
+            f"the cores axis places the client/server pair; workload {kind!r} brings up many clients or its own "
+            "tunnels: run it without cores",
+            source=source,
+            line=line,
+            key=key,
+        )
+    client, server = inventory.for_role("client"), inventory.for_role("server")
+    if client.name == server.name:
+        raise ConfigError(
+            f"the cores axis on hosts gives each side a host of its own, and {client.name} takes both roles: "
+            "run the cores axis locally (without --hosts), or give the server role another host",
+            source=source,
+            line=line,
+            key=key,
+        )
+
+
+def host_cores(
+    host_run: HostRun, needs: SiteNeeds
+) -> tuple[dict[int, dict[str, HostPlacement]], list[str], list[HostCpus]]:
+    """Each cores value as each side's CPUs on its host, after asking the two hosts' agents for their CPUs,
+    the lines that say how they were chosen, and what each host reported; refused (ConfigError naming where
+    the axis was given) beyond the least of their CPUs less one."""
+    if not needs.cores:
+        return {}, [], []
+    hosts = {role: host_run.roles[role] for role in ("client", "server")}  # the client host first on a tie
+    cpus = {}
+    for role, host in hosts.items():
+        got = host_run.conn_of(host).call("cpus")
+        cpus[role] = HostCpus(host.name, tuple(got["cpus"]), str(got.get("refusal") or ""), str(got.get("root") or ""))
+    most, least = check_cores(needs.cores, list(cpus.values()), needs.cores_at)
+    out = {
+        n: {
+            role: host_placement(cpus[role].cpus, n, emulator=role == "client" and bool(needs.emulated))
+            for role in hosts
+        }
+        for n in needs.cores
+    }
+    lines = [cores_line(most, least)]
+    lines += placement_lines({n: {r: (hosts[r].name, p) for r, p in placed.items()} for n, placed in out.items()})
+    return out, lines, list(cpus.values())

@@ -7,8 +7,9 @@ each host's agent: all at once, each host's clients are launched in one request 
 this machine's clock (each agent is given it through its measured clock offset). The readiness probe and
 the cost sampling run on the host whose processes they watch.
 
-What a local trial measures and this one does not: the namespaces' counters (no switch here: the hosts' NICs
-carry other traffic too) and the host's total CPU (two hosts)."""
+The server's counters are its host's underlay device's and UDP/TCP counters (a local trial reads its server
+namespace's), so anything else on that NIC is counted too. What a local trial measures and this one does
+not: the host's total CPU (two hosts)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from tunbench.remote.cap import RemoteCpuCap
 from tunbench.remote.place import RemotePlace
 from tunbench.remote.protocol import HostLost
 from tunbench.remote.spread import Share, spread
-from tunbench.remote.topology import HostRun
+from tunbench.remote.topology import HostRun, underlay_address
+from tunbench.remote.watch import phase_counters, run_prefixes
 from tunbench.sites.base import SampledCost
 from tunbench.sites.hosts_ready import HostsReadyProbe, RemoteReadyProbe
 from tunbench.sites.hosts_start import HostsFleetPlaces, check_clocks, clock_uncertainty_s
@@ -288,8 +290,16 @@ class HostsFleetEnv:
     def counters(
         self, metrics: dict[str, float | None], key_prefix: str = ""
     ) -> contextlib.AbstractContextManager[None]:
-        """Not read between hosts (their NICs carry other traffic too)."""
-        return contextlib.nullcontext()
+        """The server host's counters over a phase, as a local trial reads its server namespace's: the device
+        that holds the server's underlay address and the host's UDP/TCP counters, read by its agent at the
+        phase's edges (remote/watch.py phase_counters, the control connection's share taken off), as
+        `{key_prefix}counters.server.*`. The client hosts' are not read, as a local trial does not read its
+        N client namespaces."""
+        server = self.host_run.roles["server"]
+        conn = self.host_run.conn_of(server)
+        exclude = run_prefixes(list(self.host_run.conns.values()), self.ledger.prefix)
+        address = underlay_address(server, self.host_run.underlay)
+        return phase_counters(conn, address, "server", metrics, exclude, key_prefix)
 
     @contextlib.contextmanager
     def sampling(self) -> Iterator[SampledCost]:
