@@ -5,6 +5,7 @@ counted them (report/compare)."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -114,6 +115,24 @@ Ir                   file:function
    120,000 ( 0.14%)  ???:gogo [/w/wg]
     50,000 ( 0.06%)  ./runtime/internal/atomic/x.go:runtime/internal/atomic.Xadd [/w/wg]
 """
+
+
+def test_a_stripped_go_build_has_its_whole_count_judged_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    go = tmp_path / "wireguard-go"
+    go.write_bytes(b"\x7fELF" + b"\0" * 64 + ins.GO_BUILDINFO + b"\0" * 16)
+    c = tmp_path / "openvpn"
+    c.write_bytes(b"\x7fELF" + b"\0" * 64)
+    hook = ins.CountInstructions(ins.Callgrind("/v", "/c", "/usr/bin/callgrind_annotate"))
+    stripped = "10 (100.0%)  ???:0x0000000000475f20 [{p}]\n"
+    for program, runtime, whole in ((go, None, "has no symbols (stripped)"), (c, 0.0, "")):
+        dump = tmp_path / f"callgrind.client.out.1.{program.name}"
+        dump.write_text(f"# callgrind format\ncmd:  {program} -f tb1-tc\npart: 1\nfn=(1) 0x475f20\n")
+        out = SimpleNamespace(stdout=stripped.format(p=program))
+        monkeypatch.setattr(ins, "run_cmd", lambda *a, out=out, **k: out)
+        got, why = hook._runtime(dump)
+        assert got == runtime and (whole in why if whole else why == "")
 
 
 def test_gos_runtime_is_counted_by_function_and_nothing_else_is() -> None:

@@ -137,6 +137,30 @@ def runtime_count(annotated: str) -> float:
     return float(total)
 
 
+GO_BUILDINFO = b"\xff Go buildinf:"
+"""The magic that opens a Go binary's .go.buildinfo section (its module and toolchain versions), which
+stripping keeps."""
+
+
+def dumped_program(dump: Path) -> str:
+    """The program a callgrind dump counted (its `cmd:` line's first word: what the wrapper ran)."""
+    with dump.open(errors="replace") as f:
+        for line in f:
+            if line.startswith("cmd:"):
+                return [*line.split(), "", ""][1]
+            if line.startswith(("fn=", "fl=", "ob=")):
+                break
+    return ""
+
+
+def is_go(program: str) -> bool:
+    """Whether `program` is a Go binary (its .go.buildinfo magic); False when it cannot be read."""
+    try:
+        return GO_BUILDINFO in Path(program).read_bytes()
+    except OSError:
+        return False
+
+
 def newest_dump(workdir: Path, role: str, pid: int) -> Path | None:
     """The most recent numbered dump of the role's process `pid` (`callgrind.<role>.out.<pid>.N`, the largest
     N)."""
@@ -204,8 +228,11 @@ class CountInstructions:
                     notes[role] = f"not counted: {why or 'no callgrind dump was written'}"
                     continue
                 rec.metrics[INSTR_COUNT.key(role=role)] = count
-                if (in_runtime := self._runtime(dump)) is not None:
+                in_runtime, whole = self._runtime(dump)
+                if in_runtime is not None:
                     rec.metrics[INSTR_RUNTIME.key(role=role)] = in_runtime
+                if whole:
+                    rec.params.setdefault("instr_whole", {})[role] = whole
                 dump.unlink(missing_ok=True)  # the count is stored; the dump can be large
             if notes:
                 rec.params["instr"] = notes
@@ -215,16 +242,20 @@ class CountInstructions:
                     role: short_ifname(topo.ifname(DEVICE[role]), topo.prefix) for role in started
                 }
 
-    def _runtime(self, dump: Path) -> float | None:
-        """The instructions in Go's runtime of a dump (None: callgrind_annotate missing or failed; the
-        whole count is then judged)."""
+    def _runtime(self, dump: Path) -> tuple[float | None, str]:
+        """The instructions in Go's runtime of a dump, and why the whole count is judged instead ("" when it
+        is not): callgrind_annotate missing or failed, or a Go program without symbols (a stripped build,
+        as Debian's wireguard-go: callgrind then names its functions by address only)."""
         if self.tools.annotate is None:
-            return None
+            return None, "Go's runtime not separated: callgrind_annotate is missing"
         try:
             res = run_cmd([self.tools.annotate, "--threshold=100", str(dump)], timeout_s=CONTROL_TIMEOUT_S)
-        except CommandFailed:
-            return None
-        return runtime_count(res.stdout)
+        except CommandFailed as e:
+            return None, f"Go's runtime not separated: {str(e).splitlines()[0]}"
+        count = runtime_count(res.stdout)
+        if count == 0 and (program := dumped_program(dump)) and is_go(program):
+            return None, f"Go's runtime not separated: {program} has no symbols (stripped): the whole count is judged"
+        return count, ""
 
     def _control(self, workdir: Path, role: str, args: list[str]) -> str:
         """Run callgrind_control on a role's daemon; "" when it said OK, else why not."""

@@ -78,7 +78,9 @@ def instruction_lines(trials: list[TrialRecord]) -> list[str]:
         parts = []
         for role in ROLES:
             vals = [v for t in ts if (v := t.metrics.get(INSTR_SIDE.key(role=role))) is not None]
-            notes = sorted({str(t.params.get("instr", {}).get(role, "")) for t in ts} - {""})
+            notes = sorted(
+                {str(t.params.get(key, {}).get(role, "")) for t in ts for key in ("instr", "instr_whole")} - {""}
+            )
             counted = f"{statistics.median(vals):.4g}" if vals else ""
             if notes:
                 counted = (counted + " (" if counted else "") + "; ".join(notes) + (")" if counted else "")
