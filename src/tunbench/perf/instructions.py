@@ -26,6 +26,9 @@ timing, not on the traffic. Over twelve windows of one fixed UDP load, wireguard
 by 2.9-3.7% in all and by 0.3-0.5% outside the runtime (docs/work-gate.md). The gate judges the part outside it;
 a program in another language has no such functions, and its whole count is judged.
 
+A stripped Go build (Debian's wireguard-go) has no symbols, and callgrind names its functions by address:
+perf/gosyms.py names them from the binary's own pclntab, which stripping keeps.
+
 Go programs need ``GODEBUG=asyncpreemptoff=1`` under valgrind 3.19: Go's preemption signal otherwise trips
 an assertion in callgrind. It is set for every wrapped daemon (other programs ignore it).
 """
@@ -33,15 +36,17 @@ an assertion in callgrind. It is set for every wrapped daemon (other programs ig
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tunbench.errors import CommandFailed
 from tunbench.host.proc import run_cmd
 from tunbench.monitor.counters import INSTR_COUNT, INSTR_RUNTIME, short_ifname
+from tunbench.perf import gosyms
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
@@ -58,7 +63,8 @@ FIRST_WINDOW = (
     "instructions per byte than the windows after it: docs/work-gate.md)"
 )
 _TOTALS = re.compile(r"^(?:totals|summary):\s*(\d+)", re.M)
-_FUNCTION = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:\S*?:)?(\S+?)(?:'\d+)?(?: \[.*\])?$")
+_FUNCTION = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:\S*?:)?(\S+?)(?:'\d+)?(?: \[(.*)\])?$")
+_ADDRESS = re.compile(r"^0x[0-9a-f]+$")
 GO_RUNTIME = re.compile(
     r"^(runtime[./]|internal/runtime/|runtime/internal/|internal/sync\.|sync\.runtime_|internal/poll\.runtime_|"
     r"gogo$|gosave_|mcall$|morestack)"
@@ -125,14 +131,20 @@ def totals(text: str) -> float | None:
     return float(max(counts)) if counts else None
 
 
-def runtime_count(annotated: str) -> float:
+def runtime_count(annotated: str, names: Callable[[str, int], str | None] | None = None) -> float:
     """The instructions in Go's runtime (GO_RUNTIME) of one dump, from callgrind_annotate's per-function
     self costs (`annotated`: its output with --threshold=100, every function listed); 0 for a program
-    without one."""
+    without one. `names`: (object, address) -> the function's name, for the functions callgrind could name
+    by address only (a stripped Go build: perf/gosyms.py)."""
     total = 0
     for line in annotated.splitlines():
         m = _FUNCTION.match(line)
-        if m and GO_RUNTIME.match(m.group(2)):
+        if not m:
+            continue
+        name = m.group(2)
+        if names is not None and _ADDRESS.match(name):
+            name = names(m.group(3) or "", int(name, 16)) or name
+        if GO_RUNTIME.match(name):
             total += int(m.group(1).replace(",", ""))
     return float(total)
 
@@ -252,8 +264,15 @@ class CountInstructions:
             res = run_cmd([self.tools.annotate, "--threshold=100", str(dump)], timeout_s=CONTROL_TIMEOUT_S)
         except CommandFailed as e:
             return None, f"Go's runtime not separated: {str(e).splitlines()[0]}"
-        count = runtime_count(res.stdout)
-        if count == 0 and (program := dumped_program(dump)) and is_go(program):
+        program = dumped_program(dump)
+        functions = gosyms.read(program) if program and is_go(program) else None
+        real = os.path.realpath(program) if program else ""
+
+        def name(obj: str, pc: int) -> str | None:
+            return functions.name(pc) if functions is not None and os.path.realpath(obj) == real else None
+
+        count = runtime_count(res.stdout, name)
+        if count == 0 and program and is_go(program):
             return None, f"Go's runtime not separated: {program} has no symbols (stripped): the whole count is judged"
         return count, ""
 
