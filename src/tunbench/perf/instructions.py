@@ -43,6 +43,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from tunbench.errors import CommandFailed
 from tunbench.host.proc import run_cmd
 from tunbench.monitor.counters import INSTR_COUNT, INSTR_RUNTIME, short_ifname
@@ -173,6 +175,23 @@ def is_go(program: str) -> bool:
         return False
 
 
+def forked(workdir: Path, role: str, pid: int) -> int:
+    """How many other processes the role's daemon `pid` has run under valgrind so far: its live children,
+    and the dumps of any other pid in the trial's directory (a child that exited dumped at its exit). A
+    window's count read from `pid` alone would then leave their work out."""
+    try:
+        children = {c.pid for c in psutil.Process(pid).children(recursive=True)}
+    except psutil.Error:
+        children = set()
+    prefix = f"{DUMP_PREFIX}.{role}.out."
+    others = {
+        int(head)
+        for p in workdir.glob(prefix + "*")
+        if (head := p.name.removeprefix(prefix).split(".")[0]).isdigit() and int(head) != pid
+    }
+    return len(children | others)
+
+
 def newest_dump(workdir: Path, role: str, pid: int) -> Path | None:
     """The most recent numbered dump of the role's process `pid` (`callgrind.<role>.out.<pid>.N`, the largest
     N)."""
@@ -231,6 +250,13 @@ class CountInstructions:
             yield None
         finally:
             for role, pid in started.items():
+                if forks := forked(tunnel.workdir, role, pid):
+                    notes[role] = (
+                        f"not counted: the daemon ran {forks} process(es) of its own during the window (a "
+                        "process per connection, as socat forks): only its first process's count can be read"
+                    )
+                    self._control(tunnel.workdir, role, ["-i", "off", str(pid)])
+                    continue
                 why = self._control(tunnel.workdir, role, ["-i", "off", str(pid)]) or self._control(
                     tunnel.workdir, role, ["-d", str(pid)]
                 )
