@@ -61,7 +61,7 @@ THRESHOLD = 0.03
 WALL_LIMIT_S = 125.0  # "within 2 minutes", with the run's start and its store
 WORK_RECIPE = [
     "--no-direct", "-w", "udp", "--direction", "up", "--duration", "2", "--omit", "0", "--count-instructions",
-    "--target-mde", "1%", "--budget", "90s",
+    "--target-mde", "1%", "--budget", "75s",
 ]  # fmt: skip
 """The work gate's line (docs/work-gate.md): counted instructions over a fixed UDP load, judged at 1%."""
 WORK_DATA = ROOT / "docs/benchmarks/data/work-gate-runs.jsonl"
@@ -184,7 +184,8 @@ def one(
     stop = re.search(r"stopped (at the target|at the budget|after the planned repetitions)", text)
     rec = {
         "kind": kind, "name": name, "started": started, "commit": commit(), "wall_s": round(wall, 1),
-        "stopped": stop.group(1) if stop else "", "extra": " ".join(EXTRA), **extra, **judged(db, name, "base", "pr"),
+        "stopped": stop.group(1) if stop else "", "extra": " ".join(EXTRA), "recipe": " ".join(RECIPE),
+        **extra, **judged(db, name, "base", "pr"),
     }  # fmt: skip
     record(rec, out)
     return rec

@@ -45,13 +45,18 @@ AB = (
     "tunbench run -t 'wireguard-go[label=base]' -t 'wireguard-go[label=pr]' --no-direct --direction up"
     " --duration 2 --omit 1 --target-mde 3% --budget 2m --redo-interfered --name pr-1"
 )
+AB_WORK = (
+    "tunbench run -t 'wireguard-go[label=base]' -t 'wireguard-go[label=pr]' --no-direct -w udp --direction up"
+    " --duration 2 --omit 0 --count-instructions --target-mde 1% --budget 75s --name pr-1"
+)
 CI = (
     "tunbench run --no-direct --direction up --repeat 60 --duration 2 --omit 1 --target-mde 3% --budget 2m"
     " --redo-interfered --name pr-7"
     " -t 'socat[label=base]' -t 'socat[label=head,buffer=4096]'"
 )
-RUNS = {"quickstart": QUICKSTART, "ab": AB, "ci": CI}
+RUNS = {"quickstart": QUICKSTART, "ab": AB, "ab-work": AB_WORK, "ci": CI}
 AB_COMPARE = ["--label-a", "base", "--label-b", "pr", "--threshold", "3%", "--target", "3%"]
+AB_WORK_COMPARE = ["--label-a", "base", "--label-b", "pr", "--threshold", "1%", "--target", "1%"]
 CI_COMPARE = ["--label-a", "base", "--label-b", "head", "--threshold", "3%", "--target", "3%"]
 
 
@@ -142,7 +147,8 @@ class Sample:
 
 SAMPLES: dict[str, Sample] = {
     "quickstart": Sample("README.md", lambda: run_table("quickstart")),
-    "ab-compare": Sample("README.md", lambda: compare_output("ab", AB_COMPARE)),
+    "ab-work": Sample("README.md", lambda: compare_output("ab-work", AB_WORK_COMPARE)),
+    "ab-compare": Sample("docs/precision.md", lambda: compare_output("ab", AB_COMPARE)),
     "ci-comment": Sample("docs/ci.md", lambda: ci_comment("ci"), fence=""),
     "verdict-lines": Sample("docs/precision.md", lambda: verdict_lines("ci")),
 }

@@ -136,6 +136,7 @@ def job_env(pg_url: str, base: str, head: str, head_params: str, repeat: int) ->
         "DURATION": "1",
         "OMIT": "0",
         "THRESHOLD": "3%",
+        "GATE_FLAGS": "--redo-interfered",  # socat carries TCP, not IP: the timed gate
     }
 
 

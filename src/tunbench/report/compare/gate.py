@@ -103,7 +103,7 @@ class Gate:
         if "instructions/byte" in main:
             text += (
                 " (the tunnel's own instructions per byte, each side's added, counted by callgrind outside Go's "
-                "runtime: a count the box's noise does not reach; the CPU time per bit is judged beside it)"
+                "runtime: a count the box's noise does not reach; the timed rows are shown, not judged)"
             )
         elif "CPU/bit delivered" in main:
             text += (
