@@ -247,6 +247,26 @@ def test_a_proxy_netperf_cannot_cross_is_named(address: str, port: int, underlay
         netperf.route(route_ctx("l4", address, port, underlay))
 
 
+def test_a_test_with_no_transaction_is_an_error() -> None:
+    p = netperf.NetperfParams("TCP_RR", 2)
+    empty = netperf.parse("TRANSACTION_RATE=0.000\nELAPSED_TIME=0.00\nPROTOCOL=TCP\n")
+    assert "no transaction in 0 s" in netperf.no_transactions(empty, p, "l3")
+    assert "L4 proxy" in netperf.no_transactions(empty, p, "l4")
+    assert netperf.no_transactions(captured("tcp_rr-direct"), p, "l3") == ""
+
+
+def test_a_crr_whose_connections_were_not_answered_is_an_error() -> None:
+    """netperf's TCP_CRR through socat to a netserver it could not reach (by hand, 2026-11-29): 1,912
+    "transactions" a second, none answered; the same through a socat that reached it, every one answered."""
+    p = netperf.NetperfParams("TCP_CRR", 1)
+    fields = "ELAPSED_TIME=1.00\nRESPONSE_SIZE=1\nPROTOCOL=TCP\n"
+    unanswered = netperf.parse("TRANSACTION_RATE=1911.922\nLOCAL_BYTES_RECVD=0\n" + fields)
+    assert unanswered.received_bytes == 0.0
+    assert "received 0 of their 1912 response bytes" in netperf.no_transactions(unanswered, p, "l4")
+    answered = netperf.parse("TRANSACTION_RATE=1871.897\nLOCAL_BYTES_RECVD=1872\n" + fields)
+    assert netperf.no_transactions(answered, p, "l4") == ""
+
+
 def test_the_builtin_proxies_listen_on_the_port_they_forward_to() -> None:
     from tunbench.tunnels import tunnel
 

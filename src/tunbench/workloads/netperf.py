@@ -40,6 +40,7 @@ SELECTORS = (
     "BURST_SIZE",
     "PROTOCOL",
     "LOCAL_TRANSPORT_RETRANS",
+    "LOCAL_BYTES_RECVD",
 )
 """The omni output selectors every test asks for (netperf -- -k)."""
 
@@ -150,6 +151,7 @@ class NetperfResult:
     burst: int
     protocol: str
     retransmits: int | None  # TCP_RR: the client's retransmitted segments; None where netperf has none (-1)
+    received_bytes: float | None = None  # the responses' bytes netperf received; None where it printed none
 
     @property
     def transactions(self) -> float:
@@ -181,6 +183,7 @@ def parse(text: str) -> NetperfResult:
         burst=int(_number(kv.get("BURST_SIZE")) or 0),
         protocol=kv.get("PROTOCOL", ""),
         retransmits=int(retrans) if retrans is not None and retrans >= 0 else None,
+        received_bytes=_number(kv.get("LOCAL_BYTES_RECVD")),
     )
 
 
@@ -213,4 +216,35 @@ def run_client(ctx: Context, p: NetperfParams, name: str) -> tuple[NetperfResult
     )
     if res.returncode != 0:
         raise TrialError(f"netperf {p.test} exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
-    return parse(res.stdout), res.stdout
+    r = parse(res.stdout)
+    if why := no_transactions(r, p, ctx.layer):
+        raise TrialError(why)
+    return r, res.stdout
+
+
+ANSWERED = 0.99
+"""The share of its transactions' response bytes a test must have received: netperf counts a TCP_CRR
+transaction whose connection was closed before its response as done (through a proxy that could not reach
+netserver it printed 1,912 transactions/s with LOCAL_BYTES_RECVD=0), and a test's last transaction may be cut
+short at its end."""
+
+
+def no_transactions(r: NetperfResult, p: NetperfParams, layer: str) -> str:
+    """Why a test that exited 0 measured nothing ("" when its transactions were answered): netperf reports a
+    test whose data connection was closed before its first transaction as 0 transactions in 0 seconds, and
+    counts TCP_CRR connections closed before their response as transactions (`ANSWERED`)."""
+    where = (
+        " (through an L4 proxy: the proxy closed the data connection, or its server side could not reach "
+        "netserver's data port)"
+        if layer == "l4"
+        else ""
+    )
+    if r.transactions_per_s <= 0:
+        return f"netperf {p.test} completed no transaction in {r.elapsed_s:g} s{where}"
+    expected = r.transactions * r.response_bytes
+    if r.received_bytes is not None and r.received_bytes < ANSWERED * expected:
+        return (
+            f"netperf {p.test} counted {r.transactions:.0f} transactions but received {r.received_bytes:.0f} of "
+            f"their {expected:.0f} response bytes: most were never answered{where}"
+        )
+    return ""
