@@ -101,29 +101,37 @@ def test_connect_distribution(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(__import__("shutil").which("netperf") is None, reason="netperf is not installed (make netperf)")
-def test_request_response_and_connection_rate_through_wireguard_go(tmp_path: Path) -> None:
-    """rr (TCP_RR) and crr (TCP_CRR) with real netperf through direct and wireguard-go: their figures, the
-    tunnel's CPU per transaction, and a measured window that holds the traffic (netperf's TCP_CRR exits
-    seconds after its test: a window anchored at its exit would hold none of it)."""
+def test_request_response_and_connection_rate_through_wireguard_go_and_socat(tmp_path: Path) -> None:
+    """rr (TCP_RR) and crr (TCP_CRR) with real netperf through direct, wireguard-go and socat (an L4 proxy:
+    the data connection through it, the control connection over the underlay): their figures, the tunnel's
+    CPU per transaction, and a measured window that holds the traffic (netperf's TCP_CRR exits seconds after
+    its test: a window anchored at its exit would hold none of it)."""
     scenario = tmp_path / "s.toml"
     scenario.write_text(
-        '[run]\ntunnels = ["wireguard-go"]\nrepeat = 1\n[workload]\nkind = ["rr", "crr"]\nduration_s = 2\nomit_s = 0\n'
+        '[run]\ntunnels = ["wireguard-go", "socat"]\nrepeat = 1\n'
+        '[workload]\nkind = ["rr", "crr"]\nduration_s = 2\nomit_s = 0\n'
     )
     res, doc = run_json(tmp_path, str(scenario))
     assert res.returncode == 0, res.stdout + res.stderr
     trials = by_case(doc)
-    assert set(trials) == {(t, w) for t in ("direct", "wireguard-go") for w in ("rr", "crr")}
+    assert set(trials) == {(t, w) for t in ("direct", "wireguard-go", "socat") for w in ("rr", "crr")}
     assert all(t["status"] == "ok" for t in trials.values()), [t["error"] for t in trials.values()]
     for (label, _), t in trials.items():
         m = t["metrics"]
         assert m["rr.transactions_per_s"] > 0 and m["rr.transactions"] > 0
         assert m["rr.latency_min_us"] <= m["rr.latency_p50_us"] <= m["rr.latency_p90_us"] <= m["rr.latency_p99_us"]
         assert m["rr.latency_p99_us"] <= m["rr.latency_max_us"]
-        # the tunnel's CPU per transaction on each side; direct has no tunnel processes
-        for role in ("client", "server"):
-            assert (m.get(f"rr.cpu_us_per_tx.{role}") is None) == (label == "direct")
-    wg = {w: trials[("wireguard-go", w)]["metrics"] for w in ("rr", "crr")}
+        # the tunnel's CPU per transaction on each side; direct has no tunnel processes, socat none on the server
+        assert (m.get("rr.cpu_us_per_tx.client") is None) == (label == "direct")
+        assert (m.get("rr.cpu_us_per_tx.server") is None) == (label in ("direct", "socat"))
+        # netperf's requests and responses crossed the client's loopback only through the proxy (netperf to
+        # socat): each transaction there is at least a request and a response
+        lo = m.get("counters.client.dev.lo.rx_packets") or 0.0
+        assert (lo >= 2 * m["rr.transactions"]) == (label == "socat"), (label, lo, m["rr.transactions"])
     # a connection per transaction carries its handshake and teardown too: more packets, more of the
-    # tunnel's CPU, per transaction than a request and its response on an open connection
-    assert wg["crr"]["rr.cpu_us_per_tx"] > wg["rr"]["rr.cpu_us_per_tx"]
+    # tunnel's CPU, per transaction than a request and its response on an open connection; socat also
+    # forks a child per connection
+    for label in ("wireguard-go", "socat"):
+        per = {w: trials[(label, w)]["metrics"] for w in ("rr", "crr")}
+        assert per["crr"]["rr.cpu_us_per_tx"] > per["rr"]["rr.cpu_us_per_tx"], label
     assert "rr (median of repetitions)" in res.stdout and "crr (median of repetitions)" in res.stdout

@@ -94,6 +94,7 @@ def bring_up(setup: Setup, t: Attempt, stack: contextlib.ExitStack) -> Held:
         server=pair.places["server"],
         server_port=IPERF_PORT,
         layer=case.tunnel.adapter.spec.layer,
+        underlay_server=tunnel.vars["server_addr"],
         clock_skew=pair.clock_skew(),
         handshakes=tunnel.handshakes(),
         baseline=case.tunnel.name == "direct",

@@ -34,7 +34,9 @@ from tunbench.tunnels.template import render_argv
 log = logging.getLogger(__name__)
 
 IPERF_PORT = 5201
-PROXY_PORT = 15201
+# an L4 proxy listens in the client's namespace on the port number it forwards to in the server's: netperf's
+# data connection through it (workloads/netperf.py) is aimed at the port netserver listens on
+PROXY_PORT = IPERF_PORT
 ROLES = ("server", "client")
 
 

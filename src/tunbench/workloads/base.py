@@ -140,6 +140,9 @@ class Context:
     server: Place  # where its server runs
     server_port: int = 5201  # where the workload's server listens in the server namespace ({iperf_port})
     layer: str = "l3"  # the tunnel's layer: UDP workloads need an L3 tunnel (or direct)
+    # the server's underlay address ({server_addr}): what reaches the server's place without the tunnel, for
+    # a generator's own control connection (netperf's, when its data goes through an L4 proxy)
+    underlay_server: str = ""
     # (server clock - client clock, its uncertainty) in seconds when the two are different hosts, else None
     clock_skew: tuple[float, float] | None = None
     # the tunnel's handshake counter where its adapter declares one (docs/adapters.md, "Handshakes"); None:
