@@ -276,7 +276,9 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
 
 def test_a_daemon_that_forks_per_connection_is_not_counted(tmp_path: Path) -> None:
     (tmp_path / "callgrind.client.out.4242.1").write_text(DUMP)  # the daemon's own window dump
-    assert ins.forked(tmp_path, "client", 4242) == 0
+    (tmp_path / "callgrind.client.out.4040").write_text(DUMP)  # a wrapper's `dirname`, before the window
+    before = ins.other_dumps(tmp_path, "client", 4242)
+    assert ins.forked(tmp_path, "client", 4242, before) == 0
     (tmp_path / "callgrind.client.out.5151").write_text(DUMP)  # a child's dump at its exit (socat's fork)
     (tmp_path / "callgrind.server.out.6161").write_text(DUMP)  # another role's: not this one's
-    assert ins.forked(tmp_path, "client", 4242) == 1
+    assert ins.forked(tmp_path, "client", 4242, before) == 1

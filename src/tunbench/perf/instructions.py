@@ -175,21 +175,26 @@ def is_go(program: str) -> bool:
         return False
 
 
-def forked(workdir: Path, role: str, pid: int) -> int:
-    """How many other processes the role's daemon `pid` has run under valgrind so far: its live children,
-    and the dumps of any other pid in the trial's directory (a child that exited dumped at its exit). A
-    window's count read from `pid` alone would then leave their work out."""
-    try:
-        children = {c.pid for c in psutil.Process(pid).children(recursive=True)}
-    except psutil.Error:
-        children = set()
+def other_dumps(workdir: Path, role: str, pid: int) -> set[int]:
+    """The pids other than `pid` with a dump of the role's in the trial's directory."""
     prefix = f"{DUMP_PREFIX}.{role}.out."
-    others = {
+    return {
         int(head)
         for p in workdir.glob(prefix + "*")
         if (head := p.name.removeprefix(prefix).split(".")[0]).isdigit() and int(head) != pid
     }
-    return len(children | others)
+
+
+def forked(workdir: Path, role: str, pid: int, before: set[int] | frozenset[int] = frozenset()) -> int:
+    """How many other processes the role's daemon `pid` ran under valgrind during the window: its live
+    children, and the pids with a dump that were not there at the window's start (`before`: a child that
+    exited dumped at its exit). A window's count read from `pid` alone would leave their work out. What ran
+    before the window (a wrapper script's `dirname`) does not count."""
+    try:
+        children = {c.pid for c in psutil.Process(pid).children(recursive=True)}
+    except psutil.Error:
+        children = set()
+    return len(children | (other_dumps(workdir, role, pid) - set(before)))
 
 
 def newest_dump(workdir: Path, role: str, pid: int) -> Path | None:
@@ -241,6 +246,7 @@ class CountInstructions:
             else:
                 pids[role] = daemon.pid
         started: dict[str, int] = {}
+        before = {role: other_dumps(tunnel.workdir, role, pid) for role, pid in pids.items()}
         try:
             for role, pid in pids.items():
                 if why := self._control(tunnel.workdir, role, ["-i", "on", str(pid)]):
@@ -250,7 +256,7 @@ class CountInstructions:
             yield None
         finally:
             for role, pid in started.items():
-                if forks := forked(tunnel.workdir, role, pid):
+                if forks := forked(tunnel.workdir, role, pid, before[role]):
                     notes[role] = (
                         f"not counted: the daemon ran {forks} process(es) of its own during the window (a "
                         "process per connection, as socat forks): only its first process's count can be read"
