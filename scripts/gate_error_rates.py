@@ -160,6 +160,9 @@ def judged(db: Path, name: str, label_a: str, label_b: str) -> dict[str, Any]:
         }
     main = next((k for k, m in metrics.items() if m["tier"] == "gate"), "")
     out = {"metrics": metrics, "exit": res.exit_code, "gate": res.gate_line(), "main": main}
+    runtime = [v for t in run.trials for k, v in t.metrics.items() if k.startswith("instr.") and k.endswith(".runtime")]
+    if runtime:  # the work gate: whether Go's runtime was counted apart (0 everywhere: not a Go build, or not named)
+        out["runtime_split"] = any(v for v in runtime if v)
     return out | ({"carried": "backfilled from counters.client.dev.vc"} if filled else {})
 
 
