@@ -95,6 +95,8 @@ def test_v1_writes_cpus_and_mems_before_tasks_and_removes_everything(
         # the tunnel's processes: accounted and placed; the traffic generator: placed only
         assert cg.procs_files == [acct / "tbabc123-t1-client" / "cgroup.procs", placed / "cgroup.procs"]
         assert cg.placement_files == [placed / "cgroup.procs"]
+        (placed / "cgroup.procs").write_text("41\n42\n")  # the tunnel's and the generator's, in one cpuset
+        assert cg.placed_pids() == [41, 42]
         assert sorted(ledger.cgroups) == sorted([str(acct / "tbabc123-t1-client"), str(placed)])
     assert not (acct / "tbabc123-t1-client").exists() and not placed.exists()
     assert ledger.cgroups == [] and sorted(removed) == ["tbabc123-t1-client"] * 2
@@ -109,7 +111,7 @@ def test_without_cpus_nothing_changes(tmp_path: Path, monkeypatch: pytest.Monkey
     assert not any(cpuset.glob("tb*")) and ledger.log == ["add tbabc123-t1-server", "drop tbabc123-t1-server"]
     # and an emulator's placement without CPUs makes nothing at all
     with RoleCgroup("tbabc123-t1-link", ledger, account=False) as link:  # type: ignore[arg-type]
-        assert link.procs_files == [] and link.placement_files == []
+        assert link.procs_files == [] and link.placement_files == [] and link.placed_pids() == []
     assert ledger.log[2:] == []
 
 
@@ -134,6 +136,11 @@ def test_v2_places_the_accounting_cgroup_and_a_load_sibling_without_touching_the
         assert not (own / "cpuset.mems").exists()  # v2 inherits the parent's memory nodes
         assert cg.procs_files == [own / "cgroup.procs"]  # one cgroup per process on v2
         assert cg.placement_files == [load / "cgroup.procs"]
+        (own / "cgroup.procs").write_text("41\n")
+        (load / "cgroup.procs").write_text("42\n41\n")
+        assert cg.placed_pids() == [41, 42]  # the tunnel's and the generator's, each once
+        (own / "cgroup.procs").unlink()
+        (load / "cgroup.procs").unlink()
     assert (root / "cgroup.subtree_control").read_text() == "cpuset cpu io memory pids\n"
     assert sorted(p.name for p in root.iterdir()) == ["cgroup.subtree_control"]
     assert ledger.cgroups == []

@@ -89,7 +89,7 @@ def test_the_runner_puts_the_queue_on_the_workloads_time_base() -> None:
     rec = TrialRecord(1, "direct", "direct", "p", "rrul", 1, "bidir", repetition=1, params={})
     call = (1000.0, 1020.0)
     result = Measurement(metrics={"throughput_bps": 1e7}, series_span=(1004.0, 1014.0))
-    window = Measured(result, SimpleNamespace(t0=1000.0, results={}, wall_s=20.0, cpus=[]), {}, call)  # type: ignore[arg-type]
+    window = Measured(result, SimpleNamespace(t0=1000.0, results={}, wall_s=20.0, cpus=[], placed={}), {}, call)  # type: ignore[arg-type]
     st = stats(up=occupancy(1003 * S, [100 * i for i in range(200)]))
     pair = SimpleNamespace(link_stats=lambda final: st, link_clock_offset_s=lambda: 0.0, underlay=lambda: None)
     account(

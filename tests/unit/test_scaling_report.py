@@ -72,19 +72,24 @@ def test_the_terminal_table_and_the_html_report_show_it() -> None:
     assert "client: thread socat" in page  # a point's label: what saturated each side
 
 
-def test_a_thread_named_with_its_cpus_softirq_shows_both_parts() -> None:
-    from tunbench.monitor.stage import BUSIEST_THREAD, SOFTIRQ_MAX, THREAD_SOFTIRQ
+def test_a_thread_judged_with_its_cpus_uncharged_time_shows_both_parts() -> None:
+    from tunbench.monitor.stage import BUSIEST_THREAD, THREAD_AND_CPU, UNCLAIMED
 
     trials = []
-    for i, (thread, soft) in enumerate([(93.0, 5.0), (94.0, 4.0), (92.0, 6.0)]):
+    for i, (thread, unclaimed) in enumerate([(93.0, 5.0), (94.0, 4.0), (92.0, 6.0)]):
         pinned = at(10 * i + 1, "socat", 3.0, 1, client="thread socat")
         pinned.params["threads"] = {"client": [["socat", 7, thread]]}
-        figures = {BUSIEST_THREAD.key(role="client"): thread, SOFTIRQ_MAX.key(role="client"): soft}
-        pinned.metrics.update({**figures, THREAD_SOFTIRQ.key(role="client"): thread + soft})
+        pinned.metrics.update(
+            {
+                BUSIEST_THREAD.key(role="client"): thread,
+                UNCLAIMED.key(role="client"): unclaimed,
+                THREAD_AND_CPU.key(role="client"): thread + unclaimed,
+            }
+        )
         spread = at(10 * i + 2, "socat", 3.1, 2, client="none")
         spread.params["threads"] = {"client": [["socat", 7, thread]]}
-        spread.metrics.update(figures)  # two CPUs: no thread + softirq figure, the thread judged alone
+        spread.metrics[BUSIEST_THREAD.key(role="client")] = thread  # two CPUs: the thread judged alone
         trials += [pinned, spread]
     (socat,) = curves(trials)
-    assert socat.points[0].side_text("client") == "thread socat 93% + softirq 5%"
+    assert socat.points[0].side_text("client") == "thread socat 93% + 5% uncharged"
     assert socat.points[1].side_text("client") == "none, socat 93%"

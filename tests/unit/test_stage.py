@@ -7,8 +7,9 @@ import os
 
 import pytest
 
+from tunbench.metrics import Metrics
 from tunbench.monitor import stage
-from tunbench.monitor.threads import CpuTime, ThreadTime, cpu_time, parse_task_stat, read_threads
+from tunbench.monitor.threads import CpuTime, ThreadTime, cpu_time, parse_task_stat, read_processes, read_threads
 
 # /proc/PID/task/TID/stat of a wireguard-go worker and of a thread whose name holds ") (" (comm may)
 WG_LINE = (
@@ -55,13 +56,28 @@ def cpus(t: float, busy: tuple[float, float], soft: tuple[float, float]) -> tupl
 def test_the_stages_in_order() -> None:
     use = {0: (99.0, 10.0), 1: (50.0, 96.0)}
     hot = [stage.ThreadUse(1, "socat", 9, 97.0)]
-    # pinned to one CPU: the thread with that CPU's softirq fills it, the thread is named
+    # pinned to one CPU: the thread and the CPU's time charged to nothing known (2%) fill it
     assert stage.stage([0], use, hot).name == "thread socat"
-    # its one CPU is full, but not by the thread and softirq: whoever filled it
-    assert stage.stage([0], use, [stage.ThreadUse(1, "socat", 9, 60.0)]).name == "all cores busy"
+    # its one CPU is full, but the generator (pid 20) took 35% of it: whoever filled it
+    assert stage.stage([0], use, [stage.ThreadUse(1, "socat", 9, 60.0)], {9: 60.0, 20: 35.0}).name == "all cores busy"
     assert stage.stage([0, 1], use, hot).name == "thread socat"  # 74.5% of two CPUs, one thread at 97%
     assert stage.stage([0, 1], use, [stage.ThreadUse(1, "socat", 9, 60.0)]).name == "softirq CPU 1"
     assert stage.stage([0, 1], {0: (40.0, 1.0), 1: (40.0, 2.0)}, []).name == "none"
+
+
+def test_what_is_known_on_a_cpu_is_all_but_the_busiest_thread() -> None:
+    threads = [stage.ThreadUse(11, "worker", 9, 70.0), stage.ThreadUse(12, "worker", 9, 10.0)]
+    # its process (70 + 10 + 2 of threads that ended) and the generator's: all but the busiest thread
+    assert stage.known_pct(threads, {9: 82.0, 20: 15.0}) == pytest.approx(27.0)
+    # the tunnel's process not among the placed ones (no placement): its other threads still count
+    assert stage.known_pct(threads, {20: 15.0}) == pytest.approx(25.0)
+    assert stage.known_pct([], {20: 15.0}) == pytest.approx(15.0)
+    series = [(0.0, {20: th(20, "iperf3", 1.0)}), (2.0, {20: th(20, "iperf3", 1.4)})]
+    placed = {"client": series, "server": series, "link": series}
+    cpuset = {"client": "0", "server": "0-1", "link": ""}
+    # only a placement that is this CPU alone says how much of its time was spent here
+    assert stage.placed_on(0, cpuset, placed, (0.0, 2.0)) == {20: pytest.approx(20.0)}
+    assert stage.placed_on(1, cpuset, placed, (0.0, 2.0)) == {}
 
 
 def test_saturation_gives_metrics_and_the_stage_per_side() -> None:
@@ -70,14 +86,20 @@ def test_saturation_gives_metrics_and_the_stage_per_side() -> None:
         "client": [(0.0, {5: th(5, "socat", 1.0)}), (2.0, {5: th(5, "socat", 2.96)})],
         "server": [(0.0, {6: th(6, "socat", 1.0)}), (2.0, {6: th(6, "socat", 1.5)})],
     }
-    m, said = stage.saturation(threads, series, (0.0, 2.0), {"client": "0", "server": "1"})
+    placed = {  # the server side's socat and its iperf3 (pid 60), sampled as processes
+        "server": [(0.0, {6: th(6, "socat", 1.0), 60: th(60, "iperf3", 0.0)}), (2.0, {6: th(6, "socat", 1.5)})],
+    }
+    placed["server"][1][1][60] = th(60, "iperf3", 0.4)
+    m, said = stage.saturation(threads, series, (0.0, 2.0), {"client": "0", "server": "1"}, placed=placed)
     assert said["stage"] == {"client": "thread socat", "server": "none"}
     assert said["threads"] == {"client": [["socat", 5, 98.0]], "server": [["socat", 6, 25.0]]}
     assert said["stage_detail"] == {
-        "client": "socat (thread) 98% + softirq 5% of CPU 0 = 100%: saturated",
-        "server": "socat (thread) 25% + softirq 45% of CPU 1 = 70%: not saturated",
+        "client": "socat (thread) 98% + 1% of CPU 0 not charged to any process = 99%: saturated",
+        "server": "socat (thread) 25% + 5% of CPU 1 not charged to any process = 30%: not saturated",
     }
-    assert m[stage.THREAD_SOFTIRQ.key(role="client")] == pytest.approx(100.0)  # 98 + 5, capped
+    assert m[stage.THREAD_AND_CPU.key(role="client")] == pytest.approx(99.0)
+    assert m[stage.KNOWN.key(role="server")] == pytest.approx(20.0)  # iperf3; socat's own thread is T
+    assert m[stage.UNCLAIMED.key(role="server")] == pytest.approx(5.0)  # 50 busy - 25 - 20
     assert m[stage.CPUS_BUSY.key(role="client")] == pytest.approx(99.0)
     assert m[stage.SOFTIRQ_MAX.key(role="server")] == pytest.approx(45.0)
     assert m[stage.SATURATED_FLAG.key(role="server")] == 0.0
@@ -85,16 +107,37 @@ def test_saturation_gives_metrics_and_the_stage_per_side() -> None:
     # unplaced, a side may use every CPU: both together were 74.5% busy, and the thread is named
     m, said = stage.saturation(threads, series, (0.0, 2.0), {})
     assert said["stage"]["client"] == "thread socat" and "stage_detail" not in said
-    assert stage.THREAD_SOFTIRQ.key(role="client") not in m
+    assert stage.THREAD_AND_CPU.key(role="client") not in m
     assert stage.saturation(threads, [], (0.0, 2.0), {}) == ({}, {})
 
 
-# /proc/stat's line of CPU 1 and /proc/PID/task/TID/stat of socat's one thread, 3 s apart (USER_HZ 100),
-# in the proportions socat showed at 1 flow on 1 core: its thread 93% of the CPU, the CPU's softirq 5%
-CPU1_AT_0 = "cpu1 41210 12 30876 912345 140 0 8123 0 0 0"
-CPU1_AT_3 = "cpu1 41336 12 31031 912349 140 0 8138 0 0 0"
-SOCAT_AT_0 = "2345 (socat) R 2300 2300 2300 0 -1 4194304 310 0 0 0 1290 5410 0 0 20 0 1 0 777 9000000 400"
-SOCAT_AT_3 = "2345 (socat) R 2300 2300 2300 0 -1 4194304 310 0 0 0 1331 5648 0 0 20 0 1 0 777 9000000 400"
+# socat at 1 flow on 1 core per side, 3 s apart (USER_HZ 100, 300 ticks), in the proportions measured on a
+# kernel without CONFIG_IRQ_TIME_ACCOUNTING: /proc/stat's line of the side's CPU 0, /proc/PID/task/TID/stat
+# of socat's one thread and /proc/PID/stat of the side's iperf3. Up, socat's thread 91% (273 ticks), the
+# CPU 98% busy (294) of which 45% softirq (135), iperf3 3% (9); down, socat 74% (222), the CPU 100% busy
+# (300) of which 32% softirq (96), iperf3 22% (66). Thread + softirq counts 136% and 106% of one CPU.
+UP = {
+    "cpu": ("cpu0 50000 10 40000 900000 200 0 10000 0 0 0", "cpu0 50020 10 40139 900006 200 0 10135 0 0 0"),
+    "socat": (
+        "2345 (socat) R 2300 2300 2300 0 -1 4194304 310 0 0 0 1000 4000 0 0 20 0 1 0 777 9000000 400",
+        "2345 (socat) R 2300 2300 2300 0 -1 4194304 310 0 0 0 1012 4261 0 0 20 0 1 0 777 9000000 400",
+    ),
+    "iperf3": (
+        "2400 (iperf3) S 2300 2400 2300 0 -1 4194304 90 0 0 0 50 100 0 0 20 0 1 0 780 9000000 300",
+        "2400 (iperf3) S 2300 2400 2300 0 -1 4194304 90 0 0 0 52 107 0 0 20 0 1 0 780 9000000 300",
+    ),
+}
+DOWN = {
+    "cpu": ("cpu0 60000 10 50000 800000 200 0 20000 0 0 0", "cpu0 60050 10 50154 800000 200 0 20096 0 0 0"),
+    "socat": (
+        "2345 (socat) R 2300 2300 2300 0 -1 4194304 310 0 0 0 2000 6000 0 0 20 0 1 0 777 9000000 400",
+        "2345 (socat) R 2300 2300 2300 0 -1 4194304 310 0 0 0 2020 6202 0 0 20 0 1 0 777 9000000 400",
+    ),
+    "iperf3": (
+        "2400 (iperf3) S 2300 2400 2300 0 -1 4194304 90 0 0 0 300 400 0 0 20 0 1 0 780 9000000 300",
+        "2400 (iperf3) S 2300 2400 2300 0 -1 4194304 90 0 0 0 340 426 0 0 20 0 1 0 780 9000000 300",
+    ),
+}
 PROC_STAT_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice")
 
 
@@ -106,19 +149,47 @@ def proc_cpu(line: str) -> CpuTime:
     return cpu_time(namedtuple("scputimes", PROC_STAT_FIELDS)(*ticks))
 
 
-def test_a_thread_just_under_the_bar_with_its_cpus_softirq_is_saturated_from_recorded_figures() -> None:
-    comm, at0 = parse_task_stat(SOCAT_AT_0, clk_tck=100)
-    _, at3 = parse_task_stat(SOCAT_AT_3, clk_tck=100)
-    threads = {"client": [(0.0, {2345: th(2345, comm, at0)}), (3.0, {2345: th(2345, comm, at3)})]}
-    cpus_series = [(0.0, {1: proc_cpu(CPU1_AT_0)}), (3.0, {1: proc_cpu(CPU1_AT_3)})]
-    m, said = stage.saturation(threads, cpus_series, (0.0, 3.0), {"client": "1"})
-    # alone the thread is under 95% (279 of 300 ticks), with the CPU's 15 ticks of softirq it is at 98%
-    assert m[stage.BUSIEST_THREAD.key(role="client")] == pytest.approx(93.0)
-    assert m[stage.SOFTIRQ_MAX.key(role="client")] == pytest.approx(5.0)
+def recorded(lines: dict[str, tuple[str, str]]) -> tuple[Metrics, dict[str, object]]:
+    """saturation() over the recorded lines: the client side pinned to CPU 0 with socat and its iperf3."""
+    at = {name: [parse_task_stat(line, clk_tck=100) for line in pair] for name, pair in lines.items() if name != "cpu"}
+    socat = [(t, {2345: th(2345, *at["socat"][i])}) for i, t in enumerate((0.0, 3.0))]
+    placed = [
+        (t, {2345: th(2345, *at["socat"][i]), 2400: th(2400, *at["iperf3"][i])}) for i, t in enumerate((0.0, 3.0))
+    ]
+    cpus_series = [(t, {0: proc_cpu(lines["cpu"][i])}) for i, t in enumerate((0.0, 3.0))]
+    return stage.saturation({"client": socat}, cpus_series, (0.0, 3.0), {"client": "0"}, placed={"client": placed})
+
+
+def test_a_pinned_thread_and_its_cpus_uncharged_time_from_recorded_figures_up() -> None:
+    m, said = recorded(UP)
+    assert m[stage.BUSIEST_THREAD.key(role="client")] == pytest.approx(91.0)
+    assert m[stage.SOFTIRQ_MAX.key(role="client")] == pytest.approx(45.0)  # 91 + 45: counted twice
+    assert m[stage.KNOWN.key(role="client")] == pytest.approx(3.0)
+    assert m[stage.UNCLAIMED.key(role="client")] == pytest.approx(4.0)  # 98 - 91 - 3
     assert said["stage"] == {"client": "thread socat"}
-    assert said["stage_detail"] == {"client": "socat (thread) 93% + softirq 5% of CPU 1 = 98%: saturated"}
+    assert said["stage_detail"] == {
+        "client": "socat (thread) 91% + 4% of CPU 0 not charged to any process = 95%: saturated"
+    }
     assert m[stage.SATURATED_FLAG.key(role="client")] == 1.0
+
+
+def test_the_softirq_counted_twice_does_not_name_a_thread_that_shared_its_cpu_down() -> None:
+    m, said = recorded(DOWN)
+    assert m[stage.BUSIEST_THREAD.key(role="client")] == pytest.approx(74.0)
+    assert m[stage.SOFTIRQ_MAX.key(role="client")] == pytest.approx(32.0)  # 74 + 32 = 106%: the first rule's "thread"
+    assert m[stage.THREAD_AND_CPU.key(role="client")] == pytest.approx(78.0)  # 74 + (100 - 74 - 22)
+    assert said["stage_detail"] == {
+        "client": "socat (thread) 74% + 4% of CPU 0 not charged to any process = 78%: not saturated"
+    }
+    assert said["stage"] == {"client": "all cores busy"}  # the CPU was full, the thread did not fill it
     # the same thread on a side of two CPUs is judged by itself: under the bar, and the CPUs not full
-    both = [(t, {0: CpuTime(100.0, 0.0), **c}) for t, c in cpus_series]  # CPU 0 idle
+    at = [parse_task_stat(line, clk_tck=100) for line in DOWN["socat"]]
+    threads = {"client": [(t, {2345: th(2345, *at[i])}) for i, t in enumerate((0.0, 3.0))]}
+    both = [(t, {1: CpuTime(100.0, 0.0), 0: proc_cpu(DOWN["cpu"][i])}) for i, t in enumerate((0.0, 3.0))]
     _, said = stage.saturation(threads, both, (0.0, 3.0), {"client": "0,1"})
     assert said["stage"] == {"client": "none"} and "stage_detail" not in said
+
+
+def test_a_process_cpu_time_is_read_from_its_stat_line() -> None:
+    mine = read_processes([os.getpid(), 999_999_999])  # one that does not exist is left out
+    assert list(mine) == [os.getpid()] and mine[os.getpid()].cpu_s > 0

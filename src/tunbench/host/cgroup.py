@@ -264,6 +264,17 @@ class RoleCgroup:
         except (OSError, ValueError):
             return []
 
+    def placed_pids(self) -> list[int]:
+        """Every process on the placement's CPUs: the role's own and the side's others (the generator); []
+        when the side is not placed."""
+        out: dict[int, None] = {}
+        for path in dict.fromkeys(p for p in (self.cpuset_path, self.load_path) if p is not None):
+            try:
+                out.update(dict.fromkeys(int(x) for x in (path / "cgroup.procs").read_text().split()))
+            except (OSError, ValueError):
+                continue
+        return list(out)
+
     def __enter__(self) -> RoleCgroup:
         if self.cpus and self.cpuset_kind == "none":
             raise TrialError(f'cpuset {self.cpus}: {cpuset_refusal()}; set [run] cpuset = "off"')

@@ -6,7 +6,9 @@ trees of the role's daemons. A process seen at the first sample counts from its 
 later counts from zero (all of its CPU time fell inside the window).
 
 With `threads`, each tick also reads every thread of the roles' processes and each CPU's busy and softirq
-time (monitor/threads.py), for the saturated stage (monitor/stage.py); the pair trials ask for it.
+time (monitor/threads.py), for the saturated stage (monitor/stage.py); the pair trials ask for it. With
+`placed`, each tick also reads the CPU time of every process of each placement (a side's cpuset: its tunnel
+and its traffic generator; the emulator's), what stage.py counts as known on a side's CPU.
 
 The sampler spans the whole workload call (connect, warm-up, the measured seconds, result exchange). The
 workload says afterwards which part of it was measured; `RoleCost.between` gives the CPU of that part
@@ -30,7 +32,7 @@ import numpy as np
 import psutil
 
 from tunbench.host.cgroup import CpuUsage, RoleCgroup
-from tunbench.monitor.threads import CpuTime, ThreadTime, read_cpus, read_threads
+from tunbench.monitor.threads import CpuTime, ThreadTime, read_cpus, read_processes, read_threads
 
 PidSource = Callable[[], list[int]]
 # once a second; TUNBENCH_SAMPLE_INTERVAL_S overrides it (docs/benchmarks/interference.md compares 0.1 s side by side)
@@ -142,7 +144,8 @@ class _RoleTracker:
 
 class Sampler:
     """`with Sampler({"client": (pids, cgroup), ...}) as s:` ... then `s.results`. `threads`: also each
-    role's threads and each CPU's times at every tick (`s.cpus`), for the saturated stage."""
+    role's threads and each CPU's times at every tick (`s.cpus`), for the saturated stage; `placed` (with
+    `threads`): each placement's processes at every tick (`s.placed`: name -> (t, pid -> its CPU) per tick)."""
 
     def __init__(
         self,
@@ -150,11 +153,14 @@ class Sampler:
         interval_s: float = SAMPLE_INTERVAL_S,
         *,
         threads: bool = False,
+        placed: Mapping[str, PidSource] | None = None,
     ) -> None:
         self.interval_s = interval_s
         self.threads = threads
         self._trackers = {name: _RoleTracker(pids, cg, threads) for name, (pids, cg) in roles.items()}
         self.cpus: list[tuple[float, dict[int, CpuTime]]] = []  # (t, each CPU's times) per tick, with threads
+        self._placed = dict(placed or {}) if threads else {}
+        self.placed: dict[str, list[tuple[float, dict[int, ThreadTime]]]] = {name: [] for name in self._placed}
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._next_t = 0.0
@@ -171,6 +177,8 @@ class Sampler:
     def _sample(self, t: float) -> None:
         if self.threads and (cpus := read_cpus()) is not None:
             self.cpus.append((t, cpus))
+        for name, pids in self._placed.items():
+            self.placed[name].append((t, read_processes(pids())))
         for tracker in self._trackers.values():
             tracker.sample(t)
 

@@ -1,9 +1,10 @@
-"""What saturated a side over the measured window (docs/scaling.md): from the sampler's per-thread and
-per-CPU readings (monitor/threads.py), each side's busiest tunnel thread, how busy its CPUs were and their
-softirq time, and the first saturated serial stage:
+"""What saturated a side over the measured window (docs/scaling.md): from the sampler's per-thread,
+per-process and per-CPU readings (monitor/threads.py), each side's busiest tunnel thread, how busy its CPUs
+were and their softirq time, and the first saturated serial stage:
 
-- "thread NAME", when the side was pinned to one CPU: its busiest tunnel thread plus that CPU's softirq
-  time (the kernel's packet work there, much of it on the thread's behalf) reached SATURATED of the CPU;
+- "thread NAME", when the side was pinned to one CPU: its busiest tunnel thread plus that CPU's busy time
+  no known process was charged with (`unclaimed`: the kernel's packet work done there in softirqs while no
+  process of the run was current, much of it on the thread's behalf) reached SATURATED of the CPU;
 - else "all cores busy": the side's CPUs were busy at least SATURATED of the window, on average (by anything
   that ran there: its tunnel, its traffic generator, the other side where they share, softirqs);
 - else "thread NAME": a tunnel thread of the side used at least SATURATED of one core by itself;
@@ -14,6 +15,13 @@ softirq time, and the first saturated serial stage:
 A side's CPUs are those it was placed on (`params.cpuset`: the cores axis or `[run] cpuset`), every CPU
 of the host when it was not placed. The figures are % of one core (threads, a CPU's softirq) or of the
 side's CPUs (busy). The arithmetic is pure.
+
+unclaimed = max(0, busy - thread - known), where busy is the CPU's non-idle, non-iowait share (/proc/stat)
+and known the CPU time of the other processes the run placed on that CPU alone (the side's traffic
+generator, its other tunnel processes, the other side or the emulator where they share it). Each tick of a
+CPU's time is charged once to one of /proc/stat's columns and once to the task that was current, so the
+difference counts nothing twice; a thread plus the CPU's softirq column does, where the kernel charges
+softirq time by ticks (without CONFIG_IRQ_TIME_ACCOUNTING the interrupted task is charged with it too).
 """
 
 from __future__ import annotations
@@ -50,13 +58,25 @@ SOFTIRQ_MAX = declare(
 CPUS_GIVEN = declare("stage.{role}.cpus", "count", "none", "info", "How many CPUs a side could run on.")
 SATURATED_FLAG = declare(
     "stage.{role}.saturated", "flag", "none", "info",
-    "1 when a stage of the side was saturated over the window (a pinned side's thread and its CPU's softirq, "
-    "all its cores, one thread or one CPU's softirqs at 95% or more), 0 when none was.",
+    "1 when a stage of the side was saturated over the window (a pinned side's thread and its CPU's "
+    "unclaimed time, all its cores, one thread or one CPU's softirqs at 95% or more), 0 when none was.",
 )  # fmt: skip
-THREAD_SOFTIRQ = declare(
+THREAD_AND_CPU = declare(
     "stage.{role}.thread_softirq_pct", "%", "none", "info",
-    "For a side pinned to one CPU: its busiest tunnel thread plus that CPU's softirq time over the measured "
-    "window, in % of the CPU (capped at 100); the figure its thread is judged saturated on (docs/scaling.md).",
+    "For a side pinned to one CPU: its busiest tunnel thread plus the CPU's busy time that no process the "
+    "run knows there was charged with (the kernel's work on that CPU, much of it on the thread's behalf), "
+    "over the measured window in % of the CPU; the figure its thread is judged saturated on (docs/scaling.md).",
+)  # fmt: skip
+UNCLAIMED = declare(
+    "stage.{role}.cpu_unclaimed_pct", "%", "none", "info",
+    "For a side pinned to one CPU: that CPU's busy time over the measured window that was charged to no "
+    "process the run placed there, in % of the CPU: busy - busiest thread - known, at least 0.",
+)  # fmt: skip
+KNOWN = declare(
+    "stage.{role}.cpu_known_pct", "%", "none", "info",
+    "For a side pinned to one CPU: the CPU time of the other processes the run placed on that CPU alone "
+    "(its traffic generator, its other tunnel processes, the other side or the emulator where they share it), "
+    "over the measured window in % of the CPU.",
 )  # fmt: skip
 CPU_SOFTIRQ = declare(
     "host_cpu.{cpu}.softirq_pct", "%", "none", "info",
@@ -88,30 +108,40 @@ class Stage:
     busy_pct: float
     busiest: ThreadUse | None
     softirq_pct: float
-    pinned: bool = False  # the side had one CPU: its busiest thread is judged with that CPU's softirq
+    pinned: bool = False  # the side had one CPU: its busiest thread is judged with that CPU's unclaimed time
+    known_pct: float = 0.0  # on a pinned side: the CPU time of the other processes known on its CPU
 
     @property
     def saturated(self) -> bool:
         return self.name != "none"
 
     @property
-    def thread_softirq_pct(self) -> float | None:
-        """The busiest thread plus its one CPU's softirq, in % of that CPU (capped at 100: where the kernel
-        charges a softirq to the thread it interrupted as well, the sum counts it twice); None when the side
-        was not pinned to one CPU."""
+    def unclaimed_pct(self) -> float | None:
+        """The pinned side's CPU's busy time charged to no known process, in % of the CPU (module
+        docstring); None when the side was not pinned to one CPU."""
         if not self.pinned or self.busiest is None:
             return None
-        return min(100.0, self.busiest.pct + self.softirq_pct)
+        return max(0.0, self.busy_pct - self.busiest.pct - self.known_pct)
+
+    @property
+    def thread_cpu_pct(self) -> float | None:
+        """The busiest thread plus its one CPU's unclaimed time, in % of that CPU (at most 100, as a share
+        of one CPU; the thread's own figure may pass it by the sampling's jitter); None when the side was
+        not pinned to one CPU."""
+        if (unclaimed := self.unclaimed_pct) is None or self.busiest is None:
+            return None
+        return min(100.0, self.busiest.pct + unclaimed)
 
     def thread_text(self) -> str:
-        """ "socat (thread) 93% + softirq 5% of CPU 1 = 98%: saturated" for a pinned side, "" otherwise."""
-        both = self.thread_softirq_pct
-        if both is None or self.busiest is None:
+        """ "socat (thread) 91% + 4% of CPU 1 not charged to any process = 95%: saturated" for a pinned
+        side, "" otherwise."""
+        both, unclaimed = self.thread_cpu_pct, self.unclaimed_pct
+        if both is None or unclaimed is None or self.busiest is None:
             return ""
         verdict = "saturated" if both >= 100.0 * SATURATED else "not saturated"
         return (
-            f"{self.busiest.comm} (thread) {self.busiest.pct:.0f}% + softirq {self.softirq_pct:.0f}% of CPU "
-            f"{self.cpus[0]} = {both:.0f}%: {verdict}"
+            f"{self.busiest.comm} (thread) {self.busiest.pct:.0f}% + {unclaimed:.0f}% of CPU {self.cpus[0]} "
+            f"not charged to any process = {both:.0f}%: {verdict}"
         )
 
 
@@ -159,17 +189,26 @@ def cpu_use(
     return out
 
 
-def stage(cpus: Sequence[int], use: Mapping[int, tuple[float, float]], threads: Sequence[ThreadUse]) -> Stage:
-    """The first saturated serial stage of a side on these CPUs (the module docstring's order)."""
+def stage(
+    cpus: Sequence[int],
+    use: Mapping[int, tuple[float, float]],
+    threads: Sequence[ThreadUse],
+    others: Mapping[int, float] | None = None,
+) -> Stage:
+    """The first saturated serial stage of a side on these CPUs (the module docstring's order). `others`:
+    pid -> % of one core of every process known on the CPU of a side pinned to one (its own tunnel
+    processes among them or not: the busiest thread is taken out of its process, the side's other tunnel
+    threads are added where their process is missing)."""
     mine = [c for c in cpus if c in use]
     busy = sum(use[c][0] for c in mine) / len(mine) if mine else 0.0
     soft_cpu = max(mine, key=lambda c: use[c][1], default=None)
     soft = use[soft_cpu][1] if soft_cpu is not None else 0.0
     busiest = threads[0] if threads else None
     pinned = len(mine) == 1
+    known = known_pct(threads, others or {}) if pinned else 0.0
     limit = 100.0 * SATURATED
-    with_softirq = Stage("", tuple(mine), busy, busiest, soft, pinned).thread_softirq_pct
-    if busiest is not None and with_softirq is not None and with_softirq >= limit:
+    with_cpu = Stage("", tuple(mine), busy, busiest, soft, pinned, known).thread_cpu_pct
+    if busiest is not None and with_cpu is not None and with_cpu >= limit:
         name = f"thread {busiest.comm}"  # on one CPU, more specific than "all cores busy", which it implies
     elif mine and busy >= limit:
         name = "all cores busy"
@@ -179,7 +218,31 @@ def stage(cpus: Sequence[int], use: Mapping[int, tuple[float, float]], threads: 
         name = f"softirq CPU {soft_cpu}"
     else:
         name = "none"
-    return Stage(name, tuple(mine), busy, busiest, soft, pinned)
+    return Stage(name, tuple(mine), busy, busiest, soft, pinned, known)
+
+
+def known_pct(threads: Sequence[ThreadUse], others: Mapping[int, float]) -> float:
+    """The CPU of everything known on a pinned side's CPU but its busiest thread: the processes in `others`
+    (pid -> %), and the side's tunnel threads whose process is not among them; less the busiest thread."""
+    if not threads:
+        return sum(others.values())
+    missing = sum(u.pct for u in threads if u.pid not in others)
+    return max(0.0, sum(others.values()) + missing - threads[0].pct)
+
+
+def placed_on(
+    cpu: int,
+    cpuset: Mapping[str, str],
+    placed: Mapping[str, Sequence[tuple[float, Mapping[int, ThreadTime]]]],
+    window: tuple[float, float],
+) -> dict[int, float]:
+    """pid -> % of one core over the window of every process of the placements that are this one CPU alone
+    (a placement of several CPUs does not say how much of its time was spent on this one)."""
+    out: dict[int, float] = {}
+    for name, series in placed.items():
+        if cpuset.get(name) and parse_cpu_list(cpuset[name]) == [cpu]:
+            out.update({u.tid: u.pct for u in thread_use(series, *window)})
+    return out
 
 
 def side_cpus(cpuset: Mapping[str, str], role: str, online: Sequence[int]) -> list[int]:
@@ -193,10 +256,13 @@ def saturation(
     cpus: Sequence[tuple[float, Mapping[int, CpuTime]]],
     window: tuple[float, float],
     cpuset: Mapping[str, str],
+    *,
+    placed: Mapping[str, Sequence[tuple[float, Mapping[int, ThreadTime]]]] | None = None,
 ) -> tuple[Metrics, dict[str, object]]:
     """The figures of each side over `window` (the sampler's clock) as metrics, and as params: each side's
     stage name, its busiest threads ([name, tid, % of one core]) and, for a side pinned to one CPU, the
-    thread + softirq figure in words (Stage.thread_text). ({}, {}) without CPU readings."""
+    thread + unclaimed figure in words (Stage.thread_text). `placed`: each placement's processes per tick
+    (Sampler.placed; cpuset names their CPUs). ({}, {}) without CPU readings."""
     use = cpu_use(cpus, *window)
     if not use:
         return {}, {}
@@ -211,18 +277,22 @@ def saturation(
         if role not in threads:
             continue
         used = thread_use(threads[role], *window)
-        st = stage(side_cpus(cpuset, role, sorted(use)), use, used)
+        mine = [c for c in side_cpus(cpuset, role, sorted(use)) if c in use]
+        others = placed_on(mine[0], cpuset, placed or {}, window) if len(mine) == 1 else None
+        st = stage(mine, use, used, others)
         m[CPUS_GIVEN.key(role=role)] = len(st.cpus)
         m[CPUS_BUSY.key(role=role)] = st.busy_pct
         m[SOFTIRQ_MAX.key(role=role)] = st.softirq_pct
         m[BUSIEST_THREAD.key(role=role)] = st.busiest.pct if st.busiest is not None else None
         m[SATURATED_FLAG.key(role=role)] = 1.0 if st.saturated else 0.0
-        if (both := st.thread_softirq_pct) is not None:
-            m[THREAD_SOFTIRQ.key(role=role)] = both
+        if (both := st.thread_cpu_pct) is not None:
+            m[THREAD_AND_CPU.key(role=role)] = both
+            m[UNCLAIMED.key(role=role)] = st.unclaimed_pct
+            m[KNOWN.key(role=role)] = st.known_pct
             details[role] = st.thread_text()
         stages[role] = st.name
         tops[role] = [[u.comm, u.tid, round(u.pct, 1)] for u in used[:TOP_THREADS]]
     said: dict[str, object] = {"stage": stages, "threads": tops}
     if details:
-        said["stage_detail"] = details  # a pinned side's thread + softirq, both parts named
+        said["stage_detail"] = details  # a pinned side's thread + unclaimed time, both parts named
     return m, said

@@ -60,6 +60,19 @@ def read_threads(pids: Iterable[int], proc: Path = PROC) -> dict[int, ThreadTime
     return out
 
 
+def read_processes(pids: Iterable[int], proc: Path = PROC) -> dict[int, ThreadTime]:
+    """Each process's CPU time, all its threads together (those that ended too), by pid, from
+    /proc/PID/stat (the same fields as a thread's line); a process that ended meanwhile is left out."""
+    out: dict[int, ThreadTime] = {}
+    for pid in pids:
+        try:
+            comm, cpu_s = parse_task_stat((proc / str(pid) / "stat").read_text())
+        except (OSError, ValueError):
+            continue
+        out[pid] = ThreadTime(pid, comm, cpu_s)
+    return out
+
+
 @dataclass(frozen=True)
 class CpuTime:
     """One CPU's cumulative busy seconds (everything but idle and iowait: steal counts as busy, the CPU

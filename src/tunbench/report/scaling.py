@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tunbench.metrics import core
-from tunbench.monitor.stage import BUSIEST_THREAD, SOFTIRQ_MAX, THREAD_SOFTIRQ
+from tunbench.monitor.stage import BUSIEST_THREAD, THREAD_AND_CPU, UNCLAIMED
 from tunbench.results import TrialRecord
 from tunbench.stats.summary import Ratio, ratio_of_medians
 
@@ -37,7 +37,7 @@ class Point:
     """One cores value of a curve: its median throughput over n ok repetitions, per core, against linear,
     each side's saturated stage as most of its repetitions named it (with how many did), each side's
     busiest tunnel thread (its name, the median of its % of one core) and, for a side pinned to one CPU, the
-    median softirq % of that CPU, which its thread is judged with (monitor/stage.py)."""
+    median % of that CPU charged to no known process, which its thread is judged with (monitor/stage.py)."""
 
     cores: int
     n: int
@@ -46,7 +46,7 @@ class Point:
     efficiency: float | None
     stages: dict[str, tuple[str, int]]
     busiest: dict[str, tuple[str, float]]
-    softirq: dict[str, float] = field(default_factory=dict)
+    unclaimed: dict[str, float] = field(default_factory=dict)
 
     def stage_text(self, role: str) -> str:
         """'thread socat', 'all cores busy (2/3)': the stage alone."""
@@ -55,14 +55,14 @@ class Point:
 
     def side_text(self, role: str) -> str:
         """The stage and, where it is not the thread itself, the busiest thread: 'all cores busy, socat 93%';
-        a thread named with its CPU's softirq gives both parts: 'thread socat 93% + softirq 5%'."""
+        a thread judged with its one CPU's unclaimed time gives both parts: 'thread socat 91% + 4% uncharged'."""
         text = self.stage_text(role)
         if (top := self.busiest.get(role)) is not None and not text.startswith("thread "):
             text += f", {top[0]} {top[1]:.0f}%"
         elif top is not None:
             text += f" {top[1]:.0f}%"
-            if (soft := self.softirq.get(role)) is not None:
-                text += f" + softirq {soft:.0f}%"
+            if (unclaimed := self.unclaimed.get(role)) is not None:
+                text += f" + {unclaimed:.0f}% uncharged"
         return text
 
 
@@ -113,13 +113,14 @@ def _busiest(trials: list[TrialRecord], role: str) -> tuple[str, float] | None:
     return Counter(names).most_common(1)[0][0], float(np.median(pcts))
 
 
-def _softirq(trials: list[TrialRecord], role: str) -> float | None:
-    """The median softirq % of a side's one CPU, over the repetitions judged with it (pinned sides)."""
+def _unclaimed(trials: list[TrialRecord], role: str) -> float | None:
+    """The median % of a pinned side's one CPU charged to no known process, over the repetitions judged
+    with it."""
     pcts = [
         v
         for t in trials
-        if t.metrics.get(THREAD_SOFTIRQ.key(role=role)) is not None
-        and (v := t.metrics.get(SOFTIRQ_MAX.key(role=role))) is not None
+        if t.metrics.get(THREAD_AND_CPU.key(role=role)) is not None
+        and (v := t.metrics.get(UNCLAIMED.key(role=role))) is not None
     ]
     return float(np.median(pcts)) if pcts else None
 
@@ -155,7 +156,7 @@ def curves(trials: list[TrialRecord]) -> list[Curve]:
                 med / (n * first_t / first_n) if first_t > 0 else None,
                 {role: _stage(by_cores[n], role) for role in ROLES},
                 {role: top for role in ROLES if (top := _busiest(by_cores[n], role)) is not None},
-                {role: soft for role in ROLES if (soft := _softirq(by_cores[n], role)) is not None},
+                {role: u for role in ROLES if (u := _unclaimed(by_cores[n], role)) is not None},
             )
             for n, med in medians
         )
@@ -197,8 +198,9 @@ def caption_lines() -> list[str]:
         "cores: CPUs each side was placed on (docs/scaling.md) · per core: Gbit/s ÷ cores · ×linear: "
         f"T(n) / (n × T(1)) · knee: the cores value after which an added core gains less than "
         f"{KNEE_SHARE:.0%} of linear · gain: T(2)/T(1) - 1, Hodges-Lehmann interval and its coverage",
-        "client, server: what saturated the side: on one CPU a tunnel thread with that CPU's softirq at ≥95% "
-        "of it, else all cores busy (its CPUs ≥95% busy), else a tunnel thread at ≥95% of a core, else a "
-        "CPU's softirqs at ≥95%, else none (most repetitions' answer; k/n when they differ); then the side's "
-        "busiest tunnel thread and its % of one core (median), + the softirq % of its one CPU where it had one",
+        "client, server: what saturated the side: on one CPU a tunnel thread plus that CPU's time charged to "
+        "no known process at ≥95% of it, else all cores busy (its CPUs ≥95% busy), else a tunnel thread at "
+        "≥95% of a core, else a CPU's softirqs at ≥95%, else none (most repetitions' answer; k/n when they "
+        "differ); then the side's busiest tunnel thread and its % of one core (median), + the % of its one "
+        "CPU charged to no known process (uncharged) where it had one",
     ]

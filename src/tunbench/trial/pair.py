@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ from tunbench.monitor import counters, crosscheck, stage, work
 from tunbench.monitor.cost import cost_metrics, cpu_per_unit
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.results import TrialRecord
-from tunbench.sites.base import Pair
+from tunbench.sites.base import Pair, SampledRoles
 from tunbench.trial.attempt import Attempt, Setup, merge
 from tunbench.tunnels.tunnel import IPERF_PORT, Tunnel
 from tunbench.units import parse_rate
@@ -102,6 +103,15 @@ def bring_up(setup: Setup, t: Attempt, stack: contextlib.ExitStack) -> Held:
     return Held(pair, tunnel, ctx)
 
 
+def placed_pids(pair: Pair, roles: SampledRoles) -> dict[str, Callable[[], list[int]]]:
+    """The processes of each placement on this machine, as the sampler reads them for the saturated stage:
+    each placed side's (its tunnel and its generator) and the emulator's."""
+    out = {role: cg.placed_pids for role, cg in pair.cgroups.items() if cg.cpus}
+    if "link" in roles:
+        out["link"] = roles["link"][0]
+    return out
+
+
 def measure_window(setup: Setup, t: Attempt, held: Held) -> Measured:
     """One measured window on a pair that is up: the workload's servers, then counters, host load, hooks
     and the role sampling around its measurement; the tunnel must still be alive after it."""
@@ -115,8 +125,9 @@ def measure_window(setup: Setup, t: Attempt, held: Held) -> Measured:
         window.enter_context(setup.site.watched(rec.metrics, rec.params, setup.redo.limits))
         for hook in setup.hooks:
             window.enter_context(hook(held.ctx, tunnel, rec, pair))
+        roles = pair.sampled_roles(tunnel)
         with (
-            Sampler(pair.sampled_roles(tunnel), threads=True) as sampler,
+            Sampler(roles, threads=True, placed=placed_pids(pair, roles)) as sampler,
             pair.remote_sampling(tunnel, sampler) as remote_costs,
             watchdog(t.workload.timeout_s(held.ctx), f"the {t.workload.kind} workload"),
         ):
@@ -148,7 +159,9 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     cost_metrics_over(rec, costs, w.sampler.wall_s, measured)
     span = measured or (0.0, w.sampler.wall_s)
     threads = {role: cost.threads for role, cost in w.sampler.results.items() if cost.threads}
-    figures, said = stage.saturation(threads, w.sampler.cpus, span, rec.params.get("cpuset") or {})
+    figures, said = stage.saturation(
+        threads, w.sampler.cpus, span, rec.params.get("cpuset") or {}, placed=w.sampler.placed
+    )
     rec.metrics.update(figures)  # what saturated each side over the window (docs/scaling.md)
     rec.params.update(said)
     for part in w.result.parts:  # the CPU of a stretch of the call per unit of work in it (the pps ladder)
