@@ -4,6 +4,7 @@ counted them (report/compare)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -133,6 +134,12 @@ def test_a_stripped_go_build_has_its_whole_count_judged_and_says_so(
         monkeypatch.setattr(ins, "run_cmd", lambda *a, out=out, **k: out)
         got, why = hook._runtime(dump)
         assert got == runtime and (whole in why if whole else why == "")
+
+
+def test_a_program_named_without_a_directory_is_found_on_path(tmp_path: Path) -> None:
+    dump = tmp_path / "callgrind.client.out.7"
+    dump.write_text("# callgrind format\ncmd:  sh -c true\npart: 1\n")
+    assert ins.dumped_program(dump) == shutil.which("sh")
 
 
 def test_gos_runtime_is_counted_by_function_and_nothing_else_is() -> None:

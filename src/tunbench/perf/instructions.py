@@ -157,11 +157,13 @@ stripping keeps."""
 
 
 def dumped_program(dump: Path) -> str:
-    """The program a callgrind dump counted (its `cmd:` line's first word: what the wrapper ran)."""
+    """The program a callgrind dump counted (its `cmd:` line's first word: what the wrapper ran), found on
+    PATH when the adapter named it without a directory (`wireguard-go`)."""
     with dump.open(errors="replace") as f:
         for line in f:
             if line.startswith("cmd:"):
-                return [*line.split(), "", ""][1]
+                program = [*line.split(), "", ""][1]
+                return program if not program or os.path.isabs(program) else shutil.which(program) or program
             if line.startswith(("fn=", "fl=", "ob=")):
                 break
     return ""
