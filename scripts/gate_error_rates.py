@@ -272,6 +272,8 @@ def design(rec: dict[str, Any]) -> str:
     main = rec.get("main") or next((k for k, m in rec["metrics"].items() if m["tier"] == "gate"), "")
     hog = f", beside {rec['hog']} busy loops" if rec.get("hog") else ""
     adapter = f", {rec['adapter']}" if rec.get("adapter") else ""
+    if not rec.get("adapter") and rec.get("runtime_split") is False:  # a Go build whose runtime was not named
+        adapter += ", Go's runtime not separated"
     return (f"{main}, judged again" if rec.get("rejudged") else main) + adapter + hog
 
 
