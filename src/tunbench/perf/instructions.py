@@ -36,6 +36,7 @@ an assertion in callgrind. It is set for every wrapped daemon (other programs ig
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -169,12 +170,23 @@ def dumped_program(dump: Path) -> str:
     return ""
 
 
-def is_go(program: str) -> bool:
-    """Whether `program` is a Go binary (its .go.buildinfo magic); False when it cannot be read."""
+def go_binary(program: str) -> tuple[bool, gosyms.GoFunctions | None]:
+    """Whether `program` is a Go binary, and its functions from its pclntab: read once per build (its path
+    and modification time), not once per dump."""
     try:
-        return GO_BUILDINFO in Path(program).read_bytes()
+        st = os.stat(program)
     except OSError:
-        return False
+        return False, None
+    return _go_binary(os.path.realpath(program), st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=16)
+def _go_binary(real: str, mtime_ns: int) -> tuple[bool, gosyms.GoFunctions | None]:
+    try:
+        go = GO_BUILDINFO in Path(real).read_bytes()
+    except OSError:
+        return False, None
+    return go, gosyms.read(real) if go else None
 
 
 def other_dumps(workdir: Path, role: str, pid: int) -> set[int]:
@@ -299,14 +311,14 @@ class CountInstructions:
         except CommandFailed as e:
             return None, f"Go's runtime not separated: {str(e).splitlines()[0]}"
         program = dumped_program(dump)
-        functions = gosyms.read(program) if program and is_go(program) else None
+        go, functions = go_binary(program) if program else (False, None)
         real = os.path.realpath(program) if program else ""
 
         def name(obj: str, pc: int) -> str | None:
             return functions.name(pc) if functions is not None and os.path.realpath(obj) == real else None
 
         count = runtime_count(res.stdout, name)
-        if count == 0 and program and is_go(program):
+        if count == 0 and go:
             return None, f"Go's runtime not separated: {program} has no symbols (stripped): the whole count is judged"
         return count, ""
 
