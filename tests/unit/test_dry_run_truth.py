@@ -93,3 +93,11 @@ def test_an_option_is_never_taken_as_another_options_value(argv: list[str], opti
 def test_an_explicit_value_and_a_negative_number_still_pass() -> None:
     code, out = _dry("-t", "socat", "--no-direct", "--direction", "up", "--repeat", "5", "--branch=--weird")
     assert code == 0 and "branch --weird" in out, out
+
+
+def test_the_work_gates_stop_names_the_counted_figure() -> None:
+    code, out = _dry(*AB, "-w", "udp", "--omit", "0", "--count-instructions", "--target-mde", "1%", "--budget", "75s")
+    assert code == 0, out
+    said = " ".join(out.split())
+    assert "pairs until the largest paired MDE of the tunnel's instructions/byte (the work gate" in said, said
+    assert "CPU/bit delivered" not in said, said

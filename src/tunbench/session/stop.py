@@ -57,12 +57,16 @@ class StopRule:
         reps = plan.scenario.run.repeat
         if self.goal is None:
             return f"budget {self.budget}: repetitions until it is spent, at most {reps}"
-        tiers = (
-            "every gated comparison (--gate all)"
-            if self.gate.name == "all"
-            else f"the tunnel's CPU/bit delivered (--gate cost; throughput's, the wire overhead's and each side's "
-            f"at most ±{self.gate.threshold('wide', self.goal):.1%})"
-        )
+        wide = f"{self.gate.threshold('wide', self.goal):.1%}"
+        if self.gate.name == "all":
+            tiers = "every gated comparison (--gate all)"
+        elif plan.scenario.run.count_instructions:  # the work gate, where both labels count
+            tiers = f"the tunnel's instructions/byte (the work gate; each side's at most ±{wide})"
+        else:
+            tiers = (
+                f"the tunnel's CPU/bit delivered (--gate cost; throughput's, the wire overhead's and each side's "
+                f"at most ±{wide})"
+            )
         return (
             f"target ±{self.goal:.1%}".replace(".0%", "%") + f" within {self.budget}: pairs until the largest "
             f"paired MDE of {tiers} is at most the target (never on significance), at most {reps}"
