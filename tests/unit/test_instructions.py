@@ -49,15 +49,24 @@ def test_the_daemon_runs_under_callgrind_with_instrumentation_off_until_a_window
     assert env == {"LOG_LEVEL": "error", "GODEBUG": "asyncpreemptoff=1"}
 
 
-def test_the_count_is_the_dumps_totals_and_the_newest_dump_is_read(tmp_path: Path) -> None:
+def test_the_count_is_the_dumps_totals_and_the_windows_dumps_are_those_written_since_its_start(
+    tmp_path: Path,
+) -> None:
     assert ins.totals(DUMP) == 158734127.0
     assert ins.totals("events: Ir\n") is None
-    for n in (1, 2, 10):
-        (tmp_path / f"callgrind.server.out.4242.{n}").write_text(DUMP)
-    (tmp_path / "callgrind.server.out.4242").write_text(DUMP)  # the dump at exit: not a window's
-    (tmp_path / "callgrind.server.out.4343.11").write_text(DUMP)  # a child process's
-    assert ins.newest_dump(tmp_path, "server", 4242) == tmp_path / "callgrind.server.out.4242.10"
-    assert ins.newest_dump(tmp_path, "client", 4242) is None
+    (tmp_path / "callgrind.server.out.4242").write_text("")  # the daemon's file for its exit: empty until then
+    (tmp_path / "callgrind.server.out.4242.1").write_text(DUMP)  # an earlier window's
+    (tmp_path / "callgrind.server.out.4040").write_text(DUMP)  # a wrapper's `dirname`, before the window
+    before = ins.role_dumps(tmp_path, "server")
+    (tmp_path / "callgrind.server.out.4242.2").write_text(DUMP)  # the daemon's dump at the window's end
+    (tmp_path / "callgrind.server.out.5151").write_text(DUMP)  # a connection's process that ended in the window
+    (tmp_path / "callgrind.server.out.6161").write_text("")  # one still writing its dump
+    (tmp_path / "callgrind.client.out.7171.1").write_text(DUMP)  # another role's
+    assert ins.window_dumps(tmp_path, "server", before) == [
+        tmp_path / "callgrind.server.out.4242.2",
+        tmp_path / "callgrind.server.out.5151",
+    ]
+    assert ins.window_dumps(tmp_path, "client", set()) == [tmp_path / "callgrind.client.out.7171.1"]
 
 
 def test_ratios_per_payload_byte_need_both_sides_for_the_tunnels_figure() -> None:
@@ -266,9 +275,8 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
     assert first.params["instr"] == {"client": ins.FIRST_WINDOW, "server": ins.FIRST_WINDOW}
     second = trial(2, "pr", 20e6)
     second.params["warm"] = {"bringup": "t1w", "window": 2}
-    (tmp_path / "callgrind.client.out.4242.1").write_text(DUMP)
     with hook(ctx, tunnel, second, None):  # type: ignore[arg-type]
-        pass
+        (tmp_path / "callgrind.client.out.4242.1").write_text(DUMP)  # as `-d` at the window's end writes it
     assert ["-i", "on", "4242"] in calls and ["-d", "4242"] in calls
     assert second.metrics["instr.client.count"] == 158734127.0
     assert second.params["instr_devices"] == {"client": "tc1", "server": "ts1"}
@@ -281,11 +289,44 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
     assert calls == [] and "instr" not in direct.params
 
 
-def test_a_daemon_that_forks_per_connection_is_not_counted(tmp_path: Path) -> None:
-    (tmp_path / "callgrind.client.out.4242.1").write_text(DUMP)  # the daemon's own window dump
-    (tmp_path / "callgrind.client.out.4040").write_text(DUMP)  # a wrapper's `dirname`, before the window
-    before = ins.other_dumps(tmp_path, "client", 4242)
-    assert ins.forked(tmp_path, "client", 4242, before) == 0
-    (tmp_path / "callgrind.client.out.5151").write_text(DUMP)  # a child's dump at its exit (socat's fork)
-    (tmp_path / "callgrind.server.out.6161").write_text(DUMP)  # another role's: not this one's
-    assert ins.forked(tmp_path, "client", 4242, before) == 1
+def test_a_daemon_that_forks_per_connection_counts_each_process_in_the_window(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """socat forks a process per connection: each process is switched on and off and dumped, a connection that
+    closed inside the window left its dump at its exit, and the role's count is their sum."""
+    from types import SimpleNamespace
+
+    calls: list[list[str]] = []
+    tree = [4242, 5151]  # the daemon and a connection's process, live at the window's start
+
+    def control(workdir: Path, role: str, args: list[str]) -> str:
+        calls.append(args)
+        if args[0] == "-d":
+            (workdir / f"callgrind.{role}.out.{args[1]}.1").write_text(DUMP)
+        return ""
+
+    hook = ins.CountInstructions(ins.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"))
+    monkeypatch.setattr(hook, "_control", control)
+    monkeypatch.setattr(hook, "_runtime", lambda dump: (0.0, ""))
+    monkeypatch.setattr(ins, "process_tree", lambda pid: list(tree))
+    topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
+    tunnel = SimpleNamespace(daemons={"client": SimpleNamespace(pid=4242)}, workdir=tmp_path, topo=topo)
+    here = SimpleNamespace(machine="")
+    rec = trial(1, "s", 20e6)
+    with hook(SimpleNamespace(client=here, server=here, baseline=False), tunnel, rec, None):  # type: ignore[arg-type]
+        assert calls == [["-i", "on", "4242"], ["-i", "on", "5151"]]
+        tree[:] = [4242, 6262]  # 5151's connection closed (its exit dump), 6262's opened (on from its birth)
+        (tmp_path / "callgrind.client.out.5151").write_text(DUMP)
+    assert ["-d", "6262"] in calls and ["-d", "5151"] not in calls
+    assert rec.metrics["instr.client.count"] == 3 * 158734127.0
+    assert rec.params["instr_processes"] == {"client": 3}
+    assert "client" not in rec.params.get("instr", {})
+    assert not list(tmp_path.glob("callgrind.client.out.*"))  # the dumps read are removed
+
+
+def test_the_tunnels_figure_adds_the_sides_that_run_a_daemon() -> None:
+    """socat forwards on the client and has nothing of its own on the server: its figure is the client's."""
+    one = instruction_ratios({"instr.client.count": 150e6}, 10e6, sides=["client"])
+    assert one["instr.per_byte"] == pytest.approx(15.0)
+    assert "instr.per_byte" not in instruction_ratios({"instr.client.count": 150e6}, 10e6)  # both expected
+    assert "instr.per_byte" not in instruction_ratios({"instr.client.count": 150e6}, 10e6, sides=[])  # kernel

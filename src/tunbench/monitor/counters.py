@@ -16,7 +16,7 @@ import itertools
 import logging
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from tunbench.errors import CommandFailed
 from tunbench.host.proc import run_cmd
@@ -199,16 +199,21 @@ def handled_bytes(metrics: Mapping[str, float | None], devices: Mapping[str, str
 
 
 def instruction_ratios(
-    metrics: Mapping[str, float | None], delivered: float | None, handled: Mapping[str, float] | None = None
+    metrics: Mapping[str, float | None],
+    delivered: float | None,
+    handled: Mapping[str, float] | None = None,
+    sides: Sequence[str] = ROLES,
 ) -> dict[str, float | None]:
     """`instr.<role>.per_byte` for each role whose tunnel instructions were counted over the workload call
     (`instr.<role>.count`, perf/instructions.py): its count outside Go's runtime (`instr.<role>.runtime`) per
     byte its tunnel device handled (`handled`, handled_bytes), else per payload byte delivered; the same with
-    the runtime included (`instr.<role>.all_per_byte`); and, when both sides were counted, `instr.per_byte`,
-    the two sides' figures added. Each side is divided by its own packets: a datagram lost before the server's
-    tunnel read it was encrypted by the client but never decrypted. Nothing without a denominator."""
+    the runtime included (`instr.<role>.all_per_byte`); and, when every side with a daemon (`sides`: both, or
+    the client alone for a forward with nothing of its own on the server, as socat) was counted,
+    `instr.per_byte`, those sides' figures added. Each side is divided by its own packets: a datagram lost
+    before the server's tunnel read it was encrypted by the client but never decrypted. Nothing without a
+    denominator."""
     out: dict[str, float | None] = {}
-    sides = []
+    counted: dict[str, float] = {}
     for role in ROLES:
         n = metrics.get(INSTR_COUNT.key(role=role))
         per = (handled or {}).get(role) or delivered
@@ -218,9 +223,9 @@ def instruction_ratios(
         own = n - in_runtime if in_runtime is not None and math.isfinite(in_runtime) else n
         out[INSTR_SIDE.key(role=role)] = own / per
         out[INSTR_ALL_SIDE.key(role=role)] = n / per
-        sides.append(own / per)
-    if len(sides) == 2:
-        out[INSTR.name] = sum(sides)
+        counted[role] = own / per
+    if sides and all(role in counted for role in sides):
+        out[INSTR.name] = sum(counted[role] for role in sides)
     return out
 
 

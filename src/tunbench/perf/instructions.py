@@ -26,6 +26,11 @@ timing, not on the traffic. Over twelve windows of one fixed UDP load, wireguard
 by 2.9-3.7% in all and by 0.3-0.5% outside the runtime (docs/work-gate.md). The gate judges the part outside it;
 a program in another language has no such functions, and its whole count is judged.
 
+A daemon that forks (socat's process per connection) is counted process by process: valgrind follows each fork
+(``--trace-children=yes``) and each process has its own gdbserver, so every live process of the daemon's tree
+is switched at the window's edges, a process born inside the window inherits its parent's switch, and one that
+ends inside it dumps at its exit; the role's count is the sum of the dumps written during the window.
+
 A stripped Go build (Debian's wireguard-go) has no symbols, and callgrind names its functions by address:
 perf/gosyms.py names them from the binary's own pclntab, which stripping keeps.
 
@@ -189,38 +194,27 @@ def _go_binary(real: str, mtime_ns: int) -> tuple[bool, gosyms.GoFunctions | Non
     return go, gosyms.read(real) if go else None
 
 
-def other_dumps(workdir: Path, role: str, pid: int) -> set[int]:
-    """The pids other than `pid` with a dump of the role's in the trial's directory."""
-    prefix = f"{DUMP_PREFIX}.{role}.out."
-    return {
-        int(head)
-        for p in workdir.glob(prefix + "*")
-        if (head := p.name.removeprefix(prefix).split(".")[0]).isdigit() and int(head) != pid
-    }
+def role_dumps(workdir: Path, role: str) -> set[Path]:
+    """Every dump of the role's processes in the trial's directory (each process's numbered window dumps and
+    the dump it wrote at its exit)."""
+    return set(workdir.glob(f"{DUMP_PREFIX}.{role}.out.*"))
 
 
-def forked(workdir: Path, role: str, pid: int, before: set[int] | frozenset[int] = frozenset()) -> int:
-    """How many other processes the role's daemon `pid` ran under valgrind during the window: its live
-    children, and the pids with a dump that were not there at the window's start (`before`: a child that
-    exited dumped at its exit). A window's count read from `pid` alone would leave their work out. What ran
-    before the window (a wrapper script's `dirname`) does not count."""
+def process_tree(pid: int) -> list[int]:
+    """The daemon `pid` and its live descendants: under ``--trace-children=yes`` each runs under callgrind
+    with a gdbserver of its own (socat's process per connection, a wrapper script's real program)."""
     try:
-        children = {c.pid for c in psutil.Process(pid).children(recursive=True)}
+        return [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
     except psutil.Error:
-        children = set()
-    return len(children | (other_dumps(workdir, role, pid) - set(before)))
+        return [pid]
 
 
-def newest_dump(workdir: Path, role: str, pid: int) -> Path | None:
-    """The most recent numbered dump of the role's process `pid` (`callgrind.<role>.out.<pid>.N`, the largest
-    N)."""
-    stem = dump_stem(workdir, role, pid)
-    numbered = []
-    for p in workdir.glob(f"{stem.name}.*"):
-        suffix = p.name.removeprefix(stem.name + ".")
-        if suffix.isdigit():
-            numbered.append((int(suffix), p))
-    return max(numbered)[1] if numbered else None
+def window_dumps(workdir: Path, role: str, before: set[Path]) -> list[Path]:
+    """The role's dumps written since the window's start (`before`: those there then): each live process's
+    dump at the window's end, and the exit dump of each process that ended inside it (a connection's process
+    that closed). A process counts only while its instrumentation is on, so a dump holds the window's part
+    of that process's work; an empty file is a dump still being written or a process that never dumped."""
+    return sorted(p for p in role_dumps(workdir, role) - before if p.stat().st_size > 0)
 
 
 class CountInstructions:
@@ -259,39 +253,39 @@ class CountInstructions:
                 notes[role] = "not counted: no userspace daemon (a kernel tunnel's work is in the kernel)"
             else:
                 pids[role] = daemon.pid
+        # the sides the tunnel's figure adds up: those that run a daemon (a forward such as socat has none on
+        # the server, a kernel tunnel none at all)
+        rec.params["instr_sides"] = [role for role in ROLES if tunnel.daemons.get(role) is not None]
         started: dict[str, int] = {}
-        before = {role: other_dumps(tunnel.workdir, role, pid) for role, pid in pids.items()}
+        before = {role: role_dumps(tunnel.workdir, role) for role in pids}
         try:
             for role, pid in pids.items():
-                if why := self._control(tunnel.workdir, role, ["-i", "on", str(pid)]):
+                if why := self._switch(tunnel.workdir, role, process_tree(pid), ["-i", "on"]):
                     notes[role] = f"not counted: instrumentation could not be switched on ({why})"
                 else:
                     started[role] = pid
             yield None
         finally:
             for role, pid in started.items():
-                if forks := forked(tunnel.workdir, role, pid, before[role]):
-                    notes[role] = (
-                        f"not counted: the daemon ran {forks} process(es) of its own during the window (a "
-                        "process per connection, as socat forks): only its first process's count can be read"
-                    )
-                    self._control(tunnel.workdir, role, ["-i", "off", str(pid)])
-                    continue
-                why = self._control(tunnel.workdir, role, ["-i", "off", str(pid)]) or self._control(
-                    tunnel.workdir, role, ["-d", str(pid)]
+                tree = process_tree(pid)
+                why = self._switch(tunnel.workdir, role, tree, ["-i", "off"]) or self._switch(
+                    tunnel.workdir, role, tree, ["-d"]
                 )
-                dump = newest_dump(tunnel.workdir, role, pid) if not why else None
-                count = totals(dump.read_text(errors="replace")) if dump is not None else None
-                if dump is None or count is None:
+                dumps = window_dumps(tunnel.workdir, role, before[role]) if not why else []
+                counts = [totals(d.read_text(errors="replace")) for d in dumps]
+                if not dumps or None in counts:
                     notes[role] = f"not counted: {why or 'no callgrind dump was written'}"
                     continue
-                rec.metrics[INSTR_COUNT.key(role=role)] = count
-                in_runtime, whole = self._runtime(dump)
-                if in_runtime is not None:
-                    rec.metrics[INSTR_RUNTIME.key(role=role)] = in_runtime
-                if whole:
+                rec.metrics[INSTR_COUNT.key(role=role)] = sum(c for c in counts if c is not None)
+                if len(dumps) > 1:  # socat's process per connection: each process's window added up
+                    rec.params.setdefault("instr_processes", {})[role] = len(dumps)
+                split = [self._runtime(d) for d in dumps]
+                if all(in_runtime is not None for in_runtime, _ in split):
+                    rec.metrics[INSTR_RUNTIME.key(role=role)] = sum(r for r, _ in split if r is not None)
+                if whole := next((w for _, w in split if w), ""):
                     rec.params.setdefault("instr_whole", {})[role] = whole
-                dump.unlink(missing_ok=True)  # the count is stored; the dump can be large
+                for d in dumps:  # the count is stored; a dump can be large
+                    d.unlink(missing_ok=True)
             if notes:
                 rec.params["instr"] = notes
             if started:  # each side's tunnel device, whose packets the count is divided by (pair.py)
@@ -321,6 +315,16 @@ class CountInstructions:
         if count == 0 and go:
             return None, f"Go's runtime not separated: {program} has no symbols (stripped): the whole count is judged"
         return count, ""
+
+    def _switch(self, workdir: Path, role: str, pids: list[int], args: list[str]) -> str:
+        """callgrind_control `args` on each of a role's processes (the daemon first); "" when every one said
+        OK, else why not. A child that ended since it was listed is not a failure: its exit dump holds its
+        part."""
+        for pid in pids:
+            why = self._control(workdir, role, [*args, str(pid)])
+            if why and (pid == pids[0] or psutil.pid_exists(pid)):
+                return why if pid == pids[0] else f"process {pid}: {why}"
+        return ""
 
     def _control(self, workdir: Path, role: str, args: list[str]) -> str:
         """Run callgrind_control on a role's daemon; "" when it said OK, else why not."""

@@ -223,7 +223,8 @@ def count_instructions(rec: TrialRecord, delivered: float | None) -> None:
                 rec.params.setdefault("instr", {})[role] = f"not counted: {short}"
         return
     handled = counters.handled_bytes(rec.metrics, rec.params.get("instr_devices") or {})
-    rec.metrics.update(counters.instruction_ratios(rec.metrics, delivered, handled))
+    sides = rec.params.get("instr_sides", counters.ROLES)
+    rec.metrics.update(counters.instruction_ratios(rec.metrics, delivered, handled, sides))
 
 
 RATE_KEPT = 0.9

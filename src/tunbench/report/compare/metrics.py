@@ -127,7 +127,8 @@ def _instructions(name: str) -> Callable[[TrialRecord], float | None]:
         if (v := t.metrics.get(name)) is not None:
             return v
         handled = handled_bytes(t.metrics, t.params.get("instr_devices") or {})
-        return instruction_ratios(t.metrics, delivered(t), handled).get(name)
+        sides = t.params.get("instr_sides", ROLES)
+        return instruction_ratios(t.metrics, delivered(t), handled, sides).get(name)
 
     return value
 
