@@ -32,7 +32,7 @@ from tunbench.report.compare import (
     run_from_export,
 )
 from tunbench.report.exporters.json import export
-from tunbench.results import RunRecord
+from tunbench.results import RunRecord, TrialRecord
 from tunbench.store.db import Store
 from tunbench.units import parse_fraction
 
@@ -531,11 +531,11 @@ def test_gate_family_too_large_for_the_repetitions_says_so() -> None:
 # ---- network settings --------------------------------------------------------------------------------
 
 
-def _net(cc: str, mtu: int, uid: str) -> dict[str, object]:
+def _net(cc: str, mtu: int, uid: str, slot: str = "") -> dict[str, object]:
     side = {
         "congestion_control": cc,
         "tcp_rmem": "4096 131072 6291456",
-        "interfaces": {f"{uid}-vc": {"mtu": mtu, "gso": True}, "lo": {"mtu": 65536}},
+        "interfaces": {f"{uid}-vc{slot}": {"mtu": mtu, "gso": True}, "lo": {"mtu": 65536}},
     }
     return {"kernel": "6.1.0-18-amd64", "client": side, "server": {**side, "congestion_control": "cubic"}}
 
@@ -1054,3 +1054,19 @@ def test_compare_target_never_advises_fewer_pairs_than_the_run_stops_on(tmp_path
                                    "--target", "1.2%"])  # fmt: skip
     m = re.search(r"for ±1\.2% about (\d+) pairs in all", " ".join(out.output.split()))
     assert m and int(m.group(1)) >= MIN_STOP_PAIRS, out.output
+
+
+def test_an_interface_named_by_its_tunnels_slot_is_one_setting_across_slots() -> None:
+    """Two labels in one run get a slot each (`<run>-vc`, `<run>-vc1`): the same interface, not a setting that
+    one side lacks."""
+    from tunbench.report.compare.settings import settings_differences
+
+    def trials(mtu: int, slot: str) -> list[TrialRecord]:
+        r = one_case("socat", samples(4e9, 5, 0.01, 1), rid=1, uid="tbaaaaaa")
+        return _with_net(r, _net("bbr", mtu, "tbaaaaaa", slot=slot)).trials
+
+    assert settings_differences(trials(1500, ""), trials(1500, "1")) == []
+    assert settings_differences(trials(1500, ""), trials(9000, "1")) == [
+        "settings differ: client.interfaces.<run>-vc.mtu: 1500 (A) vs 9000 (B)",
+        "settings differ: server.interfaces.<run>-vc.mtu: 1500 (A) vs 9000 (B)",
+    ]

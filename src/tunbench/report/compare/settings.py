@@ -18,8 +18,10 @@ from tunbench.results import TrialRecord
 _NOT_SET = "–"
 
 
-_RUN_PREFIX = re.compile(r"\btb[0-9a-f]{6}(?=-)")
-"""Interface names carry the run's prefix (tb + 6 hex digits): one key per interface across runs."""
+_RUN_PREFIX = re.compile(r"\btb[0-9a-f]{6}-([a-z]+)\d*(?=\.|$)")
+"""Interface names carry the run's prefix (tb + 6 hex digits) and, where one run holds several tunnels (two
+labels of an A/B), the tunnel's slot number after the role's letters (`-vc`, `-vc1`): one key per interface
+across runs and slots."""
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, str]:
@@ -71,7 +73,7 @@ def _side_settings(
             missing = missing or not (hosts and isinstance(net, dict))
             continue
         for key, value in flatten(net).items():
-            seen[_RUN_PREFIX.sub("<run>", key)][value] = None
+            seen[_RUN_PREFIX.sub(r"<run>-\1", key)][value] = None
     for key, values in host_settings(hosts or {}).items():
         seen[key].update(dict.fromkeys(values))
     return {k: list(v) for k, v in seen.items()}, missing
