@@ -14,7 +14,7 @@ import pytest
 from tests.unit.report_data import run, trial
 from tunbench.monitor.counters import handled_bytes, instruction_ratios
 from tunbench.perf import instructions as ins
-from tunbench.report.compare import CPU_DELIVERED, EXIT_REGRESSED, compare_runs
+from tunbench.report.compare import CPU_DELIVERED, EXIT_REGRESSED, Gate, compare_runs
 from tunbench.report.compare.metrics import INSTR
 from tunbench.results import RunRecord
 
@@ -330,3 +330,20 @@ def test_the_tunnels_figure_adds_the_sides_that_run_a_daemon() -> None:
     assert one["instr.per_byte"] == pytest.approx(15.0)
     assert "instr.per_byte" not in instruction_ratios({"instr.client.count": 150e6}, 10e6)  # both expected
     assert "instr.per_byte" not in instruction_ratios({"instr.client.count": 150e6}, 10e6, sides=[])  # kernel
+
+
+def test_calibrate_keeps_and_says_what_the_work_gate_keeps() -> None:
+    """calibrate's noise and its "left out" line decide as compare does (verdicts.work_gate_keeps)."""
+    from tunbench.report.calibration import calibration_lines, noise_per_metric
+    from tunbench.report.compare.verdicts import work_gate_keeps
+
+    r = _counted(more_work=0.0, reps=6)
+    for t in r.trials:
+        t.label = {"base": "a", "pr": "b"}[t.label]
+    r.trials[0].metrics["interfered"] = 1.0
+    r.trials[0].params["interference"] = "foreign CPU 45% of a core > 10%"
+    assert work_gate_keeps(Gate(), r.trials)
+    noise = noise_per_metric(r, pair_s=8.0, overhead_s=5.0, target=0.01)
+    assert all(nb.n_pairs == 6 for _, nb in noise)
+    text = " ".join(str(x) for x in calibration_lines(r, pair_s=8.0, overhead_s=5.0, target=0.01, noise=noise))
+    assert "left out" not in text

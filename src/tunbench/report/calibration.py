@@ -46,12 +46,12 @@ def noise_per_metric(
     interfered trial are left out (``report.summary.leave_out_interfered``) unless `include_interfered`."""
     from tunbench.report.compare import Gate, metrics_for, pair_trials, pair_values
     from tunbench.report.compare.gate import MAIN_CPU, main_metric
-    from tunbench.report.compare.verdicts import all_counted
+    from tunbench.report.compare.verdicts import work_gate_keeps
     from tunbench.report.summary import leave_out_interfered
     from tunbench.stats import noise_budget
 
     gate = gate or Gate()
-    include_interfered = include_interfered or (gate.name == "cost" and all_counted(run_rec.trials))  # as compare
+    include_interfered = include_interfered or work_gate_keeps(gate, run_rec.trials)
     trials, _ = leave_out_interfered(run_rec.trials, paired=True, include=include_interfered)
     a = [t for t in trials if t.label == LABELS[0]]
     b = [t for t in trials if t.label == LABELS[1]]
@@ -167,7 +167,8 @@ def calibration_lines(
 ) -> list[object]:
     """What calibrate prints after its run: what it measured, the interfered pairs it left out, the table (or
     why there is none), the assumption, and compare's verdict on the A/A."""
-    from tunbench.report.compare import CompareError, compare_runs, verdict_line
+    from tunbench.report.compare import CompareError, Gate, compare_runs, verdict_line
+    from tunbench.report.compare.verdicts import work_gate_keeps
     from tunbench.report.summary import leave_out_interfered
     from tunbench.workloads import case_title as case_text
 
@@ -176,7 +177,8 @@ def calibration_lines(
             run_rec, pair_s=pair_s, overhead_s=overhead_s, target=target, include_interfered=include_interfered,
             gate=gate,
         )  # fmt: skip
-    _, left = leave_out_interfered(run_rec.trials, paired=True, include=include_interfered)
+    keep = include_interfered or work_gate_keeps(gate or Gate(), run_rec.trials)  # as the noise above
+    _, left = leave_out_interfered(run_rec.trials, paired=True, include=keep)
     cases = sorted({f"{t.tunnel} · " + case_text(t.case).removeprefix(f"{t.label} · ") for t in run_rec.trials})
     pairs = max((nb.n_pairs for _, nb in noise), default=0)
     warm = any("warm" in t.params for t in run_rec.trials)

@@ -51,11 +51,10 @@ def gated_pairs(
     trials compare leaves out are left out here too (an interfered trial and its partners, as
     ``leave_out_interfered`` with ``paired``), so the pairs counted are the pairs judged. Absolute comparisons
     (latency increases, in ms) go to the tier's ``ABSOLUTE`` bucket: they count in its family only."""
-    from tunbench.report.compare.verdicts import all_counted
+    from tunbench.report.compare.verdicts import work_gate_keeps
 
     gate = gate or Gate()
-    counted = gate.name == "cost" and all_counted(trials)  # the work gate keeps them, as compare does
-    kept, _ = leave_out_interfered(trials, paired=True, include=counted)
+    kept, _ = leave_out_interfered(trials, paired=True, include=work_gate_keeps(gate, trials))
     by_case: dict[tuple[str, ...], dict[str, list[TrialRecord]]] = {}
     for t in kept:
         if t.label in (label_a, label_b):

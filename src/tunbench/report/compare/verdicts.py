@@ -104,6 +104,13 @@ def all_counted(trials: list[TrialRecord]) -> bool:
     return bool(tunnels) and all(counted(t) for t in tunnels)
 
 
+def work_gate_keeps(gate: Gate, *sides: list[TrialRecord]) -> bool:
+    """Whether interfered trials are kept, not left out: the work gate judges every side (the cost gate, and
+    every case counted), and counted instructions are what another process's CPU does not change. compare,
+    `--target-mde`'s stop (report.precision) and calibrate decide it here, so they keep the same pairs."""
+    return gate.name == "cost" and all(all_counted(trials) for trials in sides)
+
+
 def compare_runs(
     a: RunRecord,
     b: RunRecord,
@@ -137,7 +144,7 @@ def compare_runs(
     gate = gate or Gate()
     abs_limits = dict(threshold_abs or {})
     kept_note = ""
-    if not include_interfered and gate.name == "cost" and all_counted(a.trials) and all_counted(b.trials):
+    if not include_interfered and work_gate_keeps(gate, a.trials, b.trials):
         include_interfered = True  # the work gate judges counts only, which interference does not change
         if n := sum(1 for t in [*a.trials, *([] if same_run else b.trials)] if t.status == "ok" and interfered(t)):
             kept_note = (
