@@ -152,8 +152,8 @@ demo: deps venv build
 	@echo "results: $$(pwd)/results/demo.db (tunbench show --db results/demo.db), JSON: $$(pwd)/results/demo.json"
 
 lint: venv
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/ruff format --check src tests
+	$(VENV)/bin/ruff check src tests scripts
+	$(VENV)/bin/ruff format --check src tests scripts
 	$(VENV)/bin/mypy
 	# the fake and toy sites are held to the site protocols: a protocol change shows where they must follow
 	$(VENV)/bin/mypy --strict tests/unit/fakesite.py tests/unit/test_toy_site.py

@@ -63,8 +63,8 @@ def connect_times(rounds: int) -> None:
     from tunbench.host.scope import run_scope
     from tunbench.host.workdir import workdir
     from tunbench.remote.connection import AgentConnection
-    from tunbench.remote.topology import HostRun
     from tunbench.remote.inventory import load_inventory
+    from tunbench.remote.topology import HostRun
 
     seq: list[float] = []
     par: list[float] = []
