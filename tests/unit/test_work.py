@@ -180,7 +180,7 @@ def test_real_perf_counts_up_to_an_exit_and_says_so(tmp_path: Path, monkeypatch:
     ledger = ledger_mod.Ledger.open("tbtest01")
     code = "import os,sys\nsys.stdin.readline()\nfor _ in range(1000): os.write(1, b'x')\nsys.stdin.readline()\n"
     procs = [
-        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) for _ in "ab"
+        subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE) for _ in "ab"
     ]
     try:
         cap = work.probe(shutil.which("perf"))
@@ -191,6 +191,11 @@ def test_real_perf_counts_up_to_an_exit_and_says_so(tmp_path: Path, monkeypatch:
                 assert p.stdin is not None
                 p.stdin.write(b"go\n")
                 p.stdin.flush()
+            for p in procs:  # every write done inside the window, however slow the box (not a race with its end)
+                assert p.stdout is not None
+                got = b""
+                while len(got) < 1000 and (chunk := p.stdout.read(1000 - len(got))):
+                    got += chunk
             assert procs[0].stdin is not None
             procs[0].stdin.close()  # the first one's second readline gets EOF: it exits in the window
             procs[0].wait(10)
