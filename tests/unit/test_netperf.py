@@ -99,16 +99,24 @@ def test_parse_captured_outputs(name: str, protocol: str) -> None:
     assert r.transactions == pytest.approx(r.transactions_per_s * r.elapsed_s)
 
 
-def test_percentiles_are_held_within_the_minimum_and_maximum() -> None:
+def test_percentiles_netperf_could_not_resolve_are_left_out_and_said() -> None:
     # across 100 ms of RTT every transaction falls in netperf's bucket [100, 110) ms, and its interpolation
-    # put the percentiles above the largest time it saw
+    # put the percentiles above the largest time it saw: neither that nor the maximum is a p50
     r = captured("udp_rr-direct-wan-50ms")
     assert r.latency_us["p50"] > r.latency_us["max"]  # netperf's own figures, as parsed
     m = rr.result_metrics(r)
-    assert m[rr.LATENCY.key(stat="p50")] == m[rr.LATENCY_P99.name] == r.latency_us["max"]
+    assert m[rr.LATENCY.key(stat="p50")] is None and m[rr.LATENCY_P99.name] is None
+    assert m[rr.LATENCY.key(stat="max")] == r.latency_us["max"] and m[rr.LATENCY.key(stat="mean")] is not None
     assert m[rr.LATENCY_STEP.name] == 10_000.0  # a 10 ms bucket: p99 cannot tell 101 ms from 109 ms
+    _, unresolved = rr.resolved(r.latency_us)
+    assert unresolved == ["p50", "p90", "p99"]
+    assert rr.unresolved_note(unresolved, r.latency_us).startswith(
+        "p50, p90, p99 not resolved: netperf's estimate fell outside the times it saw (every transaction in one "
+        "bucket of its histogram, 10 ms wide)"
+    )
     lan = rr.result_metrics(captured("tcp_rr-wireguard-go"))
     assert lan[rr.LATENCY_P99.name] == captured("tcp_rr-wireguard-go").latency_us["p99"]  # inside: unchanged
+    assert rr.resolved(captured("tcp_rr-wireguard-go").latency_us)[1] == []
 
 
 @pytest.mark.parametrize(("value", "step"), [(3.0, 0.1), (13.0, 1.0), (99.0, 1.0), (251.0, 10.0), (109_655.0, 1e4)])

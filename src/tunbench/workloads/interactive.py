@@ -83,28 +83,49 @@ def bucket_us(value_us: float) -> float:
     return 10.0 ** math.floor(math.log10(value_us)) / 10.0 if value_us >= 10.0 else 0.1
 
 
-def clamped(latency_us: dict[str, float]) -> dict[str, float]:
-    """netperf's percentiles held within its own minimum and maximum (pure). It interpolates a percentile
-    linearly inside the histogram bucket that holds it (netlib.c's HIST_search_bucket), so where every
-    transaction falls in one wide bucket the estimate can lie outside what was seen: across 100 ms of RTT,
-    all in the bucket [100, 110) ms, it gave a p50 of 104.8 ms above a largest time of 100.8 ms."""
+def resolved(latency_us: dict[str, float]) -> tuple[dict[str, float | None], list[str]]:
+    """netperf's figures with each percentile it could not resolve left out (pure), and which those were.
+    netperf interpolates a percentile linearly inside the histogram bucket that holds it (netlib.c's
+    HIST_search_bucket), so where every transaction falls in one wide bucket the estimate can lie outside
+    what was seen: across 100 ms of RTT, all in the bucket [100, 110) ms, it gave a p50 of 104.8 ms above a
+    largest time of 100.8 ms. Such a figure is not a measurement, and neither would be the minimum or maximum
+    put in its place: it is left out (None), and the minimum, mean and maximum, which are exact, stay."""
     lo, hi = latency_us.get("min"), latency_us.get("max")
-    out = dict(latency_us)
+    out: dict[str, float | None] = dict(latency_us)
+    unresolved = []
     for q in ("p50", "p90", "p99"):
-        if (v := out.get(q)) is not None:
-            out[q] = min(max(v, lo if lo is not None else v), hi if hi is not None else v)
-    return out
+        v = out.get(q)
+        if v is not None and ((lo is not None and v < lo) or (hi is not None and v > hi)):
+            out[q] = None
+            unresolved.append(q)
+    return out, unresolved
+
+
+def unresolved_note(unresolved: list[str], latency_us: dict[str, float]) -> str:
+    """Why a test's percentiles are missing, for the trial's params (empty when none are)."""
+    if not unresolved:
+        return ""
+    hi = latency_us.get("max")
+    width = f"{fmt_ms(bucket_us(hi))} wide" if hi else "wide"
+    return (
+        f"{', '.join(unresolved)} not resolved: netperf's estimate fell outside the times it saw (every "
+        f"transaction in one bucket of its histogram, {width}); min, mean and max are exact"
+    )
+
+
+def fmt_ms(us: float) -> str:
+    return f"{us / 1000:g} ms" if us >= 1000 else f"{us:g} µs"
 
 
 def result_metrics(r: netperf.NetperfResult) -> dict[str, float | None]:
-    """One measured test's figures under their declared keys (pure), its percentiles held within its minimum
-    and maximum (`clamped`)."""
-    lat = clamped(r.latency_us)
+    """One measured test's figures under their declared keys (pure), a percentile netperf could not resolve
+    left out (`resolved`)."""
+    lat, _ = resolved(r.latency_us)
     m: dict[str, float | None] = {TRANSACTIONS.name: r.transactions_per_s, LATENCY_P99.name: lat.get("p99")}
     for stat in dict(LATENCY.choices)["stat"]:
         m[LATENCY.key(stat=stat)] = lat.get(stat)
-    p99 = lat.get("p99")
-    m[LATENCY_STEP.name] = bucket_us(p99) if p99 else None
+    step_at = lat.get("p99") or lat.get("max")
+    m[LATENCY_STEP.name] = bucket_us(step_at) if step_at else None
     m[FIGURE.key(figure="transactions")] = r.transactions
     m[FIGURE.key(figure="elapsed_s")] = r.elapsed_s
     m[FIGURE.key(figure="request_bytes")] = float(r.request_bytes)
@@ -195,6 +216,9 @@ class NetperfWorkload(Workload[Context, SizeOptions]):
         m = rec.metrics
         rate = m.get(TRANSACTIONS.name)
         p50, p99 = m.get(LATENCY.key(stat="p50")), m.get(LATENCY_P99.name)
+        if p50 is None or p99 is None:  # netperf could not resolve them (resolved): the exact mean instead
+            mean = m.get(LATENCY.key(stat="mean"))
+            return f"{fmt(rate, 'n')} transactions/s, mean {fmt(mean, 'us')} µs (percentiles not resolved)"
         return f"{fmt(rate, 'n')} transactions/s, p50 {fmt(p50, 'us')} µs, p99 {fmt(p99, 'us')} µs"
 
     def params(self, ctx: Context, duration_s: int) -> netperf.NetperfParams:
@@ -221,6 +245,8 @@ class NetperfWorkload(Workload[Context, SizeOptions]):
         m = Measurement(artifacts=artifacts, window=measured_window(r, launched))
         m.metrics.update(result_metrics(r))
         m.params["generator"] = {"program": "netperf", "test": self.test}
+        if note := unresolved_note(resolved(r.latency_us)[1], r.latency_us):
+            m.params["rr_percentiles"] = note
         return m
 
     def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:

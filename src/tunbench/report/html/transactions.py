@@ -62,7 +62,7 @@ def fig_transactions(trials: list[TrialRecord], colors: dict[str, str]) -> go.Fi
         fig,
         "Transaction time (request/response, connection per transaction)"
         "<br><sub>medians over the successful repetitions; netperf's percentiles are estimates to 1-10% of their "
-        "value, held within its minimum and maximum</sub>",
+        "value; one outside its minimum and maximum is not resolved and not drawn</sub>",
         "",
         "transaction time (µs, log)",
     )
