@@ -21,7 +21,7 @@ import logging
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -40,12 +40,21 @@ V2_CANDIDATES = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
 class CpuUsage:
     user_s: float
     sys_s: float
+    raw: tuple[float, float, float] | None = field(default=None, compare=False, repr=False)
+    """(the exact total, the user ticks, the system ticks) as read, where the split was made from them
+    (exact_split): a window's split is made from the window's own ticks."""
 
     @property
     def total_s(self) -> float:
         return self.user_s + self.sys_s
 
     def __sub__(self, other: CpuUsage) -> CpuUsage:
+        """The usage over a window. Split cumulative readings cannot be subtracted field by field: each
+        reading splits its exact total in that reading's proportion, which drifts, so a window with little
+        CPU could read a negative user time. The window's exact total is split in its own ticks' proportion."""
+        if self.raw is not None and other.raw is not None:
+            total, user, sys_ = (a - b for a, b in zip(self.raw, other.raw, strict=True))
+            return exact_split(total, max(user, 0.0), max(sys_, 0.0))
         return CpuUsage(self.user_s - other.user_s, self.sys_s - other.sys_s)
 
 
@@ -184,10 +193,11 @@ def exact_split(total_s: float | None, user_s: float, sys_s: float) -> CpuUsage:
     the exact runtime."""
     if total_s is None:
         return CpuUsage(user_s, sys_s)
+    raw = (total_s, user_s, sys_s)
     ticks = user_s + sys_s
     if ticks <= 0:
-        return CpuUsage(0.0, total_s)
-    return CpuUsage(total_s * user_s / ticks, total_s * sys_s / ticks)
+        return CpuUsage(0.0, total_s, raw)
+    return CpuUsage(total_s * user_s / ticks, total_s * sys_s / ticks, raw)
 
 
 class RoleCgroup:
