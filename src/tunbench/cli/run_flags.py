@@ -187,7 +187,21 @@ CountInstructionsOpt = Annotated[
         "count_instructions). Use it with -w udp: a fixed UDP load has no ACKs whose count varies. The daemons "
         "run under valgrind, many times slower, so udp and iperf3 offer a fixed rate both builds sustain "
         f"({INSTRUCTIONS_RATE} unless the scenario's [workload.udp] or [workload.iperf3] rate says otherwise). "
-        "A role that cannot be counted (a kernel tunnel, a remote host, no valgrind) says why.",
+        "A role that cannot be counted (a kernel tunnel, a remote host, no valgrind) says why. Where perf can "
+        "read a hardware counter, perf counts them instead, the tunnel running natively (--instr-counter).",
+    ),
+]
+
+InstrCounterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--instr-counter",
+        help="What counts --count-instructions: 'perf' (the CPU's own count of instructions:u, the tunnel at "
+        "full speed; needs a hardware counter, which a VM often lacks; Go's runtime is not separated), "
+        "'callgrind' (valgrind's simulation, anywhere) or 'auto' (the default: perf where `perf stat -e "
+        "instructions:u` counts on this host, else callgrind; the dry run and `tunbench doctor` say which and "
+        "why). Each trial records it, and compare refuses to judge counts of two counters against each other "
+        "(docs/work-gate.md; [run] instr_counter).",
     ),
 ]
 

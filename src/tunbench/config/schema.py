@@ -63,6 +63,10 @@ class RunSection(_Strict):
     # under valgrind, far slower, so `run --count-instructions` has iperf3 offer a fixed rate both builds
     # sustain
     count_instructions: bool = False
+    # which counts them (perf/hwinstr.py): "perf" (the CPU's own count of `instructions:u`, natively, where perf
+    # can read a hardware counter), "callgrind" (by simulation, anywhere), or "auto": perf where it can, else
+    # callgrind; each trial records which counted it (params.instr_counter)
+    instr_counter: Literal["auto", "perf", "callgrind"] = "auto"
 
 
 class WorkloadSection(BaseModel):
