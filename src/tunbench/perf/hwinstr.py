@@ -99,10 +99,9 @@ def reading(text: str) -> Reading:
 def capability(perf: str, returncode: int, output: str) -> work.Capability:
     """What `perf stat -x, -e instructions:u true` said (pure): perf can count the event here when it ran and
     read a count; else `why` quotes perf (`<not supported>` where the host has no PMU, as a VM without one)."""
-    got = reading(output)
-    if returncode == 0 and got.count is not None:
-        return work.Capability(perf, (EVENT,), hardware=True)
     rows = [r for r in work.parse_stat_rows(output) if is_instructions(r.event)]
+    if returncode == 0 and any(r.value is not None for r in rows):  # a share below 100% is a window's concern
+        return work.Capability(perf, (EVENT,), hardware=True)
     if rows:
         said = ", ".join(dict.fromkeys(r.raw for r in rows))
     else:
