@@ -128,6 +128,23 @@ def test_auto_takes_perf_where_it_counts_and_callgrind_elsewhere() -> None:
         hwinstr.choose("papi", some)
 
 
+def test_doctor_says_which_counter_counts_here_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunbench import doctor
+    from tunbench.perf import instructions
+
+    monkeypatch.setattr(hwinstr, "probe", lambda: hwinstr.capability("/usr/bin/perf", 0, SPR))
+    check = doctor.instructions_check(None)
+    assert check.ok and check.detail.startswith("perf: perf counts instructions:u here, a hardware counter")
+    monkeypatch.setattr(hwinstr, "probe", lambda: hwinstr.capability("/usr/bin/perf", 0, NOT_SUPPORTED))
+    monkeypatch.setattr(instructions, "find", lambda: instructions.Callgrind("/usr/bin/valgrind", "/usr/bin/cc"))
+    check = doctor.instructions_check(None)
+    assert check.ok and check.detail.startswith("callgrind, by simulation, as perf cannot count instructions:u here")
+    monkeypatch.setattr(instructions, "find", lambda: instructions.Callgrind(None, None))
+    check = doctor.instructions_check(None)
+    assert not check.ok and check.detail.endswith("but valgrind, callgrind_control missing")
+    assert check.fix.endswith("only needed for --count-instructions")
+
+
 def _ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, baseline: bool = False) -> SimpleNamespace:
     from tunbench.host import ledger as ledger_mod
 

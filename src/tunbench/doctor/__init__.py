@@ -145,7 +145,8 @@ def instructions_check(family: Family | None) -> Check:
     choice = choose("auto", probe())
     if choice.counter == "perf":
         return Check(name, True, f"perf: {choice.why.removeprefix('auto: ')}; the tunnel runs natively")
-    missing = [p for p, path in (("valgrind", find().valgrind), ("callgrind_control", find().control)) if not path]
+    tools = find()
+    missing = [p for p, path in (("valgrind", tools.valgrind), ("callgrind_control", tools.control)) if not path]
     why = choice.why.removeprefix("auto: ")
     if missing:
         fix = programs_fix(["valgrind"], family) + "; only needed for --count-instructions"
