@@ -254,6 +254,9 @@ class RunPlan:
     commit: str = ""  # the build's commit (`tunbench run --commit`), for `tunbench history`
     branch: str = ""  # its branch (`--branch`)
     site: SiteChoice = field(kw_only=True)  # where the roles run: this machine (each side's CPUs) or --hosts
+    # with count_instructions, the counter that counts them ("perf" or "callgrind", perf/hwinstr.py) and why
+    instr_counter: str = field(default="", kw_only=True)
+    instr_why: str = field(default="", kw_only=True)
 
     @property
     def total_s(self) -> float:

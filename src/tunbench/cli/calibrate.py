@@ -107,9 +107,10 @@ def calibrate(
         bool,
         typer.Option(
             "--count-instructions",
-            help="Calibrate the work gate: the A/A counts each side's instructions with callgrind over a fixed "
-            "UDP load (as `tunbench run -w udp --count-instructions`), and the table gives the noise of "
-            "instructions/byte (docs/work-gate.md).",
+            help="Calibrate the work gate: the A/A counts each side's instructions with callgrind (with perf "
+            "where this host's CPU counters can be read, as `run --instr-counter auto`) over a fixed UDP load "
+            "(as `tunbench run -w udp --count-instructions`), and the table gives the noise of instructions/byte "
+            "(docs/work-gate.md).",
         ),
     ] = False,
     db: DbOpt = DEFAULT_DB,
@@ -141,7 +142,8 @@ def calibrate(
     recorded with the run (its provenance, `calibration`).
 
     With --count-instructions it calibrates the work gate instead: udp trials at a fixed 20 Mbit/s, each
-    side's tunnel counted by callgrind, and the table leads with instructions/byte (docs/work-gate.md).
+    side's tunnel counted by callgrind (by perf where this host's CPU counters can be read: `[run]
+    instr_counter`), and the table leads with instructions/byte (docs/work-gate.md).
 
     Needs root, except with --dry-run. Exit status as for `tunbench run`.
     """

@@ -181,13 +181,28 @@ CountInstructionsOpt = Annotated[
     bool,
     typer.Option(
         "--count-instructions",
-        help="Count the tunnel's own instructions per role over each trial with valgrind's callgrind, outside "
-        "Go's runtime, per byte its tunnel device handled ('instructions/byte'): a cost figure the box's noise "
-        "does not reach, which the cost gate then holds in place of the CPU time (docs/work-gate.md; [run] "
-        "count_instructions). Use it with -w udp: a fixed UDP load has no ACKs whose count varies. The daemons "
-        "run under valgrind, many times slower, so udp and iperf3 offer a fixed rate both builds sustain "
-        f"({INSTRUCTIONS_RATE} unless the scenario's [workload.udp] or [workload.iperf3] rate says otherwise). "
-        "A role that cannot be counted (a kernel tunnel, a remote host, no valgrind) says why.",
+        help="Count the tunnel's own instructions per role over each trial, per byte its tunnel device handled "
+        "('instructions/byte'): a cost figure the box's noise does not reach, which the cost gate then holds in "
+        "place of the CPU time (docs/work-gate.md; [run] count_instructions). Counted by valgrind's callgrind, "
+        "outside Go's runtime, or, where perf can read the CPU's hardware counter, by perf at full speed "
+        "(--instr-counter). Use it with -w udp: a fixed UDP load has no ACKs whose count varies. Under callgrind "
+        "the daemons run many times slower, so udp and iperf3 offer a fixed rate both builds sustain "
+        f"({INSTRUCTIONS_RATE} unless the scenario's [workload.udp] or [workload.iperf3] rate says otherwise; "
+        "perf counts at the same rate). A role that cannot be counted (a kernel tunnel, a remote host, no "
+        "valgrind, perf's reason) says why.",
+    ),
+]
+
+InstrCounterOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--instr-counter",
+        help="What counts --count-instructions: 'perf' (the CPU's own count of instructions:u, the tunnel at "
+        "full speed; needs a hardware counter, which a VM often lacks; Go's runtime is not separated), "
+        "'callgrind' (valgrind's simulation, anywhere) or 'auto' (the default: perf where `perf stat -e "
+        "instructions:u` counts on this host, else callgrind; the dry run and `tunbench doctor` say which and "
+        "why). Each trial records it, and compare refuses to judge counts of two counters against each other "
+        "(docs/work-gate.md; [run] instr_counter).",
     ),
 ]
 

@@ -58,11 +58,15 @@ class RunSection(_Strict):
     # faults; monitor/work.py, docs/counted-work.md); off by default, its cost is measured in
     # docs/benchmarks/counted-work.md
     count_work: bool = False
-    # the tunnel's own instructions per role over each workload call, counted by callgrind (valgrind): a cost
+    # the tunnel's own instructions per role over each workload call, counted by callgrind (valgrind) or perf: a cost
     # figure the box's noise does not reach (perf/instructions.py, docs/work-gate.md); the daemons then run
     # under valgrind, far slower, so `run --count-instructions` has iperf3 offer a fixed rate both builds
     # sustain
     count_instructions: bool = False
+    # which counts them (perf/hwinstr.py): "perf" (the CPU's own count of `instructions:u`, natively, where perf
+    # can read a hardware counter), "callgrind" (by simulation, anywhere), or "auto": perf where it can, else
+    # callgrind; each trial records which counted it (params.instr_counter)
+    instr_counter: Literal["auto", "perf", "callgrind"] = "auto"
 
 
 class WorkloadSection(BaseModel):

@@ -108,6 +108,7 @@ def checks(family: Family | None = None) -> list[Check]:
         )
     )
     out.append(count_work_check(family))
+    out.append(instructions_check(family))
     for name in builtin_names():
         ref = parse_ref(name)
         miss = missing_requirements(ref)
@@ -132,6 +133,25 @@ def count_work_check(family: Family | None) -> Check:
     syscalls = sum(1 for e in cap.events if e.startswith("syscalls:"))
     hw = "instructions and cycles" if cap.hardware else "no hardware counters (instructions, cycles: not available)"
     return Check("counted work (perf stat)", True, f"software events, {syscalls} syscall tracepoints; {hw}")
+
+
+def instructions_check(family: Family | None) -> Check:
+    """Which counter `run --count-instructions` uses here under `--instr-counter auto`, and why: perf where
+    it counts `instructions:u` (a hardware counter), else callgrind, which needs valgrind."""
+    from tunbench.perf.hwinstr import choose, probe
+    from tunbench.perf.instructions import find
+
+    name = "counted instructions (--count-instructions)"
+    choice = choose("auto", probe())
+    if choice.counter == "perf":
+        return Check(name, True, f"perf: {choice.why.removeprefix('auto: ')}; the tunnel runs natively")
+    tools = find()
+    missing = [p for p, path in (("valgrind", tools.valgrind), ("callgrind_control", tools.control)) if not path]
+    why = choice.why.removeprefix("auto: ")
+    if missing:
+        fix = programs_fix(["valgrind"], family) + "; only needed for --count-instructions"
+        return Check(name, False, f"callgrind ({why}), but {', '.join(missing)} missing", fix, ("valgrind",))
+    return Check(name, True, f"callgrind, by simulation, as {why}")
 
 
 def install_lines(found: list[Check], family: Family | None) -> list[str]:

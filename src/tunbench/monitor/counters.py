@@ -106,8 +106,8 @@ DEV = declare(
 )  # fmt: skip
 INSTR_COUNT = declare(
     "instr.{role}.count", "count", "lower", "info",
-    "The instructions of a side's tunnel processes over the workload call, counted by callgrind "
-    "(`run --count-instructions`).",
+    "The instructions of a side's tunnel processes over the workload call, counted by callgrind or by the CPU's "
+    "counter through perf (`run --count-instructions`; the trial's params.instr_counter says which).",
 )  # fmt: skip
 INSTR_RUNTIME = declare(
     "instr.{role}.runtime", "count", "lower", "info",

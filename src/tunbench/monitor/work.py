@@ -188,11 +188,22 @@ def stat_argv(perf: str, pids: Sequence[int], events: Sequence[str], out: Path, 
     ]
 
 
-def parse_stat_csv(text: str) -> dict[str, float | None]:
-    """`perf stat -x,` output -> {event: count}; None for an event perf could not count (`<not counted>`,
-    `<not supported>`). Comment and blank lines are skipped; a multiplexed count (running < 100% of the
-    time) is scaled as perf prints it."""
-    out: dict[str, float | None] = {}
+@dataclass(frozen=True)
+class StatRow:
+    """One counter line of `perf stat -x,` output: the event as perf names it, its count (None: `<not
+    counted>`, `<not supported>`) and the share of the time it was enabled that it ran on the PMU, in percent
+    (below 100: perf multiplexed it and scaled the count up to an estimate)."""
+
+    event: str
+    value: float | None
+    running_pct: float | None
+    raw: str = ""  # the count as perf printed it (`<not supported>`, `<not counted>`, a number)
+
+
+def parse_stat_rows(text: str) -> list[StatRow]:
+    """`perf stat -x,` output -> its counter lines (value, unit, event, run time, running %, ...: perf-stat(1),
+    "CSV FORMAT"). Comment, blank and metric-only lines are skipped."""
+    out: list[StatRow] = []
     for line in text.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
@@ -202,8 +213,23 @@ def parse_stat_csv(text: str) -> dict[str, float | None]:
         value, event = fields[0].strip(), fields[2].strip()
         if not event:
             continue
-        out[event] = float(value) if re.fullmatch(r"\d+(\.\d+)?", value) else None
+        pct = fields[4].strip() if len(fields) > 4 else ""
+        out.append(
+            StatRow(
+                event,
+                float(value) if re.fullmatch(r"\d+(\.\d+)?", value) else None,
+                float(pct) if re.fullmatch(r"\d+(\.\d+)?", pct) else None,
+                value,
+            )
+        )
     return out
+
+
+def parse_stat_csv(text: str) -> dict[str, float | None]:
+    """`perf stat -x,` output -> {event: count}; None for an event perf could not count (`<not counted>`,
+    `<not supported>`). Comment and blank lines are skipped; a multiplexed count (running < 100% of the
+    time) is scaled as perf prints it."""
+    return {row.event: row.value for row in parse_stat_rows(text)}
 
 
 def role_metrics(role: str, counts: Mapping[str, float | None]) -> dict[str, float | None]:
@@ -381,10 +407,15 @@ class Counting:
     """One role's perf stat over the window: `start()` attaches and enables (acknowledged), `finish()`
     disables, stops perf and returns the role's metrics. Failures say why in `self.why`, never raise."""
 
-    def __init__(self, cap: Capability, role: str, pids: Sequence[int], workdir: Path, ledger: Ledger) -> None:
+    def __init__(
+        self, cap: Capability, role: str, pids: Sequence[int], workdir: Path, ledger: Ledger, tag: str = "perf-stat"
+    ) -> None:
+        """`tag`: the stem of its files in `workdir` (`<tag>-<role>.csv`, its FIFOs and log), so that two
+        countings of one role (--count-work and perf/hwinstr.py's instructions) do not share them."""
         self.role, self.pids, self.why = role, list(pids), ""
-        self.out = workdir / f"perf-stat-{role}.csv"
-        ctl, ack = workdir / f"perf-stat-{role}.ctl", workdir / f"perf-stat-{role}.ack"
+        self.exited = 0
+        self.out = workdir / f"{tag}-{role}.csv"
+        ctl, ack = workdir / f"{tag}-{role}.ctl", workdir / f"{tag}-{role}.ack"
         for fifo in (ctl, ack):
             with contextlib.suppress(FileNotFoundError):
                 fifo.unlink()
@@ -395,7 +426,7 @@ class Counting:
         self.daemon = Daemon(
             stat_argv(cap.perf, self.pids, cap.events, self.out, ctl, ack),
             ledger=ledger,
-            log_path=workdir / f"perf-stat-{role}.log",
+            log_path=workdir / f"{tag}-{role}.log",
             what=f"perf stat ({role})",
         )
 
@@ -407,8 +438,10 @@ class Counting:
         if not self._command("enable"):
             self.why = f"perf stat ({self.role}) did not start: {self.daemon.log_tail(3) or 'no acknowledgement'}"
 
-    def finish(self) -> dict[str, float | None]:
-        exited = sum(1 for p in self.pids if not Path(f"/proc/{p}").exists())
+    def stop(self) -> str | None:
+        """Disable the counters, stop perf and return its CSV (None, `why` saying why, when there is none).
+        `exited`: how many of the counted processes had ended by then."""
+        self.exited = sum(1 for p in self.pids if not Path(f"/proc/{p}").exists())
         if self.daemon.alive():  # perf ends by itself once every process it counts has exited
             self._command("disable")
             self.daemon.signal(signal.SIGINT)
@@ -417,12 +450,19 @@ class Counting:
         for fd in (self._ctl, self._ack):
             os.close(fd)
         if self.why:
-            return {}
+            return None
         try:
-            counts = parse_stat_csv(self.out.read_text())
+            return self.out.read_text()
         except OSError as e:
             self.why = f"perf stat ({self.role}) wrote nothing: {e}"
+            return None
+
+    def finish(self) -> dict[str, float | None]:
+        text = self.stop()
+        if text is None:
             return {}
+        exited = self.exited
+        counts = parse_stat_csv(text)
         m = role_metrics(self.role, counts)
         if m.get(SYSCALL_COUNT.key(role=self.role)) is None:
             self.why = f"perf stat ({self.role}) counted nothing: {self.daemon.log_tail(3)}"

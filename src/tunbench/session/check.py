@@ -96,20 +96,20 @@ def check_machine(plan: RunPlan, *, dry_run: bool) -> None:
     in a dry run too; then, unless a dry run (which notes missing programs in plan.notes instead of failing),
     root, every program the tunnels and workloads need, and perf for flamegraphs. The programs only where
     they run here (SiteChoice.programs_here): elsewhere the site checks each machine's own once connected."""
-    refs, profiles, run = plan.refs, plan.profiles, plan.scenario.run
+    refs, profiles = plan.refs, plan.profiles
     kinds = tuple(plan.scenario.workload.kind)
     here = plan.site.programs_here
     if here:
         check_named_files(refs)
     if dry_run:
         try:
-            check_dependencies(refs, profiles, kinds, run.count_instructions)
+            check_dependencies(refs, profiles, kinds, plan.instr_counter == "callgrind")
         except DependencyMissing as e:
             plan.notes.append(str(e))
         return
     need_root()
     if here:
-        check_dependencies(refs, profiles, kinds, run.count_instructions)
+        check_dependencies(refs, profiles, kinds, plan.instr_counter == "callgrind")
     if plan.flamegraphs:
         from tunbench.perf.flamegraph import check_tools
 
@@ -165,7 +165,11 @@ def check_dependencies(
         if link_binary_or_none() is None:
             problems.append("emulated profiles need tunbench-link (`make build`, or set TUNBENCH_LINK)")
     if count_instructions:
-        problems += [f"--count-instructions needs {tool}" for tool in INSTRUCTION_TOOLS if shutil.which(tool) is None]
+        problems += [
+            f"--count-instructions (counted by callgrind) needs {tool}"
+            for tool in INSTRUCTION_TOOLS
+            if shutil.which(tool) is None
+        ]
     if problems:
         raise DependencyMissing(
             "missing programs: " + "; ".join(problems) + " (run `make deps` or `tunbench doctor` for what to install)"

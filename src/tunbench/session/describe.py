@@ -47,16 +47,15 @@ def describe(plan: RunPlan, budget: tuple[float, str] | None = None) -> list[str
         _size_line(plan, budget),
     ]
     if scenario.run.count_instructions:
+        from tunbench.perf.hwinstr import choice_line
+
         rates = [
             f"{kind} offers a fixed {rate}"
             for kind in ("iperf3", "udp")
             if kind in scenario.workload.kind
             and (rate := dict(getattr(scenario.workload, kind, None) or {}).get("rate"))
         ]
-        lines.append(
-            "instructions: each role's tunnel daemon counted by callgrind (valgrind) over each trial, outside Go's "
-            "runtime, per byte its tunnel device handled" + "".join(f"; {r}" for r in rates)
-        )
+        lines.append(choice_line(plan.instr_counter, plan.instr_why) + "".join(f"; {r}" for r in rates))
     if warm := warm_note(plan):
         lines.append(warm)
     if few := repetition_warning(plan):

@@ -105,11 +105,16 @@ def execute(
 
                 hooks.append(CountWork())
             wrap = None
-            if scenario.run.count_instructions:
+            if plan.instr_counter == "perf":  # the CPU's own count, the tunnel running natively
+                from tunbench.perf.hwinstr import CountHardwareInstructions, Recorded
+
+                hooks.append(Recorded(CountHardwareInstructions(), "perf"))
+            elif plan.instr_counter == "callgrind":
+                from tunbench.perf.hwinstr import Recorded
                 from tunbench.perf.instructions import CountInstructions
 
                 counting = CountInstructions()
-                hooks.append(counting)
+                hooks.append(Recorded(counting, "callgrind"))
                 wrap = counting.wrap_daemon
             setup = Setup(
                 ledger,

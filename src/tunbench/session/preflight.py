@@ -6,6 +6,8 @@ alone, and the plan it returns is frozen. Each step is its own module: resolve, 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
 from tunbench.plan import RunPlan, expand, interleave, skipped
@@ -16,6 +18,9 @@ from tunbench.session.size import Budget, expected_s, sized
 from tunbench.sites.base import SiteChoice
 from tunbench.sites.registry import choose
 from tunbench.tomlfile import locate
+
+if TYPE_CHECKING:
+    from tunbench.perf import hwinstr
 
 
 def prepare(
@@ -58,6 +63,7 @@ def prepare(
     )
     expected = [expected_s(pt, options, wl.window, site.client_count()) for pt in trials]
     commit, branch = build
+    counter = instr_choice(scenario)
     plan = RunPlan(
         scenario,
         source,
@@ -73,6 +79,8 @@ def prepare(
         commit,
         branch,
         site=site,
+        instr_counter=counter.counter if counter is not None else "",
+        instr_why=counter.why if counter is not None else "",
     )
     if cores_flag:
         cores_at: tuple[str, int | None, str] = ("command line", None, "--cores")
@@ -83,3 +91,14 @@ def prepare(
     check_events(plan)
     check_machine(plan, dry_run=dry_run)
     return plan
+
+
+def instr_choice(scenario: Scenario) -> hwinstr.Choice | None:
+    """With count_instructions, the counter that counts them here (`[run] instr_counter`: perf where this
+    host's perf counts `instructions:u` under `auto`, else callgrind), probed once; None without."""
+    if not scenario.run.count_instructions:
+        return None
+    from tunbench.perf import hwinstr
+
+    setting = scenario.run.instr_counter
+    return hwinstr.choose(setting, hwinstr.probe() if setting != "callgrind" else None)

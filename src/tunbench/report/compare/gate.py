@@ -92,15 +92,22 @@ class Gate:
         """The relative threshold of a tier: the main one, or ``wide`` x it."""
         return threshold * self.wide if tier == "wide" else threshold
 
-    def describe(self, threshold: float, main: Sequence[str], wide: Sequence[str]) -> str:
+    def describe(
+        self, threshold: float, main: Sequence[str], wide: Sequence[str], counted_by: str = "callgrind"
+    ) -> str:
         """The line that says what gates and why, e.g. for the ``cost`` gate at 3%: 'gate: CPU/bit delivered at ±3.0%
         (...); throughput, CPU/bit client, CPU/bit server at ±6.0% (...)'. ``main`` / ``wide``: the metric
-        titles of each tier."""
+        titles of each tier. ``counted_by``: what counted the instructions (perf/hwinstr.py's counters)."""
         at = f" at {_pct(threshold)}" if threshold > 0 else ""
         if self.name == "all":
             return f"gate: every metric{at}, one Holm family (--gate all)"
         text = f"gate: {', '.join(main) or 'nothing'}{at}"
-        if "instructions/byte" in main:
+        if "instructions/byte" in main and counted_by == "perf":
+            text += (
+                " (the tunnel's own instructions per byte, each side's added, counted by the CPU through perf, Go's "
+                "runtime included: a count the box's noise does not reach; the timed rows are shown, not judged)"
+            )
+        elif "instructions/byte" in main:
             text += (
                 " (the tunnel's own instructions per byte, each side's added, counted by callgrind outside Go's "
                 "runtime: a count the box's noise does not reach; the timed rows are shown, not judged)"

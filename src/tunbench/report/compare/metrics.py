@@ -17,6 +17,7 @@ from tunbench.monitor.counters import (
     CARRIED,
     DELIVERED,
     INSTR_ALL_SIDE,
+    INSTR_COUNT,
     INSTR_SIDE,
     delivered_bytes,
     handled_bytes,
@@ -131,6 +132,31 @@ def _instructions(name: str) -> Callable[[TrialRecord], float | None]:
         return instruction_ratios(t.metrics, delivered(t), handled, sides).get(name)
 
     return value
+
+
+def instr_counters(trials: list[TrialRecord]) -> set[str]:
+    """Which counters counted the instructions of these trials (`params.instr_counter`: perf/hwinstr.py's
+    "perf" or "callgrind"; a trial stored before there was a choice was counted by callgrind). Trials with no
+    count name none."""
+    return {
+        str(t.params.get("instr_counter") or "callgrind")
+        for t in trials
+        if any(INSTR_COUNT.matches(k) for k, v in t.metrics.items() if v is not None)
+    }
+
+
+def counter_mismatch(a: list[TrialRecord], b: list[TrialRecord]) -> str:
+    """Why A's and B's counted instructions cannot be judged against each other ("" when they can): they were
+    counted by different counters."""
+    ca, cb = instr_counters(a), instr_counters(b)
+    if not ca or not cb or ca == cb:
+        return ""
+    return (
+        f"A's instructions were counted by {' and '.join(sorted(ca))} and B's by {' and '.join(sorted(cb))}: a "
+        "simulator's count (callgrind, the daemon run many times slower) and the CPU's own (perf, at full speed, "
+        "Go's runtime included) are not the same figure, and the timed rows of a run under callgrind are the "
+        "simulator's: count A and B with one counter (tunbench run --instr-counter callgrind or perf)"
+    )
 
 
 def counted(t: TrialRecord) -> bool:

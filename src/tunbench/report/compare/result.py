@@ -83,6 +83,7 @@ class CompareResult:
     analysis_reason: str = "A and B are different runs"
     dropped_pairs: int = 0
     gate: Gate = field(default_factory=Gate)
+    instr_counter: str = ""  # what counted the instructions compared ("perf", "callgrind"; "": none counted)
 
     def family_sizes(self) -> tuple[int, int]:
         """The Holm family sizes of the gated rows: (main tier, at least 1; wide tier, 0 without one)."""
@@ -93,7 +94,7 @@ class CompareResult:
         """What gated this comparison and why (``Gate.describe``), from the gated rows' metric titles."""
         main = list(dict.fromkeys(r.metric.title for r in self.rows if r.gated and not r.wide))
         wide = list(dict.fromkeys(r.metric.title for r in self.rows if r.gated and r.wide))
-        return self.gate.describe(self.threshold, main, wide)
+        return self.gate.describe(self.threshold, main, wide, counted_by=self.instr_counter or "callgrind")
 
     @property
     def regressions(self) -> list[CaseComparison]:

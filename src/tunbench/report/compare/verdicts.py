@@ -9,7 +9,14 @@ from dataclasses import replace
 from tunbench.report.compare.format import fmt_change
 from tunbench.report.compare.gate import MAIN_CPU, Gate, main_metric
 from tunbench.report.compare.load import run_name
-from tunbench.report.compare.metrics import METRIC_KINDS, Metric, counted, metrics_for
+from tunbench.report.compare.metrics import (
+    METRIC_KINDS,
+    Metric,
+    counted,
+    counter_mismatch,
+    instr_counters,
+    metrics_for,
+)
 from tunbench.report.compare.pairing import by_case, match_cases, metric_units, pair_trials, pair_values
 from tunbench.report.compare.repetitions import repetitions_for
 from tunbench.report.compare.result import CaseComparison, CompareError, CompareResult
@@ -167,6 +174,9 @@ def compare_runs(
             f"no matching cases between A (labels: {la}) and B (labels: {lb}); "
             "to compare differently labelled builds use --label-a X --label-b Y"
         )
+    matched_trials = [t for ka, kb in pairs for t in (*ga[ka], *gb[kb])]
+    if mixed := counter_mismatch([t for ka, _ in pairs for t in ga[ka]], [t for _, kb in pairs for t in gb[kb]]):
+        raise CompareError(mixed)
     rows: list[CaseComparison] = []
     notes: list[str] = [
         f"{side}{left.text}" for side, left in (("" if same_run else "A: ", left_a), ("B: ", left_b)) if left
@@ -261,6 +271,7 @@ def compare_runs(
         analysis_reason=reason,
         dropped_pairs=dropped,
         gate=gate,
+        instr_counter=next(iter(sorted(instr_counters(matched_trials))), ""),
     )
 
 
