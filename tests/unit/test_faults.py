@@ -68,9 +68,14 @@ def test_bad_faults_name_the_key(fault: dict[str, Any], want: str) -> None:
         validate(Profile, {"name": "f", "faults": [fault]}, text="", source="p.toml")
 
 
-def test_faults_need_the_emulator() -> None:
-    with pytest.raises(ConfigError, match="faults and classify need the emulator"):
+def test_faults_and_classify_need_the_emulator_and_the_error_names_the_key() -> None:
+    with pytest.raises(ConfigError, match="faults needs the emulator") as e:
         validate(Profile, {"name": "f", "emulated": False, "faults": [{"match": "esp", "nth": 1}]}, text="", source="p")
+    assert e.value.key == "faults"
+    # found by the parser fuzz test: the error named neither a key nor a line
+    with pytest.raises(ConfigError, match="classify needs the emulator") as e:
+        validate(Profile, {"name": "f", "emulated": False, "classify": True}, text="", source="p")
+    assert e.value.key == "classify"
 
 
 def test_describe() -> None:

@@ -94,11 +94,15 @@ def test_bad_events_name_the_key(events: list[dict[str, str]], want: str) -> Non
         validate(Profile, {"name": "e", "events": events}, text="", source="p.toml")
 
 
-def test_events_need_the_emulator() -> None:
-    with pytest.raises(ConfigError, match="events and traces need the emulator"):
+def test_events_and_traces_need_the_emulator_and_the_error_names_the_key() -> None:
+    with pytest.raises(ConfigError, match="events needs the emulator") as e:
         validate(
             Profile, {"name": "e", "emulated": False, "events": [{"at": "1s", "outage": "1s"}]}, text="", source="p"
         )
+    assert e.value.key == "events"
+    with pytest.raises(ConfigError, match="a trace needs the emulator") as e:
+        validate(Profile, {"name": "e", "emulated": False, "up": {"trace": "x.trace"}}, text="", source="p")
+    assert e.value.key == "up"
 
 
 def test_the_example_loads() -> None:

@@ -8,7 +8,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from tunbench.errors import ConfigError
 from tunbench.link.faults import ProfileFault, fault_indexes, faults_spec
@@ -145,17 +145,20 @@ class Profile(BaseModel):
 
     @field_validator("up", "down")
     @classmethod
-    def _values(cls, v: dict[str, str]) -> dict[str, str]:
+    def _values(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         _check_items(v)
+        if "trace" in v and not info.data.get("emulated", True):
+            raise ValueError("a trace needs the emulator (emulated = true)")
         return v
 
-    @model_validator(mode="after")
-    def _events_need_the_emulator(self) -> Profile:
-        if (self.events or self.traced()) and not self.emulated:
-            raise ValueError("events and traces need the emulator (emulated = true)")
-        if (self.faults or self.classify) and not self.emulated:
-            raise ValueError("faults and classify need the emulator (emulated = true)")
-        return self
+    @field_validator("events", "faults", "classify")
+    @classmethod
+    def _need_the_emulator(cls, v: object, info: ValidationInfo) -> object:
+        """Events, faults and classify are the emulator's: an error on the key that asks for them (`emulated`
+        is declared, so validated, before them)."""
+        if v and not info.data.get("emulated", True):
+            raise ValueError(f"{info.field_name} needs the emulator (emulated = true)")
+        return v
 
     def traced(self) -> bool:
         """Whether a direction follows a packet-delivery trace."""
