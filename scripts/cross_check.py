@@ -46,7 +46,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hand_pair import INNER, OUTER, PREFIX, hand_pair, ratio_ci, sh
+from hand_pair import INNER, OUTER, PREFIX, hand_pair, paired_ci, ratio_ci, sh
 
 CHECKS = ("throughput", "rr", "udp-rr", "pps64")
 TUNBENCH_METRIC = {
@@ -59,14 +59,20 @@ UNIT = {"throughput": "Mbit/s", "rr": "tx/s", "udp-rr": "tx/s", "pps64": "pps"}
 
 
 @contextlib.contextmanager
-def server(ns: str, argv: list[str]) -> Iterator[None]:
-    """A server started in `ns` for one measurement, ended by its pid."""
+def server(ns: str, argv: list[str], port: int = 5201) -> Iterator[None]:
+    """A server started in `ns` for one measurement, ended by its pid; the client starts as soon as the server
+    listens on `port` (`ss`), as a tunbench trial's does (a fixed pause would give the tunnel time to drain
+    between two steps that tunbench's steps do not have)."""
     proc = subprocess.Popen(
         ["ip", "netns", "exec", ns, *argv], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )  # fmt: skip
     try:
-        time.sleep(0.3)
+        deadline = time.monotonic() + 10
+        while not sh("ss", "-Hltn", f"sport = :{port}", ns=ns).strip():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{argv[0]} in {ns} is not listening on {port}")
+            time.sleep(0.01)
         yield
     finally:
         with contextlib.suppress(ProcessLookupError):
@@ -99,40 +105,59 @@ def hand_netperf(test: str) -> Callable[[str, str, str, int, int], float]:
 
 
 def udp_step(cns: str, sns: str, peer: str, size: int, pps: float) -> tuple[float, float]:
-    """One second of `iperf3 -u -l size` at `pps` offered: (loss fraction, delivered packets/s)."""
+    """One second of `iperf3 -u -l size` at `pps` offered: (loss fraction, delivered packets/s). The loss is the
+    receiver's (end.sum_received: datagrams lost of those it counted); delivered is the datagrams that arrived
+    over the sender's seconds (end.sum_sent), the step's length, not the receiver's, which run on while the
+    tunnel drains."""
     rate = f"{pps * size * 8:.0f}"
     with server(sns, ["iperf3", "-s", "-1", "-B", peer]):
         out = sh("iperf3", "-c", peer, "-u", "-l", str(size), "-b", rate, "-t", "1", "-w", "2M", "-J", ns=cns)
-    end = json.loads(out)["end"]["sum"]
-    packets, lost = float(end["packets"]), float(end["lost_packets"])
-    return (lost / packets if packets else 1.0), (packets - lost) / float(end["seconds"])
+    end = json.loads(out)["end"]
+    packets, lost = float(end["sum_received"]["packets"]), float(end["sum_received"]["lost_packets"])
+    return (lost / packets if packets else 1.0), (packets - lost) / float(end["sum_sent"]["seconds"])
 
 
-def hand_pps(cns: str, sns: str, peer: str, duration: int, omit: int, size: int = 64) -> float:
-    """The highest packet rate delivered with loss ≤ 0.1%, searched between 1000 and 1e6 packets/s."""
+STEPS: list[tuple[float, float, float]] = []
+"""The last hand search's steps: (offered packets/s, loss, delivered packets/s), for --json."""
+
+
+def search(step: Callable[[float], tuple[float, float]]) -> float:
+    """The highest packet rate delivered with loss ≤ 0.1%, searched between 1000 and 1e6 packets/s by the
+    rules docs/workloads-packets.md states; `step(pps)` is one step's (loss, delivered packets/s)."""
+    STEPS.clear()
     lo: float | None = None
     hi, floor_pps, threshold, tolerance = 1e6, 1000.0, 0.001, 0.05
     rate, hint, delivered_at_lo = hi, None, 0.0
-    for step in range(8):
-        loss, delivered = udp_step(cns, sns, peer, size, rate)
+    for n in range(8):
+        loss, delivered = step(rate)
+        STEPS.append((rate, loss, delivered))
         if loss <= threshold:
             lo, delivered_at_lo = rate, delivered
             if rate >= hi:
                 break
-            hint = rate * (1 + 0.99 * tolerance) if step == 1 and hint is not None and rate == hint else None
+            hint = rate * (1 + 0.99 * tolerance) if n == 1 and hint is not None and rate == hint else None
         else:
             hi = rate
-            hint = delivered * 0.98 if step == 0 else None
+            hint = delivered * 0.98 if n == 0 else None
         if lo is not None and hi / lo <= 1 + tolerance:
             break
         low = lo if lo is not None else floor_pps
+        if lo is None and rate <= floor_pps:
+            break  # even the floor lost too much
         if hint is not None and low < hint < hi:
             rate = hint
+        elif lo is None and hi / low <= 1 + tolerance:
+            rate = floor_pps
         elif lo is not None:
             rate = min(math.sqrt(lo * hi), 2 * lo)
         else:
             rate = math.sqrt(low * hi)
     return delivered_at_lo
+
+
+def hand_pps(cns: str, sns: str, peer: str, duration: int, omit: int, size: int = 64) -> float:
+    """The hand search (`search`) over one-second iperf3 steps at `size` bytes."""
+    return search(lambda pps: udp_step(cns, sns, peer, size, pps))
 
 
 HAND: dict[str, Callable[..., float]] = {
@@ -164,9 +189,14 @@ def tunbench_once(check: str, via: str, workdir: Path, duration: int, omit: int)
         raise RuntimeError(f"tunbench run exit {res.returncode}: {(res.stderr or res.stdout)[-600:]}")
     trials = [t for t in json.loads(out.read_text())["trials"] if t.get("tunnel") == via]
     (trial,) = trials
+    TB_STEPS[:] = [tuple(s) for s in (trial.get("series") or {}).get("pps_loss.64", [])]
     key = TUNBENCH_METRIC[check]
     value = trial[key] if key in trial else trial["metrics"][key]
     return float(value) / (1e6 if check == "throughput" else 1.0)
+
+
+TB_STEPS: list[tuple[float, ...]] = []
+"""The last tunbench pps trial's steps: (offered packets/s, loss), its series pps_loss.64, for --json."""
 
 
 def sysctl_pair(text: str) -> tuple[str, str]:
@@ -214,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             for check in checks:
                 hand: list[float] = []
                 tb: list[float] = []
+                steps: dict[str, list[object]] = {"hand": [], "tunbench": []}
                 for r in range(args.rounds):
                     for who in ("hand", "tunbench") if r % 2 == 0 else ("tunbench", "hand"):
                         if who == "hand":
@@ -221,18 +252,25 @@ def main(argv: list[str] | None = None) -> int:
                         else:
                             tb.append(tunbench_once(check, via, work, args.duration, args.omit))
                         value = (hand if who == "hand" else tb)[-1]
+                        if check == "pps64":
+                            steps[who].append(list(STEPS if who == "hand" else TB_STEPS))
                         print(
                             f"{via} {check} round {r + 1}/{args.rounds} {who:8s} {value:10.1f} {UNIT[check]}",
                             flush=True,
                         )
                 point, lo, hi = ratio_ci(hand, tb)
+                paired = paired_ci(hand, tb)
                 print(
                     f"== {via} {check}: hand median {np.median(hand):.1f} ({min(hand):.1f}-{max(hand):.1f}), "
                     f"tunbench median {np.median(tb):.1f} ({min(tb):.1f}-{max(tb):.1f}) {UNIT[check]}; "
-                    f"tunbench/hand {point:.3f} [{lo:.3f}, {hi:.3f}] (n = {len(hand)} + {len(tb)})",
+                    f"tunbench/hand {point:.3f} [{lo:.3f}, {hi:.3f}] (n = {len(hand)} + {len(tb)}); "
+                    f"the rounds' own ratios: median {paired[0]:.3f} [{paired[1]:.3f}, {paired[2]:.3f}]",
                     flush=True,
                 )
-                results[f"{via}/{check}"] = {"hand": hand, "tunbench": tb, "ratio": [point, lo, hi]}
+                results[f"{via}/{check}"] = {
+                    "hand": hand, "tunbench": tb, "ratio": [point, lo, hi], "paired": list(paired),
+                    **({"steps": steps} if check == "pps64" else {}),
+                }  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

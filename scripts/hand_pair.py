@@ -110,3 +110,14 @@ def ratio_ci(a: list[float], b: list[float]) -> tuple[float, float, float]:
         random_state=1,
     )
     return point, float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def paired_ci(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    """The median of the rounds' own ratios b[i] / a[i] and its 95% percentile-bootstrap CI: each round's two
+    measurements ran back to back, so what drifted between rounds (the machine's other work) falls on both."""
+    ratios = np.asarray(b) / np.asarray(a)
+    point = float(np.median(ratios))
+    if len(ratios) < 2:
+        return point, float("nan"), float("nan")
+    res = stats.bootstrap((ratios,), np.median, vectorized=True, n_resamples=2000, method="percentile", random_state=1)
+    return point, float(res.confidence_interval.low), float(res.confidence_interval.high)

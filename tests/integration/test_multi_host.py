@@ -51,7 +51,7 @@ def test_tunnels_and_latency_on_two_hosts(hosts: SshHosts, tmp_path: Path) -> No
     res, doc = run_hosts(
         tmp_path,
         hosts.inventory,
-        *("-t", "wireguard-go", "-t", "openvpn-udp", "-w", "iperf3,latency"),
+        *("-t", "wireguard-go", "-t", "openvpn-udp", "-w", "iperf3,latency,rr"),
         *("--direction", "up,down", "--duration", "1", "--omit", "1", "--repeat", "1"),
     )
     assert res.returncode == 0, res.stdout + res.stderr
@@ -61,6 +61,7 @@ def test_tunnels_and_latency_on_two_hosts(hosts: SshHosts, tmp_path: Path) -> No
         ("wireguard-go", "iperf3"),
         ("openvpn-udp", "iperf3"),
         ("wireguard-go", "latency"),
+        ("wireguard-go", "rr"),
     }
     for t in trials:
         assert t["status"] == "ok", t["error"]
@@ -76,6 +77,11 @@ def test_tunnels_and_latency_on_two_hosts(hosts: SshHosts, tmp_path: Path) -> No
                 assert t["rss_peak_bytes"][role] > 1_000_000
     lat = [t for t in trials if t["workload"] == "latency" and t["label"] == "wireguard-go"]
     assert lat and lat[0]["metrics"]["latency.p50_ms"] > 0
+    for t in (t for t in trials if t["workload"] == "rr"):  # netserver on h2, netperf on h1, through the agents
+        m = t["metrics"]
+        assert m["rr.transactions_per_s"] > 0 and m["rr.latency_p99_us"] > 0, t["label"]
+        if t["label"] != "direct":  # the tunnel's CPU per transaction on each side, from each host's agent
+            assert m["rr.cpu_us_per_tx.client"] > 0 and m["rr.cpu_us_per_tx.server"] > 0, t["label"]
     prov = doc["run"]["provenance"]["hosts"]
     assert {prov[n]["role"] for n in prov} == {"client", "server"}
     for h in prov.values():

@@ -217,7 +217,7 @@ def run_client(ctx: Context, p: NetperfParams, name: str) -> tuple[NetperfResult
     if res.returncode != 0:
         raise TrialError(f"netperf {p.test} exit {res.returncode}: {(res.stderr or res.stdout).strip()[-400:]}")
     r = parse(res.stdout)
-    if why := no_transactions(r, p, ctx.layer):
+    if why := no_transactions(r, p, ctx.layer, route(ctx)):
         raise TrialError(why)
     return r, res.stdout
 
@@ -229,16 +229,30 @@ netserver it printed 1,912 transactions/s with LOCAL_BYTES_RECVD=0), and a test'
 short at its end."""
 
 
-def no_transactions(r: NetperfResult, p: NetperfParams, layer: str) -> str:
+def no_transactions(r: NetperfResult, p: NetperfParams, layer: str, via: Route | None = None) -> str:
     """Why a test that exited 0 measured nothing ("" when its transactions were answered): netperf reports a
     test whose data connection was closed before its first transaction as 0 transactions in 0 seconds, and
-    counts TCP_CRR connections closed before their response as transactions (`ANSWERED`)."""
+    counts TCP_CRR connections closed before their response as transactions (`ANSWERED`). Through an L4 proxy
+    over an IPv6 underlay (`via`: the control connection to an IPv6 address, the data connection to the IPv4
+    unspecified address) it says why a proxy that connects to the server's IPv6 address cannot reach
+    netserver: netserver binds its data socket to the very address netperf connects its data connection to
+    (nettest_omni.c sends netserver that address and family), so one address serves both ends; netserver's
+    own -L and -6 set its control socket only."""
     where = (
         " (through an L4 proxy: the proxy closed the data connection, or its server side could not reach "
         "netserver's data port)"
         if layer == "l4"
         else ""
     )
+    data = via.data if via is not None else None
+    v6_underlay = via is not None and ":" in via.control.address
+    if layer == "l4" and v6_underlay and data is not None and ":" not in data.address:
+        where = (
+            " (through an L4 proxy over an IPv6 underlay: netserver's data socket listens on IPv4 only "
+            f"({data.address}, the address netperf also connects to, to reach the proxy's 127.0.0.1), so a "
+            "proxy whose server side connects to the server's IPv6 address cannot reach it; stunnel and "
+            "ssh-forward connect to 127.0.0.1 there and run, or run this proxy over IPv4)"
+        )
     if r.transactions_per_s <= 0:
         return f"netperf {p.test} completed no transaction in {r.elapsed_s:g} s{where}"
     expected = r.transactions * r.response_bytes
