@@ -55,14 +55,15 @@ help:
 	@echo "make deps | netperf | tools | venv | build | lint | unit | integration"
 
 # System packages, python3-venv and, when there is no cargo, Debian's Rust toolchain, in one apt-get run:
-# skipped when all are installed already (idempotent, no prompts).
-deps: netperf
+# skipped when all are installed already (idempotent, no prompts). Nothing from outside Debian main.
+deps:
 	@$(no_cargo); $(call apt_install,$(APT_PACKAGES) $(PY_PACKAGES) $$rust)
 
-# netperf (the rr, udp-rr and crr workloads) is in Debian's non-free component: where apt has no candidate for
-# it, scripts/apt-non-free.sh adds the non-free component of the system's own Debian mirror in a file of its own
-# (/etc/apt/sources.list.d/tunbench-non-free.sources) and updates; then netperf is installed like the rest.
-# `make netperf` on its own does only this (docs/install.md).
+# Opt-in: netperf (the rr, udp-rr and crr workloads) is in Debian's non-free component. Where apt has no
+# candidate for it, scripts/apt-non-free.sh adds the non-free component of the system's own Debian mirror in a
+# file of its own (/etc/apt/sources.list.d/tunbench-non-free.sources) and updates; then netperf is installed
+# like the rest. `make deps` and `make demo` never do this; `make test` and `make integration` do, because the
+# suite measures those workloads (docs/install.md).
 netperf:
 	@sh scripts/apt-non-free.sh
 	@$(call apt_install,netperf)
@@ -164,10 +165,10 @@ unit: venv
 	$(PY) -m pytest -q tests/unit
 	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
 
-integration: deps venv build wheel
+integration: netperf deps venv build wheel
 	$(PY) -m pytest -q -m integration tests/integration
 
-test: deps venv build wheel lint $(FLENT)
+test: netperf deps venv build wheel lint $(FLENT)
 	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
 	TUNBENCH_FLENT=$(CURDIR)/$(FLENT) $(PY) -m pytest -q --durations=15 tests
 
