@@ -23,7 +23,8 @@ pair up; `--sysctl KEY=VALUE` sets a sysctl in the hand pair's namespaces too (t
 Flent's RRUL has its own script (scripts/flent_compare.py: it needs an emulated link).
 
 The hand search for pps follows the rules docs/workloads-packets.md states (start at the ceiling; after a
-failure try 0.98 of what was delivered, after a pass of that just above it; otherwise geometric midpoints;
+failure try 0.98 of what was delivered, after a pass of that just above it; below a failed 0.98 guess at most
+half of it; otherwise geometric midpoints;
 stop within 5% or after 8 steps; loss ≤ 0.1%), written again here from that text, so that a mistake in
 tunbench's search shows as a disagreement.
 """
@@ -127,7 +128,7 @@ def search(step: Callable[[float], tuple[float, float]]) -> float:
     STEPS.clear()
     lo: float | None = None
     hi, floor_pps, threshold, tolerance = 1e6, 1000.0, 0.001, 0.05
-    rate, hint, delivered_at_lo = hi, None, 0.0
+    rate, hint, delivered_at_lo, near, guessed = hi, None, 0.0, False, None
     for n in range(8):
         loss, delivered = step(rate)
         STEPS.append((rate, loss, delivered))
@@ -138,6 +139,7 @@ def search(step: Callable[[float], tuple[float, float]]) -> float:
             hint = rate * (1 + 0.99 * tolerance) if n == 1 and hint is not None and rate == hint else None
         else:
             hi = rate
+            near = near or rate == guessed  # the 0.98 guess failed: the limit is just below it
             hint = delivered * 0.98 if n == 0 else None
         if lo is not None and hi / lo <= 1 + tolerance:
             break
@@ -146,10 +148,13 @@ def search(step: Callable[[float], tuple[float, float]]) -> float:
             break  # even the floor lost too much
         if hint is not None and low < hint < hi:
             rate = hint
+            guessed = rate if n == 0 else guessed
         elif lo is None and hi / low <= 1 + tolerance:
             rate = floor_pps
         elif lo is not None:
             rate = min(math.sqrt(lo * hi), 2 * lo)
+        elif near:
+            rate = max(math.sqrt(low * hi), hi / 2)
         else:
             rate = math.sqrt(low * hi)
     return delivered_at_lo

@@ -126,3 +126,25 @@ def test_search_rejects_bad_bounds() -> None:
         zero_loss_search(tunnel(1e9), min_bps=2e9, max_bps=1e9)
     with pytest.raises(ValueError):
         zero_loss_search(tunnel(1e9), min_bps=1e6, max_bps=1e9, max_steps=0)
+
+
+def test_a_failed_delivered_rate_guess_halves_at_most() -> None:
+    """A tunnel whose capacity wobbles: 40,000 packets/s, 3% less during the second step, so the 0.98 guess
+    loses a little. The limit is near: the search halves at most and climbs back, to 35,947 in 6 steps,
+    not to the midpoint down to the floor (6,261 packets/s: such a search ended at 22,239)."""
+    size, capacity = 64 * 8, 40_000.0
+    step_no = 0
+
+    def measure(rate_bps: float) -> StepOutcome:
+        nonlocal step_no
+        step_no += 1
+        cap = capacity * (0.97 if step_no == 2 else 1.0)
+        pps = rate_bps / size
+        delivered = min(pps, cap)
+        return StepOutcome(1.0 - delivered / pps, delivered * size)
+
+    r = zero_loss_search(measure, min_bps=1000.0 * size, max_bps=1e6 * size, max_steps=6)
+    probes = [s.rate_bps / size for s in r.steps]
+    assert probes[1] == pytest.approx(0.98 * capacity) and not r.steps[1].passed  # the guess, under 3% less
+    assert probes[2] == pytest.approx(0.49 * capacity)  # half of it, not sqrt(1000 * 39,200) = 6,261
+    assert r.rate_bps / size > 0.85 * capacity
