@@ -136,7 +136,8 @@ def remote_sampling(
         for role in ROLES:
             place = topo.place(role)
             d = tunnel.daemons.get(role)
-            started.append((role, place, place.sample_start(role, [d] if d else [])))
+            # with its threads, its host's CPUs and its placements: the saturated stage (monitor/stage.py)
+            started.append((role, place, place.sample_start(role, [d] if d else [], threads=True)))
         if link is not None:
             started.append(("link", link, link.sample_start("link", [])))
         yield out
