@@ -240,7 +240,7 @@ def test_a_side_on_each_host_is_judged_on_its_own_hosts_cpus_through_the_agents_
         (costs[role],) = (role_cost(c, shift) for c in answer["results"].values())
     # both hosts' readings are now on this machine's clock: 5.0 to 8.0
     m, said = stage.saturation_on_hosts(costs, (5.0, 8.0), {"client": "0", "server": "0"})
-    local_up, local_said = recorded(UP)
+    local_up, _ = recorded(UP)
     for key in (stage.BUSIEST_THREAD, stage.KNOWN, stage.UNCLAIMED, stage.THREAD_AND_CPU, stage.SOFTIRQ_MAX):
         assert m[key.key(role="client")] == pytest.approx(local_up[key.key(role="client")])
     assert said["stage"] == {"client": "thread socat", "server": "all cores busy"}

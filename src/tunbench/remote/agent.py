@@ -38,7 +38,8 @@ from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
 from tunbench.link.emulator import LinkEmulator, profile_link_builder
 from tunbench.link.profile import Profile
-from tunbench.monitor import work
+from tunbench.monitor import callgrind, work
+from tunbench.monitor.counters import parse_dev
 from tunbench.monitor.sampler import Sampler
 from tunbench.remote import facts, hostwatch
 from tunbench.remote.clients import ClientNamespaces
@@ -104,6 +105,9 @@ class Agent:
         self.probes: dict[str, ReadyProbe] = {}
         self.counts: dict[str, work.Counting] = {}  # counted work in progress (op_count_open)
         self._count_cap: work.Capability | None = None  # what perf may count here, probed once
+        self._callgrind: callgrind.Callgrind | None = None  # valgrind's programs here, found once
+        # counted instructions in progress (op_instr_on): the window, its place, the tunnel device, its bytes then
+        self.instr: dict[str, tuple[callgrind.RoleWindow, LocalPlace, str, dict[str, float]]] = {}
         self.caps: dict[str, tuple[CpuCap, str]] = {}  # CPU caps (op_cap_open) and their places
         self.watches: dict[str, hostwatch.Watch] = {}  # measured windows being watched (op_watch_start)
         self._own: tuple[list[int], tuple[str, int, str, int] | None] | None = None  # ancestors, control socket
@@ -549,6 +553,35 @@ class Agent:
         metrics = c.finish()
         return {"metrics": metrics, "why": c.why}
 
+    def op_instr_on(self, place: str, role: str, procs: list[str], device: str) -> dict[str, Any]:
+        """Counted instructions (monitor/callgrind.py) of a role's daemon at a place, started under this host's
+        callgrind: switched on now, and the bytes of the role's tunnel device `device` read. {"count": key}, or
+        {"count": None, "why": ...} where this host cannot count (valgrind missing) or it did not switch on."""
+        if self._callgrind is None:
+            self._callgrind = callgrind.find()
+        if why := self._callgrind.why_not:
+            return {"count": None, "why": why}
+        pl = self._place(place)
+        daemons = [self.procs[p] for p in procs if p in self.procs]
+        if not daemons:
+            return {"count": None, "why": "not counted: the role's daemon is not running here"}
+        window = callgrind.RoleWindow(self._callgrind, pl.workdir, role, daemons[0].pid)
+        before = _device_bytes(pl, device)
+        if why := window.on():
+            return {"count": None, "why": why}
+        key = self._id("i")
+        self.instr[key] = (window, pl, device, before)
+        return {"count": key, "why": ""}
+
+    def op_instr_read(self, count: str) -> dict[str, Any]:
+        """Switch it off, dump, read and split the count (Go's runtime named from the binary here), and the
+        bytes the tunnel device handled since `instr_on` (both ways; {} where it has no counters)."""
+        window, pl, device, before = self.instr.pop(count)
+        after = _device_bytes(pl, device)
+        got = window.read()
+        moved = {f: after[f] - before[f] for f in before if f in after} if before and after else {}
+        return {**asdict(got), "device_bytes": moved}
+
     def op_clean(self) -> dict[str, Any]:
         """What killed runs left on this host (this agent's own run is alive, so it is left alone)."""
         from tunbench.host.clean import clean
@@ -632,12 +665,20 @@ class Agent:
         kill_running()  # a command answered on the pool (an iperf3 client) must not outlive the teardown
         for key in list(self.counts):
             self.counts.pop(key).finish()
+        self.instr.clear()  # nothing runs for them: their daemons stop with their places
         for key in list(self.probes):
             self.op_probe_close(key)
         for key in list(self.procs):
             self.procs.pop(key).stop()
         for key in reversed(list(self.places)):  # newest first: a clients group's owner (its first place) last
             self.op_place_close(key)
+
+
+def _device_bytes(place: LocalPlace, device: str) -> dict[str, float]:
+    """The bytes a device of the place's namespace received and sent (/proc/net/dev), {} when it is not there."""
+    res = place.run(["cat", "/proc/net/dev"], check=False, timeout_s=5, what="the tunnel device's counters")
+    got = parse_dev(res.stdout).get(device)
+    return {f: float(got[f]) for f in ("rx_bytes", "tx_bytes") if f in got} if got else {}
 
 
 def _cpus_of(placed: dict[str, tuple[RoleCgroup, str]]) -> dict[str, str]:

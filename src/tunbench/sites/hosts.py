@@ -21,9 +21,11 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.host.workdir import workdir
 from tunbench.link.profile import Profile
+from tunbench.monitor.callgrind import InstrWindow
 from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.monitor.work import RoleCount
+from tunbench.remote.instructions import RemoteInstructions
 from tunbench.remote.inventory import Inventory
 from tunbench.remote.place import RemotePlace
 from tunbench.remote.spread import spread
@@ -68,6 +70,14 @@ class HostsPair:
                 RemoteCounting, self.topo.place(role), role, [d] if (d := tunnel.daemons.get(role)) else []
             )
             for role in ROLES
+        }
+
+    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
+        """Every role with a daemon, by the agent of its host (remote/instructions.py)."""
+        return {
+            role: functools.partial(RemoteInstructions, self.topo.place(role), role, [d])
+            for role in ROLES
+            if (d := tunnel.daemons.get(role)) is not None
         }
 
     def start_schedule(self) -> None:
