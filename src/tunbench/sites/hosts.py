@@ -189,6 +189,7 @@ class HostsSite:
         if topo.placed:  # each side's CPUs as its host's cpusets hold them (read back by the agent)
             params["cpuset"] = {role: got.get("tunnel", "") for role, got in topo.placed.items()}
             params["cpuset_generator"] = {role: got.get("generator", "") for role, got in topo.placed.items()}
+            params["cpuset_hosts"] = {role: topo.hosts_by_role[role].name for role in topo.placed}  # `show` names them
         places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
         return HostsPair(topo, places, self.host_run, count_request(topo, self.host_run))
 
