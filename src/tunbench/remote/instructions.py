@@ -8,10 +8,13 @@ cannot count (valgrind missing) the role is "not counted" with that host's reaso
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tunbench.host.place import Proc
 from tunbench.monitor.callgrind import Counted
 from tunbench.remote.place import RemotePlace, RemoteProc
+
+PROGRAMS = ("valgrind", "callgrind_control", "callgrind_annotate")
 
 
 class RemoteInstructions:
@@ -41,3 +44,18 @@ class RemoteInstructions:
             self._on_host(str(r["why"])),
             {str(k): float(v) for k, v in (r.get("device_bytes") or {}).items()},
         )
+
+
+def instructions_verdict(conn: Any) -> tuple[bool, str, str, str]:
+    """`doctor --hosts`'s line for counted instructions on the host behind `conn` (an AgentConnection): (ok,
+    name, what it has or lacks, the fix)."""
+    have = conn.call("tools", programs=list(PROGRAMS))
+    missing = [p for p in PROGRAMS if not have.get(p)]
+    if missing:
+        return (
+            False,
+            "counted instructions (callgrind)",
+            "missing " + ", ".join(missing),
+            "install valgrind there (Debian: apt-get install valgrind); only needed for --count-instructions",
+        )
+    return True, "counted instructions (callgrind)", "valgrind, callgrind_control and callgrind_annotate", ""
