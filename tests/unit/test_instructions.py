@@ -375,3 +375,19 @@ def test_a_daemon_on_a_host_is_wrapped_with_that_hosts_valgrind_or_not_at_all(tm
     assert hook.wrap_daemon("client", ["x"], {"A": "1"}, bare) == (["x"], {"A": "1"})  # type: ignore[arg-type]
     here = SimpleNamespace(machine="", workdir=tmp_path)
     assert hook.wrap_daemon("client", ["x"], {}, here)[0][0] == "/here/valgrind"  # type: ignore[arg-type]
+    # the host's shell really asked (sh is dash on Debian, whose `command -v` answers for its first name only)
+    import subprocess
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("valgrind", "callgrind_control", "callgrind_annotate"):
+        (bindir / name).write_text("#!/bin/sh\n")
+        (bindir / name).chmod(0o755)
+
+    def shell(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, env={"PATH": f"{bindir}:/usr/bin:/bin"})
+
+    h5 = SimpleNamespace(machine="h5", workdir=tmp_path, run=shell)
+    assert hook.tools_at(h5) == cg.Callgrind(  # type: ignore[arg-type]
+        str(bindir / "valgrind"), str(bindir / "callgrind_control"), str(bindir / "callgrind_annotate")
+    )

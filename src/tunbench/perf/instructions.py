@@ -85,8 +85,8 @@ class CountInstructions:
         if not place.machine:
             return self.tools
         if place.machine not in self._on_hosts:
-            found = place.run(
-                ["sh", "-c", "command -v valgrind callgrind_control callgrind_annotate"],
+            found = place.run(  # one name per `command -v`: dash's answers for the first only
+                ["sh", "-c", "for p in valgrind callgrind_control callgrind_annotate; do command -v $p; done"],
                 check=False,
                 timeout_s=10,
                 what="valgrind's programs",
