@@ -30,6 +30,7 @@ from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Completed, Place, Proc, completed
 from tunbench.link.profile import Profile
+from tunbench.monitor.callgrind import InstrWindow
 from tunbench.monitor.interference import RedoPolicy, Thresholds
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.monitor.work import RoleCount
@@ -274,6 +275,9 @@ class FakePair:
         raise AssertionError("the fake site caps no CPU: no test asks it to")
 
     def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
+        return {}
+
+    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
         return {}
 
 

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from tunbench.perf import gosyms
+from tunbench.monitor import gosyms
 
 
 def pclntab(funcs: list[tuple[int, str]], *, text_start: int, magic: int = 0xFFFFFFF1) -> bytes:

@@ -42,3 +42,33 @@ def test_the_tunnel_takes_the_first_cpus_the_generator_the_last_the_emulator_tho
     assert host_placement([2, 5, 7], 2).agent_cpus() == {"tunnel": "2,5", "generator": "7"}
     with pytest.raises(ValueError, match="one for the generator"):
         host_placement([0, 1], 2)
+
+
+def test_show_names_the_host_of_each_sides_cpus_on_hosts(capsys: pytest.CaptureFixture[str]) -> None:
+    """`tunbench show` of a `--hosts` run on the cores axis: which CPUs of which host each side had, its
+    generator's beside them; a local run's line is as before."""
+    from tests.unit.report_data import run, trial
+    from tunbench.cli.show import print_run
+    from tunbench.report.common import placement_line
+
+    trials = []
+    for seq, cores, cpus in ((1, 1, "0"), (2, 2, "0-1")):
+        t = trial(seq, "wg", 1e9)
+        t.cores = cores
+        t.params.update(
+            cpuset={"client": cpus, "server": cpus},
+            cpuset_generator={"client": "7", "server": "3"},
+            cpuset_hosts={"client": "bench1", "server": "bench2"},
+        )
+        trials.append(t)
+    assert placement_line(trials) == (
+        "cores 1: client side on bench1 CPU 0 (generator CPU 7), server side on bench2 CPU 0 (generator CPU 3); "
+        "cores 2: client side on bench1 CPU 0-1 (generator CPU 7), server side on bench2 CPU 0-1 (generator CPU 3)"
+    )
+    print_run(run(trials[:1]), "a run")
+    assert "client side on bench1 CPU 0 (generator CPU 7), server side on bench2" in " ".join(
+        capsys.readouterr().out.split()
+    )
+    local = trial(3, "wg", 1e9)
+    local.params["cpuset"] = {"client": "0", "server": "1"}
+    assert placement_line([local]) == "cpuset: client side on CPU 0, server side on CPU 1"

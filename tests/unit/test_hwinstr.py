@@ -24,8 +24,9 @@ import pytest
 
 from tests.unit.report_data import run, trial
 from tunbench.monitor import work
+from tunbench.monitor.callgrind import GO_BUILDINFO
 from tunbench.perf import hwinstr
-from tunbench.perf.instructions import FIRST_WINDOW, GO_BUILDINFO
+from tunbench.perf.instructions import FIRST_WINDOW
 from tunbench.report.compare import CompareError, compare_runs
 
 NOT_SUPPORTED = "<not supported>,,instructions:u,0,100.00,,\n"
@@ -130,16 +131,16 @@ def test_auto_takes_perf_where_it_counts_and_callgrind_elsewhere() -> None:
 
 def test_doctor_says_which_counter_counts_here_and_why(monkeypatch: pytest.MonkeyPatch) -> None:
     from tunbench import doctor
-    from tunbench.perf import instructions
+    from tunbench.monitor import callgrind
 
     monkeypatch.setattr(hwinstr, "probe", lambda: hwinstr.capability("/usr/bin/perf", 0, SPR))
     check = doctor.instructions_check(None)
     assert check.ok and check.detail.startswith("perf: perf counts instructions:u here, a hardware counter")
     monkeypatch.setattr(hwinstr, "probe", lambda: hwinstr.capability("/usr/bin/perf", 0, NOT_SUPPORTED))
-    monkeypatch.setattr(instructions, "find", lambda: instructions.Callgrind("/usr/bin/valgrind", "/usr/bin/cc"))
+    monkeypatch.setattr(callgrind, "find", lambda: callgrind.Callgrind("/usr/bin/valgrind", "/usr/bin/cc"))
     check = doctor.instructions_check(None)
     assert check.ok and check.detail.startswith("callgrind, by simulation, as perf cannot count instructions:u here")
-    monkeypatch.setattr(instructions, "find", lambda: instructions.Callgrind(None, None))
+    monkeypatch.setattr(callgrind, "find", lambda: callgrind.Callgrind(None, None))
     check = doctor.instructions_check(None)
     assert not check.ok and check.detail.endswith("but valgrind, callgrind_control missing")
     assert check.fix.endswith("only needed for --count-instructions")

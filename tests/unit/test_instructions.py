@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.unit.report_data import run, trial
+from tunbench.monitor import callgrind as cg
 from tunbench.monitor.counters import handled_bytes, instruction_ratios
 from tunbench.perf import instructions as ins
 from tunbench.report.compare import CPU_DELIVERED, EXIT_REGRESSED, Gate, compare_runs
@@ -38,7 +39,7 @@ totals: 158734127
 
 
 def test_the_daemon_runs_under_callgrind_with_instrumentation_off_until_a_window(tmp_path: Path) -> None:
-    argv, env = ins.wrap(
+    argv, env = cg.wrap(
         "/usr/bin/valgrind", "client", ["wireguard-go", "-f", "tb1-c"], {"LOG_LEVEL": "error"}, tmp_path
     )
     assert argv[:3] == ["/usr/bin/valgrind", "--tool=callgrind", "--instr-atstart=no"]
@@ -52,21 +53,21 @@ def test_the_daemon_runs_under_callgrind_with_instrumentation_off_until_a_window
 def test_the_count_is_the_dumps_totals_and_the_windows_dumps_are_those_written_since_its_start(
     tmp_path: Path,
 ) -> None:
-    assert ins.totals(DUMP) == 158734127.0
-    assert ins.totals("events: Ir\n") is None
+    assert cg.totals(DUMP) == 158734127.0
+    assert cg.totals("events: Ir\n") is None
     (tmp_path / "callgrind.server.out.4242").write_text("")  # the daemon's file for its exit: empty until then
     (tmp_path / "callgrind.server.out.4242.1").write_text(DUMP)  # an earlier window's
     (tmp_path / "callgrind.server.out.4040").write_text(DUMP)  # a wrapper's `dirname`, before the window
-    before = ins.role_dumps(tmp_path, "server")
+    before = cg.role_dumps(tmp_path, "server")
     (tmp_path / "callgrind.server.out.4242.2").write_text(DUMP)  # the daemon's dump at the window's end
     (tmp_path / "callgrind.server.out.5151").write_text(DUMP)  # a connection's process that ended in the window
     (tmp_path / "callgrind.server.out.6161").write_text("")  # one still writing its dump
     (tmp_path / "callgrind.client.out.7171.1").write_text(DUMP)  # another role's
-    assert ins.window_dumps(tmp_path, "server", before) == [
+    assert cg.window_dumps(tmp_path, "server", before) == [
         tmp_path / "callgrind.server.out.4242.2",
         tmp_path / "callgrind.server.out.5151",
     ]
-    assert ins.window_dumps(tmp_path, "client", set()) == [tmp_path / "callgrind.client.out.7171.1"]
+    assert cg.window_dumps(tmp_path, "client", set()) == [tmp_path / "callgrind.client.out.7171.1"]
 
 
 def test_ratios_per_payload_byte_need_both_sides_for_the_tunnels_figure() -> None:
@@ -131,16 +132,16 @@ def test_a_stripped_go_build_has_its_whole_count_judged_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     go = tmp_path / "wireguard-go"
-    go.write_bytes(b"\x7fELF" + b"\0" * 64 + ins.GO_BUILDINFO + b"\0" * 16)
+    go.write_bytes(b"\x7fELF" + b"\0" * 64 + cg.GO_BUILDINFO + b"\0" * 16)
     c = tmp_path / "openvpn"
     c.write_bytes(b"\x7fELF" + b"\0" * 64)
-    hook = ins.CountInstructions(ins.Callgrind("/v", "/c", "/usr/bin/callgrind_annotate"))
+    hook = ins.CountInstructions(cg.Callgrind("/v", "/c", "/usr/bin/callgrind_annotate"))
     stripped = "10 (100.0%)  ???:0x0000000000475f20 [{p}]\n"
     for program, runtime, whole in ((go, None, "has no symbols (stripped)"), (c, 0.0, "")):
         dump = tmp_path / f"callgrind.client.out.1.{program.name}"
         dump.write_text(f"# callgrind format\ncmd:  {program} -f tb1-tc\npart: 1\nfn=(1) 0x475f20\n")
         out = SimpleNamespace(stdout=stripped.format(p=program))
-        monkeypatch.setattr(ins, "run_cmd", lambda *a, out=out, **k: out)
+        monkeypatch.setattr(cg, "run_cmd", lambda *a, out=out, **k: out)
         got, why = hook._runtime(dump)
         assert got == runtime and (whole in why if whole else why == "")
 
@@ -148,17 +149,17 @@ def test_a_stripped_go_build_has_its_whole_count_judged_and_says_so(
 def test_a_program_named_without_a_directory_is_found_on_path(tmp_path: Path) -> None:
     dump = tmp_path / "callgrind.client.out.7"
     dump.write_text("# callgrind format\ncmd:  sh -c true\npart: 1\n")
-    assert ins.dumped_program(dump) == shutil.which("sh")
+    assert cg.dumped_program(dump) == shutil.which("sh")
 
 
 def test_gos_runtime_is_counted_by_function_and_nothing_else_is() -> None:
-    assert ins.runtime_count(ANNOTATED) == 2_802_466 + 692_835 + 309_675 + 343_139 + 120_000 + 50_000
-    assert ins.runtime_count("   99 (100.0%)  ./src/openvpn.c:process_io [/usr/sbin/openvpn]\n") == 0.0
+    assert cg.runtime_count(ANNOTATED) == 2_802_466 + 692_835 + 309_675 + 343_139 + 120_000 + 50_000
+    assert cg.runtime_count("   99 (100.0%)  ./src/openvpn.c:process_io [/usr/sbin/openvpn]\n") == 0.0
 
 
 def test_missing_tools_say_so() -> None:
-    assert ins.Callgrind(None, None).why_not.startswith("not counted: valgrind, callgrind_control missing")
-    assert ins.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control").why_not == ""
+    assert cg.Callgrind(None, None).why_not.startswith("not counted: valgrind, callgrind_control missing")
+    assert cg.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control").why_not == ""
 
 
 def _counted(*, more_work: float, reps: int = 12, seed: int = 7, counted_b: bool = True) -> RunRecord:
@@ -260,7 +261,7 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
     from types import SimpleNamespace
 
     calls: list[list[str]] = []
-    hook = ins.CountInstructions(ins.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"))
+    hook = ins.CountInstructions(cg.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"))
     monkeypatch.setattr(hook, "_control", lambda workdir, role, args: calls.append(args) or "")
     daemon = SimpleNamespace(pid=4242)
     topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
@@ -279,7 +280,8 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
         (tmp_path / "callgrind.client.out.4242.1").write_text(DUMP)  # as `-d` at the window's end writes it
     assert ["-i", "on", "4242"] in calls and ["-d", "4242"] in calls
     assert second.metrics["instr.client.count"] == 158734127.0
-    assert second.params["instr_devices"] == {"client": "tc1", "server": "ts1"}
+    assert second.params["instr_devices"] == {"client": "tc1"}  # the roles counted: the server wrote no dump
+    assert second.params["instr"] == {"server": "not counted: no callgrind dump was written"}
 
     # the direct baseline has no tunnel: it is neither counted nor said to be "not counted"
     calls.clear()
@@ -305,10 +307,10 @@ def test_a_daemon_that_forks_per_connection_counts_each_process_in_the_window(
             (workdir / f"callgrind.{role}.out.{args[1]}.1").write_text(DUMP)
         return ""
 
-    hook = ins.CountInstructions(ins.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"))
+    hook = ins.CountInstructions(cg.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"))
     monkeypatch.setattr(hook, "_control", control)
     monkeypatch.setattr(hook, "_runtime", lambda dump: (0.0, ""))
-    monkeypatch.setattr(ins, "process_tree", lambda pid: list(tree))
+    monkeypatch.setattr(cg, "process_tree", lambda pid: list(tree))
     topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
     tunnel = SimpleNamespace(daemons={"client": SimpleNamespace(pid=4242)}, workdir=tmp_path, topo=topo)
     here = SimpleNamespace(machine="")
@@ -347,3 +349,103 @@ def test_calibrate_keeps_and_says_what_the_work_gate_keeps() -> None:
     assert all(nb.n_pairs == 6 for _, nb in noise)
     text = " ".join(str(x) for x in calibration_lines(r, pair_s=8.0, overhead_s=5.0, target=0.01, noise=noise))
     assert "left out" not in text
+
+
+class Window:
+    """A role's count made elsewhere (sites.base.Pair.instructions_elsewhere), as its host's agent answered."""
+
+    def __init__(self, got: cg.Counted, devices: list[str]) -> None:
+        self.got = got
+        self.devices = devices
+
+    def read(self) -> cg.Counted:
+        return self.got
+
+
+def test_roles_on_hosts_are_counted_by_their_hosts_and_divided_by_their_own_devices_bytes(tmp_path: Path) -> None:
+    from tunbench.remote.instructions import RemoteInstructions
+    from tunbench.trial.pair import count_instructions
+
+    asked: list[str] = []
+    answers = {
+        "client": cg.Counted(1_000_000.0, 100_000.0, "", "", {"rx_bytes": 10_000.0, "tx_bytes": 90_000.0}),
+        "server": cg.Counted(why="not counted: valgrind missing (Debian: apt-get install valgrind) (on h2)"),
+    }
+    pair = SimpleNamespace(
+        instructions_elsewhere=lambda tunnel: {
+            role: (lambda device, role=role: asked.append(device) or Window(answers[role], asked))
+            for role in ("client", "server")
+        }
+    )
+    hook = ins.CountInstructions(cg.Callgrind(None, None))  # this machine has no valgrind: the hosts count
+    daemon = SimpleNamespace(pid=4242)
+    topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
+    tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path, topo=topo)
+    ctx = SimpleNamespace(client=SimpleNamespace(machine="h1"), server=SimpleNamespace(machine="h2"), baseline=False)
+    t = trial(1, "wg", 20e6)
+    with hook(ctx, tunnel, t, pair):  # type: ignore[arg-type]
+        pass
+    assert asked == ["tb1-tc1", "tb1-ts1"]  # each host reads its role's own tunnel device
+    assert t.metrics["instr.client.count"] == 1_000_000.0 and "instr.server.count" not in t.metrics
+    assert t.metrics["counters.client.dev.tc1.rx_bytes"] == 10_000.0
+    assert t.params["instr_devices"] == {"client": "tc1"}
+    assert t.params["instr"] == {"server": answers["server"].why}  # never a zero
+    count_instructions(t, None)
+    assert t.metrics["instr.client.per_byte"] == pytest.approx(900_000 / 100_000)  # outside the runtime, per byte
+    assert "instr.per_byte" not in t.metrics  # one side counted: no sum
+
+    # the controller's side of the agent's requests: the host named in what it says
+    calls: list[tuple[str, dict[str, object]]] = []
+    replies = {
+        "instr_on": {"count": "i3", "why": ""},
+        "instr_read": {"count": 5.0, "runtime": None, "whole": "Go's runtime not separated: x", "why": "",
+                       "device_bytes": {"rx_bytes": 1, "tx_bytes": 2}},
+    }  # fmt: skip
+    conn = SimpleNamespace(name="h1", call=lambda op, **kw: calls.append((op, kw)) or replies[op])
+    place = SimpleNamespace(conn=conn, key="p1")
+    from tunbench.remote.place import RemoteProc
+
+    proc = RemoteProc(conn, "d2", 4242, "wireguard-go client")  # type: ignore[arg-type]
+    got = RemoteInstructions(place, "client", [proc], "tb1-tc1").read()  # type: ignore[arg-type]
+    assert calls[0] == ("instr_on", {"place": "p1", "role": "client", "procs": ["d2"], "device": "tb1-tc1"})
+    assert got == cg.Counted(5.0, None, "Go's runtime not separated: x (on h1)", "", {"rx_bytes": 1.0, "tx_bytes": 2.0})
+
+
+def test_a_daemon_on_a_host_is_wrapped_with_that_hosts_valgrind_or_not_at_all(tmp_path: Path) -> None:
+    runs: list[list[str]] = []
+
+    def place(machine: str, found: str) -> SimpleNamespace:
+        def run(argv: list[str], **kw: object) -> SimpleNamespace:
+            runs.append(argv)
+            return SimpleNamespace(stdout=found)
+
+        return SimpleNamespace(machine=machine, workdir=tmp_path / machine, run=run)
+
+    hook = ins.CountInstructions(cg.Callgrind("/here/valgrind", "/here/callgrind_control"))
+    h2 = place("h2", "/opt/vg/bin/valgrind\n/opt/vg/bin/callgrind_control\n")
+    argv, env = hook.wrap_daemon("server", ["wireguard-go", "-f", "tb1-ts1"], {}, h2)  # type: ignore[arg-type]
+    assert argv[0] == "/opt/vg/bin/valgrind" and argv[-3:] == ["wireguard-go", "-f", "tb1-ts1"]
+    assert f"--callgrind-out-file={tmp_path / 'h2'}/callgrind.server.out.%p" in argv
+    assert env == cg.GO_ENV
+    hook.wrap_daemon("server", ["x"], {}, h2)  # type: ignore[arg-type]
+    assert len(runs) == 1  # a host's programs are found once
+    bare = place("h3", "")  # no valgrind there: started as it is, and its window will say why
+    assert hook.wrap_daemon("client", ["x"], {"A": "1"}, bare) == (["x"], {"A": "1"})  # type: ignore[arg-type]
+    here = SimpleNamespace(machine="", workdir=tmp_path)
+    assert hook.wrap_daemon("client", ["x"], {}, here)[0][0] == "/here/valgrind"  # type: ignore[arg-type]
+    # the host's shell really asked (sh is dash on Debian, whose `command -v` answers for its first name only)
+    import subprocess
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    for name in ("valgrind", "callgrind_control", "callgrind_annotate"):
+        (bindir / name).write_text("#!/bin/sh\n")
+        (bindir / name).chmod(0o755)
+
+    def shell(argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, env={"PATH": f"{bindir}:/usr/bin:/bin"})
+
+    h5 = SimpleNamespace(machine="h5", workdir=tmp_path, run=shell)
+    assert hook.tools_at(h5) == cg.Callgrind(  # type: ignore[arg-type]
+        str(bindir / "valgrind"), str(bindir / "callgrind_control"), str(bindir / "callgrind_annotate")
+    )

@@ -155,3 +155,28 @@ def test_a_hosts_pair_counts_every_role_by_its_hosts_agent(agent: tuple[Agent, R
     assert set(counts) == {"client", "server"}
     client = counts["client"]()
     assert client.role == "client" and client.why.endswith("(on hx)")
+
+
+def test_counted_instructions_on_a_host_without_valgrind_say_so_and_doctor_names_the_fix(
+    agent: tuple[Agent, RemotePlace], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunbench.monitor.callgrind import Callgrind
+    from tunbench.remote.instructions import RemoteInstructions, instructions_verdict
+
+    a, place = agent
+    a._callgrind = Callgrind(None, None)  # this host's programs: no valgrind
+    got = RemoteInstructions(place, "client", [], "tb1-tc").read()
+    assert got.count is None  # never a zero
+    assert got.why == ("not counted: valgrind, callgrind_control missing (Debian: apt-get install valgrind) (on hx)")
+    a._callgrind = Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control")  # as if it could: no daemon
+    assert RemoteInstructions(place, "client", [], "tb1-tc").read().why == (
+        "not counted: the role's daemon is not running here (on hx)"
+    )
+    monkeypatch.setattr("tunbench.remote.facts.tools", lambda programs: dict.fromkeys(programs, False))
+    ok, name, text, fix = instructions_verdict(place.conn)
+    assert (ok, name, text) == (
+        False,
+        "counted instructions (callgrind)",
+        "missing valgrind, callgrind_control, callgrind_annotate",
+    )
+    assert "only needed for --count-instructions" in fix

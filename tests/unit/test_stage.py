@@ -193,3 +193,68 @@ def test_the_softirq_counted_twice_does_not_name_a_thread_that_shared_its_cpu_do
 def test_a_process_cpu_time_is_read_from_its_stat_line() -> None:
     mine = read_processes([os.getpid(), 999_999_999])  # one that does not exist is left out
     assert list(mine) == [os.getpid()] and mine[os.getpid()].cpu_s > 0
+
+
+class RecordedSampler:
+    """What an agent's thread sampler holds at its stop (monitor/sampler.py Sampler): one role's cost, its
+    host's CPUs and its placements' processes per tick, on the host's own clock."""
+
+    def __init__(self, role: str, lines: dict[str, tuple[str, str]], t0: float) -> None:
+        from tunbench.host.cgroup import CpuUsage
+        from tunbench.monitor.sampler import RoleCost
+
+        at = {
+            name: [parse_task_stat(line, clk_tck=100) for line in pair] for name, pair in lines.items() if name != "cpu"
+        }
+        ticks = (t0, t0 + 3.0)
+        self.t0, self.wall_s = t0, 3.0
+        self.cpus = [(t, {0: proc_cpu(lines["cpu"][i])}) for i, t in enumerate(ticks)]
+        self.placed = {
+            "tunnel": [(t, {2345: th(2345, *at["socat"][i])}) for i, t in enumerate(ticks)],
+            "generator": [(t, {2400: th(2400, *at["iperf3"][i])}) for i, t in enumerate(ticks)],
+        }
+        threads = [(t, {2345: th(2345, *at["socat"][i])}) for i, t in enumerate(ticks)]
+        self.results = {role: RoleCost(CpuUsage(0.0, 0.0), 0, 1, None, [], threads)}
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def test_a_side_on_each_host_is_judged_on_its_own_hosts_cpus_through_the_agents_answer() -> None:
+    """Two hosts, each side pinned to CPU 0 of its own host with its generator on CPU 0 too (so known there),
+    its figures the recorded ones (up on the client host, down on the server host): the agent's sample_stop
+    answer, as JSON over the channel, becomes the same stage figures a local run derives from them."""
+    import contextlib
+    import json
+    from typing import Any, cast
+
+    from tunbench.remote.agent import Agent
+    from tunbench.remote.place import role_cost
+
+    costs = {}
+    for role, lines, host_t0, shift in (("client", UP, 100.0, -95.0), ("server", DOWN, 40.0, -35.0)):
+        agent = Agent(cast(Any, None), contextlib.ExitStack())
+        agent.samplers["s1"] = cast(Any, RecordedSampler(role, lines, host_t0))
+        agent.sampled_cpus["s1"] = {"tunnel": "0", "generator": "0"}
+        answer = json.loads(json.dumps(agent.op_sample_stop("s1")))  # over the channel
+        (costs[role],) = (role_cost(c, shift) for c in answer["results"].values())
+    # both hosts' readings are now on this machine's clock: 5.0 to 8.0
+    m, said = stage.saturation_on_hosts(costs, (5.0, 8.0), {"client": "0", "server": "0"})
+    local_up, _ = recorded(UP)
+    for key in (stage.BUSIEST_THREAD, stage.KNOWN, stage.UNCLAIMED, stage.THREAD_AND_CPU, stage.SOFTIRQ_MAX):
+        assert m[key.key(role="client")] == pytest.approx(local_up[key.key(role="client")])
+    assert said["stage"] == {"client": "thread socat", "server": "all cores busy"}
+    assert said["stage_detail"] == {
+        "client": "socat (thread) 91% + 4% of CPU 0 not charged to any process = 95%: saturated",
+        "server": "socat (thread) 74% + 4% of CPU 0 not charged to any process = 78%: not saturated",
+    }
+    assert said["threads"] == {"client": [["socat", 2345, 91.0]], "server": [["socat", 2345, 74.0]]}
+    # CPU 0 of each host in the params, never as one host_cpu.0.* figure
+    assert not any(stage.CPU_BUSY.matches(k) or stage.CPU_SOFTIRQ.matches(k) for k in m)
+    host_cpus = cast(dict[str, Any], said["host_cpus"])
+    assert host_cpus["client"]["0"] == [pytest.approx(98.0), pytest.approx(45.0)]
+    assert host_cpus["server"]["0"] == [pytest.approx(100.0), pytest.approx(32.0)]
+    # a side without the host's CPUs (an agent asked without threads) has no stage
+    assert stage.saturation_on_hosts(
+        {"client": role_cost(answer["results"]["server"] | {"cpus": []}, 0.0)}, (5.0, 8.0), {}
+    ) == ({}, {})

@@ -26,6 +26,7 @@ from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Completed, Place, Proc, completed
 from tunbench.link.profile import Profile
+from tunbench.monitor.callgrind import InstrWindow
 from tunbench.monitor.interference import Thresholds
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.monitor.work import RoleCount
@@ -142,6 +143,9 @@ class ToyPair:
         raise TrialError("the toy machine caps no CPU")
 
     def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
+        return {}
+
+    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
         return {}
 
     def start_schedule(self) -> None:

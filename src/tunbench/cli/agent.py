@@ -112,6 +112,7 @@ def doctor_hosts(path: Path) -> int:
             if fix:
                 console.print(f"      fix: {fix}", highlight=False)
 
+    from tunbench.remote.instructions import instructions_verdict
     from tunbench.remote.inventory import load_inventory
     from tunbench.remote.work import count_verdict
 
@@ -157,6 +158,7 @@ def doctor_hosts(path: Path) -> int:
                 highlight=False,
             )
             say(*count_verdict(conn))  # counted work (remote/work.py)
+            say(*instructions_verdict(conn))  # counted instructions (remote/instructions.py)
             for line in _address_verdicts(conn, inv, name):
                 say(*line)
     return bad

@@ -138,8 +138,8 @@ def count_work_check(family: Family | None) -> Check:
 def instructions_check(family: Family | None) -> Check:
     """Which counter `run --count-instructions` uses here under `--instr-counter auto`, and why: perf where
     it counts `instructions:u` (a hardware counter), else callgrind, which needs valgrind."""
+    from tunbench.monitor.callgrind import find
     from tunbench.perf.hwinstr import choose, probe
-    from tunbench.perf.instructions import find
 
     name = "counted instructions (--count-instructions)"
     choice = choose("auto", probe())

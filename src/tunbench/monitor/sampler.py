@@ -59,6 +59,11 @@ class RoleCost:
     cgroup_cpu: CpuUsage | None
     series: list[RoleSample] = field(default_factory=list)
     threads: list[tuple[float, dict[int, ThreadTime]]] = field(default_factory=list)  # (t, threads) per tick
+    # read where the role ran on a host of its own (an agent's sampler): that host's CPUs per tick, and each
+    # placement's processes per tick with the CPUs it holds, for the saturated stage (monitor/stage.py)
+    cpus: list[tuple[float, dict[int, CpuTime]]] = field(default_factory=list)
+    placed: dict[str, list[tuple[float, dict[int, ThreadTime]]]] = field(default_factory=dict)
+    placed_cpus: dict[str, str] = field(default_factory=dict)
 
     def between(self, t0_s: float, t1_s: float) -> tuple[CpuUsage, CpuUsage | None]:
         """(sampled, cgroup) CPU used between two times on the sampler's clock, interpolated from the

@@ -33,6 +33,7 @@ import numpy as np
 
 from tunbench.host.cgroup import parse_cpu_list
 from tunbench.metrics import Metrics, declare
+from tunbench.monitor.sampler import RoleCost
 from tunbench.monitor.threads import CpuTime, ThreadTime
 
 SATURATED = 0.95
@@ -296,3 +297,37 @@ def saturation(
     if details:
         said["stage_detail"] = details  # a pinned side's thread + unclaimed time, both parts named
     return m, said
+
+
+def saturation_on_hosts(
+    sides: Mapping[str, RoleCost], window: tuple[float, float], cpuset: Mapping[str, str]
+) -> tuple[Metrics, dict[str, object]]:
+    """`saturation` for sides each read on a host of its own (`--hosts`: the agent's sampler gave each side's
+    threads, its host's CPUs and its placements' processes per tick, RoleCost.cpus, .placed, .placed_cpus,
+    already on this machine's clock): each side judged against its own host's CPUs (`cpuset`: each side's CPUs
+    there, none when unplaced). The same metrics per side; each host's CPUs go to the params
+    (`host_cpus`: side -> CPU -> [busy %, softirq %]), since `host_cpu.<n>.*` would name two hosts' CPU n
+    alike. ({}, {}) when no side has CPU readings."""
+    m: Metrics = {}
+    said: dict[str, dict[str, object]] = {}
+    for role, cost in sorted(sides.items()):
+        if not cost.cpus:
+            continue
+        names = {f"{role}.{name}": cpus for name, cpus in cost.placed_cpus.items()}
+        placed = {f"{role}.{name}": series for name, series in cost.placed.items()}
+        figures, got = saturation(
+            {role: cost.threads}, cost.cpus, window, {**names, role: cpuset.get(role, "")}, placed=placed
+        )
+        cpus: dict[str, list[float | None]] = {}
+        for key, value in figures.items():
+            for spec, at in ((CPU_BUSY, 0), (CPU_SOFTIRQ, 1)):
+                if spec.matches(key):
+                    cpus.setdefault(spec.values(key)["cpu"], [None, None])[at] = value
+                    break
+            else:
+                m[key] = value
+        said.setdefault("host_cpus", {})[role] = cpus
+        for name, part in got.items():
+            if isinstance(part, Mapping):
+                said.setdefault(name, {}).update(part)
+    return m, dict(said)

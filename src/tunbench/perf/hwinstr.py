@@ -43,9 +43,10 @@ from tunbench.errors import CommandFailed
 from tunbench.host.ledger import Ledger
 from tunbench.host.proc import run_cmd
 from tunbench.monitor import work
+from tunbench.monitor.callgrind import go_binary
 from tunbench.monitor.counters import INSTR_COUNT, INSTR_RUNTIME, short_ifname
 from tunbench.perf.flamegraph import find_tool
-from tunbench.perf.instructions import DEVICE, FIRST_WINDOW, ROLES, go_binary
+from tunbench.perf.instructions import DEVICE, FIRST_WINDOW, ROLES
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel

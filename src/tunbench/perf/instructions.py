@@ -17,8 +17,13 @@ count), and that excess varies.
 
 A role that could not be counted says why (``params.instr.<role>``) and has no count: never a zero, never
 averaged in. Kernel tunnels (WireGuard in the kernel, XFRM IPsec) do their work in the kernel, where a count
-of a process's instructions cannot see it: their roles have no userspace daemon and say so. A role on another
-host (``--hosts``) is not counted either.
+of a process's instructions cannot see it: their roles have no userspace daemon and say so.
+
+A role on another host (``--hosts``) is counted there, by its host's agent, with that host's valgrind (found
+there when its daemon is wrapped) and the same code (monitor/callgrind.py's RoleWindow): the site gives a
+window counter per such role (Pair.instructions_elsewhere), switched on and read at the hook's edges, which
+also brings back the bytes the role's tunnel device handled over the window on its host (a local run reads
+them from its namespaces' counters). A host without valgrind says so for its role.
 
 Each dump is also split by function (valgrind's callgrind_annotate): the instructions of Go's runtime
 (``instr.<role>.runtime``: its scheduler, channels, locks' slow paths, allocator and collector) depend on
@@ -29,10 +34,11 @@ a program in another language has no such functions, and its whole count is judg
 A daemon that forks (socat's process per connection) is counted process by process: valgrind follows each fork
 (``--trace-children=yes``) and each process has its own gdbserver, so every live process of the daemon's tree
 is switched at the window's edges, a process born inside the window inherits its parent's switch, and one that
-ends inside it dumps at its exit; the role's count is the sum of the dumps written during the window.
+ends inside it dumps at its exit; the role's count is the sum of the dumps written during the window
+(monitor/callgrind.py's RoleWindow).
 
 A stripped Go build (Debian's wireguard-go) has no symbols, and callgrind names its functions by address:
-perf/gosyms.py names them from the binary's own pclntab, which stripping keeps.
+monitor/gosyms.py names them from the binary's own pclntab, which stripping keeps (on the host that ran it).
 
 Go programs need ``GODEBUG=asyncpreemptoff=1`` under valgrind 3.19: Go's preemption signal otherwise trips
 an assertion in callgrind. It is set for every wrapped daemon (other programs ignore it).
@@ -41,20 +47,14 @@ an assertion in callgrind. It is set for every wrapped daemon (other programs ig
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
-import re
-import shutil
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
-
-from tunbench.errors import CommandFailed
-from tunbench.host.proc import run_cmd
-from tunbench.monitor.counters import INSTR_COUNT, INSTR_RUNTIME, short_ifname
-from tunbench.perf import gosyms
+from tunbench.host.place import Place
+from tunbench.monitor import callgrind
+from tunbench.monitor.callgrind import Callgrind, Counted, RoleWindow
+from tunbench.monitor.counters import DEV, INSTR_COUNT, INSTR_RUNTIME, short_ifname
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
@@ -63,174 +63,45 @@ from tunbench.workloads.base import Context
 ROLES = ("client", "server")
 DEVICE = {"client": "tc", "server": "ts"}
 """The suffix of each role's tunnel device name (the adapters' `dev_client`/`dev_server`)."""
-DUMP_PREFIX = "callgrind"
-CONTROL_TIMEOUT_S = 20.0
-GO_ENV = {"GODEBUG": "asyncpreemptoff=1"}
 FIRST_WINDOW = (
     "not counted: the first window of a warm bring-up, the process's own warm-up (it read 5-10% more "
     "instructions per byte than the windows after it: docs/work-gate.md)"
 )
-_TOTALS = re.compile(r"^(?:totals|summary):\s*(\d+)", re.M)
-_FUNCTION = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:\S*?:)?(\S+?)(?:'\d+)?(?: \[(.*)\])?$")
-_ADDRESS = re.compile(r"^0x[0-9a-f]+$")
-GO_RUNTIME = re.compile(
-    r"^(runtime[./]|internal/runtime/|runtime/internal/|internal/sync\.|sync\.runtime_|internal/poll\.runtime_|"
-    r"gogo$|gosave_|mcall$|morestack)"
-)
-"""The functions of Go's runtime, as callgrind names them: package runtime, the runtime's internals, the mutex
-slow path (spinning and parking, internal/sync since Go 1.24), the runtime hooks sync and poll link to, and the
-runtime's assembly entry points (gogo, mcall, morestack), which carry no package name."""
-
-
-@dataclass(frozen=True)
-class Callgrind:
-    """valgrind and callgrind_control on this machine (None: missing)."""
-
-    valgrind: str | None
-    control: str | None
-    annotate: str | None = None
-
-    @property
-    def why_not(self) -> str:
-        """Why nothing can be counted ("" when valgrind and callgrind_control are both there)."""
-        missing = [
-            name for name, path in (("valgrind", self.valgrind), ("callgrind_control", self.control)) if not path
-        ]
-        return f"not counted: {', '.join(missing)} missing (Debian: apt-get install valgrind)" if missing else ""
-
-
-def find() -> Callgrind:
-    return Callgrind(shutil.which("valgrind"), shutil.which("callgrind_control"), shutil.which("callgrind_annotate"))
-
-
-def dump_stem(workdir: Path, role: str, pid: int | str = "%p") -> Path:
-    """Where a role's process dumps: `<trial dir>/callgrind.<role>.out.<pid>`, then `.1`, `.2`... one per
-    window. The pid is in the name because valgrind follows the daemon into what it runs (a build given as a
-    wrapper script execs the real program; a daemon may start helpers), and each process dumps its own."""
-    return workdir / f"{DUMP_PREFIX}.{role}.out.{pid}"
-
-
-def vgdb_prefix(workdir: Path, role: str) -> Path:
-    """The prefix of the FIFOs valgrind's gdbserver and callgrind_control talk through: in the trial's own
-    directory (not /tmp, valgrind's default), so a killed run leaves none behind where `tunbench clean` does
-    not look."""
-    return workdir / f"vgdb.{role}"
-
-
-def wrap(
-    valgrind: str, role: str, argv: list[str], env: dict[str, str], workdir: Path
-) -> tuple[list[str], dict[str, str]]:
-    """A daemon's command line under callgrind, instrumentation off until a window switches it on."""
-    prefix = [
-        valgrind,
-        "--tool=callgrind",
-        "--instr-atstart=no",
-        "--trace-children=yes",
-        f"--callgrind-out-file={dump_stem(workdir, role)}",
-        f"--vgdb-prefix={vgdb_prefix(workdir, role)}",
-        "--quiet",
-    ]
-    return [*prefix, *argv], {**env, **GO_ENV}
-
-
-def totals(text: str) -> float | None:
-    """The instruction count of one callgrind dump (its `totals:` line; `summary:` in older formats)."""
-    counts = [int(m) for m in _TOTALS.findall(text)]
-    return float(max(counts)) if counts else None
-
-
-def runtime_count(annotated: str, names: Callable[[str, int], str | None] | None = None) -> float:
-    """The instructions in Go's runtime (GO_RUNTIME) of one dump, from callgrind_annotate's per-function
-    self costs (`annotated`: its output with --threshold=100, every function listed); 0 for a program
-    without one. `names`: (object, address) -> the function's name, for the functions callgrind could name
-    by address only (a stripped Go build: perf/gosyms.py)."""
-    total = 0
-    for line in annotated.splitlines():
-        m = _FUNCTION.match(line)
-        if not m:
-            continue
-        name = m.group(2)
-        if names is not None and _ADDRESS.match(name):
-            name = names(m.group(3) or "", int(name, 16)) or name
-        if GO_RUNTIME.match(name):
-            total += int(m.group(1).replace(",", ""))
-    return float(total)
-
-
-GO_BUILDINFO = b"\xff Go buildinf:"
-"""The magic that opens a Go binary's .go.buildinfo section (its module and toolchain versions), which
-stripping keeps."""
-
-
-def dumped_program(dump: Path) -> str:
-    """The program a callgrind dump counted (its `cmd:` line's first word: what the wrapper ran), found on
-    PATH when the adapter named it without a directory (`wireguard-go`)."""
-    with dump.open(errors="replace") as f:
-        for line in f:
-            if line.startswith("cmd:"):
-                program = [*line.split(), "", ""][1]
-                return program if not program or os.path.isabs(program) else shutil.which(program) or program
-            if line.startswith(("fn=", "fl=", "ob=")):
-                break
-    return ""
-
-
-def go_binary(program: str) -> tuple[bool, gosyms.GoFunctions | None]:
-    """Whether `program` is a Go binary, and its functions from its pclntab: read once per build (its path
-    and modification time), not once per dump."""
-    try:
-        st = os.stat(program)
-    except OSError:
-        return False, None
-    return _go_binary(os.path.realpath(program), st.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=16)
-def _go_binary(real: str, mtime_ns: int) -> tuple[bool, gosyms.GoFunctions | None]:
-    try:
-        go = GO_BUILDINFO in Path(real).read_bytes()
-    except OSError:
-        return False, None
-    return go, gosyms.read(real) if go else None
-
-
-def role_dumps(workdir: Path, role: str) -> set[Path]:
-    """Every dump of the role's processes in the trial's directory (each process's numbered window dumps and
-    the dump it wrote at its exit)."""
-    return set(workdir.glob(f"{DUMP_PREFIX}.{role}.out.*"))
-
-
-def process_tree(pid: int) -> list[int]:
-    """The daemon `pid` and its live descendants: under ``--trace-children=yes`` each runs under callgrind
-    with a gdbserver of its own (socat's process per connection, a wrapper script's real program)."""
-    try:
-        return [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
-    except psutil.Error:
-        return [pid]
-
-
-def window_dumps(workdir: Path, role: str, before: set[Path]) -> list[Path]:
-    """The role's dumps written since the window's start (`before`: those there then): each live process's
-    dump at the window's end, and the exit dump of each process that ended inside it (a connection's process
-    that closed). A process counts only while its instrumentation is on, so a dump holds the window's part
-    of that process's work; an empty file is a dump still being written or a process that never dumped."""
-    return sorted(p for p in role_dumps(workdir, role) - before if p.stat().st_size > 0)
 
 
 class CountInstructions:
     """A runner WindowHook, and the daemon wrapper it needs (`wrap_daemon`, passed to the tunnel through the
-    trial's Setup): each local role's tunnel daemon runs under callgrind; around each measured call its
-    instrumentation is switched on, then off, and the counts dumped and read."""
+    trial's Setup): each role's tunnel daemon runs under callgrind, on this machine or on its host; around each
+    measured call its instrumentation is switched on, then off, and the counts dumped and read."""
 
     def __init__(self, tools: Callgrind | None = None) -> None:
-        self.tools = tools if tools is not None else find()
+        self.tools = tools if tools is not None else callgrind.find()
+        self._on_hosts: dict[str, Callgrind] = {}  # each host's valgrind, found once
 
     def wrap_daemon(
-        self, role: str, argv: list[str], env: dict[str, str], workdir: Path
+        self, role: str, argv: list[str], env: dict[str, str], place: Place
     ) -> tuple[list[str], dict[str, str]]:
-        if self.tools.valgrind is None or self.tools.control is None:
-            return argv, env
-        return wrap(self.tools.valgrind, role, argv, env, workdir)
+        tools = self.tools_at(place)
+        if tools.valgrind is None or tools.control is None:
+            return argv, env  # not counted: the window says why
+        return callgrind.wrap(tools.valgrind, role, argv, env, place.workdir)
+
+    def tools_at(self, place: Place) -> Callgrind:
+        """valgrind's programs where `place` is: this machine's, or its host's (asked there once)."""
+        if not place.machine:
+            return self.tools
+        if place.machine not in self._on_hosts:
+            found = place.run(  # one name per `command -v`: dash's answers for the first only
+                ["sh", "-c", "for p in valgrind callgrind_control callgrind_annotate; do command -v $p; done"],
+                check=False,
+                timeout_s=10,
+                what="valgrind's programs",
+            ).stdout.split()
+            paths = {os.path.basename(path): path for path in found}
+            self._on_hosts[place.machine] = Callgrind(
+                paths.get("valgrind"), paths.get("callgrind_control"), paths.get("callgrind_annotate")
+            )
+        return self._on_hosts[place.machine]
 
     @contextlib.contextmanager
     def __call__(self, ctx: Context, tunnel: Tunnel, rec: TrialRecord, pair: Pair) -> Iterator[object]:
@@ -239,99 +110,72 @@ class CountInstructions:
             return
         notes: dict[str, str] = {}
         places = {"client": ctx.client, "server": ctx.server}
-        pids: dict[str, int] = {}
+        topo = tunnel.topo
+        devices = {role: topo.ifname(DEVICE[role]) for role in ROLES}
+        elsewhere = pair.instructions_elsewhere(tunnel) if any(p.machine for p in places.values()) else {}
+        here: dict[str, RoleWindow] = {}
         first_warm = (rec.params.get("warm") or {}).get("window") == 1
         for role in ROLES:
             daemon = tunnel.daemons.get(role)
             if first_warm:
                 notes[role] = FIRST_WINDOW
-            elif self.tools.why_not:
-                notes[role] = self.tools.why_not
-            elif places[role].machine:  # not this machine, where the wrapper ran its daemon
-                notes[role] = "not counted: the role runs on another host (--hosts)"
             elif daemon is None:
                 notes[role] = "not counted: no userspace daemon (a kernel tunnel's work is in the kernel)"
+            elif role in elsewhere:
+                continue  # its host's agent counts it (and says why not)
+            elif places[role].machine:  # not this machine, and the site counts it nowhere
+                notes[role] = "not counted: the role runs on another host (--hosts)"
+            elif self.tools.why_not:
+                notes[role] = self.tools.why_not
             else:
-                pids[role] = daemon.pid
+                here[role] = RoleWindow(
+                    self.tools, tunnel.workdir, role, daemon.pid, control_fn=self._control, runtime_fn=self._runtime
+                )
         # the sides the tunnel's figure adds up: those that run a daemon (a forward such as socat has none on
         # the server, a kernel tunnel none at all)
         rec.params["instr_sides"] = [role for role in ROLES if tunnel.daemons.get(role) is not None]
-        started: dict[str, int] = {}
-        before = {role: role_dumps(tunnel.workdir, role) for role in pids}
+        there = {role: on(devices[role]) for role, on in elsewhere.items() if role not in notes}
+        started: dict[str, RoleWindow] = {}
         try:
-            for role, pid in pids.items():
-                if why := self._switch(tunnel.workdir, role, process_tree(pid), ["-i", "on"]):
-                    notes[role] = f"not counted: instrumentation could not be switched on ({why})"
+            for role, window in here.items():
+                if why := window.on():
+                    notes[role] = why
                 else:
-                    started[role] = pid
+                    started[role] = window
             yield None
         finally:
-            for role, pid in started.items():
-                tree = process_tree(pid)
-                why = self._switch(tunnel.workdir, role, tree, ["-i", "off"]) or self._switch(
-                    tunnel.workdir, role, tree, ["-d"]
-                )
-                dumps = window_dumps(tunnel.workdir, role, before[role]) if not why else []
-                counts = [totals(d.read_text(errors="replace")) for d in dumps]
-                if not dumps or None in counts:
-                    notes[role] = f"not counted: {why or 'no callgrind dump was written'}"
-                    continue
-                rec.metrics[INSTR_COUNT.key(role=role)] = sum(c for c in counts if c is not None)
-                if len(dumps) > 1:  # socat's process per connection: each process's window added up
-                    rec.params.setdefault("instr_processes", {})[role] = len(dumps)
-                split = [self._runtime(d) for d in dumps]
-                if all(in_runtime is not None for in_runtime, _ in split):
-                    rec.metrics[INSTR_RUNTIME.key(role=role)] = sum(r for r, _ in split if r is not None)
-                if whole := next((w for _, w in split if w), ""):
-                    rec.params.setdefault("instr_whole", {})[role] = whole
-                for d in dumps:  # the count is stored; a dump can be large
-                    d.unlink(missing_ok=True)
+            counted = []
+            reads = [(role, w.read) for role, w in started.items()] + [(role, w.read) for role, w in there.items()]
+            for role, read in reads:
+                got = read()
+                if keep(rec, role, got, short_ifname(devices[role], topo.prefix)):
+                    counted.append(role)
+                else:
+                    notes[role] = got.why
             if notes:
                 rec.params["instr"] = notes
-            if started:  # each side's tunnel device, whose packets the count is divided by (pair.py)
-                topo = tunnel.topo
-                rec.params["instr_devices"] = {
-                    role: short_ifname(topo.ifname(DEVICE[role]), topo.prefix) for role in started
-                }
+            if counted:  # each side's tunnel device, whose packets the count is divided by (pair.py)
+                rec.params["instr_devices"] = {role: short_ifname(devices[role], topo.prefix) for role in counted}
 
     def _runtime(self, dump: Path) -> tuple[float | None, str]:
-        """The instructions in Go's runtime of a dump, and why the whole count is judged instead ("" when it
-        is not): callgrind_annotate missing or failed, or a Go program without symbols (a stripped build,
-        as Debian's wireguard-go: callgrind then names its functions by address only)."""
-        if self.tools.annotate is None:
-            return None, "Go's runtime not separated: callgrind_annotate is missing"
-        try:
-            res = run_cmd([self.tools.annotate, "--threshold=100", str(dump)], timeout_s=CONTROL_TIMEOUT_S)
-        except CommandFailed as e:
-            return None, f"Go's runtime not separated: {str(e).splitlines()[0]}"
-        program = dumped_program(dump)
-        go, functions = go_binary(program) if program else (False, None)
-        real = os.path.realpath(program) if program else ""
-
-        def name(obj: str, pc: int) -> str | None:
-            return functions.name(pc) if functions is not None and os.path.realpath(obj) == real else None
-
-        count = runtime_count(res.stdout, name)
-        if count == 0 and go:
-            return None, f"Go's runtime not separated: {program} has no symbols (stripped): the whole count is judged"
-        return count, ""
-
-    def _switch(self, workdir: Path, role: str, pids: list[int], args: list[str]) -> str:
-        """callgrind_control `args` on each of a role's processes (the daemon first); "" when every one said
-        OK, else why not. A child that ended since it was listed is not a failure: its exit dump holds its
-        part."""
-        for pid in pids:
-            why = self._control(workdir, role, [*args, str(pid)])
-            if why and (pid == pids[0] or psutil.pid_exists(pid)):
-                return why if pid == pids[0] else f"process {pid}: {why}"
-        return ""
+        return callgrind.runtime(self.tools, dump)
 
     def _control(self, workdir: Path, role: str, args: list[str]) -> str:
-        """Run callgrind_control on a role's daemon; "" when it said OK, else why not."""
-        assert self.tools.control is not None
-        argv = [self.tools.control, f"--vgdb-prefix={vgdb_prefix(workdir, role)}", *args]
-        try:
-            res = run_cmd(argv, timeout_s=CONTROL_TIMEOUT_S, what="callgrind_control")
-        except CommandFailed as e:
-            return str(e).splitlines()[0]
-        return "" if "OK" in res.stdout else (res.stdout.strip().splitlines() or ["no answer"])[-1]
+        return callgrind.control(self.tools, workdir, role, args)
+
+
+def keep(rec: TrialRecord, role: str, got: Counted, device: str) -> bool:
+    """A role's window into the record: its count, Go's runtime part (or why the whole count is judged) and,
+    where its host read them, its tunnel device's bytes over the window; False when it was not counted."""
+    if got.count is None:
+        return False
+    rec.metrics[INSTR_COUNT.key(role=role)] = got.count
+    if got.runtime is not None:
+        rec.metrics[INSTR_RUNTIME.key(role=role)] = got.runtime
+    if got.whole:
+        rec.params.setdefault("instr_whole", {})[role] = got.whole
+    if got.processes > 1:  # socat's process per connection: each process's window added up
+        rec.params.setdefault("instr_processes", {})[role] = got.processes
+    for field, value in got.device_bytes.items():
+        rec.metrics[DEV.key(role=role, device=device, field=field)] = value
+    return True

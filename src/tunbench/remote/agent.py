@@ -38,7 +38,8 @@ from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
 from tunbench.link.emulator import LinkEmulator, profile_link_builder
 from tunbench.link.profile import Profile
-from tunbench.monitor import work
+from tunbench.monitor import callgrind, work
+from tunbench.monitor.counters import parse_dev
 from tunbench.monitor.sampler import Sampler
 from tunbench.remote import facts, hostwatch
 from tunbench.remote.clients import ClientNamespaces
@@ -88,6 +89,8 @@ class _PlaceState:
         self.stack = stack
         self.tag = tag  # the group it was opened in (op_close_tag)
         self.procs: set[str] = set()  # the daemons started at this place, stopped when it closes
+        # the side's placements on this host's CPUs ("tunnel", "generator", "link"), with the CPUs each holds
+        self.placements: dict[str, tuple[RoleCgroup, str]] = {}
 
 
 class Agent:
@@ -97,10 +100,14 @@ class Agent:
         self.places: dict[str, _PlaceState] = {}
         self.procs: dict[str, Daemon] = {}
         self.samplers: dict[str, Sampler] = {}
+        self.sampled_cpus: dict[str, dict[str, str]] = {}  # a thread sampler's placements' CPUs, by sampler
         self.links: dict[str, LinkEmulator] = {}  # a pair's emulator, by its client place
         self.probes: dict[str, ReadyProbe] = {}
         self.counts: dict[str, work.Counting] = {}  # counted work in progress (op_count_open)
         self._count_cap: work.Capability | None = None  # what perf may count here, probed once
+        self._callgrind: callgrind.Callgrind | None = None  # valgrind's programs here, found once
+        # counted instructions in progress (op_instr_on): the window, its place, the tunnel device, its bytes then
+        self.instr: dict[str, tuple[callgrind.RoleWindow, LocalPlace, str, dict[str, float]]] = {}
         self.caps: dict[str, tuple[CpuCap, str]] = {}  # CPU caps (op_cap_open) and their places
         self.watches: dict[str, hostwatch.Watch] = {}  # measured windows being watched (op_watch_start)
         self._own: tuple[list[int], tuple[str, int, str, int] | None] | None = None  # ancestors, control socket
@@ -182,13 +189,13 @@ class Agent:
 
     def _placed(
         self, stack: contextlib.ExitStack, name: str, roles: list[str], cpus: dict[str, str] | None
-    ) -> tuple[dict[str, RoleCgroup], list[Path], RoleCgroup | None, dict[str, str]]:
+    ) -> tuple[dict[str, RoleCgroup], list[Path], RoleCgroup | None, dict[str, tuple[RoleCgroup, str]]]:
         """The roles' cgroups, with `cpus` (the cores axis on hosts, sites/hosts_cores.py: "tunnel",
         "generator", "link" CPU lists) each role confined to the tunnel's CPUs, and a placement of its own for
         the side's other processes (the generator) and for the emulator: made as a local run makes them
         (host/cgroup.py RoleCgroup), removed when the place closes. Returns the cgroups, the cgroup.procs files
-        the generator joins, the emulator's placement (None without one), and the CPUs each placement's
-        cpuset.cpus holds, read back from the kernel ({} unplaced)."""
+        the generator joins, the emulator's placement (None without one), and each placement with the CPUs
+        its cpuset.cpus holds, read back from the kernel ({} unplaced)."""
         cpus = cpus or {}
         cgroups = {
             r: stack.enter_context(RoleCgroup(f"{name}-{r}", self.ledger, cpus=cpus.get("tunnel", ""))) for r in roles
@@ -200,7 +207,7 @@ class Agent:
         if cpus.get("link"):
             link = stack.enter_context(RoleCgroup(f"{name}-emu", self.ledger, cpus=cpus["link"], account=False))
         placed = {"tunnel": cgroups[roles[0]], "generator": gen, **({"link": link} if link else {})}
-        return cgroups, gen.placement_files, link, {k: _cpuset_of(cg) for k, cg in placed.items()}
+        return cgroups, gen.placement_files, link, {k: (cg, _cpuset_of(cg)) for k, cg in placed.items()}
 
     def op_check_addresses(self, server: str, addresses: list[str], what: str, key: str) -> str:
         """ "" when every address is usable here (free, on the network of the NIC that routes to `server`),
@@ -233,7 +240,8 @@ class Agent:
         pid = self._id("p")
         place = LocalPlace(netns, self.ledger, wd, cgroups, placement=generator)
         self.places[pid] = _PlaceState(place, stack)
-        return {"place": pid, "workdir": str(wd), **({"cpus": placed} if placed else {})}
+        self.places[pid].placements = placed
+        return {"place": pid, "workdir": str(wd), **({"cpus": _cpus_of(placed)} if placed else {})}
 
     def op_pair_open(self, tag: str, spec: dict[str, Any], profile: dict[str, Any] | None, seed: int) -> dict[str, Any]:
         """Both roles on this host: a client and a server namespace joined by a veth, or by the WAN emulator
@@ -303,6 +311,7 @@ class Agent:
         key = self._id("p")
         place = LocalPlace(egress.netns, self.ledger, wd, cgroups, placement=generator)
         self.places[key] = _PlaceState(place, stack)
+        self.places[key].placements = placed
         if egress.emulator is not None:
             self.links[key] = egress.emulator
         return {
@@ -311,7 +320,7 @@ class Agent:
             "netns": egress.netns,
             "sysctls": egress.sysctls_applied,
             "egress": egress.device,
-            **({"cpus": placed} if placed else {}),
+            **({"cpus": _cpus_of(placed)} if placed else {}),
         }
 
     def op_clients_open(
@@ -462,10 +471,14 @@ class Agent:
     def op_pids(self, place: str, role: str, procs: list[str]) -> list[int]:
         return self._place(place).pids(role, [self.procs[p] for p in procs if p in self.procs])
 
-    def op_sample_start(self, place: str, role: str, procs: list[str], cgroup_only: bool = False) -> dict[str, Any]:
+    def op_sample_start(
+        self, place: str, role: str, procs: list[str], cgroup_only: bool = False, threads: bool = False
+    ) -> dict[str, Any]:
         """A role's sampler at a place; role "link" samples the emulator that place's trial runs (a pair's,
         or the client's egress: its process, as a local run samples its own). `cgroup_only`: the role's
-        cgroup totals, no process sampled (hundreds of clients at 10 Hz would perturb the host)."""
+        cgroup totals, no process sampled (hundreds of clients at 10 Hz would perturb the host). `threads`:
+        also each of the role's threads, each CPU of this host and each of the place's placements' processes
+        at every tick, for the saturated stage (monitor/stage.py), as a local run's sampler reads them."""
         pl = self._place(place)
         daemons = [self.procs[p] for p in procs if p in self.procs]
         emulator = self.links.get(place)
@@ -477,19 +490,30 @@ class Agent:
         elif cgroup_only:
             sampler = Sampler({role: (lambda: [], pl.cgroups.get(role))}, interval_s=REMOTE_INTERVAL_S)
         else:
+            placements = self.places[place].placements if threads else {}
             sampler = Sampler(
-                {role: (lambda: pl.pids(role, daemons), pl.cgroups.get(role))}, interval_s=REMOTE_INTERVAL_S
+                {role: (lambda: pl.pids(role, daemons), pl.cgroups.get(role))},
+                interval_s=REMOTE_INTERVAL_S,
+                threads=threads,
+                placed={name: cg.placed_pids for name, (cg, _) in placements.items()},
             )
         sampler.__enter__()
         key = self._id("s")
         self.samplers[key] = sampler
+        if threads:
+            self.sampled_cpus[key] = _cpus_of(self.places[place].placements)
         self.stack.callback(self._stop_sampler, key)
         return {"sampler": key, "t0": sampler.t0}
 
     def op_sample_stop(self, sampler: str) -> dict[str, Any]:
+        """The role's cost; with `threads`, its host's CPUs and the placements' processes (and the CPUs each
+        holds) beside its threads."""
         s = self._stop_sampler(sampler)
         if s is None:
             raise TunbenchError(f"no sampler {sampler}")
+        placed_cpus = self.sampled_cpus.pop(sampler, {})
+        for cost in s.results.values():
+            cost.cpus, cost.placed, cost.placed_cpus = s.cpus, s.placed, placed_cpus
         return {"t0": s.t0, "wall_s": s.wall_s, "results": {r: asdict(c) for r, c in s.results.items()}}
 
     def _count_capability(self) -> work.Capability:
@@ -528,6 +552,35 @@ class Agent:
         c = self.counts.pop(count)
         metrics = c.finish()
         return {"metrics": metrics, "why": c.why}
+
+    def op_instr_on(self, place: str, role: str, procs: list[str], device: str) -> dict[str, Any]:
+        """Counted instructions (monitor/callgrind.py) of a role's daemon at a place, started under this host's
+        callgrind: switched on now, and the bytes of the role's tunnel device `device` read. {"count": key}, or
+        {"count": None, "why": ...} where this host cannot count (valgrind missing) or it did not switch on."""
+        if self._callgrind is None:
+            self._callgrind = callgrind.find()
+        if why := self._callgrind.why_not:
+            return {"count": None, "why": why}
+        pl = self._place(place)
+        daemons = [self.procs[p] for p in procs if p in self.procs]
+        if not daemons:
+            return {"count": None, "why": "not counted: the role's daemon is not running here"}
+        window = callgrind.RoleWindow(self._callgrind, pl.workdir, role, daemons[0].pid)
+        before = _device_bytes(pl, device)
+        if why := window.on():
+            return {"count": None, "why": why}
+        key = self._id("i")
+        self.instr[key] = (window, pl, device, before)
+        return {"count": key, "why": ""}
+
+    def op_instr_read(self, count: str) -> dict[str, Any]:
+        """Switch it off, dump, read and split the count (Go's runtime named from the binary here), and the
+        bytes the tunnel device handled since `instr_on` (both ways; {} where it has no counters)."""
+        window, pl, device, before = self.instr.pop(count)
+        after = _device_bytes(pl, device)
+        got = window.read()
+        moved = {f: after[f] - before[f] for f in before if f in after} if before and after else {}
+        return {**asdict(got), "device_bytes": moved}
 
     def op_clean(self) -> dict[str, Any]:
         """What killed runs left on this host (this agent's own run is alive, so it is left alone)."""
@@ -612,12 +665,24 @@ class Agent:
         kill_running()  # a command answered on the pool (an iperf3 client) must not outlive the teardown
         for key in list(self.counts):
             self.counts.pop(key).finish()
+        self.instr.clear()  # nothing runs for them: their daemons stop with their places
         for key in list(self.probes):
             self.op_probe_close(key)
         for key in list(self.procs):
             self.procs.pop(key).stop()
         for key in reversed(list(self.places)):  # newest first: a clients group's owner (its first place) last
             self.op_place_close(key)
+
+
+def _device_bytes(place: LocalPlace, device: str) -> dict[str, float]:
+    """The bytes a device of the place's namespace received and sent (/proc/net/dev), {} when it is not there."""
+    res = place.run(["cat", "/proc/net/dev"], check=False, timeout_s=5, what="the tunnel device's counters")
+    got = parse_dev(res.stdout).get(device)
+    return {f: float(got[f]) for f in ("rx_bytes", "tx_bytes") if f in got} if got else {}
+
+
+def _cpus_of(placed: dict[str, tuple[RoleCgroup, str]]) -> dict[str, str]:
+    return {name: cpus for name, (_, cpus) in placed.items()}
 
 
 def _cpuset_of(cg: RoleCgroup) -> str:

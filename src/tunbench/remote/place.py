@@ -13,6 +13,7 @@ from tunbench.errors import TunbenchError
 from tunbench.host.cgroup import CpuUsage
 from tunbench.host.place import Completed, Proc, Spawn, Started, completed
 from tunbench.monitor.sampler import RoleCost, RoleSample
+from tunbench.monitor.threads import CpuTime, ThreadTime
 from tunbench.remote.connection import AgentConnection
 from tunbench.remote.protocol import HostLost
 
@@ -160,9 +161,14 @@ class RemotePlace:
         return [None if t is None else self.conn.clock.to_local_mono(float(t)) for t in ended]
 
     # ---- cost ---------------------------------------------------------------------------------------
-    def sample_start(self, role: str, procs: Sequence[Proc], *, cgroup_only: bool = False) -> str:
+    def sample_start(
+        self, role: str, procs: Sequence[Proc], *, cgroup_only: bool = False, threads: bool = False
+    ) -> str:
+        """`threads`: also the role's threads, the host's CPUs and the place's placements (the saturated stage)."""
         keys = [p.key for p in procs if isinstance(p, RemoteProc)]
-        r = self.conn.call("sample_start", place=self.key, role=role, procs=keys, cgroup_only=cgroup_only)
+        r = self.conn.call(
+            "sample_start", place=self.key, role=role, procs=keys, cgroup_only=cgroup_only, threads=threads
+        )
         return str(r["sampler"])
 
     def sample_abandon(self, sampler: str) -> None:
@@ -181,7 +187,8 @@ class RemotePlace:
 
 
 def role_cost(d: Mapping[str, Any], shift_s: float) -> RoleCost:
-    """A RoleCost from its JSON form (dataclasses.asdict), sample times shifted by `shift_s`."""
+    """A RoleCost from its JSON form (dataclasses.asdict), sample times shifted by `shift_s`: its threads,
+    its host's CPUs and its placements' processes too, where the agent read them (`sample_start(threads=)`)."""
     cg = d.get("cgroup_cpu")
     return RoleCost(
         cpu=CpuUsage(**d["cpu"]),
@@ -189,4 +196,13 @@ def role_cost(d: Mapping[str, Any], shift_s: float) -> RoleCost:
         processes=int(d["processes"]),
         cgroup_cpu=CpuUsage(**cg) if cg else None,
         series=[RoleSample(**{**s, "t_s": float(s["t_s"]) + shift_s}) for s in d.get("series", [])],
+        threads=_ticks(d.get("threads", []), shift_s),
+        cpus=[(float(t) + shift_s, {int(n): CpuTime(**c) for n, c in cpus.items()}) for t, cpus in d.get("cpus", [])],
+        placed={str(name): _ticks(series, shift_s) for name, series in (d.get("placed") or {}).items()},
+        placed_cpus={str(k): str(v) for k, v in (d.get("placed_cpus") or {}).items()},
     )
+
+
+def _ticks(series: Sequence[Any], shift_s: float) -> list[tuple[float, dict[int, ThreadTime]]]:
+    """(t, id -> ThreadTime) per tick from JSON ([t, {"id": {...}}]; ids are strings there), shifted."""
+    return [(float(t) + shift_s, {int(k): ThreadTime(**v) for k, v in got.items()}) for t, got in series]

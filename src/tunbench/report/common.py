@@ -101,15 +101,17 @@ def host_lines(provenance: dict[str, Any]) -> list[str]:
 
 def placement_line(trials: list[TrialRecord]) -> str:
     """The run's CPU placement (`[run] cpuset`, recorded in each trial's params.cpuset), or "" when off; on
-    the cores axis, each value's ("cores 1: client side on CPU 0, ...; cores 2: ...")."""
+    the cores axis, each value's ("cores 1: client side on CPU 0, ...; cores 2: ..."). On hosts each side's
+    CPUs are its host's, named with it, and its generator's beside them ("client side on bench1 CPU 0
+    (generator CPU 3)"; params.cpuset_hosts, params.cpuset_generator)."""
     names = {"client": "client side", "server": "server side", "link": "emulator"}
 
     def text(placed: dict[str, str]) -> str:
-        return ", ".join(f"{name} on CPU {placed[r]}" for r, name in names.items() if r in placed)
+        return ", ".join(f"{name} on {placed[r]}" for r, name in names.items() if r in placed)
 
     by_cores: dict[int, set[tuple[tuple[str, str], ...]]] = {}
     for t in trials:
-        by_cores.setdefault(t.cores, set()).add(tuple(sorted((t.params.get("cpuset") or {}).items())))
+        by_cores.setdefault(t.cores, set()).add(tuple(sorted(_placed_cpus(t.params).items())))
     if all(n for n in by_cores) and all(len(seen) == 1 for seen in by_cores.values()):
         return "; ".join(f"cores {n}: {text(dict(next(iter(by_cores[n]))))}" for n in sorted(by_cores))
     seen = {p for ps in by_cores.values() for p in ps}
@@ -119,6 +121,18 @@ def placement_line(trials: list[TrialRecord]) -> str:
     if len(placed) > 1 or len(seen) > 1:
         return "cpuset: differs between trials (see each trial's params.cpuset)"
     return "cpuset: " + text(placed[0])
+
+
+def _placed_cpus(params: dict[str, Any]) -> dict[str, str]:
+    """Each placed role's CPUs in words: "CPU 0", or on a host "h1 CPU 0 (generator CPU 1)"."""
+    hosts, generator = params.get("cpuset_hosts") or {}, params.get("cpuset_generator") or {}
+    out = {}
+    for role, cpus in (params.get("cpuset") or {}).items():
+        if role not in hosts:
+            out[role] = f"CPU {cpus}"
+            continue
+        out[role] = f"{hosts[role]} CPU {cpus}" + (f" (generator CPU {generator[role]})" if generator.get(role) else "")
+    return out
 
 
 def baseline_line(trials: list[TrialRecord]) -> str:

@@ -102,8 +102,8 @@ def check_machine(plan: RunPlan, *, dry_run: bool) -> None:
     if here:
         check_named_files(refs)
     if dry_run:
-        try:
-            check_dependencies(refs, profiles, kinds, plan.instr_counter == "callgrind")
+        try:  # valgrind where the roles run: on hosts, each host's (its roles say when it has none)
+            check_dependencies(refs, profiles, kinds, plan.instr_counter == "callgrind" and here)
         except DependencyMissing as e:
             plan.notes.append(str(e))
         return

@@ -22,6 +22,7 @@ from tunbench.host.cgroup import RoleCgroup
 from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.link.profile import Profile
+from tunbench.monitor.callgrind import InstrWindow
 from tunbench.monitor.interference import Thresholds
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.monitor.work import RoleCount
@@ -100,6 +101,12 @@ class Pair(Protocol):
     def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
         """The roles whose counted work (`--count-work`) the machine they run on reads (its agent's perf), each
         attached when called; every other role is counted by this machine's perf."""
+        ...
+
+    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
+        """The roles whose tunnel daemon the machine they run on counts (`--count-instructions`: its agent's
+        callgrind), each a function of the role's tunnel device's name that switches the count on; every other
+        role is counted by this machine's callgrind."""
         ...
 
     def start_schedule(self) -> None:

@@ -21,9 +21,11 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import Place
 from tunbench.host.workdir import workdir
 from tunbench.link.profile import Profile
+from tunbench.monitor.callgrind import InstrWindow
 from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.monitor.work import RoleCount
+from tunbench.remote.instructions import RemoteInstructions
 from tunbench.remote.inventory import Inventory
 from tunbench.remote.place import RemotePlace
 from tunbench.remote.spread import spread
@@ -68,6 +70,14 @@ class HostsPair:
                 RemoteCounting, self.topo.place(role), role, [d] if (d := tunnel.daemons.get(role)) else []
             )
             for role in ROLES
+        }
+
+    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
+        """Every role with a daemon, by the agent of its host (remote/instructions.py)."""
+        return {
+            role: functools.partial(RemoteInstructions, self.topo.place(role), role, [d])
+            for role in ROLES
+            if (d := tunnel.daemons.get(role)) is not None
         }
 
     def start_schedule(self) -> None:
@@ -136,7 +146,8 @@ def remote_sampling(
         for role in ROLES:
             place = topo.place(role)
             d = tunnel.daemons.get(role)
-            started.append((role, place, place.sample_start(role, [d] if d else [])))
+            # with its threads, its host's CPUs and its placements: the saturated stage (monitor/stage.py)
+            started.append((role, place, place.sample_start(role, [d] if d else [], threads=True)))
         if link is not None:
             started.append(("link", link, link.sample_start("link", [])))
         yield out
@@ -178,6 +189,7 @@ class HostsSite:
         if topo.placed:  # each side's CPUs as its host's cpusets hold them (read back by the agent)
             params["cpuset"] = {role: got.get("tunnel", "") for role, got in topo.placed.items()}
             params["cpuset_generator"] = {role: got.get("generator", "") for role, got in topo.placed.items()}
+            params["cpuset_hosts"] = {role: topo.hosts_by_role[role].name for role in topo.placed}  # `show` names them
         places: dict[str, Place] = {role: topo.place(role) for role in ROLES}
         return HostsPair(topo, places, self.host_run, count_request(topo, self.host_run))
 

@@ -17,6 +17,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace, Place
 from tunbench.link.emulator import LinkEmulator, profile_link_builder
 from tunbench.link.profile import Profile
+from tunbench.monitor.callgrind import InstrWindow
 from tunbench.monitor.counters import namespace_counters, short_ifname
 from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
@@ -49,6 +50,9 @@ class LocalPair:
 
     def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
         return {}  # this machine's perf counts every role
+
+    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
+        return {}  # this machine's callgrind counts every role
 
     def start_schedule(self) -> None:
         if self.emulator is not None:

@@ -159,9 +159,11 @@ def account(t: Attempt, held: Held, w: Measured, *, final: bool) -> None:
     cost_metrics_over(rec, costs, w.sampler.wall_s, measured)
     span = measured or (0.0, w.sampler.wall_s)
     threads = {role: cost.threads for role, cost in w.sampler.results.items() if cost.threads}
-    figures, said = stage.saturation(
-        threads, w.sampler.cpus, span, rec.params.get("cpuset") or {}, placed=w.sampler.placed
-    )
+    cpuset = rec.params.get("cpuset") or {}
+    if apart := {role: cost for role, cost in w.remote_costs.items() if cost.cpus}:  # each read on its host
+        figures, said = stage.saturation_on_hosts(apart, span, cpuset)
+    else:
+        figures, said = stage.saturation(threads, w.sampler.cpus, span, cpuset, placed=w.sampler.placed)
     rec.metrics.update(figures)  # what saturated each side over the window (docs/scaling.md)
     rec.params.update(said)
     for part in w.result.parts:  # the CPU of a stretch of the call per unit of work in it (the pps ladder)

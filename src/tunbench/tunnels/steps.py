@@ -118,14 +118,14 @@ class Steps:
         role: str,
         name: str,
         key: str,
-        wrap: Callable[[str, list[str], dict[str, str], Path], tuple[list[str], dict[str, str]]] | None = None,
+        wrap: Callable[[str, list[str], dict[str, str], Place], tuple[list[str], dict[str, str]]] | None = None,
     ) -> Proc:
         """Start a role's daemon at its place, in its own process group and the role's cgroup; its output
         goes to `<name>.log` in the place's trial directory. `wrap`: its command line and environment as
         started (tunnel.DaemonWrap)."""
         argv, env = self.daemon(rs, variables, key)
         if wrap is not None:
-            argv, env = wrap(role, argv, env, place.workdir)
+            argv, env = wrap(role, argv, env, place)
         return place.spawn(argv, what=f"{self.spec.name} {name}", log_name=f"{name}.log", env=env, role=role)
 
     def daemon(self, rs: RoleSpec, variables: Vars, key: str) -> tuple[list[str], dict[str, str]]:

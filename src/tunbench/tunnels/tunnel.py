@@ -105,14 +105,14 @@ def base_variables(topo: Placed, workdir: Path, underlay: Family = "ipv4", overl
     }
 
 
-DaemonWrap = Callable[[str, list[str], dict[str, str], Path], tuple[list[str], dict[str, str]]]
-"""(role, argv, env, the trial's directory) -> the daemon's argv and env as started: a wrapper around a role's
-local daemon (perf/instructions.py starts it under callgrind)."""
+DaemonWrap = Callable[[str, list[str], dict[str, str], Place], tuple[list[str], dict[str, str]]]
+"""(role, argv, env, the place it starts at) -> the daemon's argv and env as started: a wrapper around a role's
+daemon, on this machine or on its host (perf/instructions.py starts it under callgrind, that machine's)."""
 
 
 class Tunnel:
     """`with Tunnel(ref, topo, ...) as t:` the tunnel is up and t.target reaches the server through it.
-    `wrap`: applied to each daemon that runs on this machine (a remote role's is started as it is)."""
+    `wrap`: applied to each role's daemon, wherever it runs (given its place)."""
 
     def __init__(
         self,
@@ -241,8 +241,7 @@ class Tunnel:
         v = self._vars(place)
         self.steps.commands(rs.before, v, place, f"{role}.before")
         if rs.daemon:
-            wrap = self.wrap if not place.machine else None  # a daemon of this machine
-            d = self.steps.spawn(rs, v, place, role, role, role, wrap=wrap)
+            d = self.steps.spawn(rs, v, place, role, role, role, wrap=self.wrap)
             self._stack.callback(d.stop)
             self.daemons[role] = d
         self._wait(rs.ready, f"{role}.ready", place)
