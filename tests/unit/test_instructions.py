@@ -289,3 +289,15 @@ def test_a_daemon_that_forks_per_connection_is_not_counted(tmp_path: Path) -> No
     (tmp_path / "callgrind.client.out.5151").write_text(DUMP)  # a child's dump at its exit (socat's fork)
     (tmp_path / "callgrind.server.out.6161").write_text(DUMP)  # another role's: not this one's
     assert ins.forked(tmp_path, "client", 4242, before) == 1
+
+
+def test_a_read_dump_is_deleted_unless_a_directory_is_named_to_keep_it(tmp_path: Path) -> None:
+    rec = trial(3, "pr", 20e6)
+    dump = tmp_path / "callgrind.client.out.4242.2"
+    dump.write_text(DUMP)
+    assert ins.keep_dump(dump, rec, "client", keep="") is None
+    assert not dump.exists()
+    dump.write_text(DUMP)
+    kept = ins.keep_dump(dump, rec, "client", keep=str(tmp_path / "kept"))
+    assert kept == tmp_path / "kept" / f"{rec.seq:03d}-pr-r{rec.repetition}.client.2.callgrind"
+    assert kept.read_text() == DUMP and not dump.exists()

@@ -59,6 +59,9 @@ ROLES = ("client", "server")
 DEVICE = {"client": "tc", "server": "ts"}
 """The suffix of each role's tunnel device name (the adapters' `dev_client`/`dev_server`)."""
 DUMP_PREFIX = "callgrind"
+KEEP_DUMPS_ENV = "TUNBENCH_KEEP_DUMPS"
+"""A directory: each window's callgrind dump is moved there (named by the trial and role) instead of deleted,
+to read with callgrind_annotate later."""
 CONTROL_TIMEOUT_S = 20.0
 GO_ENV = {"GODEBUG": "asyncpreemptoff=1"}
 FIRST_WINDOW = (
@@ -223,6 +226,36 @@ def newest_dump(workdir: Path, role: str, pid: int) -> Path | None:
     return max(numbered)[1] if numbered else None
 
 
+def keep_dump(dump: Path, rec: TrialRecord, role: str, keep: str | None = None) -> Path | None:
+    """Delete a read dump, or move it into the directory KEEP_DUMPS_ENV names (created if need be) as
+    `<trial seq>-<label>-r<repetition>.<role>.<n>.callgrind` (n: the dump's own number, the window of the
+    bring-up); where it went (None: deleted)."""
+    keep = os.environ.get(KEEP_DUMPS_ENV) if keep is None else keep
+    if not keep:
+        dump.unlink(missing_ok=True)
+        return None
+    target = Path(keep) / f"{rec.seq:03d}-{rec.label}-r{rec.repetition}.{role}.{dump.suffix.lstrip('.')}.callgrind"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(dump, target)
+    return target
+
+
+def keep_logs(workdir: Path, rec: TrialRecord, keep: str | None = None) -> list[Path]:
+    """Copy the daemons' logs as they stand at the window's end (`<name>.log` in the trial's directory) next
+    to the dumps kept (KEEP_DUMPS_ENV), as `<trial seq>-<label>-r<repetition>.<name>.log`; nothing without
+    that directory."""
+    keep = os.environ.get(KEEP_DUMPS_ENV) if keep is None else keep
+    if not keep:
+        return []
+    Path(keep).mkdir(parents=True, exist_ok=True)
+    kept = []
+    for log in sorted(workdir.glob("*.log")):
+        target = Path(keep) / f"{rec.seq:03d}-{rec.label}-r{rec.repetition}.{log.name}"
+        shutil.copyfile(log, target)
+        kept.append(target)
+    return kept
+
+
 class CountInstructions:
     """A runner WindowHook, and the daemon wrapper it needs (`wrap_daemon`, passed to the tunnel through the
     trial's Setup): each local role's tunnel daemon runs under callgrind; around each measured call its
@@ -291,7 +324,9 @@ class CountInstructions:
                     rec.metrics[INSTR_RUNTIME.key(role=role)] = in_runtime
                 if whole:
                     rec.params.setdefault("instr_whole", {})[role] = whole
-                dump.unlink(missing_ok=True)  # the count is stored; the dump can be large
+                keep_dump(dump, rec, role)  # the count is stored; the dump can be large
+            if started:
+                keep_logs(tunnel.workdir, rec)
             if notes:
                 rec.params["instr"] = notes
             if started:  # each side's tunnel device, whose packets the count is divided by (pair.py)
