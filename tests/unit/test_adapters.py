@@ -67,8 +67,9 @@ def test_params_and_label() -> None:
 
 
 def test_openvpn_sends_a_keepalive_each_second_on_both_sides_by_default() -> None:
-    """Without one, a bring-up whose tunnel sat idle for 2 s before the load counts half the instructions of
-    one that did not (OpenVPN's TLS polling lapses: docs/work-gate.md, "OpenVPN's two modes")."""
+    """Without one, a side that sends little (the server of an upload) leaves the state OpenVPN's TLS state
+    machine runs on every wake-up in, and counts half the instructions (docs/work-gate.md, "OpenVPN's two
+    modes")."""
     ref = parse_ref("openvpn-udp")
     params = ref.merged_params()
     assert params["ping"] == "1" and params["ping_restart"] == "0"
