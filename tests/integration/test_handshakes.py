@@ -7,7 +7,7 @@
   completes. Exactly one, for wireguard-go and boringtun alike, read through their UAPI sockets.
 - OpenVPN in point-to-point mode does not follow a client whose address changed (the server answers
   "TLS keys are out of sync" to every packet from the new address, and keeps sending to the old one,
-  which the emulator drops as a real path would): the built-in, without a keepalive, never comes back
+  which the emulator drops as a real path would): the built-in, without a ping-restart, never comes back
   and makes no handshake; with `--ping 1 --ping-restart 2` (its `ping` and `ping_restart` parameters)
   the client restarts 2 s after it last heard the server and comes back with exactly one new TLS
   handshake.

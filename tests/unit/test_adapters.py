@@ -66,6 +66,20 @@ def test_params_and_label() -> None:
     assert parse_ref("socat").label == "socat"
 
 
+def test_openvpn_sends_a_keepalive_each_second_on_both_sides_by_default() -> None:
+    """Without one, a side that sends little (the server of an upload) leaves the state OpenVPN's TLS state
+    machine runs on every wake-up in, and counts half the instructions (docs/work-gate.md, "OpenVPN's two
+    modes")."""
+    ref = parse_ref("openvpn-udp")
+    params = ref.merged_params()
+    assert params["ping"] == "1" and params["ping_restart"] == "0"
+    for role in (ref.adapter.spec.server, ref.adapter.spec.client):
+        assert role.daemon is not None
+        argv = render_argv(role.daemon, {k: "x" for k in placeholders(role.daemon)} | params)
+        assert argv[argv.index("--ping") + 1] == "1"
+    assert parse_ref("openvpn-udp[ping=0]").merged_params()["ping"] == "0"  # OpenVPN's point-to-point default
+
+
 def test_unknown_param_is_named() -> None:
     with pytest.raises(ConfigError, match="no parameter .cipher.*known: bin, buffer, client_cpu, commit, cpu_period"):
         parse_ref("socat[cipher=x]")

@@ -449,3 +449,18 @@ def test_a_daemon_on_a_host_is_wrapped_with_that_hosts_valgrind_or_not_at_all(tm
     assert hook.tools_at(h5) == cg.Callgrind(  # type: ignore[arg-type]
         str(bindir / "valgrind"), str(bindir / "callgrind_control"), str(bindir / "callgrind_annotate")
     )
+
+
+def test_a_read_dump_is_deleted_unless_a_directory_is_named_to_keep_it(tmp_path: Path) -> None:
+    dump = tmp_path / "callgrind.client.out.4242.2"
+    dump.write_text(DUMP)
+    assert cg.keep_dump(dump, "003-pr-r1", "client", keep="") is None
+    assert not dump.exists()
+    dump.write_text(DUMP)
+    kept = cg.keep_dump(dump, "003-pr-r1", "client", keep=str(tmp_path / "kept"))
+    assert kept == tmp_path / "kept" / "003-pr-r1.client.4242.2.callgrind"  # the process and its window
+    assert kept.read_text() == DUMP and not dump.exists()
+    (tmp_path / "openvpn-client.log").write_text("Initialization Sequence Completed\n")
+    assert cg.keep_logs(tmp_path, "003-pr-r1", keep=str(tmp_path / "kept")) == [
+        tmp_path / "kept" / "003-pr-r1.openvpn-client.log"
+    ]

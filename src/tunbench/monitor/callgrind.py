@@ -24,6 +24,9 @@ from tunbench.host.proc import run_cmd
 from tunbench.monitor import gosyms
 
 DUMP_PREFIX = "callgrind"
+KEEP_DUMPS_ENV = "TUNBENCH_KEEP_DUMPS"
+"""A directory: each window's callgrind dump is moved there (named by the trial, role and process) instead of
+deleted, to read with callgrind_annotate later."""
 CONTROL_TIMEOUT_S = 20.0
 GO_ENV = {"GODEBUG": "asyncpreemptoff=1"}
 _TOTALS = re.compile(r"^(?:totals|summary):\s*(\d+)", re.M)
@@ -173,6 +176,36 @@ def window_dumps(workdir: Path, role: str, before: set[Path]) -> list[Path]:
     return sorted(p for p in role_dumps(workdir, role) - before if p.stat().st_size > 0)
 
 
+def keep_dump(dump: Path, name: str, role: str, keep: str | None = None) -> Path | None:
+    """Delete a read dump, or move it into the directory KEEP_DUMPS_ENV names (created if need be) as
+    `<name>.<role>.<pid>.<n>.callgrind` (`name`: the trial's, `<trial seq>-<label>-r<repetition>`; the pid and
+    the dump's own number, the process and the window of its bring-up); where it went (None: deleted)."""
+    keep = os.environ.get(KEEP_DUMPS_ENV) if keep is None else keep
+    if not keep or not name:
+        dump.unlink(missing_ok=True)
+        return None
+    which = dump.name.removeprefix(f"{DUMP_PREFIX}.{role}.out.")
+    target = Path(keep) / f"{name}.{role}.{which}.callgrind"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(dump, target)
+    return target
+
+
+def keep_logs(workdir: Path, name: str, keep: str | None = None) -> list[Path]:
+    """Copy the daemons' logs as they stand at the window's end (`<name>.log` in the trial's directory) next
+    to the dumps kept (KEEP_DUMPS_ENV), as `<name>.<log name>`; nothing without that directory."""
+    keep = os.environ.get(KEEP_DUMPS_ENV) if keep is None else keep
+    if not keep:
+        return []
+    Path(keep).mkdir(parents=True, exist_ok=True)
+    kept = []
+    for log in sorted(workdir.glob("*.log")):
+        target = Path(keep) / f"{name}.{log.name}"
+        shutil.copyfile(log, target)
+        kept.append(target)
+    return kept
+
+
 def control(tools: Callgrind, workdir: Path, role: str, args: list[str]) -> str:
     """Run callgrind_control on a role's daemon; "" when it said OK, else why not."""
     assert tools.control is not None
@@ -244,8 +277,10 @@ class RoleWindow:
         *,
         control_fn: Control | None = None,
         runtime_fn: Runtime | None = None,
+        keep_as: str = "",
     ) -> None:
         self.workdir, self.role, self.pid = workdir, role, pid
+        self.keep_as = keep_as  # the trial's name for its dumps where KEEP_DUMPS_ENV keeps them (keep_dump)
         self._control = control_fn or functools.partial(control, tools)
         self._runtime = runtime_fn or functools.partial(runtime, tools)
         self._before: set[Path] = set()
@@ -271,8 +306,8 @@ class RoleWindow:
         split = [self._runtime(d) for d in dumps]
         in_runtime = None if any(r is None for r, _ in split) else sum(r for r, _ in split if r is not None)
         whole = next((w for _, w in split if w), "")
-        for d in dumps:  # the count is kept; a dump can be large
-            d.unlink(missing_ok=True)
+        for d in dumps:  # the count is kept; a dump can be large (deleted, unless KEEP_DUMPS_ENV keeps it)
+            keep_dump(d, self.keep_as, self.role)
         return Counted(sum(c for c in counts if c is not None), in_runtime, whole, processes=len(dumps))
 
     def _switch(self, pids: list[int], args: list[str]) -> str:

@@ -129,8 +129,9 @@ class CountInstructions:
                 notes[role] = self.tools.why_not
             else:
                 here[role] = RoleWindow(
-                    self.tools, tunnel.workdir, role, daemon.pid, control_fn=self._control, runtime_fn=self._runtime
-                )
+                    self.tools, tunnel.workdir, role, daemon.pid, control_fn=self._control, runtime_fn=self._runtime,
+                    keep_as=f"{rec.seq:03d}-{rec.label}-r{rec.repetition}",
+                )  # fmt: skip
         # the sides the tunnel's figure adds up: those that run a daemon (a forward such as socat has none on
         # the server, a kernel tunnel none at all)
         rec.params["instr_sides"] = [role for role in ROLES if tunnel.daemons.get(role) is not None]
@@ -152,6 +153,8 @@ class CountInstructions:
                     counted.append(role)
                 else:
                     notes[role] = got.why
+            if started:  # beside the dumps, where TUNBENCH_KEEP_DUMPS keeps them
+                callgrind.keep_logs(tunnel.workdir, f"{rec.seq:03d}-{rec.label}-r{rec.repetition}")
             if notes:
                 rec.params["instr"] = notes
             if counted:  # each side's tunnel device, whose packets the count is divided by (pair.py)
