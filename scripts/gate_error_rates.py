@@ -45,7 +45,7 @@ from scipy.stats import binomtest
 
 from tunbench.monitor.counters import CARRIED as CARRIED_SPEC
 from tunbench.monitor.counters import carried_bytes
-from tunbench.report.compare import compare_runs
+from tunbench.report.compare import CompareError, compare_runs
 from tunbench.store.db import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -139,7 +139,11 @@ def judged(db: Path, name: str, label_a: str, label_b: str) -> dict[str, Any]:
     with Store(db) as store:
         run = store.find_run(name)
     filled = backfill_carried(run)
-    res = compare_runs(run, run, label_a=label_a, label_b=label_b, threshold=THRESHOLD)
+    try:
+        res = compare_runs(run, run, label_a=label_a, label_b=label_b, threshold=THRESHOLD)
+    except CompareError as e:  # no verdict at all (e.g. every trial left out): a run to count, not a crash
+        notes = sorted({f"{t.label}: {why}" for t in run.trials for why in (t.params.get("instr") or {}).values()})
+        return {"metrics": {}, "exit": 2, "gate": "", "main": "", "error": str(e)[:2000], "instr_notes": notes[:20]}
     # what the test detects, whatever the size: the same comparison with no threshold (a significant change)
     seen = {r.metric.name: r.result.verdict for r in compare_runs(run, run, label_a=label_a, label_b=label_b).rows}
     metrics = {}
@@ -195,6 +199,8 @@ def one(
 
 
 def line(rec: dict[str, Any]) -> str:
+    if rec.get("error"):
+        return f"{rec['name']}: {rec['wall_s']:.0f} s, no verdict: {rec['error'][:200]}"
     parts = []
     for name, m in rec["metrics"].items():
         if m["tier"]:
@@ -279,6 +285,11 @@ def design(rec: dict[str, Any]) -> str:
 
 def cmd_summary(args: argparse.Namespace) -> None:
     recs = [json.loads(x) for x in Path(args.out).read_text().splitlines() if x.strip()]
+    if failed := [r for r in recs if r.get("error")]:  # compare gave no verdict at all: counted apart, never "within"
+        print(f"== runs compare could not judge: {len(failed)}")
+        for r in failed:
+            print(f"  {r['name']} ({r['kind']}{', hog ' + str(r['hog']) if r.get('hog') else ''}): {r['error'][:160]}")
+        recs = [r for r in recs if not r.get("error")]
     for d in sorted({design(r) for r in recs}):
         print(f"== main tier: {d}")
         summarize([r for r in recs if design(r) == d])
