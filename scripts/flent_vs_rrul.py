@@ -2,7 +2,8 @@
 """Flent's RRUL against tunbench's rrul on one emulated link, alternated: a standing comparison.
 
     python scripts/flent_vs_rrul.py --rounds 5 --length 30 --out cmp/       # as root, from a checkout
-    python scripts/flent_vs_rrul.py --rounds 5 --netperf-dir build/netperf-head/bin --rrul generator=netperf-head
+    python scripts/flent_vs_rrul.py --rounds 5 --variant 'start="together"' --variant 'start="flent"'
+    python scripts/flent_vs_rrul.py --rounds 5 --netperf-dir build/netperf-head/bin
 
 Each round runs, in alternating order (Flent first in even rounds), Flent's `rrul` through `tunbench link
 shell` (4 netperf TCP_STREAM + 4 TCP_MAERTS, irtt and ping, `-l LENGTH`, idle DELAY 5 s each side) and
@@ -18,7 +19,10 @@ columns say where the two differ first: the p99 of the load's first 3 s, and the
 
 --netperf-dir puts a directory holding `netperf` and `netserver` first on the PATH of both namespaces (a
 netperf built from source, or a wrapper that adds options); --flent-arg passes options to flent (e.g.
-`--flent-arg=--send-size=1448`); --rrul KEY=VALUE sets [workload.rrul] options of tunbench's side.
+`--flent-arg=--send-size=1448`); --rrul KEY=VALUE sets [workload.rrul] options of tunbench's side;
+each --variant 'KEY=VALUE;...' is one more rrul measured every round against the same Flent runs, and each
+--flent-variant NAME=DIR one more Flent with DIR's netperf (the order rotates, so each side comes first in
+turn). Every rrul is reported against every Flent, and every Flent variant against the first Flent.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import argparse
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -99,8 +104,8 @@ def locked(argv: list[str], lock: str, env: dict[str, str] | None = None) -> Non
     subprocess.run(["flock", lock, *argv], check=True, env=env)
 
 
-def run_flent(a: argparse.Namespace, out: Path, title: str) -> flent.FlentFile:
-    path_prefix = f"PATH={shlex.quote(str(Path(a.netperf_dir).resolve()))}:$PATH " if a.netperf_dir else ""
+def run_flent(a: argparse.Namespace, out: Path, title: str, netperf_dir: str | None) -> flent.FlentFile:
+    path_prefix = f"PATH={shlex.quote(str(Path(netperf_dir).resolve()))}:$PATH " if netperf_dir else ""
     server = f"sh -c '{path_prefix}irtt server & {path_prefix}exec netserver -D'"
     extra = " ".join(shlex.quote(x) for x in a.flent_arg)
     client = (
@@ -117,9 +122,9 @@ def run_flent(a: argparse.Namespace, out: Path, title: str) -> flent.FlentFile:
     return flent.read(new[-1].read_bytes(), str(new[-1]))
 
 
-def run_rrul(a: argparse.Namespace, out: Path, name: str) -> flent.FlentFile:
+def run_rrul(a: argparse.Namespace, out: Path, name: str, variant: list[str]) -> flent.FlentFile:
     toml = out / f"{name}.toml"
-    opts = "\n".join(f"{k} = {v}" for k, v in (kv.split("=", 1) for kv in a.rrul))
+    opts = "\n".join(f"{k} = {v}" for k, v in (kv.split("=", 1) for kv in [*a.rrul, *variant]))
     toml.write_text(
         f'[run]\ntunnels = ["wireguard-go"]\nprofiles = [{json.dumps(a.profile)}]\ndirect = true\n\n'
         f'[workload]\nkind = ["rrul"]\nflows = [4]\nduration_s = {a.length}\nomit_s = 0\n\n'
@@ -152,8 +157,8 @@ HEADER = (
 
 
 def report(flents: list[Side], rruls: list[Side]) -> None:
-    print("\nrrul / Flent, medians over the rounds, 95% bootstrap CI")
-    print(f"{'figure':<34} {'Flent':>8} {'rrul':>8} {'ratio':>7}  CI")
+    print("medians over the rounds, their ratio and its 95% bootstrap CI")
+    print(f"{'figure':<34} {'base':>8} {'this':>8} {'ratio':>7}  CI")
     names = {
         "p50_ms": "RTT p50, whole test (ms)",
         "p99_ms": "RTT p99, whole test (ms)",
@@ -171,12 +176,7 @@ def report(flents: list[Side], rruls: list[Side]) -> None:
         fa = [getattr(s, key) for s in flents]
         rb = [getattr(s, key) for s in rruls]
         r, lo, hi = ratio_ci(fa, rb)
-        med_f = (
-            sorted(fa)[len(fa) // 2] if len(fa) % 2 else (sorted(fa)[len(fa) // 2 - 1] + sorted(fa)[len(fa) // 2]) / 2
-        )
-        med_r = (
-            sorted(rb)[len(rb) // 2] if len(rb) % 2 else (sorted(rb)[len(rb) // 2 - 1] + sorted(rb)[len(rb) // 2]) / 2
-        )
+        med_f, med_r = statistics.median(fa), statistics.median(rb)
         print(f"{label:<34} {med_f:8.2f} {med_r:8.2f} {r:7.3f}  [{lo:.3f}, {hi:.3f}]")
 
 
@@ -188,8 +188,20 @@ def main() -> None:
     ap.add_argument("--flent", default=str(ROOT / "build/flent-venv/bin/flent"))
     ap.add_argument("--flent-arg", action="append", default=[], help="an option passed on to flent")
     ap.add_argument("--netperf-dir", help="a directory with netperf and netserver, first on Flent's PATH")
+    ap.add_argument(
+        "--flent-variant",
+        action="append",
+        default=[],
+        help="NAME=DIR: one more Flent measured every round, with DIR's netperf and netserver first on its PATH",
+    )
     ap.add_argument("--rrul", action="append", default=[], help="KEY=VALUE (TOML) for [workload.rrul]")
-    ap.add_argument("--only", choices=("flent", "rrul"), help="measure one side only (a factor's probe)")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="an rrul variant, KEY=VALUE[;KEY=VALUE...] (TOML), each measured every round (default: one, --rrul)",
+    )
+    ap.add_argument("--only", choices=("flent", "rrul"), help="measure only the Flent sides, or only the rrul ones")
     ap.add_argument("--out", help="keep the data files here (default: a temporary directory)")
     ap.add_argument("--lock", default=LOCK)
     ap.add_argument("--json", help="write every round's figures here")
@@ -200,20 +212,26 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     out = out.resolve()
     stamp = time.strftime("%H%M%S")
-    flents: list[Side] = []
-    rruls: list[Side] = []
+    variants = {f"rrul{j + 1}" if len(a.variant) > 1 else "rrul": v.split(";") for j, v in enumerate(a.variant)}
+    variants = variants or {"rrul": []}
+    for name, v in variants.items():
+        print(f"{name}: [workload.rrul] {'; '.join([*a.rrul, *v]) or '(defaults)'}")
+    flents = {"flent": a.netperf_dir, **dict(fv.split("=", 1) for fv in a.flent_variant)}
+    for name, d in flents.items():
+        print(f"{name}: netperf {d or 'from PATH'}")
+    sides: dict[str, list[Side]] = {**{n: [] for n in flents}, **{n: [] for n in variants}}
     rows: list[tuple[int, str, Side]] = []
     for i in range(a.rounds):
-        order = ("flent", "rrul") if i % 2 == 0 else ("rrul", "flent")
+        order = [*flents, *variants]
+        order = order[i % len(order) :] + order[: i % len(order)]  # each side first in turn
         for which in order:
-            if a.only and which != a.only:
+            if a.only and (which in flents) != (a.only == "flent"):
                 continue
-            if which == "flent":
-                s = side(run_flent(a, out, f"flent-{stamp}-r{i + 1}"))
-                flents.append(s)
+            if which in flents:
+                s = side(run_flent(a, out, f"{which}-{stamp}-r{i + 1}", flents[which]))
             else:
-                s = side(run_rrul(a, out, f"rrul-{stamp}-r{i + 1}"))
-                rruls.append(s)
+                s = side(run_rrul(a, out, f"{which}-{stamp}-r{i + 1}", variants[which]))
+            sides[which].append(s)
             rows.append((i + 1, which, s))
             print(f"round {i + 1} {which:<5} " + fmt_side(s), flush=True)
     print(f"\ndata in {out}\n{HEADER}")
@@ -221,8 +239,12 @@ def main() -> None:
         print(f"round {i:>2} {which:<5}" + fmt_side(s))
     if a.json:
         Path(a.json).write_text(json.dumps([{"round": i, "side": w, **asdict(s)} for i, w, s in rows], indent=1))
-    if flents and rruls:
-        report(flents, rruls)
+    for base in flents:
+        for name in [*(n for n in flents if n != base and base == "flent"), *variants]:
+            if sides[base] and sides[name]:
+                what = f"netperf {flents[name]}" if name in flents else "; ".join([*a.rrul, *variants[name]])
+                print(f"\n{name} ({what or 'defaults'}) / {base} (netperf {flents[base] or 'from PATH'})")
+                report(sides[base], sides[name])
 
 
 if __name__ == "__main__":
