@@ -8,8 +8,9 @@
 Each round runs, in alternating order (Flent first in even rounds), Flent's `rrul` through `tunbench link
 shell` (4 netperf TCP_STREAM + 4 TCP_MAERTS, irtt and ping, `-l LENGTH`, idle DELAY 5 s each side) and
 `tunbench run` of rrul with Flent's flows, timing and summary (4 + 4 flows, `summary = "flent"`, `omit_s =
-0`), both over the same profile. Each measurement takes the shared lock on its own (`flock LOCK`), so
-others can measure between them; do not wrap this script in flock.
+0`), both over the same profile. Each measurement takes the shared lock on its own (`flock LOCK`), or with
+--lock-per pair each round's pair of them, so others can measure in between; do not wrap this script in
+flock.
 
 Both sides are read by the same code (report/exporters/flent.py, Flent's summary rules, the unmarked UDP
 probe `Ping (ms) UDP BE` of each), and it prints per round each side's median and p99 RTT and goodput up
@@ -28,6 +29,8 @@ turn). Every rrul is reported against every Flent, and every Flent variant again
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -99,9 +103,31 @@ def side(f: flent.FlentFile) -> Side:
     )
 
 
+HELD: list[int] = []  # the lock's descriptor while this script holds it for a pair
+MEASURE_TIMEOUT_S = 600  # one measurement; a hung one fails the script, which then lets the lock go
+
+
 def locked(argv: list[str], lock: str, env: dict[str, str] | None = None) -> None:
-    """One measurement under the shared lock (flock waits for it), output to the terminal."""
-    subprocess.run(["flock", lock, *argv], check=True, env=env)
+    """One measurement under the shared lock (flock waits for it, unless this script holds it for the
+    pair), output to the terminal."""
+    prefix = [] if HELD else ["flock", lock]
+    subprocess.run([*prefix, *argv], check=True, env=env, timeout=MEASURE_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def pair_lock(lock: str, on: bool) -> Iterator[None]:
+    """The shared lock held across one pair of alternated measurements (--lock-per pair), released on any exit."""
+    if not on:
+        yield
+        return
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        HELD.append(fd)
+        yield
+    finally:
+        HELD.clear()
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def run_flent(a: argparse.Namespace, out: Path, title: str, netperf_dir: str | None) -> flent.FlentFile:
@@ -204,6 +230,13 @@ def main() -> None:
     ap.add_argument("--only", choices=("flent", "rrul"), help="measure only the Flent sides, or only the rrul ones")
     ap.add_argument("--out", help="keep the data files here (default: a temporary directory)")
     ap.add_argument("--lock", default=LOCK)
+    ap.add_argument(
+        "--lock-per",
+        choices=("measurement", "pair"),
+        default="measurement",
+        help="take the lock for each measurement, or for each round's pair (one Flent and one rrul: fewer waits "
+        "on a shared machine, the two sides back to back)",
+    )
     ap.add_argument("--json", help="write every round's figures here")
     a = ap.parse_args()
     a.tunbench = [sys.executable, "-m", "tunbench"]
@@ -221,19 +254,20 @@ def main() -> None:
         print(f"{name}: netperf {d or 'from PATH'}")
     sides: dict[str, list[Side]] = {**{n: [] for n in flents}, **{n: [] for n in variants}}
     rows: list[tuple[int, str, Side]] = []
+    order = [n for n in [*flents, *variants] if not a.only or (n in flents) == (a.only == "flent")]
+    if a.lock_per == "pair" and len(order) != 2:
+        raise SystemExit(f"--lock-per pair needs two sides a round, not {len(order)} ({', '.join(order)})")
     for i in range(a.rounds):
-        order = [*flents, *variants]
-        order = order[i % len(order) :] + order[: i % len(order)]  # each side first in turn
-        for which in order:
-            if a.only and (which in flents) != (a.only == "flent"):
-                continue
-            if which in flents:
-                s = side(run_flent(a, out, f"{which}-{stamp}-r{i + 1}", flents[which]))
-            else:
-                s = side(run_rrul(a, out, f"{which}-{stamp}-r{i + 1}", variants[which]))
-            sides[which].append(s)
-            rows.append((i + 1, which, s))
-            print(f"round {i + 1} {which:<5} " + fmt_side(s), flush=True)
+        turn = order[i % len(order) :] + order[: i % len(order)]  # each side first in turn
+        with pair_lock(a.lock, a.lock_per == "pair"):
+            for which in turn:
+                if which in flents:
+                    s = side(run_flent(a, out, f"{which}-{stamp}-r{i + 1}", flents[which]))
+                else:
+                    s = side(run_rrul(a, out, f"{which}-{stamp}-r{i + 1}", variants[which]))
+                sides[which].append(s)
+                rows.append((i + 1, which, s))
+                print(f"round {i + 1} {which:<5} " + fmt_side(s), flush=True)
     print(f"\ndata in {out}\n{HEADER}")
     for i, which, s in rows:
         print(f"round {i:>2} {which:<5}" + fmt_side(s))
