@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,6 +206,22 @@ def report(flents: list[Side], rruls: list[Side]) -> None:
         print(f"{label:<34} {med_f:8.2f} {med_r:8.2f} {r:7.3f}  [{lo:.3f}, {hi:.3f}]")
 
 
+def report_log(text: str) -> None:
+    """The report from the `round N SIDE figures...` lines a run printed (one that was stopped early, too):
+    every other side against the first Flent side."""
+    by: dict[str, list[Side]] = {}
+    for line in text.splitlines():
+        parts = line.replace("|", " ").split()
+        if len(parts) == 3 + len(fields(Side)) and parts[0] == "round" and parts[1].isdigit():
+            by.setdefault(parts[2], []).append(Side(*(float(x) for x in parts[3:])))
+    if "flent" not in by:
+        raise SystemExit("no Flent rounds in that output")
+    for name, got in by.items():
+        if name != "flent":
+            print(f"\n{name} / flent ({len(got)} and {len(by['flent'])} rounds)")
+            report(by["flent"], got)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -238,7 +254,11 @@ def main() -> None:
         "on a shared machine, the two sides back to back)",
     )
     ap.add_argument("--json", help="write every round's figures here")
+    ap.add_argument("--from-log", help="measure nothing: the report from the round lines of an earlier run's output")
     a = ap.parse_args()
+    if a.from_log:
+        report_log(Path(a.from_log).read_text())
+        return
     a.tunbench = [sys.executable, "-m", "tunbench"]
     os.environ["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="flent-vs-rrul-"))
