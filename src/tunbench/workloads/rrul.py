@@ -3,7 +3,9 @@
 (the baseline), during the load (after the --omit ramp-up), and after it (recovery: what is left queued).
 The headline is the increase of the loaded RTT over the idle one (p50 and p99): the queueing the tunnel
 adds, or hides from the path's AQM, under load. `summary = "flent"` adds Flent's own summary, the p50 and
-p99 over every probe with the idle seconds included, and idles Flent's 5 s (docs/flent.md).
+p99 over every probe with the idle seconds included, idles Flent's 5 s and starts the flows as Flent's
+netperf flows start, the upload's first (start = "flent": under BBR the direction that starts first is
+held back for the 10 s BBR keeps its smallest RTT; docs/flent.md).
 """
 
 from __future__ import annotations
