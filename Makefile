@@ -44,7 +44,7 @@ FLENT := build/flent-venv/bin/flent
 # the tools `make tools` installs with cargo are found by the tunbench commands run from here (demo, tests)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: help deps netperf flent python-deps rust tools venv build wheel debian13 bare-debian12 bare-debian13 demo test unit integration lint clean-results
+.PHONY: help deps netperf netperf-head flent python-deps rust tools venv build wheel debian13 bare-debian12 bare-debian13 demo test unit integration lint clean-results
 
 help:
 	@echo "make demo   - install everything, build, run the default scenario, print the table and report path"
@@ -53,6 +53,7 @@ help:
 	@echo "make debian13 - the wheel's smoke suite in a Debian 13 root file system (not in make test: docs/install.md)"
 	@echo "make bare-debian12 | bare-debian13 - make demo from a clone of HEAD on a bare Debian 12 or 13 (not in make test)"
 	@echo "make deps | netperf | tools | venv | build | lint | unit | integration"
+	@echo "make netperf-head NETPERF_SRC=DIR - netperf and netserver built from a source tree into build/netperf-head/bin (opt-in)"
 
 # System packages, python3-venv and, when there is no cargo, Debian's Rust toolchain, in one apt-get run:
 # skipped when all are installed already (idempotent, no prompts). Nothing from outside Debian main.
@@ -67,6 +68,22 @@ deps:
 netperf:
 	@sh scripts/apt-non-free.sh
 	@$(call apt_install,netperf)
+
+# Opt-in, not part of deps or test: netperf built from a source tree (its GitHub head, 2.7.1, has no release),
+# for comparing generators (docs/flent.md). NETPERF_SRC names the tree (a clone of
+# github.com/HewlettPackard/netperf); it is copied to build/netperf-head/src, so the tree is left as it was, then
+# autogen.sh, configure --enable-demo (the interim results Flent reads) and make; netperf and netserver land in
+# build/netperf-head/bin. Needs gcc, autoconf, automake and texinfo (installed here when missing).
+NETPERF_SRC ?=
+NETPERF_HEAD := build/netperf-head
+netperf-head:
+	@test -n "$(NETPERF_SRC)" -a -f "$(NETPERF_SRC)/configure.ac" || { echo "make netperf-head NETPERF_SRC=DIR: DIR must hold netperf's source (configure.ac)"; exit 2; }
+	@$(call apt_install,gcc make autoconf automake texinfo)
+	rm -rf $(NETPERF_HEAD) && mkdir -p $(NETPERF_HEAD)/bin
+	cp -r "$(NETPERF_SRC)" $(NETPERF_HEAD)/src
+	cd $(NETPERF_HEAD)/src && ./autogen.sh >/dev/null && ./configure -q --enable-demo && $(MAKE) -s -C src netperf netserver
+	cp $(NETPERF_HEAD)/src/src/netperf $(NETPERF_HEAD)/src/src/netserver $(NETPERF_HEAD)/bin/
+	$(NETPERF_HEAD)/bin/netperf -V
 
 # What `make venv` and `make build` need when run on their own (no-ops after `make deps`)
 python-deps:

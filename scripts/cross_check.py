@@ -20,7 +20,8 @@ and tunbench/hand with a 95% bootstrap CI:
 wireguard-go` through wireguard-go set up by hand (scripts/hand_pair.py: two namespaces, a veth, `wg`) and
 tunbench's wireguard-go trial. Both sides get a fresh pair per measurement, as a tunbench trial brings its
 pair up; `--sysctl KEY=VALUE` sets a sysctl in the hand pair's namespaces too (tunbench sets its own).
-Flent's RRUL has its own script (scripts/flent_compare.py: it needs an emulated link).
+Flent's RRUL has its own scripts (it needs an emulated link): scripts/flent_vs_rrul.py alternates Flent and rrul
+and prints the ratios, scripts/flent_compare.py reads files and runs side by side.
 
 The hand search for pps follows the rules docs/workloads-packets.md states (start at the ceiling; after a
 failure try 0.98 of what was delivered, after a pass of that just above it; below a failed 0.98 guess at most

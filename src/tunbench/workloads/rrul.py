@@ -3,12 +3,15 @@
 (the baseline), during the load (after the --omit ramp-up), and after it (recovery: what is left queued).
 The headline is the increase of the loaded RTT over the idle one (p50 and p99): the queueing the tunnel
 adds, or hides from the path's AQM, under load. `summary = "flent"` adds Flent's own summary, the p50 and
-p99 over every probe with the idle seconds included, and idles Flent's 5 s (docs/flent.md).
+p99 over every probe with the idle seconds included, idles Flent's 5 s and starts the flows as Flent's
+netperf flows start, the upload's first (start = "flent": under BBR the direction that starts first is
+held back for the 10 s BBR keeps its smallest RTT; docs/flent.md).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import time
 from collections.abc import Sequence
@@ -39,6 +42,10 @@ SERIES_AFTER = "latency_after_ms"
 IDLE_S = 2.0  # tunbench's idle phases
 FLENT_IDLE_S = 5.0  # Flent's DELAY (its --delay, flent/settings.py): idle seconds before and after the load
 Summary = Literal["tunbench", "flent"]
+# how the load's flows start: all on one signal from one iperf3 --bidir, or one iperf3 per direction with
+# the download's started down_lag_ms after the upload's, as Flent's netperf flows start (docs/flent.md)
+Start = Literal["together", "flent"]
+DOWN_LAG_MS = 50.0
 
 
 class RrulOptions(BaseModel):
@@ -58,13 +65,63 @@ class RrulOptions(BaseModel):
         'with summary = "flent")',
     )
 
+    start: Start = Field(
+        default="together",
+        description="together: all flows from one iperf3 --bidir, started on one signal; flent: one iperf3 per "
+        "direction, the download's started down_lag_ms after the upload's, so the upload's flows fill their "
+        'queue first, as Flent\'s netperf flows do (the default with summary = "flent"; docs/flent.md)',
+    )
+    down_lag_ms: float = Field(
+        default=DOWN_LAG_MS,
+        ge=0,
+        le=10_000,
+        description=f"start = \"flent\": ms between starting the upload's iperf3 and the download's ({DOWN_LAG_MS:g})",
+    )
+
     @model_validator(mode="before")
     @classmethod
-    def _flent_idle(cls, data: Any) -> Any:
-        """summary = "flent" idles Flent's 5 s each side unless idle_s is given."""
-        if isinstance(data, dict) and data.get("summary") == "flent" and "idle_s" not in data:
-            return {**data, "idle_s": FLENT_IDLE_S}
+    def _flent_defaults(cls, data: Any) -> Any:
+        """summary = "flent" idles Flent's 5 s each side and starts the flows as Flent does, unless given."""
+        if isinstance(data, dict) and data.get("summary") == "flent":
+            return {"idle_s": FLENT_IDLE_S, "start": "flent", **data}
         return data
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadProcess:
+    """One iperf3 client of the load: its test, the server port it goes to and when it starts (s after the
+    first)."""
+
+    params: iperf3.Iperf3Params
+    port_offset: int
+    lag_s: float
+    json_name: str
+
+
+def load_processes(flows: int, duration_s: float, omit_s: float, opts: RrulOptions) -> list[LoadProcess]:
+    """The iperf3 clients that make rrul's load (pure): one --bidir client, or with start = "flent" an
+    upload client and, down_lag_ms later, a download (-R) client, each to its own server. iperf3 reads -t and
+    -O as whole seconds."""
+    base = iperf3.Iperf3Params(
+        flows=flows, direction="bidir", duration_s=math.ceil(duration_s + LOAD_SLACK_S), omit_s=math.ceil(omit_s)
+    )
+    if opts.start == "together":
+        return [LoadProcess(base, 0, 0.0, "iperf3-load.json")]
+    lag = opts.down_lag_ms / 1000
+    # the download runs as long after its start as the upload: both cover the loaded probes
+    return [
+        LoadProcess(dataclasses.replace(base, direction="up"), 0, 0.0, "iperf3-load-up.json"),
+        LoadProcess(dataclasses.replace(base, direction="down"), 1, lag, "iperf3-load-down.json"),
+    ]
+
+
+def merge_directions(results: Sequence[iperf3.Iperf3Result]) -> iperf3.Iperf3Result:
+    """The load's result from its clients' (pure): iperf3.merge, with each direction's intervals as its own
+    client reported them (one client per direction: nothing to add up interval by interval)."""
+    merged = iperf3.merge(list(results))
+    if len(results) == 1:
+        return merged
+    return dataclasses.replace(merged, intervals=[pt for r in results for pt in r.intervals])
 
 
 def phase_metrics(
@@ -146,51 +203,52 @@ class RrulWorkload(Workload[Context, RrulOptions]):
 
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         stack.enter_context(irtt.IrttServer(ctx))
-        server = ctx.server.spawn(
-            iperf3.server_argv(ctx.server_port), what="iperf3 server", log_name="iperf3-server.log"
-        )
-        stack.callback(server.stop)
-        iperf3.wait_listening(ctx.server, ctx.server_port, server)
+        servers = 2 if self.opts(ctx.options).start == "flent" else 1
+        for i in range(servers):
+            port = ctx.server_port + i
+            name = "iperf3-server.log" if i == 0 else f"iperf3-server-{i}.log"
+            server = ctx.server.spawn(iperf3.server_argv(port), what="iperf3 server", log_name=name)
+            stack.callback(server.stop)
+            iperf3.wait_listening(ctx.server, port, server)
 
     def measure(self, ctx: Context) -> Measurement:
         opts = self.opts(ctx.options)
         idle_s = opts.idle_s
         before, raw_before = irtt.run_client(ctx, idle_s, "irtt-idle-before")
-        # iperf3 reads -t and -O as whole seconds
-        ramp_s = math.ceil(ctx.window.omit_s)
-        params = iperf3.Iperf3Params(
-            flows=ctx.flows,
-            direction="bidir",
-            duration_s=math.ceil(ctx.window.duration_s + LOAD_SLACK_S),
-            omit_s=ramp_s,
-        )
-        json_name = "iperf3-load.json"
+        plan = load_processes(ctx.flows, ctx.window.duration_s, ctx.window.omit_s, opts)
+        ramp_s = plan[0].params.omit_s
+        timeout_s = max(p.params.timeout_s + p.lag_s for p in plan)
+        procs: list[Proc] = []
         t_load = time.monotonic()
-        load = ctx.client.spawn(
-            [
-                *iperf3.client_argv(ctx.target.address, ctx.target.port, params),
-                "--logfile",
-                str(ctx.client.workdir / json_name),
-            ],
-            what="iperf3 load",
-            log_name="iperf3-client.log",
-        )
         try:
+            for p in plan:
+                while (left := t_load + p.lag_s - time.monotonic()) > 0:
+                    time.sleep(left)
+                argv = iperf3.client_argv(ctx.target.address, ctx.target.port + p.port_offset, p.params)
+                log = "iperf3-client.log" if p.port_offset == 0 else f"iperf3-client-{p.port_offset}.log"
+                procs.append(
+                    ctx.client.spawn(
+                        [*argv, "--logfile", str(ctx.client.workdir / p.json_name)], what="iperf3 load", log_name=log
+                    )
+                )
             # irtt starts once the flows have ramped up (the --omit period) and stops before they do
             ramp_end = t_load + ramp_s
             while (left := ramp_end - time.monotonic()) > 0:
-                if not load.alive():
+                if not all(d.alive() for d in procs):
                     break
                 time.sleep(min(left, 0.05))
-            if not load.alive():
-                raise TrialError(f"iperf3 load exited early: {_tail(ctx.client, json_name, load)}")
+            for p, d in zip(plan, procs, strict=True):
+                if not d.alive():
+                    raise TrialError(f"iperf3 load exited early: {_tail(ctx.client, p.json_name, d)}")
             loaded, raw_loaded = irtt.run_client(ctx, ctx.window.duration_s, "irtt-loaded")
-            if not _wait(load, params.timeout_s):
-                raise TrialError(f"iperf3 load did not finish within {params.timeout_s:g} s")
+            for d in procs:
+                if not _wait(d, timeout_s):
+                    raise TrialError(f"iperf3 load did not finish within {timeout_s:g} s")
         finally:
-            load.stop()
-        text = (ctx.client.read(json_name) or b"").decode(errors="replace")
-        load_res = iperf3.parse(text, "bidir")
+            for d in procs:
+                d.stop()
+        texts = [(ctx.client.read(p.json_name) or b"").decode(errors="replace") for p in plan]
+        load_res = merge_directions([iperf3.parse(t, p.params.direction) for p, t in zip(plan, texts, strict=True)])
         iperf3.check_roles(load_res)  # a crossed load leaves one direction unloaded: the latency under load is void
         after, raw_after = irtt.run_client(ctx, idle_s, "irtt-idle-after")
         m = Measurement(
@@ -198,7 +256,10 @@ class RrulWorkload(Workload[Context, RrulOptions]):
                 "irtt-idle-before.json": raw_before,
                 "irtt-loaded.json": raw_loaded,
                 "irtt-idle-after.json": raw_after,
-                "iperf3.json": text.encode(),
+                **{
+                    ("iperf3.json" if len(plan) == 1 else p.json_name): t.encode()
+                    for p, t in zip(plan, texts, strict=True)
+                },
             },
             # the load's measured seconds: its throughput series count from the end of the ramp-up
             # (iperf3's connect, a few round trips, is not subtracted)
