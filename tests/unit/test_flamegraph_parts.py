@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tunbench.monitor import gosyms
 from tunbench.perf import gosym
 from tunbench.perf.flamegraph import artifact_name, name_go_frames, record_argv
 
@@ -26,7 +27,7 @@ def test_artifact_name() -> None:
 def test_not_go_or_missing() -> None:
     assert gosym.load(Path("/nonexistent")) is None
     assert gosym.load(Path("/bin/sh")) is None  # C binary: no .gopclntab
-    assert gosym.parse_pclntab(b"\0" * 64) is None
+    assert gosyms.parse_pclntab(b"\0" * 64) is None  # the reader both perf's frames and callgrind's use
 
 
 @pytest.mark.skipif(WG is None, reason="wireguard-go is not installed")
