@@ -183,11 +183,11 @@ unit: venv
 	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
 
 integration: netperf deps venv build wheel
-	$(PY) -m pytest -q -m integration tests/integration
+	$(PY) -m pytest -q -m 'integration and not on_demand' tests/integration
 
 test: netperf deps venv build wheel lint $(FLENT)
 	cd link && $(CARGO) test --release --locked --quiet -- --include-ignored
-	TUNBENCH_FLENT=$(CURDIR)/$(FLENT) $(PY) -m pytest -q --durations=15 tests
+	TUNBENCH_FLENT=$(CURDIR)/$(FLENT) $(PY) -m pytest -q --durations=15 -m 'not on_demand' tests
 
 clean-results:
 	rm -rf results

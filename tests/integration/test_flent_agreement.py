@@ -3,8 +3,10 @@ rounds each, for each netperf Flent can drive: the loaded RTT's median and p99 a
 within 10% (scripts/flent_vs_rrul.py does the measuring; the link is 20 Mbit/s, 10 ms each way, a 256 KB queue,
 bbr on both sides, 4 + 4 flows, 30 s of load).
 
-On demand only: TUNBENCH_FLENT_AGREEMENT=1. Each netperf takes about 8 minutes, which CI's time budget cannot
-hold; the runs recorded in docs/benchmarks/latency.md are this test's measurements. Flent comes from PyPI in a
+On demand only (marked `on_demand`, which `make test` and `make integration` deselect, so CI, where a skip is a
+failure, does not collect it): `TUNBENCH_FLENT_AGREEMENT=1 pytest -m on_demand tests/integration/
+test_flent_agreement.py`. Each netperf takes about 8 minutes, which CI's time budget cannot hold; the runs
+recorded in docs/benchmarks/latency.md are this test's measurements. Flent comes from PyPI in a
 venv of its own (`make flent`, TUNBENCH_FLENT names it), Debian's netperf from its non-free component (`make
 netperf`), netperf's head from its source where it can be had (`make netperf-head NETPERF_SRC=DIR`, then
 TUNBENCH_NETPERF_HEAD=build/netperf-head/bin). Each part is skipped, with the reason, where its pieces are
@@ -28,10 +30,13 @@ HEAD = os.environ.get("TUNBENCH_NETPERF_HEAD", "")
 BOUND = 0.10
 FIGURES = ("p50_ms", "p99_ms", "up_mbit", "down_mbit")
 
-pytestmark = pytest.mark.skipif(
-    not os.environ.get("TUNBENCH_FLENT_AGREEMENT"),
-    reason="on demand: TUNBENCH_FLENT_AGREEMENT=1 (about 8 min per netperf, beyond CI's time budget)",
-)
+pytestmark = [
+    pytest.mark.on_demand,
+    pytest.mark.skipif(
+        not os.environ.get("TUNBENCH_FLENT_AGREEMENT"),
+        reason="on demand: TUNBENCH_FLENT_AGREEMENT=1 (about 8 min per netperf, beyond CI's time budget)",
+    ),
+]
 
 
 @pytest.mark.parametrize("netperf", ["debian", "head"])
