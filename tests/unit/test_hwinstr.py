@@ -26,7 +26,7 @@ from tests.unit.report_data import run, trial
 from tunbench.monitor import work
 from tunbench.monitor.callgrind import GO_BUILDINFO
 from tunbench.perf import hwinstr
-from tunbench.perf.instructions import FIRST_WINDOW
+from tunbench.perf.instructions import FIRST_WINDOW, NO_DAEMON
 from tunbench.report.compare import CompareError, compare_runs
 
 NOT_SUPPORTED = "<not supported>,,instructions:u,0,100.00,,\n"
@@ -181,9 +181,7 @@ def test_the_hook_counts_each_role_over_the_window_through_perfs_control_fifo(
     assert rec.params["instr_counter"] == "perf"
     assert rec.params["instr_sides"] == ["client"]
     assert rec.params["instr_devices"] == {"client": "tc1"}
-    assert rec.params["instr"] == {
-        "server": "not counted: no userspace daemon (a kernel tunnel's work is in the kernel)"
-    }
+    assert rec.params["instr"] == {"server": NO_DAEMON}
     assert not ctx.ledger.procs  # perf stopped and forgotten
 
 

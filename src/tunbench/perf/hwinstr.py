@@ -46,7 +46,7 @@ from tunbench.monitor import work
 from tunbench.monitor.callgrind import go_binary
 from tunbench.monitor.counters import INSTR_COUNT, INSTR_RUNTIME, short_ifname
 from tunbench.perf.flamegraph import find_tool
-from tunbench.perf.instructions import DEVICE, FIRST_WINDOW, ROLES
+from tunbench.perf.instructions import DEVICE, FIRST_WINDOW, NO_DAEMON, ROLES
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
@@ -256,7 +256,7 @@ def roles_to_count(
         elif places[role].machine:
             notes[role] = "not counted: the role runs on another host (--hosts)"
         elif tunnel.daemons.get(role) is None:
-            notes[role] = "not counted: no userspace daemon (a kernel tunnel's work is in the kernel)"
+            notes[role] = NO_DAEMON
         elif not (ps := tunnel.pids(role)):
             notes[role] = f"not counted: {work.NO_PROCESS}"
         else:

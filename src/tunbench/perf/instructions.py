@@ -63,6 +63,10 @@ from tunbench.workloads.base import Context
 ROLES = ("client", "server")
 DEVICE = {"client": "tc", "server": "ts"}
 """The suffix of each role's tunnel device name (the adapters' `dev_client`/`dev_server`)."""
+NO_DAEMON = (
+    "not counted: no userspace daemon on this side (a kernel tunnel's work is in the kernel; a forward such as "
+    "socat runs nothing of its own on the server)"
+)
 FIRST_WINDOW = (
     "not counted: the first window of a warm bring-up, the process's own warm-up (it read 5-10% more "
     "instructions per byte than the windows after it: docs/work-gate.md)"
@@ -120,7 +124,7 @@ class CountInstructions:
             if first_warm:
                 notes[role] = FIRST_WINDOW
             elif daemon is None:
-                notes[role] = "not counted: no userspace daemon (a kernel tunnel's work is in the kernel)"
+                notes[role] = NO_DAEMON
             elif role in elsewhere:
                 continue  # its host's agent counts it (and says why not)
             elif places[role].machine:  # not this machine, and the site counts it nowhere
