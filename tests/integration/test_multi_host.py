@@ -553,6 +553,16 @@ udp_rate_bps = {rate:.0f}
         k for k in m if "counters" in k
     )
     assert m["counters.server.udp_in_datagrams"] > 0
+    # the saturated stage per host, each read by its agent: the server side on h2, the clients' on h1
+    assert t["params"]["stage_hosts"] == {
+        "server": {"h2": t["params"]["stage"]["server"]},
+        "client": {"h1": t["params"]["stage"]["client"]},
+    }, t["params"]["stage_hosts"]
+    for side in ("server", "client"):
+        assert m[f"stage.{side}.cpus"] >= 1 and 0 < m[f"stage.{side}.cpus_busy_pct"] <= 100, side
+        assert m[f"stage.{side}.saturated"] in (0.0, 1.0) and m[f"stage.{side}.busiest_thread_pct"] > 0, side
+        assert t["params"]["host_cpus"][side], side  # each host's CPUs, in the params
+    assert t["params"]["threads"]["server"][0][0] == "wireguard-go", t["params"]["threads"]
     nothing_left(hosts, agent_prefixes(doc))
 
 

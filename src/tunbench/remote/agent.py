@@ -478,7 +478,9 @@ class Agent:
         or the client's egress: its process, as a local run samples its own). `cgroup_only`: the role's
         cgroup totals, no process sampled (hundreds of clients at 10 Hz would perturb the host). `threads`:
         also each of the role's threads, each CPU of this host and each of the place's placements' processes
-        at every tick, for the saturated stage (monitor/stage.py), as a local run's sampler reads them."""
+        at every tick, for the saturated stage (monitor/stage.py), as a local run's sampler reads them; with
+        `cgroup_only`, the threads of every process in the role's cgroup at the first and last tick only (a
+        fleet's clients on this host, judged over the whole phase) and the CPUs at every tick."""
         pl = self._place(place)
         daemons = [self.procs[p] for p in procs if p in self.procs]
         emulator = self.links.get(place)
@@ -488,7 +490,13 @@ class Agent:
             link_pid = emulator.pid
             sampler = Sampler({role: (lambda: [link_pid], None)}, interval_s=REMOTE_INTERVAL_S)
         elif cgroup_only:
-            sampler = Sampler({role: (lambda: [], pl.cgroups.get(role))}, interval_s=REMOTE_INTERVAL_S)
+            cg = pl.cgroups.get(role)
+            sampler = Sampler(
+                {role: (lambda: [], cg)},
+                interval_s=REMOTE_INTERVAL_S,
+                threads=threads,
+                edge_threads={role: cg.pids if cg is not None else list} if threads else None,
+            )
         else:
             placements = self.places[place].placements if threads else {}
             sampler = Sampler(

@@ -145,11 +145,15 @@ class Pair(Protocol):
 class SampledCost:
     """The sampling of one traffic phase of a fleet: per role (`server`, `clients`, and `link` where this
     machine runs the emulator), and its wall time; with several client hosts, `results["clients"]` sums them
-    and `per_host` holds each host's clients."""
+    and `per_host` holds each host's clients. `stage` and `stage_params`: the saturated stage over the phase
+    (monitor/stage.py's metrics and params), where the site reads it (between hosts); the workload keeps its
+    measured phase's."""
 
     results: dict[str, RoleCost] = field(default_factory=dict)
     wall_s: float = 0.0
     per_host: dict[str, RoleCost] = field(default_factory=dict)
+    stage: dict[str, float | None] = field(default_factory=dict)
+    stage_params: dict[str, object] = field(default_factory=dict)
 
 
 class ReadyProbe(Protocol):
