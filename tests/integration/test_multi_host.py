@@ -357,6 +357,22 @@ def test_doctor_hosts_verdicts(hosts: SshHosts, tmp_path: Path) -> None:
     assert ok.stdout.count("✓ reachable") == 2 and "✓ programs" in ok.stdout, ok.stdout
     assert "✓ root" in ok.stdout and "clock: offset" in ok.stdout
     assert "link emulation: tunbench-link" in ok.stdout
+    # counted instructions: the hosts have no PMU (perf answers <not supported>), so callgrind on each, and the
+    # pair's one counter; forcing perf is refused when the run connects, before any trial, naming the host
+    said = " ".join(ok.stdout.split())
+    hosts_part = said[said.index("✓ reachable") :]  # after this machine's own checks: each host's
+    assert (
+        hosts_part.count("counted instructions (--count-instructions): callgrind, by simulation, as perf cannot") == 2
+    )
+    assert "counted instructions of a run's pair (h1, h2): callgrind (auto: host h1: perf cannot count" in said
+    forced = tunbench(
+        "run", "--hosts", str(hosts.inventory), "-t", "wireguard-go", "--no-direct", "--repeat", "1",
+        "--count-instructions", "--instr-counter", "perf", "--db", str(tmp_path / "forced.db"),
+    )  # fmt: skip
+    assert forced.returncode == 3, forced.stdout + forced.stderr
+    assert "--instr-counter perf: host h1 cannot count instructions:u: perf cannot count" in " ".join(
+        forced.stderr.split()
+    ), forced.stderr
     # a client host's addresses for emulated profiles and the clients workload: usable there, or why not
     good = write_inventory(
         hosts,
