@@ -326,7 +326,7 @@ def test_a_client_host_lost_mid_storm_loses_its_share_and_the_trial_keeps_the_ot
         "h3": True,
         "h4": False,
     }
-    assert "h4 lost: no stage" in said["stage"]["client"] and "stage.server.cpus_busy_pct" in m
+    assert "no stage: h4 lost" in said["stage"]["client"] and "stage.server.cpus_busy_pct" in m
     assert "lost: host h4 (15 clients)" in " ".join(out.split()), out
     assert "h4" in out.splitlines()[-1] or "connection to h4" in out, out
     nothing_left(hosts, wait_s=20)

@@ -59,10 +59,10 @@ def test_a_lost_client_host_has_no_figures_and_says_why_never_a_zero() -> None:
     client = cast(dict[str, Any], said["stage_hosts"])["client"]
     assert client == {
         "h2": "none",
-        "h3": "not read: h3 was lost (its agent gave no readings)",
+        "h3": "not read: h3's agent gave no readings over the phase",
         "h4": "not read: h4 was lost (connection closed by 198.18.0.4)",
     }
-    assert cast(dict[str, Any], said["stage"])["client"] == "none (h3, h4 lost: no stage)"
+    assert cast(dict[str, Any], said["stage"])["client"] == "none (no stage: h3 not read, h4 lost)"
     assert "server" not in cast(dict[str, Any], said["stage"])  # the server had no readings: no stage
     assert saturated_text(said) == ""  # nothing saturated; a lost host is not named as saturated
     # every host read and none saturated: the side's flag is a real 0
@@ -103,3 +103,23 @@ def test_edge_threads_are_read_at_the_first_and_last_sample_only_the_cpus_at_eve
     assert os.getpid() in cost.threads[-1][1]
     assert len(s.cpus) > 2  # the host's CPUs at every tick
     assert cost.processes == 0  # no process sampled: the cgroup's total only
+
+
+def test_the_summary_warns_per_case_naming_the_host_that_saturated() -> None:
+    from tests.unit.report_data import trial
+    from tunbench.report.summary import trial_warnings
+
+    _, said = stage.fleet_saturation(
+        None,
+        "h1",
+        {"h2": host_cost((50.0, 40.0), 20.0), "h3": host_cost((99.0, 97.0), 60.0)},
+        ["h2", "h3"],
+        {},
+        (1.0, 9.0),
+    )
+    hot, calm = trial(1, "wg", 1e6), trial(2, "wg", 1e6, repetition=2)
+    hot.params.update(said)
+    calm.params["stage_hosts"] = {"client": {"h2": "none", "h3": "none"}}
+    (w,) = [w for w in trial_warnings([hot, calm], "wg storm") if w.code == "host-saturated"]
+    assert w.message == "wg storm: a host's stage saturated in 1 of 2 trial(s): client on h3: all cores busy"
+    assert not [w for w in trial_warnings([calm], "wg storm") if w.code == "host-saturated"]

@@ -349,19 +349,22 @@ def on_host(key: str, host: str) -> str:
     raise ValueError(f"not a side's stage figure: {key}")
 
 
-def not_read(host: str, why: str) -> str:
-    """What a client host's stage says when its agent gave no readings (lost mid-trial): never a stage."""
-    first = (why.splitlines() or ["lost"])[0]
-    return f"not read: {host} was lost ({first})"
+def not_read(host: str, lost: str | None) -> str:
+    """What a client host's stage says when it has no readings, never a stage: lost mid-trial (`lost`: why),
+    or its agent gave none over the phase."""
+    if lost is None:
+        return f"not read: {host}'s agent gave no readings over the phase"
+    return f"not read: {host} was lost ({(lost.splitlines() or ['lost'])[0]})"
 
 
-def side_text(names: Mapping[str, str], lost: Mapping[str, str]) -> str:
+def side_text(names: Mapping[str, str], unread: Mapping[str, str | None]) -> str:
     """A side spread over hosts in words: each host whose stage saturated with it ("all cores busy on h3; thread
-    wireguard-go on h4"), else "none"; the hosts lost said after it ("(h4 lost: no stage)")."""
+    wireguard-go on h4"), else "none"; the hosts without readings said after it ("(no stage: h4 lost)")."""
     hit = [f"{name} on {host}" for host, name in names.items() if name != "none"]
     text = "; ".join(hit) if hit else "none"
-    if gone := sorted(lost):
-        text += f" ({', '.join(gone)} lost: no stage)"
+    if unread:
+        said = ", ".join(f"{h} {'not read' if why is None else 'lost'}" for h, why in sorted(unread.items()))
+        text += f" (no stage: {said})"
     return text
 
 
@@ -392,12 +395,19 @@ def fleet_saturation(
                 said.setdefault(name, {}).update(part)
         if (server_stage := said.get("stage", {}).get("server")) is not None:
             said.setdefault("stage_hosts", {})["server"] = {server_host: server_stage}
-    read = {h: clients[h] for h in hosts if h in clients and clients[h].cpus and h not in lost}
-    missing = {h: lost.get(h) or "its agent gave no readings" for h in hosts if h not in read}
+    judged: dict[str, tuple[Metrics, dict[str, object]]] = {}
+    for host in hosts:
+        if host in clients and host not in lost:
+            figures, got = saturation_on_hosts({"client": clients[host]}, window, {})
+            if got:  # readings of its CPUs over the window
+                judged[host] = figures, got
+    missing = {h: lost.get(h) for h in hosts if h not in judged}  # host -> why it was lost, None: not lost
+    if not hosts:
+        return m, dict(said)
     if len(hosts) == 1:
         (host,) = hosts
-        if host in read:
-            figures, got = saturation_on_hosts({"client": read[host]}, window, {})
+        if host in judged:
+            figures, got = judged[host]
             m.update(figures)
             for name, part in got.items():
                 if isinstance(part, Mapping):
@@ -409,10 +419,10 @@ def fleet_saturation(
     names: dict[str, str] = {}
     per_host: dict[str, dict[str, object]] = {}
     for host in hosts:
-        if host not in read:
+        if host not in judged:
             per_host.setdefault("stage_hosts", {})[host] = not_read(host, missing[host])
             continue
-        figures, got = saturation_on_hosts({"client": read[host]}, window, {})
+        figures, got = judged[host]
         m.update({on_host(k, host): v for k, v in figures.items()})
         for name, part in got.items():  # stage -> stage_hosts, threads -> threads_hosts, host_cpus as it is
             if isinstance(part, Mapping) and "client" in part:
