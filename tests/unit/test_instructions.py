@@ -200,6 +200,19 @@ def test_counted_instructions_gate_in_the_main_tier_and_nothing_timed_gates() ->
     assert res.gate_line().startswith("gate: instructions/byte at ±1.0% (the tunnel's own instructions per byte")
 
 
+def test_a_timed_row_beside_the_work_gate_is_not_taken_for_the_direct_baseline() -> None:
+    """Under the work gate the timed rows of a tunnel are shown, not gated: a real change there (socat with a
+    quarter of its buffer: more syscalls, more CPU) is the tunnel's, and says nothing about the host."""
+    r = _counted(more_work=0.5)
+    for t in r.trials:
+        if t.label == "pr":
+            t.metrics = {k: v * 2 if v is not None and "cpu" in k else v for k, v in t.metrics.items()}
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
+    rows = {x.metric.name: x for x in res.rows}
+    assert rows[CPU_DELIVERED].result.significant and not rows[CPU_DELIVERED].gated
+    assert not any("direct baseline changed" in n for n in res.notes), res.notes
+
+
 def test_the_work_gate_keeps_interfered_trials_and_says_so() -> None:
     r = _counted(more_work=0.0)
     for t in r.trials[:4]:
