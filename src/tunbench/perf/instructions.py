@@ -177,13 +177,15 @@ class CountInstructions:
 def mode_why(spec: InstructionsSpec | None, got: Counted, role: str, rec: TrialRecord) -> str:
     """Why a counted window is left out: "" unless the adapter names the mode the gate counts
     (`[instructions]`) and the window ran in the other, read from the share of its count in the mode's shared
-    object. The share is kept either way (`params.instr_mode.<role>`), so a reader can see both modes."""
+    object. The share is kept either way (`params.instr_mode.<role>`), so a reader can see both modes, and a
+    role left out for it is named in `params.instr_other_mode`."""
     if spec is None or not got.count:
         return ""
     share = sum(n for obj, n in got.objects.items() if obj.startswith(spec.mode_object)) / got.count
     rec.params.setdefault("instr_mode", {})[role] = round(share, 5)
     if share >= spec.mode_min_share:
         return ""
+    rec.params.setdefault("instr_other_mode", []).append(role)  # left out on purpose (report.compare reads it)
     return (
         f"not counted: not in the mode the gate counts ({spec.mode}): {share:.2%} of its "
         f"{got.count / 1e6:.1f} M instructions in {spec.mode_object}, under {spec.mode_min_share:.0%} "
