@@ -240,6 +240,12 @@ class CountHardwareInstructions:
             store(rec, tunnel, got, whole, notes)
 
 
+MODES_UNSEEN = (
+    "not counted: perf gives one total, with no split by shared object, so it cannot tell the mode the work "
+    "gate counts ({mode}) from the other; count this tunnel with --instr-counter callgrind (docs/adapters.md)"
+)
+
+
 def roles_to_count(
     ctx: Context, tunnel: Tunnel, rec: TrialRecord, notes: dict[str, str], why_not: str
 ) -> dict[str, list[int]]:
@@ -257,6 +263,8 @@ def roles_to_count(
             notes[role] = "not counted: the role runs on another host (--hosts)"
         elif tunnel.daemons.get(role) is None:
             notes[role] = NO_DAEMON
+        elif (spec := tunnel.spec.instructions) is not None:
+            notes[role] = MODES_UNSEEN.format(mode=spec.mode)
         elif not (ps := tunnel.pids(role)):
             notes[role] = f"not counted: {work.NO_PROCESS}"
         else:
