@@ -167,6 +167,9 @@ def judged(db: Path, name: str, label_a: str, label_b: str) -> dict[str, Any]:
     runtime = [v for t in run.trials for k, v in t.metrics.items() if k.startswith("instr.") and k.endswith(".runtime")]
     if runtime:  # the work gate: whether Go's runtime was counted apart (0 everywhere: not a Go build, or not named)
         out["runtime_split"] = any(v for v in runtime if v)
+        # and whether each trial's mode was read (an adapter's [instructions]: OpenVPN's two modes)
+        if any("instr_mode" in t.params for t in run.trials):
+            out["one_mode"] = True  # (the records of OpenVPN from before it: False, set by hand)
     return out | ({"carried": "backfilled from counters.client.dev.vc"} if filled else {})
 
 
@@ -280,6 +283,8 @@ def design(rec: dict[str, Any]) -> str:
     adapter = f", {rec['adapter']}" if rec.get("adapter") else ""
     if not rec.get("adapter") and rec.get("runtime_split") is False:  # a Go build whose runtime was not named
         adapter += ", Go's runtime not separated"
+    if rec.get("adapter") and rec.get("one_mode") is False:  # OpenVPN before its adapter named the mode it counts
+        adapter += ", both modes counted"
     return (f"{main}, judged again" if rec.get("rejudged") else main) + adapter + hog
 
 
@@ -368,7 +373,8 @@ def cmd_rejudge(args: argparse.Namespace) -> None:
                 names = {r.name for r in store.runs()}
             if rec["name"] in names:
                 label_b = f"spin{rec['spin']}" if rec["kind"] == "reference" else "pr"
-                rec = {**rec, **judged(db, rec["name"], "base", label_b)}
+                stale = ("error", "instr_notes")  # a judgement that had no verdict said why: the new one says its own
+                rec = {k: v for k, v in rec.items() if k not in stale} | judged(db, rec["name"], "base", label_b)
                 rec = rec | ({"rejudged": commit()} if args.append else {})
                 break
         if not args.append or rec.get("rejudged"):

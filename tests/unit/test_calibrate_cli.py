@@ -175,3 +175,26 @@ def test_dry_run_creates_nothing_and_needs_no_root(tmp_path: Path, monkeypatch: 
     pinned = CliRunner().invoke(app, [*args[:-1], "--pairs", "4", "--dry-run"], terminal_width=200)
     assert pinned.exit_code == 0 and "stop: after 4 pairs (--pairs)" in pinned.output, pinned.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_work_gates_calibration_takes_the_counter_and_says_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunbench.host import ledger as state
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    monkeypatch.setattr(state, "STATE_DIR", tmp_path / "state")
+    monkeypatch.delenv("TUNBENCH_DB", raising=False)
+    args = ["calibrate", "-t", "wireguard-go", "--count-instructions", "--dry-run"]
+    res = CliRunner().invoke(app, [*args, "--instr-counter", "callgrind"], terminal_width=200)
+    assert res.exit_code == 0, res.output
+    out = " ".join(res.output.split())
+    assert "instructions counted by callgrind (--instr-counter callgrind" in out
+    assert "-w udp --count-instructions --instr-counter callgrind --no-direct" in out
+    auto = " ".join(CliRunner().invoke(app, args, terminal_width=200).output.split())
+    assert "--instr-counter" not in auto.split("the same A/A as a run:")[1]
+    bad = CliRunner().invoke(app, [*args, "--instr-counter", "bogus"], terminal_width=200)
+    assert bad.exit_code != 0 and "run.instr_counter: Input should be 'auto', 'perf' or 'callgrind'" in str(
+        bad.exception
+    )

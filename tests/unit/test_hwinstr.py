@@ -157,7 +157,8 @@ def _ctx(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, baseline: bool = False
 def _tunnel(pids: dict[str, list[int]]) -> SimpleNamespace:
     topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
     daemons = {role: SimpleNamespace(pid=ps[0]) for role, ps in pids.items() if ps}
-    return SimpleNamespace(daemons=daemons, pids=lambda role: pids.get(role, []), topo=topo)
+    spec = SimpleNamespace(instructions=None)
+    return SimpleNamespace(daemons=daemons, pids=lambda role: pids.get(role, []), topo=topo, spec=spec)
 
 
 def test_the_hook_counts_each_role_over_the_window_through_perfs_control_fifo(
@@ -259,3 +260,22 @@ def test_compare_refuses_a_simulators_count_against_the_cpus() -> None:
     assert "counted by the CPU through perf, Go's runtime included" in both_perf.gate_line()
     both_callgrind = compare_runs(older, callgrind, threshold=0.01)  # type: ignore[arg-type]
     assert "counted by callgrind outside Go's runtime" in both_callgrind.gate_line()
+
+
+def test_a_tunnel_with_two_modes_is_not_counted_by_perf_and_says_which_counter_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tunbench.tunnels.adapter import InstructionsSpec
+
+    perf = _fake_perf(tmp_path, HEADER + SPR)
+    cap = work.Capability(str(perf), (hwinstr.EVENT,), hardware=True)
+    tunnel = _tunnel({"client": [os.getpid()]})
+    tunnel.spec = SimpleNamespace(instructions=InstructionsSpec(mode_object="libssl.so", mode="busy"))
+    rec = trial(1, "pr", 20e6)
+    with hwinstr.CountHardwareInstructions(cap)(_ctx(tmp_path, monkeypatch), tunnel, rec, None):  # type: ignore[arg-type]
+        pass
+    assert "instr.client.count" not in rec.metrics
+    why = rec.params["instr"]["client"]
+    assert (
+        why.startswith("not counted: perf gives one total") and "(busy)" in why and "--instr-counter callgrind" in why
+    )

@@ -111,6 +111,8 @@ def test_each_side_is_divided_by_its_own_devices_bytes_and_gated_outside_gos_run
     )
 
 
+NO_SPEC = SimpleNamespace(instructions=None)  # an adapter without `[instructions]`
+
 ANNOTATED = """\
 --------------------------------------------------------------------------------
 Ir                   file:function
@@ -142,7 +144,7 @@ def test_a_stripped_go_build_has_its_whole_count_judged_and_says_so(
         dump.write_text(f"# callgrind format\ncmd:  {program} -f tb1-tc\npart: 1\nfn=(1) 0x475f20\n")
         out = SimpleNamespace(stdout=stripped.format(p=program))
         monkeypatch.setattr(cg, "run_cmd", lambda *a, out=out, **k: out)
-        got, why = hook._runtime(dump)
+        got, why, _ = hook._runtime(dump)
         assert got == runtime and (whole in why if whole else why == "")
 
 
@@ -196,6 +198,19 @@ def test_counted_instructions_gate_in_the_main_tier_and_nothing_timed_gates() ->
     assert "cpu_s_per_bit" not in rows
     assert rows[INSTR].result.regressed and res.exit_code == EXIT_REGRESSED  # +2% through 5% CPU-time noise
     assert res.gate_line().startswith("gate: instructions/byte at ±1.0% (the tunnel's own instructions per byte")
+
+
+def test_a_timed_row_beside_the_work_gate_is_not_taken_for_the_direct_baseline() -> None:
+    """Under the work gate the timed rows of a tunnel are shown, not gated: a real change there (socat with a
+    quarter of its buffer: more syscalls, more CPU) is the tunnel's, and says nothing about the host."""
+    r = _counted(more_work=0.5)
+    for t in r.trials:
+        if t.label == "pr":
+            t.metrics = {k: v * 2 if v is not None and "cpu" in k else v for k, v in t.metrics.items()}
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
+    rows = {x.metric.name: x for x in res.rows}
+    assert rows[CPU_DELIVERED].result.significant and not rows[CPU_DELIVERED].gated
+    assert not any("direct baseline changed" in n for n in res.notes), res.notes
 
 
 def test_the_work_gate_keeps_interfered_trials_and_says_so() -> None:
@@ -265,7 +280,7 @@ def test_the_first_window_of_a_warm_bring_up_is_not_counted(monkeypatch: pytest.
     monkeypatch.setattr(hook, "_control", lambda workdir, role, args: calls.append(args) or "")
     daemon = SimpleNamespace(pid=4242)
     topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
-    tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path, topo=topo)
+    tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path, topo=topo, spec=NO_SPEC)
     here = SimpleNamespace(machine="")  # a place on this machine
     ctx = SimpleNamespace(client=here, server=here, baseline=False)
     first = trial(1, "pr", 20e6)
@@ -309,10 +324,10 @@ def test_a_daemon_that_forks_per_connection_counts_each_process_in_the_window(
 
     hook = ins.CountInstructions(cg.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"))
     monkeypatch.setattr(hook, "_control", control)
-    monkeypatch.setattr(hook, "_runtime", lambda dump: (0.0, ""))
+    monkeypatch.setattr(hook, "_runtime", lambda dump: cg.Split(0.0, "", {}))
     monkeypatch.setattr(cg, "process_tree", lambda pid: list(tree))
     topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
-    tunnel = SimpleNamespace(daemons={"client": SimpleNamespace(pid=4242)}, workdir=tmp_path, topo=topo)
+    tunnel = SimpleNamespace(daemons={"client": SimpleNamespace(pid=4242)}, workdir=tmp_path, topo=topo, spec=NO_SPEC)
     here = SimpleNamespace(machine="")
     rec = trial(1, "s", 20e6)
     with hook(SimpleNamespace(client=here, server=here, baseline=False), tunnel, rec, None):  # type: ignore[arg-type]
@@ -380,7 +395,7 @@ def test_roles_on_hosts_are_counted_by_their_hosts_and_divided_by_their_own_devi
     hook = ins.CountInstructions(cg.Callgrind(None, None))  # this machine has no valgrind: the hosts count
     daemon = SimpleNamespace(pid=4242)
     topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
-    tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path, topo=topo)
+    tunnel = SimpleNamespace(daemons={"client": daemon, "server": daemon}, workdir=tmp_path, topo=topo, spec=NO_SPEC)
     ctx = SimpleNamespace(client=SimpleNamespace(machine="h1"), server=SimpleNamespace(machine="h2"), baseline=False)
     t = trial(1, "wg", 20e6)
     with hook(ctx, tunnel, t, pair):  # type: ignore[arg-type]
@@ -467,3 +482,88 @@ def test_a_read_dump_is_deleted_unless_a_directory_is_named_to_keep_it(tmp_path:
     assert cg.keep_logs(tmp_path, "003-pr-r1", keep=str(tmp_path / "kept")) == [
         tmp_path / "kept" / "003-pr-r1.openvpn-client.log"
     ]
+
+
+# callgrind_annotate's lines from two of OpenVPN 2.6.14's windows (the client; 4,183 packets each), one per mode
+OVPN_BUSY = """\
+69,868,599 (100.0%)  PROGRAM TOTALS
+10,126,089 (14.49%)  ???:0x0000000000241c80 [/usr/lib/x86_64-linux-gnu/libcrypto.so.3]
+ 3,258,424 ( 4.66%)  ???:ERR_clear_error [/usr/lib/x86_64-linux-gnu/libcrypto.so.3]
+ 3,069,549 ( 4.39%)  ???:0x0000000000086f90 [/usr/sbin/openvpn]
+   990,964 ( 1.42%)  ???:0x00000000000526d0 [/usr/lib/x86_64-linux-gnu/libssl.so.3]
+   764,218 ( 1.09%)  ???:0x0000000000035290 [/usr/lib/x86_64-linux-gnu/libssl.so.3]
+"""
+OVPN_IDLE = """\
+34,253,281 (100.0%)  PROGRAM TOTALS
+10,126,089 (29.56%)  ???:0x0000000000241c80 [/usr/lib/x86_64-linux-gnu/libcrypto.so.3]
+ 1,787,478 ( 5.22%)  ???:OSSL_PARAM_locate [/usr/lib/x86_64-linux-gnu/libcrypto.so.3]
+ 1,162,921 ( 3.40%)  ???:0x0000000000026960 [/usr/sbin/openvpn]
+"""
+
+
+def test_instructions_are_added_up_by_shared_object() -> None:
+    got = cg.object_counts(OVPN_BUSY)
+    assert got["libssl.so.3"] == 990_964 + 764_218
+    assert got["libcrypto.so.3"] == 10_126_089 + 3_258_424 and got["openvpn"] == 3_069_549
+    assert "PROGRAM" not in " ".join(got) and cg.object_counts(OVPN_IDLE).get("libssl.so.3") is None
+
+
+def test_a_window_outside_the_mode_the_adapter_counts_is_not_counted_and_its_share_is_kept() -> None:
+    from tunbench.tunnels.adapter import InstructionsSpec
+
+    spec = InstructionsSpec(mode_object="libssl.so", mode="the TLS state machine on every wake-up")
+    busy = cg.Counted(69_868_599.0, 0.0, objects=cg.object_counts(OVPN_BUSY))
+    idle = cg.Counted(34_253_281.0, 0.0, objects=cg.object_counts(OVPN_IDLE))
+    rec = trial(1, "base", 20e6)
+    assert ins.mode_why(spec, busy, "client", rec) == ""
+    why = ins.mode_why(spec, idle, "server", rec)
+    assert why.startswith("not counted: not in the mode the gate counts (the TLS state machine on every wake-up)")
+    assert "0.00% of its 34.3 M instructions in libssl.so, under 1%" in why
+    assert rec.params["instr_mode"] == {
+        "client": pytest.approx((990_964 + 764_218) / 69_868_599, abs=1e-5),
+        "server": 0.0,
+    }
+    # an adapter that names no mode: every counted window counts, and no share is kept
+    other = trial(2, "base", 20e6)
+    assert ins.mode_why(None, idle, "client", other) == "" and "instr_mode" not in other.params
+
+
+def test_the_hook_leaves_a_window_in_the_other_mode_out(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tunbench.tunnels.adapter import InstructionsSpec
+
+    hook = ins.CountInstructions(cg.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"))
+
+    def control(workdir: Path, role: str, args: list[str]) -> str:
+        if args[0] == "-d":
+            (workdir / f"callgrind.{role}.out.{args[1]}.1").write_text(DUMP)
+        return ""
+
+    idle = cg.Split(0.0, "", cg.object_counts(OVPN_IDLE))
+    monkeypatch.setattr(hook, "_control", control)
+    monkeypatch.setattr(hook, "_runtime", lambda dump: idle)
+    monkeypatch.setattr(cg, "process_tree", lambda pid: [pid])
+    topo = SimpleNamespace(ifname=lambda suffix: f"tb1-{suffix}1", prefix="tb1")
+    spec = SimpleNamespace(instructions=InstructionsSpec(mode_object="libssl.so", mode="busy"))
+    tunnel = SimpleNamespace(daemons={"client": SimpleNamespace(pid=4242)}, workdir=tmp_path, topo=topo, spec=spec)
+    here = SimpleNamespace(machine="")
+    rec = trial(1, "base", 20e6)
+    with hook(SimpleNamespace(client=here, server=here, baseline=False), tunnel, rec, None):  # type: ignore[arg-type]
+        pass
+    assert "instr.client.count" not in rec.metrics and "instr_devices" not in rec.params
+    assert rec.params["instr"]["client"].startswith("not counted: not in the mode the gate counts (busy)")
+    assert rec.params["instr_mode"] == {"client": 0.0} and rec.params["instr_other_mode"] == ["client"]
+
+
+def test_a_trial_left_out_for_its_mode_does_not_stop_the_work_gate_keeping_interfered_trials() -> None:
+    r = _counted(more_work=0.0)
+    for t in r.trials[:4]:
+        t.metrics["interfered"] = 1.0
+    low = r.trials[5]  # a bring-up in the other mode: its count left out on purpose
+    del low.metrics["instr.client.count"], low.metrics["instr.server.count"]
+    low.params["instr_other_mode"] = ["client", "server"]
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
+    assert next(x for x in res.rows if x.metric.name == INSTR).result.n_pairs == 11  # its pair drops out
+    assert any(n.startswith("4 interfered trial(s) kept: the work gate") for n in res.notes)
+    del low.params["instr_other_mode"]  # the same gap from a failed count: the timed rule leaves them out
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
+    assert not any("kept" in n for n in res.notes)

@@ -138,7 +138,9 @@ def test_the_hook_counts_a_role_on_a_host_by_its_agent(
         return {"client": functools.partial(RemoteInstructions, place, "client", [proc], counter=counter)}
 
     topo = SimpleNamespace(ifname=lambda suffix: "lo" if suffix == "tc" else f"tb1-{suffix}", prefix="tb1")
-    tunnel = SimpleNamespace(daemons={"client": proc}, pids=lambda role: [], topo=topo)
+    tunnel = SimpleNamespace(
+        daemons={"client": proc}, pids=lambda role: [], topo=topo, spec=SimpleNamespace(instructions=None)
+    )
     monkeypatch.setattr(ledger_mod, "STATE_DIR", tmp_path / "state2")
     ctx = SimpleNamespace(
         client=place, server=SimpleNamespace(machine=""), baseline=False, workdir=tmp_path, ledger=None

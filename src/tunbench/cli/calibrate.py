@@ -22,6 +22,7 @@ from tunbench.cli.console import console
 from tunbench.cli.options import DEFAULT_DB, DbOpt, GateOpt, gate_flag, parse_budget, parse_share
 from tunbench.cli.outcome import exit_for
 from tunbench.cli.progress import RunProgress
+from tunbench.cli.run_flags import InstrCounterOpt
 from tunbench.report.calibration import LABELS, MIN_PAIRS
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ def calibrate(
             "(docs/work-gate.md).",
         ),
     ] = False,
+    instr_counter: InstrCounterOpt = None,
     db: DbOpt = DEFAULT_DB,
     dry_run: Annotated[
         bool,
@@ -142,8 +144,8 @@ def calibrate(
     recorded with the run (its provenance, `calibration`).
 
     With --count-instructions it calibrates the work gate instead: udp trials at a fixed 20 Mbit/s, each
-    side's tunnel counted by callgrind (by perf where this host's CPU counters can be read: `[run]
-    instr_counter`), and the table leads with instructions/byte (docs/work-gate.md).
+    side's tunnel counted by callgrind (by perf where this host's CPU counters can be read: `--instr-counter`,
+    `[run] instr_counter`), and the table leads with instructions/byte (docs/work-gate.md).
 
     Needs root, except with --dry-run. Exit status as for `tunbench run`.
     """
@@ -169,6 +171,7 @@ def calibrate(
         sc, refs, name=name or f"calibrate-{adapter}", profile=profile, seed=seed, warm=warm,
         cpuset=cpuset, flows=flows, direction=direction,
         duration_s=duration, omit_s=omit, pairs=pairs, count_instructions=count_instructions,
+        instr_counter=instr_counter,
     )  # fmt: skip
     check_store_path(db, connect=not dry_run)
     # --budget: the plan holds as many pairs as the measured seconds alone allow (no pair can be faster), and

@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import psutil
 
@@ -114,6 +114,19 @@ def runtime_count(annotated: str, names: Callable[[str, int], str | None] | None
         if GO_RUNTIME.match(name):
             total += int(m.group(1).replace(",", ""))
     return float(total)
+
+
+def object_counts(annotated: str) -> dict[str, float]:
+    """The instructions of one dump by shared object (its file name: `libssl.so.3`), from callgrind_annotate's
+    per-function self costs (as runtime_count reads them); a function callgrind named no object for is left
+    out. What the work gate reads a daemon's mode from (perf/instructions.py, an adapter's `[instructions]`)."""
+    by: dict[str, float] = {}
+    for line in annotated.splitlines():
+        m = _FUNCTION.match(line)
+        if m and m.group(3):
+            name = os.path.basename(m.group(3))
+            by[name] = by.get(name, 0.0) + int(m.group(1).replace(",", ""))
+    return by
 
 
 GO_BUILDINFO = b"\xff Go buildinf:"
@@ -217,16 +230,25 @@ def control(tools: Callgrind, workdir: Path, role: str, args: list[str]) -> str:
     return "" if "OK" in res.stdout else (res.stdout.strip().splitlines() or ["no answer"])[-1]
 
 
-def runtime(tools: Callgrind, dump: Path) -> tuple[float | None, str]:
-    """The instructions in Go's runtime of a dump, and why the whole count is judged instead ("" when it is
-    not): callgrind_annotate missing or failed, or a Go program without symbols whose pclntab could not be
-    read either."""
+class Split(NamedTuple):
+    """One dump split by function: the instructions in Go's runtime (None: not separated, `whole` says why the
+    whole count is judged instead) and the instructions by shared object (object_counts; {} where
+    callgrind_annotate could not run)."""
+
+    runtime: float | None
+    whole: str
+    objects: dict[str, float]
+
+
+def runtime(tools: Callgrind, dump: Path) -> Split:
+    """A dump's split (Split): why the whole count is judged is callgrind_annotate missing or failed, or a Go
+    program without symbols whose pclntab could not be read either."""
     if tools.annotate is None:
-        return None, "Go's runtime not separated: callgrind_annotate is missing"
+        return Split(None, "Go's runtime not separated: callgrind_annotate is missing", {})
     try:
         res = run_cmd([tools.annotate, "--threshold=100", str(dump)], timeout_s=CONTROL_TIMEOUT_S)
     except CommandFailed as e:
-        return None, f"Go's runtime not separated: {str(e).splitlines()[0]}"
+        return Split(None, f"Go's runtime not separated: {str(e).splitlines()[0]}", {})
     program = dumped_program(dump)
     go, functions = go_binary(program) if program else (False, None)
     real = os.path.realpath(program) if program else ""
@@ -235,9 +257,11 @@ def runtime(tools: Callgrind, dump: Path) -> tuple[float | None, str]:
         return functions.name(pc) if functions is not None and os.path.realpath(obj) == real else None
 
     count = runtime_count(res.stdout, name)
+    objects = object_counts(res.stdout)
     if count == 0 and go:
-        return None, f"Go's runtime not separated: {program} has no symbols (stripped): the whole count is judged"
-    return count, ""
+        why = f"Go's runtime not separated: {program} has no symbols (stripped): the whole count is judged"
+        return Split(None, why, objects)
+    return Split(count, "", objects)
 
 
 @dataclass(frozen=True)
@@ -251,6 +275,7 @@ class Counted:
     why: str = ""
     device_bytes: dict[str, float] = field(default_factory=dict)  # the tunnel device's, where its host read them
     processes: int = 1  # the processes whose dumps were added up (socat: the listener and one per connection)
+    objects: dict[str, float] = field(default_factory=dict)  # the instructions by shared object (object_counts)
 
 
 class InstrWindow(Protocol):
@@ -260,7 +285,7 @@ class InstrWindow(Protocol):
 
 
 Control = Callable[[Path, str, list[str]], str]
-Runtime = Callable[[Path], tuple[float | None, str]]
+Runtime = Callable[[Path], Split]
 
 
 class RoleWindow:
@@ -304,11 +329,16 @@ class RoleWindow:
         if not dumps or None in counts:
             return Counted(why=f"not counted: {why or 'no callgrind dump was written'}")
         split = [self._runtime(d) for d in dumps]
-        in_runtime = None if any(r is None for r, _ in split) else sum(r for r, _ in split if r is not None)
-        whole = next((w for _, w in split if w), "")
+        in_runtime = None if any(s.runtime is None for s in split) else sum(s.runtime or 0.0 for s in split)
+        whole = next((s.whole for s in split if s.whole), "")
+        objects: dict[str, float] = {}
+        for s in split:
+            for obj, n in s.objects.items():
+                objects[obj] = objects.get(obj, 0.0) + n
         for d in dumps:  # the count is kept; a dump can be large (deleted, unless KEEP_DUMPS_ENV keeps it)
             keep_dump(d, self.keep_as, self.role)
-        return Counted(sum(c for c in counts if c is not None), in_runtime, whole, processes=len(dumps))
+        total = sum(c for c in counts if c is not None)
+        return Counted(total, in_runtime, whole, processes=len(dumps), objects=objects)
 
     def _switch(self, pids: list[int], args: list[str]) -> str:
         """callgrind_control `args` on each of the role's processes (the daemon first); "" when each said OK,

@@ -140,10 +140,17 @@ class CountHardwareInstructions:
             for role, window in there.items():  # each read by its host's agent
                 counted = window.read()
                 device = short_ifname(devices[role], tunnel.topo.prefix)
-                if keep(rec, role, counted, device):
-                    rec.params.setdefault("instr_devices", {})[role] = device
-                else:
+                if counted.count is None:
                     rec.params.setdefault("instr", {})[role] = counted.why
+                else:
+                    keep(rec, role, counted, device)
+                    rec.params.setdefault("instr_devices", {})[role] = device
+
+
+MODES_UNSEEN = (
+    "not counted: perf gives one total, with no split by shared object, so it cannot tell the mode the work "
+    "gate counts ({mode}) from the other; count this tunnel with --instr-counter callgrind (docs/adapters.md)"
+)
 
 
 def roles_to_count(
@@ -160,6 +167,8 @@ def roles_to_count(
             notes[role] = FIRST_WINDOW
         elif tunnel.daemons.get(role) is None:
             notes[role] = NO_DAEMON
+        elif (spec := tunnel.spec.instructions) is not None:  # wherever it runs: perf's one total
+            notes[role] = MODES_UNSEEN.format(mode=spec.mode)
         elif role in elsewhere:
             continue  # its host's agent counts it
         elif places[role].machine:

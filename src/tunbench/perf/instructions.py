@@ -57,6 +57,7 @@ from tunbench.monitor.callgrind import Callgrind, Counted, RoleWindow
 from tunbench.monitor.counters import DEV, INSTR_COUNT, INSTR_RUNTIME, short_ifname
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
+from tunbench.tunnels.adapter import InstructionsSpec
 from tunbench.tunnels.tunnel import Tunnel
 from tunbench.workloads.base import Context
 
@@ -153,10 +154,12 @@ class CountInstructions:
             reads = [(role, w.read) for role, w in started.items()] + [(role, w.read) for role, w in there.items()]
             for role, read in reads:
                 got = read()
-                if keep(rec, role, got, short_ifname(devices[role], topo.prefix)):
-                    counted.append(role)
+                why = got.why if got.count is None else mode_why(tunnel.spec.instructions, got, role, rec)
+                if why:
+                    notes[role] = why
                 else:
-                    notes[role] = got.why
+                    keep(rec, role, got, short_ifname(devices[role], topo.prefix))
+                    counted.append(role)
             if started:  # beside the dumps, where TUNBENCH_KEEP_DUMPS keeps them
                 callgrind.keep_logs(tunnel.workdir, f"{rec.seq:03d}-{rec.label}-r{rec.repetition}")
             if notes:
@@ -164,18 +167,37 @@ class CountInstructions:
             if counted:  # each side's tunnel device, whose packets the count is divided by (pair.py)
                 rec.params["instr_devices"] = {role: short_ifname(devices[role], topo.prefix) for role in counted}
 
-    def _runtime(self, dump: Path) -> tuple[float | None, str]:
+    def _runtime(self, dump: Path) -> callgrind.Split:
         return callgrind.runtime(self.tools, dump)
 
     def _control(self, workdir: Path, role: str, args: list[str]) -> str:
         return callgrind.control(self.tools, workdir, role, args)
 
 
-def keep(rec: TrialRecord, role: str, got: Counted, device: str) -> bool:
-    """A role's window into the record: its count, Go's runtime part (or why the whole count is judged) and,
-    where its host read them, its tunnel device's bytes over the window; False when it was not counted."""
+def mode_why(spec: InstructionsSpec | None, got: Counted, role: str, rec: TrialRecord) -> str:
+    """Why a counted window is left out: "" unless the adapter names the mode the gate counts
+    (`[instructions]`) and the window ran in the other, read from the share of its count in the mode's shared
+    object. The share is kept either way (`params.instr_mode.<role>`), so a reader can see both modes, and a
+    role left out for it is named in `params.instr_other_mode`."""
+    if spec is None or not got.count:
+        return ""
+    share = sum(n for obj, n in got.objects.items() if obj.startswith(spec.mode_object)) / got.count
+    rec.params.setdefault("instr_mode", {})[role] = round(share, 5)
+    if share >= spec.mode_min_share:
+        return ""
+    rec.params.setdefault("instr_other_mode", []).append(role)  # left out on purpose (report.compare reads it)
+    return (
+        f"not counted: not in the mode the gate counts ({spec.mode}): {share:.2%} of its "
+        f"{got.count / 1e6:.1f} M instructions in {spec.mode_object}, under {spec.mode_min_share:.0%} "
+        "(docs/work-gate.md)"
+    )
+
+
+def keep(rec: TrialRecord, role: str, got: Counted, device: str) -> None:
+    """A counted role's window into the record: its count, Go's runtime part (or why the whole count is judged)
+    and, where its host read them, its tunnel device's bytes over the window."""
     if got.count is None:
-        return False
+        return
     rec.metrics[INSTR_COUNT.key(role=role)] = got.count
     if got.runtime is not None:
         rec.metrics[INSTR_RUNTIME.key(role=role)] = got.runtime
@@ -185,4 +207,3 @@ def keep(rec: TrialRecord, role: str, got: Counted, device: str) -> bool:
         rec.params.setdefault("instr_processes", {})[role] = got.processes
     for field, value in got.device_bytes.items():
         rec.metrics[DEV.key(role=role, device=device, field=field)] = value
-    return True

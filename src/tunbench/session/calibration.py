@@ -36,11 +36,12 @@ def aa_scenario(
     omit_s: int,
     pairs: int | None,
     count_instructions: bool = False,
+    instr_counter: str | None = None,
 ) -> Scenario:
     """`sc` made into the A/A: the labelled `refs` in paired blocks with no direct baseline, one iperf3 case,
     one repetition (the budget sizes it later) or exactly `pairs`; `cpuset` None takes ``split_where_placeable``.
     `count_instructions`: the work gate's A/A instead, one udp case at the fixed rate counted instructions use
-    (``with_instructions_rate``)."""
+    (``with_instructions_rate``), counted by `instr_counter` (None: the scenario's, `auto` by default)."""
     from tunbench.config.load import with_overrides
 
     run: dict[str, object] = {
@@ -55,6 +56,8 @@ def aa_scenario(
         "cpuset": cpuset if cpuset is not None else split_where_placeable(),
         "count_instructions": count_instructions,
     }
+    if instr_counter is not None:
+        run["instr_counter"] = instr_counter
     workload: dict[str, object] = {
         "kind": ["udp" if count_instructions else "iperf3"],
         "flows": [flows],
@@ -90,6 +93,8 @@ def equivalent_run(sc: Scenario, budget: str | None = None) -> str:
     tunnels = " ".join(f"-t {shlex.quote(t)}" for t in r.tunnels)
     if r.count_instructions:
         tunnels += " -w udp --count-instructions"
+        if r.instr_counter != "auto":
+            tunnels += f" --instr-counter {r.instr_counter}"
     bound = f"# (--repeat is the upper bound: calibrate --budget {budget} stops between pairs when it is spent)\n"
     return (
         "# tunbench calibrate, the same as:\n"

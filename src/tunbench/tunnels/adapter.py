@@ -210,6 +210,18 @@ class KernelNeedWhen(_Strict):
     modules: list[KernelModule]
 
 
+class InstructionsSpec(_Strict):
+    """`[instructions]`: how the work gate reads a count of this tunnel's daemons (perf/instructions.py). A
+    daemon that runs the same traffic in one of two modes per bring-up, each for all its packets (OpenVPN's TLS
+    state machine on every wake-up or not: docs/work-gate.md), names the shared object whose instructions mark
+    the mode the gate counts: a window with less than `mode_min_share` of its count there is "not counted", and
+    says so, instead of mixing two modes into one comparison."""
+
+    mode_object: str = Field(pattern=r"^[A-Za-z0-9_.+-]+$")  # the start of a file name: "libssl.so"
+    mode_min_share: float = Field(default=0.01, gt=0, lt=1)
+    mode: str = Field(min_length=1)  # what the counted mode is, said of a window in the other
+
+
 class AdapterSpec(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_.-]*$")
     description: str = ""
@@ -236,6 +248,8 @@ class AdapterSpec(_Strict):
     # optional: the family of tunbench-link's message classes the tunnel's packets fall in (docs/faults.md),
     # so a dry run counts what a profile's counted faults on its handshake cost each bring-up
     messages: Literal["wg", "ovpn", "ike"] | None = None
+    # optional: the mode of a daemon that the work gate counts (InstructionsSpec)
+    instructions: InstructionsSpec | None = None
 
     @field_validator("params")
     @classmethod
@@ -283,7 +297,7 @@ class LoadedAdapter(BaseModel):
 # values that are not `{name}` templates: names, regexes, enums, file modes; params are the variables' values
 _NOT_TEMPLATES = {"name", "description", "version_regex", "pattern", "mode", "layer", "kind", "role", "ns", "proto",
                   "params", "requires_kernel", "requires_kernel_when", "kernel_hint", "underlay_params", "value",
-                  "until", "messages"}  # fmt: skip
+                  "until", "messages", "instructions"}  # fmt: skip
 
 
 def _templates(value: object, path: tuple[str | int, ...] = ()) -> list[tuple[tuple[str | int, ...], str]]:

@@ -164,6 +164,12 @@ def counted(t: TrialRecord) -> bool:
     return _instructions(INSTR)(t) is not None
 
 
+def other_mode(t: TrialRecord) -> bool:
+    """A side of the trial was left out of the count on purpose: it ran in the mode its adapter's
+    `[instructions]` does not count (perf/instructions.py), not because counting failed."""
+    return bool(t.params.get("instr_other_mode"))
+
+
 def _trial_cpu_s(t: TrialRecord) -> float | None:
     """The CPU seconds of all the tunnel's processes, client and server side, over the whole workload call
     (`trial_cpu.*`, the cgroup's exact figure); None when no role counted it."""
