@@ -318,6 +318,15 @@ def test_a_client_host_lost_mid_storm_loses_its_share_and_the_trial_keeps_the_ot
     assert m["clients.ready_count"] == 30 and m["clients.success_ratio"] == 1.0  # the other hosts' clients
     assert m["clients.host.h2.ready_count"] == 15 and m["clients.host.h3.ready_count"] == 15
     assert "clients.host.h4.ready_count" not in m
+    # the stage per client host: h2's and h3's read by their agents, h4's said to be missing, never a zero
+    said = json.loads(params)
+    assert said["stage_hosts"]["client"]["h4"].startswith("not read: h4 was lost"), said["stage_hosts"]
+    assert {h: f"stage.client.host.{h}.cpus_busy_pct" in m for h in CLIENT_HOSTS} == {
+        "h2": True,
+        "h3": True,
+        "h4": False,
+    }
+    assert "no stage: h4 lost" in said["stage"]["client"] and "stage.server.cpus_busy_pct" in m
     assert "lost: host h4 (15 clients)" in " ".join(out.split()), out
     assert "h4" in out.splitlines()[-1] or "connection to h4" in out, out
     nothing_left(hosts, wait_s=20)

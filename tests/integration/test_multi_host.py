@@ -357,6 +357,22 @@ def test_doctor_hosts_verdicts(hosts: SshHosts, tmp_path: Path) -> None:
     assert ok.stdout.count("✓ reachable") == 2 and "✓ programs" in ok.stdout, ok.stdout
     assert "✓ root" in ok.stdout and "clock: offset" in ok.stdout
     assert "link emulation: tunbench-link" in ok.stdout
+    # counted instructions: the hosts have no PMU (perf answers <not supported>), so callgrind on each, and the
+    # pair's one counter; forcing perf is refused when the run connects, before any trial, naming the host
+    said = " ".join(ok.stdout.split())
+    hosts_part = said[said.index("✓ reachable") :]  # after this machine's own checks: each host's
+    assert (
+        hosts_part.count("counted instructions (--count-instructions): callgrind, by simulation, as perf cannot") == 2
+    )
+    assert "counted instructions of a run's pair (h1, h2): callgrind (auto: host h1: perf cannot count" in said
+    forced = tunbench(
+        "run", "--hosts", str(hosts.inventory), "-t", "wireguard-go", "--no-direct", "--repeat", "1",
+        "--count-instructions", "--instr-counter", "perf", "--db", str(tmp_path / "forced.db"),
+    )  # fmt: skip
+    assert forced.returncode == 3, forced.stdout + forced.stderr
+    assert "--instr-counter perf: host h1 cannot count instructions:u: perf cannot count" in " ".join(
+        forced.stderr.split()
+    ), forced.stderr
     # a client host's addresses for emulated profiles and the clients workload: usable there, or why not
     good = write_inventory(
         hosts,
@@ -553,6 +569,16 @@ udp_rate_bps = {rate:.0f}
         k for k in m if "counters" in k
     )
     assert m["counters.server.udp_in_datagrams"] > 0
+    # the saturated stage per host, each read by its agent: the server side on h2, the clients' on h1
+    assert t["params"]["stage_hosts"] == {
+        "server": {"h2": t["params"]["stage"]["server"]},
+        "client": {"h1": t["params"]["stage"]["client"]},
+    }, t["params"]["stage_hosts"]
+    for side in ("server", "client"):
+        assert m[f"stage.{side}.cpus"] >= 1 and 0 < m[f"stage.{side}.cpus_busy_pct"] <= 100, side
+        assert m[f"stage.{side}.saturated"] in (0.0, 1.0) and m[f"stage.{side}.busiest_thread_pct"] > 0, side
+        assert t["params"]["host_cpus"][side], side  # each host's CPUs, in the params
+    assert t["params"]["threads"]["server"][0][0] == "wireguard-go", t["params"]["threads"]
     nothing_left(hosts, agent_prefixes(doc))
 
 

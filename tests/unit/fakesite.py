@@ -277,7 +277,9 @@ class FakePair:
     def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
         return {}
 
-    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
+    def instructions_elsewhere(
+        self, tunnel: Tunnel, counter: str = "callgrind"
+    ) -> dict[str, Callable[[str], InstrWindow]]:
         return {}
 
 
@@ -358,6 +360,9 @@ class FakeSite:
             interfered = (figures or {}).get("interfered", 0.0)
             metrics["interfered"] = interfered
             params["interference"] = "a scripted neighbour" if interfered else ""
+
+    def instr_counter(self) -> tuple[str, str] | None:
+        return None
 
     def lost(self) -> list[str]:
         hosts = self.script.take("lost")

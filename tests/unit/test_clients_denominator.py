@@ -15,6 +15,7 @@ from tunbench.host.ledger import Ledger
 from tunbench.host.place import LocalPlace
 from tunbench.monitor.sampler import RoleCost, RoleSample
 from tunbench.results import TrialRecord
+from tunbench.sites.base import SampledCost
 from tunbench.workloads.clients import ClientsWorkload, Timing
 from tunbench.workloads.fleet_options import ClientsOptions
 
@@ -29,9 +30,7 @@ def test_a_failed_client_counts_as_zero(tmp_path: Path) -> None:
     for i in range(n - 1):  # client 3 left no output: its iperf3 failed
         (tmp_path / f"iperf-tcp-c{i}.json").write_text(_client_json(1e6))
     server = RoleCost(CpuUsage(1, 1), 0, 1, None, series=[RoleSample(0, 0, 0, 0), RoleSample(20, 2, 2, 0)])
-    sampler: Any = SimpleNamespace(
-        results={"server": server, "clients": RoleCost(CpuUsage(0, 0), 0, 0, None)}, wall_s=20.0
-    )
+    sampler = SampledCost(results={"server": server, "clients": RoleCost(CpuUsage(0, 0), 0, 0, None)}, wall_s=20.0)
     place = LocalPlace(None, Ledger.__new__(Ledger), tmp_path)  # reads the reports from tmp_path
     mt: Any = SimpleNamespace(
         layout=SimpleNamespace(clients=n),
@@ -55,9 +54,7 @@ def test_a_lost_client_hosts_clients_are_not_counted(tmp_path: Path) -> None:
     for i in range(2):
         (tmp_path / f"iperf-tcp-c{i}.json").write_text(_client_json(1e6))
     server = RoleCost(CpuUsage(1, 1), 0, 1, None, series=[RoleSample(0, 0, 0, 0), RoleSample(20, 2, 2, 0)])
-    sampler: Any = SimpleNamespace(
-        results={"server": server, "clients": RoleCost(CpuUsage(0, 0), 0, 0, None)}, wall_s=20.0, per_host={}
-    )
+    sampler = SampledCost(results={"server": server, "clients": RoleCost(CpuUsage(0, 0), 0, 0, None)}, wall_s=20.0)
     place = LocalPlace(None, Ledger.__new__(Ledger), tmp_path)
     mt: Any = SimpleNamespace(
         layout=SimpleNamespace(clients=4),

@@ -61,6 +61,7 @@ class FakeConnection:
             "capabilities": {"root": True, "tun": True, "cgroup": "v2", "tunbench_link": True, "netem": False},
             "tools": {p: True for p in args.get("programs", [])},
             "count_capability": {"perf": "perf", "events": [], "why": ""},
+            "instr_capability": {"perf": "perf", "why": "perf cannot count instructions:u here: <not supported>"},
             "check_addresses": "",
         }
         return answers[op]

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.unit.report_data import run, trial
-from tunbench.monitor import work
+from tunbench.monitor import pmu, work
 from tunbench.monitor.callgrind import GO_BUILDINFO
 from tunbench.perf import hwinstr
 from tunbench.perf.instructions import FIRST_WINDOW, NO_DAEMON
@@ -39,48 +39,46 @@ HEADER = "# started on Sun Nov 29 07:50:00 2026\n\n"  # what perf stat -o writes
 
 
 def test_the_count_is_perfs_instructions_line() -> None:
-    got = hwinstr.reading(HEADER + SPR)
-    assert got == hwinstr.Reading(37977214.0)
+    got = pmu.reading(HEADER + SPR)
+    assert got == pmu.Reading(37977214.0)
     row = work.parse_stat_rows(SPR)[0]
     assert (row.event, row.running_pct, row.raw) == ("instructions", 100.0, "37977214")
 
 
 def test_names_of_the_instructions_event() -> None:
     for name in ("instructions", "instructions:u", "cpu_core/instructions/u", "cpu_atom/instructions:u/"):
-        assert hwinstr.is_instructions(name), name
+        assert pmu.is_instructions(name), name
     for name in ("cycles:u", "branch-instructions", "instructions-retired", "cpu_core/cycles/u"):
-        assert not hwinstr.is_instructions(name), name
+        assert not pmu.is_instructions(name), name
 
 
 def test_a_scaled_count_is_an_estimate_and_not_counted() -> None:
-    got = hwinstr.reading(HYBRID)
+    got = pmu.reading(HYBRID)
     assert got.count is None
     assert "cpu_atom/instructions/ 63%" in got.why and "scaled" in got.why and "--cpuset" in got.why
     # a hybrid CPU's core type the processes never ran on reads <not counted>: the other type's line is the count
     only_p = HYBRID.splitlines()[0] + "\n<not counted>,,cpu_atom/instructions/,0,0.00,,\n"
-    assert hwinstr.reading(only_p) == hwinstr.Reading(4688595.0)
+    assert pmu.reading(only_p) == pmu.Reading(4688595.0)
 
 
 def test_a_counter_perf_could_not_read_is_never_a_zero() -> None:
-    got = hwinstr.reading(NOT_SUPPORTED)
+    got = pmu.reading(NOT_SUPPORTED)
     assert got.count is None and got.why == "perf stat read no instructions:u (<not supported>)"
-    assert hwinstr.reading("").why == "perf stat read no instructions:u (no instructions line)"
+    assert pmu.reading("").why == "perf stat read no instructions:u (no instructions line)"
 
 
 def test_the_probe_on_a_host_without_a_pmu() -> None:
-    cap = hwinstr.capability("/usr/bin/perf", 0, NOT_SUPPORTED)  # perf exits 0 here
+    cap = pmu.capability("/usr/bin/perf", 0, NOT_SUPPORTED)  # perf exits 0 here
     assert not cap.available and cap.events == ()
     assert cap.why == (
         "perf cannot count instructions:u here: <not supported>, no hardware counter (a VM without a PMU, for one)"
     )
-    ok = hwinstr.capability("/usr/bin/perf", 0, SPR)
+    ok = pmu.capability("/usr/bin/perf", 0, SPR)
     assert ok.available and ok.events == ("instructions:u",) and ok.hardware
-    assert hwinstr.capability("/usr/bin/perf", 0, HYBRID).available  # it counts; a window's share is judged later
+    assert pmu.capability("/usr/bin/perf", 0, HYBRID).available  # it counts; a window's share is judged later
     denied = "Error:\nNo permission to enable instructions:u event.\n"
-    assert hwinstr.capability("/usr/bin/perf", 255, denied).why.endswith(
-        ": No permission to enable instructions:u event."
-    )
-    assert hwinstr.probe_perf(None).why.startswith("perf is not installed")
+    assert pmu.capability("/usr/bin/perf", 255, denied).why.endswith(": No permission to enable instructions:u event.")
+    assert pmu.probe_perf(None).why.startswith("perf is not installed")
 
 
 def _fake_perf(tmp_path: Path, csv: str, exit_code: int = 0) -> Path:
@@ -107,13 +105,13 @@ def _fake_perf(tmp_path: Path, csv: str, exit_code: int = 0) -> Path:
 
 
 def test_the_probe_runs_perf_stat_on_true(tmp_path: Path) -> None:
-    assert not hwinstr.probe_perf(str(_fake_perf(tmp_path, NOT_SUPPORTED))).available
-    assert hwinstr.probe_perf(str(_fake_perf(tmp_path, SPR))).available
+    assert not pmu.probe_perf(str(_fake_perf(tmp_path, NOT_SUPPORTED))).available
+    assert pmu.probe_perf(str(_fake_perf(tmp_path, SPR))).available
 
 
 def test_auto_takes_perf_where_it_counts_and_callgrind_elsewhere() -> None:
-    none = hwinstr.capability("/usr/bin/perf", 0, NOT_SUPPORTED)
-    some = hwinstr.capability("/usr/bin/perf", 0, SPR)
+    none = pmu.capability("/usr/bin/perf", 0, NOT_SUPPORTED)
+    some = pmu.capability("/usr/bin/perf", 0, SPR)
     assert hwinstr.choose("auto", some) == hwinstr.Choice(
         "perf", "auto: perf counts instructions:u here, a hardware counter"
     )
@@ -133,10 +131,10 @@ def test_doctor_says_which_counter_counts_here_and_why(monkeypatch: pytest.Monke
     from tunbench import doctor
     from tunbench.monitor import callgrind
 
-    monkeypatch.setattr(hwinstr, "probe", lambda: hwinstr.capability("/usr/bin/perf", 0, SPR))
+    monkeypatch.setattr(hwinstr, "probe", lambda: pmu.capability("/usr/bin/perf", 0, SPR))
     check = doctor.instructions_check(None)
     assert check.ok and check.detail.startswith("perf: perf counts instructions:u here, a hardware counter")
-    monkeypatch.setattr(hwinstr, "probe", lambda: hwinstr.capability("/usr/bin/perf", 0, NOT_SUPPORTED))
+    monkeypatch.setattr(hwinstr, "probe", lambda: pmu.capability("/usr/bin/perf", 0, NOT_SUPPORTED))
     monkeypatch.setattr(callgrind, "find", lambda: callgrind.Callgrind("/usr/bin/valgrind", "/usr/bin/cc"))
     check = doctor.instructions_check(None)
     assert check.ok and check.detail.startswith("callgrind, by simulation, as perf cannot count instructions:u here")
@@ -170,7 +168,7 @@ def test_the_hook_counts_each_role_over_the_window_through_perfs_control_fifo(
     role's `instr.<role>.count`. A program without Go's runtime has 0 in it (as callgrind's path says); the
     server, with no daemon (a forward), says why it is not counted, and the tunnel's figure is the client's."""
     perf = _fake_perf(tmp_path, HEADER + SPR)
-    cap = work.Capability(str(perf), (hwinstr.EVENT,), hardware=True)
+    cap = work.Capability(str(perf), (pmu.EVENT,), hardware=True)
     hook = hwinstr.Recorded(hwinstr.CountHardwareInstructions(cap), "perf")
     ctx = _ctx(tmp_path, monkeypatch)
     rec = trial(1, "pr", 20e6)
@@ -188,7 +186,7 @@ def test_the_hook_counts_each_role_over_the_window_through_perfs_control_fifo(
 
 def test_a_count_perf_could_not_read_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     perf = _fake_perf(tmp_path, HYBRID)
-    cap = work.Capability(str(perf), (hwinstr.EVENT,), hardware=True)
+    cap = work.Capability(str(perf), (pmu.EVENT,), hardware=True)
     rec = trial(1, "pr", 20e6)
     with hwinstr.CountHardwareInstructions(cap)(
         _ctx(tmp_path, monkeypatch), _tunnel({"client": [os.getpid()]}), rec, None
@@ -199,7 +197,7 @@ def test_a_count_perf_could_not_read_says_why(tmp_path: Path, monkeypatch: pytes
 
 
 def test_roles_perf_cannot_count_and_the_first_warm_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    none = hwinstr.capability("/usr/bin/perf", 0, NOT_SUPPORTED)
+    none = pmu.capability("/usr/bin/perf", 0, NOT_SUPPORTED)
     ctx = _ctx(tmp_path, monkeypatch)
     rec = trial(1, "pr", 20e6)
     with hwinstr.CountHardwareInstructions(none)(ctx, _tunnel({"client": [1], "server": [2]}), rec, None):  # type: ignore[arg-type]
@@ -208,7 +206,7 @@ def test_roles_perf_cannot_count_and_the_first_warm_window(tmp_path: Path, monke
     assert not any(k.startswith("instr.") for k in rec.metrics)
     warm = trial(2, "pr", 20e6)
     warm.params["warm"] = {"bringup": "t1w", "window": 1}
-    some = work.Capability("/usr/bin/perf", (hwinstr.EVENT,), hardware=True)
+    some = work.Capability("/usr/bin/perf", (pmu.EVENT,), hardware=True)
     with hwinstr.CountHardwareInstructions(some)(ctx, _tunnel({"client": [1], "server": [2]}), warm, None):  # type: ignore[arg-type]
         pass
     assert warm.params["instr"] == {"client": FIRST_WINDOW, "server": FIRST_WINDOW}
@@ -225,13 +223,13 @@ def test_a_go_programs_whole_count_is_judged_and_the_trial_says_so(
     go = tmp_path / "wireguard-go"
     go.write_bytes(b"\x7fELF" + GO_BUILDINFO + b"\x00" * 64)  # a Go build's .go.buildinfo magic
     exes = {11: str(go), 12: sys.executable}
-    monkeypatch.setattr(hwinstr.psutil, "Process", lambda pid: SimpleNamespace(exe=lambda: exes[pid]))
-    assert hwinstr.whole_reason([12, 11]) == hwinstr.WHOLE
-    assert hwinstr.whole_reason([12]) == ""
+    monkeypatch.setattr(pmu.psutil, "Process", lambda pid: SimpleNamespace(exe=lambda: exes[pid]))
+    assert pmu.whole_reason([12, 11]) == pmu.WHOLE
+    assert pmu.whole_reason([12]) == ""
     rec = trial(1, "pr", 20e6)
     tunnel = _tunnel({"client": [11], "server": [12]})
-    hwinstr.store(rec, tunnel, {"instr.client.count": 5e8, "instr.server.count": 4e8}, {"client": hwinstr.WHOLE}, {})  # type: ignore[arg-type]
-    assert rec.params["instr_whole"] == {"client": hwinstr.WHOLE}
+    hwinstr.store(rec, tunnel, {"instr.client.count": 5e8, "instr.server.count": 4e8}, {"client": pmu.WHOLE}, {})  # type: ignore[arg-type]
+    assert rec.params["instr_whole"] == {"client": pmu.WHOLE}
     assert "instr.client.runtime" not in rec.metrics and rec.metrics["instr.server.runtime"] == 0.0
 
 

@@ -422,7 +422,10 @@ def test_roles_on_hosts_are_counted_by_their_hosts_and_divided_by_their_own_devi
 
     proc = RemoteProc(conn, "d2", 4242, "wireguard-go client")  # type: ignore[arg-type]
     got = RemoteInstructions(place, "client", [proc], "tb1-tc1").read()  # type: ignore[arg-type]
-    assert calls[0] == ("instr_on", {"place": "p1", "role": "client", "procs": ["d2"], "device": "tb1-tc1"})
+    assert calls[0] == (
+        "instr_on",
+        {"place": "p1", "role": "client", "procs": ["d2"], "device": "tb1-tc1", "counter": "callgrind"},
+    )
     assert got == cg.Counted(5.0, None, "Go's runtime not separated: x (on h1)", "", {"rx_bytes": 1.0, "tx_bytes": 2.0})
 
 

@@ -145,7 +145,9 @@ class ToyPair:
     def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
         return {}
 
-    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
+    def instructions_elsewhere(
+        self, tunnel: Tunnel, counter: str = "callgrind"
+    ) -> dict[str, Callable[[str], InstrWindow]]:
         return {}
 
     def start_schedule(self) -> None:
@@ -208,6 +210,9 @@ class ToySite:
         self, metrics: dict[str, float | None], params: dict[str, Any], limits: Thresholds
     ) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()
+
+    def instr_counter(self) -> tuple[str, str] | None:
+        return None
 
     def lost(self) -> list[str]:
         return []

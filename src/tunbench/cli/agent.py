@@ -117,6 +117,7 @@ def doctor_hosts(path: Path) -> int:
     from tunbench.remote.work import count_verdict
 
     inv = load_inventory(path)
+    can_perf: dict[str, str] = {}  # each host's perf: "" where it counts instructions:u, else why not
     with connected(path) as conns:
         for name, conn in conns:
             console.print(f"[bold]{name}[/]")
@@ -159,9 +160,29 @@ def doctor_hosts(path: Path) -> int:
             )
             say(*count_verdict(conn))  # counted work (remote/work.py)
             say(*instructions_verdict(conn))  # counted instructions (remote/instructions.py)
+            with contextlib.suppress(TunbenchError):
+                can_perf[name] = str(conn.call("instr_capability")["why"])
             for line in _address_verdicts(conn, inv, name):
                 say(*line)
+    if said := pair_counter_line(inv, can_perf):
+        console.print(said, highlight=False)
     return bad
+
+
+def pair_counter_line(inv: Any, can_perf: dict[str, str]) -> str:
+    """What `--instr-counter auto` uses for a run's client/server pair on this inventory (one counter for both
+    sides: remote/instructions.py run_counter); "" when the inventory has no pair or a host was unreachable."""
+    from tunbench.errors import ConfigError
+    from tunbench.remote.instructions import run_counter
+
+    try:
+        pair = dict.fromkeys(inv.for_role(role).name for role in ("client", "server"))
+    except ConfigError:
+        return ""
+    if any(name not in can_perf for name in pair):
+        return ""
+    counter, why = run_counter("auto", {name: can_perf[name] for name in pair})
+    return f"counted instructions of a run's pair ({', '.join(pair)}): {counter} ({why})"
 
 
 def _address_verdicts(conn: Any, inv: Any, name: str) -> list[tuple[bool, str, str, str]]:

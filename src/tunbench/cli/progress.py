@@ -17,7 +17,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedCo
 
 from tunbench.monitor.interference import INTERFERED
 from tunbench.plan import PlannedTrial, RunPlan
-from tunbench.report.summary import lost_text
+from tunbench.report.summary import lost_text, saturated_text
 from tunbench.report.terminal import trial_headline
 from tunbench.results import TrialRecord
 from tunbench.session import minutes, repetition_warning, warm_note
@@ -93,6 +93,8 @@ class RunProgress:
             )
             if lost := rec.params.get("clients_lost"):
                 mark += f" [yellow](lost: {escape(lost_text(lost))})[/]"
+            if hot := saturated_text(rec.params):
+                mark += f" [yellow](saturated: {escape(hot)})[/]"
             self.console.print(f"  [green]✓[/] {title} · rep {pt.repetition}: {trial_headline(rec)}{mark}")
             for why in rec.params.get("retried", []):
                 self.console.print(f"      (an earlier attempt was void and run again: {escape(why)})")

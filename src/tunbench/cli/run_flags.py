@@ -201,8 +201,10 @@ InstrCounterOpt = Annotated[
         "full speed; needs a hardware counter, which a VM often lacks; Go's runtime is not separated), "
         "'callgrind' (valgrind's simulation, anywhere) or 'auto' (the default: perf where `perf stat -e "
         "instructions:u` counts on this host, else callgrind; the dry run and `tunbench doctor` say which and "
-        "why). Each trial records it, and compare refuses to judge counts of two counters against each other "
-        "(docs/work-gate.md; [run] instr_counter).",
+        "why; with --hosts, one counter for both hosts, chosen from each host's perf when the run connects, "
+        "and a forced 'perf' that a host cannot count is refused naming it). Each trial records it, and "
+        "compare refuses to judge counts of two counters against each other (docs/work-gate.md; [run] "
+        "instr_counter).",
     ),
 ]
 

@@ -55,6 +55,9 @@ PLACEHOLDERS: dict[str, str] = {
 a counter's own name) stands for one dotted segment. ``{on}`` and ``{storm}`` may stand for nothing: they
 place a many-client figure (``clients.{on}ready_s``) on one client host, or in a storm's first phase."""
 
+OPTIONAL = ("on", "storm")
+"""The placeholders that may stand for nothing: a key built without them has them empty."""
+
 _ANY_SEGMENT = r"[^.]+"
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 
@@ -127,7 +130,9 @@ class MetricSpec:
         return PLACEHOLDERS.get(placeholder, _ANY_SEGMENT)
 
     def key(self, **values: object) -> str:
-        """The key for these placeholder values: ``TRIAL_CPU_USER.key(role="client")``."""
+        """The key for these placeholder values: ``TRIAL_CPU_USER.key(role="client")``. A placeholder that may
+        stand for nothing (OPTIONAL: ``{on}``, ``{storm}``) is "" when not given."""
+        values = {p: "" for p in self.placeholders if p in OPTIONAL} | values
         if set(values) != set(self.placeholders):
             raise KeyError(f"{self.name}: expected {sorted(self.placeholders)}, got {sorted(values)}")
         return self.name.format(**values)

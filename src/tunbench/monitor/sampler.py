@@ -8,7 +8,9 @@ later counts from zero (all of its CPU time fell inside the window).
 With `threads`, each tick also reads every thread of the roles' processes and each CPU's busy and softirq
 time (monitor/threads.py), for the saturated stage (monitor/stage.py); the pair trials ask for it. With
 `placed`, each tick also reads the CPU time of every process of each placement (a side's cpuset: its tunnel
-and its traffic generator; the emulator's), what stage.py counts as known on a side's CPU.
+and its traffic generator; the emulator's), what stage.py counts as known on a side's CPU. With
+`edge_threads` a role's threads are read at the first and the last sample only (the CPUs still at every
+tick): a host's hundreds of fleet clients, whose threads at 10 Hz would load the host, judged over the phase.
 
 The sampler spans the whole workload call (connect, warm-up, the measured seconds, result exchange). The
 workload says afterwards which part of it was measured; `RoleCost.between` gives the CPU of that part
@@ -92,9 +94,19 @@ def _at(series: list[RoleSample], t_s: float, value: Callable[[RoleSample], floa
 
 
 class _RoleTracker:
-    def __init__(self, pids: PidSource, cgroup: RoleCgroup | None, threads: bool = False) -> None:
+    def __init__(
+        self,
+        pids: PidSource,
+        cgroup: RoleCgroup | None,
+        threads: bool = False,
+        *,
+        thread_pids: PidSource | None = None,
+        edges_only: bool = False,
+    ) -> None:
         self.pid_source = pids
+        self.thread_pids = thread_pids  # whose threads are read, where not the sampled processes (a cgroup's)
         self.read_threads = threads
+        self.edges_only = edges_only
         self.threads: list[tuple[float, dict[int, ThreadTime]]] = []
         self.cgroup = cgroup
         self.base: dict[int, tuple[float, float]] = {}
@@ -105,11 +117,11 @@ class _RoleTracker:
         self.cg_start = cgroup.usage() if cgroup else None
         self.first = True
 
-    def sample(self, t_s: float) -> None:
+    def sample(self, t_s: float, edge: bool = False) -> None:
         rss = 0
         pids = self.pid_source()
-        if self.read_threads:
-            self.threads.append((t_s, read_threads(pids)))
+        if self.read_threads and (edge or not self.edges_only):
+            self.threads.append((t_s, read_threads(self.thread_pids() if self.thread_pids else pids)))
         for pid in pids:
             proc = self.procs.get(pid)
             try:
@@ -150,7 +162,8 @@ class _RoleTracker:
 class Sampler:
     """`with Sampler({"client": (pids, cgroup), ...}) as s:` ... then `s.results`. `threads`: also each
     role's threads and each CPU's times at every tick (`s.cpus`), for the saturated stage; `placed` (with
-    `threads`): each placement's processes at every tick (`s.placed`: name -> (t, pid -> its CPU) per tick)."""
+    `threads`): each placement's processes at every tick (`s.placed`: name -> (t, pid -> its CPU) per tick);
+    `edge_threads` (with `threads`): role -> whose threads to read, at the first and the last sample only."""
 
     def __init__(
         self,
@@ -159,10 +172,15 @@ class Sampler:
         *,
         threads: bool = False,
         placed: Mapping[str, PidSource] | None = None,
+        edge_threads: Mapping[str, PidSource] | None = None,
     ) -> None:
         self.interval_s = interval_s
         self.threads = threads
-        self._trackers = {name: _RoleTracker(pids, cg, threads) for name, (pids, cg) in roles.items()}
+        edges = edge_threads or {}
+        self._trackers = {
+            name: _RoleTracker(pids, cg, threads, thread_pids=edges.get(name), edges_only=name in edges)
+            for name, (pids, cg) in roles.items()
+        }
         self.cpus: list[tuple[float, dict[int, CpuTime]]] = []  # (t, each CPU's times) per tick, with threads
         self._placed = dict(placed or {}) if threads else {}
         self.placed: dict[str, list[tuple[float, dict[int, ThreadTime]]]] = {name: [] for name in self._placed}
@@ -175,17 +193,17 @@ class Sampler:
         self.results: dict[str, RoleCost] = {}
         self.wall_s = 0.0
 
-    def _sample_all(self) -> None:
+    def _sample_all(self, edge: bool = False) -> None:
         with self._lock:
-            self._sample(time.monotonic() - self._t0)
+            self._sample(time.monotonic() - self._t0, edge)
 
-    def _sample(self, t: float) -> None:
+    def _sample(self, t: float, edge: bool = False) -> None:
         if self.threads and (cpus := read_cpus()) is not None:
             self.cpus.append((t, cpus))
         for name, pids in self._placed.items():
             self.placed[name].append((t, read_processes(pids())))
         for tracker in self._trackers.values():
-            tracker.sample(t)
+            tracker.sample(t, edge)
 
     def _loop(self) -> None:
         self._next_t = time.monotonic() + self.interval_s
@@ -217,7 +235,7 @@ class Sampler:
 
     def __enter__(self) -> Sampler:
         self._t0 = time.monotonic()
-        self._sample_all()  # the baseline, taken before the workload starts
+        self._sample_all(edge=True)  # the baseline, taken before the workload starts
         self._thread.start()
         return self
 
@@ -225,6 +243,6 @@ class Sampler:
         self._stop.set()
         self._wake.set()
         self._thread.join()
-        self._sample_all()  # the final figures, taken after the workload ended
+        self._sample_all(edge=True)  # the final figures, taken after the workload ended
         self.wall_s = time.monotonic() - self._t0
         self.results = {name: t.result() for name, t in self._trackers.items()}

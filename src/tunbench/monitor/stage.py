@@ -12,6 +12,11 @@ were and their softirq time, and the first saturated serial stage:
 - else "none": nothing the side runs on was saturated (the limit is elsewhere: the other side, the
   generator, the link, a window or a queue).
 
+A fleet between hosts (`clients`, `storm` over `--hosts`) is judged the same way per host
+(`fleet_saturation`): its server on the server host, and its clients on each client host that took a share
+(`stage.client.host.<name>.*` where the clients span several hosts: the ``{on}`` of a figure); a client host
+lost mid-trial has no figures, and its params say so rather than showing a zero.
+
 A side's CPUs are those it was placed on (`params.cpuset`: the cores axis or `[run] cpuset`), every CPU
 of the host when it was not placed. The figures are % of one core (threads, a CPU's softirq) or of the
 side's CPUs (busy). The arithmetic is pure.
@@ -43,42 +48,44 @@ ROLES = ("client", "server")
 TOP_THREADS = 8  # the busiest threads of a side kept in the record's params
 
 BUSIEST_THREAD = declare(
-    "stage.{role}.busiest_thread_pct", "%", "none", "info",
+    "stage.{role}.{on}busiest_thread_pct", "%", "none", "info",
     "The busiest thread of a side's tunnel processes over the measured window, in % of one core "
     "(/proc/PID/task/TID/stat: utime + stime).",
 )  # fmt: skip
 CPUS_BUSY = declare(
-    "stage.{role}.cpus_busy_pct", "%", "none", "info",
+    "stage.{role}.{on}cpus_busy_pct", "%", "none", "info",
     "How busy the CPUs a side ran on were over the measured window, in % of all of them (everything but "
     "idle and iowait, whoever ran: the tunnel, the generator, the other side where they share).",
 )  # fmt: skip
 SOFTIRQ_MAX = declare(
-    "stage.{role}.softirq_pct", "%", "none", "info",
+    "stage.{role}.{on}softirq_pct", "%", "none", "info",
     "The most softirq time one of a side's CPUs spent over the measured window, in % of that CPU.",
 )  # fmt: skip
-CPUS_GIVEN = declare("stage.{role}.cpus", "count", "none", "info", "How many CPUs a side could run on.")
+CPUS_GIVEN = declare("stage.{role}.{on}cpus", "count", "none", "info", "How many CPUs a side could run on.")
 SATURATED_FLAG = declare(
-    "stage.{role}.saturated", "flag", "none", "info",
+    "stage.{role}.{on}saturated", "flag", "none", "info",
     "1 when a stage of the side was saturated over the window (a pinned side's thread and its CPU's "
     "unclaimed time, all its cores, one thread or one CPU's softirqs at 95% or more), 0 when none was.",
 )  # fmt: skip
 THREAD_AND_CPU = declare(
-    "stage.{role}.thread_softirq_pct", "%", "none", "info",
+    "stage.{role}.{on}thread_softirq_pct", "%", "none", "info",
     "For a side pinned to one CPU: its busiest tunnel thread plus the CPU's busy time that no process the "
     "run knows there was charged with (the kernel's work on that CPU, much of it on the thread's behalf), "
     "over the measured window in % of the CPU; the figure its thread is judged saturated on (docs/scaling.md).",
 )  # fmt: skip
 UNCLAIMED = declare(
-    "stage.{role}.cpu_unclaimed_pct", "%", "none", "info",
+    "stage.{role}.{on}cpu_unclaimed_pct", "%", "none", "info",
     "For a side pinned to one CPU: that CPU's busy time over the measured window that was charged to no "
     "process the run placed there, in % of the CPU: busy - busiest thread - known, at least 0.",
 )  # fmt: skip
 KNOWN = declare(
-    "stage.{role}.cpu_known_pct", "%", "none", "info",
+    "stage.{role}.{on}cpu_known_pct", "%", "none", "info",
     "For a side pinned to one CPU: the CPU time of the other processes the run placed on that CPU alone "
     "(its traffic generator, its other tunnel processes, the other side or the emulator where they share it), "
     "over the measured window in % of the CPU.",
 )  # fmt: skip
+SIDE_FIGURES = (BUSIEST_THREAD, CPUS_BUSY, SOFTIRQ_MAX, CPUS_GIVEN, SATURATED_FLAG, THREAD_AND_CPU, UNCLAIMED, KNOWN)
+"""A side's figures: each has an ``{on}`` ("" for the side, ``host.<name>.`` for one client host of a fleet)."""
 CPU_SOFTIRQ = declare(
     "host_cpu.{cpu}.softirq_pct", "%", "none", "info",
     "Softirq time of one CPU of this host over the measured window, in % of the window.",
@@ -330,4 +337,101 @@ def saturation_on_hosts(
         for name, part in got.items():
             if isinstance(part, Mapping):
                 said.setdefault(name, {}).update(part)
+    return m, dict(said)
+
+
+def on_host(key: str, host: str) -> str:
+    """A side's figure (`stage.client.cpus_busy_pct`) as one host's (`stage.client.host.h2.cpus_busy_pct`);
+    ValueError for a key that is not a side's figure."""
+    for spec in SIDE_FIGURES:
+        if spec.matches(key) and not (values := spec.values(key)).get("on"):
+            return spec.key(**{**values, "on": ".".join(("host", host, ""))})  # {on}: host.<name>.
+    raise ValueError(f"not a side's stage figure: {key}")
+
+
+def not_read(host: str, lost: str | None) -> str:
+    """What a client host's stage says when it has no readings, never a stage: lost mid-trial (`lost`: why),
+    or its agent gave none over the phase."""
+    if lost is None:
+        return f"not read: {host}'s agent gave no readings over the phase"
+    return f"not read: {host} was lost ({(lost.splitlines() or ['lost'])[0]})"
+
+
+def side_text(names: Mapping[str, str], unread: Mapping[str, str | None]) -> str:
+    """A side spread over hosts in words: each host whose stage saturated with it ("all cores busy on h3; thread
+    wireguard-go on h4"), else "none"; the hosts without readings said after it ("(no stage: h4 lost)")."""
+    hit = [f"{name} on {host}" for host, name in names.items() if name != "none"]
+    text = "; ".join(hit) if hit else "none"
+    if unread:
+        said = ", ".join(f"{h} {'not read' if why is None else 'lost'}" for h, why in sorted(unread.items()))
+        text += f" (no stage: {said})"
+    return text
+
+
+def fleet_saturation(
+    server: RoleCost | None,
+    server_host: str,
+    clients: Mapping[str, RoleCost],
+    hosts: Sequence[str],
+    lost: Mapping[str, str],
+    window: tuple[float, float],
+) -> tuple[Metrics, dict[str, object]]:
+    """The stage of a fleet whose roles ran on hosts (`--hosts`), over `window` (the controller's phase clock):
+    the server side as `saturation_on_hosts` judges it on its host (`server_host`, named in
+    `stage_hosts.server`); the client side on each client host in
+    `hosts` (those with a share, in the inventory's order) from that host's readings in `clients` (host ->
+    its clients' RoleCost, with threads and CPUs). With one client host its figures are `stage.client.*`;
+    with several each host's are `stage.client.host.<name>.*`, `stage.client.saturated` says whether any
+    host's stage saturated (left out when a host has no readings and none of the others saturated: unknown),
+    and the params hold each host's stage (`stage_hosts.client.<name>`), threads and CPUs. A host in `lost`
+    (host -> why) or without readings has no figures: its stage says why (`not_read`), never a zero."""
+    m: Metrics = {}
+    said: dict[str, dict[str, object]] = {}
+    if server is not None and server.cpus:
+        figures, got = saturation_on_hosts({"server": server}, window, {})
+        m.update(figures)
+        for name, part in got.items():
+            if isinstance(part, Mapping):
+                said.setdefault(name, {}).update(part)
+        if (server_stage := said.get("stage", {}).get("server")) is not None:
+            said.setdefault("stage_hosts", {})["server"] = {server_host: server_stage}
+    judged: dict[str, tuple[Metrics, dict[str, object]]] = {}
+    for host in hosts:
+        if host in clients and host not in lost:
+            figures, got = saturation_on_hosts({"client": clients[host]}, window, {})
+            if got:  # readings of its CPUs over the window
+                judged[host] = figures, got
+    missing = {h: lost.get(h) for h in hosts if h not in judged}  # host -> why it was lost, None: not lost
+    if not hosts:
+        return m, dict(said)
+    if len(hosts) == 1:
+        (host,) = hosts
+        if host in judged:
+            figures, got = judged[host]
+            m.update(figures)
+            for name, part in got.items():
+                if isinstance(part, Mapping):
+                    said.setdefault(name, {}).update(part)
+        else:
+            said.setdefault("stage", {})["client"] = not_read(host, missing[host])
+        said.setdefault("stage_hosts", {})["client"] = {host: said["stage"]["client"]}
+        return m, dict(said)
+    names: dict[str, str] = {}
+    per_host: dict[str, dict[str, object]] = {}
+    for host in hosts:
+        if host not in judged:
+            per_host.setdefault("stage_hosts", {})[host] = not_read(host, missing[host])
+            continue
+        figures, got = judged[host]
+        m.update({on_host(k, host): v for k, v in figures.items()})
+        for name, part in got.items():  # stage -> stage_hosts, threads -> threads_hosts, host_cpus as it is
+            if isinstance(part, Mapping) and "client" in part:
+                per_host.setdefault(name if name == "host_cpus" else f"{name}_hosts", {})[host] = part["client"]
+        names[host] = str(per_host["stage_hosts"][host])
+    hit = any(name != "none" for name in names.values())
+    if hit or not missing:
+        m[SATURATED_FLAG.key(role="client")] = 1.0 if hit else 0.0
+    said.setdefault("stage", {})["client"] = side_text(names, missing)
+    for name, part in per_host.items():
+        said.setdefault(name, {})["client"] = dict(sorted(part.items(), key=lambda kv: hosts.index(kv[0])))
     return m, dict(said)

@@ -24,103 +24,32 @@ stripped build it cannot name. docs/work-gate.md says what that costs in noise.
 
 A count perf scaled (its counter ran for less than the whole window: multiplexed with other events, or a
 hybrid CPU's counter of one core type) is an estimate, not a count: the role is then not counted, with
-the reason. So is a role perf could not count at all; never a zero.
+the reason. So is a role perf could not count at all; never a zero. The probe, the parser and one role's
+perf stat are monitor/pmu.py's, which a host's agent shares: a role on a host (`--hosts`) is counted there by
+its agent's perf (the run's one counter for its hosts chosen when it connects: remote/instructions.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
-import psutil
-
-from tunbench.errors import CommandFailed
-from tunbench.host.ledger import Ledger
-from tunbench.host.proc import run_cmd
 from tunbench.monitor import work
-from tunbench.monitor.callgrind import go_binary
+from tunbench.monitor.callgrind import InstrWindow
 from tunbench.monitor.counters import INSTR_COUNT, INSTR_RUNTIME, short_ifname
+from tunbench.monitor.pmu import EVENT, RoleInstructions, probe_perf, whole_reason
 from tunbench.perf.flamegraph import find_tool
-from tunbench.perf.instructions import DEVICE, FIRST_WINDOW, NO_DAEMON, ROLES
+from tunbench.perf.instructions import DEVICE, FIRST_WINDOW, NO_DAEMON, ROLES, keep
 from tunbench.results import TrialRecord
 from tunbench.sites.base import Pair
 from tunbench.tunnels.tunnel import Tunnel
 from tunbench.workloads.base import Context
 
-EVENT = "instructions:u"
-"""The instructions a process retired in user space, as the CPU's PMU counts them."""
 COUNTERS = ("auto", "perf", "callgrind")
 Counter = Literal["perf", "callgrind"]
-TAG = "perf-instr"
-"""The stem of its perf stat's files in the trial's directory (monitor/work.py's `Counting`)."""
-WHOLE = "Go's runtime not separated: perf stat counts a process whole: the whole count is judged"
-_INSTRUCTIONS = re.compile(r"^(?:[\w.-]+/)?instructions(?::[A-Za-z]+)?(?:/[A-Za-z]*)?$")
-
-
-def is_instructions(event: str) -> bool:
-    """Whether perf's name for a counter is the instructions event: `instructions:u`, and on a hybrid CPU one
-    line per core type (`cpu_core/instructions/u`, `cpu_atom/instructions/u`)."""
-    return bool(_INSTRUCTIONS.match(event))
-
-
-@dataclass(frozen=True)
-class Reading:
-    """A role's instructions from perf stat's CSV: the count, or why there is none."""
-
-    count: float | None
-    why: str = ""
-
-
-def reading(text: str) -> Reading:
-    """The instructions in one perf stat CSV (pure): the sum of its instructions lines (a hybrid CPU prints
-    one per core type; a type the processes never ran on reads `<not counted>`). None, with why, when no line
-    counted, or when perf scaled a count because its counter ran for less than the window."""
-    rows = [r for r in work.parse_stat_rows(text) if is_instructions(r.event)]
-    counted = [r for r in rows if r.value is not None]
-    if not counted:
-        said = ", ".join(dict.fromkeys(r.raw for r in rows)) or "no instructions line"
-        return Reading(None, f"perf stat read no {EVENT} ({said})")
-    scaled = [r for r in counted if r.running_pct is not None and r.running_pct < 100.0]
-    if scaled:
-        share = ", ".join(f"{r.event} {r.running_pct:g}%" for r in scaled)
-        return Reading(
-            None,
-            f"perf ran the instructions counter for part of the window only ({share}) and scaled its count: an "
-            "estimate, not a count (other events shared the PMU, or a hybrid CPU moved the processes between "
-            "core types: place each side on one type with --cpuset)",
-        )
-    return Reading(sum(r.value for r in counted if r.value is not None))
-
-
-def capability(perf: str, returncode: int, output: str) -> work.Capability:
-    """What `perf stat -x, -e instructions:u true` said (pure): perf can count the event here when it ran and
-    read a count; else `why` quotes perf (`<not supported>` where the host has no PMU, as a VM without one)."""
-    rows = [r for r in work.parse_stat_rows(output) if is_instructions(r.event)]
-    if returncode == 0 and any(r.value is not None for r in rows):  # a share below 100% is a window's concern
-        return work.Capability(perf, (EVENT,), hardware=True)
-    if rows:
-        said = ", ".join(dict.fromkeys(r.raw for r in rows))
-    else:
-        lines = [ln.strip() for ln in output.strip().splitlines() if ln.strip()]
-        said = re.sub(r"^Error:\s*", "", " ".join(lines[-2:])) or f"exit status {returncode}"
-    pmu = ", no hardware counter (a VM without a PMU, for one)" if "not supported" in said else ""
-    return work.Capability(perf, (), f"perf cannot count {EVENT} here: {said}{pmu}")
-
-
-def probe_perf(perf: str | None) -> work.Capability:
-    """Whether `perf` (None: not installed) counts `instructions:u` on this host: a `perf stat` of `true`."""
-    if perf is None:
-        return work.Capability("", (), "perf is not installed (Debian: apt install linux-perf)")
-    try:
-        res = run_cmd([perf, "stat", "-x,", "-e", EVENT, "true"], timeout_s=20, check=False)
-    except (OSError, CommandFailed) as e:
-        return work.Capability(perf, (), f"perf stat failed: {e}")
-    return capability(perf, res.returncode, res.stderr)
 
 
 @functools.cache
@@ -159,6 +88,11 @@ def choose(setting: str, cap: work.Capability | None) -> Choice:
 
 def choice_line(counter: str, why: str) -> str:
     """How the dry run names the counter (`counter`, chosen because `why`) and what it counts."""
+    if counter not in ("perf", "callgrind"):  # on hosts, before the run connects: `auto` or a forced `perf`
+        return (
+            f"instructions counted by {'perf or callgrind' if counter == 'auto' else counter} ({why}): one counter "
+            "for both sides, over each trial, per byte its tunnel device handled"
+        )
     if counter == "perf":
         what = (
             f"each role's tunnel processes at full speed, the CPU's own count of {EVENT} (perf stat), Go's runtime "
@@ -169,52 +103,12 @@ def choice_line(counter: str, why: str) -> str:
     return f"instructions counted by {counter} ({why}): {what}, over each trial, per byte its tunnel device handled"
 
 
-def whole_reason(pids: Sequence[int]) -> str:
-    """Why a role's whole count is judged ("" when it has no Go runtime to leave out): a Go program among its
-    processes (instructions.go_binary: the build's .go.buildinfo)."""
-    for pid in pids:
-        try:
-            exe = psutil.Process(pid).exe()
-        except psutil.Error:
-            continue
-        if exe and go_binary(exe)[0]:
-            return WHOLE
-    return ""
-
-
-class _RoleInstructions:
-    """One role's instructions over a window (a monitor/work.py RoleCount): its perf stat, the count read."""
-
-    def __init__(self, cap: work.Capability, role: str, pids: Sequence[int], workdir: Path, ledger: Ledger) -> None:
-        self.role = role
-        self._counting = work.Counting(cap, role, pids, workdir, ledger, tag=TAG)
-
-    @property
-    def why(self) -> str:
-        return self._counting.why
-
-    @why.setter
-    def why(self, text: str) -> None:
-        self._counting.why = text
-
-    def start(self) -> None:
-        self._counting.start()
-
-    def finish(self) -> dict[str, float | None]:
-        text = self._counting.stop()
-        if text is None:
-            return {}
-        got = reading(text)
-        if got.count is None:
-            self.why = got.why
-            return {}
-        return {INSTR_COUNT.key(role=self.role): got.count}
-
-
 class CountHardwareInstructions:
     """A runner WindowHook (as perf/instructions.py's CountInstructions, without a daemon wrapper: the
     tunnel runs natively): each local role's tunnel processes counted with perf stat `instructions:u` over the
-    measured call, stored as `instr.<role>.count`."""
+    measured call, stored as `instr.<role>.count`; a role on a host (`--hosts`) by its host's agent with that
+    host's perf, switched on and read at the same edges (Pair.instructions_elsewhere with counter "perf",
+    remote/instructions.py), with the bytes its tunnel device handled there."""
 
     def __init__(self, cap: work.Capability | None = None) -> None:
         self.cap = cap if cap is not None else probe()
@@ -225,19 +119,32 @@ class CountHardwareInstructions:
             yield None
             return
         notes: dict[str, str] = {}
-        pids = roles_to_count(ctx, tunnel, rec, notes, self.cap.why)
+        remote = any(p.machine for p in (ctx.client, ctx.server))
+        elsewhere = pair.instructions_elsewhere(tunnel, "perf") if remote else {}
+        pids = roles_to_count(ctx, tunnel, rec, notes, self.cap.why, elsewhere)
         rec.params["instr_sides"] = [role for role in ROLES if tunnel.daemons.get(role) is not None]
         whole = {role: why for role, ps in pids.items() if (why := whole_reason(ps))}
         make: dict[str, Callable[[], work.RoleCount]] = {
-            role: functools.partial(_RoleInstructions, self.cap, role, ps, ctx.workdir, ctx.ledger)
+            role: functools.partial(RoleInstructions, self.cap, role, ps, ctx.workdir, ctx.ledger)
             for role, ps in pids.items()
         }
         got: dict[str, float | None] = {}
+        devices = {role: tunnel.topo.ifname(DEVICE[role]) for role in elsewhere}
+        there: dict[str, InstrWindow] = {}
         try:
             with work.count_roles(make, got, notes):
+                there = {role: on(devices[role]) for role, on in elsewhere.items() if role not in notes}
                 yield None
         finally:
             store(rec, tunnel, got, whole, notes)
+            for role, window in there.items():  # each read by its host's agent
+                counted = window.read()
+                device = short_ifname(devices[role], tunnel.topo.prefix)
+                if counted.count is None:
+                    rec.params.setdefault("instr", {})[role] = counted.why
+                else:
+                    keep(rec, role, counted, device)
+                    rec.params.setdefault("instr_devices", {})[role] = device
 
 
 MODES_UNSEEN = (
@@ -247,24 +154,27 @@ MODES_UNSEEN = (
 
 
 def roles_to_count(
-    ctx: Context, tunnel: Tunnel, rec: TrialRecord, notes: dict[str, str], why_not: str
+    ctx: Context, tunnel: Tunnel, rec: TrialRecord, notes: dict[str, str], why_not: str, elsewhere: Collection[str] = ()
 ) -> dict[str, list[int]]:
     """The local roles to count and their processes; `notes[role]` says why each other role is not counted
-    (the same reasons as the callgrind path's, perf/instructions.py, and perf's own when it cannot count)."""
+    (the same reasons as the callgrind path's, perf/instructions.py, and this machine's perf's own when it
+    cannot count), except the roles in `elsewhere`, which their host counts (and says why not)."""
     places = {"client": ctx.client, "server": ctx.server}
     first_warm = (rec.params.get("warm") or {}).get("window") == 1
     out: dict[str, list[int]] = {}
     for role in ROLES:
         if first_warm:
             notes[role] = FIRST_WINDOW
-        elif why_not:
-            notes[role] = f"not counted: {why_not}"
-        elif places[role].machine:
-            notes[role] = "not counted: the role runs on another host (--hosts)"
         elif tunnel.daemons.get(role) is None:
             notes[role] = NO_DAEMON
-        elif (spec := tunnel.spec.instructions) is not None:
+        elif (spec := tunnel.spec.instructions) is not None:  # wherever it runs: perf's one total
             notes[role] = MODES_UNSEEN.format(mode=spec.mode)
+        elif role in elsewhere:
+            continue  # its host's agent counts it
+        elif places[role].machine:
+            notes[role] = "not counted: the role runs on another host (--hosts)"
+        elif why_not:
+            notes[role] = f"not counted: {why_not}"
         elif not (ps := tunnel.pids(role)):
             notes[role] = f"not counted: {work.NO_PROCESS}"
         else:

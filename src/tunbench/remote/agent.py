@@ -38,7 +38,7 @@ from tunbench.host.scope import run_scope
 from tunbench.host.workdir import workdir
 from tunbench.link.emulator import LinkEmulator, profile_link_builder
 from tunbench.link.profile import Profile
-from tunbench.monitor import callgrind, work
+from tunbench.monitor import callgrind, pmu, work
 from tunbench.monitor.counters import parse_dev
 from tunbench.monitor.sampler import Sampler
 from tunbench.remote import facts, hostwatch
@@ -106,8 +106,9 @@ class Agent:
         self.counts: dict[str, work.Counting] = {}  # counted work in progress (op_count_open)
         self._count_cap: work.Capability | None = None  # what perf may count here, probed once
         self._callgrind: callgrind.Callgrind | None = None  # valgrind's programs here, found once
+        self._instr_cap: work.Capability | None = None  # whether perf counts instructions:u here, probed once
         # counted instructions in progress (op_instr_on): the window, its place, the tunnel device, its bytes then
-        self.instr: dict[str, tuple[callgrind.RoleWindow, LocalPlace, str, dict[str, float]]] = {}
+        self.instr: dict[str, tuple[callgrind.RoleWindow | pmu.PmuWindow, LocalPlace, str, dict[str, float]]] = {}
         self.caps: dict[str, tuple[CpuCap, str]] = {}  # CPU caps (op_cap_open) and their places
         self.watches: dict[str, hostwatch.Watch] = {}  # measured windows being watched (op_watch_start)
         self._own: tuple[list[int], tuple[str, int, str, int] | None] | None = None  # ancestors, control socket
@@ -478,7 +479,9 @@ class Agent:
         or the client's egress: its process, as a local run samples its own). `cgroup_only`: the role's
         cgroup totals, no process sampled (hundreds of clients at 10 Hz would perturb the host). `threads`:
         also each of the role's threads, each CPU of this host and each of the place's placements' processes
-        at every tick, for the saturated stage (monitor/stage.py), as a local run's sampler reads them."""
+        at every tick, for the saturated stage (monitor/stage.py), as a local run's sampler reads them; with
+        `cgroup_only`, the threads of every process in the role's cgroup at the first and last tick only (a
+        fleet's clients on this host, judged over the whole phase) and the CPUs at every tick."""
         pl = self._place(place)
         daemons = [self.procs[p] for p in procs if p in self.procs]
         emulator = self.links.get(place)
@@ -488,7 +491,13 @@ class Agent:
             link_pid = emulator.pid
             sampler = Sampler({role: (lambda: [link_pid], None)}, interval_s=REMOTE_INTERVAL_S)
         elif cgroup_only:
-            sampler = Sampler({role: (lambda: [], pl.cgroups.get(role))}, interval_s=REMOTE_INTERVAL_S)
+            cg = pl.cgroups.get(role)
+            sampler = Sampler(
+                {role: (lambda: [], cg)},
+                interval_s=REMOTE_INTERVAL_S,
+                threads=threads,
+                edge_threads={role: cg.pids if cg is not None else list} if threads else None,
+            )
         else:
             placements = self.places[place].placements if threads else {}
             sampler = Sampler(
@@ -553,10 +562,27 @@ class Agent:
         metrics = c.finish()
         return {"metrics": metrics, "why": c.why}
 
-    def op_instr_on(self, place: str, role: str, procs: list[str], device: str) -> dict[str, Any]:
-        """Counted instructions (monitor/callgrind.py) of a role's daemon at a place, started under this host's
-        callgrind: switched on now, and the bytes of the role's tunnel device `device` read. {"count": key}, or
-        {"count": None, "why": ...} where this host cannot count (valgrind missing) or it did not switch on."""
+    def _pmu(self) -> work.Capability:
+        if self._instr_cap is None:
+            self._instr_cap = pmu.probe_perf(shutil.which("perf"))
+        return self._instr_cap
+
+    def op_instr_capability(self) -> dict[str, Any]:
+        """Whether this host's perf counts `instructions:u` (its PMU; monitor/pmu.py): {"why": ""} where it
+        does, else perf's reason; `run` and `doctor --hosts` choose the counter from it."""
+        cap = self._pmu()
+        return {"perf": cap.perf, "why": cap.why}
+
+    def op_instr_on(
+        self, place: str, role: str, procs: list[str], device: str, counter: str = "callgrind"
+    ) -> dict[str, Any]:
+        """Counted instructions of a role at a place, switched on now, and the bytes of the role's tunnel device
+        `device` read. `counter` "callgrind": its daemon, started under this host's callgrind
+        (monitor/callgrind.py); "perf": the role's processes, running natively, by perf stat's `instructions:u`
+        (monitor/pmu.py). {"count": key}, or {"count": None, "why": ...} where this host cannot count (valgrind
+        missing, perf refused: no PMU) or it did not switch on."""
+        if counter == "perf":
+            return self._pmu_on(place, role, procs, device)
         if self._callgrind is None:
             self._callgrind = callgrind.find()
         if why := self._callgrind.why_not:
@@ -569,6 +595,23 @@ class Agent:
         before = _device_bytes(pl, device)
         if why := window.on():
             return {"count": None, "why": why}
+        key = self._id("i")
+        self.instr[key] = (window, pl, device, before)
+        return {"count": key, "why": ""}
+
+    def _pmu_on(self, place: str, role: str, procs: list[str], device: str) -> dict[str, Any]:
+        cap = self._pmu()
+        if cap.why:
+            return {"count": None, "why": f"not counted: {cap.why}"}
+        pl = self._place(place)
+        pids = pl.pids(role, [self.procs[p] for p in procs if p in self.procs])
+        if not pids:
+            return {"count": None, "why": f"not counted: {work.NO_PROCESS}"}
+        before = _device_bytes(pl, device)
+        window = pmu.PmuWindow(cap, role, pids, pl.workdir, self.ledger)
+        if window.why:
+            window.read()  # stops its perf
+            return {"count": None, "why": window.why}
         key = self._id("i")
         self.instr[key] = (window, pl, device, before)
         return {"count": key, "why": ""}
@@ -665,7 +708,11 @@ class Agent:
         kill_running()  # a command answered on the pool (an iperf3 client) must not outlive the teardown
         for key in list(self.counts):
             self.counts.pop(key).finish()
-        self.instr.clear()  # nothing runs for them: their daemons stop with their places
+        for window, *_ in self.instr.values():
+            if isinstance(window, pmu.PmuWindow):  # its perf stat stops now; callgrind's stop with their daemons
+                with contextlib.suppress(Exception):
+                    window.read()
+        self.instr.clear()
         for key in list(self.probes):
             self.op_probe_close(key)
         for key in list(self.procs):

@@ -337,6 +337,17 @@ def trial_warnings(ts: list[TrialRecord], label: str) -> list[StabilityWarning]:
                 "check the host and its network (`tunbench doctor --hosts`), then run the case again",
             )
         )
+    if hit := [t for t in ts if saturated_text(t.params)]:
+        said = "; ".join(sorted({saturated_text(t.params) for t in hit}))
+        out.append(
+            StabilityWarning(
+                "host-saturated",
+                f"{label}: a host's stage saturated in {len(hit)} of {len(ts)} trial(s): {said}",
+                "a saturated client host limits its own clients, not the tunnel server (give it a smaller "
+                "tunbench_client_weight, or add a client host); a saturated server host is the server's limit "
+                "(docs/multi-host.md)",
+            )
+        )
     failed = sorted({name for t in ts for name in failed_checks(t.metrics)})
     if failed:
         out.append(
@@ -381,6 +392,21 @@ def _start_skewed(t: TrialRecord) -> bool:
 
 
 # ---- interfered trials ------------------------------------------------------------------------------------
+
+
+def saturated_text(params: dict[str, Any]) -> str:
+    """ "server on h1: thread wireguard-go; client on h3: all cores busy" for a fleet trial between hosts whose
+    stage saturated on a host (params.stage_hosts: side -> host -> stage, monitor/stage.py fleet_saturation);
+    "" when none did, or the trial is not one. A host lost mid-trial has no stage and is not named here."""
+    hosts = params.get("stage_hosts")
+    if not isinstance(hosts, dict):
+        return ""
+    return "; ".join(
+        f"{side} on {host}: {name}"
+        for side in ("server", "client")
+        for host, name in (hosts.get(side) or {}).items()
+        if name != "none" and not str(name).startswith("not read")
+    )
 
 
 def lost_text(lost: dict[str, Any]) -> str:

@@ -161,6 +161,7 @@ CAUSES: dict[str, str] = {
     "common-limit": "",
     "start-skew": "",
     "clients-lost": "",
+    "host-saturated": "",
     "too-few-repetitions": f"fewer than {MIN_REPETITIONS} good repetitions",
     "few-for-significance": f"{MIN_REPETITIONS}-{MIN_REPETITIONS_SIGNIFICANCE - 1} repetitions, too few for a "
     "reliable significance test,",
@@ -217,6 +218,7 @@ _RUN_CODES = (
     "common-limit",
     "start-skew",
     "clients-lost",
+    "host-saturated",
     "too-few-repetitions",
 )
 

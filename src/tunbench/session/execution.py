@@ -7,6 +7,7 @@ and each trial start and end.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,8 @@ def execute(
     prov = provenance(plan)
     with Store(db_path) as store, run_scope() as ledger, contextlib.ExitStack() as opened:
         site = plan.site.open(opened, ledger, site_needs(plan), prov)
+        if scenario.run.count_instructions and (chosen := site.instr_counter()) is not None:
+            plan = dataclasses.replace(plan, instr_counter=chosen[0], instr_why=chosen[1])  # the hosts chose it
         uid = new_uid(ledger.prefix)  # the run's identity; the short prefix names what it creates
         run_id = store.create_run(
             uid=uid,

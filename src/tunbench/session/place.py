@@ -79,4 +79,5 @@ def site_needs(plan: RunPlan, cores_at: tuple[str, int | None, str] | None = Non
         start_tolerances=tuple(tolerances),
         cores=tuple(plan.scenario.workload.cores),
         cores_at=cores_at or (plan.source, None, "workload.cores"),
+        instr_counter=plan.scenario.run.instr_counter if plan.scenario.run.count_instructions else "",
     )

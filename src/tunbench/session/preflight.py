@@ -6,8 +6,6 @@ alone, and the plan it returns is frozen. Each step is its own module: resolve, 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from tunbench.config.load import check_workloads
 from tunbench.config.schema import Scenario
 from tunbench.plan import RunPlan, expand, interleave, skipped
@@ -18,9 +16,6 @@ from tunbench.session.size import Budget, expected_s, sized
 from tunbench.sites.base import SiteChoice
 from tunbench.sites.registry import choose
 from tunbench.tomlfile import locate
-
-if TYPE_CHECKING:
-    from tunbench.perf import hwinstr
 
 
 def prepare(
@@ -63,7 +58,7 @@ def prepare(
     )
     expected = [expected_s(pt, options, wl.window, site.client_count()) for pt in trials]
     commit, branch = build
-    counter = instr_choice(scenario)
+    counter = instr_choice(scenario, here=site.programs_here)
     plan = RunPlan(
         scenario,
         source,
@@ -79,8 +74,8 @@ def prepare(
         commit,
         branch,
         site=site,
-        instr_counter=counter.counter if counter is not None else "",
-        instr_why=counter.why if counter is not None else "",
+        instr_counter=counter[0] if counter is not None else "",
+        instr_why=counter[1] if counter is not None else "",
     )
     if cores_flag:
         cores_at: tuple[str, int | None, str] = ("command line", None, "--cores")
@@ -93,12 +88,17 @@ def prepare(
     return plan
 
 
-def instr_choice(scenario: Scenario) -> hwinstr.Choice | None:
-    """With count_instructions, the counter that counts them here (`[run] instr_counter`: perf where this
-    host's perf counts `instructions:u` under `auto`, else callgrind), probed once; None without."""
+def instr_choice(scenario: Scenario, *, here: bool = True) -> tuple[str, str] | None:
+    """With count_instructions, the counter that counts them and why (`[run] instr_counter`): on this machine
+    (`here`) perf where its perf counts `instructions:u` under `auto`, else callgrind, probed once; on hosts,
+    a forced callgrind, else the setting itself, which the hosts settle when the run connects (their perf
+    and PMU: remote/instructions.py run_counter); None without."""
     if not scenario.run.count_instructions:
         return None
     from tunbench.perf import hwinstr
 
     setting = scenario.run.instr_counter
-    return hwinstr.choose(setting, hwinstr.probe() if setting != "callgrind" else None)
+    if not here and setting != "callgrind":
+        return setting, "each host's perf and PMU decide when the run connects (`tunbench doctor --hosts` says which)"
+    choice = hwinstr.choose(setting, hwinstr.probe() if setting != "callgrind" else None)
+    return choice.counter, choice.why

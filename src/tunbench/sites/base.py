@@ -103,10 +103,12 @@ class Pair(Protocol):
         attached when called; every other role is counted by this machine's perf."""
         ...
 
-    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
+    def instructions_elsewhere(
+        self, tunnel: Tunnel, counter: str = "callgrind"
+    ) -> dict[str, Callable[[str], InstrWindow]]:
         """The roles whose tunnel daemon the machine they run on counts (`--count-instructions`: its agent's
-        callgrind), each a function of the role's tunnel device's name that switches the count on; every other
-        role is counted by this machine's callgrind."""
+        callgrind, or with `counter="perf"` its perf's `instructions:u`), each a function of the role's tunnel
+        device's name that switches the count on; every other role is counted on this machine."""
         ...
 
     def start_schedule(self) -> None:
@@ -145,11 +147,15 @@ class Pair(Protocol):
 class SampledCost:
     """The sampling of one traffic phase of a fleet: per role (`server`, `clients`, and `link` where this
     machine runs the emulator), and its wall time; with several client hosts, `results["clients"]` sums them
-    and `per_host` holds each host's clients."""
+    and `per_host` holds each host's clients. `stage` and `stage_params`: the saturated stage over the phase
+    (monitor/stage.py's metrics and params), where the site reads it (between hosts); the workload keeps its
+    measured phase's."""
 
     results: dict[str, RoleCost] = field(default_factory=dict)
     wall_s: float = 0.0
     per_host: dict[str, RoleCost] = field(default_factory=dict)
+    stage: dict[str, float | None] = field(default_factory=dict)
+    stage_params: dict[str, object] = field(default_factory=dict)
 
 
 class ReadyProbe(Protocol):
@@ -273,6 +279,11 @@ class Site(Protocol):
         self, metrics: dict[str, float | None], params: dict[str, Any], limits: Thresholds
     ) -> contextlib.AbstractContextManager[None]:
         """The host load and what else ran (other runs, foreign CPU, the harness's own) around a window."""
+        ...
+
+    def instr_counter(self) -> tuple[str, str] | None:
+        """With `--count-instructions`, the counter the machines the roles run on chose when the site opened
+        ("perf" or "callgrind") and why; None: this machine's choice, the plan's, stands."""
         ...
 
     def lost(self) -> list[str]:

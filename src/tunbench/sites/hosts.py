@@ -25,7 +25,7 @@ from tunbench.monitor.callgrind import InstrWindow
 from tunbench.monitor.interference import Thresholds, watched
 from tunbench.monitor.sampler import RoleCost, Sampler
 from tunbench.monitor.work import RoleCount
-from tunbench.remote.instructions import RemoteInstructions
+from tunbench.remote.instructions import RemoteInstructions, run_counter
 from tunbench.remote.inventory import Inventory
 from tunbench.remote.place import RemotePlace
 from tunbench.remote.spread import spread
@@ -72,10 +72,12 @@ class HostsPair:
             for role in ROLES
         }
 
-    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
-        """Every role with a daemon, by the agent of its host (remote/instructions.py)."""
+    def instructions_elsewhere(
+        self, tunnel: Tunnel, counter: str = "callgrind"
+    ) -> dict[str, Callable[[str], InstrWindow]]:
+        """Every role with a daemon, by the agent of its host (remote/instructions.py) with `counter`."""
         return {
-            role: functools.partial(RemoteInstructions, self.topo.place(role), role, [d])
+            role: functools.partial(RemoteInstructions, self.topo.place(role), role, [d], counter=counter)
             for role in ROLES
             if (d := tunnel.daemons.get(role)) is not None
         }
@@ -169,12 +171,18 @@ class HostsSite:
     """Roles on the run's hosts (sites.base.Site), over the connections `host_run` holds (one agent per host)."""
 
     def __init__(
-        self, host_run: HostRun, ledger: Ledger, by_cores: Mapping[int, Mapping[str, HostPlacement]] | None = None
+        self,
+        host_run: HostRun,
+        ledger: Ledger,
+        by_cores: Mapping[int, Mapping[str, HostPlacement]] | None = None,
+        instr: tuple[str, str] | None = None,
     ) -> None:
-        """`by_cores`: each value of the cores axis, as each role's side's CPUs on its host ({}: unplaced)."""
+        """`by_cores`: each value of the cores axis, as each role's side's CPUs on its host ({}: unplaced).
+        `instr`: the counter of `--count-instructions` the hosts chose, and why."""
         self.host_run = host_run
         self.ledger = ledger
         self.by_cores = dict(by_cores or {})
+        self.instr = instr
 
     def pair(self, stack: contextlib.ExitStack, spot: Spot, profile: Profile, params: dict[str, Any]) -> HostsPair:
         placed: Mapping[str, HostPlacement] = {}
@@ -243,6 +251,9 @@ class HostsSite:
         counts = self.host_run.count_request
         with host_window(conns, metrics, params, self.ledger.prefix, limits, local, counts):
             yield None
+
+    def instr_counter(self) -> tuple[str, str] | None:
+        return self.instr
 
     def lost(self) -> list[str]:
         return [c.name for c in self.host_run.conns.values() if c.lost]
@@ -313,7 +324,14 @@ class HostsChoice:
                     n: {role: dataclasses.asdict(p) for role, p in placed.items()} for n, placed in by_cores.items()
                 },
             }
-        return HostsSite(host_run, ledger, by_cores)
+        instr = None
+        if needs.instr_counter:  # one counter for the hosts of the pair's roles (remote/instructions.py)
+            pair_hosts = {h.name: h for h in (host_run.roles["client"], host_run.roles["server"])}
+            can = {name: str(host_run.conn_of(h).call("instr_capability")["why"]) for name, h in pair_hosts.items()}
+            instr = run_counter(needs.instr_counter, can)
+            self.connected.append(f"counted instructions on the hosts: {instr[0]} ({instr[1]})")
+            provenance["instr_counter_hosts"] = {"counter": instr[0], "why": instr[1], "perf": can}
+        return HostsSite(host_run, ledger, by_cores, instr)
 
 
 def check_cores_placeable(inventory: Inventory, needs: SiteNeeds) -> None:

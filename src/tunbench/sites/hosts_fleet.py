@@ -25,6 +25,7 @@ from tunbench.errors import ConfigError, TunbenchError
 from tunbench.host.cgroup import CpuUsage
 from tunbench.host.ledger import Ledger
 from tunbench.metrics import core
+from tunbench.monitor import stage
 from tunbench.monitor.sampler import RoleCost
 from tunbench.remote.cap import RemoteCpuCap
 from tunbench.remote.place import RemotePlace
@@ -305,17 +306,20 @@ class HostsFleetEnv:
     def sampling(self) -> Iterator[SampledCost]:
         """The server's cost per process on the server host, each client host's cgroup total there, each
         sampled on its host and moved onto this machine's clock; `results["clients"]` sums the hosts. A client
-        host lost before or during the phase has no figures (its clients are lost: lost_clients)."""
+        host lost before or during the phase has no figures (its clients are lost: lost_clients). With them,
+        what each host's agent read for the saturated stage (the server's threads at every tick, the clients'
+        at the phase's edges, each host's CPUs), judged per host over the phase (stage.fleet_saturation)."""
         out = SampledCost()
         fleet = self.fleet
         server = self.places.server
         firsts = {sh.host.name: self.places.client(sh.first) for sh in self._live()}
         started: list[tuple[str, RemotePlace, str]] = []
         try:
-            started.append(("server", server, server.sample_start("server", [fleet.server] if fleet.server else [])))
+            daemon = [fleet.server] if fleet.server else []
+            started.append(("server", server, server.sample_start("server", daemon, threads=True)))
             for name, place in firsts.items():
                 with contextlib.suppress(HostLost):
-                    started.append((name, place, place.sample_start("clients", [], cgroup_only=True)))
+                    started.append((name, place, place.sample_start("clients", [], cgroup_only=True, threads=True)))
         except BaseException:
             for _, place, key in started:
                 place.sample_abandon(key)
@@ -342,6 +346,15 @@ class HostsFleetEnv:
                 place.sample_abandon(key)
         if out.per_host:
             out.results["clients"] = summed(list(out.per_host.values()))
+        hosts = [sh.host.name for sh in self.shares if sh.count]
+        out.stage, out.stage_params = stage.fleet_saturation(
+            out.results.get("server"),
+            self.host_run.roles["server"].name,
+            out.per_host,
+            hosts,
+            self.lost_clients(),
+            (0.0, out.wall_s),
+        )
 
     def recorded(self) -> dict[str, object]:
         """What the trial's params record about the set-up, once it is up: the sysctls applied and the hosts'

@@ -51,7 +51,9 @@ class LocalPair:
     def counted_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[], RoleCount]]:
         return {}  # this machine's perf counts every role
 
-    def instructions_elsewhere(self, tunnel: Tunnel) -> dict[str, Callable[[str], InstrWindow]]:
+    def instructions_elsewhere(
+        self, tunnel: Tunnel, counter: str = "callgrind"
+    ) -> dict[str, Callable[[str], InstrWindow]]:
         return {}  # this machine's callgrind counts every role
 
     def start_schedule(self) -> None:
@@ -174,6 +176,9 @@ class LocalSite:
         self, metrics: dict[str, float | None], params: dict[str, Any], limits: Thresholds
     ) -> contextlib.AbstractContextManager[None]:
         return watched(metrics, params, self.ledger.prefix, limits)
+
+    def instr_counter(self) -> tuple[str, str] | None:
+        return None  # this machine's, the plan's
 
     def lost(self) -> list[str]:
         return []

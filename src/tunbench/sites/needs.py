@@ -62,3 +62,4 @@ class SiteNeeds:
     start_tolerances: tuple[float, ...] = ()  # how closely clients on several machines must start (a storm's)
     cores: tuple[int, ...] = ()  # the cores axis (`--cores`, `[workload] cores`): CPUs per side, each case's
     cores_at: tuple[str, int | None, str] = ("", None, "workload.cores")  # where it was given: source, line, key
+    instr_counter: str = ""  # `--count-instructions`: `[run] instr_counter` (auto, perf, callgrind); "": not counted

@@ -65,6 +65,7 @@ WarningCode: TypeAlias = Literal[
     "common-limit",
     "start-skew",
     "clients-lost",
+    "host-saturated",
 ]
 
 CV_WARN = 0.05

@@ -405,6 +405,8 @@ class ClientsWorkload(FleetWorkload[ClientsOptions]):
         rec.series[f"{series}per_client_bps"] = [(float(i), per_client[i]) for i in sorted(per_client)]
         cost_metrics(rec, sampler.results, sampler.wall_s, prefix="" if headline else series, sampled_roles=("server",))
         if headline:
+            m.update(sampler.stage)  # what saturated, per side and host, over the phase (between hosts)
+            rec.params.update(sampler.stage_params)
             m[core.THROUGHPUT.name] = agg
             m[core.WINDOW_S.name] = win.length_s
             m[FM.JAIN.name] = m[FM.whole(FM.PROTO_JAIN, proto=proto)]

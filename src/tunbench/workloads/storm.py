@@ -212,6 +212,8 @@ class StormWorkload(FleetWorkload[StormOptions]):
         rec.streams = [(i, "ready_s", ready_at[i] - t0, None) for i in sorted(ready_at)]
         m[FM.CPU_PER_CLIENT.name] = cpu_s / len(ready_s) if ready_s else None
         cost_metrics(rec, sampler.results, sampler.wall_s, sampled_roles=("server",))
+        m.update(sampler.stage)  # what saturated, per side and host, over the storm (between hosts)
+        rec.params.update(sampler.stage_params)
         if errors and len(ready_s) < n:
             rec.artifacts["client_errors.txt"] = mt.failures_text(errors, limit=20).encode()
 
