@@ -9,6 +9,8 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.unit.report_data import run, samples
 from tests.unit.test_netperf import rr_trials
@@ -95,6 +97,18 @@ def test_partial_output_is_a_trial_error_naming_what_is_missing(cut: str, says: 
 def test_garbage_is_a_trial_error(garbage: str) -> None:
     with pytest.raises(TrialError):
         sockperf.parse(garbage)
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(st.integers(0, 24), st.integers(0, 60), st.text(max_size=20))
+def test_truncated_or_spliced_output_is_a_trial_error_or_a_result(line: int, cut: int, junk: str) -> None:
+    lines = text("udp-wireguard-go").splitlines()
+    lines[line] = lines[line][:cut] + junk
+    try:
+        r = sockperf.parse("\n".join(lines))
+    except TrialError:
+        return
+    assert r.elapsed_s >= 0 and r.received >= 0
 
 
 # ---- figures ------------------------------------------------------------------------------------------
@@ -213,3 +227,19 @@ def test_make_deps_installs_sockperf_and_doctor_names_its_package() -> None:
     assert "sockperf" in apt.split()
     assert packages_for("sockperf", Family.APT) == ("sockperf",)
     assert ("sockperf", 'generator = "sockperf"') in workloads.get("udp-rr").optional
+
+
+@pytest.mark.parametrize(
+    ("bad", "says"),
+    [
+        ("percentile 99.000 = 1.2.3", "lacks p99"),
+        ("percentile 99.000 = -5", "lacks p99"),
+        ("percentile 99.000 = 5e3", "lacks p99"),
+        ("<MIN> observation = 1e9", "lacks min"),
+    ],
+)
+def test_a_figure_that_is_not_a_number_is_not_read(bad: str, says: str) -> None:
+    label = bad.split(" =")[0]
+    lines = [line if label not in line else f"sockperf: ---> {bad}" for line in text("udp-wireguard-go").splitlines()]
+    with pytest.raises(TrialError, match=says):
+        sockperf.parse("\n".join(lines))

@@ -222,8 +222,9 @@ class RrOptions(SizeOptions):
     @classmethod
     def _sockperf_can(cls, generator: Generator, info: ValidationInfo) -> Generator:
         """What sockperf's ping-pong cannot do is refused here, before a run: its client sends a message and
-        waits for its echo before the next (one in flight; its own -b sends a batch and waits for all of it,
-        not netperf's steady burst), and its server echoes each message at the size it came."""
+        waits for its echo before the next (one in flight; its own -b sends N messages in a row each cycle,
+        not netperf's N transactions kept in flight), and its server echoes each message at the size it
+        came."""
         if generator != "sockperf":
             return generator
         burst, req, resp = (info.data.get(k) for k in ("burst", "request_bytes", "response_bytes"))

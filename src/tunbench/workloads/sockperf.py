@@ -85,12 +85,13 @@ class SockperfResult:
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_VALID = re.compile(r"\[Valid Duration\] RunTime=([0-9.]+) sec; SentMessages=(\d+); ReceivedMessages=(\d+)")
+_NUM = r"(\d+(?:\.\d+)?)"  # a figure as sockperf prints it (%.3lf): never a second dot, a sign or an exponent
+_VALID = re.compile(rf"\[Valid Duration\] RunTime={_NUM} sec; SentMessages=(\d+); ReceivedMessages=(\d+)")
 _WARMUP = re.compile(r"Warm up time=(\d+) msec")
-_AVG = re.compile(r"avg-(rtt|latency)=([0-9.]+) \(std-dev=([0-9.]+)")
+_AVG = re.compile(rf"avg-(rtt|latency)={_NUM} \(std-dev={_NUM}")
 _DROPPED = re.compile(r"# dropped messages = (\d+)")
-_EDGE = re.compile(r"<(MAX|MIN)> observation = +([0-9.]+)")
-_PERCENTILE = re.compile(r"percentile +([0-9.]+) = +([0-9.]+)")
+_EDGE = re.compile(rf"<(MAX|MIN)> observation = +{_NUM}(?=\s|$)")
+_PERCENTILE = re.compile(rf"percentile +{_NUM} = +{_NUM}(?=\s|$)")
 
 
 def parse(text: str) -> SockperfResult:
