@@ -127,6 +127,12 @@ def test_metrics_are_declared_and_hold_the_round_trips() -> None:
     assert rr.LATENCY_STEP.name not in m  # netperf's histogram step: sockperf has none
 
 
+def test_the_window_ends_before_sockperfs_exit_and_lasts_its_valid_duration() -> None:
+    r = sockperf.parse(text("udp-wireguard-go"))
+    start, end = rr.sockperf_window(r, 100.0)
+    assert end == pytest.approx(100.0 - 0.15) and end - start == pytest.approx(2.55)
+
+
 def test_p999_needs_a_thousand_transactions() -> None:
     r = dataclasses.replace(sockperf.parse(text("tcp-direct")), received=999)
     assert rr.sockperf_metrics(r, 14)[rr.LATENCY_P999.name] is None
@@ -182,11 +188,15 @@ def test_crr_has_no_generator_choice() -> None:
         workloads.get("crr").options({"generator": "sockperf"})
 
 
-def test_estimate_counts_sockperfs_extra_second_per_run() -> None:
+def test_estimate_counts_sockperfs_wait_extra_second_and_exit_per_run() -> None:
     w = workloads.get("udp-rr")
     window = Window(duration_s=5, omit_s=1)
     net = w.estimate(Axes(), w.options(None), window)
-    assert w.estimate(Axes(), w.options({"generator": "sockperf"}), window) == pytest.approx(net + 2.0)
+    # per run: 2.1 s before its test, -t one second longer, 0.15 s from its valid duration's end to its exit
+    assert w.estimate(Axes(), w.options({"generator": "sockperf"}), window) == pytest.approx(net + 2 * 3.25)
+    assert w.estimate(Axes(), w.options({"generator": "sockperf"}), Window(duration_s=5, omit_s=0)) == pytest.approx(
+        w.estimate(Axes(), w.options(None), Window(duration_s=5, omit_s=0)) + 3.25
+    )
 
 
 # ---- compare and the report ---------------------------------------------------------------------------

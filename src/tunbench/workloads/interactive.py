@@ -317,19 +317,17 @@ class NetperfWorkload(Workload[Context, SizeOptions]):
 
     def measure_sockperf(self, ctx: Context, o: RrOptions) -> Measurement:
         """The ping-pong test as netperf's is run: a warm-up test whose figures are not kept, then the measured
-        one; its window is sockperf's valid duration, after its own warm-up from its launch."""
+        one; its window is sockperf's valid duration, placed back from its exit (sockperf.END_S): its test
+        starts about 2 s after its launch (sockperf.START_S), so a launch anchor would be off by that."""
         artifacts: dict[str, bytes] = {}
         size = o.message_bytes()
         if ctx.window.omit_s:
             _, out = sockperf.run_client(ctx, sockperf.SockperfParams(self.proto(), ctx.window.omit_s, size), "warm-up")
             artifacts["sockperf-warmup.txt"] = out.encode()
-        launched = time.monotonic()
-        r, out = sockperf.run_client(
-            ctx, sockperf.SockperfParams(self.proto(), ctx.window.duration_s, size), "measured"
-        )
+        measured = sockperf.SockperfParams(self.proto(), ctx.window.duration_s, size)
+        r, out = sockperf.run_client(ctx, measured, "measured")
         artifacts["sockperf.txt"] = out.encode()
-        start = launched + r.warmup_s
-        m = Measurement(artifacts=artifacts, window=(start, start + r.elapsed_s))
+        m = Measurement(artifacts=artifacts, window=sockperf_window(r, time.monotonic()))
         m.metrics.update(sockperf_metrics(r, size))
         m.params["generator"] = {"program": "sockperf", "test": "ping-pong", "proto": self.proto()}
         if m.metrics[LATENCY_P999.name] is None:
@@ -359,9 +357,10 @@ class NetperfWorkload(Workload[Context, SizeOptions]):
 
     def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """The trial's wall clock: its windows and set-up, and what each netperf run takes after its test
-        (`exit_lag_s`): the warm-up's test and the measured one."""
+        (`exit_lag_s`): the warm-up's test and the measured one; a sockperf run's wait before its test, its extra
+        second and its exit (workloads/sockperf.py)."""
         runs = 2 if window.omit_s else 1
-        lag = float(sockperf.EXTRA_S) if self.uses_sockperf(options) else self.exit_lag_s
+        lag = sockperf.EXTRA_S + sockperf.START_S + sockperf.END_S if self.uses_sockperf(options) else self.exit_lag_s
         return window.total_s + TRIAL_SETUP_S + runs * lag
 
     def derive(self, metrics: dict[str, float | None]) -> dict[str, float | None]:
@@ -378,6 +377,15 @@ def measured_window(r: netperf.NetperfResult, launched: float) -> tuple[float, f
     (nettest_omni.c's recv_omni, netlib.h; measured here with Debian's 2.7.0)."""
     start = launched + 2.0 * r.latency_us.get("min", 0.0) / 1e6
     return start, start + r.elapsed_s
+
+
+def sockperf_window(r: sockperf.SockperfResult, exited: float) -> tuple[float, float]:
+    """The measured seconds of a sockperf ping-pong on the monotonic clock, anchored at its exit: its valid
+    duration ends its cool-down and its summary before (sockperf.END_S). Not at its launch: it waits 2 s
+    after its warm-up messages before its test starts (sockperf.START_S), so a launch anchor held 1.6 s
+    without traffic and missed as much of it (the tunnel's CPU per transaction read 35 µs instead of 54)."""
+    end = exited - sockperf.END_S
+    return end - r.elapsed_s, end
 
 
 class RrWorkload(NetperfWorkload):
