@@ -383,7 +383,8 @@ def sockperf_window(r: sockperf.SockperfResult, exited: float) -> tuple[float, f
     """The measured seconds of a sockperf ping-pong on the monotonic clock, anchored at its exit: its valid
     duration ends its cool-down and its summary before (sockperf.END_S). Not at its launch: it waits 2 s
     after its warm-up messages before its test starts (sockperf.START_S), so a launch anchor held 1.6 s
-    without traffic and missed as much of it (the tunnel's CPU per transaction read 35 µs instead of 54)."""
+    without traffic and missed as much of it (the tunnel's CPU per transaction read 34-36 µs where the
+    netperf runs alternated with them read 50-57 µs)."""
     end = exited - sockperf.END_S
     return end - r.elapsed_s, end
 
