@@ -253,3 +253,17 @@ def test_a_figure_that_is_not_a_number_is_not_read(bad: str, says: str) -> None:
     lines = [line if label not in line else f"sockperf: ---> {bad}" for line in text("udp-wireguard-go").splitlines()]
     with pytest.raises(TrialError, match=says):
         sockperf.parse("\n".join(lines))
+
+
+def test_a_run_with_sockperf_needs_sockperf_not_netperf(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunbench.errors import DependencyMissing
+    from tunbench.session import check
+
+    w = workloads.get("udp-rr")
+    options = {"udp-rr": w.options({"generator": "sockperf"})}
+    monkeypatch.setattr(check.shutil, "which", lambda p: None if p in ("sockperf", "netperf") else f"/usr/bin/{p}")
+    with pytest.raises(DependencyMissing) as e:
+        check.check_dependencies([], [], ("udp-rr",), options=options)
+    assert "the workload udp-rr needs sockperf" in str(e.value) and "netperf" not in str(e.value)
+    assert check.program_needs([], ["udp-rr"], options)["workload udp-rr"] == ["sockperf"]
+    assert check.program_needs([], ["udp-rr"])["workload udp-rr"] == ["netperf", "netserver"]
