@@ -13,7 +13,7 @@ APT_PACKAGES := iperf3 iputils-ping iproute2 procps openssl \
 	wireguard-go wireguard-tools openvpn openssh-server openssh-client socat stunnel4 irtt \
 	nftables chromium linux-perf postgresql postgresql-client \
 	strongswan-charon strongswan-swanctl libstrongswan-standard-plugins libstrongswan-extra-plugins \
-	libcharon-extra-plugins fastd ethtool valgrind
+	libcharon-extra-plugins fastd ethtool valgrind sockperf
 # `python3 -m venv` (make venv) needs Debian's python3-venv: its python3 has no ensurepip without it
 PY_PACKAGES := python3-venv
 # Debian's Rust toolchain, installed only when there is no cargo at all (rustup's ~/.cargo/bin/cargo or a cargo

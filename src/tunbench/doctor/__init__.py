@@ -96,6 +96,12 @@ def checks(family: Family | None = None) -> list[Check]:
             else ("uses " + ", ".join(w.requires) if w.requires else "no extra program")
         )
         out.append(Check(f"workload {w.kind}", not needs, detail, programs_fix(needs, family), tuple(needs)))
+        for tool, option in w.optional:  # with one of its options only (rr's generator = "sockperf")
+            lacks = () if shutil.which(tool) else (tool,)
+            detail = f"uses {tool}" if not lacks else f"missing {tool}"
+            out.append(
+                Check(f"workload {w.kind} ({option})", not lacks, detail, programs_fix(list(lacks), family), lacks)
+            )
     from tunbench.link.binary import link_binary_or_none
 
     link = link_binary_or_none()

@@ -75,6 +75,8 @@ PACKAGES: dict[str, dict[Family, tuple[str, ...] | None]] = {
     # Debian's netperf is in its non-free component, which `apt-get install` alone does not reach (UNPACKAGED)
     "netperf": {Family.APT: None, Family.DNF: None, Family.PACMAN: None, Family.ZYPPER: None},
     "netserver": {Family.APT: None, Family.DNF: None, Family.PACMAN: None, Family.ZYPPER: None},
+    # Debian main: sockperf (rr's and udp-rr's generator = "sockperf")
+    "sockperf": {Family.APT: ("sockperf",), Family.DNF: None, Family.PACMAN: None, Family.ZYPPER: None},
     "wg": {
         Family.APT: ("wireguard-tools",),
         Family.DNF: ("wireguard-tools",),
@@ -162,6 +164,7 @@ UNPACKAGED: dict[str, str] = {
         "https://github.com/HewlettPackard/netperf (Arch: the AUR's netperf)"
     ),
     "netserver": "netperf's server: the netperf package (see netperf)",
+    "sockperf": "build it from https://github.com/Mellanox/sockperf (./autogen.sh && ./configure && make)",
     "wireguard-go": "build it from https://git.zx2c4.com/wireguard-go (make; Arch: the AUR's wireguard-go)",
     "fastd": "build it from https://github.com/neocturne/fastd (Arch: the AUR's fastd)",
     "boringtun-cli": "cargo install boringtun-cli (`make tools` in a checkout)",

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+
+from pydantic import BaseModel
 
 from tunbench.config.schema import Scenario
 from tunbench.errors import ConfigError, DependencyMissing, TunbenchError
@@ -103,13 +105,13 @@ def check_machine(plan: RunPlan, *, dry_run: bool) -> None:
         check_named_files(refs)
     if dry_run:
         try:  # valgrind where the roles run: on hosts, each host's (its roles say when it has none)
-            check_dependencies(refs, profiles, kinds, plan.instr_counter == "callgrind" and here)
+            check_dependencies(refs, profiles, kinds, plan.instr_counter == "callgrind" and here, plan.options)
         except DependencyMissing as e:
             plan.notes.append(str(e))
         return
     need_root()
     if here:
-        check_dependencies(refs, profiles, kinds, plan.instr_counter == "callgrind")
+        check_dependencies(refs, profiles, kinds, plan.instr_counter == "callgrind", plan.options)
     if plan.flamegraphs:
         from tunbench.perf.flamegraph import check_tools
 
@@ -145,7 +147,11 @@ INSTRUCTION_TOOLS = ("valgrind", "callgrind_control")
 
 
 def check_dependencies(
-    refs: list[TunnelRef], profiles: list[Profile], kinds: tuple[str, ...] = (), count_instructions: bool = False
+    refs: list[TunnelRef],
+    profiles: list[Profile],
+    kinds: tuple[str, ...] = (),
+    count_instructions: bool = False,
+    options: Mapping[str, BaseModel] | None = None,
 ) -> None:
     problems = []
     for r in refs:
@@ -156,7 +162,7 @@ def check_dependencies(
         if shutil.which(tool) is None:
             problems.append(f"tunbench needs {tool}")
     for kind in kinds:
-        for tool in get_workload(kind).requires:
+        for tool in get_workload(kind).programs((options or {}).get(kind)):
             if shutil.which(tool) is None:
                 problems.append(f"the workload {kind} needs {tool}")
     if any(p.emulated for p in profiles):
@@ -176,10 +182,13 @@ def check_dependencies(
         )
 
 
-def program_needs(refs: list[TunnelRef], kinds: Iterable[str]) -> dict[str, list[str]]:
+def program_needs(
+    refs: list[TunnelRef], kinds: Iterable[str], options: Mapping[str, BaseModel] | None = None
+) -> dict[str, list[str]]:
     """Who needs which programs on a machine that runs its roles: tunbench itself, each tunnel (`requires`)
-    and each workload; what `--hosts` checks on every host and `doctor --hosts` lists per host."""
+    and each workload (with its options, where given: rr's generator); what `--hosts` checks on every host
+    and `doctor --hosts` lists per host."""
     needs = {"tunbench": list(HOST_TOOLS)}
     needs |= {f"tunnel {r.label}": required_programs(r) for r in refs}
-    needs |= {f"workload {kind}": list(get_workload(kind).requires) for kind in kinds}
+    needs |= {f"workload {kind}": list(get_workload(kind).programs((options or {}).get(kind))) for kind in kinds}
     return needs

@@ -257,6 +257,9 @@ class Workload(ABC, Generic[C, Opt]):
     description: ClassVar[str]
     # the programs it runs: checked before a run, listed by `tunbench doctor`
     requires: ClassVar[tuple[str, ...]] = ("iperf3",)
+    # programs only some of its options need, each with the option (rr's sockperf: generator = "sockperf"):
+    # `tunbench doctor` lists them apart; `programs` says what a run with given options needs
+    optional: ClassVar[tuple[tuple[str, str], ...]] = ()
     # which matrix axes apply: a latency probe has no flows or direction; "clients" and "variant" sweep
     # the values sweeps() takes from the options
     axes: ClassVar[tuple[str, ...]] = ("flows", "direction")
@@ -282,6 +285,11 @@ class Workload(ABC, Generic[C, Opt]):
         if layer in self.layers:
             return ""
         return f"{self.kind} needs an L3 tunnel (an L4 proxy forwards TCP connections only: no UDP)"
+
+    def programs(self, options: BaseModel | None) -> tuple[str, ...]:
+        """The programs a run with these options (None: the defaults) needs: `requires` unless an option picks
+        another generator."""
+        return self.requires
 
     def derive(self, metrics: dict[str, float | None]) -> dict[str, float | None]:
         """Figures it derives from a trial's metrics once the trial's CPU figures are in (its own and the

@@ -1,6 +1,6 @@
-"""What interactive users feel, with netperf (workloads/netperf.py): small request/response exchanges (`rr`:
-TCP_RR, `udp-rr`: UDP_RR, with request and response sizes and a burst of transactions in flight) and one
-new connection per transaction (`crr`: TCP_CRR, the connection rate).
+"""What interactive users feel, with netperf (workloads/netperf.py) or sockperf (workloads/sockperf.py): small
+request/response exchanges (`rr`: TCP_RR, `udp-rr`: UDP_RR, with request and response sizes and a burst of
+transactions in flight) and one new connection per transaction (`crr`: TCP_CRR, the connection rate).
 
 Each trial runs netperf for the warm-up's seconds (discarded), then for the measured seconds: transactions
 per second, the transaction time's percentiles (µs, netperf -j), and, once the trial's CPU figures are in,
@@ -8,7 +8,8 @@ the tunnel's CPU µs per transaction on each side (`derive`), so that `compare` 
 CPU per transaction. netperf needs a control and a data connection: through an L4 proxy (a one-port
 forward) the control connection goes over the underlay and the data connection through the proxy
 (netperf.route), so `rr` and `crr` run through the proxies too, each of crr's connections a new one through
-the proxy; `udp-rr` needs an L3 tunnel.
+the proxy; `udp-rr` needs an L3 tunnel. rr and udp-rr take `generator = "sockperf"` for the p99.9: sockperf's
+ping-pong keeps every round trip (one in flight, so no burst), its TCP test one connection to the target.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from typing import ClassVar
+from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from tunbench.metrics import Chart, Format, MetricSpec, declare
 from tunbench.metrics.core import WINDOW_S
@@ -26,7 +27,7 @@ from tunbench.monitor.cost import CPU_SYS, CPU_USER, PROCESSES
 from tunbench.monitor.counters import ROLES
 from tunbench.results import TrialRecord
 from tunbench.units import Window, fmt
-from tunbench.workloads import netperf
+from tunbench.workloads import netperf, sockperf
 from tunbench.workloads.base import TRIAL_SETUP_S, CaseAxes, Column, Context, Measurement, Workload
 
 _US = Format(3, 1.0, " µs")
@@ -48,9 +49,15 @@ LATENCY_P99 = declare(
 LATENCY = declare(
     "rr.latency_{stat}_us", "µs", "lower", "info",
     "The transaction time's other figures over the measured window: p50, p90, min, mean, max, standard "
-    "deviation (netperf has no p99.9: see docs/workloads-interactive.md).",
+    "deviation.",
     title="transaction {stat}", fmt=_US, chart=Chart("µs"), words=_FASTER,
     choices={"stat": ("p50", "p90", "min", "mean", "max", "stddev")},
+)  # fmt: skip
+LATENCY_P999 = declare(
+    "rr.latency_p999_us", "µs", "lower", "gate",
+    "The 99.9th percentile of the transaction time over the measured window, with generator = \"sockperf\" "
+    "(netperf has none): the round trip at rank 0.999·N of N, left out below 1,000 transactions.",
+    title="transaction p99.9", fmt=_US, chart=Chart("µs"), words=_FASTER,
 )  # fmt: skip
 LATENCY_STEP = declare(
     "rr.latency_p99_step_us", "µs", "none", "info",
@@ -135,6 +142,29 @@ def result_metrics(r: netperf.NetperfResult) -> dict[str, float | None]:
     return m
 
 
+P999_MIN_TRANSACTIONS = 1000
+"""The fewest transactions for a p99.9: below 1,000 the sample at rank round(0.999·N) is the largest one
+(sockperf's printPercentiles), which `max` already holds."""
+
+
+def sockperf_metrics(r: sockperf.SockperfResult, message_bytes: int) -> dict[str, float | None]:
+    """One measured ping-pong test's figures under rr's keys (pure): sockperf's percentiles are samples, not
+    interpolations, so none is left out but a p99.9 on fewer than P999_MIN_TRANSACTIONS transactions; no
+    histogram step, no retransmit count; the request and the response are one message of `message_bytes`."""
+    lat = r.latency_us
+    p999 = lat.get("p999") if r.received >= P999_MIN_TRANSACTIONS else None
+    m: dict[str, float | None] = {TRANSACTIONS.name: r.transactions_per_s, LATENCY_P99.name: lat.get("p99")}
+    m[LATENCY_P999.name] = p999
+    for stat in dict(LATENCY.choices)["stat"]:
+        m[LATENCY.key(stat=stat)] = lat.get(stat)
+    m[FIGURE.key(figure="transactions")] = r.transactions
+    m[FIGURE.key(figure="elapsed_s")] = r.elapsed_s
+    m[FIGURE.key(figure="request_bytes")] = float(message_bytes)
+    m[FIGURE.key(figure="response_bytes")] = float(message_bytes)
+    m[FIGURE.key(figure="burst")] = 0.0
+    return m
+
+
 def cpu_per_transaction(metrics: dict[str, float | None]) -> dict[str, float | None]:
     """The tunnel's CPU µs per transaction on each side and both together (pure): a side's CPU seconds over
     the measured window (user + system, the trial's per-role figures) over the transactions in that window
@@ -170,6 +200,9 @@ class SizeOptions(BaseModel):
         return 0
 
 
+Generator = Literal["netperf", "sockperf"]
+
+
 class RrOptions(SizeOptions):
     burst: int = Field(
         default=0,
@@ -178,9 +211,41 @@ class RrOptions(SizeOptions):
         description="transactions in flight beyond the first (netperf -b; 0: one at a time, a lone user's "
         "keystrokes; more: a pipelining client)",
     )
+    generator: Generator = Field(
+        default="netperf",
+        description="the traffic generator: netperf (TCP_RR, UDP_RR; p50/p90/p99 from its histogram) or "
+        "sockperf (ping-pong: every round trip kept, p99.9 too; one transaction in flight, request and response "
+        "of one size, IPv4 only)",
+    )
+
+    @field_validator("generator")
+    @classmethod
+    def _sockperf_can(cls, generator: Generator, info: ValidationInfo) -> Generator:
+        """What sockperf's ping-pong cannot do is refused here, before a run: its client sends a message and
+        waits for its echo before the next (one in flight; its own -b sends N messages in a row each cycle,
+        not netperf's N transactions kept in flight), and its server echoes each message at the size it
+        came."""
+        if generator != "sockperf":
+            return generator
+        burst, req, resp = (info.data.get(k) for k in ("burst", "request_bytes", "response_bytes"))
+        if burst:
+            raise ValueError(
+                f"sockperf's ping-pong keeps one transaction in flight: burst = {burst} needs generator = "
+                '"netperf" (or burst = 0)'
+            )
+        if req is not None and resp is not None and req != resp:
+            raise ValueError(
+                f"sockperf echoes each message at the size it came: request_bytes ({req}) and response_bytes "
+                f'({resp}) must be equal with generator = "sockperf"'
+            )
+        return generator
 
     def in_flight(self) -> int:
         return self.burst
+
+    def message_bytes(self) -> int:
+        """sockperf's message (request and echo): the sizes asked for, at least its 14-byte header."""
+        return max(self.request_bytes, sockperf.MIN_MESSAGE_BYTES)
 
 
 COLUMNS = (
@@ -188,6 +253,7 @@ COLUMNS = (
     Column("p50 µs", LATENCY.key(stat="p50"), "us"),
     Column("p90", LATENCY.key(stat="p90"), "us"),
     Column("p99", LATENCY_P99.name, "us"),
+    Column("p99.9", LATENCY_P999.name, "us"),
     Column("max", LATENCY.key(stat="max"), "us"),
     Column("CPU µs/tx (client / server)", "|".join(CPU_PER_TX_SIDE.key(role=r) for r in ROLES), "us"),
 )
@@ -208,18 +274,27 @@ class NetperfWorkload(Workload[Context, SizeOptions]):
     compared: ClassVar[tuple[tuple[MetricSpec, str], ...]] = (
         (TRANSACTIONS, "throughput"),
         (LATENCY_P99, "latency"),
+        (LATENCY_P999, "latency"),
         (CPU_PER_TX, "cpu"),
         (CPU_PER_TX_SIDE, "cpu"),
     )
 
+    def programs(self, options: BaseModel | None) -> tuple[str, ...]:
+        return ("sockperf",) if self.uses_sockperf(options) else self.requires
+
+    @staticmethod
+    def uses_sockperf(options: BaseModel | None) -> bool:
+        return isinstance(options, RrOptions) and options.generator == "sockperf"
+
     def headline(self, rec: TrialRecord) -> str:
         m = rec.metrics
         rate = m.get(TRANSACTIONS.name)
-        p50, p99 = m.get(LATENCY.key(stat="p50")), m.get(LATENCY_P99.name)
+        p50, p99, p999 = m.get(LATENCY.key(stat="p50")), m.get(LATENCY_P99.name), m.get(LATENCY_P999.name)
         if p50 is None or p99 is None:  # netperf could not resolve them (resolved): the exact mean instead
             mean = m.get(LATENCY.key(stat="mean"))
             return f"{fmt(rate, 'n')} transactions/s, mean {fmt(mean, 'us')} µs (percentiles not resolved)"
-        return f"{fmt(rate, 'n')} transactions/s, p50 {fmt(p50, 'us')} µs, p99 {fmt(p99, 'us')} µs"
+        tail = f", p99.9 {fmt(p999, 'us')} µs" if p999 is not None else ""
+        return f"{fmt(rate, 'n')} transactions/s, p50 {fmt(p50, 'us')} µs, p99 {fmt(p99, 'us')} µs{tail}"
 
     def params(self, ctx: Context, duration_s: int) -> netperf.NetperfParams:
         o = self.opts(ctx.options)
@@ -231,10 +306,41 @@ class NetperfWorkload(Workload[Context, SizeOptions]):
             burst=o.in_flight(),
         )
 
+    def proto(self) -> sockperf.Proto:
+        return "udp" if self.test == "UDP_RR" else "tcp"
+
     def prepare(self, ctx: Context, stack: contextlib.ExitStack) -> None:
-        stack.enter_context(netperf.Netserver(ctx))
+        if self.uses_sockperf(ctx.options):
+            stack.enter_context(sockperf.SockperfServer(ctx, self.proto()))
+        else:
+            stack.enter_context(netperf.Netserver(ctx))
+
+    def measure_sockperf(self, ctx: Context, o: RrOptions) -> Measurement:
+        """The ping-pong test as netperf's is run: a warm-up test whose figures are not kept, then the measured
+        one; its window is sockperf's valid duration, placed back from its exit (sockperf.END_S): its test
+        starts about 2 s after its launch (sockperf.START_S), so a launch anchor would be off by that."""
+        artifacts: dict[str, bytes] = {}
+        size = o.message_bytes()
+        if ctx.window.omit_s:
+            _, out = sockperf.run_client(ctx, sockperf.SockperfParams(self.proto(), ctx.window.omit_s, size), "warm-up")
+            artifacts["sockperf-warmup.txt"] = out.encode()
+        measured = sockperf.SockperfParams(self.proto(), ctx.window.duration_s, size)
+        r, out = sockperf.run_client(ctx, measured, "measured")
+        artifacts["sockperf.txt"] = out.encode()
+        m = Measurement(artifacts=artifacts, window=sockperf_window(r, time.monotonic()))
+        m.metrics.update(sockperf_metrics(r, size))
+        m.params["generator"] = {"program": "sockperf", "test": "ping-pong", "proto": self.proto()}
+        if m.metrics[LATENCY_P999.name] is None:
+            m.params["rr_percentiles"] = (
+                f"p99.9 left out: {r.received} transactions, fewer than {P999_MIN_TRANSACTIONS} (it would be the "
+                "largest, kept as max)"
+            )
+        return m
 
     def measure(self, ctx: Context) -> Measurement:
+        o = self.opts(ctx.options)
+        if isinstance(o, RrOptions) and o.generator == "sockperf":
+            return self.measure_sockperf(ctx, o)
         artifacts: dict[str, bytes] = {}
         if ctx.window.omit_s:  # the warm-up: its own test, whose figures are not kept
             _, out = netperf.run_client(ctx, self.params(ctx, ctx.window.omit_s), "warm-up")
@@ -251,9 +357,11 @@ class NetperfWorkload(Workload[Context, SizeOptions]):
 
     def estimate(self, case: CaseAxes, options: BaseModel, window: Window) -> float:
         """The trial's wall clock: its windows and set-up, and what each netperf run takes after its test
-        (`exit_lag_s`): the warm-up's test and the measured one."""
+        (`exit_lag_s`): the warm-up's test and the measured one; a sockperf run's wait before its test, its extra
+        second and its exit (workloads/sockperf.py)."""
         runs = 2 if window.omit_s else 1
-        return window.total_s + TRIAL_SETUP_S + runs * self.exit_lag_s
+        lag = sockperf.EXTRA_S + sockperf.START_S + sockperf.END_S if self.uses_sockperf(options) else self.exit_lag_s
+        return window.total_s + TRIAL_SETUP_S + runs * lag
 
     def derive(self, metrics: dict[str, float | None]) -> dict[str, float | None]:
         return cpu_per_transaction(metrics)
@@ -271,22 +379,37 @@ def measured_window(r: netperf.NetperfResult, launched: float) -> tuple[float, f
     return start, start + r.elapsed_s
 
 
+def sockperf_window(r: sockperf.SockperfResult, exited: float) -> tuple[float, float]:
+    """The measured seconds of a sockperf ping-pong on the monotonic clock, anchored at its exit: its valid
+    duration ends its cool-down and its summary before (sockperf.END_S). Not at its launch: it waits 2 s
+    after its warm-up messages before its test starts (sockperf.START_S), so a launch anchor held 1.6 s
+    without traffic and missed as much of it (the tunnel's CPU per transaction read 34-36 µs where the
+    netperf runs alternated with them read 50-57 µs)."""
+    end = exited - sockperf.END_S
+    return end - r.elapsed_s, end
+
+
 class RrWorkload(NetperfWorkload):
     kind = "rr"
     description = (
-        "TCP request/response (netperf TCP_RR), also through the L4 proxies: transactions/s, p50/p90/p99 µs, "
-        "CPU µs per transaction"
+        "TCP request/response (netperf TCP_RR, or sockperf's ping-pong for p99.9), also through the L4 proxies: "
+        "transactions/s, p50/p90/p99(/p99.9) µs, CPU µs per transaction"
     )
     test = "TCP_RR"
     Options = RrOptions
+    optional = (("sockperf", 'generator = "sockperf"'),)
 
 
 class UdpRrWorkload(NetperfWorkload):
     kind = "udp-rr"
-    description = "UDP request/response (netperf UDP_RR): transactions/s, p50/p90/p99 µs, CPU µs per transaction"
+    description = (
+        "UDP request/response (netperf UDP_RR, or sockperf's ping-pong for p99.9): transactions/s, "
+        "p50/p90/p99(/p99.9) µs, CPU µs per transaction"
+    )
     test = "UDP_RR"
     layers = ("l3",)
     Options = RrOptions
+    optional = (("sockperf", 'generator = "sockperf"'),)
 
 
 class CrrWorkload(NetperfWorkload):

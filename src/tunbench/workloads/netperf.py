@@ -9,7 +9,7 @@ connection through the proxy, on the forwarded port (`-- -H 0.0.0.0 -P ,PORT`). 
 figures asked for with `-- -k SELECTORS`, one `NAME=value` a line; `-j` makes it keep the per-transaction latencies its
 MIN/MEAN/P50/P90/P99/MAX_LATENCY selectors read (in µs). Debian's netperf 2.7.0 is built with burst support
 (`-- -b N`: N more transactions in flight) but without its histogram (`-v 2` prints none), so p99.9 is not
-to be had from it: the largest transaction time is the figure above p99.
+to be had from it: the largest transaction time is the figure above p99 (sockperf has it, workloads/sockperf.py).
 """
 
 from __future__ import annotations

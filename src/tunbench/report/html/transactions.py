@@ -1,6 +1,7 @@
 """The request/response workloads' chart (rr, udp-rr, crr: workloads/interactive.py): each case's transaction
-time at its minimum, p50, p90, p99 and maximum, one line per tunnel, on a log axis (a tunnel on `lan` and
-the same tunnel across 100 ms of RTT are four decades apart)."""
+time at its minimum, p50, p90, p99, p99.9 (where the case has one: generator = "sockperf") and maximum, one
+line per tunnel, on a log axis (a tunnel on `lan` and the same tunnel across 100 ms of RTT are four decades
+apart)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import plotly.graph_objects as go
 from tunbench.report.common import is_num
 from tunbench.report.html.base import DIRECT_COLOR, esc, group_title, layout
 from tunbench.results import CaseKey, TrialRecord
-from tunbench.workloads.interactive import LATENCY, LATENCY_P99
+from tunbench.workloads.interactive import LATENCY, LATENCY_P99, LATENCY_P999
 
 POINTS = (
     ("min", LATENCY.key(stat="min")),
     ("p50", LATENCY.key(stat="p50")),
     ("p90", LATENCY.key(stat="p90")),
     ("p99", LATENCY_P99.name),
+    ("p99.9", LATENCY_P999.name),
     ("max", LATENCY.key(stat="max")),
 )
 """The x axis: where on the distribution, and the metric that holds it."""
@@ -62,7 +64,7 @@ def fig_transactions(trials: list[TrialRecord], colors: dict[str, str]) -> go.Fi
         fig,
         "Transaction time (request/response, connection per transaction)"
         "<br><sub>medians over the successful repetitions; netperf's percentiles are estimates to 1-10% of their "
-        "value; one outside its minimum and maximum is not resolved and not drawn</sub>",
+        "value; one outside its minimum and maximum is not resolved and not drawn; p99.9 with sockperf only</sub>",
         "",
         "transaction time (µs, log)",
     )
