@@ -606,3 +606,21 @@ def test_a_role_whose_dumps_were_not_all_split_by_object_has_no_objects(
     got = window.read()
     assert got.count == 2 * 158734127.0 and got.processes == 2
     assert got.objects is None and got.whole == "annotate failed"
+
+
+def test_a_trial_with_one_side_in_the_other_mode_and_the_other_side_failed_is_a_failed_count() -> None:
+    from tunbench.report.compare.metrics import other_mode
+
+    r = _counted(more_work=0.0)
+    for t in r.trials[:4]:
+        t.metrics["interfered"] = 1.0
+    low = r.trials[5]
+    del low.metrics["instr.client.count"], low.metrics["instr.server.count"]
+    low.params["instr_other_mode"] = ["client"]  # the server's count failed: not left out on purpose
+    assert not other_mode(low)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
+    assert not any("kept" in n for n in res.notes)
+    del low.params["instr_other_mode"]
+    low.metrics["instr.server.count"] = 1.0  # the server counted, the client left out for its mode
+    low.params["instr_other_mode"] = ["client"]
+    assert other_mode(low)
