@@ -82,6 +82,17 @@ def test_one_client_host_is_the_client_side_itself_named_in_the_params() -> None
     assert said["stage"] == {"client": "not read: h2 was lost (gone)"}
 
 
+def test_a_client_host_whose_cpus_gave_no_figures_has_no_stage_rather_than_a_crash() -> None:
+    blank = host_cost((50.0, 40.0), 20.0)
+    blank.cpus[:] = [(t, {}) for t, _ in blank.cpus]  # ticks read, no CPU in them: no figure over the phase
+    for hosts in (["h2"], ["h2", "h3"]):
+        clients = {"h2": blank, "h3": host_cost((50.0, 40.0), 20.0)}
+        m, said = stage.fleet_saturation(None, "h1", clients, hosts, {}, (1.0, 9.0))
+        client = cast(dict[str, Any], said["stage_hosts"])["client"]
+        assert client["h2"] == "not read: h2's agent gave no readings over the phase"
+        assert not [k for k in m if ".host.h2." in k] and stage.CPUS_BUSY.key(role="client") not in m
+
+
 def test_a_side_figure_moves_onto_a_host_and_nothing_else_does() -> None:
     assert stage.on_host("stage.client.cpus_busy_pct", "h2.lab") == "stage.client.host.h2.lab.cpus_busy_pct"
     spec = REGISTRY.find("stage.client.host.h2.lab.cpus_busy_pct")

@@ -567,3 +567,60 @@ def test_a_trial_left_out_for_its_mode_does_not_stop_the_work_gate_keeping_inter
     del low.params["instr_other_mode"]  # the same gap from a failed count: the timed rule leaves them out
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
     assert not any("kept" in n for n in res.notes)
+
+
+def test_a_window_whose_split_by_object_was_not_read_is_not_counted_rather_than_judged_in_the_other_mode() -> None:
+    from tunbench.tunnels.adapter import InstructionsSpec
+
+    spec = InstructionsSpec(mode_object="libssl.so", mode="busy")
+    # callgrind_annotate missing or failed: no split by object, so no share of libssl to read the mode from
+    unread = cg.Counted(69_868_599.0, None, "Go's runtime not separated: callgrind_annotate is missing")
+    rec = trial(1, "base", 20e6)
+    why = ins.mode_why(spec, unread, "client", rec)
+    assert why.startswith("not counted: its mode (busy) could not be read") and "callgrind_annotate" in why
+    assert "instr_mode" not in rec.params and "instr_other_mode" not in rec.params  # a failed count, not a mode
+
+
+def test_a_role_whose_dumps_were_not_all_split_by_object_has_no_objects(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A daemon that forks (socat) is split dump by dump: one dump left unsplit leaves the role's objects
+    unread, not the others' objects alone (which would understate the mode's share)."""
+
+    def control(workdir: Path, role: str, args: list[str]) -> str:
+        if args[0] == "-d":
+            (workdir / f"callgrind.{role}.out.{args[1]}.1").write_text(DUMP)
+        return ""
+
+    splits = {"4242": cg.Split(0.0, "", cg.object_counts(OVPN_BUSY)), "5151": cg.Split(None, "annotate failed", None)}
+    monkeypatch.setattr(cg, "process_tree", lambda pid: [4242, 5151])
+    window = cg.RoleWindow(
+        cg.Callgrind("/usr/bin/valgrind", "/usr/bin/callgrind_control"),
+        tmp_path,
+        "client",
+        4242,
+        control_fn=control,
+        runtime_fn=lambda dump: splits[dump.name.split(".")[3]],
+    )
+    assert window.on() == ""
+    got = window.read()
+    assert got.count == 2 * 158734127.0 and got.processes == 2
+    assert got.objects is None and got.whole == "annotate failed"
+
+
+def test_a_trial_with_one_side_in_the_other_mode_and_the_other_side_failed_is_a_failed_count() -> None:
+    from tunbench.report.compare.metrics import other_mode
+
+    r = _counted(more_work=0.0)
+    for t in r.trials[:4]:
+        t.metrics["interfered"] = 1.0
+    low = r.trials[5]
+    del low.metrics["instr.client.count"], low.metrics["instr.server.count"]
+    low.params["instr_other_mode"] = ["client"]  # the server's count failed: not left out on purpose
+    assert not other_mode(low)
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
+    assert not any("kept" in n for n in res.notes)
+    del low.params["instr_other_mode"]
+    low.metrics["instr.server.count"] = 1.0  # the server counted, the client left out for its mode
+    low.params["instr_other_mode"] = ["client"]
+    assert other_mode(low)

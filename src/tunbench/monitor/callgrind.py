@@ -232,23 +232,23 @@ def control(tools: Callgrind, workdir: Path, role: str, args: list[str]) -> str:
 
 class Split(NamedTuple):
     """One dump split by function: the instructions in Go's runtime (None: not separated, `whole` says why the
-    whole count is judged instead) and the instructions by shared object (object_counts; {} where
-    callgrind_annotate could not run)."""
+    whole count is judged instead) and the instructions by shared object (object_counts; None where
+    callgrind_annotate could not run: not read, which is not "none in any object")."""
 
     runtime: float | None
     whole: str
-    objects: dict[str, float]
+    objects: dict[str, float] | None
 
 
 def runtime(tools: Callgrind, dump: Path) -> Split:
     """A dump's split (Split): why the whole count is judged is callgrind_annotate missing or failed, or a Go
     program without symbols whose pclntab could not be read either."""
     if tools.annotate is None:
-        return Split(None, "Go's runtime not separated: callgrind_annotate is missing", {})
+        return Split(None, "Go's runtime not separated: callgrind_annotate is missing", None)
     try:
         res = run_cmd([tools.annotate, "--threshold=100", str(dump)], timeout_s=CONTROL_TIMEOUT_S)
     except CommandFailed as e:
-        return Split(None, f"Go's runtime not separated: {str(e).splitlines()[0]}", {})
+        return Split(None, f"Go's runtime not separated: {str(e).splitlines()[0]}", None)
     program = dumped_program(dump)
     go, functions = go_binary(program) if program else (False, None)
     real = os.path.realpath(program) if program else ""
@@ -275,7 +275,9 @@ class Counted:
     why: str = ""
     device_bytes: dict[str, float] = field(default_factory=dict)  # the tunnel device's, where its host read them
     processes: int = 1  # the processes whose dumps were added up (socat: the listener and one per connection)
-    objects: dict[str, float] = field(default_factory=dict)  # the instructions by shared object (object_counts)
+    # the instructions by shared object (object_counts); None where they were not read (perf, callgrind_annotate
+    # missing or failed)
+    objects: dict[str, float] | None = None
 
 
 class InstrWindow(Protocol):
@@ -331,8 +333,11 @@ class RoleWindow:
         split = [self._runtime(d) for d in dumps]
         in_runtime = None if any(s.runtime is None for s in split) else sum(s.runtime or 0.0 for s in split)
         whole = next((s.whole for s in split if s.whole), "")
-        objects: dict[str, float] = {}
-        for s in split:
+        objects: dict[str, float] | None = {}  # None when a dump's were not read: part of them would understate
+        for s in split:  # a mode's share (perf/instructions.py mode_why)
+            if s.objects is None or objects is None:
+                objects = None
+                continue
             for obj, n in s.objects.items():
                 objects[obj] = objects.get(obj, 0.0) + n
         for d in dumps:  # the count is kept; a dump can be large (deleted, unless KEEP_DUMPS_ENV keeps it)

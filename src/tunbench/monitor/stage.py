@@ -399,7 +399,7 @@ def fleet_saturation(
     for host in hosts:
         if host in clients and host not in lost:
             figures, got = saturation_on_hosts({"client": clients[host]}, window, {})
-            if got:  # readings of its CPUs over the window
+            if got.get("stage"):  # readings of its CPUs over the window (host_cpus alone can be an empty one)
                 judged[host] = figures, got
     missing = {h: lost.get(h) for h in hosts if h not in judged}  # host -> why it was lost, None: not lost
     if not hosts:

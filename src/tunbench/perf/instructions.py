@@ -181,6 +181,9 @@ def mode_why(spec: InstructionsSpec | None, got: Counted, role: str, rec: TrialR
     role left out for it is named in `params.instr_other_mode`."""
     if spec is None or not got.count:
         return ""
+    if got.objects is None:  # no split by shared object: a failed count, not a window in the other mode
+        said = got.whole.removeprefix("Go's runtime not separated: ") or "callgrind_annotate could not run"
+        return f"not counted: its mode ({spec.mode}) could not be read: no split of its count by shared object ({said})"
     share = sum(n for obj, n in got.objects.items() if obj.startswith(spec.mode_object)) / got.count
     rec.params.setdefault("instr_mode", {})[role] = round(share, 5)
     if share >= spec.mode_min_share:

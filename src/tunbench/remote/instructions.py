@@ -57,7 +57,7 @@ class RemoteInstructions:
             self._on_host(str(r["why"])),
             {str(k): float(v) for k, v in (r.get("device_bytes") or {}).items()},
             int(r.get("processes") or 1),
-            {str(k): float(v) for k, v in (r.get("objects") or {}).items()},
+            None if r.get("objects") is None else {str(k): float(v) for k, v in r["objects"].items()},
         )
 
 

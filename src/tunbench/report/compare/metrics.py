@@ -165,9 +165,14 @@ def counted(t: TrialRecord) -> bool:
 
 
 def other_mode(t: TrialRecord) -> bool:
-    """A side of the trial was left out of the count on purpose: it ran in the mode its adapter's
-    `[instructions]` does not count (perf/instructions.py), not because counting failed."""
-    return bool(t.params.get("instr_other_mode"))
+    """The trial's count is missing on purpose: each side with no count (of those it counts, `instr_sides`)
+    ran in the mode its adapter's `[instructions]` does not count (perf/instructions.py). A side whose count
+    failed beside one left out makes it a failed count."""
+    left = t.params.get("instr_other_mode") or []
+    if not left:
+        return False
+    sides = t.params.get("instr_sides", ROLES)
+    return all(role in left for role in sides if t.metrics.get(INSTR_COUNT.key(role=role)) is None)
 
 
 def _trial_cpu_s(t: TrialRecord) -> float | None:
