@@ -334,10 +334,15 @@ def saturation_on_hosts(
             else:
                 m[key] = value
         said.setdefault("host_cpus", {})[role] = cpus
-        for name, part in got.items():
-            if isinstance(part, Mapping):
-                said.setdefault(name, {}).update(part)
+        merge_said(said, got)
     return m, dict(said)
+
+
+def merge_said(said: dict[str, dict[str, object]], got: Mapping[str, object]) -> None:
+    """A side's params (`stage`, `threads`, `host_cpus`: role -> value) added into the trial's."""
+    for name, part in got.items():
+        if isinstance(part, Mapping):
+            said.setdefault(name, {}).update(part)
 
 
 def on_host(key: str, host: str) -> str:
@@ -390,9 +395,7 @@ def fleet_saturation(
     if server is not None and server.cpus:
         figures, got = saturation_on_hosts({"server": server}, window, {})
         m.update(figures)
-        for name, part in got.items():
-            if isinstance(part, Mapping):
-                said.setdefault(name, {}).update(part)
+        merge_said(said, got)
         if (server_stage := said.get("stage", {}).get("server")) is not None:
             said.setdefault("stage_hosts", {})["server"] = {server_host: server_stage}
     judged: dict[str, tuple[Metrics, dict[str, object]]] = {}
@@ -409,9 +412,7 @@ def fleet_saturation(
         if host in judged:
             figures, got = judged[host]
             m.update(figures)
-            for name, part in got.items():
-                if isinstance(part, Mapping):
-                    said.setdefault(name, {}).update(part)
+            merge_said(said, got)
         else:
             said.setdefault("stage", {})["client"] = not_read(host, missing[host])
         said.setdefault("stage_hosts", {})["client"] = {host: said["stage"]["client"]}
