@@ -83,12 +83,14 @@ def test_the_probe_on_a_host_without_a_pmu() -> None:
 
 def _fake_perf(tmp_path: Path, csv: str, exit_code: int = 0) -> Path:
     """A perf that answers as perf stat does: the probe's CSV on stderr; attached (`--control fifo:CTL,ACK`),
-    `ack` to each command, and at SIGINT the CSV written to `-o`."""
+    `ack` to each command, and at SIGINT the CSV written to `-o`. Its last argv is kept in `perf.args`, one
+    argument a line, to check the command that was built."""
     data = tmp_path / "perf.csv"
     data.write_text(csv)
     script = tmp_path / "perf"
     script.write_text(
         "#!/bin/bash\n"
+        f'printf "%s\\n" "$@" > {tmp_path / "perf.args"}\n'
         'ctl=""; out=""\n'
         'while [ $# -gt 0 ]; do case "$1" in\n'
         '  --control) c="${2#fifo:}"; ctl="${c%%,*}"; ack="${c##*,}"; shift 2;;\n'

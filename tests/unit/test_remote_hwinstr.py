@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import os
-import stat
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.unit.test_hwinstr import _fake_perf
 from tests.unit.test_remote_work import agent  # noqa: F401 (the fixture: an agent answering through JSON)
 from tunbench.errors import DependencyMissing
 from tunbench.monitor import pmu, work
@@ -36,26 +36,8 @@ NO_PMU = pmu.capability("/usr/bin/perf", 0, NOT_SUPPORTED)
 
 
 def fake_perf(tmp_path: Path, csv: str) -> tuple[Path, Path]:
-    """A perf that answers as perf stat does once attached (`--control fifo:CTL,ACK`): `ack` to each command,
-    its CSV written to `-o` at SIGINT; its argv kept in a file, to check the command the agent built."""
-    data, args = tmp_path / "perf.csv", tmp_path / "perf.args"
-    data.write_text(csv)
-    script = tmp_path / "perf"
-    script.write_text(
-        "#!/bin/bash\n"
-        f'printf "%s\\n" "$@" > {args}\n'
-        'ctl=""; out=""\n'
-        'while [ $# -gt 0 ]; do case "$1" in\n'
-        '  --control) c="${2#fifo:}"; ctl="${c%%,*}"; ack="${c##*,}"; shift 2;;\n'
-        '  -o) out="$2"; shift 2;;\n'
-        "  *) shift;;\n"
-        "esac; done\n"
-        f"trap 'cat {data} > \"$out\"; exit 0' INT\n"
-        'exec 3<>"$ctl" 4<>"$ack"\n'
-        "while true; do read -r -t 1 word <&3 && echo ack >&4; done\n"
-    )
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return script, args
+    """test_hwinstr's stand-in perf, and the file its argv is kept in."""
+    return _fake_perf(tmp_path, csv), tmp_path / "perf.args"
 
 
 def sleeper(place: RemotePlace) -> RemoteProc:
