@@ -12,7 +12,7 @@ import functools
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -98,34 +98,36 @@ def totals(text: str) -> float | None:
     return float(max(counts)) if counts else None
 
 
-def runtime_count(annotated: str, names: Callable[[str, int], str | None] | None = None) -> float:
-    """The instructions in Go's runtime (GO_RUNTIME) of one dump, from callgrind_annotate's per-function
-    self costs (`annotated`: its output with --threshold=100, every function listed); 0 for a program
-    without one. `names`: (object, address) -> the function's name, for the functions callgrind could name
-    by address only (a stripped Go build: monitor/gosyms.py)."""
-    total = 0
+def functions(annotated: str) -> Iterator[tuple[int, str, str]]:
+    """callgrind_annotate's per-function self costs (`annotated`: its output with --threshold=100, every
+    function listed): (instructions, function, object file or "") per line."""
     for line in annotated.splitlines():
-        m = _FUNCTION.match(line)
-        if not m:
-            continue
-        name = m.group(2)
+        if m := _FUNCTION.match(line):
+            yield int(m.group(1).replace(",", "")), m.group(2), m.group(3) or ""
+
+
+def runtime_count(annotated: str, names: Callable[[str, int], str | None] | None = None) -> float:
+    """The instructions in Go's runtime (GO_RUNTIME) of one dump (`functions`); 0 for a program without one.
+    `names`: (object, address) -> the function's name, for the functions callgrind could name by address only
+    (a stripped Go build: monitor/gosyms.py)."""
+    total = 0
+    for n, name, obj in functions(annotated):
         if names is not None and _ADDRESS.match(name):
-            name = names(m.group(3) or "", int(name, 16)) or name
+            name = names(obj, int(name, 16)) or name
         if GO_RUNTIME.match(name):
-            total += int(m.group(1).replace(",", ""))
+            total += n
     return float(total)
 
 
 def object_counts(annotated: str) -> dict[str, float]:
-    """The instructions of one dump by shared object (its file name: `libssl.so.3`), from callgrind_annotate's
-    per-function self costs (as runtime_count reads them); a function callgrind named no object for is left
-    out. What the work gate reads a daemon's mode from (perf/instructions.py, an adapter's `[instructions]`)."""
+    """The instructions of one dump by shared object (its file name: `libssl.so.3`; `functions`); a function
+    callgrind named no object for is left out. What the work gate reads a daemon's mode from
+    (perf/instructions.py, an adapter's `[instructions]`)."""
     by: dict[str, float] = {}
-    for line in annotated.splitlines():
-        m = _FUNCTION.match(line)
-        if m and m.group(3):
-            name = os.path.basename(m.group(3))
-            by[name] = by.get(name, 0.0) + int(m.group(1).replace(",", ""))
+    for n, _, obj in functions(annotated):
+        if obj:
+            name = os.path.basename(obj)
+            by[name] = by.get(name, 0.0) + n
     return by
 
 

@@ -128,7 +128,7 @@ def _instructions(name: str) -> Callable[[TrialRecord], float | None]:
         if (v := t.metrics.get(name)) is not None:
             return v
         handled = handled_bytes(t.metrics, t.params.get("instr_devices") or {})
-        sides = t.params.get("instr_sides", ROLES)
+        sides = instr_sides(t)
         return instruction_ratios(t.metrics, delivered(t), handled, sides).get(name)
 
     return value
@@ -164,6 +164,12 @@ def counted(t: TrialRecord) -> bool:
     return _instructions(INSTR)(t) is not None
 
 
+def instr_sides(t: TrialRecord) -> list[str]:
+    """The sides a trial's instruction figure adds up (`params.instr_sides`: those running a daemon); both for
+    a trial stored before it was recorded."""
+    return [str(role) for role in t.params.get("instr_sides", ROLES)]
+
+
 def other_mode(t: TrialRecord) -> bool:
     """The trial's count is missing on purpose: each side with no count (of those it counts, `instr_sides`)
     ran in the mode its adapter's `[instructions]` does not count (perf/instructions.py). A side whose count
@@ -171,7 +177,7 @@ def other_mode(t: TrialRecord) -> bool:
     left = t.params.get("instr_other_mode") or []
     if not left:
         return False
-    sides = t.params.get("instr_sides", ROLES)
+    sides = instr_sides(t)
     return all(role in left for role in sides if t.metrics.get(INSTR_COUNT.key(role=role)) is None)
 
 
