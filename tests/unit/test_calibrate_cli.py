@@ -198,3 +198,27 @@ def test_the_work_gates_calibration_takes_the_counter_and_says_it(
     assert bad.exit_code != 0 and "run.instr_counter: Input should be 'auto', 'perf' or 'callgrind'" in str(
         bad.exception
     )
+
+
+def test_a_dry_run_says_perf_cannot_count_a_tunnel_of_two_modes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenVPN's count comes in two modes that only callgrind's split by shared object tells apart: with perf
+    forced, the dry run says before the run that its daemons will not be counted, and what to use instead."""
+    from tunbench.host import ledger as state
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    monkeypatch.setattr(state, "STATE_DIR", tmp_path / "state")
+    monkeypatch.delenv("TUNBENCH_DB", raising=False)
+    args = ["calibrate", "-t", "openvpn-udp", "--count-instructions", "--dry-run", "--instr-counter"]
+    perf = CliRunner().invoke(app, [*args, "perf"], terminal_width=200)
+    assert perf.exit_code == 0, perf.output
+    out = " ".join(perf.output.split())
+    assert "note: openvpn-udp (a, b): not counted: perf gives one total" in out
+    assert "count this tunnel with --instr-counter callgrind" in out
+    grind = CliRunner().invoke(app, [*args, "callgrind"], terminal_width=200)
+    assert grind.exit_code == 0, grind.output
+    assert "perf gives one total" not in grind.output
+    wg = CliRunner().invoke(app, ["calibrate", "-t", "wireguard-go", *args[3:], "perf"], terminal_width=200)
+    assert "perf gives one total" not in wg.output

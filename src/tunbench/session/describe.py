@@ -7,6 +7,7 @@ from __future__ import annotations
 from tunbench.plan import RunPlan
 from tunbench.session.size import rounds_within
 from tunbench.session.stop import StopRule
+from tunbench.tunnels.adapter import InstructionsSpec
 from tunbench.tunnels.programs import built
 from tunbench.units import minutes
 from tunbench.workloads import get as get_workload
@@ -56,6 +57,7 @@ def describe(plan: RunPlan, budget: tuple[float, str] | None = None) -> list[str
             and (rate := dict(getattr(scenario.workload, kind, None) or {}).get("rate"))
         ]
         lines.append(choice_line(plan.instr_counter, plan.instr_why) + "".join(f"; {r}" for r in rates))
+        lines += perf_blind_lines(plan)
     if warm := warm_note(plan):
         lines.append(warm)
     if few := repetition_warning(plan):
@@ -65,6 +67,24 @@ def describe(plan: RunPlan, budget: tuple[float, str] | None = None) -> list[str
     builds += [f"{r.label} at commit {r.commit}" for r in plan.refs if r.commit]
     if builds:
         lines.append("build: " + ", ".join(builds))
+    return lines
+
+
+def perf_blind_lines(plan: RunPlan) -> list[str]:
+    """A line per adapter that perf cannot count, when perf is the counter: one whose count comes in two modes
+    that only a split by shared object tells apart (`[instructions]` in its adapter: OpenVPN's)."""
+    if plan.instr_counter != "perf":
+        return []
+    from tunbench.perf.hwinstr import MODES_UNSEEN
+
+    blind: dict[str, tuple[InstructionsSpec, list[str]]] = {}
+    for r in plan.refs:
+        if (spec := r.adapter.spec.instructions) is not None:
+            blind.setdefault(r.adapter.spec.name, (spec, []))[1].append(r.label)
+    lines = []
+    for name, (spec, labels) in blind.items():
+        who = name if labels == [name] else f"{name} ({', '.join(labels)})"
+        lines.append(f"note: {who}: {MODES_UNSEEN.format(mode=spec.mode)}")
     return lines
 
 
