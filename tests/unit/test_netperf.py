@@ -111,12 +111,32 @@ def test_percentiles_netperf_could_not_resolve_are_left_out_and_said() -> None:
     _, unresolved = rr.resolved(r.latency_us)
     assert unresolved == ["p50", "p90", "p99"]
     assert rr.unresolved_note(unresolved, r.latency_us).startswith(
-        "p50, p90, p99 not resolved: netperf's estimate fell outside the times it saw (every transaction in one "
-        "bucket of its histogram, 10 ms wide)"
+        "p50, p90, p99 not resolved: netperf's estimate fell outside the times it saw (p50 to p99 in one bucket "
+        "of its histogram, 10 ms wide)"
     )
     lan = rr.result_metrics(captured("tcp_rr-wireguard-go"))
     assert lan[rr.LATENCY_P99.name] == captured("tcp_rr-wireguard-go").latency_us["p99"]  # inside: unchanged
     assert rr.resolved(captured("tcp_rr-wireguard-go").latency_us)[1] == []
+
+
+def test_percentiles_in_one_bucket_are_its_interpolation_and_left_out() -> None:
+    # a TCP_RR across 100 ms of RTT (the example's run, 2026-11-29): every transaction took 100.2-100.8 ms, and
+    # netperf's p50, p90 and p99 were 105.1, 109.1 and 110 ms for every tunnel, the bucket [100, 110) ms
+    # interpolated by rank; the maximum (a 200 ms retransmit) put them inside what was seen
+    lat = {"min": 100_150.0, "mean": 100_480.0, "p50": 105_106.0, "p90": 109_148.0, "p99": 110_000.0, "max": 200_677.0}
+    out, unresolved = rr.resolved(lat)
+    assert unresolved == ["p50", "p90", "p99"] and out["p50"] is None and out["p99"] is None
+    assert out["max"] == 200_677.0 and out["mean"] == 100_480.0
+    assert rr.unresolved_note(unresolved, lat) == (
+        "p50, p90, p99 not resolved: netperf's estimates are its interpolation by rank (p50 to p99 in one bucket "
+        "of its histogram, 10 ms wide); min, mean and max are exact"
+    )
+    # the same spread in 1 µs buckets is resolved: 57, 60 and 75 µs are three buckets
+    lan = {"min": 40.0, "mean": 58.0, "p50": 57.0, "p90": 60.0, "p99": 75.0, "max": 3_680.0}
+    assert rr.resolved(lan) == (lan, [])
+    # p99 on the bucket's upper edge is still in it; one step past it is not
+    assert rr.one_bucket(345_384.0, 350_000.0) and not rr.one_bucket(345_384.0, 350_001.0)
+    assert not rr.one_bucket(99.5, 100.5)
 
 
 @pytest.mark.parametrize(("value", "step"), [(3.0, 0.1), (13.0, 1.0), (99.0, 1.0), (251.0, 10.0), (109_655.0, 1e4)])

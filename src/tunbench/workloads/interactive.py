@@ -90,34 +90,52 @@ def bucket_us(value_us: float) -> float:
     return 10.0 ** math.floor(math.log10(value_us)) / 10.0 if value_us >= 10.0 else 0.1
 
 
+def one_bucket(a_us: float, b_us: float) -> bool:
+    """Whether two of netperf's estimates, a <= b, lie in one bucket of its histogram (an estimate on a
+    bucket's upper edge, as the interpolation gives for the last transaction in it, counts as inside)."""
+    w = bucket_us(a_us)
+    lo = math.floor(a_us / w) * w
+    return b_us <= lo + w * (1 + 1e-9)
+
+
+def _outside(latency_us: dict[str, float]) -> list[str]:
+    lo, hi = latency_us.get("min"), latency_us.get("max")
+    return [
+        q
+        for q in ("p50", "p90", "p99")
+        if (v := latency_us.get(q)) is not None and ((lo is not None and v < lo) or (hi is not None and v > hi))
+    ]
+
+
 def resolved(latency_us: dict[str, float]) -> tuple[dict[str, float | None], list[str]]:
     """netperf's figures with each percentile it could not resolve left out (pure), and which those were.
     netperf interpolates a percentile linearly inside the histogram bucket that holds it (netlib.c's
-    HIST_search_bucket), so where every transaction falls in one wide bucket the estimate can lie outside
-    what was seen: across 100 ms of RTT, all in the bucket [100, 110) ms, it gave a p50 of 104.8 ms above a
-    largest time of 100.8 ms. Such a figure is not a measurement, and neither would be the minimum or maximum
-    put in its place: it is left out (None), and the minimum, mean and maximum, which are exact, stay."""
-    lo, hi = latency_us.get("min"), latency_us.get("max")
+    HIST_search_bucket). Where p50 to p99 all fall in one bucket, the three are that bucket's interpolation by
+    rank and say only "in [a, a + w)": across 100 ms of RTT, every transaction took 100.2-100.8 ms and
+    netperf gave p50 = 105.1 ms, p90 = 109.1 ms and p99 = 110 ms, whatever the tunnel. The estimate can even
+    lie outside what was seen (a p50 of 104.8 ms above a largest time of 100.8 ms). Neither is a
+    measurement, and neither would be the minimum or maximum put in its place: such percentiles are left out
+    (None), and the minimum, mean and maximum, which are exact, stay."""
     out: dict[str, float | None] = dict(latency_us)
-    unresolved = []
-    for q in ("p50", "p90", "p99"):
-        v = out.get(q)
-        if v is not None and ((lo is not None and v < lo) or (hi is not None and v > hi)):
-            out[q] = None
-            unresolved.append(q)
-    return out, unresolved
+    unresolved = _outside(latency_us)
+    p50, p99 = latency_us.get("p50"), latency_us.get("p99")
+    if p50 is not None and p99 is not None and p50 <= p99 and one_bucket(p50, p99):
+        unresolved = ["p50", "p90", "p99"]
+    for q in unresolved:
+        out[q] = None
+    return out, [q for q in ("p50", "p90", "p99") if q in unresolved and latency_us.get(q) is not None]
 
 
 def unresolved_note(unresolved: list[str], latency_us: dict[str, float]) -> str:
     """Why a test's percentiles are missing, for the trial's params (empty when none are)."""
     if not unresolved:
         return ""
-    hi = latency_us.get("max")
-    width = f"{fmt_ms(bucket_us(hi))} wide" if hi else "wide"
-    return (
-        f"{', '.join(unresolved)} not resolved: netperf's estimate fell outside the times it saw (every "
-        f"transaction in one bucket of its histogram, {width}); min, mean and max are exact"
-    )
+    why = "netperf's estimate fell outside the times it saw" if _outside(latency_us) else ""
+    p50, p99 = latency_us.get("p50"), latency_us.get("p99")
+    if p50 is not None and p99 is not None and p50 <= p99 and one_bucket(p50, p99):
+        where = f"p50 to p99 in one bucket of its histogram, {fmt_ms(bucket_us(p50))} wide"
+        why = f"{why} ({where})" if why else f"netperf's estimates are its interpolation by rank ({where})"
+    return f"{', '.join(unresolved)} not resolved: {why}; min, mean and max are exact"
 
 
 def fmt_ms(us: float) -> str:

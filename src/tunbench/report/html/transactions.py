@@ -64,7 +64,8 @@ def fig_transactions(trials: list[TrialRecord], colors: dict[str, str]) -> go.Fi
         fig,
         "Transaction time (request/response, connection per transaction)"
         "<br><sub>medians over the successful repetitions; netperf's percentiles are estimates to 1-10% of their "
-        "value; one outside its minimum and maximum is not resolved and not drawn; p99.9 with sockperf only</sub>",
+        "value; where p50 to p99 share one bucket, or one lies outside the minimum and maximum, they are not "
+        "resolved and not drawn; p99.9 with sockperf only</sub>",
         "",
         "transaction time (µs, log)",
     )
