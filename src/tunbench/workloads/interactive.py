@@ -107,6 +107,14 @@ def _outside(latency_us: dict[str, float]) -> list[str]:
     ]
 
 
+def _shared_bucket_us(latency_us: dict[str, float]) -> float | None:
+    """The width of the one histogram bucket that holds p50 to p99, when they share one (None otherwise)."""
+    p50, p99 = latency_us.get("p50"), latency_us.get("p99")
+    if p50 is not None and p99 is not None and p50 <= p99 and one_bucket(p50, p99):
+        return bucket_us(p50)
+    return None
+
+
 def resolved(latency_us: dict[str, float]) -> tuple[dict[str, float | None], list[str]]:
     """netperf's figures with each percentile it could not resolve left out (pure), and which those were.
     netperf interpolates a percentile linearly inside the histogram bucket that holds it (netlib.c's
@@ -116,14 +124,12 @@ def resolved(latency_us: dict[str, float]) -> tuple[dict[str, float | None], lis
     lie outside what was seen (a p50 of 104.8 ms above a largest time of 100.8 ms). Neither is a
     measurement, and neither would be the minimum or maximum put in its place: such percentiles are left out
     (None), and the minimum, mean and maximum, which are exact, stay."""
+    given = [q for q in ("p50", "p90", "p99") if latency_us.get(q) is not None]
+    unresolved = given if _shared_bucket_us(latency_us) is not None else _outside(latency_us)
     out: dict[str, float | None] = dict(latency_us)
-    unresolved = _outside(latency_us)
-    p50, p99 = latency_us.get("p50"), latency_us.get("p99")
-    if p50 is not None and p99 is not None and p50 <= p99 and one_bucket(p50, p99):
-        unresolved = ["p50", "p90", "p99"]
     for q in unresolved:
         out[q] = None
-    return out, [q for q in ("p50", "p90", "p99") if q in unresolved and latency_us.get(q) is not None]
+    return out, unresolved
 
 
 def unresolved_note(unresolved: list[str], latency_us: dict[str, float]) -> str:
@@ -131,9 +137,8 @@ def unresolved_note(unresolved: list[str], latency_us: dict[str, float]) -> str:
     if not unresolved:
         return ""
     why = "netperf's estimate fell outside the times it saw" if _outside(latency_us) else ""
-    p50, p99 = latency_us.get("p50"), latency_us.get("p99")
-    if p50 is not None and p99 is not None and p50 <= p99 and one_bucket(p50, p99):
-        where = f"p50 to p99 in one bucket of its histogram, {fmt_ms(bucket_us(p50))} wide"
+    if (width := _shared_bucket_us(latency_us)) is not None:
+        where = f"p50 to p99 in one bucket of its histogram, {fmt_ms(width)} wide"
         why = f"{why} ({where})" if why else f"netperf's estimates are its interpolation by rank ({where})"
     return f"{', '.join(unresolved)} not resolved: {why}; min, mean and max are exact"
 
