@@ -156,6 +156,26 @@ def test_a_program_named_without_a_directory_is_found_on_path(tmp_path: Path) ->
 
 def test_gos_runtime_is_counted_by_function_and_nothing_else_is() -> None:
     assert cg.runtime_count(ANNOTATED) == 2_802_466 + 692_835 + 309_675 + 343_139 + 120_000 + 50_000
+
+
+OLD_GO = """\
+ 3,657,000 ( 0.44%)  ???:sync.(*poolDequeue).popHead [/usr/bin/wireguard-go]
+ 2,961,000 ( 0.36%)  ???:sync.(*poolDequeue).pushHead [/usr/bin/wireguard-go]
+ 1,490,000 ( 0.18%)  ???:sync.(*poolChain).pushHead [/usr/bin/wireguard-go]
+   207,000 ( 0.02%)  ???:sync.(*Pool).getSlow [/usr/bin/wireguard-go]
+    41,000 ( 0.00%)  ???:sync.(*Mutex).lockSlow [/usr/bin/wireguard-go]
+     8,000 ( 0.00%)  ???:sync.(*Mutex).unlockSlow [/usr/bin/wireguard-go]
+ 4,370,000 ( 0.53%)  ???:sync.(*Pool).Get [/usr/bin/wireguard-go]
+ 3,250,000 ( 0.39%)  ???:sync.(*Pool).Put [/usr/bin/wireguard-go]
+ 6,280,000 ( 0.76%)  ???:sync.(*RWMutex).RUnlock [/usr/bin/wireguard-go]
+   990,000 ( 0.12%)  ???:sync.(*Mutex).Lock [/usr/bin/wireguard-go]
+"""
+
+
+def test_the_pools_per_p_queues_and_an_old_gos_mutex_slow_path_are_the_runtimes() -> None:
+    """Go 1.19 (Debian 12's wireguard-go) names its mutex slow path in sync, not internal/sync; sync.Pool's
+    queues are chosen by the scheduler. Get, Put and the locks' fast paths are the program's own calls."""
+    assert cg.runtime_count(OLD_GO) == 3_657_000 + 2_961_000 + 1_490_000 + 207_000 + 41_000 + 8_000
     assert cg.runtime_count("   99 (100.0%)  ./src/openvpn.c:process_io [/usr/sbin/openvpn]\n") == 0.0
 
 

@@ -34,11 +34,16 @@ _FUNCTION = re.compile(r"^\s*([\d,]+) \(\s*[\d.]+%\)\s+(?:\S*?:)?(\S+?)(?:'\d+)?
 _ADDRESS = re.compile(r"^0x[0-9a-f]+$")
 GO_RUNTIME = re.compile(
     r"^(runtime[./]|internal/runtime/|runtime/internal/|internal/sync\.|sync\.runtime_|internal/poll\.runtime_|"
+    r"sync\.\(\*(Mutex\)\.(lock|unlock)Slow|RWMutex\)\.rUnlockSlow)$|"
+    r"sync\.\(\*Pool\)\.(getSlow|pin|pinSlow)$|sync\.\(\*pool(Chain|Dequeue)\)\.|sync\.(poolCleanup|indexLocal)$|"
     r"gogo$|gosave_|mcall$|morestack)"
 )
 """The functions of Go's runtime, as callgrind names them: package runtime, the runtime's internals, the mutex
-slow path (spinning and parking, internal/sync since Go 1.24), the runtime hooks sync and poll link to, and the
-runtime's assembly entry points (gogo, mcall, morestack), which carry no package name."""
+slow path (spinning and parking: internal/sync since Go 1.24, sync's own `lockSlow` before), the runtime hooks
+sync and poll link to, sync.Pool's per-P machinery (which of a P's private slot, its shared queue, another P's
+queue or the victim cache a Get finds: the path is chosen by which P each goroutine ran on, so by the
+scheduler; Get and Put themselves stay counted), and the runtime's assembly entry points (gogo, mcall,
+morestack), which carry no package name. Measured: docs/work-gate.md, "What moves a count"."""
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,8 @@ INSTR_COUNT = declare(
 INSTR_RUNTIME = declare(
     "instr.{role}.runtime", "count", "lower", "info",
     "Of a side's counted instructions, those in Go's runtime (its scheduler, channels, locks' slow paths, "
-    "allocator and collector): they depend on timing, so the gate judges the rest (0 for other languages).",
+    "sync.Pool's queues, allocator and collector): they depend on timing, so the gate judges the rest (0 for other "
+    "languages).",
 )  # fmt: skip
 INSTR_SIDE = declare(
     "instr.{role}.per_byte", "", "lower", "wide",
