@@ -1,8 +1,9 @@
+#!/usr/bin/env python3
 """Where a work-gate run's pair noise is, function by function, from the dumps it kept (docs/work-gate.md,
-"beside busy loops").
+"What moves a count").
 
     TUNBENCH_KEEP_DUMPS=DIR tunbench run ... --count-instructions --name RUN --db DB   # the work gate's line
-    PYTHONPATH=src .venv/bin/python scripts/instr_spread.py DB RUN DIR [--top 12] [--label-a base --label-b pr]
+    scripts/instr_spread.py DB RUN DIR [--top 12] [--label-a base --label-b pr] [--leave-out REGEX] [--delta]
 
 For each trial and side, each kept dump is split by function (callgrind_annotate; a stripped Go build's
 functions named from its pclntab, as the gate names them) and by call count (the dump's `calls=` lines, summed
@@ -18,6 +19,7 @@ Go's runtime (the functions the gate leaves out) is listed apart, as one line.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -27,53 +29,74 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
 from tunbench.host.proc import run_cmd
 from tunbench.monitor import callgrind
 from tunbench.report.compare import load_run, pair_trials
 from tunbench.results import TrialRecord
 
-_FN = re.compile(r"^c?fn=\((\d+)\)(?: (.*))?$")
-_OB = re.compile(r"^c?ob=\((\d+)\)(?: (.*))?$")
+_FN = re.compile(r"^c?fn=(?:\((\d+)\))? ?(.*)$")  # `fn=(n) name`, `fn=(n)`, or `fn=name` (uncompressed)
+_OB = re.compile(r"^c?ob=(?:\((\d+)\))? ?(.*)$")
 _CALLS = re.compile(r"^calls=(\d+)")
 RUNTIME = "(Go's runtime, left out)"
 
 
+def _named(m: re.Match[str], table: dict[str, str]) -> str:
+    """The name on a compressed (`(n) name` defines, `(n)` refers) or uncompressed (`name`) line."""
+    ident, text = m.group(1), m.group(2)
+    if ident is None:
+        return text
+    if text:
+        table[ident] = text
+    return table.get(ident, "")
+
+
 def calls_by_function(dump: Path, name: Callable[[str, str], str]) -> dict[str, float]:
     """The number of calls each function received in one dump (`calls=` lines, summed per callee), named by
-    `name(object, callgrind's name)`."""
+    `name(object, callgrind's name)`. A `cob=` names the next call's callee object only; a callee named
+    without one is in the caller's object."""
     fn_names: dict[str, str] = {}
     ob_names: dict[str, str] = {}
     calls: dict[str, float] = defaultdict(float)
     cob = ob = ""
     cfn = ""
     with dump.open() as f:
-        for line in f:
-            if line.startswith(("ob=", "cob=")):
-                m = _OB.match(line.rstrip("\n"))
-                if m:
-                    if m.group(2):
-                        ob_names[m.group(1)] = m.group(2)
-                    if line.startswith("ob="):
-                        ob = cob = ob_names.get(m.group(1), "")
-                    else:
-                        cob = ob_names.get(m.group(1), "")
-            elif line.startswith(("fn=", "cfn=")):
-                m = _FN.match(line.rstrip("\n"))
-                if m:
-                    if m.group(2):
-                        fn_names[m.group(1)] = m.group(2)
-                    if line.startswith("cfn="):
-                        cfn = name(cob or ob, fn_names.get(m.group(1), ""))
-                    else:
-                        cob = ob
+        for raw in f:
+            line = raw.rstrip("\n")
+            if line.startswith(("ob=", "cob=")) and (m := _OB.match(line)):
+                obj = _named(m, ob_names)
+                if line.startswith("ob="):
+                    ob = cob = obj
+                else:
+                    cob = obj
+            elif line.startswith(("fn=", "cfn=")) and (m := _FN.match(line)):
+                fn = _named(m, fn_names)
+                if line.startswith("cfn="):
+                    cfn = name(cob or ob, fn)
+                else:
+                    cob = ob
             elif line.startswith("calls=") and (m := _CALLS.match(line)):
                 calls[cfn] += int(m.group(1))
-                cob = ob  # a callee named without cob= is in the caller's object
+                cob = ob
     return calls
 
 
 def split(dump: Path) -> tuple[dict[str, float], dict[str, float]]:
-    """One dump's self instructions and calls by function, the runtime's folded into RUNTIME."""
+    """One dump's self instructions and calls by function, the runtime's folded into RUNTIME: read once, then
+    from `<dump>.split.json` beside it, while the rule of what is the runtime is the one it was read with."""
+    cache = dump.with_name(dump.name + ".split.json")
+    rule = callgrind.GO_RUNTIME.pattern
+    if cache.exists():
+        kept = json.loads(cache.read_text())
+        if isinstance(kept, dict) and kept.get("rule") == rule:
+            return kept["counts"], kept["calls"]
+    counts, calls = _split(dump)
+    cache.write_text(json.dumps({"rule": rule, "counts": counts, "calls": calls}))
+    return counts, calls
+
+
+def _split(dump: Path) -> tuple[dict[str, float], dict[str, float]]:
     tools = callgrind.find()
     if tools.annotate is None:
         sys.exit("callgrind_annotate is missing (apt-get install valgrind)")
@@ -117,7 +140,8 @@ def side(t: TrialRecord, role: str, dumps: Path) -> tuple[dict[str, float], dict
         for f, v in k.items():
             calls[f] += v / nbytes
     dev = (t.params.get("instr_devices") or {}).get(role) or TUN[role]
-    packets = sum(t.metrics.get(f"counters.{role}.dev.{dev}.{d}_packets") or math.nan for d in ("tx", "rx"))
+    counts = [t.metrics.get(f"counters.{role}.dev.{dev}.{d}_packets") for d in ("tx", "rx")]
+    packets = math.nan if None in counts else sum(c for c in counts if c is not None)
     return instr, calls, nbytes / packets
 
 
@@ -162,9 +186,10 @@ def main() -> None:
         dc = {f: [b[1].get(f, 0.0) - a[1].get(f, 0.0) for a, b in sides] for f in fns}
         gated = [sum(d[f][i] for f in fns if f != RUNTIME) for i in range(len(sides))]
         total_var = statistics.variance(gated)
+        runtime_sd = f"{statistics.stdev(d[RUNTIME]):.3%}" if RUNTIME in d else "none (no Go runtime)"
         print(
             f"\n{role}: {len(sides)} pairs; gated instructions/byte {mean_total:.4f}; per-pair SD "
-            f"{statistics.stdev(gated):.3%}; runtime's pair SD {statistics.stdev(d[RUNTIME]):.3%} (left out)"
+            f"{statistics.stdev(gated):.3%} (of (B - A) / mean); the runtime's {runtime_sd} (left out)"
         )
         if args.leave_out:
             out = {f for f in fns if f != RUNTIME and args.leave_out.search(f)}
@@ -181,14 +206,15 @@ def main() -> None:
             part = statistics.fmean(k[0] - k[1] for k in kept) / mean_total
             print(
                 f"  leaving out {len(out)} more functions ({part:.2%} of the count, {share_out:.0%} of the pair "
-                f"variance): per-pair SD {_sd(kept, 1):.3%}, against {_sd(kept, 0):.3%}"
+                f"variance): per-pair SD of ln(B/A) {_sd(kept, 1):.3%}, against {_sd(kept, 0):.3%}"
             )
         if args.delta:
             per_packet = {f: [b[0].get(f, 0.0) * b[2] - a[0].get(f, 0.0) * a[2] for a, b in sides] for f in fns}
             total = [sum(per_packet[f][i] for f in fns if f != RUNTIME) for i in range(len(sides))]
             print(
-                f"  B - A, instructions per packet, gated: {statistics.fmean(total):+.1f} "
-                f"(SE {statistics.stdev(total) / math.sqrt(len(total)):.1f}); by function:"
+                f"  B - A, instructions per packet, gated: mean {statistics.fmean(total):+.1f} "
+                f"(SE {statistics.stdev(total) / math.sqrt(len(total)):.1f}), median {statistics.median(total):+.1f}; "
+                "by function (means):"
             )
             for f in sorted(fns, key=lambda f: -abs(statistics.fmean(per_packet[f])))[: args.top]:
                 v = per_packet[f]
@@ -214,9 +240,10 @@ def main() -> None:
             )
     if len(both) == 2 and len(both["client"]) == len(both["server"]):
         summed = [tuple(c[i] + s[i] for i in range(4)) for c, s in zip(both["client"], both["server"], strict=True)]
+        pattern = args.leave_out.pattern if args.leave_out else ""
         print(
-            f"\nboth sides added (the gated figure), {len(summed)} pairs: per-pair SD {_sd(summed, 0):.3%} as gated, "
-            f"{_sd(summed, 1):.3%} leaving out {args.leave_out.pattern if args.leave_out else ''}"
+            f"\nboth sides added (the gated figure), {len(summed)} pairs: per-pair SD of ln(B/A) "
+            f"{_sd(summed, 0):.3%} as gated, {_sd(summed, 1):.3%} leaving out {pattern}"
         )
 
 

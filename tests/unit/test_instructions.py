@@ -15,7 +15,7 @@ from tests.unit.report_data import run, trial
 from tunbench.monitor import callgrind as cg
 from tunbench.monitor.counters import handled_bytes, instruction_ratios
 from tunbench.perf import instructions as ins
-from tunbench.report.compare import CPU_DELIVERED, EXIT_REGRESSED, Gate, compare_runs
+from tunbench.report.compare import CPU_DELIVERED, EXIT_REGRESSED, CompareError, Gate, compare_runs
 from tunbench.report.compare.metrics import INSTR
 from tunbench.results import RunRecord
 
@@ -156,6 +156,7 @@ def test_a_program_named_without_a_directory_is_found_on_path(tmp_path: Path) ->
 
 def test_gos_runtime_is_counted_by_function_and_nothing_else_is() -> None:
     assert cg.runtime_count(ANNOTATED) == 2_802_466 + 692_835 + 309_675 + 343_139 + 120_000 + 50_000
+    assert cg.runtime_count("   99 (100.0%)  ./src/openvpn.c:process_io [/usr/sbin/openvpn]\n") == 0.0
 
 
 OLD_GO = """\
@@ -176,7 +177,29 @@ def test_the_pools_per_p_queues_and_an_old_gos_mutex_slow_path_are_the_runtimes(
     """Go 1.19 (Debian 12's wireguard-go) names its mutex slow path in sync, not internal/sync; sync.Pool's
     queues are chosen by the scheduler. Get, Put and the locks' fast paths are the program's own calls."""
     assert cg.runtime_count(OLD_GO) == 3_657_000 + 2_961_000 + 1_490_000 + 207_000 + 41_000 + 8_000
-    assert cg.runtime_count("   99 (100.0%)  ./src/openvpn.c:process_io [/usr/sbin/openvpn]\n") == 0.0
+
+
+@pytest.mark.parametrize(
+    ("name", "runtime"),
+    [
+        ("sync.(*RWMutex).rUnlockSlow", True),
+        ("sync.(*Pool).pinSlow", True),
+        ("sync.(*Pool).pin", True),
+        ("sync.poolCleanup", True),
+        ("sync.indexLocal", True),
+        ("sync.(*poolChain).popTail", True),
+        ("sync.(*Pool).Get", False),
+        ("sync.(*Pool).Put", False),
+        ("sync.(*Mutex).Lock", False),
+        ("sync.(*RWMutex).RUnlock", False),
+        ("sync.(*WaitGroup).Wait", False),
+        ("sync/atomic.(*Int32).Add", False),
+        ("sync.(*Mutex).lockSlowX", False),
+        ("sync.(*poolChainElt)", False),
+    ],
+)
+def test_the_runtimes_sync_names_are_exactly_these(name: str, runtime: bool) -> None:
+    assert bool(cg.GO_RUNTIME.match(name)) is runtime
 
 
 def test_missing_tools_say_so() -> None:
@@ -587,6 +610,28 @@ def test_a_trial_left_out_for_its_mode_does_not_stop_the_work_gate_keeping_inter
     del low.params["instr_other_mode"]  # the same gap from a failed count: the timed rule leaves them out
     res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
     assert not any("kept" in n for n in res.notes)
+
+
+def test_a_trial_that_did_not_carry_its_rate_drops_out_and_the_work_gate_still_keeps_interfered_trials() -> None:
+    """Beside busy loops every trial is flagged as interfered; one stall must not hand the whole case to the
+    timed rule, which would leave every trial out and give no verdict at all."""
+    from tunbench.report.compare.metrics import stalled
+    from tunbench.trial.pair import count_instructions
+
+    r = _counted(more_work=0.0)
+    for t in r.trials:
+        t.metrics["interfered"] = 1.0
+    slow = r.trials[5]
+    slow.params["workload"] = {"rate": "20mbit"}
+    slow.metrics["throughput_bps"] = 2.0e6  # a stall: 2 of the 20 Mbit/s offered
+    count_instructions(slow, slow.metrics["delivered_bytes"])
+    assert stalled(slow) and "instr.client.count" not in slow.metrics
+    res = compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
+    assert next(x for x in res.rows if x.metric.name == INSTR).result.n_pairs == 11  # its pair drops out
+    assert any(n.startswith("24 interfered trial(s) kept: the work gate") for n in res.notes), res.notes
+    slow.params["instr"] = {"client": "not counted: valgrind missing"}  # not the trial's accident: timed rule,
+    with pytest.raises(CompareError, match="left out 24 interfered trials"):  # which leaves every trial out here
+        compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)
 
 
 def test_a_window_whose_split_by_object_was_not_read_is_not_counted_rather_than_judged_in_the_other_mode() -> None:

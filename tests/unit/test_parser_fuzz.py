@@ -11,6 +11,7 @@ raw random text, and raw random bytes. The default run is short; for a long one:
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -45,6 +46,9 @@ FUZZ = settings(
     database=None,
 )
 WORKDIR = Path(tempfile.mkdtemp(prefix="tunbench-fuzz-"))
+# made at import, so also removed at exit: a session that collects this module but runs none of its tests
+# (`-k`, `--deselect`) never reaches the fixture below
+atexit.register(shutil.rmtree, WORKDIR, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="module")

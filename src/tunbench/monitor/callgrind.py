@@ -41,9 +41,10 @@ GO_RUNTIME = re.compile(
 """The functions of Go's runtime, as callgrind names them: package runtime, the runtime's internals, the mutex
 slow path (spinning and parking: internal/sync since Go 1.24, sync's own `lockSlow` before), the runtime hooks
 sync and poll link to, sync.Pool's per-P machinery (which of a P's private slot, its shared queue, another P's
-queue or the victim cache a Get finds: the path is chosen by which P each goroutine ran on, so by the
-scheduler; Get and Put themselves stay counted), and the runtime's assembly entry points (gogo, mcall,
-morestack), which carry no package name. Measured: docs/work-gate.md, "What moves a count"."""
+queue or the victim cache a Get finds is chosen by which P each goroutine ran on, so by the scheduler; the
+per-P lookup every Get and Put makes, `pin` and `indexLocal`, goes with it at a fixed cost per call; Get and
+Put themselves stay counted), and the runtime's assembly entry points (gogo, mcall, morestack), which carry no
+package name. Measured: docs/work-gate.md, "What moves a count"."""
 
 
 @dataclass(frozen=True)

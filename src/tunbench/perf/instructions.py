@@ -28,8 +28,9 @@ them from its namespaces' counters). A host without valgrind says so for its rol
 Each dump is also split by function (valgrind's callgrind_annotate): the instructions of Go's runtime
 (``instr.<role>.runtime``: its scheduler, channels, locks' slow paths, sync.Pool's queues, allocator and
 collector) depend on timing, not on the traffic. Over twelve windows of one fixed UDP load, wireguard-go's count
-per packet spread by 2.9-3.7% in all and by 0.3-0.5% outside the runtime (docs/work-gate.md). The gate judges
-the part outside it; a program in another language has no such functions, and its whole count is judged.
+per packet spread by 2.9-3.7% in all and by 0.3-0.5% outside the runtime as counted before sync.Pool's queues
+joined it (docs/work-gate.md). The gate judges the part outside it; a program in another language has no such
+functions, and its whole count is judged.
 
 A daemon that forks (socat's process per connection) is counted process by process: valgrind follows each fork
 (``--trace-children=yes``) and each process has its own gdbserver, so every live process of the daemon's tree

@@ -181,6 +181,18 @@ def other_mode(t: TrialRecord) -> bool:
     return all(role in left for role in sides if t.metrics.get(INSTR_COUNT.key(role=role)) is None)
 
 
+STALL = "not counted: carried "
+"""How a side's reason begins when its count was dropped for the trial's load (trial/pair.py, rate_short)."""
+
+
+def stalled(t: TrialRecord) -> bool:
+    """The trial's count was dropped because it did not carry its fixed offered rate (a stall under the
+    simulator, or iperf3 catching up after one): the trial's own accident, so its pair drops out of the
+    count's comparison and the work gate still judges the rest, as for a trial in the other mode. On a busy
+    box such a stall left a hog A/A run with no verdict at all (docs/work-gate.md)."""
+    return any(str(why).startswith(STALL) for why in (t.params.get("instr") or {}).values())
+
+
 def _trial_cpu_s(t: TrialRecord) -> float | None:
     """The CPU seconds of all the tunnel's processes, client and server side, over the whole workload call
     (`trial_cpu.*`, the cgroup's exact figure); None when no role counted it."""

@@ -17,6 +17,7 @@ from tunbench.report.compare.metrics import (
     instr_counters,
     metrics_for,
     other_mode,
+    stalled,
 )
 from tunbench.report.compare.pairing import by_case, match_cases, metric_units, pair_trials, pair_values
 from tunbench.report.compare.repetitions import repetitions_for
@@ -107,9 +108,10 @@ def _family(row: CaseComparison) -> str:
 
 def all_counted(trials: list[TrialRecord]) -> bool:
     """Every ok trial of a tunnel (the direct baseline aside) has its counted instructions per byte, but for
-    those left out on purpose (a side in the mode its adapter does not count, whose pair drops out of the
-    count's comparison): the work gate then judges every case of the run."""
-    tunnels = [t for t in trials if t.status == "ok" and t.tunnel != BASELINE and not other_mode(t)]
+    those left out on purpose or by accident, whose pairs drop out of the count's comparison (a side in the
+    mode its adapter does not count; a trial that did not carry its fixed rate): the work gate then judges
+    every case of the run."""
+    tunnels = [t for t in trials if t.status == "ok" and t.tunnel != BASELINE and not (other_mode(t) or stalled(t))]
     return bool(tunnels) and all(counted(t) for t in tunnels)
 
 
