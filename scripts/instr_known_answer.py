@@ -25,11 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from tunbench.perf.instructions import DEVICE
 from tunbench.report.compare import pair_trials
 from tunbench.results import TrialRecord
 from tunbench.store.db import Store
-
-TUN = {"client": "tc", "server": "ts"}  # the tunnel device's short name in each role's namespace counters
 
 
 def spin_cost(binary: str) -> dict[str, tuple[int, int]]:
@@ -72,7 +71,7 @@ def per_packet(t: TrialRecord, role: str, *, runtime: bool = False) -> tuple[flo
     in_runtime = t.metrics.get(f"instr.{role}.runtime")
     if n is not None and in_runtime is not None and not runtime:
         n -= in_runtime
-    dev = (t.params.get("instr_devices") or {}).get(role) or TUN[role]
+    dev = (t.params.get("instr_devices") or {}).get(role) or DEVICE[role]
     tx, rx = (t.metrics.get(f"counters.{role}.dev.{dev}.{d}_packets") for d in ("tx", "rx"))
     if n is None or tx is None or rx is None:
         return None

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import statistics
 import sys
@@ -33,6 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from tunbench.host.proc import run_cmd
 from tunbench.monitor import callgrind
+from tunbench.monitor.counters import INSTR_COUNT, INSTR_RUNTIME, INSTR_SIDE
+from tunbench.perf.instructions import DEVICE
 from tunbench.report.compare import load_run, pair_trials
 from tunbench.results import TrialRecord
 
@@ -101,14 +102,10 @@ def _split(dump: Path) -> tuple[dict[str, float], dict[str, float]]:
     if tools.annotate is None:
         sys.exit("callgrind_annotate is missing (apt-get install valgrind)")
     text = run_cmd([tools.annotate, "--threshold=100", str(dump)], timeout_s=60).stdout
-    program = callgrind.dumped_program(dump)
-    _, gofns = callgrind.go_binary(program) if program else (False, None)
-    real = os.path.realpath(program) if program else ""
+    _, by_address = callgrind.address_names(callgrind.dumped_program(dump))
 
     def name(obj: str, fn: str) -> str:
-        fn = fn.split("'")[0]
-        if callgrind._ADDRESS.match(fn) and gofns is not None and os.path.realpath(obj) == real:
-            fn = gofns.name(int(fn, 16)) or fn
+        fn = callgrind.function_name(fn.split("'")[0], obj, by_address)
         return RUNTIME if callgrind.GO_RUNTIME.match(fn) else fn
 
     counts: dict[str, float] = defaultdict(float)
@@ -117,14 +114,11 @@ def _split(dump: Path) -> tuple[dict[str, float], dict[str, float]]:
     return counts, calls_by_function(dump, name)
 
 
-TUN = {"client": "tc", "server": "ts"}  # the tunnel device's short name in each role's namespace counters
-
-
 def side(t: TrialRecord, role: str, dumps: Path) -> tuple[dict[str, float], dict[str, float], float] | None:
     """A trial's side: instructions and calls per byte by function, and the bytes per packet its tunnel device
     handled (nan where its counters are missing); None: not counted or no dump kept."""
-    per_byte = t.metrics.get(f"instr.{role}.per_byte")
-    count, runtime = t.metrics.get(f"instr.{role}.count"), t.metrics.get(f"instr.{role}.runtime")
+    per_byte = t.metrics.get(INSTR_SIDE.key(role=role))
+    count, runtime = t.metrics.get(INSTR_COUNT.key(role=role)), t.metrics.get(INSTR_RUNTIME.key(role=role))
     if per_byte is None or count is None or runtime is None:
         return None
     found = sorted(dumps.glob(f"{t.seq:03d}-{t.label}-r{t.repetition}.{role}.*.callgrind"))
@@ -139,15 +133,10 @@ def side(t: TrialRecord, role: str, dumps: Path) -> tuple[dict[str, float], dict
             instr[f] += v / nbytes
         for f, v in k.items():
             calls[f] += v / nbytes
-    dev = (t.params.get("instr_devices") or {}).get(role) or TUN[role]
+    dev = (t.params.get("instr_devices") or {}).get(role) or DEVICE[role]
     counts = [t.metrics.get(f"counters.{role}.dev.{dev}.{d}_packets") for d in ("tx", "rx")]
     packets = math.nan if None in counts else sum(c for c in counts if c is not None)
     return instr, calls, nbytes / packets
-
-
-def cov(x: list[float], y: list[float]) -> float:
-    mx, my = statistics.fmean(x), statistics.fmean(y)
-    return sum((a - mx) * (b - my) for a, b in zip(x, y, strict=True)) / (len(x) - 1)
 
 
 def main() -> None:
@@ -202,7 +191,7 @@ def main() -> None:
                 for a, b in sides
             ]
             both[role] = kept  # (A gated, A without, B gated, B without) per pair
-            share_out = sum(cov(d[f], gated) for f in out) / total_var
+            share_out = sum(statistics.covariance(d[f], gated) for f in out) / total_var
             part = statistics.fmean(k[0] - k[1] for k in kept) / mean_total
             print(
                 f"  leaving out {len(out)} more functions ({part:.2%} of the count, {share_out:.0%} of the pair "
@@ -224,15 +213,15 @@ def main() -> None:
             fns = {f for f in fns if f == RUNTIME or not args.leave_out.search(f)}
             gated = [sum(d[f][i] for f in fns if f != RUNTIME) for i in range(len(sides))]
             total_var = statistics.variance(gated)
-        share = {f: cov(d[f], gated) / total_var for f in fns if f != RUNTIME}
+        share = {f: statistics.covariance(d[f], gated) / total_var for f in fns if f != RUNTIME}
         print(f"{'share of var':>12} {'instr/byte':>10} {'pair SD':>8} {'calls/kB':>9} {'r(calls)':>8}  function")
         for f in sorted(share, key=lambda f: -abs(share[f]))[: args.top]:
             mean_f = statistics.fmean(s[0].get(f, 0.0) for pair in sides for s in pair)
             mean_c = statistics.fmean(s[1].get(f, 0.0) for pair in sides for s in pair)
             rc = (
-                cov(d[f], dc[f]) / (statistics.stdev(d[f]) * statistics.stdev(dc[f]))
-                if statistics.stdev(dc[f]) > 0 and statistics.stdev(d[f]) > 0
-                else float("nan")
+                statistics.correlation(d[f], dc[f])
+                if min(statistics.stdev(d[f]), statistics.stdev(dc[f])) > 0
+                else math.nan
             )
             print(
                 f"{share[f]:>12.1%} {mean_f:>10.4f} {statistics.stdev(d[f]):>8.3%} {mean_c * 1000:>9.3f} "

@@ -112,17 +112,18 @@ def functions(annotated: str) -> Iterator[tuple[int, str, str]]:
             yield int(m.group(1).replace(",", "")), m.group(2), m.group(3) or ""
 
 
+def function_name(name: str, obj: str, names: Callable[[str, int], str | None] | None = None) -> str:
+    """A function's name as callgrind gave it, or, where callgrind could name it by address only (a stripped Go
+    build), the name `names` gives: (object, address) -> the name (`address_names`)."""
+    if names is not None and _ADDRESS.match(name):
+        return names(obj, int(name, 16)) or name
+    return name
+
+
 def runtime_count(annotated: str, names: Callable[[str, int], str | None] | None = None) -> float:
     """The instructions in Go's runtime (GO_RUNTIME) of one dump (`functions`); 0 for a program without one.
-    `names`: (object, address) -> the function's name, for the functions callgrind could name by address only
-    (a stripped Go build: monitor/gosyms.py)."""
-    total = 0
-    for n, name, obj in functions(annotated):
-        if names is not None and _ADDRESS.match(name):
-            name = names(obj, int(name, 16)) or name
-        if GO_RUNTIME.match(name):
-            total += n
-    return float(total)
+    `names`: as for `function_name`."""
+    return float(sum(n for n, name, obj in functions(annotated) if GO_RUNTIME.match(function_name(name, obj, names))))
 
 
 def object_counts(annotated: str) -> dict[str, float]:
@@ -248,6 +249,18 @@ class Split(NamedTuple):
     objects: dict[str, float] | None
 
 
+def address_names(program: str) -> tuple[bool, Callable[[str, int], str | None]]:
+    """Whether a dump's program (`dumped_program`) is a Go binary, and (object, address) -> the name of the
+    function at that address in it, from its pclntab (None: another object, or no table read)."""
+    go, table = go_binary(program) if program else (False, None)
+    real = os.path.realpath(program) if program else ""
+
+    def name(obj: str, pc: int) -> str | None:
+        return table.name(pc) if table is not None and os.path.realpath(obj) == real else None
+
+    return go, name
+
+
 def runtime(tools: Callgrind, dump: Path) -> Split:
     """A dump's split (Split): why the whole count is judged is callgrind_annotate missing or failed, or a Go
     program without symbols whose pclntab could not be read either."""
@@ -258,12 +271,7 @@ def runtime(tools: Callgrind, dump: Path) -> Split:
     except CommandFailed as e:
         return Split(None, f"Go's runtime not separated: {str(e).splitlines()[0]}", None)
     program = dumped_program(dump)
-    go, functions = go_binary(program) if program else (False, None)
-    real = os.path.realpath(program) if program else ""
-
-    def name(obj: str, pc: int) -> str | None:
-        return functions.name(pc) if functions is not None and os.path.realpath(obj) == real else None
-
+    go, name = address_names(program)
     count = runtime_count(res.stdout, name)
     objects = object_counts(res.stdout)
     if count == 0 and go:
