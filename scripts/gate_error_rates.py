@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,6 +47,7 @@ from scipy.stats import binomtest
 from tunbench.monitor.counters import CARRIED as CARRIED_SPEC
 from tunbench.monitor.counters import carried_bytes
 from tunbench.report.compare import CompareError, compare_runs
+from tunbench.session.defaults import INSTRUCTIONS_RATE
 from tunbench.store.db import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -197,8 +199,28 @@ def one(
         "stopped": stop.group(1) if stop else "", "extra": " ".join(EXTRA), "recipe": " ".join(RECIPE),
         **extra, **judged(db, name, "base", "pr"),
     }  # fmt: skip
+    if RECIPE == WORK_RECIPE:  # the offered rate and the CPU: the work gate's line runs slower on some boxes
+        rec |= {"rate": offered_rate(), "cpu": cpu_model()}
     record(rec, out)
     return rec
+
+
+def offered_rate() -> str:
+    """The work gate's offered rate: a scenario's among --extra's words ([workload.udp] rate), else the default."""
+    for word in EXTRA:
+        if word.endswith(".toml") and Path(word).is_file():
+            rate = tomllib.loads(Path(word).read_text()).get("workload", {}).get("udp", {}).get("rate")
+            if rate:
+                return str(rate)
+    return INSTRUCTIONS_RATE
+
+
+def cpu_model() -> str:
+    """This machine's CPU, as /proc/cpuinfo names it ("" where it does not)."""
+    for text in Path("/proc/cpuinfo").read_text().splitlines():
+        if text.startswith("model name"):
+            return text.split(":", 1)[1].strip()
+    return ""
 
 
 def line(rec: dict[str, Any]) -> str:
@@ -280,6 +302,7 @@ def design(rec: dict[str, Any]) -> str:
     stop then followed the gate it was measured under)."""
     main = rec.get("main") or next((k for k, m in rec["metrics"].items() if m["tier"] == "gate"), "")
     hog = f", beside {rec['hog']} busy loops" if rec.get("hog") else ""
+    hog += f", at {rec['rate']}" if rec.get("rate", "20mbit") != "20mbit" else ""  # records before it: 20mbit
     adapter = f", {rec['adapter']}" if rec.get("adapter") else ""
     if not rec.get("adapter") and rec.get("runtime_split") is False:  # a Go build whose runtime was not named
         adapter += ", Go's runtime not separated"

@@ -143,7 +143,7 @@ def calibrate(
     what they cost here, so it falls as about 1/sqrt(pairs) (4x the budget, half the MDE). The table is
     recorded with the run (its provenance, `calibration`).
 
-    With --count-instructions it calibrates the work gate instead: udp trials at a fixed 20 Mbit/s, each
+    With --count-instructions it calibrates the work gate instead: udp trials at a fixed 5 Mbit/s, each
     side's tunnel counted by callgrind (by perf where this host's CPU counters can be read: `--instr-counter`,
     `[run] instr_counter`), and the table leads with instructions/byte (docs/work-gate.md).
 

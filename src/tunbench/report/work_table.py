@@ -4,12 +4,14 @@ of the ratios compare shows (report.compare.WORK_RATIOS), and where a side was n
 from __future__ import annotations
 
 import html
+import re
 import statistics
 from collections import defaultdict
 
 from tunbench.monitor.counters import INSTR, INSTR_COUNT, INSTR_SIDE
 from tunbench.monitor.work import RATIO
 from tunbench.report.compare import WORK_RATIOS
+from tunbench.report.compare.metrics import STALL, rate_hint
 from tunbench.report.summary import ROLES
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.workloads import case_title
@@ -78,8 +80,8 @@ def instruction_lines(trials: list[TrialRecord]) -> list[str]:
         parts = []
         for role in ROLES:
             vals = [v for t in ts if (v := t.metrics.get(INSTR_SIDE.key(role=role))) is not None]
-            notes = sorted(
-                {str(t.params.get(key, {}).get(role, "")) for t in ts for key in ("instr", "instr_whole")} - {""}
+            notes = _collapsed(
+                [str(t.params.get(key, {}).get(role, "")) for t in ts for key in ("instr", "instr_whole")], len(ts)
             )
             counted = f"{statistics.median(vals):.4g}" if vals else ""
             if notes:
@@ -88,4 +90,19 @@ def instruction_lines(trials: list[TrialRecord]) -> list[str]:
         both = [v for t in ts if (v := t.metrics.get(INSTR.name)) is not None]
         total = f", both {statistics.median(both):.4g}" if both else ""
         lines.append(f"instructions/byte {case_title(case)}: {', '.join(parts)}{total}")
+    if lines and (hint := rate_hint([t for ts in by_case.values() for t in ts])):
+        lines.append(hint)
     return lines
+
+
+def _collapsed(notes: list[str], trials: int) -> list[str]:
+    """A side's distinct reasons, sorted, those of trials short of their fixed rate (one per trial, each with
+    its own carried rate) as one: how many trials, and the range they carried."""
+    stalls = [n for n in notes if n.startswith(STALL)]
+    rest = sorted(set(notes) - set(stalls) - {""})
+    carried = [float(m.group(1)) for n in stalls if (m := re.match(r"([\d.]+) Mbit/s", n[len(STALL) :]))]
+    if not stalls or len(carried) != len(stalls):
+        return sorted(set(rest) | set(stalls))
+    offered = stalls[0][stalls[0].index(" of the ") :]
+    span = f"{min(carried):.1f}" if min(carried) == max(carried) else f"{min(carried):.1f}-{max(carried):.1f}"
+    return [f"not counted in {len(stalls)} of {trials} trial(s): carried {span} Mbit/s{offered}", *rest]

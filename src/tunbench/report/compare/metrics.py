@@ -5,6 +5,7 @@ gates; which of them gate at which threshold is ``gate``'s).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from tunbench.report.summary import (
     per_trial_role,
 )
 from tunbench.results import TrialRecord
+from tunbench.units import parse_rate
 
 METRIC_KINDS = ("throughput", "cpu", "latency", "work")
 """Metric kinds compare knows. `work` (counted work, `run --count-work`) explains the others: shown with
@@ -191,6 +193,41 @@ def stalled(t: TrialRecord) -> bool:
     count's comparison and the work gate still judges the rest, as for a trial in the other mode. On a busy
     box such a stall left a hog A/A run with no verdict at all (docs/work-gate.md)."""
     return any(str(why).startswith(STALL) for why in (t.params.get("instr") or {}).values())
+
+
+def rate_hint(trials: list[TrialRecord]) -> str:
+    """What to do when trials fell below their fixed offered rate ("" when none did): how many, the most a
+    short one carried, and a rate of at most 60% of that (rounded down to 1, 2 or 5 times a power of ten),
+    which this box's counted tunnel should sustain (10 Mbit/s where wireguard-go carried 16-18). A box that
+    runs the tunnel under callgrind too slowly for the rate leaves most pairs out and the work gate without a
+    verdict (docs/work-gate.md). Trials above their rate (iperf3 catching up after one stall) are an accident
+    of that trial, not the box, and get no hint."""
+    ok = [t for t in trials if t.status == "ok" and (stalled(t) or any(INSTR_COUNT.matches(k) for k in t.metrics))]
+    short: list[tuple[float, float]] = []  # (carried, offered), bits/s
+    for t in ok:
+        rate, got = (t.params.get("workload") or {}).get("rate"), t.metrics.get(core.THROUGHPUT.name)
+        if stalled(t) and rate and got is not None and got < parse_rate(str(rate)):
+            short.append((got, parse_rate(str(rate))))
+    if not short:
+        return ""
+    most, offered = max(c for c, _ in short), max(o for _, o in short)
+    suggested = _round_rate(most * 0.6)
+    return (
+        f"{len(short)} of {len(ok)} counted trial(s) carried less than their fixed {offered / 1e6:g} Mbit/s "
+        f"(at most {most / 1e6:.1f}), each left out of the work gate with its pair: this box runs the counted "
+        f'tunnel too slowly for that rate; offer less in the scenario, [workload.udp] rate = "{suggested}" '
+        "(docs/work-gate.md)"
+    )
+
+
+def _round_rate(bps: float) -> str:
+    """`bps` rounded down to 1, 2 or 5 times a power of ten, as a rate the scenario takes ("5mbit", "200kbit")."""
+    if bps < 1_000:
+        return "1kbit"
+    exp = math.floor(math.log10(bps))
+    mant = next(m for m in (5, 2, 1) if m * 10**exp <= bps)
+    value = mant * 10**exp
+    return f"{value // 1_000_000}mbit" if value >= 1_000_000 else f"{value // 1_000}kbit"
 
 
 def _trial_cpu_s(t: TrialRecord) -> float | None:

@@ -17,6 +17,7 @@ from tunbench.report.compare.metrics import (
     instr_counters,
     metrics_for,
     other_mode,
+    rate_hint,
     stalled,
 )
 from tunbench.report.compare.pairing import by_case, match_cases, metric_units, pair_trials, pair_values
@@ -248,7 +249,10 @@ def compare_runs(
                 f"the direct baseline changed ({r.case_label}, {r.metric.title}: {fmt_change(r.result)}): "
                 "the host itself measured differently between A and B, so distrust the other verdicts"
             )
-    notes.extend(uncounted_notes([t for ka, kb in pairs for t in (*ga[ka], *gb[kb])]))
+    judged = [t for ka, kb in pairs for t in (*ga[ka], *gb[kb])]
+    notes.extend(uncounted_notes(judged))
+    if hint := rate_hint(judged):
+        notes.append(hint)
     if not a.provenance.get("hosts") and (note := unplaced_note(rows, [t for ka, _ in pairs for t in ga[ka]])):
         notes.append(note)
     settings = settings_differences(
