@@ -727,3 +727,19 @@ def test_a_box_too_slow_for_the_fixed_rate_is_told_the_rate_it_sustains() -> Non
     assert [_round_rate(x) for x in (10.5e6, 9.9e6, 3e6, 1.2e6, 450e3, 20)] == [
         "10mbit", "5mbit", "2mbit", "1mbit", "200kbit", "1kbit",
     ]  # fmt: skip
+
+
+def test_a_run_whose_every_trial_fell_short_of_the_rate_says_what_to_offer_even_without_a_verdict() -> None:
+    """Beside busy loops on a slow box every trial fell short of 20 Mbit/s: with no count, the timed rule
+    judged the case and left every interfered trial out, and compare's error must say why the counts that
+    would have kept them are missing."""
+    from tunbench.trial.pair import count_instructions
+
+    r = _counted(more_work=0.0, reps=4)
+    for t in r.trials:
+        t.metrics["interfered"] = 1.0
+        t.params["workload"] = {"rate": "20mbit"}
+        t.metrics["throughput_bps"] = 15.0e6
+        count_instructions(t, t.metrics["delivered_bytes"])
+    with pytest.raises(CompareError, match=r'left out 8 interfered trials.*8 of 8 counted trial\(s\).*rate = "5mbit"'):
+        compare_runs(r, r, label_a="base", label_b="pr", threshold=0.01)

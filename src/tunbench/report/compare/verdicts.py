@@ -169,8 +169,10 @@ def compare_runs(
     try:
         pairs = match_cases(ga, gb, label_a, label_b)
     except CompareError as e:
-        if left := "; ".join(x.text for x in (left_a, left_b) if x):
-            raise CompareError(f"{e}: {left}") from None
+        left = "; ".join(x.text for x in (left_a, left_b) if x)
+        hint = rate_hint([*a.trials, *([] if same_run else b.trials)])  # why the counts that keep them are missing
+        if left or hint:
+            raise CompareError("; ".join(x for x in (f"{e}: {left}" if left else str(e), hint) if x)) from None
         raise
     if not pairs:
         la = ", ".join(sorted({k.label for k in ga})) or "none"
