@@ -709,7 +709,8 @@ def test_a_box_too_slow_for_the_fixed_rate_is_told_the_rate_it_sustains() -> Non
         count_instructions(t, t.metrics["delivered_bytes"])
     hint = rate_hint(r.trials)
     assert hint.startswith("3 of 8 counted trial(s) carried less than their fixed 20 Mbit/s (at most 17.5)")
-    assert 'rate = "10mbit"' in hint  # 60% of 17.5, rounded down to 1, 2 or 5 times a power of ten
+    # 60% of 17.5, rounded down to 1, 2 or 5 times a power of ten, in the table of the trials' own workload
+    assert '[workload.iperf3] rate = "10mbit"' in hint
     lines = instruction_lines(r.trials)
     assert lines[-1] == hint
     base, pr = lines[0], lines[1]  # one reason per side, not one per trial

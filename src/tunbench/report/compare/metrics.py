@@ -204,19 +204,21 @@ def rate_hint(trials: list[TrialRecord]) -> str:
     of that trial, not the box, and get no hint."""
     ok = [t for t in trials if t.status == "ok" and (stalled(t) or any(INSTR_COUNT.matches(k) for k in t.metrics))]
     short: list[tuple[float, float]] = []  # (carried, offered), bits/s
+    kinds: set[str] = set()  # the workloads whose rate to set: udp, or iperf3 (TCP)
     for t in ok:
         rate, got = (t.params.get("workload") or {}).get("rate"), t.metrics.get(core.THROUGHPUT.name)
         if stalled(t) and rate and got is not None and got < parse_rate(str(rate)):
             short.append((got, parse_rate(str(rate))))
+            kinds.add(t.workload)
     if not short:
         return ""
     most, offered = max(c for c, _ in short), max(o for _, o in short)
     suggested = _round_rate(most * 0.6)
+    where = " and ".join(f'[workload.{kind}] rate = "{suggested}"' for kind in sorted(kinds))
     return (
         f"{len(short)} of {len(ok)} counted trial(s) carried less than their fixed {offered / 1e6:g} Mbit/s "
         f"(at most {most / 1e6:.1f}), each left out of the work gate with its pair: this box runs the counted "
-        f'tunnel too slowly for that rate; offer less in the scenario, [workload.udp] rate = "{suggested}" '
-        "(docs/work-gate.md)"
+        f"tunnel too slowly for that rate; offer less in the scenario, {where} (docs/work-gate.md)"
     )
 
 
