@@ -34,7 +34,7 @@ count of the wrong span (a daemon's start-up, or a sliver of the window) would b
 def test_wireguard_go_and_socat_count_their_instructions_per_byte(tmp_path: Path) -> None:
     res, doc = run_json(
         tmp_path,
-        "-t", "wireguard-go[label=wg]", "-t", "socat[label=s]", "--no-direct", "--duration", "2", "--omit", "1",
+        "-t", "wireguard-go[label=wg]", "-t", "socat[label=s]", "--no-direct", "--duration", "2", "--omit", "0",
         "--repeat", "1", "--direction", "up", "--count-instructions",
     )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
@@ -71,7 +71,7 @@ def test_wireguard_go_and_socat_count_their_instructions_per_byte(tmp_path: Path
 
     if shutil.which("sshd") is None and not Path("/usr/sbin/sshd").exists():
         pytest.skip("sshd is not installed (make deps)")
-    args = ("-t", "wireguard-go[label=wg]", "--no-direct", "--duration", "2", "--omit", "1", "--repeat", "1")
+    args = ("-t", "wireguard-go[label=wg]", "--no-direct", "--duration", "2", "--omit", "0", "--repeat", "1")
     (there := tmp_path / "hosts").mkdir()
     with ssh_hosts(there) as hosts:
         res, hdoc = run_hosts(there, hosts.inventory, *args, "--direction", "up", "--count-instructions")
