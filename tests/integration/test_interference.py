@@ -56,7 +56,13 @@ def test_two_runs_at_once_each_flag_the_trials_they_shared(tmp_path: Path) -> No
     assert "interfered with" in second.stdout
     # the long run's trials that ran beside the short one name it; every trial recorded the figures
     flagged = [t for t in long_doc["trials"] if t["interference"]["interfered"] == 1.0]
-    assert flagged and all(short_uid in t["interference"]["other_runs"] for t in flagged)
+    named = [t for t in flagged if short_uid in (t["interference"]["other_runs"] or [])]
+    assert named, flagged
+    # on a slow box the short run's start (its imports, before its ledger exists) or its end can fall in a
+    # trial of the long run beside it: flagged then for that foreign CPU, with the reason, not for a run
+    for t in flagged:
+        if t not in named:
+            assert "foreign CPU" in (t["interference"]["reason"] or ""), t["interference"]
     assert short_uid in out and "interfered" in out
     for t in long_doc["trials"] + short_doc["trials"]:
         assert t["interference"]["foreign_cpu_pct"] is not None
