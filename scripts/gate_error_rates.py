@@ -302,13 +302,13 @@ def design(rec: dict[str, Any]) -> str:
     stop then followed the gate it was measured under)."""
     main = rec.get("main") or next((k for k, m in rec["metrics"].items() if m["tier"] == "gate"), "")
     hog = f", beside {rec['hog']} busy loops" if rec.get("hog") else ""
-    hog += f", at {rec['rate']}" if rec.get("rate", "20mbit") != "20mbit" else ""  # records before it: 20mbit
+    rate = f", at {rec['rate']}" if rec.get("rate", "20mbit") != "20mbit" else ""  # records before it: 20mbit
     adapter = f", {rec['adapter']}" if rec.get("adapter") else ""
     if not rec.get("adapter") and rec.get("runtime_split") is False:  # a Go build whose runtime was not named
         adapter += ", Go's runtime not separated"
     if rec.get("adapter") and rec.get("one_mode") is False:  # OpenVPN before its adapter named the mode it counts
         adapter += ", both modes counted"
-    return (f"{main}, judged again" if rec.get("rejudged") else main) + adapter + hog
+    return (f"{main}, judged again" if rec.get("rejudged") else main) + adapter + hog + rate
 
 
 def cmd_summary(args: argparse.Namespace) -> None:

@@ -4,14 +4,13 @@ of the ratios compare shows (report.compare.WORK_RATIOS), and where a side was n
 from __future__ import annotations
 
 import html
-import re
 import statistics
 from collections import defaultdict
 
 from tunbench.monitor.counters import INSTR, INSTR_COUNT, INSTR_SIDE
 from tunbench.monitor.work import RATIO
 from tunbench.report.compare import WORK_RATIOS
-from tunbench.report.compare.metrics import STALL, rate_hint
+from tunbench.report.compare.metrics import STALL, below_rate, rate_hint
 from tunbench.report.summary import ROLES
 from tunbench.results import CaseKey, TrialRecord
 from tunbench.workloads import case_title
@@ -80,9 +79,7 @@ def instruction_lines(trials: list[TrialRecord]) -> list[str]:
         parts = []
         for role in ROLES:
             vals = [v for t in ts if (v := t.metrics.get(INSTR_SIDE.key(role=role))) is not None]
-            notes = _collapsed(
-                [str(t.params.get(key, {}).get(role, "")) for t in ts for key in ("instr", "instr_whole")], len(ts)
-            )
+            notes = _reasons(ts, role)
             counted = f"{statistics.median(vals):.4g}" if vals else ""
             if notes:
                 counted = (counted + " (" if counted else "") + "; ".join(notes) + (")" if counted else "")
@@ -95,14 +92,23 @@ def instruction_lines(trials: list[TrialRecord]) -> list[str]:
     return lines
 
 
-def _collapsed(notes: list[str], trials: int) -> list[str]:
-    """A side's distinct reasons, sorted, those of trials short of their fixed rate (one per trial, each with
-    its own carried rate) as one: how many trials, and the range they carried."""
-    stalls = [n for n in notes if n.startswith(STALL)]
-    rest = sorted(set(notes) - set(stalls) - {""})
-    carried = [float(m.group(1)) for n in stalls if (m := re.match(r"([\d.]+) Mbit/s", n[len(STALL) :]))]
-    if not stalls or len(carried) != len(stalls):
-        return sorted(set(rest) | set(stalls))
-    offered = stalls[0][stalls[0].index(" of the ") :]
+def _reasons(ts: list[TrialRecord], role: str) -> list[str]:
+    """A side's distinct reasons for not counting, sorted; those of the trials short of their fixed rate (each
+    with its own carried rate) as one: how many, and the range they carried (`below_rate`)."""
+    why = {id(t): str((t.params.get("instr") or {}).get(role, "")) for t in ts}
+    short = {id(t): s for t in ts if why[id(t)].startswith(STALL) and (s := below_rate(t))}
+    rest = {
+        str(t.params.get(key, {}).get(role, ""))
+        for t in ts
+        for key in ("instr", "instr_whole")
+        if not (key == "instr" and id(t) in short)
+    } - {""}
+    if not short:
+        return sorted(rest)
+    carried = [c / 1e6 for c, _ in short.values()]
     span = f"{min(carried):.1f}" if min(carried) == max(carried) else f"{min(carried):.1f}-{max(carried):.1f}"
-    return [f"not counted in {len(stalls)} of {trials} trial(s): carried {span} Mbit/s{offered}", *rest]
+    offered = max(o for _, o in short.values()) / 1e6
+    return [
+        f"not counted in {len(short)} of {len(ts)} trial(s): carried {span} Mbit/s of the {offered:g} Mbit/s offered",
+        *sorted(rest),
+    ]

@@ -195,6 +195,16 @@ def stalled(t: TrialRecord) -> bool:
     return any(str(why).startswith(STALL) for why in (t.params.get("instr") or {}).values())
 
 
+def below_rate(t: TrialRecord) -> tuple[float, float] | None:
+    """(carried, offered), in bit/s, of a trial whose count was dropped for carrying less than its fixed offered
+    rate (`stalled`); None for any other trial, and for one dropped for carrying more (iperf3 catching up)."""
+    rate, got = (t.params.get("workload") or {}).get("rate"), t.metrics.get(core.THROUGHPUT.name)
+    if not (stalled(t) and rate and got is not None):
+        return None
+    offered = parse_rate(str(rate))
+    return (got, offered) if got < offered else None
+
+
 def rate_hint(trials: list[TrialRecord]) -> str:
     """What to do when trials fell below their fixed offered rate ("" when none did): how many, the most a
     short one carried, and a rate of at most 60% of that (rounded down to 1, 2 or 5 times a power of ten),
@@ -203,20 +213,14 @@ def rate_hint(trials: list[TrialRecord]) -> str:
     verdict (docs/work-gate.md). Trials above their rate (iperf3 catching up after one stall) are an accident
     of that trial, not the box, and get no hint."""
     ok = [t for t in trials if t.status == "ok" and (stalled(t) or any(INSTR_COUNT.matches(k) for k in t.metrics))]
-    short: list[tuple[float, float]] = []  # (carried, offered), bits/s
-    kinds: set[str] = set()  # the workloads whose rate to set: udp, or iperf3 (TCP)
-    for t in ok:
-        rate, got = (t.params.get("workload") or {}).get("rate"), t.metrics.get(core.THROUGHPUT.name)
-        if stalled(t) and rate and got is not None and got < parse_rate(str(rate)):
-            short.append((got, parse_rate(str(rate))))
-            kinds.add(t.workload)
-    if not short:
+    shorts = [(t.workload, s) for t in ok if (s := below_rate(t))]  # the workload's table is where to set it
+    if not shorts:
         return ""
-    most, offered = max(c for c, _ in short), max(o for _, o in short)
+    most, offered = max(c for _, (c, _) in shorts), max(o for _, (_, o) in shorts)
     suggested = _round_rate(most * 0.6)
-    where = " and ".join(f'[workload.{kind}] rate = "{suggested}"' for kind in sorted(kinds))
+    where = " and ".join(f'[workload.{kind}] rate = "{suggested}"' for kind in sorted({k for k, _ in shorts}))
     return (
-        f"{len(short)} of {len(ok)} counted trial(s) carried less than their fixed {offered / 1e6:g} Mbit/s "
+        f"{len(shorts)} of {len(ok)} counted trial(s) carried less than their fixed {offered / 1e6:g} Mbit/s "
         f"(at most {most / 1e6:.1f}), each left out of the work gate with its pair: this box runs the counted "
         f"tunnel too slowly for that rate; offer less in the scenario, {where} (docs/work-gate.md)"
     )

@@ -171,9 +171,10 @@ def compare_runs(
     except CompareError as e:
         left = "; ".join(x.text for x in (left_a, left_b) if x)
         hint = rate_hint([*a.trials, *([] if same_run else b.trials)])  # why the counts that keep them are missing
-        if left or hint:
-            raise CompareError("; ".join(x for x in (f"{e}: {left}" if left else str(e), hint) if x)) from None
-        raise
+        if not (left or hint):
+            raise
+        why = f"{e}: {left}" if left else str(e)
+        raise CompareError(f"{why}; {hint}" if hint else why) from None
     if not pairs:
         la = ", ".join(sorted({k.label for k in ga})) or "none"
         lb = ", ".join(sorted({k.label for k in gb})) or "none"
