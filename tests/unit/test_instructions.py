@@ -725,6 +725,7 @@ def test_a_box_too_slow_for_the_fixed_rate_is_told_the_rate_it_sustains() -> Non
     r2.trials[0].metrics["throughput_bps"] = 29.3e6
     count_instructions(r2.trials[0], r2.trials[0].metrics["delivered_bytes"])
     assert rate_hint(r2.trials) == ""
+    assert "(above 111% of it)" in instruction_lines(r2.trials)[0]  # its own reason, not folded into a count
     assert [_round_rate(x) for x in (10.5e6, 9.9e6, 3e6, 1.2e6, 450e3, 20)] == [
         "10mbit", "5mbit", "2mbit", "1mbit", "200kbit", "1kbit",
     ]  # fmt: skip
