@@ -4,7 +4,8 @@ on the namespaced sshd hosts of the integration tests (tests/sshhosts.py: the cl
 h2), ROUNDS of each, the order swapped every round. Per placement it prints each figure's median and range,
 and the spread of each placement's own repetitions (its A/A noise): the tunnel's CPU per bit delivered (the
 cost gate's figure), the wire's bytes per payload byte (carried / delivered), and the client's syscalls,
-reads and writes per MB of its underlay bytes.
+reads and writes per MB of its underlay bytes. Last, the CPU figure's hosts/local ratio within each round:
+what the integration test that compares one trial of each sees.
 
 Usage (as root, alone on the machine, under the measurement lock):
   .venv/bin/python scripts/bench_hosts_parity.py [ROUNDS]"""
@@ -31,8 +32,10 @@ ARGS += ["--count-work"]
 def figures(m: dict[str, Any]) -> dict[str, float]:
     cpu = sum(m.get(f"trial_cpu.{r}.{k}_s") or 0.0 for r in ("client", "server") for k in ("user", "sys"))
     delivered = m["delivered_bytes"]
+    client = sum(m.get(f"trial_cpu.client.{k}_s") or 0.0 for k in ("user", "sys"))
     return {
         "CPU ns/bit delivered": 1e9 * cpu / (8 * delivered),
+        "client share of that CPU": client / cpu,
         "carried / delivered": m["carried_bytes"] / delivered,
         "client syscalls/MB": m["work.client.syscalls_per_mb"],
         "client reads/MB": m["work.client.read_per_mb"],
@@ -67,6 +70,10 @@ def main(rounds: int) -> None:
             line.append(f"{mode} {med:.4g} ({min(xs):.4g}-{max(xs):.4g}, range {100 * (max(xs) - min(xs)) / med:.1f}%)")
         ratio = statistics.median(r[name] for r in got["hosts"]) / statistics.median(r[name] for r in got["local"])
         print(f"{name}: " + "; ".join(line) + f"; hosts/local {ratio:.3f}")
+    # what one test sees: one trial of each placement, run one after the other
+    cpu = "CPU ns/bit delivered"
+    pairs = sorted(h[cpu] / lo[cpu] for h, lo in zip(got["hosts"], got["local"], strict=True))
+    print("CPU ns/bit, hosts/local within each round: " + " ".join(f"{x:.3f}" for x in pairs))
 
 
 if __name__ == "__main__":

@@ -178,7 +178,12 @@ def test_on_hosts_the_agent_counts_and_agrees_with_a_local_run(tmp_path: Path) -
         cpu = sum(x.get(f"trial_cpu.{r}.{k}_s") or 0.0 for r in ("client", "server") for k in ("user", "sys"))
         return cpu / (8 * x["delivered_bytes"])
 
-    assert cpu_per_bit(m) == pytest.approx(cpu_per_bit(lm), rel=0.35)
+    # only the client runs a tunnel process (socat), so this is one process's CPU over the window: a window
+    # counted twice or half missed gives 2x or 0.5x. Timed CPU is noisy: one trial of each, one after the
+    # other, gave hosts/local 0.96-1.34 over 10 rounds on an AMD EPYC VM (bench_hosts_parity.py 10) and 1.385
+    # in one CI run there, so the bound is a factor of 1.7 either way
+    ratio = cpu_per_bit(m) / cpu_per_bit(lm)
+    assert 1 / 1.7 < ratio < 1.7, (cpu_per_bit(m), cpu_per_bit(lm))
 
 
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="needs setpriv (util-linux)")
