@@ -310,6 +310,9 @@ def test_a_trial_that_did_not_carry_the_fixed_rate_has_no_count() -> None:
     assert rate_short(t) == ""
     t.metrics["throughput_bps"] = 29.3e6  # iperf3 catching up after a stall
     assert rate_short(t) == "carried 29.3 Mbit/s of the 20 Mbit/s offered (above 111% of it)"
+    t.params["workload"] = {"rate": "500kbit"}  # a rate below 1 Mbit/s, as the run's hint may name, reads as it is
+    t.metrics["throughput_bps"] = 0.3e6
+    assert rate_short(t) == "carried 0.3 Mbit/s of the 0.5 Mbit/s offered (below 90% of it)"
     t.params["workload"] = {"rate": ""}  # as fast as it goes: no fixed load to hold it to
     t.metrics["throughput_bps"] = 2.0e6
     assert rate_short(t) == ""

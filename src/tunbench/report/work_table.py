@@ -95,8 +95,11 @@ def instruction_lines(trials: list[TrialRecord]) -> list[str]:
 def _reasons(ts: list[TrialRecord], role: str) -> list[str]:
     """A side's distinct reasons for not counting, sorted; those of the trials short of their fixed rate (each
     with its own carried rate) as one: how many, and the range they carried (`below_rate`)."""
-    why = {id(t): str((t.params.get("instr") or {}).get(role, "")) for t in ts}
-    short = {id(t): s for t in ts if why[id(t)].startswith(STALL) and (s := below_rate(t))}
+    short = {
+        id(t): s
+        for t in ts
+        if str((t.params.get("instr") or {}).get(role, "")).startswith(STALL) and (s := below_rate(t))
+    }
     rest = {
         str(t.params.get(key, {}).get(role, ""))
         for t in ts

@@ -248,7 +248,7 @@ def rate_short(rec: TrialRecord) -> str:
     if RATE_KEPT * offered <= got <= offered / RATE_KEPT:
         return ""
     side = f"below {RATE_KEPT:.0%}" if got < offered else f"above {1 / RATE_KEPT:.0%}"
-    return f"carried {got / 1e6:.1f} Mbit/s of the {offered / 1e6:.0f} Mbit/s offered ({side} of it)"
+    return f"carried {got / 1e6:.1f} Mbit/s of the {offered / 1e6:g} Mbit/s offered ({side} of it)"
 
 
 def series_span(result: Measurement, call: tuple[float, float]) -> tuple[float, float]:
